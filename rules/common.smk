@@ -1,0 +1,66 @@
+# Shared set-up: config validation, wildcard constraints, MLflow invocation, the target registry.
+import json
+import os
+import sys
+import uuid
+from pathlib import Path
+
+from snakemake.utils import validate
+
+from bertology.config import validate_config
+from bertology.tasks import SPLITS, TASKS
+
+# A clear message naming the bad key first, then Snakemake's own validation (fills defaults).
+config.update(validate_config(config))
+
+
+validate(config, "../schemas/config.schema.yaml")
+
+
+# Jobs call the `bertology` CLI of the interpreter running Snakemake (a conda env, if used, comes first).
+os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ["MLFLOW_TRACKING_URI"] = config["mlflow"]["tracking_uri"]
+os.environ["MLFLOW_EXPERIMENT_NAME"] = config["mlflow"]["experiment"]
+INVOCATION = os.environ.setdefault("BERTOLOGY_INVOCATION", uuid.uuid4().hex)
+
+TASK_NAMES = list(config["tasks"])
+PAIR_TASKS = [t for t in TASK_NAMES if TASKS[t].is_pair]
+INITS = list(config["train"]["inits"])
+
+# Every rule file appends the final outputs it contributes; `rule all` asks for all of them.
+TARGETS = []
+
+
+wildcard_constraints:
+    task="|".join(TASKS),
+    split="|".join(SPLITS),
+    init="pretrained|random",
+
+
+def as_json(section):
+    """A config section as a JSON string for `--params {params.x:q}`; params changes re-run the rule."""
+    return json.dumps(section, sort_keys=True)
+
+
+def log_path(rule_name, *parts):
+    return "results/logs/" + "/".join((rule_name,) + parts) + ".log"
+
+
+onstart:
+    from bertology import tracking
+
+    tracking.init_store()
+    tracking.parent_run_id(INVOCATION, params=config)
+
+
+onsuccess:
+    from bertology import tracking
+
+    tracking.end_invocation(INVOCATION, "FINISHED")
+
+
+onerror:
+    from bertology import tracking
+
+    tracking.end_invocation(INVOCATION, "FAILED")

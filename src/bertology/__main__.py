@@ -1,0 +1,5 @@
+import sys
+
+from bertology.cli import main
+
+sys.exit(main())

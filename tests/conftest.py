@@ -1,0 +1,73 @@
+"""Shared fixtures: offline mode, tiny random-weight BERT models, tiny configs for Snakemake runs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+def build_tiny_bert(path: Path, *, layers: int = 2, heads: int = 4, hidden: int = 32, seed: int = 0) -> Path:
+    """Save a random-weight BERT (real uncased WordPiece tokenizer of the embedded model) to `path`."""
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    from bertology.models import resolve_model
+
+    tok = AutoTokenizer.from_pretrained(resolve_model("minilm-l6"), local_files_only=True)
+    config = BertConfig(vocab_size=tok.vocab_size, hidden_size=hidden, num_hidden_layers=layers,
+                        num_attention_heads=heads, intermediate_size=2 * hidden, max_position_embeddings=128,
+                        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    torch.manual_seed(seed)
+    BertModel(config).save_pretrained(path, safe_serialization=True)
+    tok.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    """A tiny BERT: 2 layers x 4 heads, hidden 32, random weights, the embedded model's tokenizer."""
+    return build_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))
+
+
+def write_config(directory: Path, **overrides) -> Path:
+    """A tiny config for end-to-end runs in `directory`; nested overrides merge into sections."""
+    cfg = {
+        "model": "minilm-l6",
+        "tasks": ["sst2", "mrpc"],
+        "data": {"source": "demo", "seed": 1, "max_length": 64, "demo": {"train": 40, "validation": 24}},
+        "train": {"inits": ["pretrained", "random"], "epochs": 1, "batch_size": 8},
+        "attention": {"examples": 16, "batch_size": 8, "chunk_size": 8},
+        "ablation": {"examples": 16, "bootstrap": 50},
+        "mlflow": {"tracking_uri": "sqlite:///results/mlflow.db", "experiment": "test"},
+    }
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(cfg.get(key), dict):
+            cfg[key].update(value)
+        else:
+            cfg[key] = value
+    path = directory / "config.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def run_snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """Run this repo's Snakefile in `workdir` (results/ go there) with the current interpreter's snakemake."""
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
+           "--configfile", str(workdir / "config.yaml"), *args]
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=workdir)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"snakemake failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}")
+    return proc
