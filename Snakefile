@@ -2,12 +2,15 @@
 #   snakemake --cores 2                          the embedded default (config.yaml), offline
 #   snakemake --cores 8 --configfile config/paper.yaml
 #   snakemake --profile profiles/slurm           on a SLURM cluster
+import os
+
 from snakemake.utils import min_version
 
 min_version("9.0")
 
 
-configfile: "config.yaml"
+# The embedded default; `--configfile my.yaml` overrides its keys.
+configfile: os.path.join(workflow.basedir, "config.yaml")
 
 
 include: "rules/common.smk"

@@ -1,14 +1,11 @@
 # Shared set-up: config validation, wildcard constraints, MLflow invocation, the target registry.
 import json
-import os
-import sys
-import uuid
-from pathlib import Path
 
 from snakemake.utils import validate
 
 from bertology.config import validate_config
 from bertology.tasks import SPLITS, TASKS
+from bertology.workflow import setup_environment
 
 # A clear message naming the bad key first, then Snakemake's own validation (fills defaults).
 config.update(validate_config(config))
@@ -17,12 +14,14 @@ config.update(validate_config(config))
 validate(config, "../schemas/config.schema.yaml")
 
 
-# Jobs call the `bertology` CLI of the interpreter running Snakemake (a conda env, if used, comes first).
-os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-os.environ["MLFLOW_TRACKING_URI"] = config["mlflow"]["tracking_uri"]
-os.environ["MLFLOW_EXPERIMENT_NAME"] = config["mlflow"]["experiment"]
-INVOCATION = os.environ.setdefault("BERTOLOGY_INVOCATION", uuid.uuid4().hex)
+INVOCATION = setup_environment(config)
+
+
+envvars:
+    "BERTOLOGY_INVOCATION",
+    "MLFLOW_TRACKING_URI",
+    "MLFLOW_EXPERIMENT_NAME",
+
 
 TASK_NAMES = list(config["tasks"])
 PAIR_TASKS = [t for t in TASK_NAMES if TASKS[t].is_pair]
@@ -41,10 +40,6 @@ wildcard_constraints:
 def as_json(section):
     """A config section as a JSON string for `--params {params.x:q}`; params changes re-run the rule."""
     return json.dumps(section, sort_keys=True)
-
-
-def log_path(rule_name, *parts):
-    return "results/logs/" + "/".join((rule_name,) + parts) + ".log"
 
 
 onstart:

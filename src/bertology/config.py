@@ -67,7 +67,7 @@ def validate_config(config: dict, schema: dict | None = None) -> dict:
     """
     schema = schema or load_schema()
     cfg = _fill_defaults(copy.deepcopy(dict(config)), schema)
-    validator = jsonschema.Draft7Validator(schema)
+    validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(cfg), key=lambda e: list(map(str, e.absolute_path)))
     if errors:
         lines = "\n  - ".join(_describe(e, schema) for e in errors)
