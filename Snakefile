@@ -17,6 +17,10 @@ include: "rules/common.smk"
 include: "rules/data.smk"
 
 
+# Keep last among the includes: the report needs every other rule file's targets.
+include: "rules/report.smk"
+
+
 rule all:
     default_target: True
     input:

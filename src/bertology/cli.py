@@ -17,6 +17,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "validate-config": ("bertology.cli_foundation:validate_config_cmd", "validate a config file and print it resolved"),
     "init-mlflow": ("bertology.cli_foundation:init_mlflow_cmd", "create the MLflow store and the invocation's parent run"),
     "prepare-data": ("bertology.data:prepare_cmd", "write results/data/{task}/{split}.parquet"),
+    "report": ("bertology.report:report_cmd", "write results/report.html from everything under results/"),
 }
 
 USER_ERRORS: tuple[type[BaseException], ...] = (FileNotFoundError, KeyError, ValueError, RuntimeError)

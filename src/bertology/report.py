@@ -1,0 +1,206 @@
+"""results/report.html: every table and figure of a run on one self-contained page (images embedded).
+
+Sections follow the papers; each says in a sentence or two what it measures and what the paper found, so
+a reader can compare at a glance. Figures are found by their file-name prefix in results/figures/ (one
+file per figure and task); anything unclaimed lands in "Other figures", so nothing produced is hidden.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import datetime as dt
+import html
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from bertology import __version__
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Section:
+    key: str
+    title: str
+    measures: str
+    paper: str
+    figure_prefixes: tuple[str, ...] = ()
+    tables: tuple[str, ...] = field(default=())  # globs relative to results/
+
+
+SECTIONS: tuple[Section, ...] = (
+    Section(
+        "table1", "Table 1 — what fine-tuning buys",
+        "Validation scores of the pretrained encoder with an untrained classification head, the same "
+        "architecture fine-tuned from a random (normal) initialisation, and the pretrained encoder fine-tuned.",
+        "Kovaleva et al. (Table 1): fine-tuning the pretrained model wins on every task (35.9 points on "
+        "average over the untrained head); random initialisation is consistently worse than pretrained.",
+        ("table1",), ("tables/table1.csv",)),
+    Section(
+        "patterns", "Attention patterns (Kovaleva §4.1, Fig. 2)",
+        "Every (example, layer, head) map is classified as vertical, diagonal, vertical+diagonal, block or "
+        "heterogeneous; bars give the share of each class.",
+        "Vertical maps (attention to [CLS]/[SEP]) are the most frequent class; the heterogeneous share, the "
+        "only one likely to carry linguistic structure, is at most about half and varies by task.",
+        ("patterns",)),
+    Section(
+        "relations", "Relation-specific heads (Kovaleva §4.2, Fig. 3)",
+        "Mean over examples of the maximum attention between linked words (FrameNet frame element → target, "
+        "or dependency arcs), per head; heads above the 99th percentile are flagged.",
+        "Only a couple of heads of 144 in BERT-base attend to FrameNet-linked words more than the rest.",
+        ("relations",)),
+    Section(
+        "cosine", "Change with fine-tuning (Kovaleva §4.3, Fig. 5)",
+        "Per-head cosine similarity between the pretrained and fine-tuned attention maps of the same "
+        "examples (padding excluded), averaged over examples; low values mean fine-tuning changed the head.",
+        "The last two layers change most with fine-tuning on every task but QQP: they encode task-specific "
+        "features, earlier layers keep the pretrained ones.",
+        ("cosine",)),
+    Section(
+        "features", "Attention to linguistic features (Kovaleva §4.4, Fig. 6)",
+        "Per head, the attention a token type receives (summed over queries, divided by length, maximum over "
+        "tokens of the type), averaged over examples, for both variants and their difference.",
+        "Vertical attention is mostly to [CLS] and [SEP]; heads attending to nouns, objects or negation exist "
+        "but their weights are small next to the special tokens, and they come from pre-training.",
+        ("features",)),
+    Section(
+        "cls", "[CLS] attention in the last layer (Kovaleva §4.5, Fig. 7)",
+        "The last layer's [CLS] row: how much of its attention each token type gets, per head.",
+        "[SEP] gets most of [CLS]'s attention on most tasks; punctuation is attended about as much as [SEP] "
+        "on some.",
+        ("cls",)),
+    Section(
+        "ablation", "Disabling heads and layers (Kovaleva §4.6, Figs. 8–9)",
+        "The fine-tuned model's score with one head (or one whole layer) attending uniformly to all real "
+        "tokens, against the intact baseline, with paired bootstrap intervals and p-values over the same "
+        "examples.",
+        "Disabling single heads or whole layers often changes little, and some disabled heads or layers "
+        "even improve the score; the paper gave no uncertainty, so check which gains survive here.",
+        ("ablation",), ("ablation/*/summary.csv",)),
+    Section(
+        "sieve", "Functional roles of heads (Pande et al. 2021)",
+        "Sieve bias: for each role (local, block, delimiter, syntactic, ...) how much more attention a head "
+        "puts on the role's tokens than uniform attention would (n × mean attention); a one-sided t-test "
+        "over examples (H0: bias ≤ τ) assigns the role.",
+        "Most heads are multi-skilled; delimiter heads are common, syntactic heads overlap heavily with local "
+        "ones, and fine-tuning changes the bias of the final layers most.",
+        ("sieve",), ("stats/sieve_summary.csv", "stats/sieve_delta.csv")),
+)
+
+
+def _img(path: Path) -> str:
+    data = base64.b64encode(path.read_bytes()).decode()
+    title = html.escape(path.stem)
+    return (f'<figure><img alt="{title}" src="data:image/png;base64,{data}">'
+            f"<figcaption>{title}</figcaption></figure>")
+
+
+def _table(path: Path, results: Path, max_rows: int = 60) -> str:
+    df = pd.read_csv(path)
+    more = f"<p class=note>first {max_rows} of {len(df)} rows; full table: <code>{html.escape(str(path.relative_to(results.parent)))}</code></p>" \
+        if len(df) > max_rows else f"<p class=note><code>{html.escape(str(path.relative_to(results.parent)))}</code></p>"
+    return df.head(max_rows).to_html(index=False, float_format=lambda v: f"{v:.4g}", border=0,
+                                     classes="tbl") + more
+
+
+def assign_figures(figures: list[Path]) -> dict[str, list[Path]]:
+    """Map section key -> its figures (by longest matching prefix); unclaimed ones go to 'other'."""
+    out: dict[str, list[Path]] = {s.key: [] for s in SECTIONS}
+    out["other"] = []
+    prefixes = sorted(((p, s.key) for s in SECTIONS for p in s.figure_prefixes), key=lambda x: -len(x[0]))
+    for fig in sorted(figures):
+        key = next((k for p, k in prefixes if fig.stem == p or fig.stem.startswith(p + "-")
+                    or fig.stem.startswith(p + "_")), "other")
+        out[key].append(fig)
+    return out
+
+
+def _table1_block(results: Path) -> str:
+    md = results / "tables" / "table1.md"
+    if md.exists():
+        return f"<pre class=md>{html.escape(md.read_text())}</pre>"
+    return ""
+
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#1d1d1f;background:#fafafa}
+header{background:#243b53;color:#fff;padding:1.2em 2em}header h1{margin:0 0 .2em}header p{margin:.2em 0;opacity:.9}
+nav{padding:.6em 2em;background:#e8eef4;position:sticky;top:0;z-index:2}nav a{margin-right:1em;color:#243b53}
+main{padding:0 2em 3em}section{margin-top:2em;border-top:1px solid #ddd;padding-top:.5em}
+.why{display:grid;grid-template-columns:1fr 1fr;gap:1em;max-width:1200px}
+.why div{background:#fff;border:1px solid #e3e3e3;border-radius:6px;padding:.6em .9em}
+.why b{display:block;font-size:.8em;text-transform:uppercase;letter-spacing:.05em;color:#627d98}
+.figs{display:flex;flex-wrap:wrap;gap:1em;margin-top:1em}figure{margin:0;background:#fff;border:1px solid #e3e3e3;
+border-radius:6px;padding:.5em}figure img{max-width:560px;width:100%;height:auto}figcaption{font-size:.8em;color:#627d98}
+table.tbl{border-collapse:collapse;font-size:.85em;margin-top:1em;background:#fff}.tbl th,.tbl td{padding:.25em .6em;
+border-bottom:1px solid #eee;text-align:right}.tbl th{background:#f0f4f8}pre.md{background:#fff;border:1px solid #e3e3e3;
+padding:.8em;overflow-x:auto}.note{font-size:.8em;color:#627d98}.missing{color:#9b2c2c}
+"""
+
+
+def build_report(results: Path, config: dict | None = None) -> str:
+    """The HTML text of the report for a results/ directory."""
+    results = Path(results)
+    figures = list((results / "figures").glob("*.png"))
+    by_section = assign_figures(figures)
+    cfg = config or {}
+    model = html.escape(str(cfg.get("model", "?")))
+    tasks = html.escape(", ".join(cfg.get("tasks", [])))
+    when = dt.datetime.now().strftime("%Y-%m-%d %H:%M")
+    parts = [f"<!doctype html><html lang=en><head><meta charset=utf-8><title>bertology report — {model}</title>"
+             f"<style>{CSS}</style></head><body><header><h1>bertology report</h1>"
+             f"<p>model <b>{model}</b> · tasks <b>{tasks}</b> · data <b>{html.escape(str(cfg.get('data', {}).get('source', '?')))}</b>"
+             f" · bertology {__version__} · {when}</p>"
+             f"<p>Browse every run: <code>mlflow ui --backend-store-uri {html.escape(str(cfg.get('mlflow', {}).get('tracking_uri', 'sqlite:///results/mlflow.db')))}</code></p>"
+             "</header><nav>"]
+    parts += [f'<a href="#{s.key}">{html.escape(s.title.split(" (")[0].split(" — ")[0])}</a>' for s in SECTIONS]
+    parts.append("</nav><main>")
+    for s in SECTIONS:
+        parts.append(f'<section id="{s.key}"><h2>{html.escape(s.title)}</h2><div class=why>'
+                     f"<div><b>What it measures</b>{html.escape(s.measures)}</div>"
+                     f"<div><b>What the paper found</b>{html.escape(s.paper)}</div></div>")
+        if s.key == "table1":
+            parts.append(_table1_block(results))
+        for pattern in s.tables:
+            for path in sorted(results.glob(pattern)):
+                parts.append(_table(path, results))
+        figs = by_section[s.key]
+        if figs:
+            parts.append("<div class=figs>" + "".join(_img(f) for f in figs) + "</div>")
+        elif not any(results.glob(p) for p in s.tables):
+            parts.append("<p class=missing>No output of this analysis in this run.</p>")
+        parts.append("</section>")
+    if by_section["other"]:
+        parts.append('<section id=other><h2>Other figures</h2><div class=figs>'
+                     + "".join(_img(f) for f in by_section["other"]) + "</div></section>")
+    parts.append("<section><h2>Configuration</h2><pre class=md>"
+                 + html.escape(json.dumps(cfg, indent=2, sort_keys=True)) + "</pre></section></main></body></html>")
+    return "".join(parts)
+
+
+def report_cmd(argv: list[str]) -> int:
+    """bertology report --results DIR --params JSON(config) --output FILE"""
+    from bertology.cli import parse_json
+    from bertology.tracking import job_run
+
+    ap = argparse.ArgumentParser(prog="bertology report")
+    ap.add_argument("--results", default="results")
+    ap.add_argument("--params", default="{}", help="the resolved config as JSON (shown on the page)")
+    ap.add_argument("--output", required=True)
+    args = ap.parse_args(argv)
+    cfg = parse_json(args.params)
+    text = build_report(Path(args.results), cfg)
+    out = Path(args.output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    log.info("report: %s (%.1f MB)", out, out.stat().st_size / 1e6)
+    with job_run("report"):
+        import mlflow
+
+        mlflow.log_artifact(str(out))
+    return 0
