@@ -1,0 +1,56 @@
+"""The report: self-contained, every figure embedded once in its section, tables shown."""
+
+from __future__ import annotations
+
+import re
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from bertology.report import SECTIONS, assign_figures, build_report
+
+
+def _png(path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(2, 2))
+    ax.plot([0, 1], [1, 0])
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def test_figures_are_assigned_by_prefix(tmp_path):
+    names = ["cosine-rte", "sieve-roles-rte", "sieve-delta", "ablation-heads-mrpc", "table1", "mystery"]
+    got = assign_figures([tmp_path / f"{n}.png" for n in names])
+    assert [p.stem for p in got["cosine"]] == ["cosine-rte"]
+    assert sorted(p.stem for p in got["sieve"]) == ["sieve-delta", "sieve-roles-rte"]
+    assert [p.stem for p in got["ablation"]] == ["ablation-heads-mrpc"]
+    assert [p.stem for p in got["table1"]] == ["table1"]
+    assert [p.stem for p in got["other"]] == ["mystery"]
+
+
+def test_report_is_self_contained(tmp_path):
+    results = tmp_path / "results"
+    for name in ["table1", "cosine-rte", "features-rte", "sieve-roles-rte", "oddball"]:
+        _png(results / "figures" / f"{name}.png")
+    (results / "tables").mkdir(parents=True)
+    pd.DataFrame({"task": ["rte"], "variant": ["finetuned"], "metric": ["accuracy"], "value": [0.61],
+                  "n": [277]}).to_csv(results / "tables" / "table1.csv", index=False)
+    (results / "tables" / "table1.md").write_text("| Dataset | Fine-tuned |\n|---|---|\n| RTE | 61.0 |\n")
+    (results / "stats").mkdir()
+    pd.DataFrame({"task": ["rte"], "delimiter_share": [0.42]}).to_csv(results / "stats" / "sieve_summary.csv",
+                                                                       index=False)
+    text = build_report(results, {"model": "minilm-l6", "tasks": ["rte"], "data": {"source": "demo"}})
+    assert text.count("data:image/png;base64,") == 5
+    assert not re.search(r'src="(?!data:)', text), "every image must be embedded"
+    assert "<link" not in text and "<script src" not in text
+    for section in SECTIONS:
+        assert f'id="{section.key}"' in text
+        assert section.paper[:40].replace("'", "&#x27;") in text
+    assert "0.42" in text and "| RTE | 61.0 |" in text
+    assert "Other figures" in text and "oddball" in text
+    # an analysis that produced nothing says so instead of silently vanishing
+    patterns = text.split('id="patterns"')[1].split("</section>")[0]
+    assert "No output of this analysis" in patterns
