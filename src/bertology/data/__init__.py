@@ -85,12 +85,23 @@ def prepare_cmd(argv: list[str]) -> int:
     ap.add_argument("--params", required=True, help="the `data:` config section as JSON")
     ap.add_argument("--output", required=True)
     args = ap.parse_args(argv)
-    df = load_split(args.task, args.split, parse_json(args.params))
-    out = Path(args.output)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    df.to_parquet(out, index=False)
-    labels = df["label"].describe() if get_task(args.task).is_regression else df["label"].value_counts().to_dict()
-    log.info("%s/%s: %d rows -> %s; labels: %s", args.task, args.split, len(df), out, labels)
+    from bertology.tracking import job_run
+
+    params = parse_json(args.params)
+    with job_run("prepare_data", task=args.task, variant=args.split, params={"data": params}) as _:
+        import mlflow
+
+        df = load_split(args.task, args.split, params)
+        out = Path(args.output)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        df.to_parquet(out, index=False)
+        spec = get_task(args.task)
+        labels = df["label"].describe().to_dict() if spec.is_regression else df["label"].value_counts().to_dict()
+        log.info("%s/%s: %d rows -> %s; labels: %s", args.task, args.split, len(df), out, labels)
+        mlflow.log_metric("rows", len(df))
+        if not spec.is_regression:
+            for label_id, count in sorted(labels.items()):
+                mlflow.log_metric(f"label_{spec.label_names[int(label_id)]}", count)
     return 0
 
 
