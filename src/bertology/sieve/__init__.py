@@ -1,0 +1,18 @@
+"""Pande et al. 2021, *The heads hypothesis*: sieve bias scores and one-sided hypothesis tests per head.
+
+Modules (DESIGN section 6 fixes the definitions):
+
+- :mod:`.masks`   pure numpy: the sieves S(t) and the query sets of every role for a chunk of examples;
+- :mod:`.scores`  pure numpy: sieve bias beta(t) and per-example scores from attention and masks;
+- :mod:`.reduce`  Dask over the example chunks of an attention store; the t-tests; sieve.csv;
+- :mod:`.summary` fine-tuned minus pretrained deltas, role shares, overlaps, Spearman correlations;
+- :mod:`.figures` the paper's Figures 3-6;
+- :mod:`.cli`     the ``bertology sieve*`` commands the rules call.
+
+Dimension glossary: E examples, L layers, H heads, R roles, Q queries, K keys (Q = K = the store's
+max_length), W words of an example, n an example's real length (specials included).
+"""
+
+from .masks import ROLES, SYNTACTIC_RELATIONS, roles_for
+
+__all__ = ["ROLES", "SYNTACTIC_RELATIONS", "roles_for"]

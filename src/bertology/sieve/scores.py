@@ -1,0 +1,63 @@
+"""Sieve bias scores (pure numpy, DESIGN section 6).
+
+beta(t) = n * mean_{s in S(t)} A[t, s] for a query t of a role; an example's score is the mean of beta(t)
+over the role's queries (NaN when the example has none). A beta of 1 is what uniform attention gives;
+tau = 3 asks for three times the uniform share.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def _clean(attention: np.ndarray) -> np.ndarray:
+    """float32 copy with NaN (padding) set to 0, so that masked products stay finite."""
+    a = np.asarray(attention, dtype=np.float32)
+    return np.nan_to_num(a, nan=0.0, copy=True)
+
+
+def query_bias(attention: np.ndarray, sieve: np.ndarray, queries: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """beta(t) of every query: (E, L, H, R, Q), NaN where t is not a query of the role.
+
+    attention: (E, L, H, Q, K) post-softmax (NaN where padding); sieve: (E, R, Q, K) bool;
+    queries: (E, R, Q) bool; length: (E,) real lengths n.
+    """
+    a = _clean(attention)
+    m = np.asarray(sieve, dtype=np.float32)
+    size = m.sum(-1)                                                          # (E, R, Q) |S(t)|
+    summed = np.einsum("elhqk,erqk->elhrq", a, m, optimize=True)
+    n = np.asarray(length, dtype=np.float64)[:, None, None, None, None]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        beta = n * summed / size[:, None, None]
+    return np.where(np.asarray(queries)[:, None, None], beta, np.nan)
+
+
+def query_weights(sieve: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Weights that turn one contraction into the example score.
+
+    weights[e, r, t, s] = [s in S_r(t)] / |S_r(t)| / |queries_r(e)| for queries t, 0 elsewhere, so that
+    score[e, l, h, r] = n_e * sum_{t, s} A[e, l, h, t, s] * weights[e, r, t, s].
+    Returns weights (E, R, Q, K) float32 and the query counts (E, R).
+    """
+    m = np.asarray(sieve, dtype=np.float32)
+    q = np.asarray(queries, dtype=bool)
+    size = m.sum(-1)                                                          # (E, R, Q)
+    count = q.sum(-1)                                                         # (E, R)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        per_query = np.where(q, 1.0 / (size * np.maximum(count, 1)[..., None]), 0.0).astype(np.float32)
+    return m * per_query[..., None], count
+
+
+def example_scores(attention: np.ndarray, sieve: np.ndarray, queries: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """Per-example sieve scores (E, L, H, R): mean over the role's queries of beta(t); NaN without queries.
+
+    attention: (E, L, H, Q, K); sieve: (E, R, Q, K) bool; queries: (E, R, Q) bool; length: (E,).
+    One batched matmul (E, L*H, Q*K) @ (E, Q*K, R): no (E, L, H, R, Q) intermediate.
+    """
+    a = _clean(attention)
+    E, L, H, Q, K = a.shape
+    weights, count = query_weights(sieve, queries)
+    R = weights.shape[1]
+    out = np.matmul(a.reshape(E, L * H, Q * K), weights.reshape(E, R, Q * K).transpose(0, 2, 1))
+    out = out.astype(np.float64).reshape(E, L, H, R) * np.asarray(length, dtype=np.float64)[:, None, None, None]
+    return np.where((count > 0)[:, None, None, :], out, np.nan)
