@@ -1,0 +1,229 @@
+"""Kovaleva et al. 4.1: the five kinds of self-attention maps.
+
+Classes (the paper's Figure 1): ``vertical`` (attention to [CLS]/[SEP]), ``diagonal`` (to the previous,
+same or next token), ``vertical+diagonal`` (both), ``block`` (within-sentence attention of a sentence
+pair), ``heterogeneous`` (anything else).
+
+Two classifiers:
+
+* :func:`classify_rule` — the documented default. For one map A (n x n, rows sum to 1), with queries
+  restricted to the non-special positions Q (all rows when there are none), three masses:
+
+  - V = mean over i in Q of sum_{s special} A[i, s]                    ([CLS] and [SEP] columns)
+  - D = mean over i in Q of sum_{s not special, |i-s| <= 1} A[i, s]    (the previous/same/next band)
+  - B = mean over i in Q of sum_{s in Q, segment(s) = segment(i)} A[i, s]  (within-sentence; only for
+    inputs whose two segments both hold real tokens)
+
+  each turned into its excess over uniform attention, X* = (X - X_uniform) / (1 - X_uniform) (X_uniform
+  = the mass a uniform row would give; 0 for uniform attention, 1 when all mass is there, so short
+  inputs are not called vertical or diagonal by chance). The first rule that holds, in this order:
+
+  1. ``vertical+diagonal`` if V* >= 0.2 and D* >= 0.2 and V* + D* >= 0.6
+  2. ``vertical``          if V* >= 0.5
+  3. ``diagonal``          if D* >= 0.5
+  4. ``block``             if the input is a pair and B* >= 0.6
+  5. ``heterogeneous``     otherwise.
+
+  The thresholds are :data:`RULE_THRESHOLDS`; the tests build maps of every kind and check the rule.
+
+* :class:`PatternCNN` — the paper's classifier: 8 convolutional layers with ReLU on the map resized to
+  ``size x size`` (area interpolation, scaled to max 1), trained from a researcher's label file
+  (``example, layer, head, label``) with :func:`train_cnn`; :func:`export_sample` writes images of a
+  seeded sample of maps and a label sheet to annotate.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+CLASSES: tuple[str, ...] = ("vertical", "diagonal", "vertical+diagonal", "block", "heterogeneous")
+CLASS_INDEX = {c: i for i, c in enumerate(CLASSES)}
+RULE_THRESHOLDS = {"vd_each": 0.2, "vd_sum": 0.6, "vertical": 0.5, "diagonal": 0.5, "block": 0.6}
+
+
+def _excess(mass: np.ndarray, uniform: float) -> np.ndarray:
+    """(mass - uniform) / (1 - uniform): 0 for uniform attention, 1 for all of it; 0 when uniform >= 1."""
+    if uniform >= 1.0:
+        return np.zeros_like(mass)
+    return (mass - uniform) / (1.0 - uniform)
+
+
+def pattern_masses(attn: np.ndarray, special: np.ndarray, segment: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The excess masses V*, D*, B* of :func:`classify_rule` (see the module doc).
+
+    attn: (..., n, n) maps of one example (e.g. (L, H, n, n)); special: (n,) bool ([CLS]/[SEP]);
+    segment: (n,) int (token_type_ids). Returns V*, D*, B*, each of shape (...,); B* is NaN unless both
+    segments hold non-special tokens.
+    """
+    n = attn.shape[-1]
+    special = np.asarray(special, bool)[:n]
+    segment = np.asarray(segment)[:n]
+    rows = ~special if (~special).any() else np.ones(n, bool)
+    a = attn[..., rows, :].astype(np.float64)  # (..., |Q|, n)
+    idx = np.arange(n)
+
+    def mass(region: np.ndarray) -> np.ndarray:  # region: (n, n) bool
+        r = region[rows]
+        return _excess((a * r).sum(-1).mean(-1), float(r.sum(-1).mean() / n))
+
+    v = mass(np.broadcast_to(special[None, :], (n, n)))
+    d = mass((np.abs(idx[:, None] - idx[None, :]) <= 1) & ~special[None, :])
+    if np.unique(segment[~special]).size >= 2:
+        b = mass((segment[:, None] == segment[None, :]) & ~special[None, :])
+    else:
+        b = np.full(v.shape, np.nan)
+    return v, d, b
+
+
+def classify_rule(attn: np.ndarray, special: np.ndarray, segment: np.ndarray,
+                  thresholds: dict[str, float] | None = None) -> np.ndarray:
+    """Class index (into CLASSES) of every map: attn (..., n, n) -> (...,) int8. See the module doc."""
+    t = {**RULE_THRESHOLDS, **(thresholds or {})}
+    v, d, b = pattern_masses(attn, special, segment)
+    out = np.full(v.shape, CLASS_INDEX["heterogeneous"], dtype=np.int8)
+    block = np.nan_to_num(b, nan=0.0) >= t["block"]
+    out[block] = CLASS_INDEX["block"]
+    out[d >= t["diagonal"]] = CLASS_INDEX["diagonal"]
+    out[v >= t["vertical"]] = CLASS_INDEX["vertical"]
+    vd = (v >= t["vd_each"]) & (d >= t["vd_each"]) & (v + d >= t["vd_sum"])
+    out[vd] = CLASS_INDEX["vertical+diagonal"]
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# The paper's CNN
+
+
+def resize_maps(maps: list[np.ndarray] | np.ndarray, size: int) -> np.ndarray:
+    """Variable-size maps [(n, n), ...] -> (N, 1, size, size) float32, area-resized, scaled to max 1."""
+    import torch
+    import torch.nn.functional as F
+
+    out = np.zeros((len(maps), 1, size, size), dtype=np.float32)
+    for i, m in enumerate(maps):
+        t = torch.as_tensor(np.nan_to_num(np.asarray(m, dtype=np.float32)))[None, None]
+        r = F.interpolate(t, size=(size, size), mode="area")[0, 0].numpy()
+        peak = r.max()
+        out[i, 0] = r / peak if peak > 0 else r
+    return out
+
+
+def build_cnn(size: int = 32, n_classes: int = len(CLASSES)):
+    """8 conv layers (3x3, ReLU; max-pooling after every second), global average pooling, a linear head.
+
+    Input (N, 1, size, size); output (N, n_classes) logits.
+    """
+    import torch.nn as nn
+
+    widths = [8, 8, 16, 16, 32, 32, 32, 32]
+    layers: list[nn.Module] = []
+    c_in = 1
+    for i, c_out in enumerate(widths):
+        layers += [nn.Conv2d(c_in, c_out, 3, padding=1), nn.ReLU()]
+        if i % 2 == 1 and i < len(widths) - 1:
+            layers.append(nn.MaxPool2d(2))
+        c_in = c_out
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(c_in, n_classes)]
+    return nn.Sequential(*layers)
+
+
+@dataclass
+class PatternCNN:
+    """A trained CNN with its input size; ``predict(maps)`` returns class indices into CLASSES."""
+
+    model: object
+    size: int = 32
+
+    def predict(self, maps: list[np.ndarray] | np.ndarray, batch_size: int = 512) -> np.ndarray:
+        import torch
+
+        x = resize_maps(maps, self.size)
+        self.model.eval()
+        preds = []
+        with torch.no_grad():
+            for i in range(0, len(x), batch_size):
+                preds.append(self.model(torch.from_numpy(x[i:i + batch_size])).argmax(-1).numpy())
+        return np.concatenate(preds).astype(np.int8) if preds else np.zeros(0, np.int8)
+
+    def save(self, path: str | Path) -> None:
+        import torch
+
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        torch.save({"state_dict": self.model.state_dict(), "size": self.size, "classes": list(CLASSES)}, path)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "PatternCNN":
+        import torch
+
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"pattern classifier {str(path)!r} not found: set analysis.patterns.classifier to "
+                                    f"'rule' or to a file written by `bertology patterns-train`")
+        blob = torch.load(path, map_location="cpu", weights_only=True)
+        if list(blob.get("classes", [])) != list(CLASSES):
+            raise ValueError(f"{path} was trained for classes {blob.get('classes')}, expected {list(CLASSES)}")
+        model = build_cnn(int(blob["size"]))
+        model.load_state_dict(blob["state_dict"])
+        return cls(model, int(blob["size"]))
+
+
+def train_cnn(maps: list[np.ndarray], labels: list[str], *, size: int = 32, epochs: int = 60, seed: int = 0,
+              holdout: float = 0.2, lr: float = 3e-3) -> tuple[PatternCNN, dict]:
+    """Train the 8-conv-layer CNN on labelled maps (n x n each) and report held-out macro F1.
+
+    Class-weighted cross-entropy, Adam, full-batch epochs. A stratified `holdout` share (when every class
+    has at least 2 maps) is kept out for the report; the returned model is refit on all maps.
+    """
+    import torch
+    from sklearn.metrics import f1_score
+    from sklearn.model_selection import train_test_split
+
+    unknown = sorted(set(labels) - set(CLASSES))
+    if unknown:
+        raise ValueError(f"unknown pattern label(s) {unknown} in the label file; use one of {list(CLASSES)}")
+    y = np.array([CLASS_INDEX[l] for l in labels])
+    x = resize_maps(maps, size)
+
+    def fit(xs: np.ndarray, ys: np.ndarray):
+        torch.manual_seed(seed)
+        model = build_cnn(size)
+        counts = np.bincount(ys, minlength=len(CLASSES)).astype(np.float32)
+        weights = torch.tensor(np.where(counts > 0, counts.sum() / np.maximum(counts, 1) / len(CLASSES), 0.0),
+                               dtype=torch.float32)
+        opt = torch.optim.Adam(model.parameters(), lr=lr)
+        loss_fn = torch.nn.CrossEntropyLoss(weight=weights)
+        xt, yt = torch.from_numpy(xs), torch.from_numpy(ys).long()
+        model.train()
+        for _ in range(epochs):
+            perm = torch.randperm(len(xt))
+            for i in range(0, len(xt), 64):
+                b = perm[i:i + 64]
+                opt.zero_grad()
+                loss = loss_fn(model(xt[b]), yt[b])
+                loss.backward()
+                opt.step()
+        return PatternCNN(model, size)
+
+    report: dict = {"n": int(len(y)), "counts": {c: int((y == i).sum()) for i, c in enumerate(CLASSES)}}
+    counts = np.bincount(y, minlength=len(CLASSES))
+    if holdout > 0 and len(y) >= 10 and counts[counts > 0].min() >= 2:
+        tr, te = train_test_split(np.arange(len(y)), test_size=holdout, random_state=seed, stratify=y)
+        pred = fit(x[tr], y[tr]).predict([maps[i] for i in te])
+        report["holdout_f1_macro"] = float(f1_score(y[te], pred, average="macro"))
+        report["holdout_accuracy"] = float((pred == y[te]).mean())
+        report["holdout_n"] = int(len(te))
+    return fit(x, y), report
+
+
+def sample_maps(n_examples: int, layers: int, heads: int, count: int, seed: int = 0) -> np.ndarray:
+    """A seeded sample of distinct (example position, layer, head) triples: (count, 3) int."""
+    total = n_examples * layers * heads
+    rng = np.random.default_rng(seed)
+    flat = rng.choice(total, size=min(count, total), replace=False)
+    return np.stack(np.unravel_index(np.sort(flat), (n_examples, layers, heads)), axis=1)

@@ -1,0 +1,389 @@
+"""One-pass Dask reductions of an attention store into Kovaleva et al.'s per-head statistics.
+
+:func:`store_stats` reads every example chunk of ONE store once and computes, from that single read,
+patterns (4.1), dependency relations (4.2), features (4.4) and [CLS] attention (4.5): each chunk becomes
+a small :class:`Partial` of running sums (sum, sum of squares, count per head and feature; class counts),
+partials are added, and means / standard deviations (ddof=1) / counts come out at the end. Memory is
+bounded by one chunk per worker thread whatever the store's size.
+
+:func:`store_cosine` reads the pretrained and fine-tuned stores chunk-aligned in one pass (4.3).
+
+Glossary: E examples of a chunk, L layers, H heads, Q = K = max_length, n real length of an example,
+F features, C pattern classes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from bertology.kovaleva import cosine as cos_mod
+from bertology.kovaleva import features as feat
+from bertology.kovaleva import patterns as pat
+from bertology.kovaleva import relations as rel
+
+log = logging.getLogger(__name__)
+
+REQUIRED_VARS = ("attention", "input_ids", "token_type_ids", "word_ids", "length", "example_idx")
+WORD_COLUMNS = ("example_idx", "word", "text", "pos", "dep", "head", "is_punct")
+
+
+# --------------------------------------------------------------------------------------------------
+# running moments
+
+
+@dataclass
+class Moments:
+    """Running sum, sum of squares and count of a per-cell statistic (NaN values are not counted)."""
+
+    total: np.ndarray
+    sumsq: np.ndarray
+    count: np.ndarray
+
+    @classmethod
+    def zeros(cls, shape: tuple[int, ...]) -> "Moments":
+        return cls(np.zeros(shape), np.zeros(shape), np.zeros(shape, dtype=np.int64))
+
+    def add(self, values: np.ndarray) -> None:
+        """Add one observation per cell; NaN cells are skipped."""
+        ok = np.isfinite(values)
+        v = np.where(ok, values, 0.0)
+        self.total += v
+        self.sumsq += v * v
+        self.count += ok
+
+    def __add__(self, other: "Moments") -> "Moments":
+        return Moments(self.total + other.total, self.sumsq + other.sumsq, self.count + other.count)
+
+    def finish(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(mean, std with ddof=1, n); mean NaN where n == 0, std NaN where n < 2."""
+        n = self.count
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = np.where(n > 0, self.total / np.maximum(n, 1), np.nan)
+            var = (self.sumsq - n * mean * mean) / (n - 1)
+            std = np.where(n > 1, np.sqrt(np.clip(var, 0.0, None)), np.nan)
+        return mean, std, n
+
+
+@dataclass
+class Partial:
+    """Everything one chunk contributes. Shapes: features (L, H, F); cls (H, F'); dependency (L, H);
+    patterns (L, H, C) class counts."""
+
+    features: Moments
+    cls: Moments
+    dependency: Moments
+    patterns: np.ndarray
+    examples: int = 0
+
+    def __add__(self, other: "Partial") -> "Partial":
+        return Partial(self.features + other.features, self.cls + other.cls, self.dependency + other.dependency,
+                       self.patterns + other.patterns, self.examples + other.examples)
+
+
+def empty_partial(layers: int, heads: int) -> Partial:
+    return Partial(Moments.zeros((layers, heads, len(feat.FEATURES))), Moments.zeros((heads, len(feat.CLS_FEATURES))),
+                   Moments.zeros((layers, heads)), np.zeros((layers, heads, len(pat.CLASSES)), np.int64))
+
+
+def add_partials(parts: list[Partial]) -> Partial:
+    out = parts[0]
+    for p in parts[1:]:
+        out = out + p
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# words
+
+
+@dataclass
+class ExampleWords:
+    """The word annotation of one example, indexed by word number: flags feature -> (W,) bool, arcs."""
+
+    flags: dict[str, np.ndarray]
+    links: list[tuple[int, int]] = field(default_factory=list)
+
+
+def prepare_words(words: pd.DataFrame) -> dict[int, ExampleWords]:
+    """words.parquet rows -> example_idx -> ExampleWords (feature flags by word number, dependency arcs)."""
+    missing = [c for c in WORD_COLUMNS if c not in words.columns]
+    if missing:
+        raise ValueError(f"the words table lacks column(s) {missing}; it must be the words.parquet written by the "
+                         f"annotation step (columns {list(WORD_COLUMNS)})")
+    if words.empty:
+        return {}
+    flags = feat.word_feature_flags(words)
+    out: dict[int, ExampleWords] = {}
+    word = words["word"].to_numpy(np.int64)
+    head = words["head"].to_numpy(np.int64)
+    exi = words["example_idx"].to_numpy(np.int64)
+    order = np.argsort(exi, kind="stable")
+    bounds = np.flatnonzero(np.diff(exi[order])) + 1
+    for group in np.split(order, bounds):
+        if group.size == 0:
+            continue
+        w = word[group]
+        size = int(w.max()) + 1
+        f: dict[str, np.ndarray] = {}
+        for name in feat.WORD_FEATURES:
+            arr = np.zeros(size, bool)
+            arr[w] = flags[name].to_numpy(bool)[group]
+            f[name] = arr
+        out[int(exi[group[0]])] = ExampleWords(f, rel.dependency_links(w, head[group]))
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# per chunk
+
+
+@dataclass(frozen=True)
+class StoreSpec:
+    """What a chunk function needs to know about a store (picklable, for any Dask scheduler)."""
+
+    sep_token_id: int
+    layers: int
+    heads: int
+    classifier: str = "rule"
+
+
+_CNN_CACHE: dict[str, pat.PatternCNN] = {}
+
+
+def _cnn(path: str) -> pat.PatternCNN:
+    if path not in _CNN_CACHE:
+        _CNN_CACHE[path] = pat.PatternCNN.load(path)
+    return _CNN_CACHE[path]
+
+
+def example_stats(attn: np.ndarray, input_ids: np.ndarray, word_ids: np.ndarray, token_type_ids: np.ndarray,
+                  words: ExampleWords | None, spec: StoreSpec) -> dict[str, np.ndarray]:
+    """Every per-example statistic of one (cropped) example.
+
+    attn: (L, H, n, n) float32 without NaN; input_ids, word_ids, token_type_ids: (>= n,).
+    Returns features (L, H, F), cls (H, F'), dependency (L, H), patterns (L, H) class indices (rule) or
+    None (CNN classification is batched per chunk).
+    """
+    n = attn.shape[-1]
+    names_all = tuple(dict.fromkeys(feat.FEATURES + feat.CLS_FEATURES))
+    tokens = feat.feature_tokens(word_ids, input_ids, n, spec.sep_token_id, words.flags if words else None, names_all)
+    cls_pos, sep_pos = feat.special_positions(input_ids, n, spec.sep_token_id)
+    special = np.zeros(n, bool)
+    special[cls_pos] = True
+    special[sep_pos] = True
+    mask = rel.link_pair_mask(word_ids, n, words.links) if words else np.zeros((n, n), bool)
+    return {
+        "features": feat.feature_scores(attn, tokens),
+        "cls": feat.cls_scores(attn[-1], tokens),
+        "dependency": rel.relation_scores(attn, mask),
+        "patterns": pat.classify_rule(attn, special, token_type_ids[:n]) if spec.classifier == "rule" else None,
+    }
+
+
+def reduce_chunk(attention: np.ndarray, input_ids: np.ndarray, word_ids: np.ndarray, token_type_ids: np.ndarray,
+                 length: np.ndarray, example_idx: np.ndarray, words: Mapping[int, ExampleWords],
+                 spec: StoreSpec) -> Partial:
+    """The Partial of one chunk. attention: (E, L, H, Q, K) float16 (NaN padding); others (E, Q) / (E,)."""
+    attention = np.asarray(attention)
+    part = empty_partial(spec.layers, spec.heads)
+    cnn_maps: list[np.ndarray] = []
+    for e in range(attention.shape[0]):
+        n = int(length[e])
+        if n < 2:
+            continue
+        a = attention[e, :, :, :n, :n].astype(np.float32)
+        if np.isnan(a).any():
+            raise ValueError(f"example {int(example_idx[e])} has NaN attention inside its real length {n}: the store is "
+                             f"incomplete or corrupt; re-run the extraction (delete the store and run snakemake again)")
+        stats = example_stats(a, input_ids[e], word_ids[e], token_type_ids[e], words.get(int(example_idx[e])), spec)
+        part.features.add(stats["features"])
+        part.cls.add(stats["cls"])
+        part.dependency.add(stats["dependency"])
+        if stats["patterns"] is not None:
+            part.patterns += np.eye(len(pat.CLASSES), dtype=np.int64)[stats["patterns"]]
+        else:
+            cnn_maps.extend(a.reshape(-1, n, n))
+        part.examples += 1
+    if cnn_maps:
+        pred = _cnn(spec.classifier).predict(cnn_maps).reshape(-1, spec.layers, spec.heads)
+        part.patterns += np.eye(len(pat.CLASSES), dtype=np.int64)[pred].sum(0)
+    return part
+
+
+# --------------------------------------------------------------------------------------------------
+# stores
+
+
+def open_attention_store(path: str | Path):
+    """Open a store lazily (bertology.store.open_store when available) and check the variables we read."""
+    import xarray as xr
+
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"attention store {str(path)!r} does not exist; run the extraction first "
+                                f"(snakemake {path})")
+    try:
+        from bertology.store import open_store  # the store engineer's validating reader
+    except ImportError:
+        ds = xr.open_zarr(path)
+    else:
+        ds = open_store(path)
+    missing = [v for v in REQUIRED_VARS if v not in ds.variables]
+    if missing:
+        raise ValueError(f"{path} lacks variable(s) {missing}; it is not an attention store of DESIGN section 5 "
+                         f"(delete it and re-run the extraction)")
+    if str(ds.attrs.get("complete", True)).lower() in ("false", "0"):
+        raise ValueError(f"{path} is marked incomplete (attrs.complete is false): the extraction was interrupted; "
+                         f"re-run snakemake to finish it")
+    return ds
+
+
+def _chunks_along_example(ds) -> dict[str, Any]:
+    """Per-chunk dask delayed blocks of every variable we need, aligned on the attention's example chunks."""
+    att = ds["attention"].data
+    att = att.rechunk({1: -1, 2: -1, 3: -1, 4: -1})
+    chunks = att.chunks[0]
+    blocks = {"attention": att.to_delayed().ravel()}
+    for name in ("input_ids", "word_ids", "token_type_ids"):
+        blocks[name] = ds[name].data.rechunk((chunks, -1)).to_delayed().ravel()
+    blocks["length"] = ds["length"].data.rechunk((chunks,)).to_delayed().ravel()
+    return {"blocks": blocks, "chunks": chunks}
+
+
+def store_stats(store: str | Path, words: pd.DataFrame | str | Path | None, *, classifier: str = "rule",
+                scheduler: Mapping[str, Any] | None = None) -> Partial:
+    """One read of a store -> the summed Partial of patterns, features, cls and dependency relations."""
+    import dask
+
+    ds = open_attention_store(store)
+    if isinstance(words, (str, Path)):
+        words = pd.read_parquet(words)
+    by_example = prepare_words(words) if words is not None else {}
+    layers, heads = ds.sizes["layer"], ds.sizes["head"]
+    spec = StoreSpec(int(ds.attrs["sep_token_id"]), layers, heads, classifier)
+    parts = _chunks_along_example(ds)
+    example_idx = np.asarray(ds["example_idx"].values, dtype=np.int64)  # small: (E,)
+    offsets = np.concatenate([[0], np.cumsum(parts["chunks"])])
+    b = parts["blocks"]
+    tasks = []
+    for c in range(len(parts["chunks"])):
+        idx = example_idx[offsets[c]:offsets[c + 1]]
+        chunk_words = {int(i): by_example[int(i)] for i in idx if int(i) in by_example}
+        tasks.append(dask.delayed(reduce_chunk)(b["attention"][c], b["input_ids"][c], b["word_ids"][c],
+                                                b["token_type_ids"][c], b["length"][c], idx, chunk_words, spec))
+    if not tasks:
+        raise ValueError(f"{store} holds no examples")
+    total = dask.delayed(add_partials)(tasks)
+    (result,) = dask.compute(total, **dict(scheduler or {"scheduler": "threads"}))
+    return result
+
+
+def cosine_chunk(a: np.ndarray, b: np.ndarray, length_a: np.ndarray, length_b: np.ndarray) -> Moments:
+    """Moments of the per-head cosine over one chunk. a, b: (E, L, H, Q, K); lengths (E,)."""
+    a, b = np.asarray(a), np.asarray(b)
+    if not np.array_equal(np.asarray(length_a), np.asarray(length_b)):
+        raise ValueError("the pretrained and finetuned stores disagree on example lengths: they must hold the same "
+                         "examples with the same tokenizer (re-extract both)")
+    m = Moments.zeros(a.shape[1:3])
+    for e in range(a.shape[0]):
+        n = int(length_a[e])
+        if n < 1:
+            continue
+        m.add(cos_mod.cosine_per_head(cos_mod.crop(a[e], n), cos_mod.crop(b[e], n)))
+    return m
+
+
+def store_cosine(pretrained: str | Path, finetuned: str | Path, *,
+                 scheduler: Mapping[str, Any] | None = None) -> Moments:
+    """One chunk-aligned pass over both stores -> Moments (L, H) of the per-example cosine."""
+    import dask
+
+    da, db = open_attention_store(pretrained), open_attention_store(finetuned)
+    ea, eb = np.asarray(da["example_idx"].values), np.asarray(db["example_idx"].values)
+    if not np.array_equal(ea, eb):
+        raise ValueError(f"{pretrained} and {finetuned} do not hold the same examples in the same order; "
+                         f"re-extract both with the same attention.examples and seed")
+    if (da.sizes["layer"], da.sizes["head"]) != (db.sizes["layer"], db.sizes["head"]):
+        raise ValueError("the two stores come from models of different shapes (layers x heads)")
+    pa, pb = _chunks_along_example(da), _chunks_along_example(db)
+    att_b = db["attention"].data.rechunk((pa["chunks"], -1, -1, -1, -1)).to_delayed().ravel()
+    len_b = db["length"].data.rechunk((pa["chunks"],)).to_delayed().ravel()
+    tasks = [dask.delayed(cosine_chunk)(pa["blocks"]["attention"][c], att_b[c], pa["blocks"]["length"][c], len_b[c])
+             for c in range(len(pa["chunks"]))]
+    total = dask.delayed(lambda ms: sum(ms[1:], ms[0]))(tasks)
+    (result,) = dask.compute(total, **dict(scheduler or {"scheduler": "threads"}))
+    return result
+
+
+# --------------------------------------------------------------------------------------------------
+# tables
+
+
+def _grid(layers: int, heads: int) -> tuple[np.ndarray, np.ndarray]:
+    lay, hd = np.meshgrid(np.arange(layers), np.arange(heads), indexing="ij")
+    return lay.ravel(), hd.ravel()
+
+
+def moments_table(m: Moments, **labels: Any) -> pd.DataFrame:
+    """(L, H) Moments -> long frame layer, head, [labels...], mean, std, n."""
+    mean, std, n = m.finish()
+    lay, hd = _grid(*mean.shape)
+    df = pd.DataFrame({"layer": lay, "head": hd})
+    for k, v in labels.items():
+        df[k] = v
+    df["mean"], df["std"], df["n"] = mean.ravel(), std.ravel(), n.ravel()
+    return df
+
+
+def features_table(part: Partial) -> pd.DataFrame:
+    """features.csv: layer, head, feature, mean, std, n."""
+    frames = []
+    for f, name in enumerate(feat.FEATURES):
+        sub = Moments(part.features.total[..., f], part.features.sumsq[..., f], part.features.count[..., f])
+        frames.append(moments_table(sub, feature=name))
+    return pd.concat(frames, ignore_index=True)
+
+
+def cls_table(part: Partial, layers: int) -> pd.DataFrame:
+    """cls.csv: layer (the last, 0-based), head, feature, mean, std, n."""
+    frames = []
+    for f, name in enumerate(feat.CLS_FEATURES):
+        sub = Moments(part.cls.total[None, :, f], part.cls.sumsq[None, :, f], part.cls.count[None, :, f])
+        df = moments_table(sub, feature=name)
+        df["layer"] = layers - 1
+        frames.append(df)
+    return pd.concat(frames, ignore_index=True)
+
+
+def relations_table(m: Moments, source: str, percentile: float) -> pd.DataFrame:
+    """relations.csv rows of one source: layer, head, source, mean, std, n, flagged (> percentile)."""
+    df = moments_table(m, source=source)
+    flagged, _ = rel.flag_heads(df["mean"].to_numpy().reshape(m.total.shape), percentile)
+    df["flagged"] = flagged.ravel()
+    return df
+
+
+def patterns_table(counts: np.ndarray) -> pd.DataFrame:
+    """patterns.csv: layer, head, class, fraction, n (maps classified). Rows with layer = head = -1 give
+    the fractions over all heads together."""
+    layers, heads, _ = counts.shape
+    lay, hd = _grid(layers, heads)
+    flat = counts.reshape(-1, len(pat.CLASSES))
+    rows = []
+    for c, name in enumerate(pat.CLASSES):
+        n = flat.sum(1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            frac = np.where(n > 0, flat[:, c] / np.maximum(n, 1), np.nan)
+        rows.append(pd.DataFrame({"layer": lay, "head": hd, "class": name, "fraction": frac, "n": n}))
+        total = counts.sum()
+        rows.append(pd.DataFrame({"layer": [-1], "head": [-1], "class": [name],
+                                  "fraction": [counts[..., c].sum() / total if total else np.nan], "n": [total]}))
+    df = pd.concat(rows, ignore_index=True)
+    return df.sort_values(["layer", "head", "class"], kind="stable").reset_index(drop=True)

@@ -1,0 +1,75 @@
+"""Kovaleva et al. 4.2: relation-specific heads.
+
+A *link* is a (source word, target word) pair: a dependency arc (dependent -> syntactic head, from the
+spaCy annotation) or a FrameNet link (frame element -> frame-evoking target). The score of one example
+and head is the maximum of A[s, t] over ALL its links and ALL wordpiece pairs s in wp(source),
+t in wp(target) (not ``zip`` of sources and targets, not the first wordpiece only). Heads whose mean
+score is above the configured percentile of all heads' means are flagged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+
+def dependency_links(word: np.ndarray, head: np.ndarray) -> list[tuple[int, int]]:
+    """Arcs of one example as (dependent, head) word indices; roots (head == word) are skipped.
+
+    word, head: (W,) int arrays (the words.parquet columns of one example).
+    """
+    return [(int(w), int(h)) for w, h in zip(np.asarray(word), np.asarray(head)) if int(w) != int(h) and h >= 0]
+
+
+def wordpieces(word_ids: np.ndarray, n: int, word: int) -> np.ndarray:
+    """Positions < n of every wordpiece of `word` (all of them, not the first occurrence)."""
+    return np.flatnonzero(np.asarray(word_ids[:n]) == word)
+
+
+def link_pair_mask(word_ids: np.ndarray, n: int, links: Iterable[tuple[int, int]]) -> np.ndarray:
+    """(n, n) bool: True at (s, t) for every link and every wordpiece pair s in wp(src), t in wp(tgt).
+
+    word_ids: (Q,) word index per position (-1 for specials/padding). Links whose words have no
+    wordpiece below n (truncated) contribute nothing.
+    """
+    mask = np.zeros((n, n), dtype=bool)
+    for src, tgt in links:
+        s, t = wordpieces(word_ids, n, src), wordpieces(word_ids, n, tgt)
+        if s.size and t.size:
+            mask[np.ix_(s, t)] = True
+    return mask
+
+
+def span_pair_mask(n: int, pairs: Iterable[tuple[Iterable[int], Iterable[int]]]) -> np.ndarray:
+    """(n, n) bool from explicit (source positions, target positions) pairs (FrameNet spans)."""
+    mask = np.zeros((n, n), dtype=bool)
+    for src, tgt in pairs:
+        s = np.array([p for p in src if p < n], dtype=int)
+        t = np.array([p for p in tgt if p < n], dtype=int)
+        if s.size and t.size:
+            mask[np.ix_(s, t)] = True
+    return mask
+
+
+def relation_scores(attn: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Max link attention of one example.
+
+    attn: (L, H, n, n); mask: (n, n) bool. Returns (L, H): max over masked (s, t) of A[l, h, s, t];
+    all NaN when the mask is empty (the example has no link).
+    """
+    if not mask.any():
+        return np.full(attn.shape[:2], np.nan)
+    return attn[..., mask].astype(np.float64).max(axis=-1)
+
+
+def flag_heads(means: np.ndarray, percentile: float) -> tuple[np.ndarray, float]:
+    """Heads strictly above the `percentile`-th percentile of all heads' means (NaN heads ignored).
+
+    means: (L, H). Returns ((L, H) bool, threshold).
+    """
+    finite = means[np.isfinite(means)]
+    if finite.size == 0:
+        return np.zeros(means.shape, bool), float("nan")
+    threshold = float(np.percentile(finite, percentile))
+    return np.nan_to_num(means, nan=-np.inf) > threshold, threshold

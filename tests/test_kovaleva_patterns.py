@@ -1,0 +1,101 @@
+"""Kovaleva 4.1: the rule classifier on maps built to have each structure; the 8-conv CNN; the export sheet."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bertology.kovaleva import patterns as pat
+from kovaleva_fixtures import block, long_example, on_columns, pair_example, previous_token, uniform
+
+
+def _classes(ex, maps):
+    return [pat.CLASSES[c] for c in pat.classify_rule(np.stack(maps), ex.special, ex.segments)]
+
+
+def test_rule_on_maps_of_known_structure():
+    ex = long_example(14, 12)  # n = 29, a sentence pair
+    n = ex.n
+    specials = list(np.flatnonzero(ex.special))
+    vertical = on_columns(n, specials)
+    diagonal = previous_token(n)
+    nxt = np.roll(np.eye(n), 1, axis=1)  # row i -> i+1 (wrapping the last row to [CLS])
+    rng = np.random.default_rng(0)
+    hetero = rng.dirichlet(np.full(n, 0.3), size=n)
+    got = _classes(ex, [vertical, diagonal, nxt, 0.5 * vertical + 0.5 * diagonal,
+                        block(ex.segments, ex.special), hetero, uniform(n)])
+    assert got == ["vertical", "diagonal", "diagonal", "vertical+diagonal", "block", "heterogeneous", "heterogeneous"]
+
+
+def test_block_needs_a_sentence_pair():
+    ex = long_example(20, None)
+    within = block(ex.segments, ex.special)  # uniform over one sentence = uniform over real words
+    assert _classes(ex, [within]) == ["heterogeneous"]
+    v, d, b = pat.pattern_masses(within[None], ex.special, ex.segments)
+    assert np.isnan(b[0])
+
+
+def test_masses_are_excess_over_uniform():
+    ex = pair_example()
+    v, d, b = pat.pattern_masses(np.stack([uniform(ex.n), on_columns(ex.n, [0])]), ex.special, ex.segments)
+    assert v[0] == pytest.approx(0.0, abs=1e-12) and d[0] == pytest.approx(0.0, abs=1e-12)
+    assert b[0] == pytest.approx(0.0, abs=1e-12)
+    assert v[1] == pytest.approx(1.0)
+
+
+def test_vertical_plus_diagonal_on_short_pair():
+    ex = pair_example()  # n = 12: V* = 0.48, D* = 0.24 for an even mix of [CLS]/[SEP] and previous token
+    mix = 0.5 * on_columns(ex.n, [0, 6, 11]) + 0.5 * previous_token(ex.n)
+    assert _classes(ex, [mix, previous_token(ex.n), block(ex.segments, ex.special)]) == \
+        ["vertical+diagonal", "diagonal", "block"]
+
+
+def _synthetic_maps(count: int, seed: int) -> tuple[list[np.ndarray], list[str]]:
+    rng = np.random.default_rng(seed)
+    maps, labels = [], []
+    for i in range(count):
+        ex = long_example(int(rng.integers(6, 14)), int(rng.integers(6, 12)))
+        n = ex.n
+        specials = list(np.flatnonzero(ex.special))
+        kind = pat.CLASSES[i % len(pat.CLASSES)]
+        noise = rng.dirichlet(np.ones(n), size=n)
+        base = {"vertical": on_columns(n, specials), "diagonal": previous_token(n),
+                "vertical+diagonal": 0.5 * on_columns(n, specials) + 0.5 * previous_token(n),
+                "block": block(ex.segments, ex.special), "heterogeneous": noise}[kind]
+        maps.append(0.85 * base + 0.15 * noise)
+        labels.append(kind)
+    return maps, labels
+
+
+def test_cnn_has_8_conv_layers_and_learns_known_patterns(tmp_path):
+    import torch
+
+    torch.set_num_threads(1)  # tiny convolutions: threads only contend with each other
+    model = pat.build_cnn(16)
+    convs = [m for m in model if isinstance(m, torch.nn.Conv2d)]
+    assert len(convs) == 8 and sum(isinstance(m, torch.nn.ReLU) for m in model) == 8
+    maps, labels = _synthetic_maps(100, 0)
+    cnn, report = pat.train_cnn(maps, labels, size=16, epochs=20, seed=0, holdout=0)
+    assert report["n"] == 100 and report["counts"]["block"] == 20
+    _, report = pat.train_cnn(maps[:20], labels[:20], size=16, epochs=1, seed=0, holdout=0.5)
+    assert report["holdout_n"] == 10 and 0 <= report["holdout_f1_macro"] <= 1
+    test_maps, test_labels = _synthetic_maps(50, 1)
+    pred = [pat.CLASSES[c] for c in cnn.predict(test_maps)]
+    assert np.mean(np.array(pred) == np.array(test_labels)) >= 0.8
+    cnn.save(tmp_path / "cnn.pt")
+    again = pat.PatternCNN.load(tmp_path / "cnn.pt")
+    assert np.array_equal(again.predict(test_maps), cnn.predict(test_maps))
+
+
+def test_unknown_labels_and_missing_model_are_explained(tmp_path):
+    with pytest.raises(ValueError, match="unknown pattern label"):
+        pat.train_cnn([np.eye(4)], ["stripes"])
+    with pytest.raises(FileNotFoundError, match="patterns-train"):
+        pat.PatternCNN.load(tmp_path / "none.pt")
+
+
+def test_sample_maps_is_seeded_and_distinct():
+    a = pat.sample_maps(10, 2, 3, 20, seed=3)
+    assert a.shape == (20, 3) and len({tuple(r) for r in a}) == 20
+    assert np.array_equal(a, pat.sample_maps(10, 2, 3, 20, seed=3))
+    assert pat.sample_maps(2, 1, 1, 50).shape == (2, 3)
