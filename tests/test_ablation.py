@@ -1,0 +1,220 @@
+"""Disabling heads inside the forward pass (transformers 5: no head_mask), and the fast sweep."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from transformers import BertConfig, BertForSequenceClassification
+
+from bertology import ablation as ab
+from bertology.metrics import compute_metrics
+
+L, H, D = 3, 4, 32
+
+
+def tiny_classifier(num_labels: int = 3, seed: int = 0, attn: str = ab.ATTN_IMPLEMENTATION):
+    cfg = BertConfig(vocab_size=50, hidden_size=D, num_hidden_layers=L, num_attention_heads=H, intermediate_size=48,
+                     max_position_embeddings=32, num_labels=num_labels, hidden_dropout_prob=0.0,
+                     attention_probs_dropout_prob=0.0, initializer_range=0.3)  # peaked attention
+    torch.manual_seed(seed)
+    model = BertForSequenceClassification(cfg).eval()
+    if attn == ab.ATTN_IMPLEMENTATION:
+        ab.enable_disabling(model)
+    else:
+        model.set_attn_implementation(attn)
+    return model
+
+
+def random_examples(n: int, seed: int = 1, low: int = 3, high: int = 14):
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(low, high, (n,), generator=g).tolist()
+    ids = [[2] + torch.randint(5, 50, (k - 2,), generator=g).tolist() + [3] for k in lengths]
+    tts = [[0] * (k // 2) + [1] * (k - k // 2) for k in lengths]
+    return ids, tts
+
+
+@pytest.fixture(scope="module")
+def model():
+    return tiny_classifier()
+
+
+def padded(ids, tts):
+    (batch,) = ab.make_batches(ids, tts, 0, len(ids))
+    order = np.argsort(batch.rows)
+    return (batch.input_ids[order], batch.token_type_ids[order], batch.attention_mask[order])
+
+
+def test_nothing_disabled_equals_the_plain_model(model):
+    plain = tiny_classifier(attn="eager")
+    ids, tts = random_examples(7)
+    x, t, m = padded(ids, tts)
+    with torch.no_grad():
+        ours = model(input_ids=x, token_type_ids=t, attention_mask=m).logits
+        none = model(input_ids=x, token_type_ids=t, attention_mask=m,
+                     bertology_disabled=torch.zeros(L, H, dtype=torch.bool)).logits
+        want = plain(input_ids=x, token_type_ids=t, attention_mask=m).logits
+    torch.testing.assert_close(ours, want, atol=1e-5, rtol=0)
+    torch.testing.assert_close(none, want, atol=1e-5, rtol=0)
+
+
+def test_disabled_head_attention_is_exactly_uniform_over_real_tokens(model):
+    plain = tiny_classifier(attn="eager")
+    ids, tts = random_examples(5)
+    x, t, m = padded(ids, tts)
+    disabled = torch.zeros(L, H, dtype=torch.bool)
+    disabled[1, 2] = True
+    with torch.no_grad():
+        att = model(input_ids=x, token_type_ids=t, attention_mask=m, bertology_disabled=disabled,
+                    output_attentions=True).attentions
+        ref = plain(input_ids=x, token_type_ids=t, attention_mask=m, output_attentions=True).attentions
+    for b, n in enumerate(m.sum(1).tolist()):
+        a = att[1][b, 2, :n]                      # the real queries' rows of the disabled head
+        assert torch.equal(a[:, :n], torch.full((n, n), 1.0 / n))
+        assert torch.equal(a[:, n:], torch.zeros(n, a.shape[1] - n))
+    torch.testing.assert_close(att[0], ref[0], atol=1e-6, rtol=0)   # the layer below is untouched
+    keep = [h for h in range(H) if h != 2]
+    torch.testing.assert_close(att[1][:, keep], ref[1][:, keep], atol=1e-6, rtol=0)
+
+
+def test_padding_changes_nothing(model):
+    ids, tts = random_examples(2, seed=3)
+    short, long_ = (0, 1) if len(ids[0]) < len(ids[1]) else (1, 0)
+    ids = [ids[short], ids[long_] + [7] * 6]
+    tts = [tts[short], tts[long_] + [1] * 6]
+    for cfg in (ab.Configuration(), ab.Configuration(0, 1), ab.Configuration(2, None)):
+        mask = cfg.mask(L, H)
+        alone = ab.forward_logits(model, ab.make_batches(ids[:1], tts[:1], 0, 1), mask, 1)
+        together = ab.forward_logits(model, ab.make_batches(ids, tts, 0, 2), mask, 2)
+        np.testing.assert_allclose(together[0], alone[0], atol=1e-5, err_msg=str(cfg))
+
+
+def test_without_the_registered_mask_padding_would_leak():
+    """Guard the pitfall: a custom attention name gets no padding mask unless one is registered."""
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
+
+    assert ab.ATTN_IMPLEMENTATION in ALL_MASK_ATTENTION_FUNCTIONS._global_mapping
+
+
+def reference_forward(model, ids: list[int], tts: list[int], disabled: torch.Tensor) -> torch.Tensor:
+    """Hand-written BERT forward of one unpadded example; a disabled head outputs mean(V over tokens)."""
+    sd = {k: v.double() for k, v in model.state_dict().items()}
+    n = len(ids)
+    dh = D // H
+
+    def lin(x, name):
+        return x @ sd[name + ".weight"].T + sd[name + ".bias"]
+
+    def ln(x, name):
+        mu = x.mean(-1, keepdim=True)
+        var = ((x - mu) ** 2).mean(-1, keepdim=True)
+        return (x - mu) / torch.sqrt(var + 1e-12) * sd[name + ".weight"] + sd[name + ".bias"]
+
+    x = (sd["bert.embeddings.word_embeddings.weight"][ids] + sd["bert.embeddings.position_embeddings.weight"][:n]
+         + sd["bert.embeddings.token_type_embeddings.weight"][tts])
+    x = ln(x, "bert.embeddings.LayerNorm")
+    for layer in range(L):
+        p = f"bert.encoder.layer.{layer}."
+        q, k, v = (lin(x, p + f"attention.self.{w}") for w in ("query", "key", "value"))
+        heads = []
+        for h in range(H):
+            sl = slice(h * dh, (h + 1) * dh)
+            if disabled[layer, h]:
+                heads.append(v[:, sl].mean(0, keepdim=True).expand(n, dh))
+            else:
+                a = torch.softmax(q[:, sl] @ k[:, sl].T / math.sqrt(dh), dim=-1)
+                heads.append(a @ v[:, sl])
+        x = ln(lin(torch.cat(heads, 1), p + "attention.output.dense") + x, p + "attention.output.LayerNorm")
+        ff = lin(x, p + "intermediate.dense")
+        ff = 0.5 * ff * (1 + torch.erf(ff / math.sqrt(2)))
+        x = ln(lin(ff, p + "output.dense") + x, p + "output.LayerNorm")
+    pooled = torch.tanh(lin(x[0], "bert.pooler.dense"))
+    return lin(pooled, "classifier")
+
+
+def test_disabling_equals_a_hand_written_reference(model):
+    ids, tts = random_examples(4, seed=5)
+    disabled = torch.zeros(L, H, dtype=torch.bool)
+    disabled[0, 1] = disabled[2, 3] = True
+    disabled[1] = True
+    got = ab.forward_logits(model, ab.make_batches(ids, tts, 0, 4), disabled, 4)
+    for i in range(4):
+        want = reference_forward(model, ids[i], tts[i], disabled).numpy()
+        np.testing.assert_allclose(got[i], want, atol=1e-5)
+    # and the reference really differs from the intact model (the test can fail)
+    intact = ab.forward_logits(model, ab.make_batches(ids, tts, 0, 4), None, 4)
+    assert np.abs(intact - got).max() > 1e-3
+
+
+def test_per_row_masks_equal_separate_runs(model):
+    ids, tts = random_examples(3, seed=7)
+    x, t, m = padded(ids, tts)
+    per_row = torch.zeros(L, 3, H, dtype=torch.bool)
+    per_row[0, 0, 1] = True
+    per_row[2, 1] = True
+    with torch.no_grad():
+        got = model(input_ids=x, token_type_ids=t, attention_mask=m, bertology_disabled=per_row).logits
+        for r in range(3):
+            want = model(input_ids=x[r:r + 1], token_type_ids=t[r:r + 1], attention_mask=m[r:r + 1],
+                         bertology_disabled=per_row[:, r]).logits
+            torch.testing.assert_close(got[r:r + 1], want, atol=1e-5, rtol=0)
+
+
+def test_bad_mask_shape_is_a_clear_error(model):
+    ids, tts = random_examples(2)
+    x, t, m = padded(ids, tts)
+    with pytest.raises(ValueError, match="bertology_disabled has shape"):
+        model(input_ids=x, token_type_ids=t, attention_mask=m, bertology_disabled=torch.zeros(L, H + 1, dtype=torch.bool))
+
+
+@pytest.mark.parametrize("config_batch", [1, 3, 16])
+def test_fast_sweep_equals_naive_sweep(model, config_batch):
+    ids, tts = random_examples(23, seed=11)
+    batches = ab.make_batches(ids, tts, 0, 6)
+    configs = ab.sweep_configurations(L, H)
+    fast = ab.fast_sweep(model, batches, 23, config_batch=config_batch, progress=False)
+    if config_batch == 3:
+        naive = ab.naive_sweep(model, batches, configs, 23, progress=False)
+        np.testing.assert_allclose(fast, naive, atol=1e-5)
+        labels = np.random.default_rng(0).integers(0, 3, 23)
+        for c in range(len(configs)):
+            assert compute_metrics("mnli", fast[c], labels) == compute_metrics("mnli", naive[c], labels)
+    # spot-check a few configurations against the naive path in every case
+    for c in (0, 5, len(configs) - 1):
+        want = ab.forward_logits(model, batches, configs[c].mask(L, H), 23)
+        np.testing.assert_allclose(fast[c], want, atol=1e-5)
+
+
+def test_sweep_configuration_order():
+    configs = ab.sweep_configurations(2, 3)
+    assert [c.kind for c in configs] == ["baseline"] + ["head"] * 6 + ["layer"] * 2
+    assert configs[1 + 1 * 3 + 2] == ab.Configuration(1, 2)
+    assert torch.equal(ab.Configuration(1, None).mask(2, 3), torch.tensor([[False] * 3, [True] * 3]))
+
+
+def test_sweep_tables_on_constructed_logits():
+    e = 40
+    labels = np.r_[np.ones(20, int), np.zeros(20, int)]
+    configs = ab.sweep_configurations(2, 2)
+    logits = np.zeros((len(configs), e, 2))
+    base = labels.copy()
+    base[:10] = 0                                        # baseline wrong on 10 examples
+    for c in range(len(configs)):
+        logits[c, np.arange(e), base] = 1.0
+    logits[3] = 0.0
+    logits[3, np.arange(e), labels] = 1.0                # head (1, 0) fixes all 10 errors
+    t = ab.sweep_tables("mrpc", labels, logits, 2, 2, n_boot=200, seed=0)
+    assert list(t.heads.columns[:6]) == ["layer", "head", "metric", "value", "baseline", "delta"]
+    assert len(t.heads) == 4 * 2 and len(t.layers) == 2 * 2
+    acc = t.heads[t.heads.metric == "accuracy"].set_index(["layer", "head"])
+    assert acc.loc[(1, 0), "delta"] == pytest.approx(0.25)
+    assert acc.loc[(1, 0), "p_value"] == pytest.approx(2 / 1024)     # McNemar: 10 of 10 discordant
+    assert acc.loc[(1, 0), "ci_low"] > 0 and acc.loc[(0, 0), "delta"] == 0
+    assert acc.loc[(0, 0), "p_value"] == 1.0
+    rand = t.summary[(t.summary.metric == "accuracy") & (t.summary.finding == "random_head")]
+    assert rand["delta"].iloc[0] == pytest.approx(0.25 / 4)
+    gains = t.summary[t.summary.finding == "surviving_gain_head"]
+    assert set(zip(gains["layer"], gains["head"])) == {(1, 0)}
+    assert t.summary_info["metrics"]["f1"]["heads"]["gains"] == 1
