@@ -15,6 +15,7 @@ configfile: os.path.join(workflow.basedir, "config.yaml")
 
 include: "rules/common.smk"
 include: "rules/data.smk"
+include: "rules/ablation.smk"
 
 
 # Keep last among the includes: the report needs every other rule file's targets.

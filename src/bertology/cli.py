@@ -17,6 +17,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "validate-config": ("bertology.cli_foundation:validate_config_cmd", "validate a config file and print it resolved"),
     "init-mlflow": ("bertology.cli_foundation:init_mlflow_cmd", "create the MLflow store and the invocation's parent run"),
     "prepare-data": ("bertology.data:prepare_cmd", "write results/data/{task}/{split}.parquet"),
+    "ablation-sweep": ("bertology.ablation:sweep_cmd", "disable every head and every layer alone -> results/ablation/{task}/heads.csv, layers.csv, summary.csv"),
+    "ablation-figures": ("bertology.ablation:figures_cmd", "Kovaleva Figs. 8-9 from heads.csv/layers.csv -> results/figures/ablation-{heads,layers}-{task}.png"),
     "report": ("bertology.report:report_cmd", "write results/report.html from everything under results/"),
 }
 
