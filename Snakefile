@@ -16,6 +16,7 @@ configfile: os.path.join(workflow.basedir, "config.yaml")
 include: "rules/common.smk"
 include: "rules/data.smk"
 include: "rules/ablation.smk"
+include: "rules/sieve.smk"
 
 
 # Keep last among the includes: the report needs every other rule file's targets.

@@ -26,6 +26,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "patterns-train": ("bertology.kovaleva.cli:patterns_train_cmd", "train the 8-conv-layer pattern CNN from a label sheet (example, layer, head, label)"),
     "ablation-sweep": ("bertology.ablation:sweep_cmd", "disable every head and every layer alone -> results/ablation/{task}/heads.csv, layers.csv, summary.csv"),
     "ablation-figures": ("bertology.ablation:figures_cmd", "Kovaleva Figs. 8-9 from heads.csv/layers.csv -> results/figures/ablation-{heads,layers}-{task}.png"),
+    "sieve": ("bertology.sieve.cli:sieve_cmd", "Pande sieve bias tests of one store -> results/stats/{task}/{variant}/sieve.csv"),
+    "sieve-figures": ("bertology.sieve.cli:figures_cmd", "Pande Figs. 3-5 of one task (scores, role overlap, role grid)"),
+    "sieve-delta": ("bertology.sieve.cli:delta_cmd", "Pande Fig. 6: fine-tuned minus pretrained bias -> results/stats/sieve_delta.csv"),
+    "sieve-summary": ("bertology.sieve.cli:summary_cmd", "role shares, overlaps, Spearman -> results/stats/sieve_summary.csv"),
     "report": ("bertology.report:report_cmd", "write results/report.html from everything under results/"),
 }
 
