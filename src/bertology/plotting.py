@@ -57,3 +57,36 @@ def symmetric_limit(values, floor: float = 1e-9) -> float:
     arr = np.asarray(values, dtype=float)
     arr = arr[np.isfinite(arr)]
     return max(float(np.abs(arr).max()) if arr.size else 0.0, floor)
+
+
+def layer_head_heatmap(ax, values, *, vmin: float, vmax: float, cmap: str = "viridis", title: str | None = None,
+                       annotate: bool | None = None, fmt: str = "{:.2f}", marks=None, head_every: int = 1):
+    """Draw an (L, H) per-head array: rows = layers, columns = heads, both ticked from 1.
+
+    Pass the same vmin/vmax to every panel of one comparison. `marks` is an optional (L, H) bool array
+    of heads to outline (e.g. flagged heads). `annotate` (default: when L*H <= 150) writes each value.
+    Returns the AxesImage (for a colour bar).
+    """
+    import numpy as np
+    from matplotlib.patches import Rectangle
+
+    arr = np.asarray(values, dtype=float)
+    layers, heads = arr.shape
+    im = ax.imshow(arr, vmin=vmin, vmax=vmax, cmap=cmap, aspect="auto", interpolation="nearest")
+    number_from_one(ax, "y", layers, label="layer")
+    number_from_one(ax, "x", heads, label="head", every=head_every)
+    if title:
+        ax.set_title(title, fontsize=9)
+    if annotate is None:
+        annotate = layers * heads <= 150
+    if annotate:
+        for (i, j), v in np.ndenumerate(arr):
+            if np.isfinite(v):
+                r, g, b, _ = im.cmap(im.norm(v))
+                dark = 0.299 * r + 0.587 * g + 0.114 * b < 0.5
+                ax.text(j, i, fmt.format(v), ha="center", va="center", fontsize=6,
+                        color="white" if dark else "black")
+    if marks is not None:
+        for i, j in zip(*np.nonzero(np.asarray(marks, bool))):
+            ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=1.6))
+    return im
