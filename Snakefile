@@ -17,6 +17,7 @@ include: "rules/common.smk"
 include: "rules/data.smk"
 include: "rules/ablation.smk"
 include: "rules/sieve.smk"
+include: "rules/kovaleva.smk"
 
 
 # Keep last among the includes: the report needs every other rule file's targets.

@@ -25,7 +25,7 @@ def maps(ex, variant="pretrained"):
 def stores(tmp_path_factory):
     d = tmp_path_factory.mktemp("stores")
     pre = write_store(build_store(EXAMPLES, maps), d / "pretrained.zarr", chunk=2)
-    fin_ds = build_store(EXAMPLES, lambda ex: maps(ex, "finetuned"), pad_value=0.25)
+    fin_ds = build_store(EXAMPLES, lambda ex: maps(ex, "finetuned"))
     fin_ds.attrs["variant"] = "finetuned"
     fin = write_store(fin_ds, d / "finetuned.zarr", chunk=1)  # other chunking: rechunked to align
     words = d / "words.parquet"

@@ -115,8 +115,9 @@ def features_figure(tables: dict[str, pd.DataFrame], task: str, path: str | Path
         im = plotting.layer_head_heatmap(axes[r, 2], diff[f], vmin=-lim, vmax=lim, cmap="RdBu_r", annotate=False,
                                          title=f"{name}: fine-tuned - pretrained")
         fig.colorbar(im, ax=axes[r, 2], label="difference", shrink=0.9)
-    fig.suptitle(f"Attention to linguistic features (Kovaleva et al. Fig. 6) - {task}\n"
-                 f"score = max over tokens of the type of the attention it receives / n, mean over examples with it")
+    fig.suptitle(f"Attention to features (Kovaleva et al. Fig. 6) - {task}\n"
+                 f"max over tokens of the type of (attention received / n),\nmean over the examples that have one",
+                 fontsize=10)
     return plotting.save_figure(fig, path)
 
 
