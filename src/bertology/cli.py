@@ -17,6 +17,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "validate-config": ("bertology.cli_foundation:validate_config_cmd", "validate a config file and print it resolved"),
     "init-mlflow": ("bertology.cli_foundation:init_mlflow_cmd", "create the MLflow store and the invocation's parent run"),
     "prepare-data": ("bertology.data:prepare_cmd", "write results/data/{task}/{split}.parquet"),
+    "annotate-words": ("bertology.annotate:annotate_cmd", "spaCy words of the attention sample -> results/attention/{task}/words.parquet"),
+    "extract-attention": ("bertology.extract:extract_cmd", "the attention store results/attention/{task}/{variant}.zarr (resumable)"),
     "kovaleva-stats": ("bertology.kovaleva.cli:stats_cmd", "Kovaleva 4.1/4.2/4.4/4.5 from one read of a store -> results/stats/{task}/{variant}/{patterns,features,cls,relations}.csv"),
     "kovaleva-cosine": ("bertology.kovaleva.cli:cosine_cmd", "Kovaleva 4.3: pretrained vs fine-tuned cosine per head -> results/stats/{task}/cosine.csv"),
     "kovaleva-figures": ("bertology.kovaleva.cli:figures_cmd", "Kovaleva Figs. 2, 3, 5, 6, 7 -> results/figures/{patterns,relations,cosine,features,cls}-{task}.png"),

