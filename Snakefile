@@ -15,6 +15,7 @@ configfile: os.path.join(workflow.basedir, "config.yaml")
 
 include: "rules/common.smk"
 include: "rules/data.smk"
+include: "rules/train.smk"
 include: "rules/attention.smk"
 include: "rules/ablation.smk"
 include: "rules/sieve.smk"

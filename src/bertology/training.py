@@ -1,0 +1,439 @@
+"""Fine-tuning and evaluation of sequence classifiers (Kovaleva et al. 2019, section 4.3 / Table 1).
+
+A plain PyTorch loop, so that every step is under control: AdamW, linear warm-up and decay, gradient
+clipping, dynamic padding, length-bucketed shuffled batches, CUDA with bf16/fp16 autocast when there is
+a GPU (full precision on the CPU unless asked), and a resumable state.
+
+Resumption: the full training state (model, optimizer, scheduler, RNG, step, history) is written to
+``checkpoint_dir/state.pt`` at the end of every epoch and every ``checkpoint_steps`` steps, atomically.
+The batches of an epoch are drawn from a generator seeded by (seed, epoch), so a resumed run skips the
+batches already seen and continues exactly where the interrupted one stopped: on the CPU it reaches the
+same final weights as an uninterrupted run. A checkpoint written for other settings (model, init, data,
+train config) is ignored, with a warning.
+
+Glossary: E examples, B batch size, T tokens of a padded batch, C classes (1 for regression).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import os
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from bertology.encoding import encode
+from bertology.metrics import compute_metrics, predictions_from_logits
+from bertology.tasks import TaskSpec
+
+log = logging.getLogger(__name__)
+
+STATE_FILE = "state.pt"
+HISTORY_FILE = "training.json"
+BUCKET_BATCHES = 50  # batches per length bucket: shuffled chunks of 50*B examples are sorted by length
+
+
+class TrainingDivergedError(RuntimeError):
+    """The loss became NaN or infinite; the message names the step and the learning rate."""
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """The `train:` config section (schemas/config.schema.yaml), minus `inits`."""
+
+    epochs: float = 3
+    batch_size: int = 32
+    learning_rate: float = 2e-5
+    weight_decay: float = 0.01
+    warmup_ratio: float = 0.1
+    mixed_precision: str = "auto"
+    eval_batch_size: int = 64
+    seed: int = 42
+    max_grad_norm: float = 1.0
+    checkpoint_steps: int = 500
+
+    @classmethod
+    def from_dict(cls, section: dict[str, Any]) -> TrainConfig:
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in section.items() if k in known})
+
+    def resume_key(self) -> dict[str, Any]:
+        """The settings a checkpoint must share to be resumed (evaluation/checkpoint cadence excluded)."""
+        d = asdict(self)
+        for k in ("eval_batch_size", "checkpoint_steps"):
+            d.pop(k)
+        return d
+
+
+@dataclass
+class History:
+    """What happened during training: (step, loss, lr) per step and metrics per epoch."""
+
+    steps: list[int] = field(default_factory=list)
+    losses: list[float] = field(default_factory=list)
+    lrs: list[float] = field(default_factory=list)
+    evals: list[dict[str, Any]] = field(default_factory=list)  # {"epoch", "step", "metrics"}
+    resumed_from: list[int] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+# --------------------------------------------------------------------------------------------- devices
+
+
+def select_device(prefer: str | None = None):
+    """CUDA when available (or `prefer` given), the CPU otherwise."""
+    import torch
+
+    if prefer:
+        return torch.device(prefer)
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def autocast_dtype(mode: str, device) -> Any:
+    """The autocast dtype of `train.mixed_precision` on `device`; None = full precision.
+
+    auto: bf16 on a GPU that supports it, fp16 on older GPUs, none on the CPU. fp16 needs a GPU.
+    """
+    import torch
+
+    if mode == "no":
+        return None
+    if mode == "auto":
+        if device.type != "cuda":
+            return None
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    if mode == "bf16":
+        return torch.bfloat16
+    if mode == "fp16":
+        if device.type != "cuda":
+            raise ValueError("train.mixed_precision: fp16 needs a CUDA GPU; on the CPU use 'no' or 'bf16'")
+        return torch.float16
+    raise ValueError(f"train.mixed_precision must be one of auto, no, fp16, bf16; got {mode!r}")
+
+
+# --------------------------------------------------------------------------------------------- batches
+
+
+def eval_batches(lengths: Sequence[int], batch_size: int) -> list[np.ndarray]:
+    """Length-sorted batches of example indices (least padding); (E,) lengths -> list of (<=B,) arrays."""
+    if batch_size < 1:
+        raise ValueError(f"batch size must be >= 1, got {batch_size}")
+    order = np.argsort(np.asarray(lengths), kind="stable")
+    return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+def train_batches(lengths: Sequence[int], batch_size: int, seed: int, epoch: int) -> list[np.ndarray]:
+    """Shuffled, length-bucketed batches of one epoch: every index exactly once.
+
+    The examples are shuffled, cut into buckets of BUCKET_BATCHES * B, sorted by length inside each
+    bucket (less padding), cut into batches, and the batches shuffled. Deterministic in (seed, epoch),
+    so a resumed run sees the same batches. (E,) lengths -> ceil(E/B) arrays of indices.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch size must be >= 1, got {batch_size}")
+    rng = np.random.default_rng([seed, epoch])
+    lengths = np.asarray(lengths)
+    perm = rng.permutation(len(lengths))
+    bucket = BUCKET_BATCHES * batch_size
+    batches: list[np.ndarray] = []
+    for start in range(0, len(perm), bucket):
+        chunk = perm[start:start + bucket]
+        chunk = chunk[np.argsort(lengths[chunk], kind="stable")]
+        batches.extend(chunk[i:i + batch_size] for i in range(0, len(chunk), batch_size))
+    order = rng.permutation(len(batches))
+    return [batches[i] for i in order]
+
+
+def steps_per_epoch(n_examples: int, batch_size: int) -> int:
+    return math.ceil(n_examples / batch_size)
+
+
+def total_steps(n_examples: int, batch_size: int, epochs: float) -> int:
+    """Optimizer steps of a run: ceil(epochs * batches per epoch), at least 1."""
+    return max(1, math.ceil(epochs * steps_per_epoch(n_examples, batch_size)))
+
+
+@dataclass
+class Encoded:
+    """A tokenised task split: unpadded token lists and labels (E,)."""
+
+    features: list[dict[str, list[int]]]
+    labels: np.ndarray
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.array([len(f["input_ids"]) for f in self.features])
+
+    def __len__(self) -> int:
+        return len(self.features)
+
+
+def encode_split(tokenizer, df: pd.DataFrame, spec: TaskSpec, max_length: int) -> Encoded:
+    """Tokenise a prepared frame (idx, text_a, text_b, label) for the task's classifier."""
+    if len(df) == 0:
+        raise ValueError(f"{spec.name}: the data split is empty; check data.max_*_examples and the source")
+    enc = encode(tokenizer, df, max_length)
+    keys = [k for k in ("input_ids", "token_type_ids", "attention_mask") if k in enc]
+    features = [{k: enc[k][i] for k in keys} for i in range(len(df))]
+    labels = df["label"].to_numpy(np.float32 if spec.is_regression else np.int64)
+    return Encoded(features, labels)
+
+
+def collate(tokenizer, enc: Encoded, idx: np.ndarray, device, regression: bool) -> dict[str, Any]:
+    """Pad the examples `idx` to their longest (dynamic padding) -> tensors (B, T) and labels (B,)."""
+    import torch
+
+    batch = tokenizer.pad([enc.features[i] for i in idx], padding=True, return_tensors="pt")
+    batch = {k: v.to(device) for k, v in batch.items()}
+    labels = torch.as_tensor(enc.labels[idx], dtype=torch.float32 if regression else torch.long)
+    batch["labels"] = labels.to(device)
+    return batch
+
+
+# ------------------------------------------------------------------------------------------ evaluation
+
+
+def predict(model, tokenizer, enc: Encoded, *, batch_size: int, device, amp_dtype=None,
+            progress: bool = False) -> np.ndarray:
+    """Logits of every example, in the split's order: (E, C), float32."""
+    import torch
+    from tqdm.auto import tqdm
+
+    model.eval()
+    out: list[np.ndarray | None] = [None] * len(enc)
+    batches = eval_batches(enc.lengths, batch_size)
+    with torch.inference_mode():
+        for idx in tqdm(batches, desc="evaluate", disable=not progress, mininterval=5):
+            batch = collate(tokenizer, enc, idx, device, regression=False)
+            batch.pop("labels")
+            with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
+                logits = model(**batch).logits
+            logits = logits.float().cpu().numpy()
+            for j, i in enumerate(idx):
+                out[i] = logits[j]
+    return np.stack(out)
+
+
+def evaluate(model, tokenizer, enc: Encoded, spec: TaskSpec, *, batch_size: int, device,
+             amp_dtype=None, progress: bool = False) -> dict[str, float]:
+    """The task's metrics (fractions) of `model` on an encoded split."""
+    logits = predict(model, tokenizer, enc, batch_size=batch_size, device=device, amp_dtype=amp_dtype,
+                     progress=progress)
+    preds = predictions_from_logits(logits, spec.is_regression)
+    return compute_metrics(spec.name, preds, enc.labels)
+
+
+# --------------------------------------------------------------------------------------------- training
+
+
+def data_fingerprint(df: pd.DataFrame) -> str:
+    """Identifies a prepared split's content (16 hex)."""
+    h = pd.util.hash_pandas_object(df[["idx", "text_a", "text_b", "label"]], index=False).to_numpy()
+    return hashlib.sha256(h.tobytes()).hexdigest()[:16]
+
+
+def _rng_state() -> dict[str, Any]:
+    import torch
+
+    state = {"torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _set_rng_state(state: dict[str, Any]) -> None:
+    import torch
+
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def save_state(checkpoint_dir: Path, *, model, optimizer, scheduler, scaler, step: int, history: History,
+               key: str) -> Path:
+    """Write the resumable training state atomically to checkpoint_dir/state.pt."""
+    import torch
+
+    checkpoint_dir.mkdir(parents=True, exist_ok=True)
+    state = {
+        "key": key, "step": step, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+        "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict() if scaler is not None else None,
+        "rng": _rng_state(), "history": json.dumps(asdict(history)),
+    }
+    tmp = checkpoint_dir / (STATE_FILE + ".tmp")
+    torch.save(state, tmp)
+    os.replace(tmp, checkpoint_dir / STATE_FILE)
+    return checkpoint_dir / STATE_FILE
+
+
+def load_state(checkpoint_dir: Path | None, key: str, device) -> dict[str, Any] | None:
+    """The saved state if one exists for the same settings (`key`), else None."""
+    import torch
+
+    if checkpoint_dir is None or not (checkpoint_dir / STATE_FILE).exists():
+        return None
+    path = checkpoint_dir / STATE_FILE
+    try:
+        state = torch.load(path, map_location=device, weights_only=True)
+    except Exception as err:  # noqa: BLE001 - a truncated file must not block a fresh start
+        log.warning("ignoring unreadable checkpoint %s (%s); training from the start", path, err)
+        return None
+    if state.get("key") != key:
+        log.warning("ignoring checkpoint %s: it was written for other settings (model, init, data or train "
+                    "config changed); training from the start", path)
+        return None
+    return state
+
+
+StepCallback = Callable[[int, float, float], None]          # (step, loss, lr)
+EvalCallback = Callable[[int, int, dict[str, float]], None]  # (epoch, step, metrics)
+
+
+def train(model, tokenizer, train_enc: Encoded, spec: TaskSpec, cfg: TrainConfig, *,
+          eval_enc: Encoded | None = None, checkpoint_dir: Path | None = None, resume_key: str = "",
+          device=None, on_step: StepCallback | None = None, on_eval: EvalCallback | None = None,
+          progress: bool = True) -> History:
+    """Fine-tune `model` in place on an encoded train split; return its history.
+
+    Resumes from checkpoint_dir/state.pt when it holds a state for `resume_key`. Evaluates on
+    `eval_enc` after every full epoch. Raises TrainingDivergedError on a NaN/inf loss.
+    """
+    import torch
+    from tqdm.auto import tqdm
+    from transformers import get_linear_schedule_with_warmup
+
+    device = device or select_device()
+    amp_dtype = autocast_dtype(cfg.mixed_precision, device)
+    model.to(device)
+    n_steps = total_steps(len(train_enc), cfg.batch_size, cfg.epochs)
+    per_epoch = steps_per_epoch(len(train_enc), cfg.batch_size)
+    decay = [p for n, p in model.named_parameters() if p.requires_grad and not _no_decay(n)]
+    no_decay = [p for n, p in model.named_parameters() if p.requires_grad and _no_decay(n)]
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
+                                   {"params": no_decay, "weight_decay": 0.0}], lr=cfg.learning_rate)
+    scheduler = get_linear_schedule_with_warmup(optimizer, round(cfg.warmup_ratio * n_steps), n_steps)
+    scaler = torch.amp.GradScaler("cuda") if amp_dtype == torch.float16 else None
+
+    history, step = History(), 0
+    state = load_state(checkpoint_dir, resume_key, device)
+    if state is not None:
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        if scaler is not None and state["scaler"] is not None:
+            scaler.load_state_dict(state["scaler"])
+        _set_rng_state(state["rng"])
+        history = History(**json.loads(state["history"]))
+        step = int(state["step"])
+        history.resumed_from.append(step)
+        log.info("resuming from %s at step %d of %d", checkpoint_dir / STATE_FILE, step, n_steps)
+        del state
+    else:
+        torch.manual_seed(cfg.seed)  # dropout stream
+
+    def checkpoint() -> None:
+        if checkpoint_dir is not None:
+            save_state(checkpoint_dir, model=model, optimizer=optimizer, scheduler=scheduler, scaler=scaler,
+                       step=step, history=history, key=resume_key)
+
+    started = time.perf_counter() - history.seconds
+    bar = tqdm(total=n_steps, initial=step, desc=f"train {spec.name}", disable=not progress, mininterval=10)
+    for epoch in range(step // per_epoch, math.ceil(cfg.epochs)):
+        batches = train_batches(train_enc.lengths, cfg.batch_size, cfg.seed, epoch)
+        skip = step - epoch * per_epoch
+        model.train()
+        for idx in batches[skip:]:
+            if step >= n_steps:
+                break
+            batch = collate(tokenizer, train_enc, idx, device, spec.is_regression)
+            with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
+                loss = model(**batch).loss
+            lr = scheduler.get_last_lr()[0]
+            if not torch.isfinite(loss):
+                raise TrainingDivergedError(
+                    f"{spec.name}: the training loss is {loss.item()} at step {step + 1} of {n_steps} "
+                    f"(epoch {epoch + 1}, learning rate {lr:.3g}). Lower train.learning_rate, or set "
+                    f"train.mixed_precision: 'no' (full precision), and check the labels of the data.")
+            if scaler is not None:
+                scaler.scale(loss).backward()
+                scaler.unscale_(optimizer)
+                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+                scaler.step(optimizer)
+                scaler.update()
+            else:
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+                optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            step += 1
+            value = float(loss.item())
+            history.steps.append(step)
+            history.losses.append(value)
+            history.lrs.append(lr)
+            bar.update(1)
+            bar.set_postfix(loss=f"{value:.4f}", refresh=False)
+            if on_step is not None:
+                on_step(step, value, lr)
+            history.seconds = time.perf_counter() - started
+            epoch_done = step % per_epoch == 0 or step == n_steps
+            if cfg.checkpoint_steps and step % cfg.checkpoint_steps == 0 and not epoch_done:
+                checkpoint()
+        if step % per_epoch == 0 or step == n_steps:  # a completed (possibly last, partial) epoch
+            if eval_enc is not None and not any(e["step"] == step for e in history.evals):
+                metrics = evaluate(model, tokenizer, eval_enc, spec, batch_size=cfg.eval_batch_size,
+                                   device=device, amp_dtype=amp_dtype)
+                history.evals.append({"epoch": epoch + 1, "step": step, "metrics": metrics})
+                log.info("%s epoch %d (step %d): %s", spec.name, epoch + 1, step,
+                         ", ".join(f"{k}={v:.4f}" for k, v in metrics.items()))
+                if on_eval is not None:
+                    on_eval(epoch + 1, step, metrics)
+                model.train()
+            history.seconds = time.perf_counter() - started
+            checkpoint()
+        if step >= n_steps:
+            break
+    bar.close()
+    history.seconds = time.perf_counter() - started
+    return history
+
+
+def _no_decay(name: str) -> bool:
+    """Biases and LayerNorm weights are not decayed (BERT's recipe)."""
+    return name.endswith("bias") or "LayerNorm" in name or "layer_norm" in name
+
+
+# ------------------------------------------------------------------------------------ saving the model
+
+
+def save_model(model, tokenizer, output_dir: Path, history: History | None = None,
+               extra: dict[str, Any] | None = None) -> Path:
+    """Write the fine-tuned model (safetensors, config with the label map, tokenizer) to `output_dir`.
+
+    Written to a temporary sibling first and moved into place, so `output_dir` is never half-written.
+    """
+    output_dir = Path(output_dir)
+    output_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = output_dir.parent / f".{output_dir.name}.tmp"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    model.save_pretrained(tmp, safe_serialization=True)
+    tokenizer.save_pretrained(tmp)
+    if history is not None or extra:
+        info = dict(extra or {})
+        if history is not None:
+            info["history"] = asdict(history)
+        (tmp / HISTORY_FILE).write_text(json.dumps(info, indent=1, default=str))
+    if output_dir.exists():
+        shutil.rmtree(output_dir)
+    os.replace(tmp, output_dir)
+    return output_dir

@@ -1,0 +1,332 @@
+"""Fine-tuning, evaluation, resumption, the GLUE metrics and Table 1 (issue 3).
+
+Inputs are built so that the right answer is known: metrics against values computed by hand, a keyword
+task a tiny random BERT must learn, an interrupted run that must end where an uninterrupted one ends.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bertology.metrics import compute_metrics
+from bertology.tasks import get_task
+
+# ---------------------------------------------------------------------------------------------- data
+
+FILLER = ("the cat sat on a mat near old house while dog ran over green hill under blue sky with "
+          "small bird and tall tree by river in town at night").split()
+KEYWORD = "wonderful"
+
+
+def keyword_frame(n: int, seed: int, pair: bool = False) -> pd.DataFrame:
+    """A prepared frame (idx, text_a, text_b, label): label 1 iff text_a contains KEYWORD (half of them)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(n):
+        words = list(rng.choice(FILLER, size=rng.integers(4, 9)))
+        label = int(i % 2 == 0)
+        if label:
+            words.insert(int(rng.integers(0, len(words) + 1)), KEYWORD)
+        rows.append({"idx": i, "text_a": " ".join(words),
+                     "text_b": " ".join(rng.choice(FILLER, size=4)) if pair else None, "label": label})
+    return pd.DataFrame(rows)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny models run fastest on one thread (several threads on a shared CPU mostly wait)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def dropout_model_dir(tiny_model_dir, tmp_path_factory) -> Path:
+    """The tiny BERT with dropout 0.1, so that resumption must restore the RNG to reproduce a run."""
+    import shutil
+
+    path = tmp_path_factory.mktemp("tiny-dropout")
+    for f in tiny_model_dir.iterdir():
+        shutil.copy(f, path / f.name)
+    cfg = json.loads((path / "config.json").read_text())
+    cfg.update(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
+    (path / "config.json").write_text(json.dumps(cfg))
+    return path
+
+
+def _setup(model_dir, task="sst2", n_train=96, n_eval=64, seed=0):
+    from bertology.models import load_classifier, load_tokenizer
+    from bertology.training import encode_split
+
+    spec = get_task(task)
+    tok = load_tokenizer(str(model_dir))
+    pair = spec.is_pair
+    train_enc = encode_split(tok, keyword_frame(n_train, seed, pair), spec, 32)
+    eval_enc = encode_split(tok, keyword_frame(n_eval, seed + 1, pair), spec, 32)
+    model = load_classifier(str(model_dir), spec.num_labels, init="pretrained", seed=3, id2label=spec.id2label,
+                            regression=spec.is_regression)
+    return spec, tok, model, train_enc, eval_enc
+
+
+# ------------------------------------------------------------------------------------------- metrics
+
+
+def test_accuracy_by_hand():
+    assert compute_metrics("sst2", np.array([1, 0, 0, 1]), np.array([1, 0, 1, 1])) == {"accuracy": 0.75}
+
+
+def test_f1_accuracy_by_hand():
+    # TP=2, FP=0, FN=1: precision 1, recall 2/3, F1 = 2 * (2/3) / (1 + 2/3) = 0.8; accuracy 3/4
+    m = compute_metrics("mrpc", np.array([1, 0, 0, 1]), np.array([1, 0, 1, 1]))
+    assert m == pytest.approx({"f1": 0.8, "accuracy": 0.75})
+    assert list(m) == ["f1", "accuracy"]  # the paper's F1/Acc order
+    # all-negative predictions (an untrained head): F1 0, accuracy = share of negatives (the paper's 0/31.6)
+    m = compute_metrics("qqp", np.zeros(4, int), np.array([1, 0, 1, 1]))
+    assert m == pytest.approx({"f1": 0.0, "accuracy": 0.25})
+
+
+def test_mcc_by_hand():
+    # TP=1 TN=2 FP=0 FN=1: (1*2 - 0*1) / sqrt((1+0)(1+1)(2+0)(2+1)) = 2 / sqrt(12)
+    m = compute_metrics("cola", np.array([1, 0, 0, 0]), np.array([1, 1, 0, 0]))
+    assert m["mcc"] == pytest.approx(2 / math.sqrt(12))
+    assert m["accuracy"] == pytest.approx(0.75)
+    assert compute_metrics("cola", np.array([1, 1, 0, 0]), np.array([1, 1, 0, 0]))["mcc"] == pytest.approx(1.0)
+    assert compute_metrics("cola", np.array([0, 0, 1, 1]), np.array([1, 1, 0, 0]))["mcc"] == pytest.approx(-1.0)
+
+
+def test_correlations_by_hand():
+    # x = 1 2 3, y = 1 3 2: deviations (-1 0 1) . (-1 1 0) = 1, norms sqrt 2 each -> 0.5; ranks equal values
+    m = compute_metrics("stsb", np.array([1.0, 3.0, 2.0]), np.array([1.0, 2.0, 3.0]))
+    assert m == pytest.approx({"pearson": 0.5, "spearman": 0.5})
+    labels = np.array([0.0, 1.0, 2.0, 3.0, 4.0])
+    m = compute_metrics("stsb", np.exp(labels), labels)  # monotone, not linear
+    assert m["spearman"] == pytest.approx(1.0) and 0.8 < m["pearson"] < 1.0
+    assert compute_metrics("stsb", np.full(5, 2.5), labels) == {"pearson": 0.0, "spearman": 0.0}
+    # (E, 1) regression outputs are read as scores
+    assert compute_metrics("stsb", (2 * labels + 1)[:, None], labels)["pearson"] == pytest.approx(1.0)
+
+
+def test_metrics_from_logits_and_bad_lengths():
+    logits = np.array([[0.1, 2.0], [3.0, -1.0], [0.0, 0.5]])  # argmax 1 0 1
+    assert compute_metrics("rte", logits, np.array([1, 0, 0]))["accuracy"] == pytest.approx(2 / 3)
+    with pytest.raises(ValueError, match="3 predictions for 2 labels"):
+        compute_metrics("rte", logits, np.array([1, 0]))
+
+
+# ------------------------------------------------------------------------------------ batches, precision
+
+
+def test_train_batches_cover_every_example_once_and_are_seeded():
+    from bertology.training import eval_batches, train_batches
+
+    lengths = np.random.default_rng(0).integers(3, 60, size=1001)
+    b = train_batches(lengths, 32, seed=7, epoch=0)
+    assert len(b) == math.ceil(1001 / 32)
+    assert sorted(np.concatenate(b).tolist()) == list(range(1001))
+    assert all(len(x) <= 32 for x in b)
+    again = train_batches(lengths, 32, seed=7, epoch=0)
+    assert all(np.array_equal(x, y) for x, y in zip(b, again))
+    other = train_batches(lengths, 32, seed=7, epoch=1)
+    assert not all(np.array_equal(x, y) for x, y in zip(b, other))
+    e = eval_batches(lengths, 100)
+    flat = np.concatenate(e)
+    assert sorted(flat.tolist()) == list(range(1001)) and np.all(np.diff(lengths[flat]) >= 0)
+    with pytest.raises(ValueError, match="batch size"):
+        train_batches(lengths, 0, seed=0, epoch=0)
+
+
+def test_total_steps_and_precision():
+    import torch
+
+    from bertology.training import autocast_dtype, total_steps
+
+    assert total_steps(100, 32, 3) == 12
+    assert total_steps(100, 32, 0.5) == 2
+    cpu = torch.device("cpu")
+    assert autocast_dtype("auto", cpu) is None and autocast_dtype("no", cpu) is None
+    assert autocast_dtype("bf16", cpu) == torch.bfloat16
+    with pytest.raises(ValueError, match="fp16 needs a CUDA GPU"):
+        autocast_dtype("fp16", cpu)
+
+
+# ------------------------------------------------------------------------------------------ training
+
+
+def test_tiny_model_learns_keyword_task(tiny_model_dir):
+    """Accuracy must rise from chance to clearly above it on a task a tiny random BERT can learn."""
+    from bertology.training import TrainConfig, evaluate, train
+
+    spec, tok, model, train_enc, eval_enc = _setup(tiny_model_dir, n_train=160)
+    before = evaluate(model, tok, eval_enc, spec, batch_size=64, device=model.device)["accuracy"]
+    cfg = TrainConfig(epochs=6, batch_size=16, learning_rate=3e-3, warmup_ratio=0.1, seed=1)
+    seen = []
+    history = train(model, tok, train_enc, spec, cfg, eval_enc=eval_enc, progress=False,
+                    on_step=lambda s, loss, lr: seen.append(s))
+    after = evaluate(model, tok, eval_enc, spec, batch_size=64, device=model.device)["accuracy"]
+    assert seen == list(range(1, 61)) and history.steps == seen
+    assert [e["epoch"] for e in history.evals] == [1, 2, 3, 4, 5, 6]
+    assert history.evals[-1]["metrics"]["accuracy"] == pytest.approx(after)
+    assert np.mean(history.losses[-10:]) < np.mean(history.losses[:10])
+    assert after >= 0.9 and after > before + 0.2, (before, after)
+
+
+def test_regression_task_trains(tiny_model_dir):
+    """STS-B: one output, MSE loss, Pearson/Spearman; the score must correlate after training."""
+    from bertology.training import TrainConfig, evaluate, train
+
+    spec, tok, model, train_enc, eval_enc = _setup(tiny_model_dir, task="stsb", n_train=96)
+    assert model.config.num_labels == 1 and train_enc.labels.dtype == np.float32
+    train(model, tok, train_enc, spec, TrainConfig(epochs=6, batch_size=16, learning_rate=3e-3, seed=1),
+          progress=False)
+    m = evaluate(model, tok, eval_enc, spec, batch_size=64, device=model.device)
+    assert set(m) == {"pearson", "spearman"} and m["pearson"] > 0.5
+
+
+def _weights(model) -> dict:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def test_interrupted_run_resumes_to_the_same_weights(dropout_model_dir, tmp_path):
+    """Stop after 5 steps (checkpoint at 4), re-run: it resumes at 4 and ends with the uninterrupted weights."""
+    from bertology.training import STATE_FILE, TrainConfig, train
+
+    cfg = TrainConfig(epochs=2, batch_size=16, learning_rate=1e-3, seed=5, checkpoint_steps=2)
+
+    spec, tok, model, train_enc, eval_enc = _setup(dropout_model_dir, n_train=80)
+    full = train(model, tok, train_enc, spec, cfg, eval_enc=eval_enc, progress=False)
+    reference = _weights(model)
+    assert full.steps == list(range(1, 11))
+
+    class Interrupt(Exception):
+        pass
+
+    def stop_at_5(step, loss, lr):
+        if step == 5:
+            raise Interrupt
+
+    ckpt = tmp_path / "ckpt"
+    spec, tok, model, train_enc, eval_enc = _setup(dropout_model_dir, n_train=80)
+    with pytest.raises(Interrupt):
+        train(model, tok, train_enc, spec, cfg, eval_enc=eval_enc, checkpoint_dir=ckpt, resume_key="k",
+              progress=False, on_step=stop_at_5)
+    assert (ckpt / STATE_FILE).exists()
+
+    spec, tok, model, train_enc, eval_enc = _setup(dropout_model_dir, n_train=80)  # a fresh process's model
+    seen = []
+    resumed = train(model, tok, train_enc, spec, cfg, eval_enc=eval_enc, checkpoint_dir=ckpt, resume_key="k",
+                    progress=False, on_step=lambda s, loss, lr: seen.append(s))
+    assert resumed.resumed_from == [4] and seen == list(range(5, 11))
+    assert resumed.steps == full.steps
+    np.testing.assert_allclose(resumed.losses, full.losses, rtol=1e-5)
+    assert [e["epoch"] for e in resumed.evals] == [1, 2]
+    for name, value in reference.items():
+        assert np.allclose(model.state_dict()[name].numpy(), value.numpy(), atol=1e-6), name
+
+
+def test_checkpoint_of_other_settings_is_ignored(tiny_model_dir, tmp_path):
+    from bertology.training import TrainConfig, train
+
+    cfg = TrainConfig(epochs=1, batch_size=16, learning_rate=1e-3, seed=5)
+    spec, tok, model, train_enc, _ = _setup(tiny_model_dir, n_train=32)
+    train(model, tok, train_enc, spec, cfg, checkpoint_dir=tmp_path, resume_key="old", progress=False)
+    spec, tok, model, train_enc, _ = _setup(tiny_model_dir, n_train=32)
+    h = train(model, tok, train_enc, spec, cfg, checkpoint_dir=tmp_path, resume_key="new", progress=False)
+    assert h.resumed_from == [] and h.steps == [1, 2]
+
+
+def test_nan_loss_stops_with_a_clear_error(tiny_model_dir):
+    import torch
+
+    from bertology.training import TrainConfig, TrainingDivergedError, train
+
+    spec, tok, model, train_enc, _ = _setup(tiny_model_dir, n_train=32)
+    with torch.no_grad():
+        model.classifier.weight[0, 0] = float("nan")
+    with pytest.raises(TrainingDivergedError, match=r"step 1 of 2 .*learning rate .*Lower train.learning_rate"):
+        train(model, tok, train_enc, spec, TrainConfig(epochs=1, batch_size=16), progress=False)
+
+
+def test_saved_model_reloads_with_labels(tiny_model_dir, tmp_path):
+    from bertology.models import load_classifier, load_tokenizer
+    from bertology.training import History, predict, save_model
+
+    spec, tok, model, _, eval_enc = _setup(tiny_model_dir, task="rte")
+    out = save_model(model, tok, tmp_path / "models" / "rte" / "pretrained", History(steps=[1], losses=[0.5]))
+    assert {"config.json", "model.safetensors", "tokenizer.json", "training.json"} <= {p.name for p in out.iterdir()}
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["id2label"] == {"0": "entailment", "1": "not_entailment"}
+    assert cfg["label2id"] == {"entailment": 0, "not_entailment": 1}
+    again = load_classifier(str(out), 2, init="pretrained", seed=99, id2label=spec.id2label)
+    tok2 = load_tokenizer(str(out))
+    a = predict(model, tok, eval_enc, batch_size=16, device=model.device)
+    b = predict(again, tok2, eval_enc, batch_size=16, device=again.device)
+    np.testing.assert_allclose(a, b, atol=1e-5)
+    assert not list(out.parent.glob(".*.tmp"))
+
+
+# -------------------------------------------------------------------------------------------- Table 1
+
+
+def _scores():
+    return [
+        {"task": "rte", "variant": "finetuned", "metrics": {"accuracy": 0.646}, "n": 277},
+        {"task": "mrpc", "variant": "pretrained", "metrics": {"f1": 0.0, "accuracy": 0.316}, "n": 408},
+        {"task": "mrpc", "variant": "finetuned", "metrics": {"f1": 0.879, "accuracy": 0.823}, "n": 408},
+        {"task": "mrpc", "variant": "random-finetuned", "metrics": {"f1": 0.812, "accuracy": 0.683}, "n": 408},
+        {"task": "rte", "variant": "pretrained", "metrics": {"accuracy": 0.527}, "n": 277},
+    ]
+
+
+def test_table1_long_frame_and_markdown():
+    from bertology.table1 import scores_frame, table1_markdown
+
+    df = scores_frame(_scores())
+    assert list(df.columns) == ["task", "variant", "metric", "value", "n"]
+    assert df[["task", "variant", "metric"]].values.tolist() == [
+        ["mrpc", "pretrained", "f1"], ["mrpc", "pretrained", "accuracy"],
+        ["mrpc", "random-finetuned", "f1"], ["mrpc", "random-finetuned", "accuracy"],
+        ["mrpc", "finetuned", "f1"], ["mrpc", "finetuned", "accuracy"],
+        ["rte", "pretrained", "accuracy"], ["rte", "finetuned", "accuracy"]]
+    md = table1_markdown(df, {"mrpc": 3668, "rte": 2490})
+    lines = md.splitlines()
+    assert lines[0].startswith("| Dataset | Pre-trained | Fine-tuned, initialized with normal distr. | "
+                               "Fine-tuned, initialized with pre-trained | Metric | Size")
+    assert lines[2] == "| MRPC | 0.0/31.6 | 81.2/68.3 | 87.9/82.3 | F1/Acc | 3.7K | 408 |"
+    assert lines[3] == "| RTE | 52.7 | – | 64.6 | Acc | 2.5K | 277 |"  # no random-init score given
+
+
+def test_table1_rejects_incomplete_scores():
+    from bertology.table1 import scores_frame
+
+    with pytest.raises(ValueError, match="lacks metric 'accuracy'"):
+        scores_frame([{"task": "mrpc", "variant": "finetuned", "metrics": {"f1": 0.5}, "n": 3}])
+    with pytest.raises(ValueError, match="unknown variant"):
+        scores_frame([{"task": "rte", "variant": "tuned", "metrics": {"accuracy": 0.5}, "n": 3}])
+
+
+def test_table1_cli_writes_csv_md_and_figure(tmp_path):
+    from bertology.cli import main
+
+    paths = []
+    for s in _scores():
+        p = tmp_path / "scores" / s["task"] / f"{s['variant']}.json"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(json.dumps(s))
+        paths.append(str(p))
+    out = tmp_path / "out"
+    rc = main(["table1", "--scores", *paths, "--csv", str(out / "t.csv"), "--md", str(out / "t.md"),
+               "--figure", str(out / "t.png"), "--no-mlflow"])
+    assert rc == 0
+    df = pd.read_csv(out / "t.csv")
+    assert len(df) == 8 and df["value"].between(0, 1).all()
+    assert (out / "t.png").stat().st_size > 10_000
+    assert "87.9/82.3" in (out / "t.md").read_text()
