@@ -147,7 +147,7 @@ def test_roles_recovered_from_a_chunked_store(stores):
     # same scores with the synchronous scheduler and a different sub-batch
     again = compute_scores(open_attention(path), words, roles=roles_for(True), window=1,
                            compute_kwargs={"scheduler": "synchronous"}, batch=24)
-    np.testing.assert_allclose(again.values, scores.values, equal_nan=True)
+    np.testing.assert_allclose(again.values, scores.values, rtol=1e-6, equal_nan=True)   # float32 sums
     assert scores["example_idx"].values.tolist() == list(range(1000, 1000 + E))
 
 
@@ -159,7 +159,7 @@ def test_incomplete_or_missing_store_is_a_clear_error(stores, tmp_path):
     ds = xr.open_zarr(src).load()
     ds.attrs["complete"] = False
     ds.to_zarr(dst, mode="w")
-    with pytest.raises(ValueError, match="incomplete"):
+    with pytest.raises(ValueError, match="incomplete|not marked complete"):
         open_attention(dst)
 
 

@@ -68,15 +68,21 @@ def open_attention(path: str | Path) -> xr.Dataset:
 def _block_scores(attention: np.ndarray, input_ids: np.ndarray, token_type_ids: np.ndarray, word_ids: np.ndarray,
                   length: np.ndarray, example_idx: np.ndarray, words: pd.DataFrame | None, *, sep_token_id: int,
                   cls_token_id: int | None, window: int, roles: tuple[str, ...], batch: int) -> np.ndarray:
-    """Scores (E, L, H, R) of one store chunk, built in sub-batches of `batch` examples."""
+    """Scores (E, L, H, R) of one store chunk.
+
+    Examples are taken in order of length in sub-batches of `batch`, each cropped to its longest example
+    (positions past every length are padding), which bounds memory and skips most of the padding.
+    """
     E = attention.shape[0]
     out = np.empty(attention.shape[:3] + (len(roles),), dtype=np.float64)
+    order = np.argsort(np.asarray(length), kind="stable")
     for lo in range(0, E, batch):
-        sl = slice(lo, lo + batch)
-        sieve, queries = chunk_masks(input_ids[sl], token_type_ids[sl], word_ids[sl], length[sl], example_idx[sl],
-                                     words, sep_token_id=sep_token_id, cls_token_id=cls_token_id, window=window,
-                                     roles=roles)
-        out[sl] = example_scores(attention[sl], sieve, queries, length[sl])
+        sl = order[lo:lo + batch]
+        m = max(int(np.max(length[sl])), 1)
+        sieve, queries = chunk_masks(input_ids[sl, :m], token_type_ids[sl, :m], word_ids[sl, :m], length[sl],
+                                     example_idx[sl], words, sep_token_id=sep_token_id, cls_token_id=cls_token_id,
+                                     window=window, roles=roles)
+        out[sl] = example_scores(attention[sl][..., :m, :m], sieve, queries, length[sl])
     return out
 
 

@@ -12,8 +12,9 @@ import numpy as np
 
 def _clean(attention: np.ndarray) -> np.ndarray:
     """float32 copy with NaN (padding) set to 0, so that masked products stay finite."""
-    a = np.asarray(attention, dtype=np.float32)
-    return np.nan_to_num(a, nan=0.0, copy=True)
+    a = np.array(attention, dtype=np.float32, copy=True)
+    np.copyto(a, 0.0, where=np.isnan(a))          # much faster than np.nan_to_num on large blocks
+    return a
 
 
 def query_bias(attention: np.ndarray, sieve: np.ndarray, queries: np.ndarray, length: np.ndarray) -> np.ndarray:
