@@ -232,6 +232,29 @@ def test_interrupted_run_resumes_to_the_same_weights(dropout_model_dir, tmp_path
         assert np.allclose(model.state_dict()[name].numpy(), value.numpy(), atol=1e-6), name
 
 
+def test_sigterm_saves_the_state_and_a_rerun_resumes(tiny_model_dir, tmp_path):
+    """SLURM's SIGTERM (or Snakemake cancelling) in step 3: the step finishes, its state is saved, re-run resumes."""
+    import os
+    import signal
+
+    from bertology.training import TrainConfig, TrainingInterrupted, train
+
+    cfg = TrainConfig(epochs=1, batch_size=8, learning_rate=1e-3, seed=5, checkpoint_steps=100)
+    spec, tok, model, train_enc, _ = _setup(tiny_model_dir, n_train=48)
+
+    def term_at_3(step, loss, lr):
+        if step == 3:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    with pytest.raises(TrainingInterrupted, match="stopped by SIGTERM after step 3 of 6.*resume"):
+        train(model, tok, train_enc, spec, cfg, checkpoint_dir=tmp_path, resume_key="k", progress=False,
+              on_step=term_at_3)
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handler is removed again
+    spec, tok, model, train_enc, _ = _setup(tiny_model_dir, n_train=48)
+    h = train(model, tok, train_enc, spec, cfg, checkpoint_dir=tmp_path, resume_key="k", progress=False)
+    assert h.resumed_from == [3] and h.steps == list(range(1, 7))
+
+
 def test_checkpoint_of_other_settings_is_ignored(tiny_model_dir, tmp_path):
     from bertology.training import TrainConfig, train
 
@@ -330,3 +353,65 @@ def test_table1_cli_writes_csv_md_and_figure(tmp_path):
     assert len(df) == 8 and df["value"].between(0, 1).all()
     assert (out / "t.png").stat().st_size > 10_000
     assert "87.9/82.3" in (out / "t.md").read_text()
+
+
+# --------------------------------------------------------------------------------- CLI and MLflow
+
+
+def test_train_and_evaluate_commands_log_to_mlflow(tiny_model_dir, tmp_path, monkeypatch):
+    """`bertology train` / `evaluate`: model dir, score JSON, MLflow loss per step, eval per epoch, tags."""
+    import mlflow
+
+    from bertology.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow.db")
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "t")
+    monkeypatch.delenv("BERTOLOGY_INVOCATION", raising=False)
+    data = tmp_path / "results" / "data" / "sst2"
+    data.mkdir(parents=True)
+    keyword_frame(64, 0).to_parquet(data / "train.parquet")
+    keyword_frame(32, 1).to_parquet(data / "validation.parquet")
+    params = json.dumps({"model": str(tiny_model_dir), "max_length": 32,
+                         "train": {"epochs": 2, "batch_size": 16, "learning_rate": 3e-3, "seed": 1}})
+    out, ckpt = "results/models/sst2/pretrained", "results/checkpoints/sst2/pretrained"
+    rc = main(["train", "--task", "sst2", "--init", "pretrained", "--params", params,
+               "--train-data", str(data / "train.parquet"), "--eval-data", str(data / "validation.parquet"),
+               "--output", out, "--checkpoint-dir", ckpt])
+    assert rc == 0
+    assert (tmp_path / out / "model.safetensors").exists() and not (tmp_path / ckpt).exists()
+    info = json.loads((tmp_path / out / "training.json").read_text())
+    assert info["history"]["steps"] == list(range(1, 9)) and info["init"] == "pretrained"
+
+    rc = main(["evaluate", "--task", "sst2", "--variant", "finetuned", "--params", params,
+               "--data", str(data / "validation.parquet"), "--model-dir", out,
+               "--output", "results/scores/sst2/finetuned.json"])
+    assert rc == 0
+    score = json.loads((tmp_path / "results/scores/sst2/finetuned.json").read_text())
+    assert score["variant"] == "finetuned" and score["n"] == 32 and set(score["metrics"]) == {"accuracy"}
+    assert score["metrics"]["accuracy"] == pytest.approx(info["history"]["evals"][-1]["metrics"]["accuracy"])
+
+    client = mlflow.MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    runs = {r.data.tags["rule"]: r for r in client.search_runs([client.get_experiment_by_name("t").experiment_id])}
+    train_run = runs["train_model"]
+    assert train_run.data.tags["checkpoint_path"] == str((tmp_path / out).resolve())
+    assert train_run.data.tags["variant"] == "finetuned" and train_run.data.params["train.learning_rate"] == "0.003"
+    loss = client.get_metric_history(train_run.info.run_id, "train_loss")
+    assert sorted(m.step for m in loss) == list(range(1, 9))
+    acc = client.get_metric_history(train_run.info.run_id, "eval_accuracy")
+    assert sorted(m.step for m in acc) == [1, 2]
+    assert client.list_artifacts(train_run.info.run_id) == []  # checkpoints stay on disk
+    assert runs["score"].data.metrics["eval_accuracy"] == pytest.approx(score["metrics"]["accuracy"])
+
+
+def test_evaluate_command_errors_clearly(tiny_model_dir, tmp_path):
+    from bertology.train_cli import score
+
+    params = {"model": str(tiny_model_dir), "max_length": 32, "train": {}}
+    keyword_frame(8, 0).to_parquet(tmp_path / "v.parquet")
+    with pytest.raises(ValueError, match="needs --model-dir"):
+        score("sst2", "finetuned", params, tmp_path / "v.parquet")
+    with pytest.raises(FileNotFoundError, match="run the train_model rule first"):
+        score("sst2", "finetuned", params, tmp_path / "v.parquet", model_dir=tmp_path / "nope")
+    pre = score("sst2", "pretrained", params, tmp_path / "v.parquet")
+    assert pre["variant"] == "pretrained" and pre["n"] == 8 and 0 <= pre["metrics"]["accuracy"] <= 1

@@ -46,6 +46,42 @@ class TrainingDivergedError(RuntimeError):
     """The loss became NaN or infinite; the message names the step and the learning rate."""
 
 
+class TrainingInterrupted(RuntimeError):
+    """SIGTERM/SIGINT arrived: the state was saved after the current step; re-running resumes."""
+
+
+class StopSignals:
+    """Within the block, SIGTERM and SIGINT (SLURM's time limit, Ctrl-C, Snakemake cancelling a job) set
+    ``self.signal`` instead of killing the process, so that the loop can finish its step and save its
+    state. Outside the main thread (where handlers cannot be installed) it does nothing."""
+
+    def __init__(self) -> None:
+        self.signal: str | None = None
+        self._old: dict[int, Any] = {}
+
+    def _handle(self, signum, frame) -> None:  # noqa: ARG002
+        import signal
+
+        if self.signal is not None:  # a second signal: stop now
+            raise KeyboardInterrupt
+        self.signal = signal.Signals(signum).name
+
+    def __enter__(self) -> StopSignals:
+        import signal
+        import threading
+
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                self._old[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import signal
+
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """The `train:` config section (schemas/config.schema.yaml), minus `inits`."""
@@ -346,62 +382,73 @@ def train(model, tokenizer, train_enc: Encoded, spec: TaskSpec, cfg: TrainConfig
                        step=step, history=history, key=resume_key)
 
     started = time.perf_counter() - history.seconds
-    bar = tqdm(total=n_steps, initial=step, desc=f"train {spec.name}", disable=not progress, mininterval=10)
-    for epoch in range(step // per_epoch, math.ceil(cfg.epochs)):
-        batches = train_batches(train_enc.lengths, cfg.batch_size, cfg.seed, epoch)
-        skip = step - epoch * per_epoch
-        model.train()
-        for idx in batches[skip:]:
+    with StopSignals() as stop:
+        bar = tqdm(total=n_steps, initial=step, desc=f"train {spec.name}", disable=not progress, mininterval=10)
+        for epoch in range(step // per_epoch, math.ceil(cfg.epochs)):
+            batches = train_batches(train_enc.lengths, cfg.batch_size, cfg.seed, epoch)
+            skip = step - epoch * per_epoch
+            model.train()
+            for idx in batches[skip:]:
+                if step >= n_steps:
+                    break
+                batch = collate(tokenizer, train_enc, idx, device, spec.is_regression)
+                with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
+                    loss = model(**batch).loss
+                lr = scheduler.get_last_lr()[0]
+                if not torch.isfinite(loss):
+                    raise TrainingDivergedError(
+                        f"{spec.name}: the training loss is {loss.item()} at step {step + 1} of {n_steps} "
+                        f"(epoch {epoch + 1}, learning rate {lr:.3g}). Lower train.learning_rate, or set "
+                        f"train.mixed_precision: 'no' (full precision), and check the labels of the data.")
+                if scaler is not None:
+                    scaler.scale(loss).backward()
+                    scaler.unscale_(optimizer)
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+                    scaler.step(optimizer)
+                    scaler.update()
+                else:
+                    loss.backward()
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+                    optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad(set_to_none=True)
+                step += 1
+                value = float(loss.item())
+                history.steps.append(step)
+                history.losses.append(value)
+                history.lrs.append(lr)
+                bar.update(1)
+                bar.set_postfix(loss=f"{value:.4f}", refresh=False)
+                if on_step is not None:
+                    on_step(step, value, lr)
+                history.seconds = time.perf_counter() - started
+                epoch_done = step % per_epoch == 0 or step == n_steps
+                if cfg.checkpoint_steps and step % cfg.checkpoint_steps == 0 and not epoch_done:
+                    checkpoint()
+                if stop.signal is not None and not epoch_done:
+                    checkpoint()
+                    raise TrainingInterrupted(
+                        f"{spec.name}: stopped by {stop.signal} after step {step} of {n_steps}"
+                        + (f"; the state is saved in {checkpoint_dir}, run the same command again to resume"
+                           if checkpoint_dir is not None else ""))
+            if step % per_epoch == 0 or step == n_steps:  # a completed (possibly last, partial) epoch
+                if eval_enc is not None and not any(e["step"] == step for e in history.evals):
+                    metrics = evaluate(model, tokenizer, eval_enc, spec, batch_size=cfg.eval_batch_size,
+                                       device=device, amp_dtype=amp_dtype)
+                    history.evals.append({"epoch": epoch + 1, "step": step, "metrics": metrics})
+                    log.info("%s epoch %d (step %d): %s", spec.name, epoch + 1, step,
+                             ", ".join(f"{k}={v:.4f}" for k, v in metrics.items()))
+                    if on_eval is not None:
+                        on_eval(epoch + 1, step, metrics)
+                    model.train()
+                history.seconds = time.perf_counter() - started
+                checkpoint()
+                if stop.signal is not None and step < n_steps:
+                    raise TrainingInterrupted(
+                        f"{spec.name}: stopped by {stop.signal} after step {step} of {n_steps} (end of epoch "
+                        f"{epoch + 1}); run the same command again to resume")
             if step >= n_steps:
                 break
-            batch = collate(tokenizer, train_enc, idx, device, spec.is_regression)
-            with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
-                loss = model(**batch).loss
-            lr = scheduler.get_last_lr()[0]
-            if not torch.isfinite(loss):
-                raise TrainingDivergedError(
-                    f"{spec.name}: the training loss is {loss.item()} at step {step + 1} of {n_steps} "
-                    f"(epoch {epoch + 1}, learning rate {lr:.3g}). Lower train.learning_rate, or set "
-                    f"train.mixed_precision: 'no' (full precision), and check the labels of the data.")
-            if scaler is not None:
-                scaler.scale(loss).backward()
-                scaler.unscale_(optimizer)
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
-                scaler.step(optimizer)
-                scaler.update()
-            else:
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
-                optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
-            step += 1
-            value = float(loss.item())
-            history.steps.append(step)
-            history.losses.append(value)
-            history.lrs.append(lr)
-            bar.update(1)
-            bar.set_postfix(loss=f"{value:.4f}", refresh=False)
-            if on_step is not None:
-                on_step(step, value, lr)
-            history.seconds = time.perf_counter() - started
-            epoch_done = step % per_epoch == 0 or step == n_steps
-            if cfg.checkpoint_steps and step % cfg.checkpoint_steps == 0 and not epoch_done:
-                checkpoint()
-        if step % per_epoch == 0 or step == n_steps:  # a completed (possibly last, partial) epoch
-            if eval_enc is not None and not any(e["step"] == step for e in history.evals):
-                metrics = evaluate(model, tokenizer, eval_enc, spec, batch_size=cfg.eval_batch_size,
-                                   device=device, amp_dtype=amp_dtype)
-                history.evals.append({"epoch": epoch + 1, "step": step, "metrics": metrics})
-                log.info("%s epoch %d (step %d): %s", spec.name, epoch + 1, step,
-                         ", ".join(f"{k}={v:.4f}" for k, v in metrics.items()))
-                if on_eval is not None:
-                    on_eval(epoch + 1, step, metrics)
-                model.train()
-            history.seconds = time.perf_counter() - started
-            checkpoint()
-        if step >= n_steps:
-            break
     bar.close()
     history.seconds = time.perf_counter() - started
     return history
