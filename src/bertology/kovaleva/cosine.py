@@ -24,9 +24,9 @@ def cosine_per_head(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.shape != b.shape:
         raise ValueError(f"cosine needs maps of the same shape, got {a.shape} and {b.shape}: the pretrained and "
                          f"finetuned stores must hold the same examples with the same tokenisation")
-    x = a.reshape(a.shape[0], a.shape[1], -1).astype(np.float64)
-    y = b.reshape(b.shape[0], b.shape[1], -1).astype(np.float64)
-    num = (x * y).sum(-1)
-    den = np.sqrt((x * x).sum(-1) * (y * y).sum(-1))
+    x = np.asarray(a, dtype=np.float32).reshape(a.shape[0], a.shape[1], -1)
+    y = np.asarray(b, dtype=np.float32).reshape(b.shape[0], b.shape[1], -1)
+    num = (x * y).sum(-1, dtype=np.float64)
+    den = np.sqrt((x * x).sum(-1, dtype=np.float64) * (y * y).sum(-1, dtype=np.float64))
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(den > 0, num / den, np.nan)

@@ -121,12 +121,12 @@ def feature_scores(attn: np.ndarray, tokens: dict[str, np.ndarray], names: tuple
     score[l, h, f] = max_T (sum_i sum_{s in wp(T)} A[l, h, i, s]) / n; NaN where the feature is absent.
     """
     n = attn.shape[-1]
-    colsum = attn.astype(np.float64).sum(axis=-2)  # (L, H, n): attention each key receives
+    colsum = attn.sum(axis=-2, dtype=np.float64)  # (L, H, n): attention each key receives
     out = np.full(attn.shape[:2] + (len(names),), np.nan)
     for f, name in enumerate(names):
         m = tokens[name]
         if m.shape[0]:
-            out[..., f] = (colsum @ m.T.astype(np.float64)).max(axis=-1) / n
+            out[..., f] = (colsum @ m.T).max(axis=-1) / n
     return out
 
 
@@ -136,10 +136,10 @@ def cls_scores(attn_last: np.ndarray, tokens: dict[str, np.ndarray], names: tupl
     attn_last: (H, n, n), the last layer. Returns (H, F): max over tokens of type f of
     sum_{s in wp(w)} A[h, 0, s]; NaN where the feature is absent.
     """
-    row = attn_last[:, 0, :].astype(np.float64)  # (H, n)
+    row = np.asarray(attn_last[:, 0, :], dtype=np.float64)  # (H, n)
     out = np.full((attn_last.shape[0], len(names)), np.nan)
     for f, name in enumerate(names):
         m = tokens[name]
         if m.shape[0]:
-            out[:, f] = (row @ m.T.astype(np.float64)).max(axis=-1)
+            out[:, f] = (row @ m.T).max(axis=-1)
     return out

@@ -65,17 +65,34 @@ def pattern_masses(attn: np.ndarray, special: np.ndarray, segment: np.ndarray) -
     special = np.asarray(special, bool)[:n]
     segment = np.asarray(segment)[:n]
     rows = ~special if (~special).any() else np.ones(n, bool)
-    a = attn[..., rows, :].astype(np.float64)  # (..., |Q|, n)
-    idx = np.arange(n)
+    q = np.flatnonzero(rows)
+    a = np.asarray(attn, dtype=np.float32)[..., q, :]  # (..., |Q|, n)
+    keys_ok = ~special
 
-    def mass(region: np.ndarray) -> np.ndarray:  # region: (n, n) bool
-        r = region[rows]
-        return _excess((a * r).sum(-1).mean(-1), float(r.sum(-1).mean() / n))
-
-    v = mass(np.broadcast_to(special[None, :], (n, n)))
-    d = mass((np.abs(idx[:, None] - idx[None, :]) <= 1) & ~special[None, :])
-    if np.unique(segment[~special]).size >= 2:
-        b = mass((segment[:, None] == segment[None, :]) & ~special[None, :])
+    # V: the special columns, a matrix-vector product
+    v_raw = (a @ special.astype(np.float32)).mean(-1, dtype=np.float64)
+    v = _excess(v_raw, float(special.sum() / n))
+    # D: the three diagonals i-1, i, i+1 (non-special keys only), gathered
+    d_rows = np.zeros(a.shape[:-1], dtype=np.float64)
+    band_size = np.zeros(q.size)
+    for off in (-1, 0, 1):
+        cols = q + off
+        ok = (cols >= 0) & (cols < n)
+        ok[ok] &= keys_ok[cols[ok]]
+        d_rows[..., ok] += a[..., np.flatnonzero(ok), cols[ok]]
+        band_size += ok
+    d = _excess(d_rows.mean(-1), float(band_size.mean() / n))
+    # B: own-segment non-special columns, one matrix product per segment
+    segs = np.unique(segment[keys_ok])
+    if segs.size >= 2:
+        b_rows = np.zeros(a.shape[:-1], dtype=np.float64)
+        same_size = np.zeros(q.size)
+        for sg in segs:
+            colmask = (segment == sg) & keys_ok
+            mine = segment[q] == sg
+            b_rows[..., mine] = (a[..., mine, :] @ colmask.astype(np.float32))
+            same_size[mine] = colmask.sum()
+        b = _excess(b_rows.mean(-1), float(same_size.mean() / n))
     else:
         b = np.full(v.shape, np.nan)
     return v, d, b

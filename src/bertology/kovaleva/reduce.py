@@ -191,6 +191,13 @@ def reduce_chunk(attention: np.ndarray, input_ids: np.ndarray, word_ids: np.ndar
                  length: np.ndarray, example_idx: np.ndarray, words: Mapping[int, ExampleWords],
                  spec: StoreSpec) -> Partial:
     """The Partial of one chunk. attention: (E, L, H, Q, K) float16 (NaN padding); others (E, Q) / (E,)."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1):  # tiny matrix products: BLAS threads would only fight Dask's threads
+        return _reduce_chunk(attention, input_ids, word_ids, token_type_ids, length, example_idx, words, spec)
+
+
+def _reduce_chunk(attention, input_ids, word_ids, token_type_ids, length, example_idx, words, spec) -> Partial:
     attention = np.asarray(attention)
     part = empty_partial(spec.layers, spec.heads)
     cnn_maps: list[np.ndarray] = []
@@ -296,7 +303,7 @@ def cosine_chunk(a: np.ndarray, b: np.ndarray, length_a: np.ndarray, length_b: n
         n = int(length_a[e])
         if n < 1:
             continue
-        m.add(cos_mod.cosine_per_head(cos_mod.crop(a[e], n), cos_mod.crop(b[e], n)))
+        m.add(cos_mod.cosine_per_head(cos_mod.crop(a[e], n).astype(np.float32), cos_mod.crop(b[e], n).astype(np.float32)))
     return m
 
 

@@ -31,14 +31,20 @@ def link_pair_mask(word_ids: np.ndarray, n: int, links: Iterable[tuple[int, int]
     """(n, n) bool: True at (s, t) for every link and every wordpiece pair s in wp(src), t in wp(tgt).
 
     word_ids: (Q,) word index per position (-1 for specials/padding). Links whose words have no
-    wordpiece below n (truncated) contribute nothing.
+    wordpiece below n (truncated) contribute nothing. Computed by indexing a word x word link matrix
+    with the word of every wordpiece: mask[s, t] = linked[word(s), word(t)].
     """
-    mask = np.zeros((n, n), dtype=bool)
-    for src, tgt in links:
-        s, t = wordpieces(word_ids, n, src), wordpieces(word_ids, n, tgt)
-        if s.size and t.size:
-            mask[np.ix_(s, t)] = True
-    return mask
+    links = list(links)
+    if not links:
+        return np.zeros((n, n), dtype=bool)
+    ids = np.asarray(word_ids[:n]).astype(np.int64)
+    size = max(int(ids.max(initial=-1)), max(max(s, t) for s, t in links)) + 2
+    linked = np.zeros((size, size), dtype=bool)  # the last row/column stands for "no word"
+    src = np.array([s for s, _ in links])
+    tgt = np.array([t for _, t in links])
+    linked[src, tgt] = True
+    words = np.where(ids >= 0, ids, size - 1)
+    return linked[np.ix_(words, words)]
 
 
 def span_pair_mask(n: int, pairs: Iterable[tuple[Iterable[int], Iterable[int]]]) -> np.ndarray:
@@ -60,7 +66,7 @@ def relation_scores(attn: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """
     if not mask.any():
         return np.full(attn.shape[:2], np.nan)
-    return attn[..., mask].astype(np.float64).max(axis=-1)
+    return attn[..., mask].max(axis=-1).astype(np.float64)
 
 
 def flag_heads(means: np.ndarray, percentile: float) -> tuple[np.ndarray, float]:
