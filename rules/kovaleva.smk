@@ -3,7 +3,7 @@
 #   results/stats/{task}/cosine.csv                     pretrained vs fine-tuned, both stores read once, aligned
 #   results/stats/framenet/links.parquet, counts.json   FrameNet sentences that survive the paper's filters
 #   results/stats/{task}/{variant}/relations_framenet.csv   FrameNet link scores (merged into relations.csv)
-#   results/figures/{patterns,relations,cosine,features,cls}-{task}.png
+#   results/figures/{patterns,relations,cosine,features,cls}-{task}.png, {patterns,cosine}-tasks.png
 KOVALEVA_VARIANTS = ["pretrained", "finetuned"]
 KOVALEVA_FIGURES = ["patterns", "relations", "cosine", "features", "cls"]
 FRAMENET_DIR = config["analysis"]["relations"]["framenet"]
@@ -152,6 +152,30 @@ rule kovaleva_figures:
         "--outdir results/figures > {log} 2>&1"
 
 
+rule kovaleva_overview:
+    input:
+        patterns=expand("results/stats/{task}/{variant}/patterns.csv", task=TASK_NAMES, variant=KOVALEVA_VARIANTS),
+        cosine=expand("results/stats/{task}/cosine.csv", task=TASK_NAMES),
+    output:
+        patterns="results/figures/patterns-tasks.png",
+        cosine="results/figures/cosine-tasks.png",
+    params:
+        tasks=" ".join(TASK_NAMES),
+    log:
+        "results/logs/kovaleva_overview/kovaleva_overview.log",
+    benchmark:
+        "results/benchmarks/kovaleva_overview/kovaleva_overview.tsv"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    conda:
+        "../envs/bertology.yaml"
+    shell:
+        "bertology kovaleva-overview --tasks {params.tasks} --stats-dir results/stats --outdir results/figures "
+        "> {log} 2>&1"
+
+
 # Not a default target: a sheet of sampled maps for researchers to label (then `bertology patterns-train`).
 rule patterns_sheet:
     input:
@@ -174,5 +198,6 @@ TARGETS.extend(expand("results/stats/{task}/{variant}/{name}.csv", task=TASK_NAM
                       name=["patterns", "features", "cls", "relations"]))
 TARGETS.extend(expand("results/stats/{task}/cosine.csv", task=TASK_NAMES))
 TARGETS.extend(expand("results/figures/{name}-{task}.png", name=KOVALEVA_FIGURES, task=TASK_NAMES))
+TARGETS.extend(["results/figures/patterns-tasks.png", "results/figures/cosine-tasks.png"])
 if FRAMENET_DIR:
     TARGETS.append("results/stats/framenet/counts.json")

@@ -63,6 +63,9 @@ def test_stats_cosine_and_figures(run_dir):
     for name in ("patterns", "cosine", "features", "cls", "relations"):
         png = figs / f"{name}-mrpc.png"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+    assert main(["kovaleva-overview", "--tasks", "mrpc", "--stats-dir", str(run_dir / "results" / "stats"),
+                 "--outdir", str(figs)]) == 0
+    assert (figs / "patterns-tasks.png").stat().st_size > 5000 and (figs / "cosine-tasks.png").stat().st_size > 5000
 
 
 def test_export_then_train_round_trip(run_dir, capsys):

@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "kovaleva-stats": ("bertology.kovaleva.cli:stats_cmd", "Kovaleva 4.1/4.2/4.4/4.5 from one read of a store -> results/stats/{task}/{variant}/{patterns,features,cls,relations}.csv"),
     "kovaleva-cosine": ("bertology.kovaleva.cli:cosine_cmd", "Kovaleva 4.3: pretrained vs fine-tuned cosine per head -> results/stats/{task}/cosine.csv"),
     "kovaleva-figures": ("bertology.kovaleva.cli:figures_cmd", "Kovaleva Figs. 2, 3, 5, 6, 7 -> results/figures/{patterns,relations,cosine,features,cls}-{task}.png"),
+    "kovaleva-overview": ("bertology.kovaleva.cli:overview_cmd", "Kovaleva Figs. 2 and 5 across tasks -> results/figures/{patterns,cosine}-tasks.png"),
     "framenet-links": ("bertology.kovaleva.cli:framenet_links_cmd", "FrameNet release -> filtered sentences and frame-element links (links.parquet, counts.json)"),
     "framenet-relations": ("bertology.kovaleva.cli:framenet_relations_cmd", "run a model on the FrameNet sentences -> relations rows with source=framenet"),
     "patterns-export": ("bertology.kovaleva.cli:patterns_export_cmd", "export a sample of attention maps as PNGs + a label sheet to annotate"),

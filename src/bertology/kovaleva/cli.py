@@ -151,6 +151,29 @@ def figures_cmd(argv: list[str]) -> int:
     return 0
 
 
+def overview_cmd(argv: list[str]) -> int:
+    """Figures across tasks: patterns-tasks.png (Fig. 2) and cosine-tasks.png (Fig. 5, one colour scale)."""
+    from bertology.kovaleva import figures as fig
+    from bertology.tracking import job_run
+
+    ap = argparse.ArgumentParser(prog="bertology kovaleva-overview", description=overview_cmd.__doc__)
+    ap.add_argument("--tasks", required=True, nargs="+")
+    ap.add_argument("--stats-dir", default="results/stats")
+    ap.add_argument("--outdir", default="results/figures")
+    ap.add_argument("--debug", action="store_true")
+    args = ap.parse_args(argv)
+    stats, out = Path(args.stats_dir), Path(args.outdir)
+    patterns = {t: {v: _read(stats / t / v / "patterns.csv") for v in fig.VARIANTS} for t in args.tasks}
+    cosine = {t: _read(stats / t / "cosine.csv") for t in args.tasks}
+    with job_run("kovaleva_overview"):
+        import mlflow
+
+        for p in (fig.patterns_tasks_figure(patterns, out / "patterns-tasks.png"),
+                  fig.cosine_tasks_figure(cosine, out / "cosine-tasks.png")):
+            mlflow.log_artifact(str(p), artifact_path="figures")
+    return 0
+
+
 def framenet_links_cmd(argv: list[str]) -> int:
     """Parse a FrameNet release, apply the paper's filters -> links.parquet + counts.json."""
     from bertology.kovaleva import framenet as fn

@@ -172,3 +172,43 @@ def relations_figure(tables: dict[str, pd.DataFrame], task: str, path: str | Pat
         fig.colorbar(im, ax=axes[r, :].tolist(), label="max attention on a link")
     fig.suptitle(f"Relation-specific heads (Kovaleva et al. Fig. 3) - {task}; red: above the percentile")
     return plotting.save_figure(fig, path)
+
+
+def patterns_tasks_figure(tables: dict[str, dict[str, pd.DataFrame]], path: str | Path) -> Path:
+    """Fig. 2 across tasks: the share of each class over all heads, one bar per task and variant."""
+    labels, shares = [], []
+    for task, by_variant in tables.items():
+        for v in VARIANTS:
+            if v in by_variant:
+                df = by_variant[v]
+                overall = df[df["layer"] == -1].set_index("class")["fraction"]
+                labels.append(f"{task}\n{v}")
+                shares.append([float(overall.get(c, 0.0)) for c in CLASSES])
+    arr = np.array(shares)
+    fig, ax = plotting.new_figure(2.0 + 0.9 * len(labels), 4.4)
+    bottom = np.zeros(len(labels))
+    for i, cls in enumerate(CLASSES):
+        ax.bar(range(len(labels)), arr[:, i], bottom=bottom, color=CLASS_COLOURS[cls], label=cls)
+        bottom += arr[:, i]
+    ax.set_xticks(range(len(labels)), labels, fontsize=7)
+    ax.set_xlabel("task / model")
+    ax.set_ylabel("fraction of attention maps")
+    ax.set_ylim(0, 1)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
+    ax.set_title("Self-attention patterns per task (Kovaleva et al. Fig. 2)")
+    return plotting.save_figure(fig, path)
+
+
+def cosine_tasks_figure(tables: dict[str, pd.DataFrame], path: str | Path) -> Path:
+    """Fig. 5 across tasks: one panel per task, one colour scale for all of them."""
+    mats = {task: per_head(df) for task, df in tables.items()}
+    lo, _ = _limits(*mats.values())
+    layers, heads = next(iter(mats.values())).shape
+    fig, axes = plotting.new_figure(len(mats) * (1.0 + 0.4 * heads) + 1.0, 1.4 + 0.38 * layers, ncols=len(mats),
+                                    squeeze=False)
+    for ax, (task, m) in zip(axes[0], mats.items()):
+        im = plotting.layer_head_heatmap(ax, m, vmin=lo, vmax=1.0, cmap="magma", annotate=False,
+                                         title=f"{task} ({_n_text(tables[task])})")
+    fig.colorbar(im, ax=axes[0].tolist(), label="cosine similarity (darker = more change)")
+    fig.suptitle("Pretrained vs fine-tuned attention per head (Kovaleva et al. Fig. 5)")
+    return plotting.save_figure(fig, path)
