@@ -75,6 +75,8 @@ def _block_scores(attention: np.ndarray, input_ids: np.ndarray, token_type_ids: 
     """
     E = attention.shape[0]
     out = np.empty(attention.shape[:3] + (len(roles),), dtype=np.float64)
+    if words is not None:  # once per chunk, so that sub-batches search a small frame
+        words = words[words["example_idx"].isin(np.asarray(example_idx))]
     order = np.argsort(np.asarray(length), kind="stable")
     for lo in range(0, E, batch):
         sl = order[lo:lo + batch]
