@@ -80,3 +80,13 @@ def test_wrong_label_count_is_a_clear_error(tiny_classifier_dir, tmp_path, monke
     with pytest.raises(ValueError, match="needs 3"):
         sweep_cmd(["--task", "mnli", "--model", str(tiny_classifier_dir), "--data", str(tmp_path / "v.parquet"),
                    "--params", "{}", "--heads", "h.csv", "--layers", "l.csv", "--summary", "s.csv"])
+
+
+def test_snakemake_dag_has_the_ablation_rules(tmp_path):
+    from conftest import run_snakemake, write_config
+
+    write_config(tmp_path, tasks=["rte"])
+    proc = run_snakemake(tmp_path, "-n", "results/figures/ablation-heads-rte.png",
+                         "results/figures/ablation-layers-rte.png", "results/ablation/rte/summary.csv")
+    assert "rule ablation_sweep:" in proc.stdout and "rule ablation_figures:" in proc.stdout
+    assert "--model results/models/rte/pretrained --data results/data/rte/validation.parquet" in proc.stdout
