@@ -153,6 +153,9 @@ def test_mnli_labels_follow_construction():
         df["text_a"].str.contains(r"\b(?:not|never)\b|n't", regex=True)
     assert neg[df["label"] == 2].all()
     assert not neg[df["label"] == 0].any()
+    entailed, neutral = df[df["label"] == 0], df[df["label"] == 1]
+    assert all(not _unlicensed(a, b) for a, b in zip(entailed["text_a"], entailed["text_b"]))
+    assert np.mean([bool(_unlicensed(a, b)) for a, b in zip(neutral["text_a"], neutral["text_b"])]) > 0.9
 
 
 def test_load_split_demo_source_writes_the_contract_frame():
@@ -164,3 +167,72 @@ def test_load_split_demo_source_writes_the_contract_frame():
     assert len(stsb) == 20 and stsb["label"].dtype == np.float32
     sst2 = load_split("sst2", "validation", cfg)
     assert sst2["text_b"].isna().all()
+
+
+# ---- the pair labels follow their construction ----------------------------------------------------------
+
+FUNCTION_WORDS = {"a", "an", "the", "some", "was", "were", "is", "are", "am", "by", "did", "do", "does", "not",
+                  "n't", "never", "didn't", "don't", "doesn't", "wasn't", "weren't", "isn't", "aren't"}
+PRONOUN_CASES = [{"he", "him"}, {"she", "her"}, {"they", "them"}, {"i", "me"}, {"we", "us"}]
+
+
+def _synonym_sets() -> list[set[str]]:
+    from bertology import demo
+
+    sets = [set(c.forms) for c in (*demo.PERSONS, *demo.THINGS, *demo.ADVERBS,
+                                   *(a for group in demo.ADJECTIVES.values() for a in group))]
+    sets += [{form for synonym in v.forms for form in synonym} for v in demo.VERBS]
+    return [{w.lower() for w in s} for s in sets] + PRONOUN_CASES
+
+
+def _unlicensed(premise: str, hypothesis: str) -> set[str]:
+    """Words of `hypothesis` that are neither in `premise`, nor synonyms/inflections/cases of its words,
+    nor hypernyms or the function words of voice and negation."""
+    from bertology.demo import HYPERNYMS
+
+    have = set(WORD.findall(premise.lower()))
+    allowed = have | FUNCTION_WORDS | {w for _, w in HYPERNYMS.values()}
+    for group in _synonym_sets():
+        if group & have:
+            allowed |= group
+    return set(WORD.findall(hypothesis.lower())) - allowed
+
+
+def _negated(text: str) -> bool:
+    return bool(re.search(r"\b(?:not|never)\b|n't", text.lower()))
+
+
+def test_rte_entailed_hypotheses_only_simplify_the_premise():
+    df = generate("rte", "train", 300, seed=8)
+    entailed, other = df[df["label"] == 0], df[df["label"] == 1]
+    for a, b in zip(entailed["text_a"], entailed["text_b"]):
+        assert not _unlicensed(a, b), (a, b, _unlicensed(a, b))
+        assert _negated(a.split(". ")[0]) == _negated(b), (a, b)
+    changed = [bool(_unlicensed(a, b)) or _negated(a.split(". ")[0]) != _negated(b)
+               for a, b in zip(other["text_a"], other["text_b"])]
+    assert all(changed)  # a changed argument or verb, or flipped polarity
+
+
+def test_mrpc_paraphrases_reword_and_non_paraphrases_change_meaning():
+    df = generate("mrpc", "train", 300, seed=8)
+    for a, b, label in zip(df["text_a"], df["text_b"], df["label"]):
+        same = not _unlicensed(a, b) and not _unlicensed(b, a) and _negated(a) == _negated(b)
+        if label == 1:
+            assert same and a != b, (a, b)
+    different = [not (not _unlicensed(a, b) and not _unlicensed(b, a) and _negated(a) == _negated(b))
+                 for a, b in zip(df.loc[df.label == 0, "text_a"], df.loc[df.label == 0, "text_b"])]
+    assert all(different)
+
+
+def test_same_output_in_another_process():
+    """No dependence on Python's per-process hash seed."""
+    import hashlib
+    import os
+    import subprocess
+    import sys
+
+    code = ("import hashlib; from bertology.demo import generate; "
+            "print(hashlib.md5(generate('qnli', 'train', 50, 3).to_csv().encode()).hexdigest())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env=dict(os.environ, PYTHONHASHSEED="123")).stdout.strip()
+    assert out == hashlib.md5(generate("qnli", "train", 50, 3).to_csv().encode()).hexdigest()

@@ -399,8 +399,9 @@ def change_part(r: Rng, p: Prop, part: str) -> Prop:
     raise ValueError(f"unknown part {part!r}")
 
 
-def simplify(r: Rng, p: Prop, hypernym_p: float = 0.25) -> Prop:
-    """An entailed, simpler proposition: drop modifiers (at least one when any), maybe a hypernym."""
+def simplify(r: Rng, p: Prop, hypernym_p: float = 0.25, protect: str | None = None) -> Prop:
+    """An entailed, simpler proposition: drop modifiers (at least one when any), maybe a hypernym
+    (never for the role `protect`, 'subj' or 'obj': a changed argument must stay visibly changed)."""
     slots = [s for s in ("subj_adj", "obj_adj", "adverb", "place", "time", "clause")
              if (s == "subj_adj" and p.subj.adj) or (s == "obj_adj" and p.obj.adj) or getattr(p, s, None)]
     drop = {s for s in slots if r.chance(0.6)}
@@ -414,7 +415,7 @@ def simplify(r: Rng, p: Prop, hypernym_p: float = 0.25) -> Prop:
                 time=None if "time" in drop else p.time,
                 clause=None if "clause" in drop else p.clause)
     if not q.negated and r.chance(hypernym_p):  # "the nurse" -> "a person" (upward, so only if positive)
-        role = r.pick(("subj", "obj"))
+        role = r.pick([x for x in ("subj", "obj") if x != protect])
         np_ = getattr(q, role)
         if np_.noun is not None:
             det, word = HYPERNYMS[np_.noun.kind]
@@ -623,9 +624,11 @@ def _rte(r: Rng, label: int) -> Example:
     a = realise(p, r.wording())
     if r.chance(0.3):  # a second sentence about the same people and things
         a = a + " " + _follow_up(r, p)
-    q = simplify(r, p)
-    if label == 1:
-        q = change_part(r, q, r.pick(("subject", "object", "verb", "polarity", "polarity")))
+    if label == 0:
+        q = simplify(r, p)
+    else:  # change the premise, then simplify: a hypernym cannot undo the change
+        part = r.pick(("subject", "object", "verb", "polarity", "polarity"))
+        q = simplify(r, change_part(r, p, part), protect={"subject": "subj", "object": "obj"}.get(part))
     return a, realise(q, r.wording(passive=0.3)), label
 
 
