@@ -112,17 +112,15 @@ def test_config_hash_is_stable_and_order_independent():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("override, named", [
-    ({"tasks": ["sst3"]}, "sst3"),
-    ({"train": {"epoch": 2}}, "epoch"),
-    ({"data": {"source": "no_such_glue_dir"}}, "no_such_glue_dir"),
+    ({"tasks": ["sst3"], "train": {"epoch": 2}}, ["'sst3'", "'epoch' under 'train'", "invalid configuration"]),
+    ({"data": {"source": "no_such_glue_dir"}}, ["config key 'data.source'", "no_such_glue_dir"]),
 ])
 def test_snakemake_refuses_a_bad_config_naming_the_key(tmp_path, override, named):
     write_config(tmp_path, **override)
     proc = run_snakemake(tmp_path, "-n", check=False)
     assert proc.returncode != 0
     output = proc.stdout + proc.stderr
-    assert named in output
-    assert "invalid configuration" in output or "config key 'data.source'" in output
+    assert all(text in output for text in named), output[-3000:]
 
 
 # ---- tasks --------------------------------------------------------------------------------------------
