@@ -461,7 +461,7 @@ class _Retry(Exception):
 # Tasks: each maker draws one (text_a, text_b, label) for a wanted label
 # --------------------------------------------------------------------------------------------------
 
-Example = tuple[str, "str | None", "int | float"]
+Example = tuple[str, str | None, int | float]
 
 WORKS = ("film", "movie", "novel", "play", "show", "documentary", "album", "series", "comedy", "musical")
 ASPECTS = ("plot", "acting", "dialogue", "soundtrack", "ending", "script", "cast", "pacing", "humor",
