@@ -85,11 +85,11 @@ def cosine_figure(cosine: pd.DataFrame, task: str, path: str | Path) -> Path:
     values = per_head(cosine)
     lo, _ = _limits(values)
     layers, heads = values.shape
-    fig, ax = plotting.new_figure(1.2 + 0.45 * heads, 1.2 + 0.4 * layers)
+    fig, ax = plotting.new_figure(max(5.5, 1.6 + 0.45 * heads), max(3.4, 1.6 + 0.4 * layers))
     im = plotting.layer_head_heatmap(ax, values, vmin=lo, vmax=1.0, cmap="magma",
                                      title=f"mean cosine over examples ({_n_text(cosine)}); darker = more change")
     fig.colorbar(im, ax=ax, label="cosine similarity")
-    fig.suptitle(f"Pretrained vs fine-tuned attention (Kovaleva et al. Fig. 5) - {task}")
+    fig.suptitle(f"Pretrained vs fine-tuned attention (Kovaleva et al. Fig. 5) - {task}", fontsize=10)
     return plotting.save_figure(fig, path)
 
 
@@ -159,7 +159,8 @@ def relations_figure(tables: dict[str, pd.DataFrame], task: str, path: str | Pat
     sources = [s for s in ("framenet", "dependency") if any(s in set(tables[v]["source"]) for v in variants)]
     first = tables[variants[0]]
     layers, heads = int(first["layer"].max()) + 1, int(first["head"].max()) + 1
-    fig, axes = plotting.new_figure(len(variants) * (1.8 + 0.45 * heads), len(sources) * (1.2 + 0.4 * layers),
+    fig, axes = plotting.new_figure(max(7.0, len(variants) * (1.8 + 0.45 * heads)),
+                                    1.0 + len(sources) * max(2.4, 1.2 + 0.4 * layers),
                                     nrows=len(sources), ncols=len(variants), squeeze=False)
     for r, s in enumerate(sources):
         mats = {v: per_head(tables[v], source=s) for v in variants}
@@ -170,7 +171,9 @@ def relations_figure(tables: dict[str, pd.DataFrame], task: str, path: str | Pat
             im = plotting.layer_head_heatmap(axes[r, c], mats[v], vmin=lo, vmax=hi, cmap="viridis", marks=flags[v],
                                              title=f"{s} links, {v} (n = {int(n.max()) if len(n) else 0})")
         fig.colorbar(im, ax=axes[r, :].tolist(), label="max attention on a link")
-    fig.suptitle(f"Relation-specific heads (Kovaleva et al. Fig. 3) - {task}; red: above the percentile")
+    fig.suptitle(f"Relation-specific heads (Kovaleva et al. Fig. 3) - {task}\n"
+                 f"mean over examples of the max attention from source to target wordpieces\n"
+                 f"red outline: heads above the percentile", fontsize=10)
     return plotting.save_figure(fig, path)
 
 
@@ -204,11 +207,12 @@ def cosine_tasks_figure(tables: dict[str, pd.DataFrame], path: str | Path) -> Pa
     mats = {task: per_head(df) for task, df in tables.items()}
     lo, _ = _limits(*mats.values())
     layers, heads = next(iter(mats.values())).shape
-    fig, axes = plotting.new_figure(len(mats) * (1.0 + 0.4 * heads) + 1.0, 1.4 + 0.38 * layers, ncols=len(mats),
-                                    squeeze=False)
+    fig, axes = plotting.new_figure(max(6.5, len(mats) * (1.0 + 0.4 * heads) + 1.0), max(3.2, 1.6 + 0.38 * layers),
+                                    ncols=len(mats), squeeze=False)
     for ax, (task, m) in zip(axes[0], mats.items()):
         im = plotting.layer_head_heatmap(ax, m, vmin=lo, vmax=1.0, cmap="magma", annotate=False,
                                          title=f"{task} ({_n_text(tables[task])})")
     fig.colorbar(im, ax=axes[0].tolist(), label="cosine similarity (darker = more change)")
-    fig.suptitle("Pretrained vs fine-tuned attention per head (Kovaleva et al. Fig. 5)")
+    fig.suptitle("Pretrained vs fine-tuned attention per head\n(Kovaleva et al. Fig. 5), mean cosine over examples",
+                 fontsize=10)
     return plotting.save_figure(fig, path)
