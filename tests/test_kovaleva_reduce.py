@@ -125,3 +125,97 @@ def test_store_errors_say_what_to_do(tmp_path, stores):
         red.store_cosine(pre, tmp_path / "short.zarr")
     with pytest.raises(ValueError, match="words.parquet"):
         red.prepare_words(pd.DataFrame({"example_idx": [1]}))
+
+
+def _random_store(seed: int, examples: int = 7, layers: int = 2, heads: int = 3, max_length: int = 20):
+    """Softmax maps of random logits, random lengths, pairs, multi-wordpiece words and a random annotation."""
+    from kovaleva_fixtures import Example, word
+
+    rng = np.random.default_rng(seed)
+    exs = []
+    pos_tags = ["NOUN", "VERB", "PRON", "DET", "PUNCT", "PROPN"]
+    deps = ["nsubj", "dobj", "amod", "advmod", "ROOT", "punct"]
+    texts = ["not", "knot", "dog", "never", "n't", "cats"]
+    for _ in range(examples):
+        seg_words = [int(rng.integers(2, 5)), int(rng.integers(1, 4))]
+        word_ids, segments, words = [-1], [0], []
+        for s, count in enumerate(seg_words):
+            for _ in range(count):
+                w = len(words)
+                for _ in range(int(rng.integers(1, 3))):  # 1-2 wordpieces
+                    word_ids.append(w)
+                    segments.append(s)
+                words.append(word(w, texts[rng.integers(6)], pos_tags[rng.integers(6)], deps[rng.integers(6)],
+                                  int(rng.integers(0, w + 1)), s))
+            word_ids.append(-1)
+            segments.append(s)
+        exs.append(Example(word_ids, segments, words))
+
+    def softmax_maps(ex):
+        logits = rng.normal(scale=2.0, size=(layers, heads, ex.n, ex.n))
+        a = np.exp(logits)
+        return a / a.sum(-1, keepdims=True)
+
+    return exs, build_store(exs, softmax_maps, max_length=max_length)
+
+
+def test_matches_naive_loops(tmp_path):
+    """The vectorised one-pass statistics equal a direct, loop-by-loop reading of the definitions."""
+    from bertology.kovaleva.features import is_negation
+
+    exs, ds = _random_store(3)
+    write_store(ds, tmp_path / "s.zarr", chunk=3)
+    words = words_table(exs)
+    words.to_parquet(tmp_path / "w.parquet")
+    part = red.store_stats(tmp_path / "s.zarr", tmp_path / "w.parquet", scheduler={"scheduler": "threads"})
+    att = ds["attention"].values.astype(np.float64)
+    kinds = {"noun": lambda w: w["pos"] in ("NOUN", "PROPN"), "verb": lambda w: w["pos"] == "VERB",
+             "pronoun": lambda w: w["pos"] == "PRON", "subject": lambda w: w["dep"] == "nsubj",
+             "object": lambda w: w["dep"] == "dobj", "negation": lambda w: is_negation(w["text"])}
+    feats = ["cls", "sep", *kinds]
+    scores = {f: [[[] for _ in range(3)] for _ in range(2)] for f in feats}
+    cls_last = {f: [[] for _ in range(3)] for f in feats + ["punctuation"]}
+    dep = [[[] for _ in range(3)] for _ in range(2)]
+    for e, ex in enumerate(exs):
+        n = ex.n
+        tokens = {"cls": [[0]], "sep": [[p] for p in range(n) if ex.word_ids[p] == -1 and p > 0]}
+        for f, test in {**kinds, "punctuation": lambda w: w["pos"] == "PUNCT"}.items():
+            tokens[f] = [[p for p in range(n) if ex.word_ids[p] == w["word"]] for w in ex.words if test(w)]
+        for l in range(2):
+            for h in range(3):
+                a = att[e, l, h, :n, :n]
+                for f in feats:
+                    if tokens[f]:
+                        scores[f][l][h].append(max(sum(a[i, s] for i in range(n) for s in t) / n for t in tokens[f]))
+                pairs = [(s, t) for w in ex.words if w["head"] != w["word"]
+                         for s in range(n) if ex.word_ids[s] == w["word"]
+                         for t in range(n) if ex.word_ids[t] == w["head"]]
+                if pairs:
+                    dep[l][h].append(max(a[s, t] for s, t in pairs))
+                if l == 1:
+                    for f in cls_last:
+                        if tokens[f]:
+                            cls_last[f][h].append(max(sum(a[0, s] for s in t) for t in tokens[f]))
+    features = red.features_table(part)
+    cls = red.cls_table(part, 2)
+    rel = red.relations_table(part.dependency, "dependency", 99)
+    for f in feats:
+        for l in range(2):
+            for h in range(3):
+                r = _row(features, layer=l, head=h, feature=f)
+                vals = np.array(scores[f][l][h])
+                assert r["n"] == len(vals)
+                if len(vals):
+                    assert r["mean"] == pytest.approx(vals.mean(), abs=1e-6)
+                if len(vals) > 1:
+                    assert r["std"] == pytest.approx(vals.std(ddof=1), abs=1e-6)
+    for f in cls_last:
+        for h in range(3):
+            vals = np.array(cls_last[f][h])
+            r = _row(cls, head=h, feature=f)
+            assert r["n"] == len(vals) and (not len(vals) or r["mean"] == pytest.approx(vals.mean(), abs=1e-6))
+    for l in range(2):
+        for h in range(3):
+            vals = np.array(dep[l][h])
+            r = _row(rel, layer=l, head=h)
+            assert r["n"] == len(vals) and r["mean"] == pytest.approx(vals.mean(), abs=1e-6)
