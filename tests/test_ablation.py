@@ -218,3 +218,16 @@ def test_sweep_tables_on_constructed_logits():
     gains = t.summary[t.summary.finding == "surviving_gain_head"]
     assert set(zip(gains["layer"], gains["head"])) == {(1, 0)}
     assert t.summary_info["metrics"]["f1"]["heads"]["gains"] == 1
+
+
+def test_fast_sweep_regression_head_without_padding():
+    """STS-B-style single output, and batches of equal lengths (transformers then builds no mask at all)."""
+    model = tiny_classifier(num_labels=1, seed=4)
+    ids, tts = random_examples(6, seed=13, low=9, high=10)
+    batches = ab.make_batches(ids, tts, 0, 3)
+    assert all(bool(b.attention_mask.all()) for b in batches)
+    fast = ab.fast_sweep(model, batches, 6, config_batch=5, progress=False)
+    configs = ab.sweep_configurations(L, H)
+    for c in (0, 1, 2 + H, len(configs) - 2):
+        np.testing.assert_allclose(fast[c], ab.forward_logits(model, batches, configs[c].mask(L, H), 6), atol=1e-5)
+    assert fast.shape == (len(configs), 6, 1)

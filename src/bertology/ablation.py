@@ -20,6 +20,13 @@ of the network with several configurations stacked along the batch dimension. Th
 computes the [CLS] query (the classifier reads nothing else). Results equal the naive sweep's up to
 float rounding (checked in tests and in bench/bench_ablation.py).
 
+Outputs (rule ablation_sweep): results/ablation/{task}/heads.csv (one row per head and metric),
+layers.csv (one row per layer and metric), with columns
+``layer, [head,] metric, value, baseline, delta, ci_low, ci_high, p_value, p_adj, significant, test, n``
+(meanings in :data:`COLUMN_DOCS`, also written into summary.json), and summary.csv / summary.json: the
+expected delta of disabling a random head (mean over heads, with its paired-bootstrap interval), the best
+and worst head and layer, and every gain (delta > 0) that stays significant after Benjamini-Hochberg.
+
 Glossary: E examples, N rows of a batch, T padded length, L layers, H heads, dh head size, d hidden
 size, C configurations, K logits per example (classes, or 1 for regression), Q query positions.
 """
