@@ -210,6 +210,7 @@ def plot_delta(delta: pd.DataFrame, path: str | Path, roles: Sequence[str] | Non
         raise ValueError("the sieve delta table is empty: no task has both a pretrained and a fine-tuned sieve.csv")
     roles = list(roles or [r for r in ROLES if r in set(delta["role"])])
     vmax = symmetric_limit(delta["delta"])
+    decimals = int(min(max(2, 1 - np.floor(np.log10(vmax))), 6))   # two significant digits of the largest
     fig, axes = new_figure(max(3.0 * len(tasks) + 1.5, 6.0), 0.35 * len(roles) + 2.0, ncols=len(tasks),
                            squeeze=False)
     im = None
@@ -219,8 +220,10 @@ def plot_delta(delta: pd.DataFrame, path: str | Path, roles: Sequence[str] | Non
         im = ax.imshow(sub.to_numpy(dtype=float), cmap="RdBu_r", vmin=-vmax, vmax=vmax, aspect="auto")
         for (i, j), v in np.ndenumerate(sub.to_numpy(dtype=float)):
             if np.isfinite(v):
-                ax.text(j, i, f"{v:+.2f}", ha="center", va="center", fontsize=7,
+                ax.text(j, i, f"{v:+.{decimals}f}", ha="center", va="center", fontsize=7,
                         color="white" if abs(v) > 0.6 * vmax else "black")
+            else:
+                ax.text(j, i, "n/a", ha="center", va="center", fontsize=7, color="#888888")
         ax.set_xticks(range(len(LAYER_GROUPS)), [f"{g}\nlayers" for g in LAYER_GROUPS], fontsize=8)
         ax.set_yticks(range(len(roles)), roles if ax is axes[0][0] else [""] * len(roles), fontsize=8)
         ax.set_title(task)
