@@ -183,8 +183,9 @@ def plot_roles(tables: Mapping[str, pd.DataFrame], path: str | Path, *, task: st
     gr, gc = _grid_shape(len(roles))
     L = int(first["layer"].max()) + 1
     H = int(first["head"].max()) + 1
-    fig, axes = new_figure(max(4.5, 0.5 * H * (gc + 1) / 3) * len(tables) + 1.0,
-                           0.5 * L * (gr + 1) / 3 * 1.1 + 2.0, ncols=len(tables), squeeze=False)
+    panel_w = max(4.5, 0.5 * H * (gc + 1) / 3)
+    panel_h = panel_w * (L * (gr + 1)) / (H * (gc + 1))            # the image's aspect ratio
+    fig, axes = new_figure(panel_w * len(tables) + 1.0, panel_h + 1.9, ncols=len(tables), squeeze=False)
     for ax, (variant, table) in zip(axes[0], tables.items()):
         img, order = role_grid_image(table, roles)
         ax.imshow(img, interpolation="nearest", aspect="equal")
