@@ -156,6 +156,18 @@ def main(argv: list[str] | None = None) -> int:
     timed("read + decompress", lambda: plain_read(store, scheduler))
     timed("one-pass stats (4.1/4.2/4.4/4.5)", lambda: red.store_stats(store, words, scheduler=scheduler))
     timed("cosine (two stores)", lambda: red.store_cosine(store, finetuned, scheduler=scheduler), stores=2)
+    # peak memory of the one-pass statistics in a fresh process (bounded by chunks, not by the store)
+    import subprocess
+
+    code = ("import resource, sys; sys.path.insert(0, %r); from bertology.kovaleva import reduce as red; "
+            "red.store_stats(%r, %r, scheduler={'scheduler': 'threads', 'num_workers': %d}); "
+            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)") % (str(REPO / "src"), str(store), str(words),
+                                                                            args.workers)
+    rss = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()[-1]
+    chunk_mb = raw_mb / results["chunks_along_example"]
+    results["stats_peak_rss_mb"] = int(rss) / 1024
+    results["chunk_mb_decompressed"] = chunk_mb
+    print(f"one-pass stats peak RSS {int(rss) / 1024:.0f} MB (store {raw_mb:.0f} MB decompressed, chunk {chunk_mb:.0f} MB)")
     base = results["passes"]["read + decompress"]["seconds"]
     for p in results["passes"].values():
         p["ratio_to_read"] = p["seconds"] / base

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from bertology.cli import main
-from kovaleva_fixtures import build_store, long_example, pair_example, single_example, words_table, write_store
-from test_kovaleva_reduce import maps
+from tests.kovaleva_fixtures import build_store, long_example, pair_example, single_example, words_table, write_store
+from tests.test_kovaleva_reduce import maps
 
 EXAMPLES = [pair_example(), single_example(), pair_example(), long_example(8, 6)]
 

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from bertology.kovaleva import cosine, features as feat
-from kovaleva_fixtures import SEP_ID, on_columns, pair_example, previous_token, single_example, uniform
+from tests.kovaleva_fixtures import SEP_ID, on_columns, pair_example, previous_token, single_example, uniform
 
 
 def _tokens(ex, names=feat.CLS_FEATURES):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from bertology.kovaleva import framenet as fn
-from conftest import SHARED_DATA
+from tests.conftest import SHARED_DATA
 
 NS = "http://framenet.icsi.berkeley.edu"
 

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from bertology.kovaleva import reduce as red
-from kovaleva_fixtures import (build_store, on_columns, pair_example, previous_token, single_example, uniform,
+from tests.kovaleva_fixtures import (build_store, on_columns, pair_example, previous_token, single_example, uniform,
                                words_table, write_store)
 
 EXAMPLES = [pair_example(), single_example(), pair_example()]  # n = 12, 5, 12
@@ -129,7 +129,7 @@ def test_store_errors_say_what_to_do(tmp_path, stores):
 
 def _random_store(seed: int, examples: int = 7, layers: int = 2, heads: int = 3, max_length: int = 20):
     """Softmax maps of random logits, random lengths, pairs, multi-wordpiece words and a random annotation."""
-    from kovaleva_fixtures import Example, word
+    from tests.kovaleva_fixtures import Example, word
 
     rng = np.random.default_rng(seed)
     exs = []

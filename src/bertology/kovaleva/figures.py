@@ -41,6 +41,14 @@ def _limits(*arrays: np.ndarray, floor: float = 0.0) -> tuple[float, float]:
     return lo, hi if hi > lo else lo + 1e-6
 
 
+def _cosine_floor(*arrays: np.ndarray) -> float:
+    """Lower end of a cosine colour scale: the smallest value rounded down to 0.005 (so small changes show)."""
+    vals = np.concatenate([a[np.isfinite(a)].ravel() for a in arrays])
+    if vals.size == 0:
+        return 0.0
+    return float(min(np.floor(vals.min() * 200) / 200, 0.995))
+
+
 def _n_text(df: pd.DataFrame) -> str:
     n = df["n"].max() if "n" in df and len(df) else 0
     return f"n = {int(n)} examples" if np.isfinite(n) else "n = 0"
@@ -83,10 +91,10 @@ def patterns_figure(tables: dict[str, pd.DataFrame], task: str, path: str | Path
 def cosine_figure(cosine: pd.DataFrame, task: str, path: str | Path) -> Path:
     """Fig. 5: per-head cosine similarity of pretrained and fine-tuned maps (darker = changed more)."""
     values = per_head(cosine)
-    lo, _ = _limits(values)
+    lo = _cosine_floor(values)
     layers, heads = values.shape
     fig, ax = plotting.new_figure(max(5.5, 1.6 + 0.45 * heads), max(3.4, 1.6 + 0.4 * layers))
-    im = plotting.layer_head_heatmap(ax, values, vmin=lo, vmax=1.0, cmap="magma",
+    im = plotting.layer_head_heatmap(ax, values, vmin=lo, vmax=1.0, cmap="magma", fmt="{:.3f}",
                                      title=f"mean cosine over examples ({_n_text(cosine)}); darker = more change")
     fig.colorbar(im, ax=ax, label="cosine similarity")
     fig.suptitle(f"Pretrained vs fine-tuned attention (Kovaleva et al. Fig. 5) - {task}", fontsize=10)
@@ -205,7 +213,7 @@ def patterns_tasks_figure(tables: dict[str, dict[str, pd.DataFrame]], path: str 
 def cosine_tasks_figure(tables: dict[str, pd.DataFrame], path: str | Path) -> Path:
     """Fig. 5 across tasks: one panel per task, one colour scale for all of them."""
     mats = {task: per_head(df) for task, df in tables.items()}
-    lo, _ = _limits(*mats.values())
+    lo = _cosine_floor(*mats.values())
     layers, heads = next(iter(mats.values())).shape
     fig, axes = plotting.new_figure(max(6.5, len(mats) * (1.0 + 0.4 * heads) + 1.0), max(3.2, 1.6 + 0.38 * layers),
                                     ncols=len(mats), squeeze=False)

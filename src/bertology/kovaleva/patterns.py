@@ -11,8 +11,9 @@ Two classifiers:
 
   - V = mean over i in Q of sum_{s special} A[i, s]                    ([CLS] and [SEP] columns)
   - D = mean over i in Q of sum_{s not special, |i-s| <= 1} A[i, s]    (the previous/same/next band)
-  - B = mean over i in Q of sum_{s in Q, segment(s) = segment(i)} A[i, s]  (within-sentence; only for
-    inputs whose two segments both hold real tokens)
+  - B = mean over i in Q of (sum_{s in Q, segment(s) = segment(i)} A[i, s]) / (sum_{s in Q} A[i, s])
+    (the share of the non-special mass that stays within the query's sentence; only for inputs whose
+    two segments both hold real tokens)
 
   each turned into its excess over uniform attention, X* = (X - X_uniform) / (1 - X_uniform) (X_uniform
   = the mass a uniform row would give; 0 for uniform attention, 1 when all mass is there, so short
@@ -82,17 +83,20 @@ def pattern_masses(attn: np.ndarray, special: np.ndarray, segment: np.ndarray) -
         d_rows[..., ok] += a[..., np.flatnonzero(ok), cols[ok]]
         band_size += ok
     d = _excess(d_rows.mean(-1), float(band_size.mean() / n))
-    # B: own-segment non-special columns, one matrix product per segment
+    # B: the share of the non-special mass that stays in the query's own segment (one product per segment)
     segs = np.unique(segment[keys_ok])
     if segs.size >= 2:
-        b_rows = np.zeros(a.shape[:-1], dtype=np.float64)
-        same_size = np.zeros(q.size)
+        real_mass = a @ keys_ok.astype(np.float32)                   # (..., |Q|)
+        own = np.zeros(a.shape[:-1], dtype=np.float64)
+        same_share = np.zeros(q.size)
         for sg in segs:
             colmask = (segment == sg) & keys_ok
             mine = segment[q] == sg
-            b_rows[..., mine] = (a[..., mine, :] @ colmask.astype(np.float32))
-            same_size[mine] = colmask.sum()
-        b = _excess(b_rows.mean(-1), float(same_size.mean() / n))
+            own[..., mine] = a[..., mine, :] @ colmask.astype(np.float32)
+            same_share[mine] = colmask.sum() / keys_ok.sum()
+        with np.errstate(invalid="ignore", divide="ignore"):
+            share = np.where(real_mass > 0, own / real_mass, same_share)
+        b = _excess(share.mean(-1), float(same_share.mean()))
     else:
         b = np.full(v.shape, np.nan)
     return v, d, b
