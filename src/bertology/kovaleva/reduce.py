@@ -252,21 +252,44 @@ def open_attention_store(path: str | Path):
     return ds
 
 
-def _chunks_along_example(ds) -> dict[str, Any]:
-    """Per-chunk dask delayed blocks of every variable we need, aligned on the attention's example chunks."""
-    att = ds["attention"].data
-    att = att.rechunk({1: -1, 2: -1, 3: -1, 4: -1})
-    chunks = att.chunks[0]
-    blocks = {"attention": att.to_delayed().ravel()}
-    for name in ("input_ids", "word_ids", "token_type_ids"):
-        blocks[name] = ds[name].data.rechunk((chunks, -1)).to_delayed().ravel()
-    blocks["length"] = ds["length"].data.rechunk((chunks,)).to_delayed().ravel()
-    return {"blocks": blocks, "chunks": chunks}
+CHUNK_VARS = ("attention", "input_ids", "word_ids", "token_type_ids", "length")
+
+
+def read_chunk(path: str, start: int, stop: int, names: tuple[str, ...] = CHUNK_VARS) -> dict[str, np.ndarray]:
+    """Examples [start, stop) of a store as numpy arrays (attention (E, L, H, Q, K) float16, ...).
+
+    Opens the store inside the task (cheap with consolidated metadata; the driver validated it), so a
+    task carries a path, not data, and runs on any Dask worker that sees the store.
+    """
+    import xarray as xr
+
+    with xr.open_zarr(path) as ds:
+        sub = ds.isel(example=slice(start, stop))
+        return {name: np.asarray(sub[name].values) for name in names}
+
+
+def example_chunks(ds) -> list[tuple[int, int]]:
+    """(start, stop) of the store's own chunks along `example`: each task reads whole Zarr chunks."""
+    chunks = ds["attention"].data.chunks[0]
+    stops = np.cumsum(chunks)
+    return [(int(b - c), int(b)) for b, c in zip(stops, chunks)]
+
+
+def reduce_store_chunk(path: str, start: int, stop: int, words: Mapping[int, ExampleWords], spec: StoreSpec,
+                       example_idx: np.ndarray) -> Partial:
+    """Read examples [start, stop) and reduce them in the same task, so that a chunk is freed as soon as it
+    is reduced (at most one chunk per worker thread in memory, whatever the store's size)."""
+    arr = read_chunk(path, start, stop)
+    return reduce_chunk(arr["attention"], arr["input_ids"], arr["word_ids"], arr["token_type_ids"], arr["length"],
+                        example_idx, words, spec)
 
 
 def store_stats(store: str | Path, words: pd.DataFrame | str | Path | None, *, classifier: str = "rule",
                 scheduler: Mapping[str, Any] | None = None) -> Partial:
-    """One read of a store -> the summed Partial of patterns, features, cls and dependency relations."""
+    """One read of a store -> the summed Partial of patterns, features, cls and dependency relations.
+
+    A Dask graph with one task per example chunk (read + reduce fused) and one final sum of partials.
+    """
     import dask
 
     ds = open_attention_store(store)
@@ -275,16 +298,12 @@ def store_stats(store: str | Path, words: pd.DataFrame | str | Path | None, *, c
     by_example = prepare_words(words) if words is not None else {}
     layers, heads = ds.sizes["layer"], ds.sizes["head"]
     spec = StoreSpec(int(ds.attrs["sep_token_id"]), layers, heads, classifier)
-    parts = _chunks_along_example(ds)
     example_idx = np.asarray(ds["example_idx"].values, dtype=np.int64)  # small: (E,)
-    offsets = np.concatenate([[0], np.cumsum(parts["chunks"])])
-    b = parts["blocks"]
     tasks = []
-    for c in range(len(parts["chunks"])):
-        idx = example_idx[offsets[c]:offsets[c + 1]]
+    for start, stop in example_chunks(ds):
+        idx = example_idx[start:stop]
         chunk_words = {int(i): by_example[int(i)] for i in idx if int(i) in by_example}
-        tasks.append(dask.delayed(reduce_chunk)(b["attention"][c], b["input_ids"][c], b["word_ids"][c],
-                                                b["token_type_ids"][c], b["length"][c], idx, chunk_words, spec))
+        tasks.append(dask.delayed(reduce_store_chunk)(str(store), start, stop, chunk_words, spec, idx))
     if not tasks:
         raise ValueError(f"{store} holds no examples")
     total = dask.delayed(add_partials)(tasks)
@@ -307,6 +326,16 @@ def cosine_chunk(a: np.ndarray, b: np.ndarray, length_a: np.ndarray, length_b: n
     return m
 
 
+def cosine_store_chunk(path_a: str, path_b: str, start: int, stop: int) -> Moments:
+    """Read examples [start, stop) of both stores and reduce them in one task."""
+    from threadpoolctl import threadpool_limits
+
+    a = read_chunk(path_a, start, stop, ("attention", "length"))
+    b = read_chunk(path_b, start, stop, ("attention", "length"))
+    with threadpool_limits(1):
+        return cosine_chunk(a["attention"], b["attention"], a["length"], b["length"])
+
+
 def store_cosine(pretrained: str | Path, finetuned: str | Path, *,
                  scheduler: Mapping[str, Any] | None = None) -> Moments:
     """One chunk-aligned pass over both stores -> Moments (L, H) of the per-example cosine."""
@@ -319,11 +348,8 @@ def store_cosine(pretrained: str | Path, finetuned: str | Path, *,
                          f"re-extract both with the same attention.examples and seed")
     if (da.sizes["layer"], da.sizes["head"]) != (db.sizes["layer"], db.sizes["head"]):
         raise ValueError("the two stores come from models of different shapes (layers x heads)")
-    pa, pb = _chunks_along_example(da), _chunks_along_example(db)
-    att_b = db["attention"].data.rechunk((pa["chunks"], -1, -1, -1, -1)).to_delayed().ravel()
-    len_b = db["length"].data.rechunk((pa["chunks"],)).to_delayed().ravel()
-    tasks = [dask.delayed(cosine_chunk)(pa["blocks"]["attention"][c], att_b[c], pa["blocks"]["length"][c], len_b[c])
-             for c in range(len(pa["chunks"]))]
+    tasks = [dask.delayed(cosine_store_chunk)(str(pretrained), str(finetuned), start, stop)
+             for start, stop in example_chunks(da)]
     total = dask.delayed(lambda ms: sum(ms[1:], ms[0]))(tasks)
     (result,) = dask.compute(total, **dict(scheduler or {"scheduler": "threads"}))
     return result
