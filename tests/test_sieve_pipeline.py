@@ -7,6 +7,11 @@ import pandas as pd
 import pytest
 import xarray as xr
 
+try:  # tests/ is a package (tests/__init__.py); fall back to a rootdir-style conftest import
+    from tests.conftest import run_snakemake, write_config
+except ImportError:  # pragma: no cover
+    from conftest import run_snakemake, write_config
+
 from bertology.sieve.reduce import compute_scores, load_scores, open_attention, run_sieve
 from bertology.sieve.masks import roles_for
 
@@ -165,7 +170,6 @@ def test_incomplete_or_missing_store_is_a_clear_error(stores, tmp_path):
 
 def snakemake_commands(work) -> list[str]:
     """The shell commands of the sieve rules for `work` (Snakemake dry run), sieve jobs first."""
-    from conftest import run_snakemake
 
     targets = ["results/stats/sieve_summary.csv", "results/stats/sieve_delta.csv",
                *(f"results/figures/sieve-{k}-rte.png" for k in ("scores", "overlap", "roles"))]
@@ -180,8 +184,6 @@ def snakemake_commands(work) -> list[str]:
 def test_rules_run_end_to_end(stores, monkeypatch):
     """Snakemake plans the sieve rules; their exact shell commands then run here (in-process, for speed)."""
     import shlex
-
-    from conftest import write_config
 
     from bertology.cli import main
 
