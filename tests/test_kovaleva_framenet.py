@@ -103,3 +103,20 @@ def test_real_framenet_sample_survivors():
     kept, counts = fn.filter_items(fn.read_release(sample))
     assert counts["sentences"] > counts["surviving_sentences"] > 0
     assert all(len(i.tokens) <= 12 for i in kept)
+
+
+def test_framenet_links_command(release, tmp_path, monkeypatch, capsys):
+    import json
+
+    import pandas as pd
+
+    from bertology.cli import main
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    out = tmp_path / "out"
+    assert main(["framenet-links", "--framenet", str(release), "--output", str(out / "links.parquet"),
+                 "--counts", str(out / "counts.json")]) == 0
+    counts = json.loads((out / "counts.json").read_text())
+    assert counts["surviving_sentences"] == 2 and counts["links"] == 2
+    assert len(pd.read_parquet(out / "links.parquet")) == 2
+    assert "2 sentences" in capsys.readouterr().out

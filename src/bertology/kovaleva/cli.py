@@ -184,12 +184,18 @@ def framenet_links_cmd(argv: list[str]) -> int:
     ap.add_argument("--counts", required=True, help="results/stats/framenet/counts.json")
     ap.add_argument("--debug", action="store_true")
     args = ap.parse_args(argv)
-    kept, counts = fn.filter_items(fn.read_release(args.framenet))
-    links = fn.links_table(kept)
-    counts["links"] = int(len(links))
-    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-    links.to_parquet(args.output, index=False)
-    Path(args.counts).write_text(json.dumps(counts, indent=2) + "\n")
+    from bertology.tracking import job_run
+
+    with job_run("framenet_links", params={"framenet": args.framenet}):
+        import mlflow
+
+        kept, counts = fn.filter_items(fn.read_release(args.framenet))
+        links = fn.links_table(kept)
+        counts["links"] = int(len(links))
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        links.to_parquet(args.output, index=False)
+        Path(args.counts).write_text(json.dumps(counts, indent=2) + "\n")
+        mlflow.log_metrics({f"framenet.{k}": float(v) for k, v in counts.items()})
     log.info("FrameNet filters: %s", counts)
     print(f"{counts['surviving_sentences']} sentences ({counts['surviving_sets']} frame annotations, "
           f"{counts['links']} links) of {counts['sentences']} survive the filters")
