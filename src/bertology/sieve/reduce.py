@@ -119,9 +119,10 @@ def compute_scores(ds: xr.Dataset, words: pd.DataFrame | None, *, roles: Sequenc
     blocks = list(att.to_delayed().ravel())
     ids, tt, wid, ln, ex = (meta(n) for n in ("input_ids", "token_type_ids", "word_ids", "length", "example_idx"))
     need_words = any(r in SYNTACTIC_RELATIONS or r == "syntactic" for r in roles)
-    words_d = dask.delayed(words[WORD_COLUMNS].copy(), pure=True) if (need_words and words is not None) else None
     if need_words and words is None:
         raise ValueError("the syntactic roles need the words table (results/attention/{task}/words.parquet)")
+    # one graph key for the (small) table, shared by every chunk's task
+    words_d = dask.delayed(words[WORD_COLUMNS].copy(), pure=True) if need_words else None
     parts = []
     for i, size in enumerate(echunks):
         d = dask.delayed(_block_scores, pure=True)(
