@@ -27,9 +27,15 @@ _PALETTE = ["#1f77b4", "#aec7e8", "#9edae5", "#ff7f0e", "#7f7f7f", "#d62728", "#
 ROLE_COLORS: dict[str, str] = dict(zip(ROLES, _PALETTE))
 
 
-def _ecdf(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _ecdf(x: np.ndarray, points: int = 2000) -> tuple[np.ndarray, np.ndarray]:
+    """Empirical CDF of the finite values, thinned to at most `points` steps (the paper's pooled scores run
+    to millions of values: examples x heads)."""
     x = np.sort(x[np.isfinite(x)])
-    return x, np.arange(1, len(x) + 1) / max(len(x), 1)
+    y = np.arange(1, len(x) + 1) / max(len(x), 1)
+    if len(x) > points:
+        keep = np.unique(np.linspace(0, len(x) - 1, points).round().astype(int))
+        x, y = x[keep], y[keep]
+    return x, y
 
 
 def plot_scores(scores: xr.DataArray, tables: Mapping[str, pd.DataFrame], path: str | Path, *, task: str,
