@@ -1,6 +1,6 @@
 # Kovaleva et al. 2019, sections 4.1-4.5, over the attention stores.
 #   results/stats/{task}/{variant}/patterns.csv features.csv cls.csv relations.csv   one read of one store
-#   results/stats/{task}/cosine.csv                     pretrained vs fine-tuned, both stores read once, aligned
+#   results/stats/{task}/cosine.csv, features_diff.csv  pretrained vs fine-tuned, both stores read once, aligned
 #   results/stats/framenet/links.parquet, counts.json   FrameNet sentences that survive the paper's filters
 #   results/stats/{task}/{variant}/relations_framenet.csv   FrameNet link scores (merged into relations.csv)
 #   results/figures/{patterns,relations,cosine,features,cls}-{task}.png, {patterns,cosine}-tasks.png
@@ -57,8 +57,10 @@ rule kovaleva_cosine:
     input:
         pretrained="results/attention/{task}/pretrained.zarr",
         finetuned="results/attention/{task}/finetuned.zarr",
+        words="results/attention/{task}/words.parquet",
     output:
-        "results/stats/{task}/cosine.csv",
+        cosine="results/stats/{task}/cosine.csv",
+        features_diff="results/stats/{task}/features_diff.csv",
     params:
         dask=as_json({"dask": config["analysis"]["dask"]}),
     log:
@@ -73,7 +75,8 @@ rule kovaleva_cosine:
         "../envs/bertology.yaml"
     shell:
         "bertology kovaleva-cosine --task {wildcards.task} --pretrained {input.pretrained} "
-        "--finetuned {input.finetuned} --params {params.dask:q} --threads {threads} --output {output} > {log} 2>&1"
+        "--finetuned {input.finetuned} --words {input.words} --params {params.dask:q} --threads {threads} "
+        "--output {output.cosine} --features-diff {output.features_diff} > {log} 2>&1"
 
 
 rule framenet_links:
@@ -135,6 +138,7 @@ rule kovaleva_figures:
         stats=expand("results/stats/{{task}}/{variant}/{name}.csv", variant=KOVALEVA_VARIANTS,
                      name=["patterns", "features", "cls", "relations"]),
         cosine="results/stats/{task}/cosine.csv",
+        features_diff="results/stats/{task}/features_diff.csv",
     output:
         [f"results/figures/{name}-{{task}}.png" for name in KOVALEVA_FIGURES],
     log:
@@ -196,7 +200,7 @@ rule patterns_sheet:
 
 TARGETS.extend(expand("results/stats/{task}/{variant}/{name}.csv", task=TASK_NAMES, variant=KOVALEVA_VARIANTS,
                       name=["patterns", "features", "cls", "relations"]))
-TARGETS.extend(expand("results/stats/{task}/cosine.csv", task=TASK_NAMES))
+TARGETS.extend(expand("results/stats/{task}/{name}.csv", task=TASK_NAMES, name=["cosine", "features_diff"]))
 TARGETS.extend(expand("results/figures/{name}-{task}.png", name=KOVALEVA_FIGURES, task=TASK_NAMES))
 TARGETS.extend(["results/figures/patterns-tasks.png", "results/figures/cosine-tasks.png"])
 if FRAMENET_DIR:

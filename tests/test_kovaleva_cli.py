@@ -45,8 +45,8 @@ def test_stats_cosine_and_figures(run_dir):
                      "--task", "mrpc", "--variant", variant, "--params", params, "--outdir", str(stats / variant),
                      *extra]) == 0
     assert main(["kovaleva-cosine", "--pretrained", str(att / "pretrained.zarr"), "--finetuned",
-                 str(att / "finetuned.zarr"), "--task", "mrpc", "--params", params,
-                 "--output", str(stats / "cosine.csv")]) == 0
+                 str(att / "finetuned.zarr"), "--task", "mrpc", "--params", params, "--words", str(att / "words.parquet"),
+                 "--output", str(stats / "cosine.csv"), "--features-diff", str(stats / "features_diff.csv")]) == 0
     cols = {"features": ["layer", "head", "feature", "mean", "std", "n"], "cls": ["layer", "head", "feature", "mean", "std", "n"],
             "relations": ["layer", "head", "source", "mean", "std", "n", "flagged"],
             "patterns": ["layer", "head", "class", "fraction", "n"]}
@@ -58,6 +58,8 @@ def test_stats_cosine_and_figures(run_dir):
     assert set(rel["source"]) == {"framenet", "dependency"}
     cos = pd.read_csv(stats / "cosine.csv")
     assert list(cos.columns) == ["layer", "head", "mean", "std", "n"] and (cos["n"] == len(EXAMPLES)).all()
+    diff = pd.read_csv(stats / "features_diff.csv")
+    assert list(diff.columns) == cols["features"] and len(diff) == 2 * 3 * 8
     figs = run_dir / "results" / "figures"
     assert main(["kovaleva-figures", "--task", "mrpc", "--stats-dir", str(stats), "--outdir", str(figs)]) == 0
     for name in ("patterns", "cosine", "features", "cls", "relations"):

@@ -105,9 +105,16 @@ def test_pattern_fractions(tables):
 
 
 def test_cosine_one_aligned_pass(stores):
-    pre, fin, _ = stores
-    m = red.store_cosine(pre, fin, scheduler={"scheduler": "threads"})
-    cos = red.moments_table(m)
+    pre, fin, words = stores
+    part = red.store_pair(pre, fin, words, scheduler={"scheduler": "threads"})
+    cos = red.moments_table(part.cosine)
+    diff = red.features_diff_table(part)
+    # only layer 0 head 1 changed (uniform -> previous token): [CLS] goes from 1/n to 2/n
+    r = _row(diff, layer=0, head=1, feature="cls")
+    assert r["mean"] == pytest.approx(np.mean([1 / 12, 1 / 5, 1 / 12]), abs=2e-3) and r["n"] == 3
+    others = diff[~((diff["layer"] == 0) & (diff["head"] == 1))]
+    assert np.allclose(others["mean"].dropna(), 0.0, atol=1e-6)
+    assert _row(diff, layer=1, head=0, feature="negation")["n"] == 2
     same = cos[~((cos["layer"] == 0) & (cos["head"] == 1))]
     assert np.allclose(same["mean"], 1.0, atol=1e-3) and (same["n"] == 3).all()
     r = _row(cos, layer=0, head=1)  # uniform vs previous token: 1 / sqrt(n)

@@ -98,7 +98,8 @@ def stats_cmd(argv: list[str]) -> int:
 
 
 def cosine_cmd(argv: list[str]) -> int:
-    """The pretrained and fine-tuned stores of a task, read chunk-aligned once -> cosine.csv."""
+    """The pretrained and fine-tuned stores of a task, read chunk-aligned once -> cosine.csv (and the paired
+    fine-tuned minus pretrained feature differences, features_diff.csv)."""
     from bertology.cli import parse_json
     from bertology.kovaleva import reduce as red
     from bertology.tracking import job_run
@@ -106,6 +107,8 @@ def cosine_cmd(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="bertology kovaleva-cosine", description=cosine_cmd.__doc__)
     ap.add_argument("--pretrained", required=True)
     ap.add_argument("--finetuned", required=True)
+    ap.add_argument("--words", default=None, help="words.parquet (for the paired feature differences)")
+    ap.add_argument("--features-diff", default=None, help="results/stats/{task}/features_diff.csv")
     ap.add_argument("--task", default=None)
     ap.add_argument("--params", default="{}", help="analysis.dask as JSON (or the analysis section)")
     ap.add_argument("--threads", type=int, default=None)
@@ -116,9 +119,14 @@ def cosine_cmd(argv: list[str]) -> int:
     with job_run("kovaleva_cosine", task=args.task, params={"analysis": {"dask": cfg["dask"]}}):
         import mlflow
 
-        m = red.store_cosine(args.pretrained, args.finetuned, scheduler=_compute_kwargs(cfg["dask"], args.threads))
-        df = red.moments_table(m)
+        if args.features_diff and not args.words:
+            raise ValueError("--features-diff needs --words (results/attention/{task}/words.parquet)")
+        part = red.store_pair(args.pretrained, args.finetuned, args.words,
+                              scheduler=_compute_kwargs(cfg["dask"], args.threads))
+        df = red.moments_table(part.cosine)
         _write_csv(df, args.output)
+        if args.features_diff:
+            _write_csv(red.features_diff_table(part), args.features_diff)
         for layer, value in df.groupby("layer")["mean"].mean().items():
             mlflow.log_metric("cosine_by_layer", float(value), step=int(layer))
     return 0
@@ -143,7 +151,9 @@ def figures_cmd(argv: list[str]) -> int:
 
         paths = [fig.patterns_figure(tables["patterns"], task, out / f"patterns-{task}.png"),
                  fig.cosine_figure(_read(stats / "cosine.csv"), task, out / f"cosine-{task}.png"),
-                 fig.features_figure(tables["features"], task, out / f"features-{task}.png"),
+                 fig.features_figure(tables["features"], task, out / f"features-{task}.png",
+                                     diff_table=_read(stats / "features_diff.csv")
+                                     if (stats / "features_diff.csv").exists() else None),
                  fig.cls_figure(tables["cls"], task, out / f"cls-{task}.png"),
                  fig.relations_figure(tables["relations"], task, out / f"relations-{task}.png")]
         for p in paths:

@@ -102,13 +102,18 @@ def cosine_figure(cosine: pd.DataFrame, task: str, path: str | Path) -> Path:
 
 
 def features_figure(tables: dict[str, pd.DataFrame], task: str, path: str | Path,
-                    features: tuple[str, ...] = FIG6_ORDER) -> Path:
+                    features: tuple[str, ...] = FIG6_ORDER, diff_table: pd.DataFrame | None = None) -> Path:
     """Fig. 6: attention to each feature per head; pretrained, fine-tuned (one scale per feature) and their
-    difference (one diverging scale for all features). [SEP] and [CLS] (the paper's rows) come first."""
+    difference (one diverging scale for all features). [SEP] and [CLS] (the paper's rows) come first.
+    `diff_table` (features_diff.csv, the paired per-example differences) gives the difference panels when
+    present; otherwise they are the difference of the two means (the same number: same examples)."""
     present = [f for f in features if f in set(tables["pretrained"]["feature"])]
     pre = {f: per_head(tables["pretrained"], feature=f) for f in present}
     fin = {f: per_head(tables["finetuned"], feature=f) for f in present}
-    diff = {f: fin[f] - pre[f] for f in present}
+    if diff_table is not None:
+        diff = {f: per_head(diff_table, feature=f) for f in present}
+    else:
+        diff = {f: fin[f] - pre[f] for f in present}
     lim = plotting.symmetric_limit(np.concatenate([d.ravel() for d in diff.values()]))
     layers, heads = pre[present[0]].shape
     fig, axes = plotting.new_figure(3 * (1.5 + 0.32 * heads), len(present) * (0.9 + 0.3 * layers),

@@ -311,34 +311,64 @@ def store_stats(store: str | Path, words: pd.DataFrame | str | Path | None, *, c
     return result
 
 
-def cosine_chunk(a: np.ndarray, b: np.ndarray, length_a: np.ndarray, length_b: np.ndarray) -> Moments:
-    """Moments of the per-head cosine over one chunk. a, b: (E, L, H, Q, K); lengths (E,)."""
+@dataclass
+class PairPartial:
+    """What one chunk of the two stores contributes: cosine (L, H) and the paired fine-tuned minus
+    pretrained feature differences (L, H, F)."""
+
+    cosine: Moments
+    features_diff: Moments
+
+    def __add__(self, other: "PairPartial") -> "PairPartial":
+        return PairPartial(self.cosine + other.cosine, self.features_diff + other.features_diff)
+
+
+def pair_chunk(a: np.ndarray, b: np.ndarray, length_a: np.ndarray, length_b: np.ndarray,
+               input_ids: np.ndarray | None = None, word_ids: np.ndarray | None = None,
+               example_idx: np.ndarray | None = None, words: Mapping[int, ExampleWords] | None = None,
+               sep_token_id: int | None = None) -> PairPartial:
+    """Cosine and paired feature differences over one chunk. a, b: (E, L, H, Q, K) of the pretrained and
+    fine-tuned store; lengths (E,); the token arrays/words are needed for the feature differences only."""
     a, b = np.asarray(a), np.asarray(b)
     if not np.array_equal(np.asarray(length_a), np.asarray(length_b)):
         raise ValueError("the pretrained and finetuned stores disagree on example lengths: they must hold the same "
                          "examples with the same tokenizer (re-extract both)")
-    m = Moments.zeros(a.shape[1:3])
+    cos = Moments.zeros(a.shape[1:3])
+    diff = Moments.zeros(a.shape[1:3] + (len(feat.FEATURES),))
     for e in range(a.shape[0]):
         n = int(length_a[e])
         if n < 1:
             continue
-        m.add(cos_mod.cosine_per_head(cos_mod.crop(a[e], n).astype(np.float32), cos_mod.crop(b[e], n).astype(np.float32)))
-    return m
+        x = cos_mod.crop(a[e], n).astype(np.float32)
+        y = cos_mod.crop(b[e], n).astype(np.float32)
+        cos.add(cos_mod.cosine_per_head(x, y))
+        if input_ids is not None and word_ids is not None and sep_token_id is not None:
+            ew = (words or {}).get(int(example_idx[e])) if example_idx is not None else None
+            tokens = feat.feature_tokens(word_ids[e], input_ids[e], n, sep_token_id, ew.flags if ew else None)
+            diff.add(feat.feature_scores(y, tokens) - feat.feature_scores(x, tokens))
+    return PairPartial(cos, diff)
 
 
-def cosine_store_chunk(path_a: str, path_b: str, start: int, stop: int) -> Moments:
+def cosine_chunk(a: np.ndarray, b: np.ndarray, length_a: np.ndarray, length_b: np.ndarray) -> Moments:
+    """Moments of the per-head cosine over one chunk. a, b: (E, L, H, Q, K); lengths (E,)."""
+    return pair_chunk(a, b, length_a, length_b).cosine
+
+
+def pair_store_chunk(path_a: str, path_b: str, start: int, stop: int, words: Mapping[int, ExampleWords] | None,
+                     example_idx: np.ndarray, sep_token_id: int) -> PairPartial:
     """Read examples [start, stop) of both stores and reduce them in one task."""
     from threadpoolctl import threadpool_limits
 
-    a = read_chunk(path_a, start, stop, ("attention", "length"))
+    a = read_chunk(path_a, start, stop, ("attention", "length", "input_ids", "word_ids"))
     b = read_chunk(path_b, start, stop, ("attention", "length"))
     with threadpool_limits(1):
-        return cosine_chunk(a["attention"], b["attention"], a["length"], b["length"])
+        return pair_chunk(a["attention"], b["attention"], a["length"], b["length"], a["input_ids"], a["word_ids"],
+                          example_idx, words, sep_token_id)
 
 
-def store_cosine(pretrained: str | Path, finetuned: str | Path, *,
-                 scheduler: Mapping[str, Any] | None = None) -> Moments:
-    """One chunk-aligned pass over both stores -> Moments (L, H) of the per-example cosine."""
+def store_pair(pretrained: str | Path, finetuned: str | Path, words: pd.DataFrame | str | Path | None = None, *,
+               scheduler: Mapping[str, Any] | None = None) -> PairPartial:
+    """One chunk-aligned pass over both stores -> cosine (L, H) and paired feature differences (L, H, F)."""
     import dask
 
     da, db = open_attention_store(pretrained), open_attention_store(finetuned)
@@ -348,11 +378,34 @@ def store_cosine(pretrained: str | Path, finetuned: str | Path, *,
                          f"re-extract both with the same attention.examples and seed")
     if (da.sizes["layer"], da.sizes["head"]) != (db.sizes["layer"], db.sizes["head"]):
         raise ValueError("the two stores come from models of different shapes (layers x heads)")
-    tasks = [dask.delayed(cosine_store_chunk)(str(pretrained), str(finetuned), start, stop)
-             for start, stop in example_chunks(da)]
+    if isinstance(words, (str, Path)):
+        words = pd.read_parquet(words)
+    by_example = prepare_words(words) if words is not None else {}
+    sep = int(da.attrs["sep_token_id"])
+    tasks = []
+    for start, stop in example_chunks(da):
+        idx = ea[start:stop].astype(np.int64)
+        chunk_words = {int(i): by_example[int(i)] for i in idx if int(i) in by_example}
+        tasks.append(dask.delayed(pair_store_chunk)(str(pretrained), str(finetuned), start, stop, chunk_words, idx, sep))
     total = dask.delayed(lambda ms: sum(ms[1:], ms[0]))(tasks)
     (result,) = dask.compute(total, **dict(scheduler or {"scheduler": "threads"}))
     return result
+
+
+def store_cosine(pretrained: str | Path, finetuned: str | Path, *,
+                 scheduler: Mapping[str, Any] | None = None) -> Moments:
+    """One chunk-aligned pass over both stores -> Moments (L, H) of the per-example cosine."""
+    return store_pair(pretrained, finetuned, None, scheduler=scheduler).cosine
+
+
+def features_diff_table(part: PairPartial) -> pd.DataFrame:
+    """features_diff.csv: layer, head, feature, mean, std, n of the per-example fine-tuned minus pretrained
+    feature score (paired: the same examples, the same tokens)."""
+    frames = []
+    for f, name in enumerate(feat.FEATURES):
+        d = part.features_diff
+        frames.append(moments_table(Moments(d.total[..., f], d.sumsq[..., f], d.count[..., f]), feature=name))
+    return pd.concat(frames, ignore_index=True)
 
 
 # --------------------------------------------------------------------------------------------------
