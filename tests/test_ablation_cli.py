@@ -83,7 +83,7 @@ def test_wrong_label_count_is_a_clear_error(tiny_classifier_dir, tmp_path, monke
 
 
 def test_snakemake_dag_has_the_ablation_rules(tmp_path):
-    from conftest import run_snakemake, write_config
+    from tests.conftest import run_snakemake, write_config
 
     write_config(tmp_path, tasks=["rte"])
     proc = run_snakemake(tmp_path, "-n", "results/figures/ablation-heads-rte.png",

@@ -16,7 +16,7 @@ from bertology.data import DataError, load_split, normalise, subsample
 from bertology.data.glue_dir import read_glue_split
 from bertology.tasks import TASKS, get_task
 
-from conftest import SHARED_DATA
+from tests.conftest import SHARED_DATA
 
 BOM = "\ufeff"
 

@@ -17,7 +17,7 @@ from bertology.config import ConfigError, config_hash, load_config, validate_con
 from bertology.models import ModelNotFoundError, load_classifier, load_tokenizer, resolve_model, weights_fingerprint
 from bertology.tasks import TASKS, UnknownTaskError, get_task
 
-from conftest import REPO, run_snakemake, write_config
+from tests.conftest import REPO, run_snakemake, write_config
 
 GLUE_NAMES = ["cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte"]
 
