@@ -566,7 +566,7 @@ def plot_heads(heads: pd.DataFrame, task: str, path: str | Path) -> Path:
 
     metrics = list(dict.fromkeys(heads["metric"]))
     n_layers, n_heads = int(heads["layer"].max()) + 1, int(heads["head"].max()) + 1
-    fig, axes = new_figure(4.6 * len(metrics) + 0.6, 0.45 * n_layers + 2.2, ncols=len(metrics), squeeze=False)
+    fig, axes = new_figure(max(7.0, 4.6 * len(metrics) + 0.6), 0.45 * n_layers + 2.2, ncols=len(metrics), squeeze=False)
     for ax, metric in zip(axes[0], metrics):
         sub = heads[heads["metric"] == metric]
         grid = np.full((n_layers, n_heads), np.nan)
@@ -582,7 +582,7 @@ def plot_heads(heads: pd.DataFrame, task: str, path: str | Path) -> Path:
         ax.set_title(f"{metric} (baseline {base:.4f})")
         cbar = fig.colorbar(im, ax=ax, label=f"{metric} with the head disabled")
         cbar.ax.axhline(base, color="orange", linewidth=2)
-    fig.suptitle(f"{task}: one head disabled at a time (uniform attention); * = significant after BH")
+    fig.suptitle(f"{task}: one head disabled at a time (uniform attention); * = significant after BH", fontsize=10)
     return save_figure(fig, path)
 
 
@@ -591,12 +591,12 @@ def plot_layers(layers: pd.DataFrame, task: str, path: str | Path) -> Path:
     from bertology.plotting import new_figure, number_from_one, save_figure
 
     metrics = list(dict.fromkeys(layers["metric"]))
-    fig, axes = new_figure(4.4 * len(metrics), 3.8, ncols=len(metrics), squeeze=False)
+    fig, axes = new_figure(max(7.0, 4.4 * len(metrics)), 3.8, ncols=len(metrics), squeeze=False)
     for ax, metric in zip(axes[0], metrics):
         sub = layers[layers["metric"] == metric].sort_values("layer")
         base = float(sub["baseline"].iloc[0])
         x = sub["layer"].to_numpy()
-        colours = np.where(sub["delta"] >= 0, "tab:blue", "tab:red")
+        colours = np.select([sub["delta"] > 0, sub["delta"] < 0], ["tab:blue", "tab:red"], "tab:gray")
         ax.bar(x, sub["value"], color=colours, alpha=0.8)
         if sub["ci_low"].notna().all():
             err = np.vstack([sub["value"] - (base + sub["ci_low"]), (base + sub["ci_high"]) - sub["value"]])
@@ -610,7 +610,7 @@ def plot_layers(layers: pd.DataFrame, task: str, path: str | Path) -> Path:
         ax.set_ylabel(metric)
         ax.set_title(f"{metric}")
         ax.legend(loc="best", fontsize=8)
-    fig.suptitle(f"{task}: one layer disabled at a time (bars: 95% paired-bootstrap CI)")
+    fig.suptitle(f"{task}: one layer disabled at a time (error bars: 95% paired-bootstrap CI)", fontsize=10)
     return save_figure(fig, path)
 
 
