@@ -1,5 +1,33 @@
 """Kovaleva et al. 2019, "Revealing the Dark Secrets of BERT", sections 4.1-4.5 over the attention stores.
 
 Modules: ``patterns`` (4.1), ``relations`` and ``framenet`` (4.2), ``cosine`` (4.3), ``features`` (4.4 and
-4.5), ``reduce`` (the one-pass Dask driver over a store), ``figures`` and ``cli`` (the commands rules call).
+4.5), ``reduce`` (the Dask drivers over the stores), ``figures`` and ``cli`` (the commands of
+rules/kovaleva.smk).
+
+Outputs (per-head CSVs are long and tidy; ``layer``/``head`` are 0-based ints; every mean has ``std``
+(ddof=1) and ``n`` beside it):
+
+* ``results/stats/{task}/{variant}/patterns.csv`` — layer, head, class, fraction, n (maps classified).
+  The overall fractions over all heads are the rows with ``layer == head == -1``.
+* ``.../features.csv`` — layer, head, feature, mean, std, n (features: cls sep noun verb pronoun subject
+  object negation; n = examples that contain the feature).
+* ``.../cls.csv`` — the last layer's [CLS] row, the same features plus punctuation.
+* ``.../relations.csv`` — layer, head, source (dependency | framenet), mean, std, n, flagged (mean above
+  ``analysis.relations.percentile`` of that source's head means).
+* ``results/stats/{task}/cosine.csv`` — per-head cosine of pretrained vs fine-tuned maps, padding excluded.
+* ``results/stats/{task}/features_diff.csv`` — paired per-example fine-tuned minus pretrained feature scores.
+* ``results/stats/framenet/links.parquet`` and ``counts.json`` — FrameNet links and how many sentences
+  survive each of the paper's filters.
+* figures ``results/figures/{patterns,relations,cosine,features,cls}-{task}.png`` (Figs. 2, 3, 5, 6, 7) and
+  ``{patterns,cosine}-tasks.png`` (Figs. 2 and 5 across tasks, one colour scale).
+
+Reads: ``kovaleva_stats`` reads a store once for patterns, features, cls and dependency relations;
+``kovaleva_cosine`` reads the pretrained and fine-tuned stores once more, chunk-aligned, for cosine and the
+paired feature differences (a pairing of two stores cannot come from the per-variant pass; keeping the
+passes apart means changing the pattern classifier or the percentile never re-reads both stores).
+
+Annotating patterns: ``bertology patterns-export --store S --count 400 --outdir D`` writes PNGs and
+``D/labels.csv`` (columns task, variant, example, layer, head, image, label); fill ``label`` with one of
+the five classes, then ``bertology patterns-train --labels D/labels.csv --store S --output cnn.pt`` and set
+``analysis.patterns.classifier: cnn.pt``.
 """
