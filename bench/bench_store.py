@@ -117,8 +117,8 @@ def store_run(model_path: str, df: pd.DataFrame, words: pd.DataFrame, out: Path,
                               max_length=MAX_LENGTH, batch_size=32, chunk_size=64, quantize_bits=quantize_bits,
                               progress=progress)
     size = dir_bytes(out)
-    return {"examples": len(df), "seconds": stats["seconds"], "cpu_seconds": t.cpu,
-            "seconds_with_load": t.wall, "examples_per_s": stats["examples_per_s"], "bytes": size,
+    return {"examples": len(df), "seconds": stats["seconds"], "cpu_seconds": stats["cpu_seconds"],
+            "seconds_with_load": t.wall, "cpu_seconds_with_load": t.cpu, "examples_per_s": stats["examples_per_s"], "bytes": size,
             "bytes_per_example": size / len(df), "quantize_bits": quantize_bits}
 
 

@@ -238,7 +238,7 @@ def test_words_of_another_sample_are_refused(tmp_path, sample, words, tiny_model
 
 @pytest.mark.slow
 def test_snakemake_annotate_and_extract(tmp_path):
-    from conftest import run_snakemake, write_config
+    from tests.conftest import run_snakemake, write_config
 
     write_config(tmp_path, tasks=["mrpc"], data={"source": "demo", "seed": 1, "max_length": 32,
                                                "demo": {"train": 20, "validation": 12}},
@@ -251,3 +251,35 @@ def test_snakemake_annotate_and_extract(tmp_path):
     words = pd.read_parquet(tmp_path / "results/attention/mrpc/words.parquet")
     assert set(words["example_idx"]) == set(ds["example_idx"].values.tolist())
     assert (tmp_path / "results/logs/extract_attention/mrpc/pretrained.log").exists()
+
+
+def test_finetuned_variant_reads_a_classifier_checkpoint(tmp_path, sample, words, tiny_model_dir, built):
+    """The finetuned store comes from a save_pretrained AutoModelForSequenceClassification directory."""
+    import torch
+    from transformers import AutoModelForSequenceClassification
+
+    from bertology.models import load_tokenizer
+
+    clf = AutoModelForSequenceClassification.from_pretrained(str(tiny_model_dir), num_labels=2,
+                                                             attn_implementation="eager")
+    with torch.no_grad():  # "fine-tune": move the weights so that the attention changes
+        for p in clf.bert.encoder.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    ckpt = tmp_path / "models/mrpc/pretrained"
+    clf.save_pretrained(ckpt, safe_serialization=True)
+    load_tokenizer(str(tiny_model_dir)).save_pretrained(ckpt)
+    out = tmp_path / "finetuned.zarr"
+    run(out, sample, words, ckpt, variant="finetuned")
+    ft, pre = st.open_store(out), st.open_store(built[0])
+    assert ft.attrs["variant"] == "finetuned"
+    assert ft.attrs["weights_fingerprint"] != pre.attrs["weights_fingerprint"]
+    assert ft["example_idx"].values.tolist() == pre["example_idx"].values.tolist()  # same examples, same order
+    np.testing.assert_array_equal(ft["input_ids"].values, pre["input_ids"].values)
+    n = int(ft["length"][0])
+    enc = load_tokenizer(str(ckpt))(sample["text_a"].iloc[0], sample["text_b"].iloc[0], truncation=True,
+                                    max_length=MAX_LENGTH, return_tensors="pt")
+    with torch.inference_mode():
+        ref = torch.stack(clf.eval()(**enc, output_attentions=True).attentions)[:, 0].numpy()
+    got = ft["attention"][0, :, :, :n, :n].values.astype(np.float32)
+    np.testing.assert_allclose(got, ref, atol=1e-3, rtol=2e-3)
+    assert not np.allclose(got, pre["attention"][0, :, :, :n, :n].values.astype(np.float32), atol=1e-2)

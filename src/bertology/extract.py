@@ -292,7 +292,7 @@ def extract_store(output: str | Path, *, frame: pd.DataFrame, words: pd.DataFram
     Q = int(max_length)
     per_window = window_chunks(chunk_size, L, H, Q, window_bytes)
     writer = ChunkWriter(root, (chunk_size, L, H, Q, Q), on_chunk=on_chunk)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     computed = 0
     bar = tqdm(total=E, initial=min(done * chunk_size, E), desc=f"{task}/{variant}", unit="ex",
                disable=not progress, mininterval=1.0, smoothing=0.1)
@@ -318,10 +318,10 @@ def extract_store(output: str | Path, *, frame: pd.DataFrame, words: pd.DataFram
         if writer.thread.is_alive():
             writer.todo.put(None)
             writer.thread.join()
-    seconds = time.perf_counter() - t0
+    seconds, cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
     n_done = min((n_chunks - done) * chunk_size, E - done * chunk_size)
     st.finalize(root, partial, output)
-    stats = {"n_examples": E, "chunks_computed": computed, "seconds": seconds,
+    stats = {"n_examples": E, "chunks_computed": computed, "seconds": seconds, "cpu_seconds": cpu_seconds,
              "examples_per_s": n_done / max(seconds, 1e-9), "bytes": dir_bytes(output), "reused": False}
     log.info("%s: %d examples (%d chunks computed) in %.1f s, %.1f examples/s, %.1f kB/example on disk",
              output, E, computed, seconds, stats["examples_per_s"], stats["bytes"] / max(E, 1) / 1e3)
