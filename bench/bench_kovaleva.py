@@ -155,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
 
     timed("read + decompress", lambda: plain_read(store, scheduler))
     timed("one-pass stats (4.1/4.2/4.4/4.5)", lambda: red.store_stats(store, words, scheduler=scheduler))
-    timed("cosine (two stores)", lambda: red.store_cosine(store, finetuned, scheduler=scheduler), stores=2)
+    timed("cosine + feature diffs (2 stores)", lambda: red.store_pair(store, finetuned, words, scheduler=scheduler),
+          stores=2)
     # peak memory of the one-pass statistics in a fresh process (bounded by chunks, not by the store)
     import subprocess
 

@@ -226,3 +226,13 @@ def test_matches_naive_loops(tmp_path):
             vals = np.array(dep[l][h])
             r = _row(rel, layer=l, head=h)
             assert r["n"] == len(vals) and r["mean"] == pytest.approx(vals.mean(), abs=1e-6)
+
+
+def test_scheduler_choice():
+    from bertology.daskutil import get_scheduler
+
+    assert get_scheduler(None) == {"scheduler": "threads"}
+    assert get_scheduler({"analysis": {"dask": {"scheduler": "synchronous"}}}) == {"scheduler": "synchronous"}
+    assert get_scheduler({"dask": {"scheduler": "processes"}}) == {"scheduler": "processes"}
+    with pytest.raises(ValueError, match="tcp://host:8786"):
+        get_scheduler({"scheduler": "fast"})
