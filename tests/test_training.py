@@ -255,6 +255,26 @@ def test_sigterm_saves_the_state_and_a_rerun_resumes(tiny_model_dir, tmp_path):
     assert h.resumed_from == [3] and h.steps == list(range(1, 7))
 
 
+def test_time_based_checkpoint(tiny_model_dir, tmp_path):
+    """With checkpoint_minutes elapsed after every step, an interruption at step 3 resumes at step 3."""
+    from bertology.training import TrainConfig, train
+
+    cfg = TrainConfig(epochs=1, batch_size=8, learning_rate=1e-3, seed=5, checkpoint_steps=1000,
+                      checkpoint_minutes=1e-9)
+    spec, tok, model, train_enc, _ = _setup(tiny_model_dir, n_train=48)
+
+    def crash_at_3(step, loss, lr):
+        if step == 3:
+            raise MemoryError("killed")
+
+    with pytest.raises(MemoryError):
+        train(model, tok, train_enc, spec, cfg, checkpoint_dir=tmp_path, resume_key="k", progress=False,
+              on_step=crash_at_3)
+    spec, tok, model, train_enc, _ = _setup(tiny_model_dir, n_train=48)
+    h = train(model, tok, train_enc, spec, cfg, checkpoint_dir=tmp_path, resume_key="k", progress=False)
+    assert h.resumed_from == [2]  # step 3 crashed before its save; step 2's time-based save is the latest
+
+
 def test_checkpoint_of_other_settings_is_ignored(tiny_model_dir, tmp_path):
     from bertology.training import TrainConfig, train
 

@@ -5,7 +5,8 @@ clipping, dynamic padding, length-bucketed shuffled batches, CUDA with bf16/fp16
 a GPU (full precision on the CPU unless asked), and a resumable state.
 
 Resumption: the full training state (model, optimizer, scheduler, RNG, step, history) is written to
-``checkpoint_dir/state.pt`` at the end of every epoch and every ``checkpoint_steps`` steps, atomically.
+``checkpoint_dir/state.pt`` at the end of every epoch, every ``checkpoint_steps`` steps and every
+``checkpoint_minutes`` minutes (slow CPU runs), atomically, and when SIGTERM/SIGINT arrive.
 The batches of an epoch are drawn from a generator seeded by (seed, epoch), so a resumed run skips the
 batches already seen and continues exactly where the interrupted one stopped: on the CPU it reaches the
 same final weights as an uninterrupted run. A checkpoint written for other settings (model, init, data,
@@ -96,6 +97,7 @@ class TrainConfig:
     seed: int = 42
     max_grad_norm: float = 1.0
     checkpoint_steps: int = 500
+    checkpoint_minutes: float = 10.0  # also save when this long has passed since the last save (0: never)
 
     @classmethod
     def from_dict(cls, section: dict[str, Any]) -> TrainConfig:
@@ -105,7 +107,7 @@ class TrainConfig:
     def resume_key(self) -> dict[str, Any]:
         """The settings a checkpoint must share to be resumed (evaluation/checkpoint cadence excluded)."""
         d = asdict(self)
-        for k in ("eval_batch_size", "checkpoint_steps"):
+        for k in ("eval_batch_size", "checkpoint_steps", "checkpoint_minutes"):
             d.pop(k)
         return d
 
@@ -376,10 +378,19 @@ def train(model, tokenizer, train_enc: Encoded, spec: TaskSpec, cfg: TrainConfig
     else:
         torch.manual_seed(cfg.seed)  # dropout stream
 
+    last_save = time.perf_counter()
+
     def checkpoint() -> None:
+        nonlocal last_save
         if checkpoint_dir is not None:
             save_state(checkpoint_dir, model=model, optimizer=optimizer, scheduler=scheduler, scaler=scaler,
                        step=step, history=history, key=resume_key)
+            last_save = time.perf_counter()
+
+    def checkpoint_due() -> bool:
+        if cfg.checkpoint_steps and step % cfg.checkpoint_steps == 0:
+            return True
+        return bool(cfg.checkpoint_minutes) and time.perf_counter() - last_save >= 60 * cfg.checkpoint_minutes
 
     started = time.perf_counter() - history.seconds
     with StopSignals() as stop:
@@ -423,7 +434,7 @@ def train(model, tokenizer, train_enc: Encoded, spec: TaskSpec, cfg: TrainConfig
                     on_step(step, value, lr)
                 history.seconds = time.perf_counter() - started
                 epoch_done = step % per_epoch == 0 or step == n_steps
-                if cfg.checkpoint_steps and step % cfg.checkpoint_steps == 0 and not epoch_done:
+                if not epoch_done and checkpoint_due():
                     checkpoint()
                 if stop.signal is not None and not epoch_done:
                     checkpoint()
