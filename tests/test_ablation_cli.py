@@ -34,6 +34,7 @@ def test_sweep_and_figures_cli(tiny_classifier_dir, tmp_path, monkeypatch):
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow.db")
     monkeypatch.delenv("BERTOLOGY_INVOCATION", raising=False)
+    monkeypatch.delenv("MLFLOW_EXPERIMENT_NAME", raising=False)
     rng = np.random.default_rng(0)
     words = "the cat dog sat on a mat and ran far away quickly not never house tree".split()
     df = pd.DataFrame({
@@ -61,6 +62,12 @@ def test_sweep_and_figures_cli(tiny_classifier_dir, tmp_path, monkeypatch):
     assert "random_head" in set(summary["finding"])
     info = json.loads((out / "summary.json").read_text())
     assert info["n"] == 25 and "verdict" in info
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
+    (run,) = client.search_runs([client.get_experiment_by_name("bertology").experiment_id])
+    history = client.get_metric_history(run.info.run_id, "head_delta_accuracy")
+    assert sorted(m.step for m in history) == list(range(8))
 
     figs = tmp_path / "figures"
     rc = figures_cmd(["--task", "rte", "--heads", str(out / "heads.csv"), "--layers", str(out / "layers.csv"),

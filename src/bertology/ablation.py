@@ -687,7 +687,7 @@ def sweep_cmd(argv: list[str]) -> int:
                          f"{spec.num_labels}: is it the model fine-tuned on {args.task}?")
     batches = encode_batches(tokenizer, df, max_length, int(cfg.get("batch_size", 64)))
     n_layers, n_heads = model.config.num_hidden_layers, model.config.num_attention_heads
-    with tracking.job_run("ablation_sweep", task=args.task, variant="finetuned", params=params) as _:
+    with tracking.job_run("ablation_sweep", task=args.task, variant="finetuned", params=params) as run:
         import mlflow
 
         t0 = time.perf_counter()
@@ -709,10 +709,17 @@ def sweep_cmd(argv: list[str]) -> int:
             mlflow.log_metric(f"random_head_delta_{metric}", m["random_head"]["delta"])
             mlflow.log_metric(f"surviving_head_gains_{metric}", len(m["heads"]["surviving_gains"]))
             mlflow.log_metric(f"surviving_layer_gains_{metric}", len(m["layers"]["surviving_gains"]))
-        for r in tables.heads.itertuples():
-            mlflow.log_metric(f"head_delta_{r.metric}", r.delta, step=r.layer * n_heads + r.head)
-        for r in tables.layers.itertuples():
-            mlflow.log_metric(f"layer_delta_{r.metric}", r.delta, step=r.layer)
+        # per-head deltas as one batch (step = layer * H + head; layers: step = layer)
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        batch = ([Metric(f"head_delta_{r.metric}", float(r.delta), now, int(r.layer * n_heads + r.head))
+                  for r in tables.heads.itertuples()]
+                 + [Metric(f"layer_delta_{r.metric}", float(r.delta), now, int(r.layer))
+                    for r in tables.layers.itertuples()])
+        client = mlflow.MlflowClient()
+        for start in range(0, len(batch), 1000):
+            client.log_batch(run.info.run_id, metrics=batch[start:start + 1000])
         for path in (args.heads, args.layers, args.summary, str(Path(args.summary).with_suffix(".json"))):
             mlflow.log_artifact(path)
     return 0
