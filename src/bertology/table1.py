@@ -117,7 +117,7 @@ def plot_table1(df: pd.DataFrame, path: str | Path, title: str | None = None) ->
     variants = [v for v in VARIANT_ORDER if v in set(df["variant"])]
     width = 0.8 / max(1, len(variants))
     x = np.arange(len(groups))
-    fig, ax = plt.subplots(figsize=(max(5.0, 1.3 * len(groups) + 2), 4.2))
+    fig, ax = plt.subplots(figsize=(max(6.5, 1.3 * len(groups) + 2), 4.6))
     colours = {"pretrained": "#9e9e9e", "random-finetuned": "#e6a04e", "finetuned": "#3b75af"}
     for i, variant in enumerate(variants):
         sub = df[df["variant"] == variant].set_index(["task", "metric"])["value"]
@@ -132,7 +132,7 @@ def plot_table1(df: pd.DataFrame, path: str | Path, title: str | None = None) ->
     ax.set_ylim(lo, 105)
     ax.axhline(0, color="black", linewidth=0.6)
     ax.set_title(title or "Table 1: GLUE scores by initialisation (Kovaleva et al. 2019)")
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=3, frameon=False)
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
