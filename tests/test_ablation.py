@@ -231,3 +231,12 @@ def test_fast_sweep_regression_head_without_padding():
     for c in (0, 1, 2 + H, len(configs) - 2):
         np.testing.assert_allclose(fast[c], ab.forward_logits(model, batches, configs[c].mask(L, H), 6), atol=1e-5)
     assert fast.shape == (len(configs), 6, 1)
+
+
+def test_effective_config_batch_caps_cpu_stacks_only():
+    assert ab.effective_config_batch(8, 64, 128, torch.device("cpu")) == 1
+    assert ab.effective_config_batch(8, 4, 16, torch.device("cpu")) == 8
+    assert ab.effective_config_batch(8, 16, 100, torch.device("cpu")) == 2
+    assert ab.effective_config_batch(8, 64, 128, torch.device("meta")) == 8
+    with pytest.raises(ValueError):
+        ab.effective_config_batch(0, 4, 4, torch.device("cpu"))

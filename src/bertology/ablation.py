@@ -363,6 +363,23 @@ def _repeat(x: torch.Tensor | None, k: int) -> torch.Tensor | None:
     return None if x is None else x.repeat(k, *([1] * (x.ndim - 1)))
 
 
+CPU_TOKEN_BUDGET = 4096
+
+
+def effective_config_batch(config_batch: int, n_rows: int, length: int, device: torch.device) -> int:
+    """How many configurations to stack along the batch on this device.
+
+    Stacking fills a GPU; on a CPU a few thousand tokens already saturate the matrix products, and larger
+    stacks only make the memory-bound steps (softmax over (k*N, H, T, T) scores, GELU, LayerNorm) spill
+    out of cache, so there the stack is capped at CPU_TOKEN_BUDGET tokens (at least one configuration).
+    """
+    if config_batch < 1:
+        raise ValueError("config_batch must be >= 1")
+    if torch.device(device).type != "cpu":
+        return config_batch
+    return max(1, min(config_batch, CPU_TOKEN_BUDGET // max(1, n_rows * length)))
+
+
 @torch.no_grad()
 def fast_batch_logits(model, batch: Batch, config_batch: int = 8) -> torch.Tensor:
     """Logits of every configuration of :func:`sweep_configurations` on one batch: (1 + L*H + L, N, K).
@@ -383,6 +400,7 @@ def fast_batch_logits(model, batch: Batch, config_batch: int = 8) -> torch.Tenso
     # configurations of one layer: row j < H disables head j alone, row H disables every head
     per_layer = torch.cat([torch.eye(n_heads, dtype=torch.bool), torch.ones(1, n_heads, dtype=torch.bool)])
     per_layer = per_layer.to(hidden.device)
+    config_batch = effective_config_batch(config_batch, n, batch.input_ids.shape[1], hidden.device)
     for l in range(n_layers):
         last = l == n_layers - 1
         parts = _layer_parts(layers[l], hidden, mask, cls_only=last)
