@@ -1,0 +1,110 @@
+"""End to end: the whole DAG on a tiny random BERT and tiny demo tasks, 4 parallel jobs.
+
+Checks every output of DESIGN section 4, the MLflow parent/child structure (no run lost in parallel),
+that a second run has nothing to do, and that changing an analysis parameter re-runs only that analysis.
+"""
+
+from __future__ import annotations
+
+import re
+
+import mlflow
+import pandas as pd
+import pytest
+import xarray as xr
+import yaml
+
+from tests.conftest import run_snakemake, write_config
+
+pytestmark = pytest.mark.slow
+
+TASKS = ["sst2", "rte"]
+
+
+@pytest.fixture(scope="module")
+def pipeline(tmp_path_factory, tiny_model_dir):
+    work = tmp_path_factory.mktemp("pipeline")
+    write_config(work, model=str(tiny_model_dir), tasks=TASKS,
+                 train={"epochs": 1, "batch_size": 8, "learning_rate": 1e-3})
+    proc = run_snakemake(work, "--cores", "4")
+    return work, proc
+
+
+def test_every_design_output_exists(pipeline):
+    work, _ = pipeline
+    r = work / "results"
+    expected = ["tables/table1.csv", "tables/table1.md", "stats/sieve_delta.csv", "report.html", "mlflow.db"]
+    for task in TASKS:
+        expected += [f"data/{task}/train.parquet", f"data/{task}/validation.parquet",
+                     f"models/{task}/pretrained/config.json", f"models/{task}/random/config.json",
+                     f"scores/{task}/pretrained.json", f"scores/{task}/finetuned.json",
+                     f"scores/{task}/random-finetuned.json", f"attention/{task}/pretrained.zarr",
+                     f"attention/{task}/finetuned.zarr", f"stats/{task}/cosine.csv",
+                     f"ablation/{task}/heads.csv", f"ablation/{task}/layers.csv"]
+        for variant in ("pretrained", "finetuned"):
+            expected += [f"stats/{task}/{variant}/{name}.csv"
+                         for name in ("patterns", "features", "cls", "relations", "sieve")]
+    missing = [p for p in expected if not (r / p).exists()]
+    assert not missing, missing
+    assert list((r / "models" / "rte" / "pretrained").glob("*.safetensors"))
+    assert len(list((r / "figures").glob("*.png"))) >= 10
+    html = (r / "report.html").read_text()
+    assert html.count("data:image/png;base64,") == len(list((r / "figures").glob("*.png")))
+
+
+def test_stores_match_design_schema(pipeline):
+    work, _ = pipeline
+    pre = xr.open_zarr(work / "results/attention/rte/pretrained.zarr")
+    fin = xr.open_zarr(work / "results/attention/rte/finetuned.zarr")
+    assert pre.attention.dims == ("example", "layer", "head", "query", "key")
+    assert pre.attention.dtype == "float16"
+    assert (pre.example_idx.values == fin.example_idx.values).all()
+    assert pre.attrs["variant"] == "pretrained" and fin.attrs["variant"] == "finetuned"
+
+
+def test_table1_long_format(pipeline):
+    work, _ = pipeline
+    t = pd.read_csv(work / "results/tables/table1.csv")
+    assert list(t.columns[:5]) == ["task", "variant", "metric", "value", "n"]
+    assert set(t.variant) == {"pretrained", "finetuned", "random-finetuned"}
+    assert set(t.task) == set(TASKS)
+
+
+def test_mlflow_one_parent_with_a_child_per_job(pipeline):
+    work, proc = pipeline
+    client = mlflow.MlflowClient(f"sqlite:///{work}/results/mlflow.db")
+    exp = client.get_experiment_by_name("test")
+    runs = client.search_runs([exp.experiment_id], max_results=5000)
+    parents = [r for r in runs if r.data.tags.get("bertology.kind") == "workflow"]
+    children = [r for r in runs if r.data.tags.get("bertology.kind") == "job"]
+    assert len(parents) == 1
+    assert parents[0].info.status == "FINISHED"
+    assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parents[0].info.run_id}
+    # one child per job that Snakemake ran (all but the `all` target rule)
+    log = proc.stdout + proc.stderr
+    jobs = re.search(r"^total\s+(\d+)", log, re.M)
+    assert jobs, log[-2000:]
+    assert len(children) == int(jobs.group(1)) - 1
+    assert all(c.info.status == "FINISHED" for c in children)
+    rules = {c.data.tags["rule"] for c in children}
+    assert {"prepare_data", "train_model", "extract_attention", "report"} <= rules
+    train = next(c for c in children if c.data.tags["rule"] == "train_model")
+    assert train.data.params, "params are logged"
+    assert any(len(client.get_metric_history(train.info.run_id, k)) > 1 for k in train.data.metrics)
+
+
+def test_rerun_has_nothing_to_do_and_analysis_change_reruns_only_analysis(pipeline):
+    work, _ = pipeline
+    again = run_snakemake(work, "-n")
+    assert "Nothing to be done" in again.stdout + again.stderr
+    cfg = yaml.safe_load((work / "config.yaml").read_text())
+    cfg.setdefault("analysis", {})["sieve"] = {"tau": 2.0}
+    (work / "config.yaml").write_text(yaml.safe_dump(cfg))
+    dry = run_snakemake(work, "-n")
+    out = dry.stdout + dry.stderr
+    table = out[out.rindex("Job stats:"):]
+    scheduled = set(re.findall(r"^(\w+)\s+\d+$", table, re.M)) - {"total"}
+    assert scheduled, out[-2000:]
+    assert not scheduled & {"prepare_data", "train_model", "score", "extract_attention", "annotate_words",
+                            "ablation_sweep"}, scheduled
+    assert any(s.startswith("sieve") for s in scheduled), scheduled
