@@ -42,6 +42,34 @@ def as_json(section):
     return json.dumps(section, sort_keys=True)
 
 
+# Input functions used by the files in rules/ (snakemake --lint wants functions and rules apart).
+def _score_model(wildcards):
+    """The fine-tuned model a score needs (none for the untrained-head `pretrained` variant)."""
+    if wildcards.variant == "pretrained":
+        return []
+    init = "pretrained" if wildcards.variant == "finetuned" else "random"
+    return f"results/models/{wildcards.task}/{init}"
+
+
+def _kovaleva_stats_inputs(wildcards):
+    inputs = {
+        "store": f"results/attention/{wildcards.task}/{wildcards.variant}.zarr",
+        "words": f"results/attention/{wildcards.task}/words.parquet",
+    }
+    if config["analysis"]["relations"]["framenet"]:
+        inputs["framenet"] = f"results/stats/{wildcards.task}/{wildcards.variant}/relations_framenet.csv"
+    if config["analysis"]["patterns"]["classifier"] != "rule":
+        inputs["classifier"] = config["analysis"]["patterns"]["classifier"]
+    return inputs
+
+
+def _framenet_model_inputs(wildcards):
+    inputs = {"links": "results/stats/framenet/links.parquet"}
+    if wildcards.variant == "finetuned":
+        inputs["model"] = f"results/models/{wildcards.task}/pretrained"
+    return inputs
+
+
 onstart:
     from bertology import tracking
 

@@ -11,18 +11,6 @@ PATTERN_CLASSIFIER = config["analysis"]["patterns"]["classifier"]
 KOVALEVA_PARAMS = as_json({k: config["analysis"][k] for k in ("patterns", "relations", "dask")})
 
 
-def _kovaleva_stats_inputs(wildcards):
-    inputs = {
-        "store": f"results/attention/{wildcards.task}/{wildcards.variant}.zarr",
-        "words": f"results/attention/{wildcards.task}/words.parquet",
-    }
-    if FRAMENET_DIR:
-        inputs["framenet"] = f"results/stats/{wildcards.task}/{wildcards.variant}/relations_framenet.csv"
-    if PATTERN_CLASSIFIER != "rule":
-        inputs["classifier"] = PATTERN_CLASSIFIER
-    return inputs
-
-
 rule kovaleva_stats:
     input:
         unpack(_kovaleva_stats_inputs),
@@ -97,13 +85,6 @@ rule framenet_links:
         "../envs/bertology.yaml"
     shell:
         "bertology framenet-links --framenet {input} --output {output.links} --counts {output.counts} > {log} 2>&1"
-
-
-def _framenet_model_inputs(wildcards):
-    inputs = {"links": "results/stats/framenet/links.parquet"}
-    if wildcards.variant == "finetuned":
-        inputs["model"] = f"results/models/{wildcards.task}/pretrained"
-    return inputs
 
 
 rule framenet_relations:

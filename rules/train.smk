@@ -50,14 +50,6 @@ rule train_model:
         "--checkpoint-dir {params.checkpoints} --threads {threads} > {log} 2>&1"
 
 
-def _score_model(wildcards):
-    """The fine-tuned model a score needs (none for the untrained-head `pretrained` variant)."""
-    if wildcards.variant == "pretrained":
-        return []
-    init = "pretrained" if wildcards.variant == "finetuned" else "random"
-    return f"results/models/{wildcards.task}/{init}"
-
-
 rule score:
     input:
         data="results/data/{task}/validation.parquet",
