@@ -409,10 +409,9 @@ def fast_batch_logits(model, batch: Batch, config_batch: int = 8) -> torch.Tenso
         for start in range(0, n_heads + 1, config_batch):
             sel = per_layer[start:start + config_batch]                       # (k, H)
             k = sel.shape[0]
-            rows = sel[:, None, :].expand(k, n, n_heads).reshape(k * n, n_heads)
-            stacked = AttentionParts(parts.weights, _repeat(parts.context, k), parts.uniform,
-                                     _repeat(parts.uniform_context, k))
-            context = stacked.context_for(rows)
+            # (k, N, H, Q, dh) by broadcasting (no replicas of the contexts), then one copy to (k*N, Q, H, dh)
+            stacked = torch.where(sel[:, None, :, None, None], parts.uniform_context[None], parts.context[None])
+            context = stacked.transpose(2, 3).reshape(k * n, stacked.shape[3], n_heads, -1)
             h_next = _finish_layer(layers[l], context, _repeat(hidden_in, k))
             logits = _run_from(model, l + 1, h_next, _repeat(mask, k))
             out[targets[start:start + k]] = logits.view(k, n, -1).double().cpu()
