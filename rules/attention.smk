@@ -24,16 +24,6 @@ EXTRACT_PARAMS = as_json(
 )
 
 
-def _extract_inputs(wildcards):
-    inputs = {
-        "data": f"results/data/{wildcards.task}/{ATTENTION_SPLIT}.parquet",
-        "words": f"results/attention/{wildcards.task}/words.parquet",
-    }
-    if wildcards.variant == "finetuned":
-        inputs["model"] = f"results/models/{wildcards.task}/pretrained"
-    return inputs
-
-
 rule annotate_words:
     input:
         data=f"results/data/{{task}}/{ATTENTION_SPLIT}.parquet",

@@ -70,6 +70,16 @@ def _framenet_model_inputs(wildcards):
     return inputs
 
 
+def _extract_inputs(wildcards):
+    inputs = {
+        "data": f"results/data/{wildcards.task}/{config['attention']['split']}.parquet",
+        "words": f"results/attention/{wildcards.task}/words.parquet",
+    }
+    if wildcards.variant == "finetuned":
+        inputs["model"] = f"results/models/{wildcards.task}/pretrained"
+    return inputs
+
+
 onstart:
     from bertology import tracking
 
