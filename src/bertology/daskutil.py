@@ -41,3 +41,11 @@ def get_scheduler(cfg: Mapping[str, Any] | None) -> dict[str, Any]:
         raise RuntimeError(f"cannot reach the dask scheduler at {name!r} (analysis.dask.scheduler): {err}. "
                            f"Start one with `dask scheduler` or set analysis.dask.scheduler to null") from None
     return {"scheduler": client}
+
+
+def compute_kwargs(dask_cfg: Mapping[str, Any] | None, threads: int | None = None) -> dict[str, Any]:
+    """get_scheduler(...) for the `analysis.dask` section, with the local pools sized to the job's threads."""
+    kw = dict(get_scheduler({"dask": dict(dask_cfg or {})}))
+    if threads and kw.get("scheduler") in ("threads", "processes"):
+        kw["num_workers"] = int(threads)
+    return kw

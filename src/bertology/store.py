@@ -305,8 +305,7 @@ def open_store(path: str | Path, expect: Mapping[str, Any] | None = None, check_
     if not path.exists():
         part = partial_path(path)
         hint = (f" (an unfinished extraction is at {part}; re-run snakemake to resume it)" if part.exists() else "")
-        raise FileNotFoundError(f"attention store {str(path)!r} does not exist{hint}; create it with "
-                                f"`snakemake {path}`")
+        raise FileNotFoundError(f"no attention store at {str(path)!r}{hint}; run the extraction first: `snakemake {path}`")
     try:
         meta = json.loads((path / "zarr.json").read_text()) if (path / "zarr.json").exists() else {}
         ds = xr.open_zarr(str(path), consolidated=bool(meta.get("consolidated_metadata")))

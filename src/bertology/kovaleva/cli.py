@@ -35,12 +35,9 @@ def _analysis(params: dict) -> dict:
 
 
 def _compute_kwargs(dask_cfg: dict, threads: int | None) -> dict[str, Any]:
-    from bertology.daskutil import get_scheduler
+    from bertology.daskutil import compute_kwargs
 
-    kw = dict(get_scheduler({"dask": dask_cfg}))
-    if threads and kw.get("scheduler") in ("threads", "processes"):
-        kw["num_workers"] = int(threads)
-    return kw
+    return compute_kwargs(dask_cfg, threads)
 
 
 def _read(path: str | Path) -> pd.DataFrame:

@@ -229,27 +229,11 @@ def _reduce_chunk(attention, input_ids, word_ids, token_type_ids, length, exampl
 
 
 def open_attention_store(path: str | Path):
-    """Open a store lazily (bertology.store.open_store when available) and check the variables we read."""
-    import xarray as xr
+    """Open a store lazily through bertology.store.open_store, which refuses a missing, incomplete or
+    malformed store (all of REQUIRED_VARS present) and checks that rows sum to 1."""
+    from bertology.store import open_store
 
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"attention store {str(path)!r} does not exist; run the extraction first "
-                                f"(snakemake {path})")
-    try:
-        from bertology.store import open_store  # the store engineer's validating reader
-    except ImportError:
-        ds = xr.open_zarr(path)
-    else:
-        ds = open_store(path)
-    missing = [v for v in REQUIRED_VARS if v not in ds.variables]
-    if missing:
-        raise ValueError(f"{path} lacks variable(s) {missing}; it is not an attention store of DESIGN section 5 "
-                         f"(delete it and re-run the extraction)")
-    if str(ds.attrs.get("complete", True)).lower() in ("false", "0"):
-        raise ValueError(f"{path} is marked incomplete (attrs.complete is false): the extraction was interrupted; "
-                         f"re-run snakemake to finish it")
-    return ds
+    return open_store(path)
 
 
 CHUNK_VARS = ("attention", "input_ids", "word_ids", "token_type_ids", "length")

@@ -23,12 +23,9 @@ def _write_csv(df: pd.DataFrame, path: str | Path) -> Path:
 
 
 def _compute_kwargs(dask_cfg: dict, threads: int | None) -> dict[str, Any]:
-    from bertology.daskutil import get_scheduler
+    from bertology.daskutil import compute_kwargs
 
-    kw = dict(get_scheduler({"dask": dask_cfg}))
-    if threads and kw.get("scheduler") in ("threads", "processes"):
-        kw["num_workers"] = int(threads)
-    return kw
+    return compute_kwargs(dask_cfg, threads)
 
 
 def read_table(path: str | Path) -> pd.DataFrame:

@@ -46,23 +46,11 @@ def sieve_params(cfg: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def open_attention(path: str | Path) -> xr.Dataset:
-    """Open an attention store lazily (bertology.store.open_store when present, else xr.open_zarr)."""
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"no attention store at {path}; run the extraction first "
-                                f"(snakemake {path}) or check the task/variant")
-    try:
-        from bertology.store import open_store
-    except ImportError:
-        open_store = None
-    ds = open_store(path) if open_store is not None else xr.open_zarr(path)
-    if "complete" in ds.attrs and not bool(ds.attrs["complete"]):
-        raise ValueError(f"the attention store {path} is incomplete (attribute complete=False); "
-                         f"let the extraction finish (re-run snakemake) before the sieve analysis")
-    missing = {"attention", "input_ids", "token_type_ids", "word_ids", "length", "example_idx"} - set(ds.variables)
-    if missing:
-        raise ValueError(f"the attention store {path} lacks variable(s) {sorted(missing)} (DESIGN section 5)")
-    return ds
+    """Open an attention store lazily through bertology.store.open_store, which refuses a missing,
+    incomplete or malformed store and checks that rows sum to 1."""
+    from bertology.store import open_store
+
+    return open_store(path)
 
 
 def _block_scores(attention: np.ndarray, input_ids: np.ndarray, token_type_ids: np.ndarray, word_ids: np.ndarray,
