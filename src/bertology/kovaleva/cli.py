@@ -13,17 +13,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from bertology.io import write_csv as _write_csv
+
 log = logging.getLogger(__name__)
-
-
-def _write_csv(df: pd.DataFrame, path: str | Path) -> Path:
-    """Write atomically (a temporary file moved into place)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    df.to_csv(tmp, index=False)
-    tmp.replace(path)
-    return path
 
 
 def _analysis(params: dict) -> dict:

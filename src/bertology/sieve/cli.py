@@ -10,16 +10,9 @@ from typing import Any
 
 import pandas as pd
 
+from bertology.io import write_csv as _write_csv
+
 log = logging.getLogger(__name__)
-
-
-def _write_csv(df: pd.DataFrame, path: str | Path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    df.to_csv(tmp, index=False)
-    tmp.replace(path)
-    return path
 
 
 def _compute_kwargs(dask_cfg: dict, threads: int | None) -> dict[str, Any]:
