@@ -40,6 +40,13 @@ wildcard_constraints:
 STEP = "bertology {rule} {params.args} --config {params.config:q} --threads {threads} > {log} 2>&1"
 
 
+def as_json(section):
+    """TEMPORARY during the redesign: the old way rules passed config (removed once every rule uses STEP)."""
+    import json
+
+    return json.dumps(section, sort_keys=True)
+
+
 def step_config(name):
     """The config sections step `name` reads, as JSON (a rule param)."""
     return sections_json(config, STEPS[name].sections)
