@@ -1,7 +1,9 @@
 # Shared set-up: config validated once, the one way a rule calls its step, MLflow invocation, targets.
-from bertology.cli import STEPS, step_args
+from functools import partial
+
+from bertology.cli import STEPS, step_command
 from bertology.config import sections_json, validate_config
-from bertology.tasks import SPLITS, TASKS
+from bertology.tasks import SPLITS, STORE_VARIANTS, TASKS, VARIANT_INIT
 from bertology.workflow import setup_environment
 
 
@@ -22,7 +24,6 @@ envvars:
 TASK_NAMES = list(config["tasks"])
 PAIR_TASKS = [t for t in TASK_NAMES if TASKS[t].is_pair]
 INITS = list(config["train"]["inits"])
-STORE_VARIANTS = ["pretrained", "finetuned"]
 
 # Every rule file appends the final outputs it contributes; `rule all` asks for all of them.
 TARGETS = []
@@ -34,36 +35,25 @@ wildcard_constraints:
     init="pretrained|random",
 
 
-# Every rule runs its step the same way: `bertology <rule>` with its wildcards, named inputs and
+# Each rule runs its step the same way, `bertology <step>` with its wildcards, named inputs and
 # outputs, the config sections the step declares (bertology.cli.STEPS) and its threads. The sections
-# are a param, so changing one re-runs exactly the steps that read it.
-STEP = "bertology {rule} {params.args} --config {params.config:q} --threads {threads} > {log} 2>&1"
+# are part of the param, so changing one re-runs exactly the steps that read it.
+STEP = "bertology {params.step} --threads {threads} > {log} 2>&1"
 
 
-def as_json(section):
-    """TEMPORARY during the redesign: the old way rules passed config (removed once every rule uses STEP)."""
-    import json
-
-    return json.dumps(section, sort_keys=True)
-
-
-def step_config(name):
-    """The config sections step `name` reads, as JSON (a rule param)."""
-    return sections_json(config, STEPS[name].sections)
-
-
-def step_files(wildcards, input, output):
-    """-w/--input/--output arguments of a step (a rule param)."""
-    return step_args(wildcards, input, output)
+def step(name):
+    """The `step` param of the rule named `name`, i.e. its step's command line with its config sections."""
+    return partial(step_command, name, sections_json(config, STEPS[name].sections))
 
 
 # Input functions used by the files in rules/ (snakemake --lint wants functions and rules apart).
 def _score_model(wildcards):
     """The fine-tuned model a score needs (none for the untrained-head `pretrained` variant)."""
-    if wildcards.variant == "pretrained":
+    from bertology.tasks import VARIANT_INIT
+
+    if wildcards.variant not in VARIANT_INIT:
         return []
-    init = "pretrained" if wildcards.variant == "finetuned" else "random"
-    return f"results/models/{wildcards.task}/{init}"
+    return f"results/models/{wildcards.task}/{VARIANT_INIT[wildcards.variant]}"
 
 
 def _kovaleva_stats_inputs(wildcards):
@@ -80,8 +70,8 @@ def _kovaleva_stats_inputs(wildcards):
 
 def _framenet_model_inputs(wildcards):
     inputs = {"links": "results/stats/framenet/links.parquet"}
-    if wildcards.variant == "finetuned":
-        inputs["model"] = f"results/models/{wildcards.task}/pretrained"
+    if wildcards.variant in VARIANT_INIT:  # a fine-tuned variant: its model; the pretrained one is config `model`
+        inputs["model"] = f"results/models/{wildcards.task}/{VARIANT_INIT[wildcards.variant]}"
     return inputs
 
 

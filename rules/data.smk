@@ -5,8 +5,7 @@ rule prepare_data:
     output:
         table="results/data/{task}/{split}.parquet",
     params:
-        config=step_config("prepare_data"),
-        args=step_files,
+        step=step("prepare_data"),
     log:
         "results/logs/prepare_data/{task}/{split}.log",
     benchmark:

@@ -1,14 +1,16 @@
 # The report: every table and figure on one self-contained page. Included last: it needs every target.
+# The step shows what it finds in the directory of its output (results/); every target is an input, so
+# the report re-runs when any of them changes.
 REPORT_INPUTS = list(TARGETS)
 
 
 rule report:
     input:
-        REPORT_INPUTS,
+        targets=REPORT_INPUTS,
     output:
-        "results/report.html",
+        report="results/report.html",
     params:
-        cfg=as_json(config),
+        step=step("report"),
     log:
         "results/logs/report/report.log",
     benchmark:
@@ -20,7 +22,7 @@ rule report:
     conda:
         "../envs/bertology.yaml"
     shell:
-        "bertology report --results results --params {params.cfg:q} --output {output} > {log} 2>&1"
+        STEP
 
 
 TARGETS.append("results/report.html")

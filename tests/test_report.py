@@ -54,3 +54,48 @@ def test_report_is_self_contained(tmp_path):
     # an analysis that produced nothing says so instead of silently vanishing
     patterns = text.split('id="patterns"')[1].split("</section>")[0]
     assert "No output of this analysis" in patterns
+
+
+def _report_config() -> str:
+    from bertology.cli import STEPS
+    from bertology.config import sections_json, validate_config
+
+    cfg = validate_config({"model": "minilm-l6", "tasks": ["rte"], "ablation": {"bootstrap": 77}})
+    return sections_json(cfg, STEPS["report"].sections)
+
+
+def test_report_step_reads_the_directory_of_its_output(tmp_path, monkeypatch):
+    from bertology import cli
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow.db")
+    monkeypatch.delenv("BERTOLOGY_INVOCATION", raising=False)
+    results = tmp_path / "run" / "results"
+    _png(results / "figures" / "cosine-rte.png")
+    _png(tmp_path / "results" / "figures" / "sieve-roles-rte.png")   # another results/ (e.g. the cwd's): not read
+    (results / "ablation" / "rte").mkdir(parents=True)
+    pd.DataFrame({"task": ["rte"], "finding": ["random_head"], "delta": [-0.0123]}).to_csv(
+        results / "ablation" / "rte" / "summary.csv", index=False)
+    monkeypatch.chdir(tmp_path)
+    out = results / "report.html"
+    argv = ["report", "--input", f"targets={results / 'figures' / 'cosine-rte.png'}",
+            "--input", f"targets={results / 'ablation' / 'rte' / 'summary.csv'}",
+            "--output", f"report={out}", "--config", _report_config()]
+    assert cli.main(argv) == 0
+    text = out.read_text()
+    assert text.count("data:image/png;base64,") == 1 and "cosine-rte" in text and "sieve-roles-rte" not in text
+    assert "-0.0123" in text
+    assert '&quot;bootstrap&quot;: 77' in text and "minilm-l6" in text   # the whole config is shown
+    assert not list(results.glob("*.tmp"))
+
+
+def test_report_step_names_a_missing_input(tmp_path, capsys):
+    from bertology import cli
+
+    missing = tmp_path / "results" / "tables" / "table1.csv"
+    argv = ["report", "--input", f"targets={missing}", "--output", f"report={tmp_path / 'results' / 'report.html'}",
+            "--config", _report_config(), "--no-mlflow"]
+    assert cli.main(argv) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == (f"bertology report: error: the report needs 1 missing input(s), e.g. {missing}: run the "
+                            f"workflow (snakemake) to produce them first\n")

@@ -5,7 +5,7 @@ Every rule calls its step the same way (``rules/common.smk``: ``shell: STEP``)::
     bertology <rule> -w task=rte --input store=PATH ... --output table=PATH ... --config JSON --threads N
 
 - ``STEPS`` below names every step (= its rule), the function that runs it, and the config sections it
-  reads. The rule passes exactly those sections (``step_config``), so changing any other key never
+  reads. The rule passes exactly those sections (``step`` in rules/common.smk), so changing any other key never
   re-runs it, and reading an undeclared key fails at once.
 - A step is a function ``step(ctx: StepContext) -> None``: read the declared inputs, call kernels, write
   the declared outputs, record to MLflow through ``ctx.tracker``. Steps live in ``bertology.steps.*``;
@@ -100,8 +100,9 @@ STEPS: dict[str, StepSpec] = {
     "ablation_figures": StepSpec("bertology.steps.ablation:ablation_figures", (),
                                  "Kovaleva Figs. 8-9 of one task"),
     # the report
-    "report": StepSpec("bertology.steps.report:report", ("model", "tasks", "data.source", "mlflow"),
-                       "results/report.html from every table and figure"),
+    "report": StepSpec("bertology.steps.report:report",
+                       ("model", "tasks", "data", "train", "attention", "analysis", "ablation", "mlflow"),
+                       "results/report.html from every table and figure (and the whole config, shown)"),
     # tools
     "validate_config": StepSpec("bertology.steps.admin:validate_config", (),
                                 "print a config file resolved (defaults filled) or what is wrong with it",
@@ -185,6 +186,11 @@ def step_args(wildcards: Mapping[str, str], input: Any, output: Any) -> str:
             for path in (value if isinstance(value, list) else [value]):
                 parts += [flag, f"{name}={path}"]
     return " ".join(shlex.quote(p) for p in parts)
+
+
+def step_command(name: str, sections: str, wildcards: Mapping[str, str], input: Any, output: Any) -> str:
+    """A step's arguments after ``bertology``, from its name, its config sections (JSON) and a job."""
+    return f"{name} {step_args(wildcards, input, output)} --config {shlex.quote(sections)}"
 
 
 def _pairs(items: list[str], flag: str) -> dict[str, list[str]]:

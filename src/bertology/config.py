@@ -120,6 +120,7 @@ class AblationConfig:
     seed: int
     config_batch: int
     alpha: float
+    sweep: str
 
 
 @dataclass(frozen=True)

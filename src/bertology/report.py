@@ -3,24 +3,21 @@
 Sections follow the papers; each says in a sentence or two what it measures and what the paper found, so
 a reader can compare at a glance. Figures are found by their file-name prefix in results/figures/ (one
 file per figure and task); anything unclaimed lands in "Other figures", so nothing produced is hidden.
+The step that writes the page is :func:`bertology.steps.report.report`.
 """
 
 from __future__ import annotations
 
-import argparse
 import base64
 import datetime as dt
 import html
 import json
-import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 from bertology import __version__
-
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -181,26 +178,3 @@ def build_report(results: Path, config: dict | None = None) -> str:
     parts.append("<section><h2>Configuration</h2><pre class=md>"
                  + html.escape(json.dumps(cfg, indent=2, sort_keys=True)) + "</pre></section></main></body></html>")
     return "".join(parts)
-
-
-def report_cmd(argv: list[str]) -> int:
-    """bertology report --results DIR --params JSON(config) --output FILE"""
-    from bertology.cli import parse_json
-    from bertology.tracking import job_run
-
-    ap = argparse.ArgumentParser(prog="bertology report")
-    ap.add_argument("--results", default="results")
-    ap.add_argument("--params", default="{}", help="the resolved config as JSON (shown on the page)")
-    ap.add_argument("--output", required=True)
-    args = ap.parse_args(argv)
-    cfg = parse_json(args.params)
-    text = build_report(Path(args.results), cfg)
-    out = Path(args.output)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text, encoding="utf-8")
-    log.info("report: %s (%.1f MB)", out, out.stat().st_size / 1e6)
-    with job_run("report"):
-        import mlflow
-
-        mlflow.log_artifact(str(out))
-    return 0

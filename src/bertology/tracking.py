@@ -144,6 +144,8 @@ class Tracker:
 
     def params(self, params: Mapping[str, Any]) -> None:
         """Nested params, flattened to dotted keys ({'a': {'b': 1}} -> a.b = 1)."""
+        if not self.active:
+            return
         from mlflow.entities import Param
 
         items = [Param(k, str(v)[:6000]) for k, v in flatten(params).items()]
@@ -151,6 +153,8 @@ class Tracker:
             self._call("log params", self.client.log_batch, self.run_id, params=items[i:i + 100])
 
     def tags(self, tags: Mapping[str, Any]) -> None:
+        if not self.active:
+            return
         from mlflow.entities import RunTag
 
         self._call("set tags", self.client.log_batch, self.run_id,
@@ -177,10 +181,14 @@ class Tracker:
 
     def artifact(self, path: str | Path, folder: str | None = None) -> None:
         """Copy a file (a figure, a table) into the run's artifacts (under `folder`)."""
+        if not self.active:
+            return
         self.flush()
         self._call(f"log artifact {path}", self.client.log_artifact, self.run_id, str(path), folder)
 
     def end(self, status: str) -> None:
+        if not self.active:
+            return
         self.flush()
         self._call("end run", self.client.set_terminated, self.run_id, status)
 
