@@ -53,7 +53,7 @@
   const VIRIDIS = ramp(['#440154', '#482878', '#3e4989', '#31688e', '#26828e', '#1f9e89', '#35b779', '#6ece58', '#b5de2b', '#fde725']);
   const RDBU = ramp(['#2166ac', '#4393c3', '#92c5de', '#d1e5f0', '#f7f7f7', '#fddbc7', '#f4a582', '#d6604d', '#b2182b']);
   const BLUES = ramp(['#ffffff', '#deebf7', '#c6dbef', '#9ecae1', '#6baed6', '#4292c6', '#2171b5', '#08519c', '#08306b']);
-  const attnRGB = v => BLUES(v);  // attention in [0, 1], linear
+  const attnRGB = v => BLUES(S.gamma === 1 ? v : Math.pow(v, S.gamma));  // attention in [0, 1]; gamma 1 = linear
   const NA = '#e4e7eb';
 
   // ------------------------------------------------------------------ formatting
@@ -69,7 +69,7 @@
 
   // ------------------------------------------------------------------ state and routing
   const S = {task: 0, view: 'overview', metric: '', ov: 'finetuned', layer: 0, head: 0, example: 0, hv: 'finetuned',
-    exmode: 'both', thr: 0.1};
+    exmode: 'both', thr: 0.1, gamma: 1};
   const T = () => D.tasks[S.task];
   function readHash() {
     const q = new URLSearchParams(location.hash.slice(1));
@@ -78,6 +78,7 @@
     for (const k of ['view', 'metric', 'ov', 'hv', 'exmode']) if (q.has(k)) S[k] = q.get(k);
     for (const k of ['layer', 'head', 'example']) if (q.has(k) && Number.isFinite(+q.get(k))) S[k] = +q.get(k);
     if (q.has('thr') && Number.isFinite(+q.get('thr'))) S.thr = +q.get('thr');
+    if (q.has('gamma')) S.gamma = q.get('gamma') === '0.5' ? 0.5 : 1;
     sanitize();
   }
   function sanitize() {
@@ -97,7 +98,7 @@
   }
   function writeHash() {
     const q = new URLSearchParams({task: T().task, view: S.view, metric: S.metric, ov: S.ov, layer: S.layer,
-      head: S.head, example: S.example, hv: S.hv, exmode: S.exmode, thr: S.thr});
+      head: S.head, example: S.example, hv: S.hv, exmode: S.exmode, thr: S.thr, gamma: S.gamma});
     history.replaceState(null, '', '#' + q.toString());
   }
   let renderCount = 0;
@@ -162,14 +163,14 @@
 
   // ------------------------------------------------------------------ legends
   let gradId = 0;
-  function legend(scale, lo, hi, {width = 260, label = '', ref = null, refLabel = ''} = {}) {
+  function legend(scale, lo, hi, {width = 260, label = '', ref = null, refLabel = '', gamma = false} = {}) {
     const id = 'g' + (gradId++);
     const f = scale === 'div' ? RDBU : (scale === 'attn' ? attnRGB : VIRIDIS);
     const stops = [];
     for (let i = 0; i <= 10; i++) stops.push(s('stop', {offset: `${i * 10}%`, 'stop-color': css(f(i / 10))}));
     const x0 = 8, w = width - 16;
     const X = v => x0 + (hi === lo ? 0 : (v - lo) / (hi - lo)) * w;
-    const ticks = scale === 'div' ? [lo, 0, hi] : [lo, hi];
+    const ticks = scale === 'div' ? [lo, 0, hi] : (gamma ? [lo, 0.5, hi] : [lo, hi]);
     return s('svg', {class: 'legend', width, height: 42, 'data-lo': lo, 'data-hi': hi},
       s('defs', null, s('linearGradient', {id}, stops)),
       s('text', {x: x0, y: 10}, label),
@@ -322,10 +323,12 @@
   }
   function headStatsTable(t, l, hd) {
     const i = l * t.heads + hd;
-    const rows = [];
+    const rows = [], skipped = new Set();
     let group = '';
     for (const m of t.metrics) {
       if (m.id.startsWith('sieve:') && m.id !== 'sieve:count') continue;
+      const vals = m.single ? [m.single[i]] : Object.values(m.variants).map(x => x[i]);
+      if (vals.every(v => v === null)) { skipped.add(m.group); continue; }
       if (m.group !== group) { group = m.group; rows.push(h('tr', null, h('td', {class: 'grp', colspan: 4}, group))); }
       const ff = m.fmt === 'int' ? fmtInt : (x => fmt(x, 4));
       const cell = (v, variant, extra) => h('td', {'data-metric': m.id, 'data-variant': variant, 'data-value': v === null ? '' : v}, ff(v), extra || '');
@@ -341,9 +344,10 @@
           h('td', {class: 'muted'}, (pv === null || fv === null) ? '–' : fmt(fv - pv, 3))));
       }
     }
-    return h('table', {class: 'stats', id: 'head-stats'},
+    const none = [...skipped].filter(g => !t.metrics.some(m => m.group === g && (m.single ? [m.single[i]] : Object.values(m.variants).map(x => x[i])).some(v => v !== null)));
+    return h('div', null, h('table', {class: 'stats', id: 'head-stats'},
       h('thead', null, h('tr', null, h('th', null, 'statistic'), h('th', null, 'pretrained'), h('th', null, 'fine-tuned'), h('th', null, 'Δ'))),
-      h('tbody', null, rows));
+      h('tbody', null, rows)), none.length ? h('p', {class: 'muted'}, `No value for this head: ${none.join('; ')}.`) : null);
   }
   function sieveTable(t, l, hd) {
     const sv = t.sieve, R = sv.roles.length, base = (l * t.heads + hd) * R;
@@ -410,8 +414,8 @@
       h('span', null, `${Object.entries(sv.n_scored).map(([v, n]) => `${n} ${VN[v]}`).join(', ')} examples scored`)), out);
   }
 
-  function heatmap(t, ex, buf, variant, {target = 360, labels = true} = {}) {
-    const n = ex.n, c = clamp(Math.floor(target / n), 3, 18);
+  function heatmap(t, ex, buf, variant, {target = 440, labels = true} = {}) {
+    const n = ex.n, c = clamp(Math.floor(target / n), 3, 20);
     const font = clamp(c - 2, 8, 11);
     const showLab = labels && c >= 7;
     const ctx0 = document.createElement('canvas').getContext('2d');
@@ -582,6 +586,7 @@
     return {svg, summary};
   }
 
+  const gammaSeg = () => h('label', null, 'colour ', seg('gamma', [['1', 'linear'], ['0.5', '√ (shows small weights)']], String(S.gamma), k => go({gamma: +k})));
   function seg(id, items, cur, onpick) {
     return h('span', {class: 'seg', id}, items.map(([k, lab, dis]) => h('button', {class: cur === k ? 'on' : '', 'data-k': k, disabled: !!dis, onclick: () => onpick(k)}, lab)));
   }
@@ -610,7 +615,7 @@
     const pick = i => go({example: i});
     root.append(h('div', {class: 'card', id: 'head-maps'}, h('h3', null, 'Attention maps on an example'), exampleNav(t, pick), exampleText(t, ex),
       h('div', {class: 'maps'}, t.variants.map(v => h('figure', null, h('figcaption', null, VN[v]), heatmap(t, ex, bufs[v], v)))),
-      legend('attn', 0, 1, {label: 'attention (rows = queries, columns = keys)'})));
+      h('div', {class: 'controls'}, legend('attn', 0, 1, {label: 'attention (rows = queries, columns = keys)', gamma: true}), gammaSeg())));
     const variants = t.variants.map(v => [v, VN[v]]);
     const hv = S.hv;
     root.append(h('div', {class: 'card'}, h('h3', null, 'Line view (bertviz)'),
@@ -671,7 +676,7 @@
     root.append(h('div', {class: 'card'}, h('h3', null, `Every head on one example — ${t.display}`), exampleNav(t, i => go({example: i})), exampleText(t, ex),
       h('div', {class: 'controls'}, seg('exmode', modes, shown.length === 2 ? 'both' : shown[0], k => go({exmode: k})),
         h('span', {class: 'keys'}, t.variants.map(v => h('span', null, h('i', {class: 'sw', style: `background:${VCOL[v]}`}), `${VN[v]} (frame)`))),
-        legend('attn', 0, 1, {label: 'attention', width: 200})),
+        legend('attn', 0, 1, {label: 'attention', width: 200, gamma: true}), gammaSeg()),
       h('p', {class: 'desc'}, 'Rows: layers, columns: heads (from 1). Each map: queries down, keys across. Click a head to open it on this example.'),
       h('div', {style: 'overflow-x:auto'}, grid)));
   }
