@@ -109,7 +109,10 @@
     document.body.dataset.busy = '1';
     try {
       for (const b of document.querySelectorAll('#tabs button')) b.classList.toggle('on', b.dataset.view === S.view);
-      for (const v of ['overview', 'head', 'example']) $('#' + v).hidden = v !== S.view;
+      for (const v of ['overview', 'head', 'example']) {  // one view in the DOM at a time (ids stay unique)
+        $('#' + v).hidden = v !== S.view;
+        if (v !== S.view) $('#' + v).replaceChildren();
+      }
       $('#task').value = String(S.task);
       if (S.view === 'overview') renderOverview();
       else if (S.view === 'head') await renderHead();
