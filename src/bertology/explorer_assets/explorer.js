@@ -107,6 +107,7 @@
     sanitize();
     writeHash();
     document.body.dataset.busy = '1';
+    hideTip();
     try {
       for (const b of document.querySelectorAll('#tabs button')) b.classList.toggle('on', b.dataset.view === S.view);
       for (const v of ['overview', 'head', 'example']) {  // one view in the DOM at a time (ids stay unique)
@@ -538,8 +539,11 @@
     const W = acc + 10;
     const arcs = followedArcs(ex, buf);
     const wx = u => { const ps = ex.word_ids.map((w, p) => w === u ? p : -1).filter(p => p >= 0); return ps.length ? ps.reduce((a, p) => a + xs[p], 0) / ps.length : null; };
-    const maxSpan = Math.max(1, ...arcs.map(a => Math.abs((wx(a.dep) ?? 0) - (wx(a.head) ?? 0))));
-    const upH = ex.words.length ? Math.min(150, 24 + maxSpan * 0.35) : 10;
+    // dependency arc height grows with the number of words it spans (displaCy-like levels)
+    const level = a => Math.abs(a.dep - a.head);
+    const maxLevel = Math.max(1, ...arcs.map(level));
+    const step = clamp(Math.floor(130 / maxLevel), 6, 16);
+    const upH = ex.words.length ? 28 + maxLevel * step : 10;
     const baseY = upH + 14, downH = Math.min(170, 24 + W * 0.12);
     const Hh = baseY + 12 + downH;
     const svg = s('svg', {width: W, height: Hh, class: 'arcs', 'data-variant': variant});
@@ -552,14 +556,14 @@
     for (const a of arcs) {
       const x1 = wx(a.head), x2 = wx(a.dep);
       if (x1 === null || x2 === null) continue;
-      const ht = Math.min(upH - 8, 14 + Math.abs(x2 - x1) * 0.35), y = baseY - 10;
+      const ht = 10 + level(a) * step, y = baseY - 10;
       const col = a.followed ? '#e8590c' : '#9fb3c8';
       svg.append(s('path', {d: `M${x1},${y} C${x1},${y - ht} ${x2},${y - ht} ${x2},${y}`, fill: 'none', stroke: col,
         'stroke-width': a.followed ? 2.6 : 1.2, 'marker-end': `url(#${a.followed ? 'ahf' : 'ah'}-${variant})`,
         class: 'dep' + (a.followed ? ' followed' : ''), 'data-rel': a.rel, 'data-dep': a.dep, 'data-head': a.head},
       s('title', null, `${a.rel}: ${ex.words[a.dep][0]} → head ${ex.words[a.head][0]}; word-level attention ${fmt(a.att, 3)}` +
         (a.followed ? ' (followed: the dependent attends most to its head)' : ` (most attended: ${ex.words[a.argmax] ? ex.words[a.argmax][0] : '?'})`))));
-      svg.append(s('text', {x: (x1 + x2) / 2, y: y - ht * 0.75 - 3, 'text-anchor': 'middle', 'font-size': 10,
+      svg.append(s('text', {x: (x1 + x2) / 2, y: y - ht * 0.75 - 2, 'text-anchor': 'middle', 'font-size': 10,
         fill: a.followed ? '#e8590c' : '#627d98', 'font-weight': roleRels.has(a.rel) ? 700 : 400}, a.rel));
     }
     const groups = [];
