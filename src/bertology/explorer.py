@@ -564,8 +564,6 @@ def load_explorer_data(results: Path, tasks: list[str], *, examples: int = DEFAU
     return out
 
 
-_ASSETS = ("explorer.css", "explorer.js")
-
 
 def _asset(name: str) -> str:
     return resources.files("bertology").joinpath("explorer_assets", name).read_text(encoding="utf-8")

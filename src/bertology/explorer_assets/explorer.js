@@ -115,6 +115,7 @@
         if (v !== S.view) $('#' + v).replaceChildren();
       }
       $('#task').value = String(S.task);
+      about();
       if (S.view === 'overview') renderOverview();
       else if (S.view === 'head') await renderHead();
       else await renderExample();
@@ -694,14 +695,14 @@
     const rows = D.tasks.map(t => h('li', null, `${t.display}: ${t.examples.length} of ${t.store_examples} examples of the ${t.split} store` +
       (t.dropped ? ` (${t.dropped} more sampled but left out to keep the page small)` : '') +
       (t.notes.length ? ` — ${t.notes.join('; ')}` : '')));
-    const t0 = D.tasks[0];
+    const t0 = T();
     const code = `import numpy as np
 from bertology.store import open_store
 ds = open_store("${t0 ? t0.stores[t0.variants[t0.variants.length - 1]] : 'results/attention/TASK/finetuned.zarr'}")   # lazy, checked
 print(ds.sizes["example"], "examples")
 one = ds.attention.isel(example=123).sel(layer=2, head=5)           # 0-based layer/head
 n = int(ds.length[123]); one = one[:n, :n].values                  # the real tokens only
-# or plain xarray: xr.open_zarr(path); words: pd.read_parquet("results/attention/TASK/words.parquet")`;
+# or plain xarray: xr.open_zarr(path); words: pd.read_parquet("results/attention/${t0 ? t0.task : 'TASK'}/words.parquet")`;
     box.replaceChildren(...[h('h3', null, 'What this page holds'),
       h('p', null, `Built from ${D.results} by bertology ${D.bertology_version} on ${D.generated}; model ${D.model || '?'}. ` +
         `Every number is read from the pipeline's CSVs and attention stores; nothing is recomputed. ` +
@@ -722,7 +723,6 @@ n = int(ds.length[123]); one = one[:n, :n].values                  # the real to
     let rt = null;
     window.addEventListener('resize', () => { clearTimeout(rt); rt = setTimeout(() => go(), 150); });
     readHash();
-    about();
     go();
   }
   window.bertologyExplorer = {data: D, state: S, attnRGB, viridis: VIRIDIS, rdbu: RDBU, go, maps, fmt};
