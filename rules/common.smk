@@ -3,6 +3,7 @@ from functools import partial
 
 from bertology.cli import STEPS, step_command
 from bertology.config import sections_json, validate_config
+from bertology.explorer import explorer_inputs
 from bertology.tasks import SPLITS, STORE_VARIANTS, TASKS, VARIANT_INIT
 from bertology.workflow import setup_environment
 

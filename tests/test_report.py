@@ -49,7 +49,10 @@ def test_report_is_self_contained(tmp_path):
     for section in SECTIONS:
         assert f'id="{section.key}"' in text
         assert section.paper[:40].replace("'", "&#x27;") in text
-    assert "0.42" in text and "| RTE | 61.0 |" in text
+    assert "0.42" in text
+    # table1.md is shown as a table, not as its Markdown source
+    assert "| RTE | 61.0 |" not in text
+    assert "<th>Fine-tuned</th>" in text and "<td class=txt>RTE</td><td class=num>61.0</td>" in text
     assert "Other figures" in text and "oddball" in text
     # an analysis that produced nothing says so instead of silently vanishing
     patterns = text.split('id="patterns"')[1].split("</section>")[0]
@@ -99,3 +102,20 @@ def test_report_step_names_a_missing_input(tmp_path, capsys):
     assert captured.out == ""
     assert captured.err == (f"bertology report: error: the report needs 1 missing input(s), e.g. {missing}: run the "
                             f"workflow (snakemake) to produce them first\n")
+
+
+def test_markdown_tables_and_notes():
+    from bertology.report import markdown_to_html
+
+    out = markdown_to_html("| A | B |\n|---|--:|\n| x | 1.5 |\n| y | 2 |\n\nA note, with <html>.\n")
+    assert out.count("<tr>") == 3 and "<th>A</th><th>B</th>" in out
+    assert "<td class=txt>x</td><td class=num>1.5</td>" in out
+    assert "<p class=note>A note, with &lt;html&gt;.</p>" in out
+
+
+def test_report_links_the_explorer_when_present(tmp_path):
+    results = tmp_path / "results"
+    results.mkdir()
+    assert "explorer.html" not in build_report(results, {})
+    (results / "explorer.html").write_text("<!doctype html>")
+    assert '<a href="explorer.html">' in build_report(results, {})

@@ -103,6 +103,8 @@ STEPS: dict[str, StepSpec] = {
     "report": StepSpec("bertology.steps.report:report",
                        ("model", "tasks", "data", "train", "attention", "analysis", "ablation", "mlflow"),
                        "results/report.html from every table and figure (and the whole config, shown)"),
+    "explorer": StepSpec("bertology.steps.report:explorer", ("tasks", "data.seed"),
+                         "results/explorer.html: browse every head's statistics and maps (offline page)"),
     # tools
     "validate_config": StepSpec("bertology.steps.admin:validate_config", (),
                                 "print a config file resolved (defaults filled) or what is wrong with it",

@@ -29,3 +29,13 @@ def report(ctx: StepContext) -> None:
     tmp.replace(out)
     ctx.log.info("report: %s (%.1f MB) from %s", out, out.stat().st_size / 1e6, results)
     ctx.tracker.artifact(out)
+
+
+def explorer(ctx: StepContext) -> None:
+    """results/explorer.html: the head explorer, from the stores and tables beside its output."""
+    from bertology.explorer import DEFAULT_EXAMPLES, write_explorer
+
+    out = ctx.output.page
+    write_explorer(out.parent, list(ctx.config.tasks), out, examples=DEFAULT_EXAMPLES, seed=ctx.config.data.seed)
+    ctx.tracker.metric("megabytes", out.stat().st_size / 1e6)
+    ctx.tracker.artifact(out)
