@@ -118,7 +118,9 @@ def _per_head(rng, extra: dict, *, layers=range(L)) -> pd.DataFrame:
 
 def build_results(root: Path, *, with_extras: bool = True) -> Path:
     """results/ for tasks rte (everything) and sst2 (stores and sieve only: the rest absent)."""
-    from bertology.sieve.reduce import run_sieve, save_scores
+    from bertology.sieve.reduce import run_sieve
+    from bertology.steps.sieve import write_scores
+    from bertology.store import read_words
 
     results = root / "results"
     rng = np.random.default_rng(0)
@@ -144,12 +146,13 @@ def build_results(root: Path, *, with_extras: bool = True) -> Path:
         for v_i, variant in enumerate(("pretrained", "finetuned")):
             store = results / "attention" / task / f"{variant}.zarr"
             _write_store(store, task, variant, exs, seed=10 * v_i + (task == "rte"))
-            table, scores = run_sieve(store, results / "attention" / task / "words.parquet", task=task,
-                                      params={"tau": 1.5}, compute_kwargs={"scheduler": "synchronous"})
+            table, scores = run_sieve(store, read_words(results / "attention" / task / "words.parquet"), task=task,
+                                      tau=1.5, alpha=0.05, window=2, correction="none",
+                                      compute_kwargs={"scheduler": "synchronous"})
             out = results / "stats" / task / variant
             out.mkdir(parents=True)
             table.to_csv(out / "sieve.csv", index=False)
-            save_scores(out / "sieve_scores.npz", scores, **scores.attrs)
+            write_scores(out / "sieve_scores.npz", scores, **scores.attrs)
             if task == "rte" and with_extras:
                 pats = ["block", "diagonal", "heterogeneous", "vertical", "vertical+diagonal"]
                 p = _per_head(rng, {"class": pats}).rename(columns={"mean": "fraction"})[["layer", "head", "class", "fraction", "n"]]

@@ -293,7 +293,7 @@ def _metrics(results: Path, task: str, L: int, H: int, sieve_tables: dict[str, p
 def _sieve(results: Path, task: str, L: int, H: int, tables: dict[str, pd.DataFrame],
            notes: list[str]) -> tuple[dict | None, dict[str, Any]]:
     """(sieve block of the page, {variant: scores DataArray}) or (None, {})."""
-    from bertology.sieve.reduce import load_scores
+    from bertology.steps.sieve import read_scores as load_scores
 
     if not tables:
         return None, {}
