@@ -25,7 +25,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bertology import ablation as ab
+from bertology.ablation import disable as dis
+from bertology.ablation import figures as fig
+from bertology.ablation import stats as ast
+from bertology.ablation import sweep as ab
 from bertology.data import normalise
 from bertology.data.glue_dir import read_glue_split
 from bertology.metrics import compute_metrics
@@ -37,14 +40,16 @@ GLUE = REPO.parent / "shared" / "data" / "glue"
 
 def load(model_arg: str | None, device: torch.device):
     if model_arg and Path(model_arg).is_dir():
-        model, tok = ab.load_model(model_arg, device)
-        return model, tok, f"fine-tuned {model_arg}"
+        from bertology.models import load_encoder, load_tokenizer
+
+        model = dis.enable_disabling(load_encoder(model_arg, classifier=True, device=device))
+        return model, load_tokenizer(model_arg), f"fine-tuned {model_arg}"
     from bertology.models import load_classifier, load_tokenizer, resolve_model
 
     path = resolve_model("minilm-l6")
     model = load_classifier(path, 2, init="pretrained", seed=0,
                             id2label={0: "entailment", 1: "not_entailment"})
-    return ab.enable_disabling(model.to(device).eval()), load_tokenizer(path), "minilm-l6 + seeded untrained head"
+    return dis.enable_disabling(model.to(device).eval()), load_tokenizer(path), "minilm-l6 + seeded untrained head"
 
 
 def main() -> int:
@@ -63,7 +68,8 @@ def main() -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    device = ab.resolve_device(args.device)
+    device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
+                          "cpu" if args.device == "auto" else args.device)
     spec = get_task("rte")
     df = normalise(read_glue_split(Path(args.glue), spec, "validation"), spec)
     if args.examples:
@@ -106,7 +112,7 @@ def main() -> int:
             t = time.perf_counter()
             with torch.no_grad():
                 for c, m in enumerate(masks):
-                    kw = {ab.DISABLED_KWARG: m} if m.any() else {}
+                    kw = {dis.DISABLED_KWARG: m} if m.any() else {}
                     naive[c, batch.rows] = model(input_ids=b.input_ids, attention_mask=b.attention_mask,
                                                  token_type_ids=b.token_type_ids, **kw).logits.double().cpu().numpy()
             sync()
@@ -138,11 +144,12 @@ def main() -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "bench.json").write_text(json.dumps(result, indent=2))
-    tables = ab.sweep_tables("rte", labels, fast, n_layers, n_heads, n_boot=args.bootstrap, seed=42)
-    ab.write_tables(tables, out / "heads.csv", out / "layers.csv", out / "summary.csv")
-    ab.plot_heads(tables.heads, "rte", out / "ablation-heads-rte.png")
-    ab.plot_layers(tables.layers, "rte", out / "ablation-layers-rte.png")
-    print(tables.summary_info["verdict"])
+    tables = ast.sweep_tables("rte", labels, fast, n_layers, n_heads, n_boot=args.bootstrap, seed=42, alpha=0.05)
+    for frame, name in ((tables.heads, "heads.csv"), (tables.layers, "layers.csv"), (tables.summary, "summary.csv")):
+        frame.to_csv(out / name, index=False)
+    fig.plot_heads(tables.heads, "rte", out / "ablation-heads-rte.png")
+    fig.plot_layers(tables.layers, "rte", out / "ablation-layers-rte.png")
+    print(fig.verdict(tables.summary_info))
     print(f"wrote {out}/bench.json, heads.csv, layers.csv, summary.csv and the two figures")
     return 0 if same_metrics else 1
 

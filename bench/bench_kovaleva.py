@@ -94,14 +94,15 @@ def dir_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
 
 
-def plain_read(store: Path, scheduler: dict) -> int:
-    """Read and decompress every attention chunk (no computation beyond touching it)."""
-    import dask
-    import xarray as xr
+def _touch(block: dict) -> int:
+    return int(block["attention"].shape[0])
 
-    att = xr.open_zarr(store)["attention"].data
-    tasks = [dask.delayed(lambda b: int(np.asarray(b).shape[0]))(b) for b in att.to_delayed().ravel()]
-    return sum(dask.compute(*tasks, **scheduler))
+
+def plain_read(store: Path, scheduler: dict) -> int:
+    """Read and decompress every attention chunk (no computation beyond touching it), as the reductions read."""
+    from bertology.store import map_chunks
+
+    return sum(map_chunks(_touch, store, variables=("attention",), compute_kwargs=scheduler))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -153,15 +154,19 @@ def main(argv: list[str] | None = None) -> int:
                                    "mb_per_s_disk": stores * disk_mb / best}
         print(f"{name:<28} {best:7.2f} s  {n_examples / best:8.1f} ex/s  {stores * raw_mb / best:8.1f} MB/s")
 
+    import pandas as pd
+
+    words_df = pd.read_parquet(words)
     timed("read + decompress", lambda: plain_read(store, scheduler))
-    timed("one-pass stats (4.1/4.2/4.4/4.5)", lambda: red.store_stats(store, words, scheduler=scheduler))
-    timed("cosine + feature diffs (2 stores)", lambda: red.store_pair(store, finetuned, words, scheduler=scheduler),
-          stores=2)
+    timed("one-pass stats (4.1/4.2/4.4/4.5)", lambda: red.store_stats(store, words_df, compute_kwargs=scheduler))
+    timed("cosine + feature diffs (2 stores)",
+          lambda: red.store_pair(store, finetuned, words_df, compute_kwargs=scheduler), stores=2)
     # peak memory of the one-pass statistics in a fresh process (bounded by chunks, not by the store)
     import subprocess
 
-    code = ("import resource, sys; sys.path.insert(0, %r); from bertology.kovaleva import reduce as red; "
-            "red.store_stats(%r, %r, scheduler={'scheduler': 'threads', 'num_workers': %d}); "
+    code = ("import resource, sys; sys.path.insert(0, %r); import pandas as pd; "
+            "from bertology.kovaleva import reduce as red; "
+            "red.store_stats(%r, pd.read_parquet(%r), compute_kwargs={'scheduler': 'threads', 'num_workers': %d}); "
             "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)") % (str(REPO / "src"), str(store), str(words),
                                                                             args.workers)
     rss = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()[-1]
@@ -176,8 +181,9 @@ def main(argv: list[str] | None = None) -> int:
     sample = REPO.parent / "shared" / "data" / "framenet-sample"
     if sample.is_dir():
         from bertology.kovaleva import framenet as fn
+        from bertology.steps.kovaleva import read_release
 
-        kept, counts = fn.filter_items(fn.read_release(sample))
+        kept, counts = fn.filter_items(read_release(sample))
         counts["links"] = int(len(fn.links_table(kept)))
         results["framenet_sample"] = counts
         print("FrameNet sample:", counts)

@@ -36,13 +36,12 @@ def peak_rss_mb() -> float:
 def real_store(task: str, examples: int, max_length: int, model_arg: str | None, path: Path, words_path: Path,
                chunk: int, variant: str) -> None:
     import torch
-    from transformers import AutoModel
 
     from bertology.annotate import align_words, annotate_frame, load_spacy, WordSpans
     from bertology.data import normalise
     from bertology.data.glue_dir import read_glue_split
     from bertology.encoding import encode
-    from bertology.models import load_tokenizer, resolve_model
+    from bertology.models import load_encoder, load_tokenizer, resolve_model
     from bertology.tasks import get_task
 
     spec = get_task(task)
@@ -51,8 +50,7 @@ def real_store(task: str, examples: int, max_length: int, model_arg: str | None,
     words.to_parquet(words_path)
     name = model_arg or resolve_model("minilm-l6")
     tok = load_tokenizer(name)
-    model = AutoModel.from_pretrained(name, attn_implementation="eager", use_safetensors=True,
-                                      local_files_only=Path(name).is_dir()).eval()
+    model = load_encoder(name)
     enc = encode(tok, frame, max_length, offsets=True, padding="max_length")
     spans = WordSpans(words)
     E = len(frame)
@@ -149,9 +147,12 @@ def main() -> None:
                     "peak RSS is then measured alone)")
     args = ap.parse_args()
 
+    from bertology.config import validate_config
     from bertology.sieve.figures import plot_overlap, plot_roles, plot_scores
     from bertology.sieve.reduce import run_sieve
     from bertology.sieve.summary import summarize
+
+    sieve_cfg = validate_config({"tasks": [args.task]})["analysis"]["sieve"]  # the schema's defaults
 
     name = "synthetic" if args.synthetic else f"{args.task}-{args.variant}"
     out = args.out / name
@@ -167,7 +168,7 @@ def main() -> None:
     build_s = time.perf_counter() - t0
     rss_before = peak_rss_mb()
     t0 = time.perf_counter()
-    table, scores = run_sieve(store, words, task=args.task, params={},
+    table, scores = run_sieve(store, pd.read_parquet(words), task=args.task, **sieve_cfg,
                               compute_kwargs={"scheduler": "threads", "num_workers": args.threads})
     sieve_s = time.perf_counter() - t0
     table.to_csv(out / "sieve.csv", index=False)
@@ -183,7 +184,7 @@ def main() -> None:
     print(json.dumps(result, indent=2, default=str))
     if not args.synthetic:
         plot_scores(scores.assign_attrs(variant=args.variant), {args.variant: table}, out / f"sieve-scores-{args.task}.png",
-                    task=args.task)
+                    task=args.task, tau=float(sieve_cfg["tau"]), alpha=float(sieve_cfg["alpha"]))
         plot_overlap(table, out / f"sieve-overlap-{args.task}.png", task=args.task, variant=args.variant)
         plot_roles({args.variant: table}, out / f"sieve-roles-{args.task}.png", task=args.task)
 

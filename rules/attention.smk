@@ -1,36 +1,39 @@
-# The attention store (DESIGN section 5) and its word annotations.
-#   results/attention/{task}/words.parquet          spaCy words of the sampled examples (POS, tag, dep, head)
+# The attention store (DESIGN section 5), its sample and its word annotations.
+#   results/attention/{task}/sample.parquet         the seeded sample of the attention split, in store order
+#   results/attention/{task}/words.parquet          spaCy words of the sample (POS, tag, dep, head)
 #   results/attention/{task}/{variant}.zarr         variant: pretrained | finetuned
 # An extraction writes {variant}.zarr.partial chunk by chunk (outside the declared output, so Snakemake's
 # clean-up keeps it) and resumes from its last complete chunk; the final store appears only when complete.
 
-ATTENTION_SPLIT = config["attention"]["split"]
-ATTENTION_VARIANTS = ["pretrained", "finetuned"]
-# Only what the sample and the words depend on: changing the batch size never re-annotates.
-ANNOTATE_PARAMS = as_json(
-    {
-        "attention": {k: config["attention"].get(k) for k in ("split", "examples", "spacy_model")},
-        "seed": config["data"]["seed"],
-    }
-)
-# The sections the store depends on: analysis settings never re-extract.
-EXTRACT_PARAMS = as_json(
-    {
-        "attention": config["attention"],
-        "max_length": config["data"]["max_length"],
-        "model": config["model"],
-        "seed": config["data"]["seed"],
-    }
-)
+
+rule attention_sample:
+    input:
+        data=f"results/data/{{task}}/{config['attention']['split']}.parquet",
+    output:
+        sample="results/attention/{task}/sample.parquet",
+    params:
+        step=step("attention_sample"),
+    log:
+        "results/logs/attention_sample/{task}.log",
+    benchmark:
+        "results/benchmarks/attention_sample/{task}.tsv"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    conda:
+        "../envs/bertology.yaml"
+    shell:
+        STEP
 
 
 rule annotate_words:
     input:
-        data=f"results/data/{{task}}/{ATTENTION_SPLIT}.parquet",
+        sample="results/attention/{task}/sample.parquet",
     output:
-        "results/attention/{task}/words.parquet",
+        words="results/attention/{task}/words.parquet",
     params:
-        cfg=ANNOTATE_PARAMS,
+        step=step("annotate_words"),
     log:
         "results/logs/annotate_words/{task}.log",
     benchmark:
@@ -42,20 +45,18 @@ rule annotate_words:
     conda:
         "../envs/bertology.yaml"
     shell:
-        "bertology annotate-words --task {wildcards.task} --data {input.data} --params {params.cfg:q} "
-        "--output {output} --no-progress > {log} 2>&1"
+        STEP
 
 
 rule extract_attention:
     input:
         unpack(_extract_inputs),
     output:
-        directory("results/attention/{task}/{variant}.zarr"),
+        store=directory("results/attention/{task}/{variant}.zarr"),
     wildcard_constraints:
-        variant="pretrained|finetuned",
+        variant="|".join(STORE_VARIANTS),
     params:
-        cfg=EXTRACT_PARAMS,
-        model_dir=lambda wildcards, input: f"--model-dir {input.model}" if "model" in input.keys() else "",
+        step=step("extract_attention"),
     log:
         "results/logs/extract_attention/{task}/{variant}.log",
     benchmark:
@@ -68,10 +69,8 @@ rule extract_attention:
     conda:
         "../envs/bertology.yaml"
     shell:
-        "bertology extract-attention --task {wildcards.task} --variant {wildcards.variant} "
-        "--data {input.data} --words {input.words} {params.model_dir} --params {params.cfg:q} "
-        "--output {output} --threads {threads} > {log} 2>&1"
+        STEP
 
 
 TARGETS.extend(expand("results/attention/{task}/words.parquet", task=TASK_NAMES))
-TARGETS.extend(expand("results/attention/{task}/{variant}.zarr", task=TASK_NAMES, variant=ATTENTION_VARIANTS))
+TARGETS.extend(expand("results/attention/{task}/{variant}.zarr", task=TASK_NAMES, variant=STORE_VARIANTS))

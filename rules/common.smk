@@ -1,17 +1,16 @@
-# Shared set-up: config validation, wildcard constraints, MLflow invocation, the target registry.
-import json
+# Shared set-up: config validated once, the one way a rule calls its step, MLflow invocation, targets.
+from functools import partial
 
-from snakemake.utils import validate
-
-from bertology.config import validate_config
-from bertology.tasks import SPLITS, TASKS
+from bertology.cli import STEPS, step_command
+from bertology.config import sections_json, validate_config
+from bertology.explorer import explorer_inputs
+from bertology.tasks import SPLITS, STORE_VARIANTS, TASKS, VARIANT_INIT
 from bertology.workflow import setup_environment
 
-# A clear message naming the bad key first, then Snakemake's own validation (fills defaults).
-config.update(validate_config(config))
 
-
-validate(config, "../schemas/config.schema.yaml")
+# Snakemake's validate fills the schema's defaults (the only place they live); on failure the error
+# names every bad key and the allowed values.
+validate_config(config)
 
 
 INVOCATION = setup_environment(config)
@@ -37,18 +36,25 @@ wildcard_constraints:
     init="pretrained|random",
 
 
-def as_json(section):
-    """A config section as a JSON string for `--params {params.x:q}`; params changes re-run the rule."""
-    return json.dumps(section, sort_keys=True)
+# Each rule runs its step the same way, `bertology <step>` with its wildcards, named inputs and
+# outputs, the config sections the step declares (bertology.cli.STEPS) and its threads. The sections
+# are part of the param, so changing one re-runs exactly the steps that read it.
+STEP = "bertology {params.step} --threads {threads} > {log} 2>&1"
+
+
+def step(name):
+    """The `step` param of the rule named `name`, i.e. its step's command line with its config sections."""
+    return partial(step_command, name, sections_json(config, STEPS[name].sections))
 
 
 # Input functions used by the files in rules/ (snakemake --lint wants functions and rules apart).
 def _score_model(wildcards):
     """The fine-tuned model a score needs (none for the untrained-head `pretrained` variant)."""
-    if wildcards.variant == "pretrained":
+    from bertology.tasks import VARIANT_INIT
+
+    if wildcards.variant not in VARIANT_INIT:
         return []
-    init = "pretrained" if wildcards.variant == "finetuned" else "random"
-    return f"results/models/{wildcards.task}/{init}"
+    return f"results/models/{wildcards.task}/{VARIANT_INIT[wildcards.variant]}"
 
 
 def _kovaleva_stats_inputs(wildcards):
@@ -65,14 +71,14 @@ def _kovaleva_stats_inputs(wildcards):
 
 def _framenet_model_inputs(wildcards):
     inputs = {"links": "results/stats/framenet/links.parquet"}
-    if wildcards.variant == "finetuned":
-        inputs["model"] = f"results/models/{wildcards.task}/pretrained"
+    if wildcards.variant in VARIANT_INIT:  # a fine-tuned variant: its model; the pretrained one is config `model`
+        inputs["model"] = f"results/models/{wildcards.task}/{VARIANT_INIT[wildcards.variant]}"
     return inputs
 
 
 def _extract_inputs(wildcards):
     inputs = {
-        "data": f"results/data/{wildcards.task}/{config['attention']['split']}.parquet",
+        "sample": f"results/attention/{wildcards.task}/sample.parquet",
         "words": f"results/attention/{wildcards.task}/words.parquet",
     }
     if wildcards.variant == "finetuned":

@@ -3,9 +3,9 @@
 
 rule prepare_data:
     output:
-        "results/data/{task}/{split}.parquet",
+        table="results/data/{task}/{split}.parquet",
     params:
-        data=as_json(config["data"]),
+        step=step("prepare_data"),
     log:
         "results/logs/prepare_data/{task}/{split}.log",
     benchmark:
@@ -17,8 +17,7 @@ rule prepare_data:
     conda:
         "../envs/bertology.yaml"
     shell:
-        "bertology prepare-data --task {wildcards.task} --split {wildcards.split} "
-        "--params {params.data:q} --output {output} > {log} 2>&1"
+        STEP
 
 
 TARGETS.extend(expand("results/data/{task}/{split}.parquet", task=TASK_NAMES, split=SPLITS))

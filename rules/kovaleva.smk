@@ -1,14 +1,12 @@
-# Kovaleva et al. 2019, sections 4.1-4.5, over the attention stores.
+# Kovaleva et al. 2019, sections 4.1-4.5, over the attention stores (steps: bertology.steps.kovaleva).
 #   results/stats/{task}/{variant}/patterns.csv features.csv cls.csv relations.csv   one read of one store
 #   results/stats/{task}/cosine.csv, features_diff.csv  pretrained vs fine-tuned, both stores read once, aligned
 #   results/stats/framenet/links.parquet, counts.json   FrameNet sentences that survive the paper's filters
 #   results/stats/{task}/{variant}/relations_framenet.csv   FrameNet link scores (merged into relations.csv)
 #   results/figures/{patterns,relations,cosine,features,cls}-{task}.png, {patterns,cosine}-tasks.png
-KOVALEVA_VARIANTS = ["pretrained", "finetuned"]
+KOVALEVA_TABLES = ["patterns", "features", "cls", "relations"]
 KOVALEVA_FIGURES = ["patterns", "relations", "cosine", "features", "cls"]
 FRAMENET_DIR = config["analysis"]["relations"]["framenet"]
-PATTERN_CLASSIFIER = config["analysis"]["patterns"]["classifier"]
-KOVALEVA_PARAMS = as_json({k: config["analysis"][k] for k in ("patterns", "relations", "dask")})
 
 
 rule kovaleva_stats:
@@ -20,11 +18,9 @@ rule kovaleva_stats:
         cls="results/stats/{task}/{variant}/cls.csv",
         relations="results/stats/{task}/{variant}/relations.csv",
     wildcard_constraints:
-        variant="pretrained|finetuned",
+        variant="|".join(STORE_VARIANTS),
     params:
-        cfg=KOVALEVA_PARAMS,
-        framenet=lambda wildcards, input: f"--framenet {input.framenet}" if "framenet" in input.keys() else "",
-        outdir="results/stats/{task}/{variant}",
+        step=step("kovaleva_stats"),
     log:
         "results/logs/kovaleva_stats/{task}/{variant}.log",
     benchmark:
@@ -36,9 +32,7 @@ rule kovaleva_stats:
     conda:
         "../envs/bertology.yaml"
     shell:
-        "bertology kovaleva-stats --task {wildcards.task} --variant {wildcards.variant} --store {input.store} "
-        "--words {input.words} {params.framenet} --params {params.cfg:q} --threads {threads} "
-        "--outdir {params.outdir} > {log} 2>&1"
+        STEP
 
 
 rule kovaleva_cosine:
@@ -50,7 +44,7 @@ rule kovaleva_cosine:
         cosine="results/stats/{task}/cosine.csv",
         features_diff="results/stats/{task}/features_diff.csv",
     params:
-        dask=as_json({"dask": config["analysis"]["dask"]}),
+        step=step("kovaleva_cosine"),
     log:
         "results/logs/kovaleva_cosine/{task}.log",
     benchmark:
@@ -62,17 +56,17 @@ rule kovaleva_cosine:
     conda:
         "../envs/bertology.yaml"
     shell:
-        "bertology kovaleva-cosine --task {wildcards.task} --pretrained {input.pretrained} "
-        "--finetuned {input.finetuned} --words {input.words} --params {params.dask:q} --threads {threads} "
-        "--output {output.cosine} --features-diff {output.features_diff} > {log} 2>&1"
+        STEP
 
 
 rule framenet_links:
     input:
-        FRAMENET_DIR or [],
+        release=FRAMENET_DIR or [],
     output:
         links="results/stats/framenet/links.parquet",
         counts="results/stats/framenet/counts.json",
+    params:
+        step=step("framenet_links"),
     log:
         "results/logs/framenet_links/framenet_links.log",
     benchmark:
@@ -84,20 +78,18 @@ rule framenet_links:
     conda:
         "../envs/bertology.yaml"
     shell:
-        "bertology framenet-links --framenet {input} --output {output.links} --counts {output.counts} > {log} 2>&1"
+        STEP
 
 
 rule framenet_relations:
     input:
         unpack(_framenet_model_inputs),
     output:
-        "results/stats/{task}/{variant}/relations_framenet.csv",
+        table="results/stats/{task}/{variant}/relations_framenet.csv",
     wildcard_constraints:
-        variant="pretrained|finetuned",
+        variant="|".join(STORE_VARIANTS),
     params:
-        cfg=as_json({"percentile": config["analysis"]["relations"]["percentile"],
-                     "max_length": config["data"]["max_length"], "model": config["model"]}),
-        model=lambda wildcards, input: input.model if "model" in input.keys() else config["model"],
+        step=step("framenet_relations"),
     log:
         "results/logs/framenet_relations/{task}/{variant}.log",
     benchmark:
@@ -110,18 +102,19 @@ rule framenet_relations:
     conda:
         "../envs/bertology.yaml"
     shell:
-        "bertology framenet-relations --task {wildcards.task} --variant {wildcards.variant} --links {input.links} "
-        "--model {params.model:q} --params {params.cfg:q} --threads {threads} --output {output} > {log} 2>&1"
+        STEP
 
 
 rule kovaleva_figures:
     input:
-        stats=expand("results/stats/{{task}}/{variant}/{name}.csv", variant=KOVALEVA_VARIANTS,
-                     name=["patterns", "features", "cls", "relations"]),
+        **{name: expand(f"results/stats/{{{{task}}}}/{{variant}}/{name}.csv", variant=STORE_VARIANTS)
+           for name in KOVALEVA_TABLES},
         cosine="results/stats/{task}/cosine.csv",
         features_diff="results/stats/{task}/features_diff.csv",
     output:
-        [f"results/figures/{name}-{{task}}.png" for name in KOVALEVA_FIGURES],
+        **{name: f"results/figures/{name}-{{task}}.png" for name in KOVALEVA_FIGURES},
+    params:
+        step=step("kovaleva_figures"),
     log:
         "results/logs/kovaleva_figures/{task}.log",
     benchmark:
@@ -133,19 +126,19 @@ rule kovaleva_figures:
     conda:
         "../envs/bertology.yaml"
     shell:
-        "bertology kovaleva-figures --task {wildcards.task} --stats-dir results/stats/{wildcards.task} "
-        "--outdir results/figures > {log} 2>&1"
+        STEP
 
 
 rule kovaleva_overview:
     input:
-        patterns=expand("results/stats/{task}/{variant}/patterns.csv", task=TASK_NAMES, variant=KOVALEVA_VARIANTS),
+        **{variant: expand(f"results/stats/{{task}}/{variant}/patterns.csv", task=TASK_NAMES)
+           for variant in STORE_VARIANTS},
         cosine=expand("results/stats/{task}/cosine.csv", task=TASK_NAMES),
     output:
         patterns="results/figures/patterns-tasks.png",
         cosine="results/figures/cosine-tasks.png",
     params:
-        tasks=" ".join(TASK_NAMES),
+        step=step("kovaleva_overview"),
     log:
         "results/logs/kovaleva_overview/kovaleva_overview.log",
     benchmark:
@@ -157,18 +150,22 @@ rule kovaleva_overview:
     conda:
         "../envs/bertology.yaml"
     shell:
-        "bertology kovaleva-overview --tasks {params.tasks} --stats-dir results/stats --outdir results/figures "
-        "> {log} 2>&1"
+        STEP
 
 
 # Not a default target: a sheet of sampled maps for researchers to label (then `bertology patterns-train`).
 rule patterns_sheet:
     input:
-        "results/attention/{task}/finetuned.zarr",
+        store="results/attention/{task}/finetuned.zarr",
     output:
-        "results/patterns/{task}/labels.csv",
+        sheet="results/patterns/{task}/labels.csv",
+        images=directory("results/patterns/{task}/images"),
+    params:
+        step=step("patterns_sheet"),
     log:
         "results/logs/patterns_sheet/{task}.log",
+    benchmark:
+        "results/benchmarks/patterns_sheet/{task}.tsv"
     threads: 1
     resources:
         mem_mb=2000,
@@ -176,11 +173,11 @@ rule patterns_sheet:
     conda:
         "../envs/bertology.yaml"
     shell:
-        "bertology patterns-export --store {input} --count 400 --outdir results/patterns/{wildcards.task} > {log} 2>&1"
+        STEP
 
 
-TARGETS.extend(expand("results/stats/{task}/{variant}/{name}.csv", task=TASK_NAMES, variant=KOVALEVA_VARIANTS,
-                      name=["patterns", "features", "cls", "relations"]))
+TARGETS.extend(expand("results/stats/{task}/{variant}/{name}.csv", task=TASK_NAMES, variant=STORE_VARIANTS,
+                      name=KOVALEVA_TABLES))
 TARGETS.extend(expand("results/stats/{task}/{name}.csv", task=TASK_NAMES, name=["cosine", "features_diff"]))
 TARGETS.extend(expand("results/figures/{name}-{task}.png", name=KOVALEVA_FIGURES, task=TASK_NAMES))
 TARGETS.extend(["results/figures/patterns-tasks.png", "results/figures/cosine-tasks.png"])

@@ -1,14 +1,43 @@
-# The report: every table and figure on one self-contained page. Included last: it needs every target.
+# The head explorer (one offline page: statistics on the layer x head grid, maps of a seeded sample of
+# examples, dependency arcs) and the report (every table and figure on one self-contained page, linking
+# the explorer). Included last: they need every target.
+
+
+rule explorer:
+    input:
+        reads=explorer_inputs(TASK_NAMES)["required"],
+    output:
+        page="results/explorer.html",
+    params:
+        step=step("explorer"),
+    log:
+        "results/logs/explorer/explorer.log",
+    benchmark:
+        "results/benchmarks/explorer/explorer.tsv"
+    threads: 1
+    resources:
+        mem_mb=3000,
+        runtime=20,
+    conda:
+        "../envs/bertology.yaml"
+    shell:
+        STEP
+
+
+TARGETS.append("results/explorer.html")
+
+# The step shows what it finds in the directory of its output (results/); every target is an input, so
+# the report re-runs when any of them changes.
 REPORT_INPUTS = list(TARGETS)
 
 
 rule report:
     input:
-        REPORT_INPUTS,
+        targets=REPORT_INPUTS,
     output:
-        "results/report.html",
+        report="results/report.html",
     params:
-        cfg=as_json(config),
+        step=step("report"),
     log:
         "results/logs/report/report.log",
     benchmark:
@@ -20,7 +49,7 @@ rule report:
     conda:
         "../envs/bertology.yaml"
     shell:
-        "bertology report --results results --params {params.cfg:q} --output {output} > {log} 2>&1"
+        STEP
 
 
 TARGETS.append("results/report.html")

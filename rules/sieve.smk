@@ -1,6 +1,6 @@
-# Pande et al. 2021, the heads hypothesis: sieve bias scores and one-sided t-tests per head and role,
-# then the paper's Figs. 3-6 and a summary (role shares, overlaps, Spearman of local vs syntactic bias).
-SIEVE_VARIANTS = ["pretrained", "finetuned"]
+# Pande et al. 2021, the heads hypothesis (steps: bertology.steps.sieve): sieve bias scores and one-sided
+# t-tests per head and role, then the paper's Figs. 3-6 and a summary (role shares, overlaps, Spearman of
+# local vs syntactic bias).
 
 
 rule sieve:
@@ -8,13 +8,12 @@ rule sieve:
         store="results/attention/{task}/{variant}.zarr",
         words="results/attention/{task}/words.parquet",
     output:
-        csv="results/stats/{task}/{variant}/sieve.csv",
+        table="results/stats/{task}/{variant}/sieve.csv",
         scores="results/stats/{task}/{variant}/sieve_scores.npz",
     wildcard_constraints:
-        variant="pretrained|finetuned",
+        variant="|".join(STORE_VARIANTS),
     params:
-        sieve=as_json(config["analysis"]["sieve"]),
-        dask=as_json(config["analysis"]["dask"]),
+        step=step("sieve"),
     log:
         "results/logs/sieve/{task}/{variant}.log",
     benchmark:
@@ -26,22 +25,19 @@ rule sieve:
     conda:
         "../envs/bertology.yaml"
     shell:
-        "bertology sieve --task {wildcards.task} --variant {wildcards.variant} --store {input.store} "
-        "--words {input.words} --params {params.sieve:q} --dask {params.dask:q} --threads {threads} "
-        "--out {output.csv} --scores {output.scores} > {log} 2>&1"
+        STEP
 
 
 rule sieve_figures:
     input:
-        pretrained="results/stats/{task}/pretrained/sieve.csv",
-        finetuned="results/stats/{task}/finetuned/sieve.csv",
+        **{variant: f"results/stats/{{task}}/{variant}/sieve.csv" for variant in STORE_VARIANTS},
         scores="results/stats/{task}/finetuned/sieve_scores.npz",
     output:
         scores="results/figures/sieve-scores-{task}.png",
         overlap="results/figures/sieve-overlap-{task}.png",
         roles="results/figures/sieve-roles-{task}.png",
     params:
-        sieve=as_json(config["analysis"]["sieve"]),
+        step=step("sieve_figures"),
     log:
         "results/logs/sieve_figures/{task}.log",
     benchmark:
@@ -53,19 +49,18 @@ rule sieve_figures:
     conda:
         "../envs/bertology.yaml"
     shell:
-        "bertology sieve-figures --task {wildcards.task} --sieve pretrained={input.pretrained} "
-        "finetuned={input.finetuned} --scores {input.scores} --params {params.sieve:q} "
-        "--out-scores {output.scores} --out-overlap {output.overlap} --out-roles {output.roles} > {log} 2>&1"
+        STEP
 
 
 rule sieve_delta:
     input:
-        expand("results/stats/{task}/{variant}/sieve.csv", task=TASK_NAMES, variant=SIEVE_VARIANTS),
+        **{variant: expand(f"results/stats/{{task}}/{variant}/sieve.csv", task=TASK_NAMES)
+           for variant in STORE_VARIANTS},
     output:
-        csv="results/stats/sieve_delta.csv",
+        table="results/stats/sieve_delta.csv",
         figure="results/figures/sieve-delta.png",
     params:
-        tasks=" ".join(TASK_NAMES),
+        step=step("sieve_delta"),
     log:
         "results/logs/sieve_delta/sieve_delta.log",
     benchmark:
@@ -77,19 +72,19 @@ rule sieve_delta:
     conda:
         "../envs/bertology.yaml"
     shell:
-        "bertology sieve-delta --tasks {params.tasks} --stats-dir results/stats --out {output.csv} "
-        "--figure {output.figure} > {log} 2>&1"
+        STEP
 
 
 rule sieve_summary:
     input:
-        expand("results/stats/{task}/{variant}/{name}", task=TASK_NAMES, variant=SIEVE_VARIANTS,
-               name=["sieve.csv", "sieve_scores.npz"]),
+        **{variant: expand(f"results/stats/{{task}}/{variant}/sieve.csv", task=TASK_NAMES)
+           for variant in STORE_VARIANTS},
+        **{f"{variant}_scores": expand(f"results/stats/{{task}}/{variant}/sieve_scores.npz", task=TASK_NAMES)
+           for variant in STORE_VARIANTS},
     output:
-        "results/stats/sieve_summary.csv",
+        table="results/stats/sieve_summary.csv",
     params:
-        tasks=" ".join(TASK_NAMES),
-        variants=" ".join(SIEVE_VARIANTS),
+        step=step("sieve_summary"),
     log:
         "results/logs/sieve_summary/sieve_summary.log",
     benchmark:
@@ -101,11 +96,10 @@ rule sieve_summary:
     conda:
         "../envs/bertology.yaml"
     shell:
-        "bertology sieve-summary --tasks {params.tasks} --variants {params.variants} --stats-dir results/stats "
-        "--out {output} > {log} 2>&1"
+        STEP
 
 
-TARGETS.extend(expand("results/stats/{task}/{variant}/sieve.csv", task=TASK_NAMES, variant=SIEVE_VARIANTS))
+TARGETS.extend(expand("results/stats/{task}/{variant}/sieve.csv", task=TASK_NAMES, variant=STORE_VARIANTS))
 TARGETS.extend(expand("results/figures/sieve-{kind}-{task}.png", kind=["scores", "overlap", "roles"],
                       task=TASK_NAMES))
 TARGETS.extend(["results/stats/sieve_delta.csv", "results/figures/sieve-delta.png",

@@ -2,28 +2,16 @@
 #   results/models/{task}/{init}/          fine-tuned model (safetensors, tokenizer, config with labels)
 #   results/scores/{task}/{variant}.json   pretrained | finetuned | random-finetuned on the validation split
 #   results/tables/table1.{csv,md}, results/figures/table1.png
-# Resumable state lives in results/checkpoints/{task}/{init}/ (outside the declared output, so that
-# Snakemake's clean-up of an interrupted job keeps it).
+from bertology.tasks import SCORE_VARIANTS, VARIANT_INIT
 
-TRAIN_PARAMS = as_json(
-    {
-        "model": config["model"],
-        "max_length": config["data"]["max_length"],
-        "train": {k: v for k, v in config["train"].items() if k != "inits"},
-    }
-)
-# The `pretrained` score depends on the head's seed and the evaluation settings only.
-SCORE_PARAMS = as_json(
-    {
-        "model": config["model"],
-        "max_length": config["data"]["max_length"],
-        "train": {k: config["train"][k] for k in ("seed", "eval_batch_size", "mixed_precision")},
-    }
-)
-VARIANT_OF_INIT = {"pretrained": "finetuned", "random": "random-finetuned"}
-SCORE_VARIANTS = ["pretrained"] + [VARIANT_OF_INIT[i] for i in INITS]
+# The variants scored: `pretrained` (untrained head) and the fine-tuned variant of every configured init.
+SCORED_VARIANTS = [v for v in SCORE_VARIANTS if v not in VARIANT_INIT or VARIANT_INIT[v] in INITS]
 
 
+# The resumable training state lives in results/checkpoints/{task}/{init}/ (the step names it with
+# bertology.training.checkpoint_dir(task, init), relative to the working directory). It is deliberately
+# NOT an output of this rule: Snakemake deletes the outputs of a failed or killed job, and with them the
+# state that lets the re-run resume (SLURM time limit, SIGTERM). The step deletes it once the model is saved.
 rule train_model:
     input:
         train="results/data/{task}/train.parquet",
@@ -31,8 +19,7 @@ rule train_model:
     output:
         model=directory("results/models/{task}/{init}"),
     params:
-        cfg=TRAIN_PARAMS,
-        checkpoints="results/checkpoints/{task}/{init}",
+        step=step("train_model"),
     log:
         "results/logs/train_model/{task}/{init}.log",
     benchmark:
@@ -45,22 +32,21 @@ rule train_model:
     conda:
         "../envs/bertology.yaml"
     shell:
-        "bertology train --task {wildcards.task} --init {wildcards.init} --params {params.cfg:q} "
-        "--train-data {input.train} --eval-data {input.validation} --output {output.model} "
-        "--checkpoint-dir {params.checkpoints} --threads {threads} > {log} 2>&1"
+        STEP
 
 
+# `pretrained` scores the config's model with a fresh head (no model input, and its config sections
+# hold only the head's seed and the evaluation settings); a fine-tuned variant scores its model dir.
 rule score:
     input:
-        data="results/data/{task}/validation.parquet",
+        validation="results/data/{task}/validation.parquet",
         model=_score_model,
     output:
-        "results/scores/{task}/{variant}.json",
+        score="results/scores/{task}/{variant}.json",
     wildcard_constraints:
-        variant="pretrained|finetuned|random-finetuned",
+        variant="|".join(SCORE_VARIANTS),
     params:
-        cfg=lambda wc: SCORE_PARAMS if wc.variant == "pretrained" else TRAIN_PARAMS,
-        model_dir=lambda wc, input: f"--model-dir {input.model}" if input.model else "",
+        step=step("score"),
     log:
         "results/logs/score/{task}/{variant}.log",
     benchmark:
@@ -73,20 +59,19 @@ rule score:
     conda:
         "../envs/bertology.yaml"
     shell:
-        "bertology evaluate --task {wildcards.task} --variant {wildcards.variant} --params {params.cfg:q} "
-        "--data {input.data} {params.model_dir} --output {output} --threads {threads} > {log} 2>&1"
+        STEP
 
 
 rule table1:
     input:
-        scores=expand("results/scores/{task}/{variant}.json", task=TASK_NAMES, variant=SCORE_VARIANTS),
+        scores=expand("results/scores/{task}/{variant}.json", task=TASK_NAMES, variant=SCORED_VARIANTS),
         train=expand("results/data/{task}/train.parquet", task=TASK_NAMES),
     output:
         csv="results/tables/table1.csv",
         md="results/tables/table1.md",
         figure="results/figures/table1.png",
     params:
-        model=config["model"],
+        step=step("table1"),
     log:
         "results/logs/table1/table1.log",
     benchmark:
@@ -98,8 +83,7 @@ rule table1:
     conda:
         "../envs/bertology.yaml"
     shell:
-        "bertology table1 --scores {input.scores} --train-data {input.train} --model {params.model:q} "
-        "--csv {output.csv} --md {output.md} --figure {output.figure} > {log} 2>&1"
+        STEP
 
 
 TARGETS.extend(

@@ -41,6 +41,39 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     return build_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))
 
 
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """../shared/data beside the checkout (real GLUE and FrameNet files; tests using it skip without it)."""
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def repo() -> Path:
+    return REPO
+
+
+@pytest.fixture(scope="session")
+def typed_config():
+    """typed_config(overrides) -> the validated bertology.config.Config (defaults from the schema)."""
+    import json
+
+    from bertology.config import sections_from_json, validate_config
+
+    return lambda overrides=None: sections_from_json(json.dumps(validate_config(dict(overrides or {}))))
+
+
+@pytest.fixture(scope="session")
+def config_file():
+    """config_file(directory, **overrides) -> a tiny config.yaml for an end-to-end run in `directory`."""
+    return write_config
+
+
+@pytest.fixture(scope="session")
+def snakemake_run():
+    """snakemake_run(workdir, *args, check=True) -> this repo's Snakefile run in `workdir`."""
+    return run_snakemake
+
+
 def write_config(directory: Path, **overrides) -> Path:
     """A tiny config for end-to-end runs in `directory`; nested overrides merge into sections."""
     cfg = {

@@ -1,4 +1,4 @@
-"""Disabling heads inside the forward pass (transformers 5: no head_mask), and the fast sweep."""
+"""Disabling heads inside the forward pass (transformers 5: no head_mask), the sweeps, the sweep's tables."""
 
 from __future__ import annotations
 
@@ -9,20 +9,22 @@ import pytest
 import torch
 from transformers import BertConfig, BertForSequenceClassification
 
-from bertology import ablation as ab
+from bertology.ablation import disable as dis
+from bertology.ablation import stats as ast
+from bertology.ablation import sweep as sw
 from bertology.metrics import compute_metrics
 
 L, H, D = 3, 4, 32
 
 
-def tiny_classifier(num_labels: int = 3, seed: int = 0, attn: str = ab.ATTN_IMPLEMENTATION):
+def tiny_classifier(num_labels: int = 3, seed: int = 0, attn: str = dis.ATTN_IMPLEMENTATION):
     cfg = BertConfig(vocab_size=50, hidden_size=D, num_hidden_layers=L, num_attention_heads=H, intermediate_size=48,
                      max_position_embeddings=32, num_labels=num_labels, hidden_dropout_prob=0.0,
                      attention_probs_dropout_prob=0.0, initializer_range=0.3)  # peaked attention
     torch.manual_seed(seed)
     model = BertForSequenceClassification(cfg).eval()
-    if attn == ab.ATTN_IMPLEMENTATION:
-        ab.enable_disabling(model)
+    if attn == dis.ATTN_IMPLEMENTATION:
+        dis.enable_disabling(model)
     else:
         model.set_attn_implementation(attn)
     return model
@@ -42,7 +44,7 @@ def model():
 
 
 def padded(ids, tts):
-    (batch,) = ab.make_batches(ids, tts, 0, len(ids))
+    (batch,) = sw.make_batches(ids, tts, 0, len(ids))
     order = np.argsort(batch.rows)
     return (batch.input_ids[order], batch.token_type_ids[order], batch.attention_mask[order])
 
@@ -84,10 +86,10 @@ def test_padding_changes_nothing(model):
     short, long_ = (0, 1) if len(ids[0]) < len(ids[1]) else (1, 0)
     ids = [ids[short], ids[long_] + [7] * 6]
     tts = [tts[short], tts[long_] + [1] * 6]
-    for cfg in (ab.Configuration(), ab.Configuration(0, 1), ab.Configuration(2, None)):
+    for cfg in (sw.Configuration(), sw.Configuration(0, 1), sw.Configuration(2, None)):
         mask = cfg.mask(L, H)
-        alone = ab.forward_logits(model, ab.make_batches(ids[:1], tts[:1], 0, 1), mask, 1)
-        together = ab.forward_logits(model, ab.make_batches(ids, tts, 0, 2), mask, 2)
+        alone = sw.forward_logits(model, sw.make_batches(ids[:1], tts[:1], 0, 1), mask, 1)
+        together = sw.forward_logits(model, sw.make_batches(ids, tts, 0, 2), mask, 2)
         np.testing.assert_allclose(together[0], alone[0], atol=1e-5, err_msg=str(cfg))
 
 
@@ -95,7 +97,7 @@ def test_without_the_registered_mask_padding_would_leak():
     """Guard the pitfall: a custom attention name gets no padding mask unless one is registered."""
     from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
 
-    assert ab.ATTN_IMPLEMENTATION in ALL_MASK_ATTENTION_FUNCTIONS._global_mapping
+    assert dis.ATTN_IMPLEMENTATION in ALL_MASK_ATTENTION_FUNCTIONS._global_mapping
 
 
 def reference_forward(model, ids: list[int], tts: list[int], disabled: torch.Tensor) -> torch.Tensor:
@@ -139,12 +141,12 @@ def test_disabling_equals_a_hand_written_reference(model):
     disabled = torch.zeros(L, H, dtype=torch.bool)
     disabled[0, 1] = disabled[2, 3] = True
     disabled[1] = True
-    got = ab.forward_logits(model, ab.make_batches(ids, tts, 0, 4), disabled, 4)
+    got = sw.forward_logits(model, sw.make_batches(ids, tts, 0, 4), disabled, 4)
     for i in range(4):
         want = reference_forward(model, ids[i], tts[i], disabled).numpy()
         np.testing.assert_allclose(got[i], want, atol=1e-5)
     # and the reference really differs from the intact model (the test can fail)
-    intact = ab.forward_logits(model, ab.make_batches(ids, tts, 0, 4), None, 4)
+    intact = sw.forward_logits(model, sw.make_batches(ids, tts, 0, 4), None, 4)
     assert np.abs(intact - got).max() > 1e-3
 
 
@@ -172,32 +174,32 @@ def test_bad_mask_shape_is_a_clear_error(model):
 @pytest.mark.parametrize("config_batch", [1, 3, 16])
 def test_fast_sweep_equals_naive_sweep(model, config_batch):
     ids, tts = random_examples(23, seed=11)
-    batches = ab.make_batches(ids, tts, 0, 6)
-    configs = ab.sweep_configurations(L, H)
-    fast = ab.fast_sweep(model, batches, 23, config_batch=config_batch, progress=False)
+    batches = sw.make_batches(ids, tts, 0, 6)
+    configs = sw.sweep_configurations(L, H)
+    fast = sw.fast_sweep(model, batches, 23, config_batch=config_batch, progress=False)
     if config_batch == 3:
-        naive = ab.naive_sweep(model, batches, configs, 23, progress=False)
+        naive = sw.naive_sweep(model, batches, configs, 23, progress=False)
         np.testing.assert_allclose(fast, naive, atol=1e-5)
         labels = np.random.default_rng(0).integers(0, 3, 23)
         for c in range(len(configs)):
             assert compute_metrics("mnli", fast[c], labels) == compute_metrics("mnli", naive[c], labels)
     # spot-check a few configurations against the naive path in every case
     for c in (0, 5, len(configs) - 1):
-        want = ab.forward_logits(model, batches, configs[c].mask(L, H), 23)
+        want = sw.forward_logits(model, batches, configs[c].mask(L, H), 23)
         np.testing.assert_allclose(fast[c], want, atol=1e-5)
 
 
 def test_sweep_configuration_order():
-    configs = ab.sweep_configurations(2, 3)
+    configs = sw.sweep_configurations(2, 3)
     assert [c.kind for c in configs] == ["baseline"] + ["head"] * 6 + ["layer"] * 2
-    assert configs[1 + 1 * 3 + 2] == ab.Configuration(1, 2)
-    assert torch.equal(ab.Configuration(1, None).mask(2, 3), torch.tensor([[False] * 3, [True] * 3]))
+    assert configs[1 + 1 * 3 + 2] == sw.Configuration(1, 2)
+    assert torch.equal(sw.Configuration(1, None).mask(2, 3), torch.tensor([[False] * 3, [True] * 3]))
 
 
 def test_sweep_tables_on_constructed_logits():
     e = 40
     labels = np.r_[np.ones(20, int), np.zeros(20, int)]
-    configs = ab.sweep_configurations(2, 2)
+    configs = sw.sweep_configurations(2, 2)
     logits = np.zeros((len(configs), e, 2))
     base = labels.copy()
     base[:10] = 0                                        # baseline wrong on 10 examples
@@ -205,7 +207,7 @@ def test_sweep_tables_on_constructed_logits():
         logits[c, np.arange(e), base] = 1.0
     logits[3] = 0.0
     logits[3, np.arange(e), labels] = 1.0                # head (1, 0) fixes all 10 errors
-    t = ab.sweep_tables("mrpc", labels, logits, 2, 2, n_boot=200, seed=0)
+    t = ast.sweep_tables("mrpc", labels, logits, 2, 2, n_boot=200, seed=0, alpha=0.05)
     assert list(t.heads.columns[:6]) == ["layer", "head", "metric", "value", "baseline", "delta"]
     assert len(t.heads) == 4 * 2 and len(t.layers) == 2 * 2
     acc = t.heads[t.heads.metric == "accuracy"].set_index(["layer", "head"])
@@ -224,19 +226,68 @@ def test_fast_sweep_regression_head_without_padding():
     """STS-B-style single output, and batches of equal lengths (transformers then builds no mask at all)."""
     model = tiny_classifier(num_labels=1, seed=4)
     ids, tts = random_examples(6, seed=13, low=9, high=10)
-    batches = ab.make_batches(ids, tts, 0, 3)
+    batches = sw.make_batches(ids, tts, 0, 3)
     assert all(bool(b.attention_mask.all()) for b in batches)
-    fast = ab.fast_sweep(model, batches, 6, config_batch=5, progress=False)
-    configs = ab.sweep_configurations(L, H)
+    fast = sw.fast_sweep(model, batches, 6, config_batch=5, progress=False)
+    configs = sw.sweep_configurations(L, H)
     for c in (0, 1, 2 + H, len(configs) - 2):
-        np.testing.assert_allclose(fast[c], ab.forward_logits(model, batches, configs[c].mask(L, H), 6), atol=1e-5)
+        np.testing.assert_allclose(fast[c], sw.forward_logits(model, batches, configs[c].mask(L, H), 6), atol=1e-5)
     assert fast.shape == (len(configs), 6, 1)
 
 
 def test_effective_config_batch_caps_cpu_stacks_only():
-    assert ab.effective_config_batch(8, 64, 128, torch.device("cpu")) == 1
-    assert ab.effective_config_batch(8, 4, 16, torch.device("cpu")) == 8
-    assert ab.effective_config_batch(8, 16, 100, torch.device("cpu")) == 2
-    assert ab.effective_config_batch(8, 64, 128, torch.device("meta")) == 8
+    assert sw.effective_config_batch(8, 64, 128, torch.device("cpu")) == 1
+    assert sw.effective_config_batch(8, 4, 16, torch.device("cpu")) == 8
+    assert sw.effective_config_batch(8, 16, 100, torch.device("cpu")) == 2
+    assert sw.effective_config_batch(8, 64, 128, torch.device("meta")) == 8
     with pytest.raises(ValueError):
-        ab.effective_config_batch(0, 4, 4, torch.device("cpu"))
+        sw.effective_config_batch(0, 4, 4, torch.device("cpu"))
+
+
+@pytest.mark.parametrize("task, k", [("mrpc", 2), ("cola", 2), ("mnli", 3), ("stsb", 1)])
+def test_table_values_are_compute_metrics_bit_for_bit(task, k):
+    """heads.csv/layers.csv `value` and `baseline` are Table 1's compute_metrics of each configuration."""
+    rng = np.random.default_rng(3)
+    e, configs = 50, sw.sweep_configurations(2, 2)
+    labels = rng.integers(0, 26, e) / 5 if k == 1 else rng.integers(0, k, e)
+    logits = rng.normal(size=(len(configs), e, k))
+    if k == 1:
+        logits[1] = 2.5                                  # a constant prediction: correlation 0, not NaN
+    t = ast.sweep_tables(task, labels, logits, 2, 2, n_boot=20, seed=0, alpha=0.05)
+    want = [compute_metrics(task, logits[c], labels) for c in range(len(configs))]
+    for metric in want[0]:
+        heads = t.heads[t.heads.metric == metric]
+        layers = t.layers[t.layers.metric == metric]
+        assert heads["value"].tolist() == [w[metric] for w in want[1:5]]
+        assert layers["value"].tolist() == [w[metric] for w in want[5:]]
+        assert set(heads["baseline"]) == {want[0][metric]} and t.summary_info["baseline"][metric] == want[0][metric]
+        assert (heads["delta"] == heads["value"] - heads["baseline"]).all()
+    if k == 1:
+        assert want[1] == {"pearson": 0.0, "spearman": 0.0}
+
+
+def test_verdict_counts_gains_and_survivors():
+    from bertology.ablation.figures import verdict
+
+    e = 40
+    labels = np.r_[np.ones(20, int), np.zeros(20, int)]
+    configs = sw.sweep_configurations(2, 2)
+    logits = np.zeros((len(configs), e, 2))
+    base = labels.copy()
+    base[:10] = 0
+    logits[:, np.arange(e), base] = 1.0
+    logits[3] = 0.0
+    logits[3, np.arange(e), labels] = 1.0
+    text = verdict(ast.sweep_tables("rte", labels, logits, 2, 2, n_boot=100, seed=0, alpha=0.05).summary_info)
+    assert text.startswith("accuracy: disabling one head raised the score for 1 heads (max +0.2500), 1 of them "
+                           "significant after Benjamini-Hochberg at 0.05; whole layers: 0 gains, 0 significant;")
+
+
+def test_run_sweep_naive_equals_fast_and_names_the_sweeps(model):
+    ids, tts = random_examples(9, seed=17)
+    batches = sw.make_batches(ids, tts, 0, 4)
+    fast = sw.run_sweep(model, batches, 9, sweep="fast", config_batch=4, progress=False)
+    naive = sw.run_sweep(model, batches, 9, sweep="naive", config_batch=4, progress=False)
+    np.testing.assert_allclose(fast, naive, atol=1e-5)
+    with pytest.raises(ValueError, match="unknown sweep 'quick'; use one of fast, naive"):
+        sw.run_sweep(model, batches, 9, sweep="quick", config_batch=4, progress=False)

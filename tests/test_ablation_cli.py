@@ -1,4 +1,5 @@
-"""The ablation CLI end to end on a tiny fine-tuned-style model directory: tables, summary, figures."""
+"""The ablation steps end to end through the CLI (`bertology ablation-sweep|ablation-figures`) on a tiny
+fine-tuned-style model directory: tables, summary, MLflow record, figures, user errors, the rules."""
 
 from __future__ import annotations
 
@@ -8,6 +9,12 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+
+from bertology import cli
+from bertology.config import sections_json, validate_config
+
+HEAD_COLUMNS = ["layer", "head", "metric", "value", "baseline", "delta", "ci_low", "ci_high", "p_value", "p_adj",
+                "significant", "test", "n"]
 
 
 @pytest.fixture(scope="module")
@@ -29,71 +36,110 @@ def tiny_classifier_dir(tmp_path_factory):
     return path
 
 
-def test_sweep_and_figures_cli(tiny_classifier_dir, tmp_path, monkeypatch):
-    from bertology.ablation import figures_cmd, sweep_cmd
-
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow.db")
+@pytest.fixture()
+def mlflow_store(tmp_path, monkeypatch):
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.delenv("BERTOLOGY_INVOCATION", raising=False)
     monkeypatch.delenv("MLFLOW_EXPERIMENT_NAME", raising=False)
-    rng = np.random.default_rng(0)
+    return uri
+
+
+def _validation(path, n=30, seed=0):
+    rng = np.random.default_rng(seed)
     words = "the cat dog sat on a mat and ran far away quickly not never house tree".split()
-    df = pd.DataFrame({
-        "idx": np.arange(30),
-        "text_a": [" ".join(rng.choice(words, rng.integers(3, 12))) for _ in range(30)],
-        "text_b": [" ".join(rng.choice(words, rng.integers(2, 8))) for _ in range(30)],
-        "label": rng.integers(0, 2, 30),
-    })
-    data = tmp_path / "validation.parquet"
-    df.to_parquet(data, index=False)
+    pd.DataFrame({
+        "idx": np.arange(n),
+        "text_a": [" ".join(rng.choice(words, rng.integers(3, 12))) for _ in range(n)],
+        "text_b": [" ".join(rng.choice(words, rng.integers(2, 8))) for _ in range(n)],
+        "label": rng.integers(0, 2, n),
+    }).to_parquet(path, index=False)
+    return path
+
+
+def _config(step, **ablation):
+    cfg = validate_config({"ablation": {"examples": 25, "batch_size": 8, "bootstrap": 40, "seed": 1,
+                                        "config_batch": 3, **ablation}, "data": {"max_length": 32}})
+    return sections_json(cfg, cli.STEPS[step].sections)
+
+
+def _sweep_argv(task, model, data, out, config):
+    return ["ablation-sweep", "-w", f"task={task}", "--input", f"model={model}", "--input", f"validation={data}",
+            "--output", f"heads={out / 'heads.csv'}", "--output", f"layers={out / 'layers.csv'}",
+            "--output", f"summary={out / 'summary.csv'}", "--output", f"info={out / 'summary.json'}",
+            "--config", config, "--threads", "1", "--device", "cpu", "--no-progress"]
+
+
+def test_sweep_and_figures_steps(tiny_classifier_dir, tmp_path, mlflow_store):
+    data = _validation(tmp_path / "validation.parquet")
     out = tmp_path / "ablation"
-    params = json.dumps({"ablation": {"examples": 25, "batch_size": 8, "bootstrap": 40, "seed": 1,
-                                      "config_batch": 3, "alpha": 0.05}, "max_length": 32})
-    rc = sweep_cmd(["--task", "rte", "--model", str(tiny_classifier_dir), "--data", str(data), "--params", params,
-                    "--heads", str(out / "heads.csv"), "--layers", str(out / "layers.csv"),
-                    "--summary", str(out / "summary.csv"), "--threads", "1", "--device", "cpu", "--no-progress"])
-    assert rc == 0
+    assert cli.main(_sweep_argv("rte", tiny_classifier_dir, data, out, _config("ablation_sweep"))) == 0
     heads, layers = pd.read_csv(out / "heads.csv"), pd.read_csv(out / "layers.csv")
-    assert list(heads.columns) == ["layer", "head", "metric", "value", "baseline", "delta", "ci_low", "ci_high",
-                                   "p_value", "p_adj", "significant", "test", "n"]
+    assert list(heads.columns) == HEAD_COLUMNS
     assert len(heads) == 8 and len(layers) == 2 and "head" not in layers.columns
     assert (heads["n"] == 25).all() and (heads["test"] == "mcnemar_exact").all()
     np.testing.assert_allclose(heads["delta"], heads["value"] - heads["baseline"])
     summary = pd.read_csv(out / "summary.csv")
     assert "random_head" in set(summary["finding"])
     info = json.loads((out / "summary.json").read_text())
-    assert info["n"] == 25 and "verdict" in info
+    assert info["n"] == 25 and info["verdict"].startswith("accuracy: disabling one head raised the score for ")
+    assert set(info["columns"]) >= {"layer", "delta", "p_adj"}
     import mlflow
 
-    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
+    client = mlflow.MlflowClient(tracking_uri=mlflow_store)
     (run,) = client.search_runs([client.get_experiment_by_name("bertology").experiment_id])
+    assert run.info.status == "FINISHED" and run.data.tags["rule"] == "ablation_sweep"
+    assert run.data.tags["task"] == "rte" and run.data.params["ablation.bootstrap"] == "40"
     history = client.get_metric_history(run.info.run_id, "head_delta_accuracy")
     assert sorted(m.step for m in history) == list(range(8))
+    assert sorted(m.step for m in client.get_metric_history(run.info.run_id, "layer_delta_accuracy")) == [0, 1]
+    assert {a.path for a in client.list_artifacts(run.info.run_id)} == {"heads.csv", "layers.csv", "summary.csv",
+                                                                        "summary.json"}
+
+    # the naive sweep gives the same tables (up to float rounding of the logits)
+    naive = tmp_path / "naive"
+    assert cli.main(_sweep_argv("rte", tiny_classifier_dir, data, naive, _config("ablation_sweep", sweep="naive"))) == 0
+    pd.testing.assert_frame_equal(pd.read_csv(naive / "heads.csv"), heads, check_exact=False, atol=1e-9)
 
     figs = tmp_path / "figures"
-    rc = figures_cmd(["--task", "rte", "--heads", str(out / "heads.csv"), "--layers", str(out / "layers.csv"),
-                      "--out-heads", str(figs / "ablation-heads-rte.png"),
-                      "--out-layers", str(figs / "ablation-layers-rte.png")])
-    assert rc == 0
+    assert cli.main(["ablation-figures", "-w", "task=rte", "--input", f"heads={out / 'heads.csv'}",
+                     "--input", f"layers={out / 'layers.csv'}",
+                     "--output", f"heads={figs / 'ablation-heads-rte.png'}",
+                     "--output", f"layers={figs / 'ablation-layers-rte.png'}", "--config", "{}"]) == 0
     for name in ("ablation-heads-rte.png", "ablation-layers-rte.png"):
         assert (figs / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_wrong_label_count_is_a_clear_error(tiny_classifier_dir, tmp_path, monkeypatch):
-    from bertology.ablation import sweep_cmd
+def test_wrong_label_count_is_one_line(tiny_classifier_dir, tmp_path, capsys):
+    data = _validation(tmp_path / "v.parquet", n=25)
+    argv = _sweep_argv("mnli", tiny_classifier_dir, data, tmp_path / "out", _config("ablation_sweep")) + ["--no-mlflow"]
+    capsys.readouterr()
+    assert cli.main(argv) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == (f"bertology ablation-sweep: error: {tiny_classifier_dir} has 2 output(s) but mnli needs 3: "
+                            f"give the model fine-tuned on mnli (results/models/mnli/pretrained)\n")
+    assert not (tmp_path / "out").exists()
 
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow.db")
-    df = pd.DataFrame({"idx": [0, 1], "text_a": ["a b", "c d"], "text_b": ["x", "y"], "label": [0, 2]})
-    df.to_parquet(tmp_path / "v.parquet", index=False)
-    with pytest.raises(ValueError, match="needs 3"):
-        sweep_cmd(["--task", "mnli", "--model", str(tiny_classifier_dir), "--data", str(tmp_path / "v.parquet"),
-                   "--params", "{}", "--heads", "h.csv", "--layers", "l.csv", "--summary", "s.csv"])
+
+def test_missing_input_is_one_line(tmp_path, mlflow_store, capsys):
+    argv = ["ablation-sweep", "-w", "task=rte", "--input", f"model={tmp_path}", "--config",
+            _config("ablation_sweep"), "--no-mlflow"]
+    assert cli.main(argv) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == "bertology ablation-sweep: error: step ablation_sweep needs --input validation=PATH (has: model)\n"
 
 
-def test_snakemake_dag_has_the_ablation_rules(tmp_path):
-    from tests.conftest import run_snakemake, write_config
+def test_snakemake_dag_has_the_ablation_steps(tmp_path, config_file, snakemake_run):
 
-    write_config(tmp_path, tasks=["rte"])
-    proc = run_snakemake(tmp_path, "-n", "results/figures/ablation-heads-rte.png",
-                         "results/figures/ablation-layers-rte.png", "results/ablation/rte/summary.csv")
+    config_file(tmp_path, tasks=["rte"])
+    proc = snakemake_run(tmp_path, "-n", "results/figures/ablation-heads-rte.png",
+                         "results/figures/ablation-layers-rte.png", "results/ablation/rte/summary.json")
     assert "rule ablation_sweep:" in proc.stdout and "rule ablation_figures:" in proc.stdout
-    assert "--model results/models/rte/pretrained --data results/data/rte/validation.parquet" in proc.stdout
+    assert ("bertology ablation_sweep -w task=rte --input model=results/models/rte/pretrained "
+            "--input validation=results/data/rte/validation.parquet --output heads=results/ablation/rte/heads.csv "
+            "--output layers=results/ablation/rte/layers.csv --output summary=results/ablation/rte/summary.csv "
+            "--output info=results/ablation/rte/summary.json --config ") in proc.stdout
+    assert '"ablation": {"alpha": 0.05, "batch_size": 64, "bootstrap": 50, "config_batch": 8, "examples": 16, ' \
+           '"seed": 42, "sweep": "fast"}, "data": {"max_length": 64}' in proc.stdout

@@ -1,29 +1,87 @@
-"""Statistics of the disabling sweep: metrics per configuration, paired bootstrap, paired tests, BH."""
+"""Statistics of the disabling sweep: the one metrics code (batched = Table 1's), paired bootstrap, paired
+tests, BH."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
+from scipy import stats
+from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
-from bertology import ablation_stats as st
-from bertology.metrics import compute_metrics
+from bertology.ablation import stats as st
+from bertology.metrics import batched_metric, compute_metrics
+from bertology.stats import fdr_bh
 
 
-@pytest.mark.parametrize("task", ["cola", "mrpc", "stsb", "mnli"])
-def test_batched_metric_equals_compute_metrics(task):
+
+def _corr(fn, y, p) -> float:
+    """How Table 1 called SciPy: 0 for fewer than two examples or a constant side (np.std == 0)."""
+    y, p = np.asarray(y, float), np.asarray(p, float)
+    if len(y) < 2 or np.std(y) == 0 or np.std(p) == 0:
+        return 0.0
+    return float(fn(y, p)[0])
+
+
+# The libraries Table 1 was scored with before metrics.py had its own code: the numbers must not move.
+LIBRARY = {
+    "accuracy": lambda y, p: float(accuracy_score(y, p)),
+    "f1": lambda y, p: float(f1_score(y, p, zero_division=0.0)),
+    "mcc": lambda y, p: float(matthews_corrcoef(y, p)),
+    "pearson": lambda y, p: _corr(stats.pearsonr, y, p),
+    "spearman": lambda y, p: _corr(stats.spearmanr, y, p),
+}
+
+
+def _cases(rng, name, e):
+    if name in ("pearson", "spearman"):
+        labels = (rng.integers(0, 26, e) / 5).astype(np.float32)    # STS-B: ties, float32 in the parquet
+        preds = np.vstack([rng.normal(size=e) * 2 + 1, np.round(rng.normal(size=e), 1),
+                           labels + rng.normal(size=e) * 0.1, -3 * labels.astype(float) + 0.5])
+        return labels, preds
+    k = 3 if name != "f1" and e % 2 else 2
+    labels = rng.integers(0, k, e)
+    preds = np.vstack([rng.integers(0, k, e), labels, np.zeros(e, int), np.ones(e, int), 1 - (labels > 0),
+                       np.where(rng.random(e) < 0.8, labels, (labels + 1) % k)])
+    return labels, preds
+
+
+@pytest.mark.parametrize("name", list(LIBRARY))
+def test_batched_metric_equals_the_libraries_bit_for_bit(name):
+    """Every row, every size, strided (bootstrap-indexed) input too: exactly scikit-learn's / SciPy's number."""
     rng = np.random.default_rng(0)
-    e = 60
-    if task == "stsb":
-        labels = rng.integers(0, 6, e).astype(float)          # ties, as in STS-B gold scores
-        preds = np.vstack([rng.normal(size=e), np.round(rng.normal(size=e)), np.zeros(e), labels + 0.1])
-    else:
-        k = 3 if task == "mnli" else 2
-        labels = rng.integers(0, k, e)
-        preds = np.vstack([rng.integers(0, k, e), labels, np.zeros(e, int), np.ones(e, int), 1 - (labels > 0)])
-    for name in compute_metrics(task, preds[0], labels):
-        got = st.batched_metric(name, labels, preds)
-        want = [compute_metrics(task, p, labels)[name] for p in preds]
-        np.testing.assert_allclose(got, want, atol=1e-12, err_msg=name)
+    for e in (2, 3, 17, 60, 255, 1500):
+        labels, preds = _cases(rng, name, e)
+        idx = rng.integers(0, e, e)
+        for lab, pr in ((labels, preds), (labels[idx], preds[:, idx])):   # preds[:, idx] is not C-contiguous
+            got = batched_metric(name, lab, pr)
+            want = np.array([LIBRARY[name](lab, p) for p in pr])
+            np.testing.assert_array_equal(got, want, err_msg=f"{name}, E={e}")
+
+
+@pytest.mark.parametrize("task", ["cola", "mrpc", "stsb", "mnli", "rte"])
+def test_compute_metrics_is_the_batched_code_on_one_row(task):
+    rng = np.random.default_rng(1)
+    spec_metrics = compute_metrics(task, np.zeros(4), np.arange(4) % 2)
+    for e in (5, 80):
+        labels, preds = _cases(rng, next(iter(spec_metrics)), e)
+        for name in spec_metrics:
+            rows = [compute_metrics(task, p, labels)[name] for p in preds]
+            assert rows == batched_metric(name, labels, preds).tolist()
+            assert rows == [LIBRARY[name](labels, p) for p in preds]
+
+
+def test_constant_predictions_have_zero_correlation():
+    """Where SciPy says NaN (a constant side; 0.1 + 0.1 + 0.1 != 0.3 makes np.std of it non-zero), 0."""
+    labels = np.array([1.0, 2.0, 3.0, 4.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert np.isnan(stats.pearsonr(labels, np.full(4, 0.1))[0])
+    for p in (np.full(4, 0.1), np.full(4, 2.5)):
+        assert compute_metrics("stsb", p, labels) == {"pearson": 0.0, "spearman": 0.0}
+        assert compute_metrics("stsb", labels, p) == {"pearson": 0.0, "spearman": 0.0}
+    assert compute_metrics("stsb", np.array([1.0]), np.array([2.0])) == {"pearson": 0.0, "spearman": 0.0}
 
 
 def test_mcnemar_exact_known_value():
@@ -89,7 +147,7 @@ def test_bootstrap_interval_coverage():
 
 
 def test_fdr_bh_known_values():
-    got = st.fdr_bh(np.array([0.01, 0.04, 0.03, 0.5, np.nan]))
+    got = fdr_bh(np.array([0.01, 0.04, 0.03, 0.5, np.nan]))
     np.testing.assert_allclose(got[:4], [0.04, 0.04 * 4 / 3, 0.04 * 4 / 3, 0.5])
     assert np.isnan(got[4])
 
@@ -101,7 +159,7 @@ def test_no_bootstrap_gives_nan_intervals():
 
 
 def test_batched_metric_rejects_bad_shapes():
-    with pytest.raises(ValueError, match="preds must be"):
-        st.batched_metric("accuracy", np.ones(4), np.ones((2, 5)))
-    with pytest.raises(ValueError, match="unknown metric"):
-        st.batched_metric("bleu", np.ones(4), np.ones((2, 4)))
+    with pytest.raises(ValueError, match=r"^preds must be \(C, E\) with E = 4, got \(2, 5\)$"):
+        batched_metric("accuracy", np.ones(4), np.ones((2, 5)))
+    with pytest.raises(ValueError, match="^unknown metric 'bleu'; known: accuracy, f1, mcc, pearson, spearman$"):
+        batched_metric("bleu", np.ones(4), np.ones((2, 4)))

@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bertology.annotate import WORD_COLUMNS, WORD_DTYPES, WordSpans, align_words, annotate_frame, load_spacy
+from bertology.annotate import (WORD_COLUMNS, WORD_DTYPES, WordSpans, align_words, annotate_frame, load_spacy,
+                                write_words)
 
 
 @pytest.fixture(scope="module")
@@ -110,3 +111,15 @@ def test_word_spans_reject_an_unknown_example():
         spans.spans(2)
     with pytest.raises(ValueError, match="lacks column"):
         WordSpans(pd.DataFrame({"example_idx": [1]}))
+
+
+def test_write_words_is_atomic_and_checks_the_columns(tmp_path, nlp):
+    words = annotate_frame(pd.DataFrame({"idx": [0], "text_a": ["Good film."], "text_b": [None]}), nlp,
+                           progress=False)
+    out = write_words(words, tmp_path / "sub" / "words.parquet")
+    assert out.exists() and not (tmp_path / "sub" / "words.parquet.tmp").exists()
+    back = pd.read_parquet(out)
+    assert list(back.columns) == WORD_COLUMNS and back["text"].tolist() == ["Good", "film", "."]
+    with pytest.raises(ValueError, match="columns"):
+        write_words(words[WORD_COLUMNS[::-1]], tmp_path / "bad.parquet")
+    assert not (tmp_path / "bad.parquet").exists()

@@ -12,11 +12,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bertology.data import DataError, load_split, normalise, subsample
+from bertology.data import DataError, load_split, normalise, sample_rows
 from bertology.data.glue_dir import read_glue_split
 from bertology.tasks import TASKS, get_task
 
-from tests.conftest import SHARED_DATA
 
 BOM = "\ufeff"
 
@@ -184,8 +183,8 @@ def test_label_outside_the_label_set_names_file_and_line(tmp_path):
         read_glue_split(root, get_task("sst2"), "validation")
 
 
-def test_load_split_from_a_directory_with_sampling(glue_dir):
-    cfg = {"source": str(glue_dir), "seed": 1, "max_train_examples": 2, "max_eval_examples": None}
+def test_load_split_from_a_directory_with_sampling(glue_dir, typed_config):
+    cfg = typed_config({"data": {"source": str(glue_dir), "seed": 1, "max_train_examples": 2}}).data
     train = load_split("stsb", "train", cfg)
     assert len(train) == 2 and train["idx"].is_monotonic_increasing
     assert len(load_split("stsb", "validation", cfg)) == 2
@@ -194,27 +193,31 @@ def test_load_split_from_a_directory_with_sampling(glue_dir):
 # ---- seeded subsampling ---------------------------------------------------------------------------------
 
 
-def test_subsample_is_seeded_sorted_and_seed_dependent():
+def test_sample_rows_is_seeded_sorted_and_seed_dependent(caplog):
     df = pd.DataFrame({"idx": np.arange(100), "text_a": [f"t{i}" for i in range(100)], "text_b": None,
                        "label": np.arange(100) % 2})
-    a, b, c = subsample(df, 10, seed=1), subsample(df, 10, seed=1), subsample(df, 10, seed=2)
+    a, b, c = sample_rows(df, 10, seed=1), sample_rows(df, 10, seed=1), sample_rows(df, 10, seed=2)
     pd.testing.assert_frame_equal(a, b)
     assert a["idx"].is_monotonic_increasing and len(a) == 10 and a.index.tolist() == list(range(10))
     assert a["idx"].tolist() != c["idx"].tolist()
     assert set(a["idx"]) <= set(df["idx"])
-    pd.testing.assert_frame_equal(subsample(df, None, 1), df)
-    pd.testing.assert_frame_equal(subsample(df, 1000, 1), df)
+    pd.testing.assert_frame_equal(sample_rows(df, None, 1), df)
+    with caplog.at_level(logging.WARNING):
+        pd.testing.assert_frame_equal(sample_rows(df, 1000, 1, what="rte/validation"), df)
+    assert "rte/validation: 1000 examples are asked for but the split has only 100: all 100 are used" in caplog.text
+    with pytest.raises(DataError, match="^rte/train: the split is empty"):
+        sample_rows(df.iloc[:0], 5, 1, what="rte/train")
 
 
 # ---- hub source, offline --------------------------------------------------------------------------------
 
 
-def test_hub_source_fails_fast_offline_with_alternatives(monkeypatch):
+def test_hub_source_fails_fast_offline_with_alternatives(monkeypatch, typed_config):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     start = time.monotonic()
     with pytest.raises(DataError) as err:
-        load_split("rte", "validation", {"source": "hub"})
+        load_split("rte", "validation", typed_config({"data": {"source": "hub"}}).data)
     assert time.monotonic() - start < 30
     message = str(err.value)
     assert "nyu-mll/glue" in message and "demo" in message and "directory" in message
@@ -222,7 +225,7 @@ def test_hub_source_fails_fast_offline_with_alternatives(monkeypatch):
 
 # ---- the real GLUE files (optional) ---------------------------------------------------------------------
 
-REAL_GLUE = SHARED_DATA / "glue"
+REAL_GLUE = Path(__file__).resolve().parents[2] / "shared" / "data" / "glue"  # skipped when absent
 REAL_COUNTS = {"mrpc": (3668, 408), "rte": (2490, 277), "stsb": (5749, 1500), "sst2": (67349, 872),
                "cola": (8551, 1043)}
 

@@ -158,8 +158,9 @@ def test_mnli_labels_follow_construction():
     assert np.mean([bool(_unlicensed(a, b)) for a, b in zip(neutral["text_a"], neutral["text_b"])]) > 0.9
 
 
-def test_load_split_demo_source_writes_the_contract_frame():
-    cfg = {"source": "demo", "seed": 4, "demo": {"train": 50, "validation": 20}, "max_train_examples": 30}
+def test_load_split_demo_source_writes_the_contract_frame(typed_config):
+    cfg = typed_config({"data": {"source": "demo", "seed": 4, "demo": {"train": 50, "validation": 20},
+                                 "max_train_examples": 30}}).data
     train = load_split("mrpc", "train", cfg)
     assert len(train) == 30 and train["idx"].is_monotonic_increasing
     assert train["label"].dtype == np.int64

@@ -3,6 +3,7 @@ loading, the CLI's error handling, and an end-to-end Snakemake run of the data r
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from pathlib import Path
@@ -17,7 +18,6 @@ from bertology.config import ConfigError, config_hash, load_config, validate_con
 from bertology.models import ModelNotFoundError, load_classifier, load_tokenizer, resolve_model, weights_fingerprint
 from bertology.tasks import TASKS, UnknownTaskError, get_task
 
-from tests.conftest import REPO, run_snakemake, write_config
 
 GLUE_NAMES = ["cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte"]
 
@@ -38,16 +38,17 @@ def test_defaults_are_filled():
     assert cfg["mlflow"] == {"tracking_uri": "sqlite:///results/mlflow.db", "experiment": "bertology"}
 
 
-def test_given_values_are_kept_and_the_input_is_not_modified():
+def test_given_values_are_kept_and_the_defaults_filled_in_place():
+    """Snakemake's validate fills the defaults into the mapping it is given (the workflow's `config`)."""
     raw = {"tasks": ["cola"], "train": {"epochs": 1}}
     cfg = validate_config(raw)
     assert cfg["tasks"] == ["cola"] and cfg["train"]["epochs"] == 1 and cfg["train"]["batch_size"] == 32
-    assert raw == {"tasks": ["cola"], "train": {"epochs": 1}}
+    assert cfg is raw and raw["train"]["batch_size"] == 32
 
 
 @pytest.mark.parametrize("path", ["config.yaml", "config/paper.yaml"])
-def test_shipped_configs_are_valid(path):
-    cfg = load_config(REPO / path)
+def test_shipped_configs_are_valid(path, repo):
+    cfg = load_config(repo / path)
     assert set(cfg["tasks"]) <= set(TASKS)
 
 
@@ -115,9 +116,9 @@ def test_config_hash_is_stable_and_order_independent():
     ({"tasks": ["sst3"], "train": {"epoch": 2}}, ["'sst3'", "'epoch' under 'train'", "invalid configuration"]),
     ({"data": {"source": "no_such_glue_dir"}}, ["config key 'data.source'", "no_such_glue_dir"]),
 ])
-def test_snakemake_refuses_a_bad_config_naming_the_key(tmp_path, override, named):
-    write_config(tmp_path, **override)
-    proc = run_snakemake(tmp_path, "-n", check=False)
+def test_snakemake_refuses_a_bad_config_naming_the_key(tmp_path, override, named, config_file, snakemake_run):
+    config_file(tmp_path, **override)
+    proc = snakemake_run(tmp_path, "-n", check=False)
     assert proc.returncode != 0
     output = proc.stdout + proc.stderr
     assert all(text in output for text in named), output[-3000:]
@@ -235,24 +236,63 @@ def test_eager_attention_rows_sum_to_one(tiny_model_dir):
 def test_cli_reports_user_errors_in_one_line(tmp_path, capsys):
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump({"tasks": ["sst3"]}))
-    assert cli.main(["validate-config", str(bad)]) == 1
-    err = capsys.readouterr().err
-    assert "bertology validate-config: error:" in err and "sst3" in err
-    good = tmp_path / "good.yaml"
-    good.write_text(yaml.safe_dump({"tasks": ["rte"]}))
-    assert cli.main(["validate-config", str(good)]) == 0
-    assert '"rte"' in capsys.readouterr().out
+    assert cli.main(["validate-config", "--input", f"config={bad}"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == ("bertology validate-config: error: invalid configuration: config key 'tasks.0' has value "
+                            "'sst3', which is not allowed; choose one of: cola, sst2, mrpc, stsb, qqp, mnli, qnli, "
+                            "rte. See schemas/config.schema.yaml for every key, its meaning and default.\n")
+    assert cli.main(["validate-config"]) == 1
+    assert capsys.readouterr().err == ("bertology validate-config: error: step validate_config needs --input "
+                                       "config=PATH (has: none)\n")
+    missing = tmp_path / "nope.yaml"
+    assert cli.main(["validate-config", "--input", f"config={missing}"]) == 1
+    assert capsys.readouterr().err == (f"bertology validate-config: error: config file {missing} does not exist "
+                                       f"(relative to {Path.cwd()})\n")
     assert cli.main(["no-such-command"]) == 2
+    assert capsys.readouterr().err == (
+        "bertology: unknown step 'no-such-command'; steps: " + ", ".join(s.replace("_", "-") for s in cli.STEPS) + "\n")
+
+
+def test_validate_config_prints_the_resolved_config(tmp_path, capsys):
+    good = tmp_path / "good.yaml"
+    good.write_text(yaml.safe_dump({"tasks": ["rte"], "train": {"epochs": 1}}))
+    assert cli.main(["validate-config", "--input", f"config={good}"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == ""
+    resolved = json.loads(captured.out)
+    assert resolved == validate_config({"tasks": ["rte"], "train": {"epochs": 1}})
+    assert resolved["tasks"] == ["rte"] and resolved["train"]["epochs"] == 1 and resolved["train"]["batch_size"] == 32
+
+
+def test_init_mlflow_creates_the_store_and_the_parent_run(tmp_path, monkeypatch, capsys):
+    import mlflow
+
+    from bertology import tracking
+    from bertology.config import sections_json
+
+    uri = f"sqlite:///{tmp_path}/store/mlflow.db"
+    monkeypatch.setenv(tracking.INVOCATION_ENV, "inv-42")
+    config = sections_json(validate_config({"mlflow": {"tracking_uri": uri, "experiment": "e1"}}),
+                           cli.STEPS["init_mlflow"].sections)
+    assert cli.main(["init-mlflow", "--config", config]) == 0
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name("e1")
+    (run,) = client.search_runs([exp.experiment_id])
+    assert run.data.tags[tracking.INVOCATION_TAG] == "inv-42" and run.data.tags["bertology.kind"] == "workflow"
+    assert capsys.readouterr().out == f"experiment {exp.experiment_id}, parent run {run.info.run_id} (invocation inv-42)\n"
+    assert cli.main(["init-mlflow", "--config", config]) == 0   # idempotent: the same parent run
+    assert len(client.search_runs([exp.experiment_id])) == 1
 
 
 # ---- end to end ---------------------------------------------------------------------------------------
 
 
 @pytest.mark.slow
-def test_snakemake_prepares_data_and_is_idempotent(tmp_path):
-    write_config(tmp_path)
+def test_snakemake_prepares_data_and_is_idempotent(tmp_path, config_file, snakemake_run):
+    config_file(tmp_path)
     targets = ["results/data/sst2/train.parquet", "results/data/mrpc/validation.parquet"]
-    run_snakemake(tmp_path, "--cores", "2", *targets)
+    snakemake_run(tmp_path, "--cores", "2", *targets)
     sst2 = pd.read_parquet(tmp_path / targets[0])
     mrpc = pd.read_parquet(tmp_path / targets[1])
     for df, n in ((sst2, 40), (mrpc, 24)):
@@ -263,5 +303,5 @@ def test_snakemake_prepares_data_and_is_idempotent(tmp_path):
     assert (tmp_path / "results/logs/prepare_data/sst2/train.log").is_file()
     assert (tmp_path / "results/benchmarks/prepare_data/mrpc/validation.tsv").is_file()
     assert (tmp_path / "results/mlflow.db").is_file()  # created once by the workflow's onstart
-    again = run_snakemake(tmp_path, "--cores", "2", *targets)
+    again = snakemake_run(tmp_path, "--cores", "2", *targets)
     assert "Nothing to be done" in again.stdout + again.stderr

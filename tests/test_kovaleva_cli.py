@@ -1,4 +1,4 @@
-"""The kovaleva commands end to end on constructed stores: CSV schemas, figures, the annotation round trip."""
+"""The kovaleva steps end to end on constructed stores: CSV schemas, figures, the annotation round trip, errors."""
 
 from __future__ import annotations
 
@@ -8,20 +8,39 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bertology.cli import main
-from tests.kovaleva_fixtures import build_store, long_example, pair_example, single_example, words_table, write_store
-from tests.test_kovaleva_reduce import maps
+from bertology.cli import STEPS, main
+from bertology.config import sections_json, validate_config
+from tests.builders.kovaleva import (build_store, long_example, maps, pair_example, single_example, words_table,
+                                     write_store)
 
 EXAMPLES = [pair_example(), single_example(), pair_example(), long_example(8, 6)]
 
 
+def config(step: str) -> str:
+    """--config of a step: the sections it declares, from a validated config (tasks: mrpc)."""
+    cfg = validate_config({"tasks": ["mrpc"], "analysis": {"relations": {"percentile": 90},
+                                                           "dask": {"scheduler": "synchronous"}}})
+    return sections_json(cfg, STEPS[step].sections)
+
+
+def files(flag: str, **paths) -> list[str]:
+    """--input/--output NAME=PATH arguments; a list value gives the name once per path."""
+    out = []
+    for name, value in paths.items():
+        for p in (value if isinstance(value, list) else [value]):
+            out += [flag, f"{name}={p}"]
+    return out
+
+
+def run(step: str, *, wildcards: dict | None = None, inputs: dict, outputs: dict) -> int:
+    argv = [step.replace("_", "-"), *[a for k, v in (wildcards or {}).items() for a in ("-w", f"{k}={v}")],
+            *files("--input", **inputs), *files("--output", **outputs), "--config", config(step), "--no-mlflow"]
+    return main(argv)
+
+
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
-    import os
-
     d = tmp_path_factory.mktemp("kov")
-    os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{d / 'mlflow.db'}"
-    os.environ["MLFLOW_EXPERIMENT_NAME"] = "test"
     att = d / "results" / "attention" / "mrpc"
     for variant in ("pretrained", "finetuned"):
         ds = build_store(EXAMPLES, lambda ex, v=variant: maps(ex, v), max_length=24)
@@ -33,21 +52,22 @@ def run_dir(tmp_path_factory):
 
 def test_stats_cosine_and_figures(run_dir):
     att, stats = run_dir / "results" / "attention" / "mrpc", run_dir / "results" / "stats" / "mrpc"
-    params = json.dumps({"patterns": {"classifier": "rule"}, "relations": {"framenet": None, "percentile": 90},
-                         "dask": {"scheduler": "synchronous"}})
     fn_rows = pd.DataFrame({"layer": [0, 0, 0, 1, 1, 1], "head": [0, 1, 2, 0, 1, 2], "source": "framenet",
                             "mean": [0.1, 0.2, 0.3, 0.4, 0.5, 0.9], "std": 0.01, "n": 5,
                             "flagged": [False] * 5 + [True]})
     fn_rows.to_csv(run_dir / "fn.csv", index=False)
+    names = ("patterns", "features", "cls", "relations")
     for variant in ("pretrained", "finetuned"):
-        extra = ["--framenet", str(run_dir / "fn.csv")] if variant == "finetuned" else []
-        assert main(["kovaleva-stats", "--store", str(att / f"{variant}.zarr"), "--words", str(att / "words.parquet"),
-                     "--task", "mrpc", "--variant", variant, "--params", params, "--outdir", str(stats / variant),
-                     *extra]) == 0
-    assert main(["kovaleva-cosine", "--pretrained", str(att / "pretrained.zarr"), "--finetuned",
-                 str(att / "finetuned.zarr"), "--task", "mrpc", "--params", params, "--words", str(att / "words.parquet"),
-                 "--output", str(stats / "cosine.csv"), "--features-diff", str(stats / "features_diff.csv")]) == 0
-    cols = {"features": ["layer", "head", "feature", "mean", "std", "n"], "cls": ["layer", "head", "feature", "mean", "std", "n"],
+        extra = {"framenet": run_dir / "fn.csv"} if variant == "finetuned" else {}
+        assert run("kovaleva_stats", wildcards={"task": "mrpc", "variant": variant},
+                   inputs={"store": att / f"{variant}.zarr", "words": att / "words.parquet", **extra},
+                   outputs={name: stats / variant / f"{name}.csv" for name in names}) == 0
+    assert run("kovaleva_cosine", wildcards={"task": "mrpc"},
+               inputs={"pretrained": att / "pretrained.zarr", "finetuned": att / "finetuned.zarr",
+                       "words": att / "words.parquet"},
+               outputs={"cosine": stats / "cosine.csv", "features_diff": stats / "features_diff.csv"}) == 0
+    cols = {"features": ["layer", "head", "feature", "mean", "std", "n"],
+            "cls": ["layer", "head", "feature", "mean", "std", "n"],
             "relations": ["layer", "head", "source", "mean", "std", "n", "flagged"],
             "patterns": ["layer", "head", "class", "fraction", "n"]}
     for name, expected in cols.items():
@@ -56,50 +76,85 @@ def test_stats_cosine_and_figures(run_dir):
         assert df["layer"].dtype.kind == "i" and df["head"].dtype.kind == "i"
     rel = pd.read_csv(stats / "finetuned" / "relations.csv")
     assert set(rel["source"]) == {"framenet", "dependency"}
+    assert set(pd.read_csv(stats / "pretrained" / "relations.csv")["source"]) == {"dependency"}
     cos = pd.read_csv(stats / "cosine.csv")
     assert list(cos.columns) == ["layer", "head", "mean", "std", "n"] and (cos["n"] == len(EXAMPLES)).all()
     diff = pd.read_csv(stats / "features_diff.csv")
     assert list(diff.columns) == cols["features"] and len(diff) == 2 * 3 * 8
     figs = run_dir / "results" / "figures"
-    assert main(["kovaleva-figures", "--task", "mrpc", "--stats-dir", str(stats), "--outdir", str(figs)]) == 0
-    for name in ("patterns", "cosine", "features", "cls", "relations"):
-        png = figs / f"{name}-mrpc.png"
+    per_variant = {name: [stats / v / f"{name}.csv" for v in ("pretrained", "finetuned")] for name in names}
+    figures = {name: figs / f"{name}-mrpc.png" for name in ("patterns", "cosine", "features", "cls", "relations")}
+    assert run("kovaleva_figures", wildcards={"task": "mrpc"},
+               inputs={**per_variant, "cosine": stats / "cosine.csv", "features_diff": stats / "features_diff.csv"},
+               outputs=figures) == 0
+    for png in figures.values():
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
-    assert main(["kovaleva-overview", "--tasks", "mrpc", "--stats-dir", str(run_dir / "results" / "stats"),
-                 "--outdir", str(figs)]) == 0
+    assert run("kovaleva_overview", inputs={"pretrained": [stats / "pretrained" / "patterns.csv"],
+                                            "finetuned": [stats / "finetuned" / "patterns.csv"],
+                                            "cosine": [stats / "cosine.csv"]},
+               outputs={"patterns": figs / "patterns-tasks.png", "cosine": figs / "cosine-tasks.png"}) == 0
     assert (figs / "patterns-tasks.png").stat().st_size > 5000 and (figs / "cosine-tasks.png").stat().st_size > 5000
 
 
-def test_export_then_train_round_trip(run_dir, capsys):
+def test_export_then_train_round_trip(run_dir, monkeypatch):
     import torch
 
+    from bertology.kovaleva import patterns as pat
+    from bertology.kovaleva import reduce as red
+    from bertology.steps import kovaleva as steps
+    from bertology.store import open_store
+
     torch.set_num_threads(1)
+    monkeypatch.setattr(steps, "SHEET_MAPS", 12)
+    monkeypatch.setattr(steps, "SHEET_SEED", 1)
     store = run_dir / "results" / "attention" / "mrpc" / "pretrained.zarr"
     out = run_dir / "annotate"
-    assert main(["patterns-export", "--store", str(store), "--count", "12", "--seed", "1", "--outdir", str(out)]) == 0
+    assert run("patterns_sheet", wildcards={"task": "mrpc"}, inputs={"store": store},
+               outputs={"sheet": out / "labels.csv", "images": out / "images"}) == 0
     sheet = pd.read_csv(out / "labels.csv", keep_default_na=False)
     assert len(sheet) == 12 and (sheet["label"] == "").all()
     assert all((out / p).is_file() for p in sheet["image"])
     assert set(sheet["example"]) <= set(range(100, 100 + len(EXAMPLES)))
     with pytest.raises(ValueError, match="annotate the sheet first"):
-        from bertology.kovaleva.cli import load_labelled_maps
-        load_labelled_maps(pd.read_csv(out / "labels.csv"), [str(store)])
+        pat.labelled_maps(pd.read_csv(out / "labels.csv"), [open_store(store)])
     # the researcher's labels: here the head's construction (0 stripe, 1 uniform, 2 previous token)
     sheet["label"] = np.array(["vertical", "heterogeneous", "diagonal"])[sheet["head"]]
     sheet.to_csv(out / "labels.csv", index=False)
+    monkeypatch.setattr(steps, "CNN_EPOCHS", 2)
+    monkeypatch.setattr(steps, "CNN_SIZE", 8)
     model = run_dir / "cnn.pt"
-    assert main(["patterns-train", "--labels", str(out / "labels.csv"), "--store", str(store), "--output", str(model),
-                 "--epochs", "2", "--size", "8"]) == 0
+    assert run("patterns_train", inputs={"labels": out / "labels.csv", "store": store},
+               outputs={"model": model, "report": run_dir / "cnn.pt.json"}) == 0
     assert model.is_file() and json.loads((run_dir / "cnn.pt.json").read_text())["n"] == 12
     # the trained CNN drops into the one-pass reduction
-    from bertology.kovaleva import reduce as red
-
-    part = red.store_stats(store, run_dir / "results" / "attention" / "mrpc" / "words.parquet", classifier=str(model),
-                           scheduler={"scheduler": "synchronous"})
+    part = red.store_stats(store, words_table(EXAMPLES), classifier=str(model),
+                           compute_kwargs={"scheduler": "synchronous"})
     assert part.patterns.sum() == len(EXAMPLES) * 2 * 3
 
 
 def test_user_errors_are_one_line(run_dir, capsys):
-    assert main(["kovaleva-stats", "--store", str(run_dir / "nope.zarr"), "--words", "w.parquet",
-                 "--outdir", str(run_dir / "x")]) == 1
-    assert "run the extraction first" in capsys.readouterr().err
+    att = run_dir / "results" / "attention" / "mrpc"
+    stats = run_dir / "x"
+    outputs = {name: stats / f"{name}.csv" for name in ("patterns", "features", "cls", "relations")}
+    capsys.readouterr()
+    assert run("kovaleva_stats", inputs={"store": run_dir / "nope.zarr", "words": att / "words.parquet"},
+               outputs=outputs) == 1
+    out = capsys.readouterr()
+    assert out.out == "" and out.err == (f"bertology kovaleva-stats: error: no attention store at "
+                                         f"'{run_dir / 'nope.zarr'}'; run the extraction first: "
+                                         f"`snakemake {run_dir / 'nope.zarr'}`\n")
+    pd.DataFrame({"example_idx": [1]}).to_parquet(run_dir / "bad.parquet")
+    assert run("kovaleva_stats", inputs={"store": att / "pretrained.zarr", "words": run_dir / "bad.parquet"},
+               outputs=outputs) == 1
+    bad = run_dir / "bad.parquet"
+    assert capsys.readouterr().err == (
+        f"bertology kovaleva-stats: error: {bad} lacks column(s) ['word', 'segment', 'text', 'lemma', 'pos', 'tag', "
+        f"'dep', 'head', 'is_punct', 'start_char', 'end_char']: not a words table of the annotation step (columns "
+        f"example_idx, word, segment, text, lemma, pos, tag, dep, head, is_punct, start_char, end_char); delete it "
+        f"and re-run `snakemake {bad}`\n")
+    patterns = run_dir / "results" / "stats" / "mrpc" / "pretrained" / "patterns.csv"
+    assert run("kovaleva_overview", inputs={"pretrained": [patterns, patterns], "finetuned": [patterns],
+                                            "cosine": [patterns]},
+               outputs={"patterns": stats / "p.png", "cosine": stats / "c.png"}) == 1
+    assert capsys.readouterr().err == ("bertology kovaleva-overview: error: step kovaleva_overview: --input pretrained "
+                                       "needs one path per task of the config's tasks (mrpc), in that order; got 2\n")

@@ -7,13 +7,15 @@ import pandas as pd
 import pytest
 
 from bertology.kovaleva import cosine, features as feat
-from tests.kovaleva_fixtures import SEP_ID, on_columns, pair_example, previous_token, single_example, uniform
+from bertology.store import SpecialTokens
+from tests.builders.kovaleva import CLS_ID, SEP_ID, on_columns, pair_example, previous_token, single_example, uniform
 
 
-def _tokens(ex, names=feat.CLS_FEATURES):
-    words = pd.DataFrame(ex.words)
-    flags = {k: v.to_numpy() for k, v in feat.word_feature_flags(words).items()}
-    return feat.feature_tokens(np.array(ex.word_ids), np.array(ex.input_ids()), ex.n, SEP_ID, flags, names)
+def _tokens(ex, names=feat.CLS_FEATURES, n=None):
+    n = ex.n if n is None else n
+    flags = {k: v.to_numpy() for k, v in feat.word_feature_flags(pd.DataFrame(ex.words)).items()}
+    cls, sep = SpecialTokens(CLS_ID, SEP_ID).masks(np.array(ex.input_ids())[:n], n)
+    return feat.feature_tokens(np.array(ex.word_ids), cls, sep, flags, names)
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -78,8 +80,7 @@ def test_cls_row_of_last_layer():
 def test_truncated_words_are_skipped():
     ex = pair_example()
     n = 6  # 'It', "n't", '.' fall beyond the real length
-    t = feat.feature_tokens(np.array(ex.word_ids), np.array(ex.input_ids()), n, SEP_ID,
-                            {k: v.to_numpy() for k, v in feat.word_feature_flags(pd.DataFrame(ex.words)).items()})
+    t = _tokens(ex, feat.FEATURES, n=n)
     assert t["negation"].shape == (0, n) and t["pronoun"].shape == (0, n) and t["noun"].shape == (1, n)
     assert t["sep"].shape == (0, n)  # the [SEP]s are at 6 and 11
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from bertology.data import DataError
 from bertology.kovaleva import framenet as fn
-from tests.conftest import SHARED_DATA
+from bertology.steps.kovaleva import read_release
 
 NS = "http://framenet.icsi.berkeley.edu"
 
@@ -57,7 +58,7 @@ def release(tmp_path):
 
 
 def test_filters_and_counts(release):
-    items = fn.read_release(release)
+    items = read_release(release)
     assert len(items) == 5
     first = items[0]
     assert first.tokens[:2] == ["He", "was"] and first.target == [4] and first.fes == {"Experiencer": [0]}
@@ -72,17 +73,32 @@ def test_filters_and_counts(release):
 
 
 def test_missing_release_says_how_to_fix(tmp_path):
-    with pytest.raises(FileNotFoundError, match="analysis.relations.framenet"):
-        fn.read_release(tmp_path)
+    with pytest.raises(DataError, match="analysis.relations.framenet"):
+        read_release(tmp_path)
+
+
+def test_parse_is_on_parsed_xml_and_unknown_frames_are_non_core(release, caplog):
+    import xml.etree.ElementTree as ET
+
+    root = ET.parse(release / "fulltext" / "doc.xml").getroot()
+    core = {"Emotion_directed": fn.frame_core_types(ET.parse(release / "frame" / "Emotion_directed.xml").getroot())}
+    assert core["Emotion_directed"] == {"Experiencer": "Core", "Stimulus": "Core", "Degree": "Peripheral"}
+    with caplog.at_level("WARNING"):
+        items = fn.release_items([("doc", root)], core)
+    assert [i.doc for i in items] == ["doc"] * 5 and items[0].fes == {"Experiencer": [0]}
+    assert all(i.fes == {} for i in items if i.frame == "Commerce_buy")  # no frame file: no core FE
+    assert sum("Commerce_buy" in r.getMessage() for r in caplog.records) == 1  # one warning per frame
 
 
 def test_link_scores_on_a_tiny_model(release, tiny_model_dir):
     import torch
 
     torch.set_num_threads(1)
-    kept, _ = fn.filter_items(fn.read_release(release))
+    kept, _ = fn.filter_items(read_release(release))
     links = fn.links_table(kept)
-    tok, model = fn.load_encoder(str(tiny_model_dir))
+    from bertology.models import load_encoder, load_tokenizer
+
+    tok, model = load_tokenizer(str(tiny_model_dir)), load_encoder(str(tiny_model_dir))
     scores = fn.link_scores(links, tok, model, batch_size=1)
     assert scores.shape == (2, 2, 4) and np.all((scores > 0) & (scores <= 1))
     # independent check of item 0: 'He' -> 'agitated' over every wordpiece pair
@@ -96,27 +112,31 @@ def test_link_scores_on_a_tiny_model(release, tiny_model_dir):
 
 
 @pytest.mark.realdata
-def test_real_framenet_sample_survivors():
-    sample = SHARED_DATA / "framenet-sample"
+def test_real_framenet_sample_survivors(shared_data):
+    sample = shared_data / "framenet-sample"
     if not sample.is_dir():
         pytest.skip("../shared/data/framenet-sample is absent")
-    kept, counts = fn.filter_items(fn.read_release(sample))
+    kept, counts = fn.filter_items(read_release(sample))
     assert counts["sentences"] > counts["surviving_sentences"] > 0
     assert all(len(i.tokens) <= 12 for i in kept)
 
 
-def test_framenet_links_command(release, tmp_path, monkeypatch, capsys):
+def test_framenet_links_command(release, tmp_path, capsys):
     import json
 
     import pandas as pd
 
     from bertology.cli import main
 
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     out = tmp_path / "out"
-    assert main(["framenet-links", "--framenet", str(release), "--output", str(out / "links.parquet"),
-                 "--counts", str(out / "counts.json")]) == 0
+    assert main(["framenet-links", "--input", f"release={release}", "--output", f"links={out / 'links.parquet'}",
+                 "--output", f"counts={out / 'counts.json'}", "--no-mlflow"]) == 0
     counts = json.loads((out / "counts.json").read_text())
     assert counts["surviving_sentences"] == 2 and counts["links"] == 2
     assert len(pd.read_parquet(out / "links.parquet")) == 2
-    assert "2 sentences" in capsys.readouterr().out
+    assert capsys.readouterr().out == "2 sentences (2 frame annotations, 2 links) of 5 survive the filters\n"
+    assert main(["framenet-links", "--input", f"release={tmp_path / 'none'}", "--output", f"links={out / 'l.parquet'}",
+                 "--output", f"counts={out / 'c.json'}", "--no-mlflow"]) == 1
+    assert capsys.readouterr().err == (f"bertology framenet-links: error: {tmp_path / 'none'} is not a FrameNet "
+                                       f"release: it needs fulltext/ and frame/ folders (set "
+                                       f"analysis.relations.framenet to such a directory, or null to skip FrameNet)\n")

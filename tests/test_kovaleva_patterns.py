@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from bertology.kovaleva import patterns as pat
-from tests.kovaleva_fixtures import block, long_example, on_columns, pair_example, previous_token, uniform
+from tests.builders.kovaleva import block, long_example, on_columns, pair_example, previous_token, uniform
 
 
 def _classes(ex, maps):

@@ -1,4 +1,5 @@
-"""The one-pass reduction over a Zarr store of constructed maps: every statistic against its hand value."""
+"""The one-pass reduction over a Zarr store of constructed maps: every statistic against its hand value; the one
+chunk reduction (bertology.store.map_chunks) it runs on."""
 
 from __future__ import annotations
 
@@ -7,18 +8,11 @@ import pandas as pd
 import pytest
 
 from bertology.kovaleva import reduce as red
-from tests.kovaleva_fixtures import (build_store, on_columns, pair_example, previous_token, single_example, uniform,
-                               words_table, write_store)
+from bertology.store import map_chunks
+from tests.builders.kovaleva import build_store, maps, pair_example, single_example, words_table, write_store
 
 EXAMPLES = [pair_example(), single_example(), pair_example()]  # n = 12, 5, 12
-
-
-def maps(ex, variant="pretrained"):
-    """Layer 0: [CLS] stripe, uniform, previous token. Layer 1: last-[SEP] stripe, uniform, previous token."""
-    n = ex.n
-    second = previous_token(n) if variant == "finetuned" else uniform(n)
-    return np.stack([np.stack([on_columns(n, [0]), second, previous_token(n)]),
-                     np.stack([on_columns(n, [n - 1]), uniform(n), previous_token(n)])])
+SYNC = {"scheduler": "synchronous"}
 
 
 @pytest.fixture(scope="module")
@@ -28,15 +22,13 @@ def stores(tmp_path_factory):
     fin_ds = build_store(EXAMPLES, lambda ex: maps(ex, "finetuned"))
     fin_ds.attrs["variant"] = "finetuned"
     fin = write_store(fin_ds, d / "finetuned.zarr", chunk=1)  # other chunking: rechunked to align
-    words = d / "words.parquet"
-    words_table(EXAMPLES).to_parquet(words)
-    return pre, fin, words
+    return pre, fin, words_table(EXAMPLES)
 
 
 @pytest.fixture(scope="module")
 def tables(stores):
     pre, _, words = stores
-    part = red.store_stats(pre, words, scheduler={"scheduler": "synchronous"})
+    part = red.store_stats(pre, words, compute_kwargs=SYNC)
     return part, red.features_table(part), red.cls_table(part, 2)
 
 
@@ -106,7 +98,7 @@ def test_pattern_fractions(tables):
 
 def test_cosine_one_aligned_pass(stores):
     pre, fin, words = stores
-    part = red.store_pair(pre, fin, words, scheduler={"scheduler": "threads"})
+    part = red.store_pair(pre, fin, words, compute_kwargs={"scheduler": "threads"})
     cos = red.moments_table(part.cosine)
     diff = red.features_diff_table(part)
     # only layer 0 head 1 changed (uniform -> previous token): [CLS] goes from 1/n to 2/n
@@ -123,20 +115,50 @@ def test_cosine_one_aligned_pass(stores):
 
 
 def test_store_errors_say_what_to_do(tmp_path, stores):
+    from bertology.store import StoreError, read_words
+
     with pytest.raises(FileNotFoundError, match="run the extraction"):
         red.store_stats(tmp_path / "missing.zarr", None)
     pre, _, _ = stores
     other = build_store(EXAMPLES[:2], maps)
     write_store(other, tmp_path / "short.zarr")
-    with pytest.raises(ValueError, match="same examples"):
-        red.store_cosine(pre, tmp_path / "short.zarr")
-    with pytest.raises(ValueError, match="words.parquet"):
-        red.prepare_words(pd.DataFrame({"example_idx": [1]}))
+    with pytest.raises(StoreError, match="same examples"):
+        red.store_pair(pre, tmp_path / "short.zarr")
+    pd.DataFrame({"example_idx": [1]}).to_parquet(tmp_path / "words.parquet")
+    with pytest.raises(StoreError, match="words.parquet lacks column"):
+        read_words(tmp_path / "words.parquet")
+
+
+def _chunk_sum(block, *, scale):
+    """A map_chunks function: what the chunk holds, and the sum of its real attention (times `scale`)."""
+    return block["example_idx"].tolist(), scale * float(np.nansum(block["attention"], dtype=np.float64))
+
+
+def _pair_diff(a, b):
+    return a["example_idx"].tolist(), float(np.nansum(b["attention"], dtype=np.float64) -
+                                            np.nansum(a["attention"], dtype=np.float64))
+
+
+def test_map_chunks_one_task_per_store_chunk_in_order(stores):
+    pre, fin, _ = stores  # chunks of 2 and of 1 example: the first store's chunks are the tasks
+    got = map_chunks(_chunk_sum, pre, variables=("example_idx", "attention"), compute_kwargs={"scheduler": "threads"},
+                     scale=2.0)
+    assert [ex for ex, _ in got] == [[100, 101], [102]]
+    rows = 2 * 3 * sum(ex.n for ex in EXAMPLES)  # every real row of every map sums to 1
+    assert sum(total for _, total in got) == pytest.approx(2.0 * rows, rel=1e-3)
+    seen = []
+    got = map_chunks(_chunk_sum, fin, variables=("example_idx", "attention"), compute_kwargs=SYNC,
+                     per_chunk=lambda start, stop: seen.append((start, stop)) or {"scale": float(start)})
+    assert seen == [(0, 1), (1, 2), (2, 3)] and [ex for ex, _ in got] == [[100], [101], [102]]
+    # two aligned stores read chunk by chunk together, each with its own variables
+    got = map_chunks(_pair_diff, [pre, fin], variables=[("example_idx", "attention"), ("attention",)],
+                     compute_kwargs=SYNC)
+    assert [ex for ex, _ in got] == [[100, 101], [102]] and all(abs(d) < 1e-2 for _, d in got)
 
 
 def _random_store(seed: int, examples: int = 7, layers: int = 2, heads: int = 3, max_length: int = 20):
     """Softmax maps of random logits, random lengths, pairs, multi-wordpiece words and a random annotation."""
-    from tests.kovaleva_fixtures import Example, word
+    from tests.builders.kovaleva import Example, word
 
     rng = np.random.default_rng(seed)
     exs = []
@@ -172,9 +194,7 @@ def test_matches_naive_loops(tmp_path):
 
     exs, ds = _random_store(3)
     write_store(ds, tmp_path / "s.zarr", chunk=3)
-    words = words_table(exs)
-    words.to_parquet(tmp_path / "w.parquet")
-    part = red.store_stats(tmp_path / "s.zarr", tmp_path / "w.parquet", scheduler={"scheduler": "threads"})
+    part = red.store_stats(tmp_path / "s.zarr", words_table(exs), compute_kwargs={"scheduler": "threads"})
     att = ds["attention"].values.astype(np.float64)
     kinds = {"noun": lambda w: w["pos"] in ("NOUN", "PROPN"), "verb": lambda w: w["pos"] == "VERB",
              "pronoun": lambda w: w["pos"] == "PRON", "subject": lambda w: w["dep"] == "nsubj",
@@ -226,13 +246,3 @@ def test_matches_naive_loops(tmp_path):
             vals = np.array(dep[l][h])
             r = _row(rel, layer=l, head=h)
             assert r["n"] == len(vals) and r["mean"] == pytest.approx(vals.mean(), abs=1e-6)
-
-
-def test_scheduler_choice():
-    from bertology.daskutil import get_scheduler
-
-    assert get_scheduler(None) == {"scheduler": "threads"}
-    assert get_scheduler({"analysis": {"dask": {"scheduler": "synchronous"}}}) == {"scheduler": "synchronous"}
-    assert get_scheduler({"dask": {"scheduler": "processes"}}) == {"scheduler": "processes"}
-    with pytest.raises(ValueError, match="tcp://host:8786"):
-        get_scheduler({"scheduler": "fast"})

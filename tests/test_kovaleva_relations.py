@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from bertology.kovaleva import relations as rel
-from tests.kovaleva_fixtures import pair_example, uniform
+from tests.builders.kovaleva import pair_example, uniform
 
 
 def test_dependency_links_skip_roots():

@@ -14,7 +14,6 @@ import pytest
 import xarray as xr
 import yaml
 
-from tests.conftest import run_snakemake, write_config
 
 pytestmark = pytest.mark.slow
 
@@ -22,11 +21,11 @@ TASKS = ["sst2", "rte"]
 
 
 @pytest.fixture(scope="module")
-def pipeline(tmp_path_factory, tiny_model_dir):
+def pipeline(tmp_path_factory, tiny_model_dir, config_file, snakemake_run):
     work = tmp_path_factory.mktemp("pipeline")
-    write_config(work, model=str(tiny_model_dir), tasks=TASKS,
+    config_file(work, model=str(tiny_model_dir), tasks=TASKS,
                  train={"epochs": 1, "batch_size": 8, "learning_rate": 1e-3})
-    proc = run_snakemake(work, "--cores", "4")
+    proc = snakemake_run(work, "--cores", "4")
     return work, proc
 
 
@@ -93,14 +92,14 @@ def test_mlflow_one_parent_with_a_child_per_job(pipeline):
     assert any(len(client.get_metric_history(train.info.run_id, k)) > 1 for k in train.data.metrics)
 
 
-def test_rerun_has_nothing_to_do_and_analysis_change_reruns_only_analysis(pipeline):
+def test_rerun_has_nothing_to_do_and_analysis_change_reruns_only_analysis(pipeline, snakemake_run):
     work, _ = pipeline
-    again = run_snakemake(work, "-n")
+    again = snakemake_run(work, "-n")
     assert "Nothing to be done" in again.stdout + again.stderr
     cfg = yaml.safe_load((work / "config.yaml").read_text())
     cfg.setdefault("analysis", {})["sieve"] = {"tau": 2.0}
     (work / "config.yaml").write_text(yaml.safe_dump(cfg))
-    dry = run_snakemake(work, "-n")
+    dry = snakemake_run(work, "-n")
     out = dry.stdout + dry.stderr
     table = out[out.rindex("Job stats:"):]
     scheduled = set(re.findall(r"^(\w+)\s+\d+$", table, re.M)) - {"total"}

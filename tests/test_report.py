@@ -49,8 +49,73 @@ def test_report_is_self_contained(tmp_path):
     for section in SECTIONS:
         assert f'id="{section.key}"' in text
         assert section.paper[:40].replace("'", "&#x27;") in text
-    assert "0.42" in text and "| RTE | 61.0 |" in text
+    assert "0.42" in text
+    # table1.md is shown as a table, not as its Markdown source
+    assert "| RTE | 61.0 |" not in text
+    assert "<th>Fine-tuned</th>" in text and "<td class=txt>RTE</td><td class=num>61.0</td>" in text
     assert "Other figures" in text and "oddball" in text
     # an analysis that produced nothing says so instead of silently vanishing
     patterns = text.split('id="patterns"')[1].split("</section>")[0]
     assert "No output of this analysis" in patterns
+
+
+def _report_config() -> str:
+    from bertology.cli import STEPS
+    from bertology.config import sections_json, validate_config
+
+    cfg = validate_config({"model": "minilm-l6", "tasks": ["rte"], "ablation": {"bootstrap": 77}})
+    return sections_json(cfg, STEPS["report"].sections)
+
+
+def test_report_step_reads_the_directory_of_its_output(tmp_path, monkeypatch):
+    from bertology import cli
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow.db")
+    monkeypatch.delenv("BERTOLOGY_INVOCATION", raising=False)
+    results = tmp_path / "run" / "results"
+    _png(results / "figures" / "cosine-rte.png")
+    _png(tmp_path / "results" / "figures" / "sieve-roles-rte.png")   # another results/ (e.g. the cwd's): not read
+    (results / "ablation" / "rte").mkdir(parents=True)
+    pd.DataFrame({"task": ["rte"], "finding": ["random_head"], "delta": [-0.0123]}).to_csv(
+        results / "ablation" / "rte" / "summary.csv", index=False)
+    monkeypatch.chdir(tmp_path)
+    out = results / "report.html"
+    argv = ["report", "--input", f"targets={results / 'figures' / 'cosine-rte.png'}",
+            "--input", f"targets={results / 'ablation' / 'rte' / 'summary.csv'}",
+            "--output", f"report={out}", "--config", _report_config()]
+    assert cli.main(argv) == 0
+    text = out.read_text()
+    assert text.count("data:image/png;base64,") == 1 and "cosine-rte" in text and "sieve-roles-rte" not in text
+    assert "-0.0123" in text
+    assert '&quot;bootstrap&quot;: 77' in text and "minilm-l6" in text   # the whole config is shown
+    assert not list(results.glob("*.tmp"))
+
+
+def test_report_step_names_a_missing_input(tmp_path, capsys):
+    from bertology import cli
+
+    missing = tmp_path / "results" / "tables" / "table1.csv"
+    argv = ["report", "--input", f"targets={missing}", "--output", f"report={tmp_path / 'results' / 'report.html'}",
+            "--config", _report_config(), "--no-mlflow"]
+    assert cli.main(argv) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == (f"bertology report: error: the report needs 1 missing input(s), e.g. {missing}: run the "
+                            f"workflow (snakemake) to produce them first\n")
+
+
+def test_markdown_tables_and_notes():
+    from bertology.report import markdown_to_html
+
+    out = markdown_to_html("| A | B |\n|---|--:|\n| x | 1.5 |\n| y | 2 |\n\nA note, with <html>.\n")
+    assert out.count("<tr>") == 3 and "<th>A</th><th>B</th>" in out
+    assert "<td class=txt>x</td><td class=num>1.5</td>" in out
+    assert "<p class=note>A note, with &lt;html&gt;.</p>" in out
+
+
+def test_report_links_the_explorer_when_present(tmp_path):
+    results = tmp_path / "results"
+    results.mkdir()
+    assert "explorer.html" not in build_report(results, {})
+    (results / "explorer.html").write_text("<!doctype html>")
+    assert '<a href="explorer.html">' in build_report(results, {})

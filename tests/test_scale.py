@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from bertology.daskutil import get_scheduler
+from bertology.config import ConfigError, DaskConfig
+from bertology.daskutil import compute_kwargs
 from bertology.sieve.reduce import compute_scores
-from tests.test_sieve_pipeline import write_store
+from tests.builders.sieve import write_store
 
 ROLES = ["local", "cls", "sep", "delimiter", "block", "nsubj", "syntactic"]
 
@@ -23,15 +24,14 @@ def store(tmp_path_factory):
 def test_sieve_on_a_distributed_local_cluster_equals_threads(store):
     distributed = pytest.importorskip("dask.distributed")
     path, words = store
-    ds = xr.open_zarr(path)
-    local = compute_scores(ds, words, roles=ROLES, compute_kwargs=get_scheduler(None))
+    local = compute_scores(path, words, roles=ROLES, window=2, compute_kwargs=compute_kwargs(DaskConfig(None)))
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   dashboard_address=None) as cluster:
-        kw = get_scheduler({"analysis": {"dask": {"scheduler": cluster.scheduler_address}}})
+        kw = compute_kwargs(DaskConfig(cluster.scheduler_address), threads=2)
         client = kw["scheduler"]
         try:
-            assert isinstance(client, distributed.Client)
-            remote = compute_scores(ds, words, roles=ROLES, compute_kwargs=kw)
+            assert isinstance(client, distributed.Client) and kw == {"scheduler": client}
+            remote = compute_scores(path, words, roles=ROLES, window=2, compute_kwargs=kw)
             assert len(client.scheduler_info()["workers"]) == 2
         finally:
             client.close()
@@ -39,9 +39,18 @@ def test_sieve_on_a_distributed_local_cluster_equals_threads(store):
     assert np.isfinite(local.values).any()
 
 
+def test_scheduler_choice():
+    assert compute_kwargs(DaskConfig(None)) == {"scheduler": "threads"}
+    assert compute_kwargs(DaskConfig("threads"), threads=3) == {"scheduler": "threads", "num_workers": 3}
+    assert compute_kwargs(DaskConfig("synchronous"), threads=3) == {"scheduler": "synchronous"}
+    assert compute_kwargs(DaskConfig("processes"), threads=2) == {"scheduler": "processes", "num_workers": 2}
+    with pytest.raises(ConfigError, match="tcp://host:8786"):
+        compute_kwargs(DaskConfig("fast"))
+
+
 def test_unreachable_scheduler_is_a_clear_error():
-    with pytest.raises(RuntimeError, match="analysis.dask.scheduler"):
-        get_scheduler({"dask": {"scheduler": "tcp://127.0.0.1:9"}})
+    with pytest.raises(ConfigError, match="analysis.dask.scheduler"):
+        compute_kwargs(DaskConfig("tcp://127.0.0.1:9"))
 
 
 def test_store_on_an_fsspec_url(store):
@@ -51,5 +60,5 @@ def test_store_on_an_fsspec_url(store):
     ds.chunk({"example": 4}).to_zarr(url, mode="w")
     remote = xr.open_zarr(url)
     assert remote.attention.dims == ds.attention.dims
-    np.testing.assert_allclose(compute_scores(remote, words, roles=ROLES).values,
-                               compute_scores(ds, words, roles=ROLES).values, equal_nan=True)
+    np.testing.assert_allclose(compute_scores(url, words, roles=ROLES, window=2).values,
+                               compute_scores(path, words, roles=ROLES, window=2).values, equal_nan=True)

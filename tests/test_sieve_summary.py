@@ -9,7 +9,7 @@ import xarray as xr
 from scipy import stats
 
 from bertology.sieve.figures import role_combinations, role_grid_image
-from bertology.sieve.reduce import run_sieve, sieve_params
+from bertology.sieve.reduce import run_sieve
 from bertology.sieve.summary import layer_groups, roles_per_head, sieve_delta, summarize
 
 
@@ -90,15 +90,6 @@ def test_role_combinations_and_grid_order_multi_skilled_first():
     assert img.shape[0] == 2 * 3 and img.shape[1] == 2 * 3    # 2x2 role squares + gap per cell
 
 
-def test_sieve_params_defaults_and_errors():
-    assert sieve_params(None) == {"tau": 3.0, "alpha": 0.05, "window": 2, "correction": "none"}
-    assert sieve_params({"sieve": {"tau": 2.0}})["tau"] == 2.0
-    with pytest.raises(ValueError, match="unknown analysis.sieve"):
-        sieve_params({"taus": 2})
-    with pytest.raises(ValueError, match="fdr_bh"):
-        sieve_params({"correction": "holm"})
-
-
 def test_single_sentence_store_has_no_block_role(tmp_path):
     CLS, SEP = 101, 102
     E, T = 6, 8
@@ -124,8 +115,9 @@ def test_single_sentence_store_has_no_block_role(tmp_path):
                            "pad_token_id": 0, "max_length": T, "complete": True, "model": "synthetic",
                            "split": "validation"})
     ds.chunk({"example": 4}).to_zarr(tmp_path / "s.zarr")
-    pd.DataFrame(words, columns=["example_idx", "word", "dep", "head"]).to_parquet(tmp_path / "w.parquet")
-    table, scores = run_sieve(tmp_path / "s.zarr", tmp_path / "w.parquet", compute_kwargs={"scheduler": "synchronous"})
+    words = pd.DataFrame(words, columns=["example_idx", "word", "dep", "head"])
+    table, scores = run_sieve(tmp_path / "s.zarr", words, tau=3.0, alpha=0.05, window=2, correction="none",
+                              compute_kwargs={"scheduler": "synchronous"})
     assert "block" not in set(table["role"]) and len(set(table["role"])) == 11
     cls_head = table[table["head"] == 1].set_index("role")
     assert set(cls_head.index[cls_head["assigned"]]) == {"cls"}

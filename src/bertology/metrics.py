@@ -1,41 +1,141 @@
-"""GLUE metrics, from scikit-learn and SciPy: accuracy, F1, MCC, Pearson and Spearman."""
+"""GLUE metrics: accuracy, F1, MCC, Pearson and Spearman, one implementation for everything.
+
+:func:`batched_metric` scores many prediction vectors against the same labels at once (one row per
+configuration of a disabling sweep, or per bootstrap resample); :func:`compute_metrics` (Table 1, training
+evaluation) is that same code on one row. The formulas reproduce, operation for operation, the libraries
+the project used before (scikit-learn 1.9 ``accuracy_score``, ``f1_score(zero_division=0)``,
+``matthews_corrcoef``; SciPy 1.17 ``pearsonr``, ``spearmanr``), so their numbers are equal bit for bit
+(checked in tests/test_ablation_stats.py). The one deliberate difference: a constant prediction or label
+vector (all values equal) has correlation 0, where SciPy says NaN (the paper's untrained-head case).
+
+Glossary: E examples, C rows (configurations, resamples). Predictions are class ids (classification) or
+scores (STS-B regression).
+"""
 
 from __future__ import annotations
 
 import numpy as np
 from scipy import stats
-from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
 from bertology.tasks import get_task
 
+METRICS = ("accuracy", "f1", "mcc", "pearson", "spearman")
+
 
 def predictions_from_logits(logits: np.ndarray, regression: bool) -> np.ndarray:
-    """(E, C) logits -> (E,) class ids; (E, 1) or (E,) regression outputs -> (E,) scores."""
+    """(..., E, K) logits -> (..., E) class ids; regression outputs (K == 1) -> (..., E) float64 scores."""
     logits = np.asarray(logits)
     if regression:
-        return logits.reshape(len(logits), -1)[:, 0].astype(np.float64)
+        if logits.ndim == 1:
+            return logits.astype(np.float64)
+        return logits[..., 0].astype(np.float64)
     return logits.argmax(axis=-1)
 
 
-def _corr(fn, a: np.ndarray, b: np.ndarray) -> float:
-    if len(a) < 2 or np.std(a) == 0 or np.std(b) == 0:
-        return 0.0  # a constant prediction carries no correlation (the paper's untrained-head case)
-    return float(fn(a, b)[0])
+def _constant(a: np.ndarray) -> np.ndarray:
+    """(C, E) -> (C,) True where every value of the row is equal."""
+    return (a == a[:, :1]).all(axis=1)
 
 
-METRIC_FUNCTIONS = {
-    "accuracy": lambda y, p: float(accuracy_score(y, p)),
-    "f1": lambda y, p: float(f1_score(y, p, zero_division=0.0)),
-    "mcc": lambda y, p: float(matthews_corrcoef(y, p)),
-    "pearson": lambda y, p: _corr(stats.pearsonr, np.asarray(y, float), np.asarray(p, float)),
-    "spearman": lambda y, p: _corr(stats.spearmanr, np.asarray(y, float), np.asarray(p, float)),
-}
+def _accuracy(labels: np.ndarray, preds: np.ndarray) -> np.ndarray:
+    return (preds == labels).mean(axis=1)
+
+
+def _f1(labels: np.ndarray, preds: np.ndarray) -> np.ndarray:
+    """Binary F1 of class 1 from the counts: 2 tp / (2 tp + fp + fn), 0 when undefined."""
+    pos_p, pos_y = preds == 1, labels == 1
+    tp = (pos_p & pos_y).sum(axis=1).astype(np.float64)
+    fp = (pos_p & ~pos_y).sum(axis=1)
+    fn = (~pos_p & pos_y).sum(axis=1)
+    denom = 2 * tp + fp + fn
+    return np.where(denom > 0, 2 * tp / np.maximum(denom, 1), 0.0)
+
+
+def _mcc(labels: np.ndarray, preds: np.ndarray) -> np.ndarray:
+    """Matthews correlation (the multi-class form of scikit-learn; 0 when undefined)."""
+    classes = np.union1d(np.unique(labels), np.unique(preds))
+    s = float(labels.shape[0])
+    correct = (preds == labels).sum(axis=1).astype(np.float64)
+    t = np.array([(labels == k).sum() for k in classes], dtype=np.float64)                # (K,)
+    p = np.stack([(preds == k).sum(axis=1) for k in classes], axis=1).astype(np.float64)  # (C, K)
+    cov_ytyp = correct * s - p @ t
+    cov_ypyp = s * s - (p * p).sum(axis=1)
+    cov_ytyt = s * s - (t * t).sum()
+    denom = cov_ytyt * cov_ypyp
+    out = np.zeros(preds.shape[0])
+    ok = denom > 0
+    out[ok] = cov_ytyp[ok] / np.sqrt(denom[ok])
+    return out
+
+
+def _pearson(labels: np.ndarray, preds: np.ndarray) -> np.ndarray:
+    """Pearson r per row, SciPy's ``pearsonr(labels, row)`` steps along the last axis; 0 for a constant side.
+
+    Inputs must be C-contiguous (a reduction over a strided axis sums in another order).
+    """
+    if preds.shape[1] < 2:
+        return np.zeros(preds.shape[0])
+    x = np.broadcast_to(labels, preds.shape)
+    y = preds
+    xmean = x.mean(axis=-1, keepdims=True)
+    ymean = y.mean(axis=-1, keepdims=True)
+    xm = x - xmean
+    ym = y - ymean
+    xmax = np.abs(xm).max(axis=-1, keepdims=True)
+    ymax = np.abs(ym).max(axis=-1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        normxm = xmax * np.linalg.norm(xm / xmax, axis=-1, keepdims=True)
+        normym = ymax * np.linalg.norm(ym / ymax, axis=-1, keepdims=True)
+        r = np.vecdot(xm / normxm, ym / normym, axis=-1)
+    r = np.clip(r, -1.0, 1.0)
+    if preds.shape[1] == 2:
+        r = np.round(r)  # two points lie on a line: exactly -1 or 1 (as SciPy)
+    return np.where(_constant(x) | _constant(y), 0.0, r)
+
+
+def _spearman(labels: np.ndarray, preds: np.ndarray) -> np.ndarray:
+    """Spearman rho per row (average ranks), SciPy's ``spearmanr(labels, row)``: ``np.corrcoef`` of the
+    ranks, element [1, 0]; 0 for a constant side."""
+    if preds.shape[1] < 2:
+        return np.zeros(preds.shape[0])
+    rank_p = stats.rankdata(preds, axis=1)
+    x = np.stack([np.broadcast_to(stats.rankdata(labels), rank_p.shape), rank_p], axis=1)  # (C, 2, E)
+    x = x - x.mean(axis=2, keepdims=True)
+    c = x @ x.swapaxes(1, 2)                                                                # (C, 2, 2)
+    c *= np.true_divide(1, x.shape[2] - 1)
+    sd = np.sqrt(np.diagonal(c, axis1=1, axis2=2))                                          # (C, 2)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        c = c / sd[:, :, None]
+        c = c / sd[:, None, :]
+    r = np.clip(c[:, 1, 0], -1.0, 1.0)
+    return np.where(_constant(preds) | _constant(labels[None]), 0.0, r)
+
+
+_BATCHED = {"accuracy": _accuracy, "f1": _f1, "mcc": _mcc, "pearson": _pearson, "spearman": _spearman}
+
+
+def batched_metric(name: str, labels: np.ndarray, preds: np.ndarray) -> np.ndarray:
+    """One GLUE metric for many prediction vectors at once: labels (E,), preds (C, E) -> (C,) float64.
+
+    accuracy; binary F1 of class 1 (0 when undefined); MCC; Pearson; Spearman with average ranks.
+    """
+    labels = np.asarray(labels)
+    preds = np.asarray(preds)
+    if preds.ndim != 2 or preds.shape[1] != labels.shape[0]:
+        raise ValueError(f"preds must be (C, E) with E = {labels.shape[0]}, got {preds.shape}")
+    if name not in _BATCHED:
+        raise ValueError(f"unknown metric {name!r}; known: {', '.join(METRICS)}")
+    if name in ("pearson", "spearman"):
+        labels = np.ascontiguousarray(labels, dtype=np.float64)
+        preds = np.ascontiguousarray(preds, dtype=np.float64)
+    return _BATCHED[name](labels, preds)
 
 
 def compute_metrics(task: str, predictions: np.ndarray, labels: np.ndarray) -> dict[str, float]:
-    """The task's metrics (TaskSpec.metrics) for (E,) predictions or (E, C) logits against (E,) labels.
+    """The task's metrics (TaskSpec.metrics) for (E,) predictions or (E, K) logits against (E,) labels.
 
-    Values are fractions in [0, 1] (correlations in [-1, 1]); multiply by 100 for the paper's table.
+    :func:`batched_metric` on one row. Values are fractions in [0, 1] (correlations in [-1, 1]); multiply
+    by 100 for the paper's table.
     """
     spec = get_task(task)
     predictions = np.asarray(predictions)
@@ -44,4 +144,4 @@ def compute_metrics(task: str, predictions: np.ndarray, labels: np.ndarray) -> d
     labels = np.asarray(labels)
     if len(predictions) != len(labels):
         raise ValueError(f"{len(predictions)} predictions for {len(labels)} labels")
-    return {name: METRIC_FUNCTIONS[name](labels, predictions) for name in spec.metrics}
+    return {name: float(batched_metric(name, labels, predictions[None])[0]) for name in spec.metrics}

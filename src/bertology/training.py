@@ -10,7 +10,16 @@ Resumption: the full training state (model, optimizer, scheduler, RNG, step, his
 The batches of an epoch are drawn from a generator seeded by (seed, epoch), so a resumed run skips the
 batches already seen and continues exactly where the interrupted one stopped: on the CPU it reaches the
 same final weights as an uninterrupted run. A checkpoint written for other settings (model, init, data,
-train config) is ignored, with a warning.
+train config: :func:`resume_key`) is ignored, with a warning. The pipeline keeps the state in
+:func:`checkpoint_dir` (``results/checkpoints/{task}/{init}``), outside the model directory that the
+train_model rule declares, so that Snakemake's clean-up of a failed job never deletes it.
+
+Progress is reported through one callback, ``on_metrics(values, step)``: ``train_loss`` and
+``learning_rate`` after every optimizer step, ``eval_<metric>`` at step = epoch after every epoch.
+It is called only once the state of that step is on disk (whenever a checkpoint is due), so a slow or
+failing tracker never costs a checkpoint.
+
+The settings are ``bertology.config.TrainConfig`` (the `train:` section, filled by the schema).
 
 Glossary: E examples, B batch size, T tokens of a padded batch, C classes (1 for regression).
 """
@@ -32,22 +41,25 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from bertology.config import TrainConfig, config_hash
 from bertology.encoding import encode
-from bertology.metrics import compute_metrics, predictions_from_logits
+from bertology.errors import UserError
+from bertology.metrics import compute_metrics
 from bertology.tasks import TaskSpec
 
 log = logging.getLogger(__name__)
 
 STATE_FILE = "state.pt"
 HISTORY_FILE = "training.json"
+CHECKPOINT_ROOT = Path("results/checkpoints")  # relative to the working directory (snakemake --directory)
 BUCKET_BATCHES = 50  # batches per length bucket: shuffled chunks of 50*B examples are sorted by length
 
 
-class TrainingDivergedError(RuntimeError):
+class TrainingDivergedError(UserError, RuntimeError):
     """The loss became NaN or infinite; the message names the step and the learning rate."""
 
 
-class TrainingInterrupted(RuntimeError):
+class TrainingInterrupted(UserError, RuntimeError):
     """SIGTERM/SIGINT arrived: the state was saved after the current step; re-running resumes."""
 
 
@@ -83,33 +95,24 @@ class StopSignals:
             signal.signal(sig, old)
 
 
-@dataclass(frozen=True)
-class TrainConfig:
-    """The `train:` config section (schemas/config.schema.yaml), minus `inits`."""
+# The train settings a checkpoint must share to be resumed (evaluation and checkpoint cadence excluded).
+RESUME_SETTINGS = ("epochs", "batch_size", "learning_rate", "weight_decay", "warmup_ratio", "mixed_precision",
+                   "seed", "max_grad_norm")
 
-    epochs: float = 3
-    batch_size: int = 32
-    learning_rate: float = 2e-5
-    weight_decay: float = 0.01
-    warmup_ratio: float = 0.1
-    mixed_precision: str = "auto"
-    eval_batch_size: int = 64
-    seed: int = 42
-    max_grad_norm: float = 1.0
-    checkpoint_steps: int = 500
-    checkpoint_minutes: float = 10.0  # also save when this long has passed since the last save (0: never)
 
-    @classmethod
-    def from_dict(cls, section: dict[str, Any]) -> TrainConfig:
-        known = {f for f in cls.__dataclass_fields__}
-        return cls(**{k: v for k, v in section.items() if k in known})
+def checkpoint_dir(task: str, init: str) -> Path:
+    """Where the train_model job of (task, init) keeps its resumable state: results/checkpoints/{task}/{init}.
 
-    def resume_key(self) -> dict[str, Any]:
-        """The settings a checkpoint must share to be resumed (evaluation/checkpoint cadence excluded)."""
-        d = asdict(self)
-        for k in ("eval_batch_size", "checkpoint_steps", "checkpoint_minutes"):
-            d.pop(k)
-        return d
+    Not a declared output of the rule (Snakemake deletes the outputs of a failed job, and with them the
+    work a resumed job would reuse), so the step and rules/train.smk both name it through this function.
+    """
+    return CHECKPOINT_ROOT / task / init
+
+
+def resume_key(cfg: TrainConfig, *, model: str, init: str, task: str, max_length: int, train_df: pd.DataFrame) -> str:
+    """The identity of a training run (16 hex): a checkpoint resumes only a run with the same key."""
+    return config_hash({"model": model, "init": init, "task": task, "max_length": max_length,
+                        "train": {k: getattr(cfg, k) for k in RESUME_SETTINGS}, "data": data_fingerprint(train_df)})
 
 
 @dataclass
@@ -266,8 +269,7 @@ def evaluate(model, tokenizer, enc: Encoded, spec: TaskSpec, *, batch_size: int,
     """The task's metrics (fractions) of `model` on an encoded split."""
     logits = predict(model, tokenizer, enc, batch_size=batch_size, device=device, amp_dtype=amp_dtype,
                      progress=progress)
-    preds = predictions_from_logits(logits, spec.is_regression)
-    return compute_metrics(spec.name, preds, enc.labels)
+    return compute_metrics(spec.name, logits, enc.labels)
 
 
 # --------------------------------------------------------------------------------------------- training
@@ -332,18 +334,18 @@ def load_state(checkpoint_dir: Path | None, key: str, device) -> dict[str, Any] 
     return state
 
 
-StepCallback = Callable[[int, float, float], None]          # (step, loss, lr)
-EvalCallback = Callable[[int, int, dict[str, float]], None]  # (epoch, step, metrics)
+MetricsCallback = Callable[[dict[str, float], int], None]  # (values, step), e.g. Tracker.metrics
 
 
 def train(model, tokenizer, train_enc: Encoded, spec: TaskSpec, cfg: TrainConfig, *,
           eval_enc: Encoded | None = None, checkpoint_dir: Path | None = None, resume_key: str = "",
-          device=None, on_step: StepCallback | None = None, on_eval: EvalCallback | None = None,
-          progress: bool = True) -> History:
+          device=None, on_metrics: MetricsCallback | None = None, progress: bool = True) -> History:
     """Fine-tune `model` in place on an encoded train split; return its history.
 
     Resumes from checkpoint_dir/state.pt when it holds a state for `resume_key`. Evaluates on
-    `eval_enc` after every full epoch. Raises TrainingDivergedError on a NaN/inf loss.
+    `eval_enc` after every full epoch. Calls ``on_metrics({"train_loss", "learning_rate"}, step)`` after
+    every step and ``on_metrics({"eval_<metric>": ...}, epoch)`` after every epoch, each time after the
+    checkpoint of that step (if one is due) is written. Raises TrainingDivergedError on a NaN/inf loss.
     """
     import torch
     from tqdm.auto import tqdm
@@ -378,14 +380,18 @@ def train(model, tokenizer, train_enc: Encoded, spec: TaskSpec, cfg: TrainConfig
     else:
         torch.manual_seed(cfg.seed)  # dropout stream
 
-    last_save = time.perf_counter()
+    last_save, saved_step = time.perf_counter(), step
 
     def checkpoint() -> None:
-        nonlocal last_save
+        nonlocal last_save, saved_step
         if checkpoint_dir is not None:
             save_state(checkpoint_dir, model=model, optimizer=optimizer, scheduler=scheduler, scaler=scaler,
                        step=step, history=history, key=resume_key)
-            last_save = time.perf_counter()
+            last_save, saved_step = time.perf_counter(), step
+
+    def emit(values: dict[str, float], at: int) -> None:
+        if on_metrics is not None:
+            on_metrics(values, at)
 
     def checkpoint_due() -> bool:
         if cfg.checkpoint_steps and step % cfg.checkpoint_steps == 0:
@@ -399,6 +405,7 @@ def train(model, tokenizer, train_enc: Encoded, spec: TaskSpec, cfg: TrainConfig
             batches = train_batches(train_enc.lengths, cfg.batch_size, cfg.seed, epoch)
             skip = step - epoch * per_epoch
             model.train()
+            last_values: dict[str, float] | None = None  # the epoch's last step, sent after its checkpoint
             for idx in batches[skip:]:
                 if step >= n_steps:
                     break
@@ -430,30 +437,36 @@ def train(model, tokenizer, train_enc: Encoded, spec: TaskSpec, cfg: TrainConfig
                 history.lrs.append(lr)
                 bar.update(1)
                 bar.set_postfix(loss=f"{value:.4f}", refresh=False)
-                if on_step is not None:
-                    on_step(step, value, lr)
                 history.seconds = time.perf_counter() - started
-                epoch_done = step % per_epoch == 0 or step == n_steps
-                if not epoch_done and checkpoint_due():
+                values = {"train_loss": value, "learning_rate": lr}
+                if step % per_epoch == 0 or step == n_steps:  # the epoch end below checkpoints and emits
+                    last_values = values
+                    continue
+                if checkpoint_due():
                     checkpoint()
-                if stop.signal is not None and not epoch_done:
-                    checkpoint()
+                emit(values, step)
+                if stop.signal is not None:
+                    if saved_step != step:
+                        checkpoint()
                     raise TrainingInterrupted(
                         f"{spec.name}: stopped by {stop.signal} after step {step} of {n_steps}"
                         + (f"; the state is saved in {checkpoint_dir}, run the same command again to resume"
                            if checkpoint_dir is not None else ""))
             if step % per_epoch == 0 or step == n_steps:  # a completed (possibly last, partial) epoch
+                metrics = None
                 if eval_enc is not None and not any(e["step"] == step for e in history.evals):
                     metrics = evaluate(model, tokenizer, eval_enc, spec, batch_size=cfg.eval_batch_size,
                                        device=device, amp_dtype=amp_dtype)
                     history.evals.append({"epoch": epoch + 1, "step": step, "metrics": metrics})
                     log.info("%s epoch %d (step %d): %s", spec.name, epoch + 1, step,
                              ", ".join(f"{k}={v:.4f}" for k, v in metrics.items()))
-                    if on_eval is not None:
-                        on_eval(epoch + 1, step, metrics)
                     model.train()
                 history.seconds = time.perf_counter() - started
                 checkpoint()
+                if last_values is not None:
+                    emit(last_values, step)
+                if metrics is not None:
+                    emit({f"eval_{k}": v for k, v in metrics.items()}, epoch + 1)
                 if stop.signal is not None and step < n_steps:
                     raise TrainingInterrupted(
                         f"{spec.name}: stopped by {stop.signal} after step {step} of {n_steps} (end of epoch "

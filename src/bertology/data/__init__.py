@@ -7,7 +7,6 @@ score for STS-B), written to ``results/data/{task}/{split}.parquet``.
 
 from __future__ import annotations
 
-import argparse
 import logging
 from pathlib import Path
 
@@ -16,6 +15,8 @@ import pandas as pd
 
 from bertology.data.glue_dir import read_glue_split
 from bertology.data.hub import load_hub_split
+from bertology.config import DataConfig
+from bertology.errors import UserError
 from bertology.tasks import SPLITS, TaskSpec, get_task
 
 log = logging.getLogger(__name__)
@@ -23,16 +24,27 @@ log = logging.getLogger(__name__)
 COLUMNS = ["idx", "text_a", "text_b", "label"]
 
 
-class DataError(ValueError):
+class DataError(UserError, ValueError):
     """Input data is missing or malformed; the message names the file and the fix."""
 
 
-def subsample(df: pd.DataFrame, n: int | None, seed: int) -> pd.DataFrame:
-    """A seeded sample of n rows (all rows when n is None or >= len), kept in idx order."""
-    if n is None or n >= len(df):
+def sample_rows(df: pd.DataFrame, n: int | None, seed: int, *, what: str = "the sample") -> pd.DataFrame:
+    """The project's one sampler: a seeded sample of n rows kept in frame order (all rows when n is None).
+
+    A pure function of (df, n, seed), so every variant of a task gets the same rows in the same order.
+    Asking for more rows than there are gives them all, with a warning; an empty frame is an error.
+    """
+    if n is not None and int(n) < 1:
+        raise DataError(f"{what}: the number of examples must be a positive integer or null (all), got {n!r}")
+    if len(df) == 0:
+        raise DataError(f"{what}: the split is empty: nothing to sample (check data.source and the split)")
+    if n is not None and int(n) > len(df):
+        log.warning("%s: %d examples are asked for but the split has only %d: all %d are used", what, n, len(df),
+                    len(df))
+    if n is None or int(n) >= len(df):
         return df.reset_index(drop=True)
-    rng = np.random.default_rng(seed)
-    keep = np.sort(rng.choice(len(df), size=n, replace=False))
+    rng = np.random.default_rng(int(seed))
+    keep = np.sort(rng.choice(len(df), size=int(n), replace=False))
     return df.iloc[keep].reset_index(drop=True)
 
 
@@ -53,56 +65,32 @@ def normalise(df: pd.DataFrame, spec: TaskSpec) -> pd.DataFrame:
     return out[COLUMNS]
 
 
-def load_split(task: str, split: str, data_cfg: dict) -> pd.DataFrame:
+def load_split(task: str, split: str, data: DataConfig) -> pd.DataFrame:
     """One split of one task from the configured source, subsampled as configured."""
     spec = get_task(task)
     if split not in SPLITS:
         raise DataError(f"unknown split {split!r}; use one of {SPLITS}")
-    source = data_cfg.get("source", "demo")
-    seed = int(data_cfg.get("seed", 42))
-    if source == "demo":
+    if data.source == "demo":
         from bertology.demo import generate
 
-        sizes = data_cfg.get("demo") or {}
-        n = int(sizes.get(split, 600 if split == "train" else 200))
-        df = generate(task, split, n=n, seed=seed)
-    elif source == "hub":
+        df = generate(task, split, n=getattr(data.demo, split), seed=data.seed)
+    elif data.source == "hub":
         df = load_hub_split(spec, split)
     else:
-        df = read_glue_split(Path(source), spec, split)
+        df = read_glue_split(Path(data.source), spec, split)
     df = normalise(df, spec)
-    limit = data_cfg.get("max_train_examples" if split == "train" else "max_eval_examples")
-    return subsample(df, limit, seed)
+    limit = data.max_train_examples if split == "train" else data.max_eval_examples
+    return sample_rows(df, limit, data.seed, what=f"{task}/{split}")
 
 
-def prepare_cmd(argv: list[str]) -> int:
-    """bertology prepare-data --task T --split S --params JSON(data config) --output PATH"""
-    from bertology.cli import parse_json
-
-    ap = argparse.ArgumentParser(prog="bertology prepare-data")
-    ap.add_argument("--task", required=True)
-    ap.add_argument("--split", required=True, choices=SPLITS)
-    ap.add_argument("--params", required=True, help="the `data:` config section as JSON")
-    ap.add_argument("--output", required=True)
-    args = ap.parse_args(argv)
-    from bertology.tracking import job_run
-
-    params = parse_json(args.params)
-    with job_run("prepare_data", task=args.task, variant=args.split, params={"data": params}) as _:
-        import mlflow
-
-        df = load_split(args.task, args.split, params)
-        out = Path(args.output)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        df.to_parquet(out, index=False)
-        spec = get_task(args.task)
-        labels = df["label"].describe().to_dict() if spec.is_regression else df["label"].value_counts().to_dict()
-        log.info("%s/%s: %d rows -> %s; labels: %s", args.task, args.split, len(df), out, labels)
-        mlflow.log_metric("rows", len(df))
-        if not spec.is_regression:
-            for label_id, count in sorted(labels.items()):
-                mlflow.log_metric(f"label_{spec.label_names[int(label_id)]}", count)
-    return 0
+def write_prepared(df: pd.DataFrame, path: str | Path) -> Path:
+    """Write a prepared split atomically (a killed job never leaves half a parquet)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    df.to_parquet(tmp, index=False)
+    tmp.replace(path)
+    return path
 
 
 def read_prepared(path: str | Path) -> pd.DataFrame:

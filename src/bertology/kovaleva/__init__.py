@@ -1,8 +1,8 @@
 """Kovaleva et al. 2019, "Revealing the Dark Secrets of BERT", sections 4.1-4.5 over the attention stores.
 
 Modules: ``patterns`` (4.1), ``relations`` and ``framenet`` (4.2), ``cosine`` (4.3), ``features`` (4.4 and
-4.5), ``reduce`` (the Dask drivers over the stores), ``figures`` and ``cli`` (the commands of
-rules/kovaleva.smk).
+4.5), ``reduce`` (the one-pass reductions over the stores, through ``bertology.store.map_chunks``) and
+``figures``; the steps of rules/kovaleva.smk are in ``bertology.steps.kovaleva``.
 
 Outputs (per-head CSVs are long and tidy; ``layer``/``head`` are 0-based ints; every mean has ``std``
 (ddof=1) and ``n`` beside it):
@@ -26,8 +26,9 @@ Reads: ``kovaleva_stats`` reads a store once for patterns, features, cls and dep
 paired feature differences (a pairing of two stores cannot come from the per-variant pass; keeping the
 passes apart means changing the pattern classifier or the percentile never re-reads both stores).
 
-Annotating patterns: ``bertology patterns-export --store S --count 400 --outdir D`` writes PNGs and
-``D/labels.csv`` (columns task, variant, example, layer, head, image, label); fill ``label`` with one of
-the five classes, then ``bertology patterns-train --labels D/labels.csv --store S --output cnn.pt`` and set
+Annotating patterns: ``snakemake results/patterns/{task}/labels.csv`` (rule ``patterns_sheet``) writes PNGs of
+a seeded sample of maps and the sheet (columns task, variant, example, layer, head, image, label); fill
+``label`` with one of the five classes, then ``bertology patterns-train --input labels=.../labels.csv --input
+store=results/attention/{task}/finetuned.zarr --output model=cnn.pt`` and set
 ``analysis.patterns.classifier: cnn.pt``.
 """

@@ -5,7 +5,7 @@ feature type, W words of one example. An attention map ``A`` is ``(L, H, n, n)``
 columns = keys), cropped to the real length.
 
 A *token* of a feature is a set of wordpiece positions: the special tokens are one position each
-([CLS] at 0, every [SEP]); a word is all its wordpieces ``wp(w)`` (never only the first one).
+([CLS], every [SEP]: bertology.store.SpecialTokens); a word is all its wordpieces ``wp(w)`` (never only the first one).
 
 Definitions (DESIGN section 6):
 
@@ -72,12 +72,6 @@ def word_feature_flags(words: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def special_positions(input_ids: np.ndarray, n: int, sep_token_id: int) -> tuple[np.ndarray, np.ndarray]:
-    """([CLS] positions, [SEP] positions) among the first n tokens: ([0], every sep id < n)."""
-    seps = np.flatnonzero(np.asarray(input_ids[:n]) == sep_token_id)
-    return np.array([0]), seps
-
-
 def word_membership(word_ids: np.ndarray, n: int, n_words: int) -> np.ndarray:
     """(W, n) float32: M[w, s] = 1 when wordpiece s belongs to word w (s < n; specials have id -1)."""
     ids = np.asarray(word_ids[:n]).astype(np.int64)
@@ -87,16 +81,18 @@ def word_membership(word_ids: np.ndarray, n: int, n_words: int) -> np.ndarray:
     return m
 
 
-def feature_tokens(word_ids: np.ndarray, input_ids: np.ndarray, n: int, sep_token_id: int,
-                   flags: dict[str, np.ndarray] | None, names: tuple[str, ...] = FEATURES) -> dict[str, np.ndarray]:
+def feature_tokens(word_ids: np.ndarray, cls: np.ndarray, sep: np.ndarray, flags: dict[str, np.ndarray] | None,
+                   names: tuple[str, ...] = FEATURES) -> dict[str, np.ndarray]:
     """Membership matrices of the tokens of each feature in one example.
 
-    word_ids, input_ids: (Q,) of the example (Q >= n). flags: feature -> (W,) bool per word index
-    (from word_feature_flags, in word order), None when the example has no word annotation.
+    word_ids: (Q,) of the example (Q >= n). cls, sep: (n,) bool, the [CLS] and [SEP] positions of the real
+    tokens (bertology.store.SpecialTokens.masks). flags: feature -> (W,) bool per word index (from
+    word_feature_flags, in word order), None when the example has no word annotation.
     Returns feature -> (T, n) float32 (T may be 0: the example does not contain the feature). Words
     whose wordpieces were all truncated away have an empty row and are dropped.
     """
-    cls_pos, sep_pos = special_positions(input_ids, n, sep_token_id)
+    n = len(cls)
+    cls_pos, sep_pos = np.flatnonzero(cls), np.flatnonzero(sep)
     eye = np.eye(n, dtype=np.float32)
     out: dict[str, np.ndarray] = {}
     n_words = 0 if not flags else len(next(iter(flags.values())))

@@ -13,8 +13,7 @@ import pandas as pd
 from bertology import plotting
 from bertology.kovaleva.features import CLS_FEATURES, FEATURES
 from bertology.kovaleva.patterns import CLASSES
-
-VARIANTS = ("pretrained", "finetuned")
+from bertology.tasks import STORE_VARIANTS
 CLASS_COLOURS = {"vertical": "#4c72b0", "diagonal": "#dd8452", "vertical+diagonal": "#8172b3", "block": "#55a868",
                  "heterogeneous": "#c44e52"}
 FIG6_ORDER = ("sep", "cls") + tuple(f for f in FEATURES if f not in ("sep", "cls"))
@@ -56,7 +55,7 @@ def _n_text(df: pd.DataFrame) -> str:
 
 def patterns_figure(tables: dict[str, pd.DataFrame], task: str, path: str | Path) -> Path:
     """Fig. 2: the share of each pattern class overall (per variant) and per layer."""
-    variants = [v for v in VARIANTS if v in tables]
+    variants = [v for v in STORE_VARIANTS if v in tables]
     fig, axes = plotting.new_figure(4.0 + 4.0 * len(variants), 4.2, ncols=1 + len(variants))
     axes = np.atleast_1d(axes)
     ax = axes[0]
@@ -136,7 +135,7 @@ def features_figure(tables: dict[str, pd.DataFrame], task: str, path: str | Path
 
 def cls_figure(tables: dict[str, pd.DataFrame], task: str, path: str | Path) -> Path:
     """Fig. 7: what [CLS] attends to in the last layer: feature x head, per variant (one shared scale)."""
-    variants = [v for v in VARIANTS if v in tables]
+    variants = [v for v in STORE_VARIANTS if v in tables]
     mats = {}
     for v in variants:
         df = tables[v]
@@ -168,7 +167,7 @@ def cls_figure(tables: dict[str, pd.DataFrame], task: str, path: str | Path) -> 
 def relations_figure(tables: dict[str, pd.DataFrame], task: str, path: str | Path) -> Path:
     """Fig. 3: mean max link attention per head, per link source (rows) and variant (columns); heads above
     the percentile outlined in red. One colour scale per source."""
-    variants = [v for v in VARIANTS if v in tables]
+    variants = [v for v in STORE_VARIANTS if v in tables]
     sources = [s for s in ("framenet", "dependency") if any(s in set(tables[v]["source"]) for v in variants)]
     first = tables[variants[0]]
     layers, heads = int(first["layer"].max()) + 1, int(first["head"].max()) + 1
@@ -194,7 +193,7 @@ def patterns_tasks_figure(tables: dict[str, dict[str, pd.DataFrame]], path: str 
     """Fig. 2 across tasks: the share of each class over all heads, one bar per task and variant."""
     labels, shares = [], []
     for task, by_variant in tables.items():
-        for v in VARIANTS:
+        for v in STORE_VARIANTS:
             if v in by_variant:
                 df = by_variant[v]
                 overall = df[df["layer"] == -1].set_index("class")["fraction"]
@@ -228,4 +227,15 @@ def cosine_tasks_figure(tables: dict[str, pd.DataFrame], path: str | Path) -> Pa
     fig.colorbar(im, ax=axes[0].tolist(), label="cosine similarity (darker = more change)")
     fig.suptitle("Pretrained vs fine-tuned attention per head\n(Kovaleva et al. Fig. 5), mean cosine over examples",
                  fontsize=10)
+    return plotting.save_figure(fig, path)
+
+
+def attention_map_figure(attn: np.ndarray, title: str, path: str | Path) -> Path:
+    """One attention map (n x n, rows = queries) as an image with a colour bar (the annotation sheet)."""
+    fig, ax = plotting.new_figure(4.2, 4.0)
+    im = ax.imshow(attn, cmap="viridis", vmin=0, vmax=1, interpolation="nearest")
+    ax.set_xlabel("key position")
+    ax.set_ylabel("query position")
+    ax.set_title(title, fontsize=9)
+    fig.colorbar(im, ax=ax)
     return plotting.save_figure(fig, path)

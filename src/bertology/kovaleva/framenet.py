@@ -23,8 +23,8 @@ from __future__ import annotations
 import logging
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -63,25 +63,20 @@ def tokens_in_span(spans: list[tuple[str, int, int]], start: int, end: int) -> l
     return [i for i, (_, s, e) in enumerate(spans) if s <= end and e >= start]
 
 
-def read_core_types(frame_dir: str | Path, frame: str, cache: dict[str, dict[str, str]]) -> dict[str, str]:
-    """FE name -> coreType of one frame (read from frame/<frame>.xml once)."""
-    if frame not in cache:
-        path = Path(frame_dir) / f"{frame}.xml"
-        types: dict[str, str] = {}
-        if path.is_file():
-            root = ET.parse(path).getroot()
-            for fe in root.findall("fn:FE", NS):
-                types[fe.get("name")] = fe.get("coreType", "")
-        else:
-            log.warning("frame file %s is missing: frame elements of %s are treated as non-core", path, frame)
-        cache[frame] = types
-    return cache[frame]
+def frame_core_types(frame: ET.Element) -> dict[str, str]:
+    """FE name -> coreType of one frame (the parsed root of frame/<frame>.xml)."""
+    return {fe.get("name"): fe.get("coreType", "") for fe in frame.findall("fn:FE", NS)}
 
 
-def parse_fulltext(path: str | Path, frame_dir: str | Path, cache: dict | None = None) -> list[Item]:
-    """Every (sentence, frame) annotation set of one full-text file with its core FEs (no length filter)."""
-    cache = {} if cache is None else cache
-    root = ET.parse(path).getroot()
+def parse_fulltext(root: ET.Element, doc: str, core_types: Mapping[str, Mapping[str, str]],
+                   missing: set[str] | None = None) -> list[Item]:
+    """Every (sentence, frame) annotation set of one full-text document with its core FEs (no length filter).
+
+    root: the parsed fulltext/<doc>.xml; core_types: frame -> FE name -> coreType (:func:`frame_core_types` of
+    every frame/*.xml). The FEs of a frame without an entry are treated as non-core, with one warning per
+    frame (frames already warned about are in `missing`).
+    """
+    missing = set() if missing is None else missing
     items: list[Item] = []
     for sent in root.iter(f"{{{NS['fn']}}}sentence"):
         text_el = sent.find("fn:text", NS)
@@ -95,7 +90,10 @@ def parse_fulltext(path: str | Path, frame_dir: str | Path, cache: dict | None =
                 continue
             target: list[int] = []
             fes: dict[str, list[int]] = {}
-            core = read_core_types(frame_dir, frame, cache)
+            if frame not in core_types and frame not in missing:
+                log.warning("frame file of %s is missing: its frame elements are treated as non-core", frame)
+                missing.add(frame)
+            core = core_types.get(frame, {})
             for layer in aset.findall("fn:layer", NS):
                 name = layer.get("name")
                 for label in layer.findall("fn:label", NS):
@@ -106,9 +104,16 @@ def parse_fulltext(path: str | Path, frame_dir: str | Path, cache: dict | None =
                         target.extend(toks)
                     elif name == "FE" and core.get(label.get("name")) in CORE_TYPES:
                         fes.setdefault(label.get("name"), []).extend(toks)
-            items.append(Item(sent.get("ID", ""), Path(path).stem, text, [t for t, _, _ in spans], frame,
+            items.append(Item(sent.get("ID", ""), doc, text, [t for t, _, _ in spans], frame,
                               sorted(set(target)), {k: sorted(set(v)) for k, v in fes.items()}))
     return items
+
+
+def release_items(documents: Iterable[tuple[str, ET.Element]],
+                  core_types: Mapping[str, Mapping[str, str]]) -> list[Item]:
+    """All annotation sets of a FrameNet release: documents = (doc name, parsed fulltext root) in order."""
+    missing: set[str] = set()
+    return [item for doc, root in documents for item in parse_fulltext(root, doc, core_types, missing)]
 
 
 def item_links(item: Item, min_distance: int = MIN_LINK_DISTANCE) -> list[tuple[str, list[int], list[int]]]:
@@ -142,22 +147,6 @@ def filter_items(items: list[Item], *, max_tokens: int = MAX_SENTENCE_TOKENS, ma
     return kept, counts
 
 
-def read_release(directory: str | Path) -> list[Item]:
-    """All annotation sets of a FrameNet release directory (fulltext/*.xml + frame/*.xml)."""
-    directory = Path(directory)
-    fulltext, frames = directory / "fulltext", directory / "frame"
-    if not fulltext.is_dir() or not frames.is_dir():
-        raise FileNotFoundError(f"{directory} is not a FrameNet release: it needs fulltext/ and frame/ folders "
-                                f"(set analysis.relations.framenet to such a directory, or null to skip FrameNet)")
-    cache: dict[str, dict[str, str]] = {}
-    items: list[Item] = []
-    for path in sorted(fulltext.glob("*.xml")):
-        items.extend(parse_fulltext(path, frames, cache))
-    if not items:
-        raise ValueError(f"no annotated sentences under {fulltext}")
-    return items
-
-
 def links_table(items: list[Item], min_distance: int = MIN_LINK_DISTANCE) -> pd.DataFrame:
     """One row per link: item, sentence_id, doc, text, frame, fe, fe_tokens, target_tokens, distance."""
     rows = []
@@ -172,18 +161,6 @@ def links_table(items: list[Item], min_distance: int = MIN_LINK_DISTANCE) -> pd.
 
 # --------------------------------------------------------------------------------------------------
 # scores of a model
-
-
-def load_encoder(name_or_path: str):
-    """(tokenizer, encoder with eager attention) of a model name/dir or a fine-tuned classifier directory."""
-    from transformers import AutoModel
-
-    from bertology.models import load_tokenizer, resolve_model
-
-    path = resolve_model(name_or_path)
-    local = Path(path).is_dir()
-    model = AutoModel.from_pretrained(path, attn_implementation="eager", use_safetensors=True, local_files_only=local)
-    return load_tokenizer(path), model.eval()
 
 
 def link_scores(links: pd.DataFrame, tokenizer, model, *, batch_size: int = 32, max_length: int = 128) -> np.ndarray:

@@ -29,8 +29,8 @@ Two classifiers:
 
 * :class:`PatternCNN` — the paper's classifier: 8 convolutional layers with ReLU on the map resized to
   ``size x size`` (area interpolation, scaled to max 1), trained from a researcher's label file
-  (``example, layer, head, label``) with :func:`train_cnn`; :func:`export_sample` writes images of a
-  seeded sample of maps and a label sheet to annotate.
+  (``example, layer, head, label``) with :func:`train_cnn`; the step ``patterns_sheet`` writes images of a
+  seeded sample of maps (:func:`sample_maps`) and a label sheet to annotate.
 """
 
 from __future__ import annotations
@@ -248,3 +248,33 @@ def sample_maps(n_examples: int, layers: int, heads: int, count: int, seed: int 
     rng = np.random.default_rng(seed)
     flat = rng.choice(total, size=min(count, total), replace=False)
     return np.stack(np.unravel_index(np.sort(flat), (n_examples, layers, heads)), axis=1)
+
+
+def labelled_maps(labels, stores: list) -> tuple[list[np.ndarray], list[str]]:
+    """Maps (n x n) for the rows of a label sheet: columns example, layer, head, label (+ optional task, variant
+    picking the store among `stores`, lazily opened attention stores). Returns (maps, labels)."""
+    import pandas as pd
+
+    need = {"example", "layer", "head", "label"}
+    if not need <= set(labels.columns):
+        raise ValueError(f"the label file needs columns {sorted(need)}; got {list(labels.columns)}")
+    labels = labels[labels["label"].notna() & (labels["label"].astype(str).str.strip() != "")]
+    if labels.empty:
+        raise ValueError("the label file has no filled-in `label`: annotate the sheet first")
+    maps, names = [], []
+    for _, row in labels.iterrows():
+        candidates = [d for d in stores if all(str(d.attrs.get(k)) == str(row[k]) for k in ("task", "variant")
+                                               if k in row and pd.notna(row[k]))]
+        if not candidates:
+            raise ValueError(f"no store for task={row.get('task')} variant={row.get('variant')} (label row "
+                             f"{row.name}): give it as --input store=PATH")
+        ds = candidates[0]
+        pos = np.flatnonzero(ds["example_idx"].values == int(row["example"]))
+        if pos.size == 0:
+            raise ValueError(f"example {row['example']} is not in the store {ds.attrs.get('task')}/"
+                             f"{ds.attrs.get('variant')}")
+        ex = ds.isel(example=int(pos[0]))
+        n = int(ex["length"])
+        maps.append(ex["attention"].values[int(row["layer"]), int(row["head"]), :n, :n].astype(np.float32))
+        names.append(str(row["label"]).strip())
+    return maps, names

@@ -6,7 +6,9 @@ a small :class:`Partial` of running sums (sum, sum of squares, count per head an
 partials are added, and means / standard deviations (ddof=1) / counts come out at the end. Memory is
 bounded by one chunk per worker thread whatever the store's size.
 
-:func:`store_cosine` reads the pretrained and fine-tuned stores chunk-aligned in one pass (4.3).
+:func:`store_pair` reads the pretrained and fine-tuned stores chunk-aligned in one pass: cosine (4.3) and the
+paired feature differences. Both read through :func:`bertology.store.map_chunks` (a task carries a path, reads
+one chunk and reduces it; the driver adds the partials).
 
 Glossary: E examples of a chunk, L layers, H heads, Q = K = max_length, n real length of an example,
 F features, C pattern classes.
@@ -27,11 +29,9 @@ from bertology.kovaleva import cosine as cos_mod
 from bertology.kovaleva import features as feat
 from bertology.kovaleva import patterns as pat
 from bertology.kovaleva import relations as rel
+from bertology.store import SpecialTokens, StoreError, map_chunks, open_store
 
 log = logging.getLogger(__name__)
-
-REQUIRED_VARS = ("attention", "input_ids", "token_type_ids", "word_ids", "length", "example_idx")
-WORD_COLUMNS = ("example_idx", "word", "text", "pos", "dep", "head", "is_punct")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -112,11 +112,8 @@ class ExampleWords:
 
 
 def prepare_words(words: pd.DataFrame) -> dict[int, ExampleWords]:
-    """words.parquet rows -> example_idx -> ExampleWords (feature flags by word number, dependency arcs)."""
-    missing = [c for c in WORD_COLUMNS if c not in words.columns]
-    if missing:
-        raise ValueError(f"the words table lacks column(s) {missing}; it must be the words.parquet written by the "
-                         f"annotation step (columns {list(WORD_COLUMNS)})")
+    """The words table (results/attention/{task}/words.parquet) -> example_idx -> ExampleWords (feature flags by
+    word number, dependency arcs)."""
     if words.empty:
         return {}
     flags = feat.word_feature_flags(words)
@@ -140,6 +137,16 @@ def prepare_words(words: pd.DataFrame) -> dict[int, ExampleWords]:
     return out
 
 
+def _chunk_words(by_example: Mapping[int, ExampleWords], example_idx: np.ndarray):
+    """per_chunk of map_chunks: the ExampleWords of each chunk's examples only (a task carries its own words)."""
+
+    def words_of(start: int, stop: int) -> dict[str, Any]:
+        idx = example_idx[start:stop]
+        return {"words": {int(i): by_example[int(i)] for i in idx if int(i) in by_example}}
+
+    return words_of
+
+
 # --------------------------------------------------------------------------------------------------
 # per chunk
 
@@ -148,7 +155,7 @@ def prepare_words(words: pd.DataFrame) -> dict[int, ExampleWords]:
 class StoreSpec:
     """What a chunk function needs to know about a store (picklable, for any Dask scheduler)."""
 
-    sep_token_id: int
+    specials: SpecialTokens
     layers: int
     heads: int
     classifier: str = "rule"
@@ -173,17 +180,14 @@ def example_stats(attn: np.ndarray, input_ids: np.ndarray, word_ids: np.ndarray,
     """
     n = attn.shape[-1]
     names_all = tuple(dict.fromkeys(feat.FEATURES + feat.CLS_FEATURES))
-    tokens = feat.feature_tokens(word_ids, input_ids, n, spec.sep_token_id, words.flags if words else None, names_all)
-    cls_pos, sep_pos = feat.special_positions(input_ids, n, spec.sep_token_id)
-    special = np.zeros(n, bool)
-    special[cls_pos] = True
-    special[sep_pos] = True
+    cls, sep = spec.specials.masks(input_ids[:n], n)
+    tokens = feat.feature_tokens(word_ids, cls, sep, words.flags if words else None, names_all)
     mask = rel.link_pair_mask(word_ids, n, words.links) if words else np.zeros((n, n), bool)
     return {
         "features": feat.feature_scores(attn, tokens),
         "cls": feat.cls_scores(attn[-1], tokens),
         "dependency": rel.relation_scores(attn, mask),
-        "patterns": pat.classify_rule(attn, special, token_type_ids[:n]) if spec.classifier == "rule" else None,
+        "patterns": pat.classify_rule(attn, cls | sep, token_type_ids[:n]) if spec.classifier == "rule" else None,
     }
 
 
@@ -207,8 +211,9 @@ def _reduce_chunk(attention, input_ids, word_ids, token_type_ids, length, exampl
             continue
         a = attention[e, :, :, :n, :n].astype(np.float32)
         if np.isnan(a).any():
-            raise ValueError(f"example {int(example_idx[e])} has NaN attention inside its real length {n}: the store is "
-                             f"incomplete or corrupt; re-run the extraction (delete the store and run snakemake again)")
+            raise StoreError(f"example {int(example_idx[e])} has NaN attention inside its real length {n}: the store "
+                             f"is incomplete or corrupt; re-run the extraction (delete the store and run snakemake "
+                             f"again)")
         stats = example_stats(a, input_ids[e], word_ids[e], token_type_ids[e], words.get(int(example_idx[e])), spec)
         part.features.add(stats["features"])
         part.cls.add(stats["cls"])
@@ -224,75 +229,36 @@ def _reduce_chunk(attention, input_ids, word_ids, token_type_ids, length, exampl
     return part
 
 
+STATS_VARS = ("attention", "input_ids", "word_ids", "token_type_ids", "length", "example_idx")
+
+
+def _stats_task(block: Mapping[str, np.ndarray], *, words: Mapping[int, ExampleWords], spec: StoreSpec) -> Partial:
+    """map_chunks function of :func:`store_stats`: one chunk read -> its Partial."""
+    return reduce_chunk(block["attention"], block["input_ids"], block["word_ids"], block["token_type_ids"],
+                        block["length"], block["example_idx"], words, spec)
+
+
 # --------------------------------------------------------------------------------------------------
 # stores
 
 
-def open_attention_store(path: str | Path):
-    """Open a store lazily through bertology.store.open_store, which refuses a missing, incomplete or
-    malformed store (all of REQUIRED_VARS present) and checks that rows sum to 1."""
-    from bertology.store import open_store
-
-    return open_store(path)
-
-
-CHUNK_VARS = ("attention", "input_ids", "word_ids", "token_type_ids", "length")
-
-
-def read_chunk(path: str, start: int, stop: int, names: tuple[str, ...] = CHUNK_VARS) -> dict[str, np.ndarray]:
-    """Examples [start, stop) of a store as numpy arrays (attention (E, L, H, Q, K) float16, ...).
-
-    Opens the store inside the task (cheap with consolidated metadata; the driver validated it), so a
-    task carries a path, not data, and runs on any Dask worker that sees the store.
-    """
-    import xarray as xr
-
-    with xr.open_zarr(path) as ds:
-        sub = ds.isel(example=slice(start, stop))
-        return {name: np.asarray(sub[name].values) for name in names}
-
-
-def example_chunks(ds) -> list[tuple[int, int]]:
-    """(start, stop) of the store's own chunks along `example`: each task reads whole Zarr chunks."""
-    chunks = ds["attention"].data.chunks[0]
-    stops = np.cumsum(chunks)
-    return [(int(b - c), int(b)) for b, c in zip(stops, chunks)]
-
-
-def reduce_store_chunk(path: str, start: int, stop: int, words: Mapping[int, ExampleWords], spec: StoreSpec,
-                       example_idx: np.ndarray) -> Partial:
-    """Read examples [start, stop) and reduce them in the same task, so that a chunk is freed as soon as it
-    is reduced (at most one chunk per worker thread in memory, whatever the store's size)."""
-    arr = read_chunk(path, start, stop)
-    return reduce_chunk(arr["attention"], arr["input_ids"], arr["word_ids"], arr["token_type_ids"], arr["length"],
-                        example_idx, words, spec)
-
-
-def store_stats(store: str | Path, words: pd.DataFrame | str | Path | None, *, classifier: str = "rule",
-                scheduler: Mapping[str, Any] | None = None) -> Partial:
+def store_stats(store: str | Path, words: pd.DataFrame | None, *, classifier: str = "rule",
+                compute_kwargs: Mapping[str, Any] | None = None) -> Partial:
     """One read of a store -> the summed Partial of patterns, features, cls and dependency relations.
 
-    A Dask graph with one task per example chunk (read + reduce fused) and one final sum of partials.
+    store: an attention store (validated by :func:`bertology.store.open_store`); words: the words table
+    (None: no word features, no dependency links). One Dask task per example chunk (read + reduce fused,
+    :func:`bertology.store.map_chunks`); the partials are added here.
     """
-    import dask
-
-    ds = open_attention_store(store)
-    if isinstance(words, (str, Path)):
-        words = pd.read_parquet(words)
+    ds = open_store(store)
     by_example = prepare_words(words) if words is not None else {}
-    layers, heads = ds.sizes["layer"], ds.sizes["head"]
-    spec = StoreSpec(int(ds.attrs["sep_token_id"]), layers, heads, classifier)
+    spec = StoreSpec(SpecialTokens.of(ds.attrs, str(store)), ds.sizes["layer"], ds.sizes["head"], classifier)
     example_idx = np.asarray(ds["example_idx"].values, dtype=np.int64)  # small: (E,)
-    tasks = []
-    for start, stop in example_chunks(ds):
-        idx = example_idx[start:stop]
-        chunk_words = {int(i): by_example[int(i)] for i in idx if int(i) in by_example}
-        tasks.append(dask.delayed(reduce_store_chunk)(str(store), start, stop, chunk_words, spec, idx))
-    if not tasks:
-        raise ValueError(f"{store} holds no examples")
-    total = dask.delayed(add_partials)(tasks)
-    (result,) = dask.compute(total, **dict(scheduler or {"scheduler": "threads"}))
-    return result
+    parts = map_chunks(_stats_task, store, variables=STATS_VARS, compute_kwargs=compute_kwargs,
+                       per_chunk=_chunk_words(by_example, example_idx), spec=spec)
+    if not parts:
+        raise StoreError(f"{store} holds no examples; re-run the extraction")
+    return add_partials(parts)
 
 
 @dataclass
@@ -307,15 +273,14 @@ class PairPartial:
         return PairPartial(self.cosine + other.cosine, self.features_diff + other.features_diff)
 
 
-def pair_chunk(a: np.ndarray, b: np.ndarray, length_a: np.ndarray, length_b: np.ndarray,
-               input_ids: np.ndarray | None = None, word_ids: np.ndarray | None = None,
-               example_idx: np.ndarray | None = None, words: Mapping[int, ExampleWords] | None = None,
-               sep_token_id: int | None = None) -> PairPartial:
+def pair_chunk(a: np.ndarray, b: np.ndarray, length_a: np.ndarray, length_b: np.ndarray, input_ids: np.ndarray,
+               word_ids: np.ndarray, example_idx: np.ndarray, words: Mapping[int, ExampleWords] | None,
+               specials: SpecialTokens) -> PairPartial:
     """Cosine and paired feature differences over one chunk. a, b: (E, L, H, Q, K) of the pretrained and
-    fine-tuned store; lengths (E,); the token arrays/words are needed for the feature differences only."""
+    fine-tuned store; lengths, example_idx (E,); input_ids, word_ids (E, Q) (of either store: the same)."""
     a, b = np.asarray(a), np.asarray(b)
     if not np.array_equal(np.asarray(length_a), np.asarray(length_b)):
-        raise ValueError("the pretrained and finetuned stores disagree on example lengths: they must hold the same "
+        raise StoreError("the pretrained and finetuned stores disagree on example lengths: they must hold the same "
                          "examples with the same tokenizer (re-extract both)")
     cos = Moments.zeros(a.shape[1:3])
     diff = Moments.zeros(a.shape[1:3] + (len(feat.FEATURES),))
@@ -326,60 +291,44 @@ def pair_chunk(a: np.ndarray, b: np.ndarray, length_a: np.ndarray, length_b: np.
         x = cos_mod.crop(a[e], n).astype(np.float32)
         y = cos_mod.crop(b[e], n).astype(np.float32)
         cos.add(cos_mod.cosine_per_head(x, y))
-        if input_ids is not None and word_ids is not None and sep_token_id is not None:
-            ew = (words or {}).get(int(example_idx[e])) if example_idx is not None else None
-            tokens = feat.feature_tokens(word_ids[e], input_ids[e], n, sep_token_id, ew.flags if ew else None)
-            diff.add(feat.feature_scores(y, tokens) - feat.feature_scores(x, tokens))
+        ew = (words or {}).get(int(example_idx[e]))
+        cls, sep = specials.masks(input_ids[e, :n], n)
+        tokens = feat.feature_tokens(word_ids[e], cls, sep, ew.flags if ew else None)
+        diff.add(feat.feature_scores(y, tokens) - feat.feature_scores(x, tokens))
     return PairPartial(cos, diff)
 
 
-def cosine_chunk(a: np.ndarray, b: np.ndarray, length_a: np.ndarray, length_b: np.ndarray) -> Moments:
-    """Moments of the per-head cosine over one chunk. a, b: (E, L, H, Q, K); lengths (E,)."""
-    return pair_chunk(a, b, length_a, length_b).cosine
+PAIR_VARS = (("attention", "length", "input_ids", "word_ids", "example_idx"), ("attention", "length"))
 
 
-def pair_store_chunk(path_a: str, path_b: str, start: int, stop: int, words: Mapping[int, ExampleWords] | None,
-                     example_idx: np.ndarray, sep_token_id: int) -> PairPartial:
-    """Read examples [start, stop) of both stores and reduce them in one task."""
+def _pair_task(a: Mapping[str, np.ndarray], b: Mapping[str, np.ndarray], *, words: Mapping[int, ExampleWords],
+               specials: SpecialTokens) -> PairPartial:
+    """map_chunks function of :func:`store_pair`: one chunk of both stores -> its PairPartial."""
     from threadpoolctl import threadpool_limits
 
-    a = read_chunk(path_a, start, stop, ("attention", "length", "input_ids", "word_ids"))
-    b = read_chunk(path_b, start, stop, ("attention", "length"))
     with threadpool_limits(1):
         return pair_chunk(a["attention"], b["attention"], a["length"], b["length"], a["input_ids"], a["word_ids"],
-                          example_idx, words, sep_token_id)
+                          a["example_idx"], words, specials)
 
 
-def store_pair(pretrained: str | Path, finetuned: str | Path, words: pd.DataFrame | str | Path | None = None, *,
-               scheduler: Mapping[str, Any] | None = None) -> PairPartial:
+def store_pair(pretrained: str | Path, finetuned: str | Path, words: pd.DataFrame | None = None, *,
+               compute_kwargs: Mapping[str, Any] | None = None) -> PairPartial:
     """One chunk-aligned pass over both stores -> cosine (L, H) and paired feature differences (L, H, F)."""
-    import dask
-
-    da, db = open_attention_store(pretrained), open_attention_store(finetuned)
+    da, db = open_store(pretrained), open_store(finetuned)
     ea, eb = np.asarray(da["example_idx"].values), np.asarray(db["example_idx"].values)
     if not np.array_equal(ea, eb):
-        raise ValueError(f"{pretrained} and {finetuned} do not hold the same examples in the same order; "
+        raise StoreError(f"{pretrained} and {finetuned} do not hold the same examples in the same order; "
                          f"re-extract both with the same attention.examples and seed")
     if (da.sizes["layer"], da.sizes["head"]) != (db.sizes["layer"], db.sizes["head"]):
-        raise ValueError("the two stores come from models of different shapes (layers x heads)")
-    if isinstance(words, (str, Path)):
-        words = pd.read_parquet(words)
+        raise StoreError(f"{pretrained} and {finetuned} come from models of different shapes (layers x heads); "
+                         f"re-extract both from the same model")
     by_example = prepare_words(words) if words is not None else {}
-    sep = int(da.attrs["sep_token_id"])
-    tasks = []
-    for start, stop in example_chunks(da):
-        idx = ea[start:stop].astype(np.int64)
-        chunk_words = {int(i): by_example[int(i)] for i in idx if int(i) in by_example}
-        tasks.append(dask.delayed(pair_store_chunk)(str(pretrained), str(finetuned), start, stop, chunk_words, idx, sep))
-    total = dask.delayed(lambda ms: sum(ms[1:], ms[0]))(tasks)
-    (result,) = dask.compute(total, **dict(scheduler or {"scheduler": "threads"}))
-    return result
-
-
-def store_cosine(pretrained: str | Path, finetuned: str | Path, *,
-                 scheduler: Mapping[str, Any] | None = None) -> Moments:
-    """One chunk-aligned pass over both stores -> Moments (L, H) of the per-example cosine."""
-    return store_pair(pretrained, finetuned, None, scheduler=scheduler).cosine
+    parts = map_chunks(_pair_task, [pretrained, finetuned], variables=PAIR_VARS, compute_kwargs=compute_kwargs,
+                       per_chunk=_chunk_words(by_example, ea.astype(np.int64)),
+                       specials=SpecialTokens.of(da.attrs, str(pretrained)))
+    if not parts:
+        raise StoreError(f"{pretrained} holds no examples; re-run the extraction")
+    return sum(parts[1:], parts[0])
 
 
 def features_diff_table(part: PairPartial) -> pd.DataFrame:

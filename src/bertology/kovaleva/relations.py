@@ -22,11 +22,6 @@ def dependency_links(word: np.ndarray, head: np.ndarray) -> list[tuple[int, int]
     return [(int(w), int(h)) for w, h in zip(np.asarray(word), np.asarray(head)) if int(w) != int(h) and h >= 0]
 
 
-def wordpieces(word_ids: np.ndarray, n: int, word: int) -> np.ndarray:
-    """Positions < n of every wordpiece of `word` (all of them, not the first occurrence)."""
-    return np.flatnonzero(np.asarray(word_ids[:n]) == word)
-
-
 def link_pair_mask(word_ids: np.ndarray, n: int, links: Iterable[tuple[int, int]]) -> np.ndarray:
     """(n, n) bool: True at (s, t) for every link and every wordpiece pair s in wp(src), t in wp(tgt).
 

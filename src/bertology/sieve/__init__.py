@@ -4,10 +4,11 @@ Modules (DESIGN section 6 fixes the definitions):
 
 - :mod:`.masks`   pure numpy: the sieves S(t) and the query sets of every role for a chunk of examples;
 - :mod:`.scores`  pure numpy: sieve bias beta(t) and per-example scores from attention and masks;
-- :mod:`.reduce`  Dask over the example chunks of an attention store; the t-tests; sieve.csv;
+- :mod:`.reduce`  the example chunks of an attention store (bertology.store.map_chunks); the t-tests; sieve.csv;
 - :mod:`.summary` fine-tuned minus pretrained deltas, role shares, overlaps, Spearman correlations;
-- :mod:`.figures` the paper's Figures 3-6;
-- :mod:`.cli`     the ``bertology sieve*`` commands the rules call.
+- :mod:`.figures` the paper's Figures 3-6.
+
+The steps of rules/sieve.smk are in :mod:`bertology.steps.sieve`.
 
 Dimension glossary: E examples, L layers, H heads, R roles, Q queries, K keys (Q = K = the store's
 max_length), W words of an example, n an example's real length (specials included).

@@ -39,7 +39,7 @@ def _ecdf(x: np.ndarray, points: int = 2000) -> tuple[np.ndarray, np.ndarray]:
 
 
 def plot_scores(scores: xr.DataArray, tables: Mapping[str, pd.DataFrame], path: str | Path, *, task: str,
-                tau: float = 3.0, alpha: float = 0.05) -> Path:
+                tau: float, alpha: float) -> Path:
     """Fig. 3. scores: per-example scores (example, layer, head, role) of one variant (the fine-tuned one in
     the paper); tables: variant -> sieve.csv, whose p-values are histogrammed."""
     fig, (ax1, ax2) = new_figure(12, 4.6, ncols=2)

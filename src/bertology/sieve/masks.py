@@ -1,7 +1,7 @@
 """Sieves S(t) and query sets of every role for a chunk of examples (pure numpy, DESIGN section 6).
 
-For one example of real length n (specials included), Q = positions t < n that are neither [CLS]
-(position 0) nor a [SEP]. With window w:
+For one example of real length n (specials included), Q = positions t < n that are neither [CLS] nor a
+[SEP] (the one definition of both: :class:`bertology.store.SpecialTokens`). With window w:
 
 ==============  ===========================================================  =========================
 role            S(t)                                                         queries t
@@ -29,6 +29,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from bertology.store import SpecialTokens
+
 SYNTACTIC_RELATIONS: tuple[str, ...] = ("nsubj", "dobj", "amod", "advmod")
 ROLES: tuple[str, ...] = ("local", "prev_local", "next_local", "block", "delimiter", "cls", "sep",
                           *SYNTACTIC_RELATIONS, "syntactic")
@@ -46,26 +48,6 @@ def check_roles(roles: Sequence[str]) -> tuple[str, ...]:
     if unknown:
         raise ValueError(f"unknown sieve role(s) {unknown}; roles are: {', '.join(ROLES)}")
     return tuple(roles)
-
-
-def special_positions(input_ids: np.ndarray, length: np.ndarray, sep_token_id: int,
-                      cls_token_id: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Boolean (E, T) masks of [CLS], [SEP] and Q (real non-special tokens).
-
-    input_ids: (E, T) ints; length: (E,) real lengths n. [CLS] is position 0 (and any cls_token_id
-    inside the real length); [SEP] is every sep_token_id inside the real length.
-    """
-    input_ids = np.asarray(input_ids)
-    length = np.asarray(length).astype(np.int64)
-    if input_ids.ndim != 2 or length.shape != input_ids.shape[:1]:
-        raise ValueError(f"input_ids must be (E, T) and length (E,), got {input_ids.shape} and {length.shape}")
-    pos = np.arange(input_ids.shape[1])
-    real = pos[None, :] < length[:, None]
-    cls = real & (pos[None, :] == 0)
-    if cls_token_id is not None:
-        cls |= real & (input_ids == cls_token_id)
-    sep = real & (input_ids == sep_token_id)
-    return cls, sep, real & ~cls & ~sep
 
 
 def word_relations(words: pd.DataFrame, example_idx: np.ndarray, n_words: int) -> np.ndarray:
@@ -100,12 +82,12 @@ def word_relations(words: pd.DataFrame, example_idx: np.ndarray, n_words: int) -
 
 
 def build_masks(input_ids: np.ndarray, token_type_ids: np.ndarray, word_ids: np.ndarray, length: np.ndarray,
-                relations: np.ndarray | None, *, sep_token_id: int, cls_token_id: int | None = None,
-                window: int = 2, roles: Sequence[str] = ROLES) -> tuple[np.ndarray, np.ndarray]:
+                relations: np.ndarray | None, *, specials: SpecialTokens, window: int = 2,
+                roles: Sequence[str] = ROLES) -> tuple[np.ndarray, np.ndarray]:
     """Sieves and query sets of `roles` for a chunk of E examples padded to T positions.
 
     input_ids, token_type_ids, word_ids: (E, T); length: (E,); relations: (E, 4, W, W) from
-    :func:`word_relations` (None when no syntactic role is asked for).
+    :func:`word_relations` (None when no syntactic role is asked for); specials: the store's special ids.
     Returns sieve (E, R, T, T) bool with sieve[e, r, t, s] = s in S_r(t), and queries (E, R, T) bool:
     the queries of role r (t in Q with S_r(t) non-empty; for the syntactic roles, t's word must be a
     dependent of that relation). sieve rows of non-queries are all False.
@@ -117,7 +99,11 @@ def build_masks(input_ids: np.ndarray, token_type_ids: np.ndarray, word_ids: np.
     E, T = input_ids.shape
     token_type_ids = np.asarray(token_type_ids).reshape(E, T)
     word_ids = np.asarray(word_ids).astype(np.int64).reshape(E, T)
-    cls, sep, q = special_positions(input_ids, length, sep_token_id, cls_token_id)
+    length = np.asarray(length).astype(np.int64)
+    if length.shape != (E,):
+        raise ValueError(f"input_ids must be (E, T) and length (E,), got {input_ids.shape} and {length.shape}")
+    cls, sep = specials.masks(input_ids, length)
+    q = (np.arange(T)[None, :] < length[:, None]) & ~cls & ~sep            # (E, T): Q, the ordinary tokens
     pair_q = q[:, :, None] & q[:, None, :]                                  # (E, T, T): t, s both in Q
     pos = np.arange(T)
     diff = pos[None, :] - pos[:, None]                                      # diff[t, s] = s - t
@@ -156,9 +142,8 @@ def build_masks(input_ids: np.ndarray, token_type_ids: np.ndarray, word_ids: np.
 
 
 def chunk_masks(input_ids: np.ndarray, token_type_ids: np.ndarray, word_ids: np.ndarray, length: np.ndarray,
-                example_idx: np.ndarray, words: pd.DataFrame | None, *, sep_token_id: int,
-                cls_token_id: int | None = None, window: int = 2,
-                roles: Sequence[str] = ROLES) -> tuple[np.ndarray, np.ndarray]:
+                example_idx: np.ndarray, words: pd.DataFrame | None, *, specials: SpecialTokens,
+                window: int = 2, roles: Sequence[str] = ROLES) -> tuple[np.ndarray, np.ndarray]:
     """:func:`build_masks` for a store chunk, with the word relations looked up in the words table."""
     roles = check_roles(roles)
     relations = None
@@ -169,5 +154,5 @@ def chunk_masks(input_ids: np.ndarray, token_type_ids: np.ndarray, word_ids: np.
         sub = words[words["example_idx"].isin(np.asarray(example_idx))]
         n_words = max(wid_max, int(sub["word"].max()) if len(sub) else -1) + 1
         relations = word_relations(sub, example_idx, n_words)
-    return build_masks(input_ids, token_type_ids, word_ids, length, relations, sep_token_id=sep_token_id,
-                       cls_token_id=cls_token_id, window=window, roles=roles)
+    return build_masks(input_ids, token_type_ids, word_ids, length, relations, specials=specials, window=window,
+                       roles=roles)

@@ -1,8 +1,9 @@
 """Sieve scores over an attention store with Dask, and the per-head one-sided t-tests (sieve.csv).
 
 One read of the store computes every role: each example chunk of `attention` (E, L, H, Q, K) becomes
-per-example scores (E, L, H, R) — small — and the t-tests run on those. Memory is bounded by a chunk
-(processed in sub-batches of `batch` examples) times the number of Dask workers.
+per-example scores (E, L, H, R) — small — and the t-tests run on those. The chunks are read by
+:func:`bertology.store.map_chunks` (a task carries the store's path and reads its own chunk), so memory is
+bounded by a chunk (processed in sub-batches of :data:`BATCH` examples) times the number of Dask workers.
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ import pandas as pd
 import xarray as xr
 from scipy import stats
 
+from bertology.stats import fdr_bh
+from bertology.store import SpecialTokens, map_chunks, open_store
+
 from .masks import ROLES, SYNTACTIC_RELATIONS, check_roles, chunk_masks, roles_for
 from .scores import example_scores
 
@@ -25,37 +29,14 @@ log = logging.getLogger(__name__)
 
 SIEVE_COLUMNS = ["layer", "head", "role", "n", "mean", "std", "t", "p_value", "assigned", "tau"]
 EXTRA_COLUMNS = ["p_adjusted", "alpha", "correction"]
-WORD_COLUMNS = ["example_idx", "word", "dep", "head"]
-DEFAULTS = {"tau": 3.0, "alpha": 0.05, "window": 2, "correction": "none"}
-
-
-def sieve_params(cfg: Mapping[str, Any] | None) -> dict[str, Any]:
-    """`analysis.sieve` with defaults filled (accepts the section itself or the whole `analysis`)."""
-    cfg = dict(cfg or {})
-    if "sieve" in cfg and isinstance(cfg["sieve"], Mapping):
-        cfg = dict(cfg["sieve"])
-    unknown = set(cfg) - set(DEFAULTS)
-    if unknown:
-        raise ValueError(f"unknown analysis.sieve key(s) {sorted(unknown)}; allowed: {', '.join(DEFAULTS)}")
-    out = {**DEFAULTS, **cfg}
-    if out["correction"] not in ("none", "fdr_bh"):
-        raise ValueError(f"analysis.sieve.correction is {out['correction']!r}; use none or fdr_bh")
-    if not 0 < float(out["alpha"]) < 1:
-        raise ValueError(f"analysis.sieve.alpha must lie in (0, 1), got {out['alpha']}")
-    return out
-
-
-def open_attention(path: str | Path) -> xr.Dataset:
-    """Open an attention store lazily through bertology.store.open_store, which refuses a missing,
-    incomplete or malformed store and checks that rows sum to 1."""
-    from bertology.store import open_store
-
-    return open_store(path)
+#: examples per sub-batch inside a store chunk: bounds the (E, R, T, T) sieve masks; the scores do not depend on it
+BATCH = 8
+SCORE_VARS = ("attention", "input_ids", "token_type_ids", "word_ids", "length", "example_idx")
 
 
 def _block_scores(attention: np.ndarray, input_ids: np.ndarray, token_type_ids: np.ndarray, word_ids: np.ndarray,
-                  length: np.ndarray, example_idx: np.ndarray, words: pd.DataFrame | None, *, sep_token_id: int,
-                  cls_token_id: int | None, window: int, roles: tuple[str, ...], batch: int) -> np.ndarray:
+                  length: np.ndarray, example_idx: np.ndarray, words: pd.DataFrame | None, *, specials: SpecialTokens,
+                  window: int, roles: tuple[str, ...], batch: int) -> np.ndarray:
     """Scores (E, L, H, R) of one store chunk.
 
     Examples are taken in order of length in sub-batches of `batch`, each cropped to its longest example
@@ -70,58 +51,46 @@ def _block_scores(attention: np.ndarray, input_ids: np.ndarray, token_type_ids: 
         sl = order[lo:lo + batch]
         m = max(int(np.max(length[sl])), 1)
         sieve, queries = chunk_masks(input_ids[sl, :m], token_type_ids[sl, :m], word_ids[sl, :m], length[sl],
-                                     example_idx[sl], words, sep_token_id=sep_token_id, cls_token_id=cls_token_id,
-                                     window=window, roles=roles)
+                                     example_idx[sl], words, specials=specials, window=window, roles=roles)
         out[sl] = example_scores(attention[sl][..., :m, :m], sieve, queries, length[sl])
     return out
 
 
-def compute_scores(ds: xr.Dataset, words: pd.DataFrame | None, *, roles: Sequence[str], window: int = 2,
-                   compute_kwargs: Mapping[str, Any] | None = None, batch: int = 8) -> xr.DataArray:
+def _scores_task(block: Mapping[str, np.ndarray], *, words: pd.DataFrame | None, specials: SpecialTokens,
+                 window: int, roles: tuple[str, ...], batch: int) -> np.ndarray:
+    """map_chunks function of :func:`compute_scores`: one chunk read -> its scores (E, L, H, R)."""
+    return _block_scores(block["attention"], block["input_ids"], block["token_type_ids"], block["word_ids"],
+                         block["length"], block["example_idx"], words, specials=specials, window=window, roles=roles,
+                         batch=batch)
+
+
+def compute_scores(store: str | Path, words: pd.DataFrame | None, *, roles: Sequence[str], window: int,
+                   compute_kwargs: Mapping[str, Any] | None = None, batch: int = BATCH) -> xr.DataArray:
     """Per-example sieve scores of every role: DataArray (example, layer, head, role), NaN without queries.
 
-    ds: an attention store (section 5 of DESIGN), lazily opened; words: the words table (needed for the
-    syntactic roles). compute_kwargs: passed to dask.compute (e.g. from bertology.daskutil.get_scheduler).
+    store: an attention store (DESIGN section 5; a path or fsspec URL); words: the words table (needed for the
+    syntactic roles). compute_kwargs: for dask.compute (bertology.daskutil.compute_kwargs).
     """
-    import dask
-    import dask.array as da
-
     roles = check_roles(roles)
-    if "sep_token_id" not in ds.attrs:
-        raise ValueError("the attention store has no sep_token_id attribute (DESIGN section 5)")
-    sep_id = int(ds.attrs["sep_token_id"])
-    cls_id = int(ds.attrs["cls_token_id"]) if ds.attrs.get("cls_token_id") is not None else None
-    att = ds["attention"].transpose("example", "layer", "head", "query", "key").data
-    if not isinstance(att, da.Array):
-        att = da.from_array(att, chunks=(min(64, max(att.shape[0], 1)), -1, -1, -1, -1))
-    att = att.rechunk({1: -1, 2: -1, 3: -1, 4: -1})
-    E, L, H, T, _ = att.shape
-    echunks = att.chunks[0]
-
-    def meta(name: str) -> list:
-        arr = ds[name].data
-        arr = arr if isinstance(arr, da.Array) else da.from_array(np.asarray(arr))
-        arr = arr.rechunk((echunks,) + tuple((-1,) * (arr.ndim - 1)))
-        return list(arr.to_delayed().ravel())
-
-    blocks = list(att.to_delayed().ravel())
-    ids, tt, wid, ln, ex = (meta(n) for n in ("input_ids", "token_type_ids", "word_ids", "length", "example_idx"))
+    with xr.open_zarr(store) as ds:  # lazily: attributes, sizes and example_idx only
+        specials = SpecialTokens.of(ds.attrs, str(store))
+        L, H = ds.sizes["layer"], ds.sizes["head"]
+        example_idx = np.asarray(ds["example_idx"].values, dtype=np.int64)
     need_words = any(r in SYNTACTIC_RELATIONS or r == "syntactic" for r in roles)
     if need_words and words is None:
         raise ValueError("the syntactic roles need the words table (results/attention/{task}/words.parquet)")
-    # one graph key for the (small) table, shared by every chunk's task
-    words_d = dask.delayed(words[WORD_COLUMNS].copy(), pure=True) if need_words else None
-    parts = []
-    for i, size in enumerate(echunks):
-        d = dask.delayed(_block_scores, pure=True)(
-            blocks[i], ids[i], tt[i], wid[i], ln[i], ex[i], words_d, sep_token_id=sep_id, cls_token_id=cls_id,
-            window=int(window), roles=roles, batch=int(batch))
-        parts.append(da.from_delayed(d, shape=(size, L, H, len(roles)), dtype=np.float64))
-    scores = da.concatenate(parts, axis=0) if parts else da.zeros((0, L, H, len(roles)))
-    (values,) = dask.compute(scores, **dict(compute_kwargs or {}))
+
+    def chunk_words(start: int, stop: int) -> dict[str, Any]:
+        if not need_words:
+            return {"words": None}
+        return {"words": words[words["example_idx"].isin(example_idx[start:stop])]}
+
+    parts = map_chunks(_scores_task, store, variables=SCORE_VARS, compute_kwargs=compute_kwargs, per_chunk=chunk_words,
+                       specials=specials, window=int(window), roles=roles, batch=int(batch))
+    values = np.concatenate(parts, axis=0) if parts else np.zeros((0, L, H, len(roles)))
     return xr.DataArray(values, dims=("example", "layer", "head", "role"),
-                        coords={"example_idx": ("example", np.asarray(ds["example_idx"].values, dtype=np.int64)),
-                                "layer": np.arange(L), "head": np.arange(H), "role": list(roles)},
+                        coords={"example_idx": ("example", example_idx), "layer": np.arange(L), "head": np.arange(H),
+                                "role": list(roles)},
                         name="sieve_score")
 
 
@@ -148,8 +117,8 @@ def one_sided_tests(scores: np.ndarray, tau: float) -> dict[str, np.ndarray]:
     return {"n": n, "mean": mean, "std": std, "t": t, "p_value": p}
 
 
-def sieve_table(scores: np.ndarray, roles: Sequence[str], *, tau: float = 3.0, alpha: float = 0.05,
-                correction: str = "none") -> pd.DataFrame:
+def sieve_table(scores: np.ndarray, roles: Sequence[str], *, tau: float, alpha: float,
+                correction: str) -> pd.DataFrame:
     """sieve.csv from per-example scores (E, L, H, R): one row per (layer, head, role).
 
     Columns layer, head, role, n, mean, std, t, p_value, assigned, tau, then p_adjusted (Benjamini-Hochberg
@@ -166,15 +135,9 @@ def sieve_table(scores: np.ndarray, roles: Sequence[str], *, tau: float = 3.0, a
                        **{k: v.ravel() for k, v in res.items()}})
     df["n"] = df["n"].astype(np.int64)
     p = df["p_value"].to_numpy()
-    p_adj = p.copy()
-    if correction == "fdr_bh":
-        from statsmodels.stats.multitest import multipletests
-
-        ok = np.isfinite(p)
-        if ok.any():
-            p_adj[ok] = multipletests(p[ok], alpha=alpha, method="fdr_bh")[1]
-    elif correction != "none":
+    if correction not in ("none", "fdr_bh"):
         raise ValueError(f"unknown correction {correction!r}; use none or fdr_bh")
+    p_adj = fdr_bh(p) if correction == "fdr_bh" else p.copy()
     df["assigned"] = np.nan_to_num(p_adj, nan=1.0) < alpha
     df["tau"] = float(tau)
     df["p_adjusted"] = p_adj
@@ -183,72 +146,31 @@ def sieve_table(scores: np.ndarray, roles: Sequence[str], *, tau: float = 3.0, a
     return df[SIEVE_COLUMNS + EXTRA_COLUMNS]
 
 
-def save_scores(path: str | Path, scores: xr.DataArray, **attrs: Any) -> Path:
-    """Write per-example scores as a compressed .npz (scores, example_idx, layer, head, role, attrs)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp.npz")
-    np.savez_compressed(tmp, scores=scores.values.astype(np.float32),
-                        example_idx=scores["example_idx"].values, layer=scores["layer"].values,
-                        head=scores["head"].values, role=np.asarray(scores["role"].values, dtype=str),
-                        attrs=np.asarray([f"{k}={v}" for k, v in attrs.items()], dtype=str))
-    tmp.replace(path)
-    return path
+def run_sieve(store: str | Path, words: pd.DataFrame | None, *, task: str | None = None, tau: float, alpha: float,
+              window: int, correction: str, compute_kwargs: Mapping[str, Any] | None = None,
+              batch: int = BATCH) -> tuple[pd.DataFrame, xr.DataArray]:
+    """Scores and sieve table of one store (validated by open_store). Roles: all, `block` only for pair tasks.
 
-
-def load_scores(path: str | Path) -> xr.DataArray:
-    """Per-example scores saved by :func:`save_scores`: DataArray (example, layer, head, role)."""
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"no sieve scores at {path}; run `snakemake {path}` first")
-    with np.load(path, allow_pickle=False) as z:
-        attrs = dict(s.split("=", 1) for s in z["attrs"].tolist())
-        return xr.DataArray(z["scores"], dims=("example", "layer", "head", "role"),
-                            coords={"example_idx": ("example", z["example_idx"]), "layer": z["layer"],
-                                    "head": z["head"], "role": z["role"].tolist()},
-                            name="sieve_score", attrs=attrs)
-
-
-def read_words(path: str | Path | None) -> pd.DataFrame | None:
-    if path is None:
-        return None
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"no words table at {path}; it is written with the attention store "
-                                f"(snakemake {path})")
-    words = pd.read_parquet(path, columns=None)
-    missing = set(WORD_COLUMNS) - set(words.columns)
-    if missing:
-        raise ValueError(f"{path} lacks column(s) {sorted(missing)}; expected {', '.join(WORD_COLUMNS)}")
-    return words
-
-
-def run_sieve(store: str | Path, words_path: str | Path | None, *, task: str | None = None,
-              params: Mapping[str, Any] | None = None, compute_kwargs: Mapping[str, Any] | None = None,
-              batch: int = 8) -> tuple[pd.DataFrame, xr.DataArray]:
-    """Scores and sieve table of one store. Roles: all, `block` only when the task is a pair task."""
+    task: the GLUE task (default: the store's `task` attribute); tau, alpha, window, correction: analysis.sieve.
+    """
     from bertology.tasks import get_task
 
-    p = sieve_params(params)
-    ds = open_attention(store)
+    ds = open_store(store)
     task = task or ds.attrs.get("task")
     if not task:
-        raise ValueError("the task is unknown: pass --task (the store has no `task` attribute)")
+        raise ValueError(f"the task of {store} is unknown: the store has no `task` attribute")
     roles = roles_for(get_task(task).is_pair)
-    words = read_words(words_path)
     if words is not None:
         covered = np.isin(ds["example_idx"].values, words["example_idx"].unique()).mean()
         if covered < 1:
             log.warning("the words table covers %.1f%% of the store's examples; the others have no syntactic "
                         "queries and are left out of the syntactic tests", 100 * covered)
-    scores = compute_scores(ds, words, roles=roles, window=int(p["window"]), compute_kwargs=compute_kwargs,
+    scores = compute_scores(store, words, roles=roles, window=int(window), compute_kwargs=compute_kwargs,
                             batch=batch)
-    table = sieve_table(scores.values, roles, tau=float(p["tau"]), alpha=float(p["alpha"]),
-                        correction=str(p["correction"]))
+    table = sieve_table(scores.values, roles, tau=float(tau), alpha=float(alpha), correction=str(correction))
     scores.attrs.update({"task": task, "variant": str(ds.attrs.get("variant", "")),
-                         "model": str(ds.attrs.get("model", "")), "window": int(p["window"])})
+                         "model": str(ds.attrs.get("model", "")), "window": int(window)})
     return table, scores
 
 
-__all__ = ["ROLES", "compute_scores", "one_sided_tests", "sieve_table", "run_sieve", "save_scores", "load_scores",
-           "sieve_params", "open_attention"]
+__all__ = ["ROLES", "compute_scores", "one_sided_tests", "sieve_table", "run_sieve"]

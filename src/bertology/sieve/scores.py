@@ -17,22 +17,6 @@ def _clean(attention: np.ndarray) -> np.ndarray:
     return a
 
 
-def query_bias(attention: np.ndarray, sieve: np.ndarray, queries: np.ndarray, length: np.ndarray) -> np.ndarray:
-    """beta(t) of every query: (E, L, H, R, Q), NaN where t is not a query of the role.
-
-    attention: (E, L, H, Q, K) post-softmax (NaN where padding); sieve: (E, R, Q, K) bool;
-    queries: (E, R, Q) bool; length: (E,) real lengths n.
-    """
-    a = _clean(attention)
-    m = np.asarray(sieve, dtype=np.float32)
-    size = m.sum(-1)                                                          # (E, R, Q) |S(t)|
-    summed = np.einsum("elhqk,erqk->elhrq", a, m, optimize=True)
-    n = np.asarray(length, dtype=np.float64)[:, None, None, None, None]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        beta = n * summed / size[:, None, None]
-    return np.where(np.asarray(queries)[:, None, None], beta, np.nan)
-
-
 def query_weights(sieve: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Weights that turn one contraction into the example score.
 

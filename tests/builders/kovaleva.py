@@ -143,3 +143,12 @@ def long_example(n_a: int = 14, n_b: int | None = 12) -> Example:
         word_ids.append(-1)
         segments.append(seg)
     return Example(word_ids, segments, words)
+
+
+def maps(ex: Example, variant: str = "pretrained") -> np.ndarray:
+    """(2, 3, n, n). Layer 0: [CLS] stripe, uniform (previous token when fine-tuned), previous token.
+    Layer 1: last-[SEP] stripe, uniform, previous token."""
+    n = ex.n
+    second = previous_token(n) if variant == "finetuned" else uniform(n)
+    return np.stack([np.stack([on_columns(n, [0]), second, previous_token(n)]),
+                     np.stack([on_columns(n, [n - 1]), uniform(n), previous_token(n)])])

@@ -1,0 +1,91 @@
+"""What a disabling sweep found, in words and figures (Kovaleva et al. 2019, Figs. 8-9).
+
+- :func:`verdict`: one sentence per metric (gains, how many survive Benjamini-Hochberg, the random head);
+- :func:`plot_heads`: Fig. 8, the metric with each head disabled as a layer x head heatmap around the
+  baseline, significant changes starred;
+- :func:`plot_layers`: Fig. 9, the metric with each whole layer disabled, with 95% bootstrap intervals.
+
+Inputs are the frames of heads.csv / layers.csv (:mod:`bertology.ablation.stats`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+
+def verdict(info: dict) -> str:
+    """One sentence per metric from :attr:`SweepTables.summary_info <bertology.ablation.stats.SweepTables>`:
+    how many gains there are and how many survive BH correction (summary.json's `verdict`)."""
+    parts = []
+    for metric, m in info["metrics"].items():
+        h, l, r = m["heads"], m["layers"], m["random_head"]
+        parts.append(
+            f"{metric}: disabling one head raised the score for {h['gains']} heads (max +{h['max_gain']:.4f}), "
+            f"{len(h['surviving_gains'])} of them significant after Benjamini-Hochberg at {info['alpha']}; "
+            f"whole layers: {l['gains']} gains, {len(l['surviving_gains'])} significant; a random head changes "
+            f"it by {r['delta']:+.4f} on average (95% CI {r['ci_low']:+.4f} to {r['ci_high']:+.4f}).")
+    return " ".join(parts)
+
+
+
+def plot_heads(heads: pd.DataFrame, task: str, path: str | Path) -> Path:
+    """Fig. 8: layer x head heatmap of the metric with one head disabled, one panel per metric.
+
+    Colours diverge around the baseline (TwoSlopeNorm centred on it); the baseline is in the title and
+    drawn on the colour bar; heads whose change survives BH correction are marked with a star.
+    """
+    from matplotlib.colors import TwoSlopeNorm
+
+    from bertology.plotting import new_figure, number_from_one, save_figure, symmetric_limit
+
+    metrics = list(dict.fromkeys(heads["metric"]))
+    n_layers, n_heads = int(heads["layer"].max()) + 1, int(heads["head"].max()) + 1
+    fig, axes = new_figure(max(7.0, 4.6 * len(metrics) + 0.6), 0.45 * n_layers + 2.2, ncols=len(metrics), squeeze=False)
+    for ax, metric in zip(axes[0], metrics):
+        sub = heads[heads["metric"] == metric]
+        grid = np.full((n_layers, n_heads), np.nan)
+        grid[sub["layer"], sub["head"]] = sub["value"]
+        base = float(sub["baseline"].iloc[0])
+        half = symmetric_limit(grid - base, floor=1e-4)
+        im = ax.imshow(grid, cmap="RdBu", norm=TwoSlopeNorm(vcenter=base, vmin=base - half, vmax=base + half),
+                       aspect="auto")
+        for _, r in sub[sub["significant"]].iterrows():
+            ax.text(r["head"], r["layer"], "*", ha="center", va="center", fontsize=12, color="black")
+        number_from_one(ax, "x", n_heads, label="head", every=1 if n_heads <= 16 else 2)
+        number_from_one(ax, "y", n_layers, label="layer")
+        ax.set_title(f"{metric} (baseline {base:.4f})")
+        cbar = fig.colorbar(im, ax=ax, label=f"{metric} with the head disabled")
+        cbar.ax.axhline(base, color="orange", linewidth=2)
+    fig.suptitle(f"{task}: one head disabled at a time (uniform attention); * = significant after BH", fontsize=10)
+    return save_figure(fig, path)
+
+
+def plot_layers(layers: pd.DataFrame, task: str, path: str | Path) -> Path:
+    """Fig. 9: the metric with each whole layer disabled, with its 95% bootstrap interval and the baseline."""
+    from bertology.plotting import new_figure, number_from_one, save_figure
+
+    metrics = list(dict.fromkeys(layers["metric"]))
+    fig, axes = new_figure(max(7.0, 4.4 * len(metrics)), 3.8, ncols=len(metrics), squeeze=False)
+    for ax, metric in zip(axes[0], metrics):
+        sub = layers[layers["metric"] == metric].sort_values("layer")
+        base = float(sub["baseline"].iloc[0])
+        x = sub["layer"].to_numpy()
+        colours = np.select([sub["delta"] > 0, sub["delta"] < 0], ["tab:blue", "tab:red"], "tab:gray")
+        ax.bar(x, sub["value"], color=colours, alpha=0.8)
+        if sub["ci_low"].notna().all():
+            err = np.vstack([sub["value"] - (base + sub["ci_low"]), (base + sub["ci_high"]) - sub["value"]])
+            ax.errorbar(x, sub["value"], yerr=np.clip(err, 0, None), fmt="none", ecolor="black", capsize=3)
+        ax.axhline(base, color="orange", linewidth=2, label=f"baseline {base:.4f}")
+        lo = min(sub["value"].min(), base + np.nanmin(sub["ci_low"]) if sub["ci_low"].notna().any() else base)
+        hi = max(sub["value"].max(), base + np.nanmax(sub["ci_high"]) if sub["ci_high"].notna().any() else base)
+        pad = max(0.05 * (hi - lo), 1e-3)
+        ax.set_ylim(lo - pad, hi + pad)
+        number_from_one(ax, "x", len(x), label="disabled layer (all heads)", positions=x)
+        ax.set_ylabel(metric)
+        ax.set_title(f"{metric}")
+        ax.legend(loc="best", fontsize=8)
+    fig.suptitle(f"{task}: one layer disabled at a time (error bars: 95% paired-bootstrap CI)", fontsize=10)
+    return save_figure(fig, path)

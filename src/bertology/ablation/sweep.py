@@ -1,0 +1,295 @@
+"""Disabling sweeps: every head alone, then every layer, over an evaluation set (Kovaleva et al. 4.6).
+
+The *naive* sweep runs one full forward pass over the eval set per configuration. The *fast* sweep uses
+that a head disabled in layer l changes nothing below l: per batch it runs the layers once, and for every
+configuration of layer l (each head alone, then all heads) it resumes from layer l's cached
+queries/keys/values, replaces the disabled heads' contexts by the uniform ones, and runs the rest of the
+network with several configurations stacked along the batch dimension. The last layer only computes the
+[CLS] query (the classifier reads nothing else). Results equal the naive sweep's up to float rounding
+(checked in tests and in bench/bench_ablation.py). The model must have disabling enabled
+(:func:`bertology.ablation.disable.enable_disabling`).
+
+Glossary: E examples, N rows of a batch, T padded length, L layers, H heads, dh head size, d hidden
+size, C configurations, K logits per example (classes, or 1 for regression), Q query positions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+
+from bertology.ablation.disable import DISABLED_KWARG, AttentionParts, attention_parts
+
+SWEEPS = ("fast", "naive")
+
+
+@dataclass(frozen=True)
+class Configuration:
+    """What is disabled: nothing (baseline), one head (layer, head), or a whole layer (layer, None)."""
+
+    layer: int | None = None
+    head: int | None = None
+
+    @property
+    def kind(self) -> str:
+        if self.layer is None:
+            return "baseline"
+        return "layer" if self.head is None else "head"
+
+    def mask(self, n_layers: int, n_heads: int) -> torch.Tensor:
+        """(L, H) bool: True where a head is disabled."""
+        m = torch.zeros(n_layers, n_heads, dtype=torch.bool)
+        if self.layer is not None:
+            if self.head is None:
+                m[self.layer] = True
+            else:
+                m[self.layer, self.head] = True
+        return m
+
+
+def sweep_configurations(n_layers: int, n_heads: int) -> list[Configuration]:
+    """Baseline, then every head alone (layer-major), then every layer: 1 + L*H + L configurations."""
+    return ([Configuration()]
+            + [Configuration(l, h) for l in range(n_layers) for h in range(n_heads)]
+            + [Configuration(l, None) for l in range(n_layers)])
+
+
+@dataclass
+class Batch:
+    """Padded model inputs of some examples. rows: (N,) positions of the examples in the eval set."""
+
+    rows: np.ndarray
+    input_ids: torch.Tensor        # (N, T) int64
+    token_type_ids: torch.Tensor   # (N, T) int64
+    attention_mask: torch.Tensor   # (N, T) int64, 1 on real tokens
+
+    def to(self, device) -> "Batch":
+        return Batch(self.rows, self.input_ids.to(device), self.token_type_ids.to(device),
+                     self.attention_mask.to(device))
+
+
+def make_batches(input_ids: Sequence[Sequence[int]], token_type_ids: Sequence[Sequence[int]], pad_id: int,
+                 batch_size: int) -> list[Batch]:
+    """Group examples by length (longest first) into padded batches; both sweeps use the same batches."""
+    if batch_size < 1:
+        raise ValueError("batch_size must be >= 1")
+    lengths = np.array([len(x) for x in input_ids])
+    order = np.argsort(-lengths, kind="stable")
+    batches = []
+    for start in range(0, len(order), batch_size):
+        rows = order[start:start + batch_size]
+        width = int(lengths[rows].max())
+        ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+        tt = torch.zeros((len(rows), width), dtype=torch.long)
+        am = torch.zeros((len(rows), width), dtype=torch.long)
+        for i, r in enumerate(rows):
+            n = lengths[r]
+            ids[i, :n] = torch.as_tensor(input_ids[r])
+            tt[i, :n] = torch.as_tensor(token_type_ids[r])
+            am[i, :n] = 1
+        batches.append(Batch(rows, ids, tt, am))
+    return batches
+
+
+# --------------------------------------------------------------------------------------------------
+# The naive sweep: one full forward pass per configuration
+# --------------------------------------------------------------------------------------------------
+
+def _n_outputs(model) -> int:
+    return int(model.config.num_labels)
+
+
+@torch.no_grad()
+def forward_logits(model, batches: Sequence[Batch], disabled: torch.Tensor | None, n_examples: int) -> np.ndarray:
+    """Full forward passes over all batches with the given (L, H) heads disabled -> (E, K) float64 logits."""
+    device = next(model.parameters()).device
+    out = np.zeros((n_examples, _n_outputs(model)))
+    mask = None if disabled is None or not bool(disabled.any()) else disabled.to(device)
+    for batch in batches:
+        b = batch.to(device)
+        kwargs = {DISABLED_KWARG: mask} if mask is not None else {}
+        logits = model(input_ids=b.input_ids, attention_mask=b.attention_mask, token_type_ids=b.token_type_ids,
+                       **kwargs).logits
+        out[batch.rows] = logits.double().cpu().numpy()
+    return out
+
+
+def naive_sweep(model, batches: Sequence[Batch], configs: Sequence[Configuration], n_examples: int,
+                progress: bool = True) -> np.ndarray:
+    """(C, E, K) logits, one full pass over the eval set per configuration."""
+    from tqdm.auto import tqdm
+
+    n_layers, n_heads = model.config.num_hidden_layers, model.config.num_attention_heads
+    out = np.zeros((len(configs), n_examples, _n_outputs(model)))
+    for c, cfg in enumerate(tqdm(configs, desc="naive sweep", unit="config", disable=not progress)):
+        out[c] = forward_logits(model, batches, cfg.mask(n_layers, n_heads), n_examples)
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# The fast sweep: reuse everything below the disabled layer, stack configurations along the batch
+# --------------------------------------------------------------------------------------------------
+
+def check_fast_supported(model) -> None:
+    """The fast sweep re-runs BERT layers piecewise; refuse architectures it was not verified on."""
+    from torch import nn
+    from transformers.models.bert.modeling_bert import BertLayer
+
+    base = getattr(model, "bert", None)
+    ok = (base is not None and all(isinstance(layer, BertLayer) for layer in base.encoder.layer)
+          and getattr(base, "pooler", None) is not None and isinstance(getattr(model, "classifier", None), nn.Linear)
+          and not model.config.is_decoder)
+    if not ok:
+        raise ValueError(f"the fast sweep supports BERT-architecture sequence classifiers (model_type 'bert' with "
+                         f"a pooler); this is {type(model).__name__}. Run the naive sweep instead (config: ablation.sweep: naive).")
+
+
+def _layer_parts(layer, hidden: torch.Tensor, mask: torch.Tensor | None, cls_only: bool,
+                 with_uniform: bool = True) -> AttentionParts:
+    """Attention of one BertLayer. hidden: (N, T, d) -> parts with Q = 1 ([CLS]) if cls_only else T."""
+    sa = layer.attention.self
+    n, t, _ = hidden.shape
+    q_in = hidden[:, :1] if cls_only else hidden
+    dh = sa.attention_head_size
+    query = sa.query(q_in).view(n, q_in.shape[1], -1, dh).transpose(1, 2)
+    key = sa.key(hidden).view(n, t, -1, dh).transpose(1, 2)
+    value = sa.value(hidden).view(n, t, -1, dh).transpose(1, 2)
+    return attention_parts(query, key, value, mask, sa.scaling, with_uniform=with_uniform)
+
+
+def _finish_layer(layer, context: torch.Tensor, hidden_in: torch.Tensor) -> torch.Tensor:
+    """Output projection + residual/LayerNorm + feed-forward. context (N, Q, H, dh), hidden_in (N, Q, d)."""
+    from transformers.pytorch_utils import apply_chunking_to_forward
+
+    attn_out = layer.attention.output(context.reshape(*context.shape[:2], -1), hidden_in)
+    return apply_chunking_to_forward(layer.feed_forward_chunk, layer.chunk_size_feed_forward, layer.seq_len_dim,
+                                     attn_out)
+
+
+def _classify(model, hidden: torch.Tensor) -> torch.Tensor:
+    """(N, Q, d) final hidden states (position 0 = [CLS]) -> (N, K) logits."""
+    return model.classifier(model.dropout(model.bert.pooler(hidden)))
+
+
+def _run_from(model, start: int, hidden: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """Run layers start..L-1 with nothing disabled (the last one for [CLS] only) -> (N, K) logits.
+
+    hidden: (N, T, d) input of layer `start`, or (N, 1, d) when start == L (already the final [CLS]).
+    """
+    layers = model.bert.encoder.layer
+    for l in range(start, len(layers)):
+        last = l == len(layers) - 1
+        parts = _layer_parts(layers[l], hidden, mask, cls_only=last, with_uniform=False)
+        context = parts.context_for(None)
+        hidden = _finish_layer(layers[l], context, hidden[:, : context.shape[1]])
+    return _classify(model, hidden)
+
+
+def _repeat(x: torch.Tensor | None, k: int) -> torch.Tensor | None:
+    """(N, ...) -> (k*N, ...), replica-major."""
+    return None if x is None else x.repeat(k, *([1] * (x.ndim - 1)))
+
+
+CPU_TOKEN_BUDGET = 4096
+
+
+def effective_config_batch(config_batch: int, n_rows: int, length: int, device: torch.device) -> int:
+    """How many configurations to stack along the batch on this device.
+
+    Stacking fills a GPU; on a CPU a few thousand tokens already saturate the matrix products, and larger
+    stacks only make the memory-bound steps (softmax over (k*N, H, T, T) scores, GELU, LayerNorm) spill
+    out of cache, so there the stack is capped at CPU_TOKEN_BUDGET tokens (at least one configuration).
+    """
+    if config_batch < 1:
+        raise ValueError("config_batch must be >= 1")
+    if torch.device(device).type != "cpu":
+        return config_batch
+    return max(1, min(config_batch, CPU_TOKEN_BUDGET // max(1, n_rows * length)))
+
+
+@torch.no_grad()
+def fast_batch_logits(model, batch: Batch, config_batch: int) -> torch.Tensor:
+    """Logits of every configuration of :func:`sweep_configurations` on one batch: (1 + L*H + L, N, K).
+
+    Runs embeddings and each layer once for the baseline; for layer l, its H single-head configurations
+    and the whole-layer one reuse layer l's attention (cached Q/K/V, softmax and uniform contexts), and
+    are stacked `config_batch` at a time along the batch dimension through layers l..L-1.
+    """
+    from transformers.masking_utils import create_bidirectional_mask
+
+    bert = model.bert
+    layers = bert.encoder.layer
+    n_layers, n_heads = len(layers), model.config.num_attention_heads
+    n = batch.input_ids.shape[0]
+    hidden = bert.embeddings(input_ids=batch.input_ids, token_type_ids=batch.token_type_ids)
+    mask = create_bidirectional_mask(config=model.config, inputs_embeds=hidden, attention_mask=batch.attention_mask)
+    out = torch.empty(1 + n_layers * n_heads + n_layers, n, _n_outputs(model), dtype=torch.float64)
+    # configurations of one layer: row j < H disables head j alone, row H disables every head
+    per_layer = torch.cat([torch.eye(n_heads, dtype=torch.bool), torch.ones(1, n_heads, dtype=torch.bool)])
+    per_layer = per_layer.to(hidden.device)
+    config_batch = effective_config_batch(config_batch, n, batch.input_ids.shape[1], hidden.device)
+    for l in range(n_layers):
+        last = l == n_layers - 1
+        parts = _layer_parts(layers[l], hidden, mask, cls_only=last)
+        hidden_in = hidden[:, : parts.context.shape[2]]
+        targets = [1 + l * n_heads + h for h in range(n_heads)] + [1 + n_layers * n_heads + l]
+        for start in range(0, n_heads + 1, config_batch):
+            sel = per_layer[start:start + config_batch]                       # (k, H)
+            k = sel.shape[0]
+            # (k, N, H, Q, dh) by broadcasting (no replicas of the contexts), then one copy to (k*N, Q, H, dh)
+            stacked = torch.where(sel[:, None, :, None, None], parts.uniform_context[None], parts.context[None])
+            context = stacked.transpose(2, 3).reshape(k * n, stacked.shape[3], n_heads, -1)
+            h_next = _finish_layer(layers[l], context, _repeat(hidden_in, k))
+            logits = _run_from(model, l + 1, h_next, _repeat(mask, k))
+            out[targets[start:start + k]] = logits.view(k, n, -1).double().cpu()
+        hidden = _finish_layer(layers[l], parts.context_for(None), hidden_in)
+    out[0] = _classify(model, hidden).double().cpu()
+    return out
+
+
+def fast_sweep(model, batches: Sequence[Batch], n_examples: int, config_batch: int,
+               progress: bool = True) -> np.ndarray:
+    """(C, E, K) logits for :func:`sweep_configurations`, equal to :func:`naive_sweep` up to rounding."""
+    from tqdm.auto import tqdm
+
+    check_fast_supported(model)
+    if model.training:
+        raise ValueError("call model.eval() first: the sweep measures the deterministic model")
+    device = next(model.parameters()).device
+    n_layers, n_heads = model.config.num_hidden_layers, model.config.num_attention_heads
+    out = np.zeros((1 + n_layers * n_heads + n_layers, n_examples, _n_outputs(model)))
+    for batch in tqdm(batches, desc="fast sweep", unit="batch", disable=not progress):
+        out[:, batch.rows] = fast_batch_logits(model, batch.to(device), config_batch).numpy()
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# Running a sweep
+# --------------------------------------------------------------------------------------------------
+
+def encode_batches(tokenizer, df: pd.DataFrame, max_length: int, batch_size: int) -> list[Batch]:
+    """Tokenise a prepared frame ([CLS] a [SEP] (b [SEP]), truncated) into length-grouped padded batches."""
+    from bertology.encoding import encode
+
+    enc = encode(tokenizer, df, max_length)
+    tt = enc.get("token_type_ids") or [[0] * len(x) for x in enc["input_ids"]]
+    return make_batches(enc["input_ids"], tt, tokenizer.pad_token_id or 0, batch_size)
+
+
+def run_sweep(model, batches: Sequence[Batch], n_examples: int, *, sweep: str, config_batch: int,
+              progress: bool = True) -> np.ndarray:
+    """(C, E, K) logits of every configuration of :func:`sweep_configurations`.
+
+    sweep: "fast" (:func:`fast_sweep`, BERT architecture) or "naive" (:func:`naive_sweep`, any model whose
+    attention follows transformers' AttentionInterface); config_batch: see :func:`fast_batch_logits`.
+    """
+    if sweep not in SWEEPS:
+        raise ValueError(f"unknown sweep {sweep!r}; use one of {', '.join(SWEEPS)}")
+    if sweep == "naive":
+        configs = sweep_configurations(model.config.num_hidden_layers, model.config.num_attention_heads)
+        return naive_sweep(model, batches, configs, n_examples, progress=progress)
+    return fast_sweep(model, batches, n_examples, config_batch=config_batch, progress=progress)

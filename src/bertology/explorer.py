@@ -1,0 +1,601 @@
+"""results/explorer.html: an interactive head explorer that opens from disk, built from what the pipeline computed.
+
+Two functions, one for each side of the file system:
+
+- :func:`load_explorer_data` reads the per-head CSVs, the per-example sieve scores, the words table and a
+  seeded sample of examples from each attention store (lazily, one example at a time: a store is never
+  loaded whole) into a plain dict;
+- :func:`render_explorer` turns that dict into one self-contained HTML page (inline CSS and JavaScript from
+  ``explorer_assets/``, the data as inline JSON; no server, no network request).
+
+Nothing is recomputed: every number on the page is a CSV value or a store value. Attention maps are
+quantised for display only, to uint8 (``round(a * 255)``, error <= 1/510), and each example's maps are
+zlib-compressed and base64-encoded (the page inflates them with the browser's ``DecompressionStream``).
+Statistics keep 6 significant digits.
+
+Views: an overview (layer x head grid of any statistic, pretrained / fine-tuned / difference), a head view
+(the head's maps on the sampled examples as a heatmap, a bertviz-style line view and dependency arcs drawn
+over the attention, its sieve-score distributions against tau and its roles with p-values) and an example
+view (every head's map, pretrained next to fine-tuned). Layers and heads are numbered from 1 on the page,
+as in the papers; the CSVs and the store count from 0.
+
+Shapes: E examples in a store, L layers, H heads, R sieve roles, n an example's real length.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import html
+import json
+import logging
+import math
+import zlib
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from bertology import __version__
+
+log = logging.getLogger(__name__)
+
+DEFAULT_EXAMPLES = 16  # sampled examples per task shown on the page
+DEFAULT_SEED = 0
+DEFAULT_BUDGET_BYTES = 8_000_000  # embedded attention maps, all tasks together (the page stays under 10 MB)
+QUANT = 255  # display quantisation of attention: uint8 levels
+HIST_BINS = 30  # bins of the per-head sieve-score histograms
+SIG = 6  # significant digits kept for statistics
+VARIANTS = ("pretrained", "finetuned")
+
+
+# --------------------------------------------------------------------------------------------------
+# what the page reads (for the rule's input declaration)
+
+
+def explorer_inputs(tasks: Sequence[str], results: str | Path = "results") -> dict[str, list[str]]:
+    """Paths the explorer reads, for a Snakemake rule: ``required`` (declare them as input) and ``optional``
+    (read when present: declare those your workflow produces, e.g. once entropy/importance rules exist)."""
+    r = Path(results)
+    req: list[str] = []
+    opt: list[str] = []
+    for t in tasks:
+        req += [str(r / f"attention/{t}/{v}.zarr") for v in VARIANTS]
+        req += [str(r / f"attention/{t}/words.parquet"), str(r / f"stats/{t}/cosine.csv"),
+                str(r / f"ablation/{t}/heads.csv"), str(r / f"models/{t}/pretrained")]
+        for v in VARIANTS:
+            req += [str(r / f"stats/{t}/{v}/{name}") for name in
+                    ("sieve.csv", "sieve_scores.npz", "patterns.csv", "features.csv", "cls.csv", "relations.csv")]
+            opt += [str(r / f"stats/{t}/{v}/entropy.csv"), str(r / f"stats/{t}/{v}/parser.csv")]
+        opt += [str(r / f"ablation/{t}/importance.csv"), str(r / f"data/{t}/validation.parquet"),
+                str(r / f"data/{t}/train.parquet")]
+    return {"required": req, "optional": opt}
+
+
+# --------------------------------------------------------------------------------------------------
+# small helpers
+
+
+def _num(v: Any) -> float | None:
+    """A JSON-safe float with SIG significant digits (None for NaN/inf/missing)."""
+    if v is None:
+        return None
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    if not math.isfinite(f):
+        return None
+    return float(f"{f:.{SIG}g}")
+
+
+def _grid(df: pd.DataFrame, column: str, L: int, H: int) -> list[float | None]:
+    """Values of `column` on the (layer, head) grid, row-major (layer * H + head); None where absent."""
+    out: list[float | None] = [None] * (L * H)
+    for lay, head, v in zip(df["layer"].to_numpy(), df["head"].to_numpy(), df[column].to_numpy()):
+        lay, head = int(lay), int(head)
+        if 0 <= lay < L and 0 <= head < H:
+            out[lay * H + head] = _num(v)
+    return out
+
+
+def _flags(df: pd.DataFrame, column: str, L: int, H: int) -> list[int]:
+    out = [0] * (L * H)
+    for lay, head, v in zip(df["layer"].to_numpy(), df["head"].to_numpy(), df[column].to_numpy()):
+        if 0 <= int(lay) < L and 0 <= int(head) < H:
+            out[int(lay) * H + int(head)] = int(str(v).strip().lower() in ("true", "1", "1.0"))
+    return out
+
+
+def _read_csv(path: Path, notes: list[str], results: Path) -> pd.DataFrame | None:
+    if not path.exists():
+        notes.append(f"{_rel(path, results)} absent")
+        return None
+    df = pd.read_csv(path)
+    if df.empty:
+        notes.append(f"{_rel(path, results)} is empty")
+        return None
+    return df
+
+
+def _rel(path: Path, results: Path) -> str:
+    try:
+        return str(Path(results.name) / path.relative_to(results))
+    except ValueError:
+        return str(path)
+
+
+def _metric(mid: str, group: str, label: str, desc: str, source: str, *, scale: str = "seq",
+            variants: dict[str, list] | None = None, single: list | None = None, marks: dict[str, list] | None = None,
+            mark_label: str = "", ci: dict[str, list] | None = None, ref: float | None = None,
+            fmt: str = "") -> dict[str, Any]:
+    m: dict[str, Any] = {"id": mid, "group": group, "label": label, "desc": desc, "source": source, "scale": scale}
+    if variants is not None:
+        m["variants"] = variants
+    if single is not None:
+        m["single"] = single
+    if marks:
+        m["marks"] = marks
+        m["mark_label"] = mark_label
+    if ci:
+        m["ci"] = ci
+    if ref is not None:
+        m["ref"] = ref
+    if fmt:
+        m["fmt"] = fmt
+    return m
+
+
+# --------------------------------------------------------------------------------------------------
+# statistics (the overview's catalogue)
+
+
+def _variant_tables(results: Path, task: str, name: str, notes: list[str]) -> dict[str, pd.DataFrame]:
+    out = {}
+    for v in VARIANTS:
+        df = _read_csv(results / "stats" / task / v / name, notes, results)
+        if df is not None:
+            out[v] = df
+    return out
+
+
+def _per_key_metrics(tables: dict[str, pd.DataFrame], key: str, value: str, L: int, H: int, *, group: str,
+                     prefix: str, label: str, desc: str, source: str, mark: str | None = None,
+                     mark_label: str = "", keys: Sequence[str] | None = None, scale: str = "seq") -> list[dict]:
+    """One metric per distinct `key` value (feature, class, source ...) of per-variant long tables."""
+    if not tables:
+        return []
+    found: list[str] = []
+    for df in tables.values():
+        for k in df[key].astype(str).unique():
+            if k not in found:
+                found.append(k)
+    if keys is not None:
+        found = [k for k in keys if k in found]
+    out = []
+    for k in found:
+        vals, marks = {}, {}
+        for v, df in tables.items():
+            sub = df[(df[key].astype(str) == k) & (df["layer"] >= 0)]
+            vals[v] = _grid(sub, value, L, H)
+            if mark and mark in sub.columns:
+                marks[v] = _flags(sub, mark, L, H)
+        out.append(_metric(f"{prefix}:{k}", group, label.format(k=k), desc.format(k=k), source, scale=scale,
+                           variants=vals, marks=marks or None, mark_label=mark_label))
+    return out
+
+
+def _metrics(results: Path, task: str, L: int, H: int, sieve_tables: dict[str, pd.DataFrame],
+             notes: list[str]) -> list[dict]:
+    ms: list[dict] = []
+    # Pande sieve roles
+    if sieve_tables:
+        roles: list[str] = []
+        for df in sieve_tables.values():
+            roles += [r for r in df["role"].astype(str).unique() if r not in roles]
+        counts = {}
+        for v, df in sieve_tables.items():
+            assigned = df[df["assigned"].astype(str).str.lower().isin(["true", "1"])]
+            grid = [0] * (L * H)
+            for lay, head in zip(assigned["layer"], assigned["head"]):
+                grid[int(lay) * H + int(head)] += 1
+            counts[v] = grid
+        ms.append(_metric("sieve:count", "Sieve roles (Pande)", "number of roles assigned",
+                          "Roles whose one-sided t-test rejects H0: mean bias <= tau (p < alpha).",
+                          f"stats/{task}/{{variant}}/sieve.csv", variants=counts, fmt="int"))
+        tau = float(next(iter(sieve_tables.values()))["tau"].iloc[0])
+        for role in roles:
+            vals, marks = {}, {}
+            for v, df in sieve_tables.items():
+                sub = df[df["role"].astype(str) == role]
+                vals[v] = _grid(sub, "mean", L, H)
+                marks[v] = _flags(sub, "assigned", L, H)
+            ms.append(_metric(f"sieve:{role}", "Sieve bias per role (Pande)", f"bias: {role}",
+                              f"Mean over examples of the {role} sieve bias n * mean attention to the sieve "
+                              f"(1 = uniform); dots: role assigned (p < alpha); tau = {tau:g}.",
+                              f"stats/{task}/{{variant}}/sieve.csv", variants=vals, marks=marks,
+                              mark_label="role assigned", ref=tau))
+    # Kovaleva 4.3 cosine
+    cos = _read_csv(results / "stats" / task / "cosine.csv", notes, results)
+    if cos is not None:
+        ms.append(_metric("cosine", "Change with fine-tuning (Kovaleva 4.3)", "cosine pretrained vs fine-tuned",
+                          "Mean over examples of the cosine similarity of the pretrained and fine-tuned maps.",
+                          f"stats/{task}/cosine.csv", single=_grid(cos, "mean", L, H)))
+    # Kovaleva 4.1 patterns
+    ms += _per_key_metrics(_variant_tables(results, task, "patterns.csv", notes), "class", "fraction", L, H,
+                           group="Pattern classes (Kovaleva 4.1)", prefix="patterns", label="fraction {k}",
+                           desc="Share of the head's maps classified as {k}.",
+                           source=f"stats/{task}/{{variant}}/patterns.csv")
+    # Kovaleva 4.4 features, 4.5 [CLS]
+    ms += _per_key_metrics(_variant_tables(results, task, "features.csv", notes), "feature", "mean", L, H,
+                           group="Feature attention (Kovaleva 4.4)", prefix="features", label="attention to {k}",
+                           desc="Attention the {k} tokens receive (summed over queries, / n, max over tokens), "
+                                "mean over examples.", source=f"stats/{task}/{{variant}}/features.csv")
+    ms += _per_key_metrics(_variant_tables(results, task, "cls.csv", notes), "feature", "mean", L, H,
+                           group="[CLS] attention, last layer (Kovaleva 4.5)", prefix="cls",
+                           label="[CLS] → {k}", desc="The last layer's [CLS] row: attention to {k} tokens.",
+                           source=f"stats/{task}/{{variant}}/cls.csv")
+    ms += _per_key_metrics(_variant_tables(results, task, "relations.csv", notes), "source", "mean", L, H,
+                           group="Relation attention (Kovaleva 4.2)", prefix="relations", label="{k} links",
+                           desc="Max attention between {k}-linked words, mean over examples; dots: above the "
+                                "99th percentile.", source=f"stats/{task}/{{variant}}/relations.csv",
+                           mark="flagged", mark_label="flagged (> 99th percentile)")
+    # entropy (Clark 3.3), when present
+    quiet: list[str] = []  # entropy and parser tables are optional: their absence is no note
+    ms += _per_key_metrics(_variant_tables(results, task, "entropy.csv", quiet), "feature", "mean", L, H,
+                           group="Entropy (Clark et al.)", prefix="entropy", label="entropy: {k}",
+                           desc="Mean attention entropy ({k}) in nats; uniform attention = ln n.",
+                           source=f"stats/{task}/{{variant}}/entropy.csv")
+    # heads as parsers, when present: dependent -> head accuracy of the most frequent relations
+    parser = _variant_tables(results, task, "parser.csv", quiet)
+    if parser:
+        first = next(iter(parser.values()))
+        top = (first[first["direction"] == "dep_to_head"].groupby("relation")["n"].max()
+               .sort_values(ascending=False).head(12).index.tolist())
+        for rel in top:
+            vals = {v: _grid(df[(df["relation"] == rel) & (df["direction"] == "dep_to_head")], "accuracy", L, H)
+                    for v, df in parser.items()}
+            ms.append(_metric(f"parser:{rel}", "Heads as parsers (Clark et al.)", f"parser accuracy: {rel}",
+                              f"Share of {rel} dependents whose most attended word is their head.",
+                              f"stats/{task}/{{variant}}/parser.csv", variants=vals))
+    # Kovaleva 4.6 disabling
+    heads = _read_csv(results / "ablation" / task / "heads.csv", notes, results)
+    if heads is not None:
+        for metric in heads["metric"].astype(str).unique():
+            sub = heads[heads["metric"].astype(str) == metric]
+            ci = None
+            if {"ci_low", "ci_high"} <= set(sub.columns):
+                ci = {"low": _grid(sub, "ci_low", L, H), "high": _grid(sub, "ci_high", L, H)}
+            marks = {"single": _flags(sub, "significant", L, H)} if "significant" in sub.columns else None
+            ms.append(_metric(f"ablation:{metric}", "Disabling heads (Kovaleva 4.6)", f"disabling Δ {metric}",
+                              f"Fine-tuned model's {metric} with this head attending uniformly, minus the intact "
+                              "model's; interval: paired bootstrap; dots: significant.",
+                              f"ablation/{task}/heads.csv", scale="div", single=_grid(sub, "delta", L, H),
+                              ci=ci, marks=marks, mark_label="significant"))
+    # head importance (Michel et al.), when present
+    imp = results / "ablation" / task / "importance.csv"
+    if imp.exists():
+        df = pd.read_csv(imp)
+        if not df.empty:
+            ms.append(_metric("importance", "Head importance (Michel et al.)", "importance",
+                              "E|dL/dξ| of a gate on the head's output, normalised per layer.",
+                              f"ablation/{task}/importance.csv", single=_grid(df, "importance", L, H)))
+    return ms
+
+
+# --------------------------------------------------------------------------------------------------
+# sieve: the per-head test table and the distribution of per-example scores
+
+
+def _sieve(results: Path, task: str, L: int, H: int, tables: dict[str, pd.DataFrame],
+           notes: list[str]) -> tuple[dict | None, dict[str, Any]]:
+    """(sieve block of the page, {variant: scores DataArray}) or (None, {})."""
+    from bertology.steps.sieve import read_scores as load_scores
+
+    if not tables:
+        return None, {}
+    roles: list[str] = []
+    for df in tables.values():
+        roles += [r for r in df["role"].astype(str).unique() if r not in roles]
+    R = len(roles)
+    first = next(iter(tables.values()))
+    block: dict[str, Any] = {"roles": roles, "tau": _num(first["tau"].iloc[0]),
+                             "alpha": _num(first["alpha"].iloc[0]) if "alpha" in first else 0.05,
+                             "correction": str(first["correction"].iloc[0]) if "correction" in first else "none",
+                             "stats": {}, "bins": HIST_BINS}
+    for v, df in tables.items():
+        cols = {c: [None] * (L * H * R) for c in ("n", "mean", "std", "t", "p_value", "p_adjusted")}
+        cols["assigned"] = [0] * (L * H * R)
+        for row in df.itertuples(index=False):
+            rec = row._asdict()
+            i = (int(rec["layer"]) * H + int(rec["head"])) * R + roles.index(str(rec["role"]))
+            for c in cols:
+                if c == "assigned":
+                    cols[c][i] = int(str(rec["assigned"]).lower() in ("true", "1"))
+                elif c in rec:
+                    cols[c][i] = _num(rec[c])
+        block["stats"][v] = cols
+    scores = {}
+    for v in tables:
+        path = results / "stats" / task / v / "sieve_scores.npz"
+        if path.exists():
+            scores[v] = load_scores(path)
+        else:
+            notes.append(f"{_rel(path, results)} absent: no score distributions for {v}")
+    if scores:
+        # one shared x range per (layer, head, role) so both variants' histograms share their bins
+        arrays = {}
+        for v, s in scores.items():
+            a = np.full((s.sizes["example"], L, H, R), np.nan, np.float32)
+            have = [str(r) for r in s["role"].values]
+            for j, role in enumerate(roles):
+                if role in have:
+                    a[..., j] = s.values[..., have.index(role)]
+            arrays[v] = a
+        both = np.concatenate(list(arrays.values()), axis=0)
+        with np.errstate(all="ignore"):
+            top = np.nanmax(np.where(np.isfinite(both), both, -np.inf), axis=0)  # (L, H, R)
+        top = np.where(np.isfinite(top), top, 0.0)
+        hi = np.maximum(top, 1.5 * float(block["tau"] or 3.0))
+        hi = np.array([_nice(x) for x in hi.ravel()]).reshape(hi.shape)
+        block["hi"] = [_num(x) for x in hi.ravel()]
+        block["hist"] = {}
+        for v, a in arrays.items():
+            idx = np.floor(a / hi[None] * HIST_BINS)
+            ok = np.isfinite(idx)
+            idx = np.clip(np.where(ok, idx, 0), 0, HIST_BINS - 1).astype(np.int64)
+            flat = (np.arange(L * H * R).reshape(1, L, H, R) * HIST_BINS + idx)[ok]
+            counts = np.bincount(flat, minlength=L * H * R * HIST_BINS)
+            block["hist"][v] = counts.astype(int).tolist()
+        block["n_scored"] = {v: int(a.shape[0]) for v, a in arrays.items()}
+    return block, scores
+
+
+def _nice(x: float) -> float:
+    """The smallest of 1, 2, 2.5, 5 x 10^k that is >= x (histogram ranges)."""
+    if x <= 0 or not math.isfinite(x):
+        return 1.0
+    e = 10 ** math.floor(math.log10(x))
+    for m in (1, 2, 2.5, 5, 10):
+        if m * e >= x * (1 - 1e-9):
+            return float(m * e)
+    return float(10 * e)
+
+
+# --------------------------------------------------------------------------------------------------
+# examples and their maps
+
+
+def _tokenizer(results: Path, task: str, attrs: dict):
+    """A `tokenizers.Tokenizer` to turn input ids into wordpiece strings, or None (labels from words)."""
+    candidates = [results / "models" / task / "pretrained" / "tokenizer.json"]
+    if attrs.get("model_path"):
+        mp = Path(str(attrs["model_path"]))
+        candidates += [mp / "tokenizer.json", results.parent / mp / "tokenizer.json"]
+    try:
+        from bertology.models import EMBEDDED_MODELS, resolve_model
+
+        if attrs.get("model") in EMBEDDED_MODELS:
+            candidates.append(Path(resolve_model(str(attrs["model"]))) / "tokenizer.json")
+    except Exception:  # noqa: BLE001 - the embedded model is only one candidate
+        pass
+    for c in candidates:
+        if c.exists():
+            from tokenizers import Tokenizer
+
+            return Tokenizer.from_file(str(c))
+    return None
+
+
+def sample_positions(n_store: int, examples: int, seed: int) -> np.ndarray:
+    """The seeded sample of store positions shown on the page (sorted; all when examples >= n_store)."""
+    k = min(int(examples), int(n_store))
+    if k <= 0:
+        return np.zeros(0, dtype=np.int64)
+    rng = np.random.default_rng(int(seed))
+    return np.sort(rng.choice(int(n_store), size=k, replace=False)).astype(np.int64)
+
+
+def quantise(maps: np.ndarray) -> np.ndarray:
+    """Attention (..., n, n) in [0, 1] -> uint8 levels round(a * 255) (display only; error <= 1/510)."""
+    return np.clip(np.rint(np.nan_to_num(maps.astype(np.float32), nan=0.0) * QUANT), 0, QUANT).astype(np.uint8)
+
+
+def encode_maps(q: np.ndarray) -> str:
+    """uint8 maps -> base64 of their zlib (deflate) stream, as the page's DecompressionStream('deflate') reads."""
+    return base64.b64encode(zlib.compress(np.ascontiguousarray(q).tobytes(), 9)).decode("ascii")
+
+
+def decode_maps(text: str, shape: tuple[int, ...]) -> np.ndarray:
+    """Inverse of :func:`encode_maps` (tests, notebooks)."""
+    return np.frombuffer(zlib.decompress(base64.b64decode(text)), dtype=np.uint8).reshape(shape)
+
+
+def _label_text(task: str, label: Any) -> str:
+    try:
+        from bertology.tasks import get_task
+
+        names = get_task(task).label_names
+        if names and label is not None and not pd.isna(label) and float(label).is_integer() \
+                and 0 <= int(label) < len(names):
+            return f"{names[int(label)]} ({int(label)})"
+    except Exception:  # noqa: BLE001 - an unknown task shows the raw label
+        pass
+    return "" if label is None or (isinstance(label, float) and math.isnan(label)) else str(label)
+
+
+def _examples(results: Path, task: str, stores: dict[str, Any], words: pd.DataFrame | None, scores: dict,
+              sieve_roles: list[str], examples: int, seed: int, budget: int) -> tuple[list[dict], int]:
+    """The sampled examples with tokens, words, text and their quantised maps (one store read per example)."""
+    ref = next(iter(stores.values()))
+    E = int(ref.sizes["example"])
+    L, H = int(ref.sizes["layer"]), int(ref.sizes["head"])
+    pos = sample_positions(E, examples, seed)
+    tok = _tokenizer(results, task, dict(ref.attrs))
+    split = str(ref.attrs.get("split", "validation"))
+    data_path = results / "data" / task / f"{split}.parquet"
+    texts = pd.read_parquet(data_path).set_index("idx") if data_path.exists() else None
+    special = {int(ref.attrs.get(k)) : name for k, name in
+               (("cls_token_id", "[CLS]"), ("sep_token_id", "[SEP]"), ("pad_token_id", "[PAD]"))
+               if ref.attrs.get(k) is not None}
+    out: list[dict] = []
+    used = 0
+    dropped = 0
+    for p in pos:
+        p = int(p)
+        n = int(ref["length"][p].values)
+        ids = ref["input_ids"][p, :n].values.astype(np.int64)
+        wid = ref["word_ids"][p, :n].values.astype(np.int64)
+        idx = int(ref["example_idx"][p].values)
+        seg = ref["segment"][p, :n].values.astype(int).tolist() if "segment" in ref else \
+            ref["token_type_ids"][p, :n].values.astype(int).tolist()
+        ex: dict[str, Any] = {"pos": p, "idx": idx, "n": n, "word_ids": wid.tolist(), "segment": seg}
+        wrows = words[words["example_idx"] == idx].sort_values("word") if words is not None else None
+        if wrows is not None and len(wrows):
+            ex["words"] = [[str(r.text), str(getattr(r, "pos", "")), str(r.dep), int(r.head)]
+                           for r in wrows.itertuples(index=False)]
+        else:
+            ex["words"] = []
+        if tok is not None:
+            ex["tokens"] = [tok.id_to_token(int(i)) or f"<{i}>" for i in ids]
+        else:  # no tokenizer: label wordpieces by their word (continuations as ##)
+            labels, prev = [], None
+            for i, w in zip(ids, wid):
+                if w < 0:
+                    labels.append(special.get(int(i), f"<{int(i)}>"))
+                else:
+                    text = ex["words"][w][0] if w < len(ex["words"]) else f"w{w}"
+                    labels.append(text if w != prev else "##")
+                prev = w
+            ex["tokens"] = labels
+        if texts is not None and idx in texts.index:
+            row = texts.loc[idx]
+            ex["text_a"] = str(row.get("text_a", ""))
+            tb = row.get("text_b")
+            ex["text_b"] = None if tb is None or (isinstance(tb, float) and math.isnan(tb)) else str(tb)
+            ex["label"] = _label_text(task, row.get("label"))
+        ex["maps"] = {}
+        for v, ds in stores.items():
+            a = ds["attention"][p, :, :, :n, :n].values  # (L, H, n, n): one example, never the store
+            ex["maps"][v] = encode_maps(quantise(a))
+        ex["sieve"] = {}
+        for v, s in scores.items():
+            have = [str(r) for r in s["role"].values]
+            hit = np.nonzero(s["example_idx"].values == idx)[0]
+            if len(hit):
+                vals = s.values[int(hit[0])]  # (L, H, R_npz)
+                ex["sieve"][v] = [_num(vals[lay, h, have.index(r)]) if r in have else None
+                                  for lay in range(L) for h in range(H) for r in sieve_roles]
+        size = sum(len(m) for m in ex["maps"].values())
+        if out and used + size > budget:
+            dropped += 1
+            continue
+        used += size
+        out.append(ex)
+    if dropped:
+        log.warning("explorer: %s: %d of %d sampled examples left out to keep the page under its size budget",
+                    task, dropped, len(pos))
+    return out, dropped
+
+
+# --------------------------------------------------------------------------------------------------
+# the two entry points
+
+
+def load_explorer_data(results: Path, tasks: list[str], *, examples: int = DEFAULT_EXAMPLES,
+                       seed: int = DEFAULT_SEED, budget_bytes: int = DEFAULT_BUDGET_BYTES) -> dict:
+    """Everything the explorer page shows, read from a results/ directory (nothing recomputed).
+
+    results: the pipeline's results/ directory; tasks: the tasks to include (those without attention
+    stores are skipped with a note). examples: sampled examples per task whose maps are embedded (the same
+    seeded store positions for both variants); seed: the sample's seed. budget_bytes: cap on the embedded
+    (compressed) maps over all tasks; examples past it are left out and the page says so.
+    Reads each store lazily through :func:`bertology.store.open_store`, one sampled example at a time.
+    """
+    from bertology.store import open_store
+    from bertology.tasks import get_task
+
+    results = Path(results)
+    tasks = list(tasks)
+    out: dict[str, Any] = {"format": 1, "bertology_version": __version__,
+                           "generated": dt.datetime.now().strftime("%Y-%m-%d %H:%M"),
+                           "results": str(results), "examples": int(examples), "seed": int(seed),
+                           "quant": QUANT, "tasks": [], "skipped": []}
+    share = max(1, int(budget_bytes) // max(1, len(tasks)))
+    for task in tasks:
+        notes: list[str] = []
+        stores = {}
+        for v in VARIANTS:
+            path = results / "attention" / task / f"{v}.zarr"
+            if path.exists():
+                stores[v] = open_store(path)
+            else:
+                notes.append(f"{_rel(path, results)} absent")
+        if not stores:
+            out["skipped"].append({"task": task, "why": "; ".join(notes)})
+            log.warning("explorer: %s has no attention store; skipped", task)
+            continue
+        ref = next(iter(stores.values()))
+        L, H = int(ref.sizes["layer"]), int(ref.sizes["head"])
+        out.setdefault("model", str(ref.attrs.get("model", "?")))
+        words_path = results / "attention" / task / "words.parquet"
+        words = pd.read_parquet(words_path, columns=None) if words_path.exists() else None
+        if words is None:
+            notes.append(f"{_rel(words_path, results)} absent: no dependency arcs")
+        sieve_tables = _variant_tables(results, task, "sieve.csv", notes)
+        sieve, scores = _sieve(results, task, L, H, sieve_tables, notes)
+        metrics = _metrics(results, task, L, H, sieve_tables, notes)
+        exs, dropped = _examples(results, task, stores, words, scores, sieve["roles"] if sieve else [],
+                                 examples, seed, share)
+        try:
+            spec = get_task(task)
+            display, pair = spec.display, spec.is_pair
+        except Exception:  # noqa: BLE001
+            display, pair = task, bool(sieve and "block" in sieve["roles"])
+        out["tasks"].append({
+            "task": task, "display": display, "pair": pair, "layers": L, "heads": H,
+            "split": str(ref.attrs.get("split", "")), "store_examples": int(ref.sizes["example"]),
+            "variants": list(stores), "stores": {v: f"{results.name}/attention/{task}/{v}.zarr" for v in stores},
+            "metrics": metrics, "sieve": sieve, "examples": exs, "dropped": dropped, "notes": notes,
+        })
+    return out
+
+
+
+def _asset(name: str) -> str:
+    return resources.files("bertology").joinpath("explorer_assets", name).read_text(encoding="utf-8")
+
+
+def _script_json(data: dict) -> str:
+    """JSON safe inside <script>: no '</' (would end the element) and no U+2028/2029."""
+    text = json.dumps(data, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
+    return text.replace("</", "<\\/").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+
+
+def render_explorer(data: dict) -> str:
+    """The whole self-contained explorer page (HTML text) for :func:`load_explorer_data`'s dict. Pure."""
+    title = f"bertology explorer — {html.escape(str(data.get('model', '?')))}"
+    css, js = _asset("explorer.css"), _asset("explorer.js")
+    template = _asset("explorer.html")
+    page = template.replace("{{TITLE}}", title).replace("{{CSS}}", css)
+    page = page.replace("{{JS}}", js.replace("</script", "<\\/script"))
+    return page.replace("{{DATA}}", _script_json(data))  # last: the data may hold any text
+
+
+def write_explorer(results: Path, tasks: list[str], output: Path, **kwargs: Any) -> Path:
+    """load + render + write (atomically); for notebooks and the command."""
+    text = render_explorer(load_explorer_data(Path(results), tasks, **kwargs))
+    output = Path(output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    tmp = output.with_name(output.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(output)
+    log.info("explorer: %s (%.2f MB)", output, output.stat().st_size / 1e6)
+    return output
+
+
+__all__ = ["load_explorer_data", "render_explorer", "write_explorer", "explorer_inputs", "sample_positions",
+           "quantise", "encode_maps", "decode_maps", "DEFAULT_EXAMPLES", "DEFAULT_SEED"]

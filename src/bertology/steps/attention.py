@@ -1,0 +1,69 @@
+"""Steps of rules/attention.smk: the attention sample, its spaCy words, and the attention store."""
+
+from __future__ import annotations
+
+import time
+
+import pandas as pd
+
+from bertology.annotate import SPAN_COLUMNS, annotate_frame, load_spacy, write_words
+from bertology.cli import StepContext
+from bertology.data import COLUMNS, read_prepared, sample_rows, write_prepared
+from bertology.errors import UserError
+from bertology.tasks import STORE_VARIANTS, VARIANT_INIT
+
+
+def attention_sample(ctx: StepContext) -> None:
+    """results/attention/{task}/sample.parquet: the seeded sample of the attention split, in store order."""
+    att = ctx.config.attention
+    frame = read_prepared(ctx.input.data)
+    sample = sample_rows(frame, att.examples, ctx.config.data.seed,
+                         what=f"{ctx.task}/{att.split} (attention.examples)")
+    write_prepared(sample[COLUMNS], ctx.output.sample)
+    ctx.log.info("%s: %d of %d %s examples -> %s", ctx.task, len(sample), len(frame), att.split, ctx.output.sample)
+    ctx.tracker.metrics({"examples": len(sample), "split_rows": len(frame)})
+
+
+def annotate_words(ctx: StepContext) -> None:
+    """results/attention/{task}/words.parquet: spaCy words of every example of the sample."""
+    sample = read_prepared(ctx.input.sample)
+    t0 = time.perf_counter()
+    words = annotate_frame(sample, load_spacy(ctx.config.attention.spacy_model), progress=ctx.progress)
+    seconds = time.perf_counter() - t0
+    write_words(words, ctx.output.words)
+    ctx.log.info("%s: %d examples, %d words annotated in %.1f s (%.0f examples/s) -> %s", ctx.task, len(sample),
+                 len(words), seconds, len(sample) / max(seconds, 1e-9), ctx.output.words)
+    ctx.tracker.metrics({"examples": len(sample), "words": len(words), "seconds": seconds})
+
+
+def extract_attention(ctx: StepContext) -> None:
+    """results/attention/{task}/{variant}.zarr: the attention store (resumes an interrupted extraction).
+
+    The pretrained variant runs the config `model`; a fine-tuned one the model directory of input `model`.
+    """
+    import torch
+
+    from bertology.extract import extract_store
+    from bertology.models import resolve_model
+
+    cfg, variant = ctx.config, ctx.variant
+    if variant not in STORE_VARIANTS:
+        raise UserError(f"unknown variant {variant!r}; attention stores exist for {', '.join(STORE_VARIANTS)}")
+    if variant in VARIANT_INIT:
+        model_path = str(ctx.input.model)  # the fine-tuned model; one path is required
+    else:
+        if ctx.input.get("model") is not None:
+            raise UserError(f"variant {variant} runs the config `model`; it takes no --input model")
+        model_path = resolve_model(cfg.model)
+    torch.set_num_threads(ctx.threads)
+    frame = read_prepared(ctx.input.sample)
+    words = pd.read_parquet(ctx.input.words, columns=SPAN_COLUMNS)
+    stats = extract_store(ctx.output.store, frame=frame, words=words, model=cfg.model, model_path=model_path,
+                          variant=variant, task=ctx.task, attention=cfg.attention, seed=cfg.data.seed,
+                          max_length=cfg.data.max_length, device=ctx.device, progress=ctx.progress)
+    metrics = {"examples": stats["n_examples"], "chunks_computed": stats["chunks_computed"],
+               "seconds": stats["seconds"], "bytes": stats["bytes"],
+               "bytes_per_example": stats["bytes"] / max(stats["n_examples"], 1)}
+    if stats["examples_per_s"] == stats["examples_per_s"]:  # NaN when an existing store was reused
+        metrics["examples_per_s"] = stats["examples_per_s"]
+    ctx.tracker.metrics(metrics)

@@ -1,0 +1,242 @@
+"""Steps of rules/kovaleva.smk (Kovaleva et al. 2019, sections 4.1-4.5) and the pattern-annotation tools.
+
+- ``kovaleva_stats``: one read of a store -> patterns.csv, features.csv, cls.csv, relations.csv (dependency
+  arcs, plus the FrameNet rows of ``relations_framenet.csv`` when the rule gives them);
+- ``kovaleva_cosine``: the pretrained and fine-tuned stores read chunk-aligned once -> cosine.csv and
+  features_diff.csv;
+- ``framenet_links``: a FrameNet release -> the links that survive the paper's filters (links.parquet) and
+  how many sentences survive each filter (counts.json);
+- ``framenet_relations``: a model run on those sentences -> relations_framenet.csv (source = framenet);
+- ``kovaleva_figures`` (Figs. 2, 3, 5, 6, 7 of one task) and ``kovaleva_overview`` (Figs. 2 and 5 across
+  tasks): list inputs in the order of ``bertology.tasks.STORE_VARIANTS`` (per variant) and of the config's
+  ``tasks`` (per task), as the rules expand them;
+- ``patterns_sheet`` / ``patterns_train``: a sheet of sampled maps to label, and the pattern CNN trained
+  from it (``analysis.patterns.classifier: <the model file>``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from bertology.cli import StepContext
+from bertology.daskutil import compute_kwargs
+from bertology.data import DataError
+from bertology.io import write_csv
+from bertology.kovaleva import figures as fig
+from bertology.kovaleva import framenet as fn
+from bertology.kovaleva import patterns as pat
+from bertology.kovaleva import reduce as red
+from bertology.steps.tables import by_task, by_variant, read_table
+from bertology.store import open_store, read_words
+from bertology.tasks import STORE_VARIANTS
+
+#: attention maps in a label sheet (patterns_sheet), and the seed of their sample
+SHEET_MAPS = 400
+SHEET_SEED = 0
+#: training of the pattern CNN (patterns_train): epochs, input size (maps are resized to SIZE x SIZE), seed
+CNN_EPOCHS = 60
+CNN_SIZE = 32
+CNN_SEED = 0
+#: FrameNet sentences per forward pass (framenet_relations); the scores do not depend on it
+FRAMENET_BATCH = 32
+
+
+# --------------------------------------------------------------------------------------------------
+# the statistics
+
+
+def kovaleva_stats(ctx: StepContext) -> None:
+    """One read of a store -> patterns.csv, features.csv, cls.csv, relations.csv (dependency [+ framenet])."""
+    cfg = ctx.config.analysis
+    words = read_words(ctx.input.words)
+    classifier = "rule" if cfg.patterns.classifier == "rule" else str(ctx.input.classifier)
+    t0 = time.perf_counter()
+    part = red.store_stats(ctx.input.store, words, classifier=classifier,
+                           compute_kwargs=compute_kwargs(cfg.dask, ctx.threads))
+    seconds = time.perf_counter() - t0
+    layers, heads = part.dependency.total.shape
+    patterns = red.patterns_table(part.patterns)
+    features = red.features_table(part)
+    relations = red.relations_table(part.dependency, "dependency", cfg.relations.percentile)
+    framenet = ctx.input.get("framenet")
+    if framenet is not None:
+        relations = pd.concat([read_table(framenet), relations], ignore_index=True)
+    tables = {"patterns": patterns, "features": features, "cls": red.cls_table(part, layers), "relations": relations}
+    for name, df in tables.items():
+        write_csv(df, getattr(ctx.output, name))
+    metrics = {"examples": part.examples, "seconds": seconds}
+    for _, row in patterns[patterns["layer"] == -1].iterrows():
+        metrics[f"pattern_fraction.{row['class'].replace('+', '_')}"] = float(row["fraction"])
+    ctx.tracker.metrics(metrics)
+    for f in ("cls", "sep"):
+        for layer, value in features[features["feature"] == f].groupby("layer")["mean"].mean().items():
+            ctx.tracker.metric(f"feature_by_layer.{f}", float(value), step=int(layer))
+    ctx.log.info("%s: %d examples, %d x %d heads in %.1f s", ctx.input.store, part.examples, layers, heads, seconds)
+
+
+def kovaleva_cosine(ctx: StepContext) -> None:
+    """The pretrained and fine-tuned stores, read chunk-aligned once -> cosine.csv and the paired fine-tuned minus
+    pretrained feature differences, features_diff.csv."""
+    part = red.store_pair(ctx.input.pretrained, ctx.input.finetuned, read_words(ctx.input.words),
+                          compute_kwargs=compute_kwargs(ctx.config.analysis.dask, ctx.threads))
+    cosine = red.moments_table(part.cosine)
+    write_csv(cosine, ctx.output.cosine)
+    write_csv(red.features_diff_table(part), ctx.output.features_diff)
+    for layer, value in cosine.groupby("layer")["mean"].mean().items():
+        ctx.tracker.metric("cosine_by_layer", float(value), step=int(layer))
+
+
+# --------------------------------------------------------------------------------------------------
+# FrameNet
+
+
+class FrameCoreTypes(Mapping):
+    """frame -> FE name -> coreType of a release's frame/ folder, each frame/<frame>.xml read on first use."""
+
+    def __init__(self, directory: Path):
+        self._files = {p.stem: p for p in sorted(Path(directory).glob("*.xml"))}
+        self._cache: dict[str, dict[str, str]] = {}
+
+    def __getitem__(self, frame: str) -> dict[str, str]:
+        if frame not in self._cache:
+            self._cache[frame] = fn.frame_core_types(ET.parse(self._files[frame]).getroot())
+        return self._cache[frame]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._files)
+
+    def __len__(self) -> int:
+        return len(self._files)
+
+
+def read_release(directory: str | Path) -> list[fn.Item]:
+    """Every annotation set of a FrameNet release directory (fulltext/*.xml + frame/*.xml)."""
+    directory = Path(directory)
+    fulltext, frames = directory / "fulltext", directory / "frame"
+    if not fulltext.is_dir() or not frames.is_dir():
+        raise DataError(f"{directory} is not a FrameNet release: it needs fulltext/ and frame/ folders (set "
+                        f"analysis.relations.framenet to such a directory, or null to skip FrameNet)")
+    documents = ((p.stem, ET.parse(p).getroot()) for p in sorted(fulltext.glob("*.xml")))
+    items = fn.release_items(documents, FrameCoreTypes(frames))
+    if not items:
+        raise DataError(f"no annotated sentences under {fulltext}: not a FrameNet release (set "
+                        f"analysis.relations.framenet to a release directory, or null to skip FrameNet)")
+    return items
+
+
+def framenet_links(ctx: StepContext) -> None:
+    """A FrameNet release, the paper's filters applied -> links.parquet + counts.json."""
+    kept, counts = fn.filter_items(read_release(ctx.input.release))
+    links = fn.links_table(kept)
+    counts["links"] = int(len(links))
+    out = Path(ctx.output.links)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    links.to_parquet(out, index=False)
+    Path(ctx.output.counts).write_text(json.dumps(counts, indent=2) + "\n")
+    ctx.tracker.metrics({f"framenet.{k}": float(v) for k, v in counts.items()})
+    ctx.log.info("FrameNet filters: %s", counts)
+    print(f"{counts['surviving_sentences']} sentences ({counts['surviving_sets']} frame annotations, "
+          f"{counts['links']} links) of {counts['sentences']} survive the filters")
+
+
+def framenet_relations(ctx: StepContext) -> None:
+    """Run a model (the config's, or the rule's fine-tuned `model` input) on the filtered FrameNet sentences ->
+    relations rows with source = framenet."""
+    import torch
+
+    from bertology.models import load_encoder, load_tokenizer, resolve_model
+
+    torch.set_num_threads(ctx.threads)
+    links = pd.read_parquet(ctx.input.links)
+    if links.empty:
+        raise DataError(f"{ctx.input.links} holds no links: no FrameNet sentence survived the filters")
+    name = str(ctx.input.get("model") or ctx.config.model)
+    model = load_encoder(name)
+    tokenizer = load_tokenizer(resolve_model(name))
+    scores = fn.link_scores(links, tokenizer, model, batch_size=FRAMENET_BATCH, max_length=ctx.config.data.max_length)
+    m = red.Moments.zeros(scores.shape[1:])
+    for s in scores:
+        m.add(s)
+    df = red.relations_table(m, "framenet", ctx.config.analysis.relations.percentile)
+    write_csv(df, ctx.output.table)
+    ctx.tracker.metrics({"framenet_items": len(scores), "framenet_flagged_heads": int(df["flagged"].sum())})
+
+
+# --------------------------------------------------------------------------------------------------
+# figures
+
+
+def kovaleva_figures(ctx: StepContext) -> None:
+    """The per-task figures (Figs. 2, 3, 5, 6, 7); list inputs patterns/features/cls/relations one per variant."""
+    task = ctx.task
+    tables = {name: {v: read_table(p) for v, p in by_variant(ctx, name).items()}
+              for name in ("patterns", "features", "cls", "relations")}
+    paths = [fig.patterns_figure(tables["patterns"], task, ctx.output.patterns),
+             fig.cosine_figure(read_table(ctx.input.cosine), task, ctx.output.cosine),
+             fig.features_figure(tables["features"], task, ctx.output.features,
+                                 diff_table=read_table(ctx.input.features_diff)),
+             fig.cls_figure(tables["cls"], task, ctx.output.cls),
+             fig.relations_figure(tables["relations"], task, ctx.output.relations)]
+    for p in paths:
+        ctx.tracker.artifact(p, "figures")
+
+
+def kovaleva_overview(ctx: StepContext) -> None:
+    """Figures across tasks: Fig. 2 (patterns) and Fig. 5 (cosine, one colour scale). Inputs: `pretrained` and
+    `finetuned` (patterns.csv, one per task of the config) and `cosine` (one per task)."""
+    per_variant = {v: by_task(ctx, v) for v in STORE_VARIANTS}
+    patterns = {t: {v: read_table(per_variant[v][t]) for v in STORE_VARIANTS} for t in ctx.config.tasks}
+    cosine = {t: read_table(p) for t, p in by_task(ctx, "cosine").items()}
+    for p in (fig.patterns_tasks_figure(patterns, ctx.output.patterns),
+              fig.cosine_tasks_figure(cosine, ctx.output.cosine)):
+        ctx.tracker.artifact(p, "figures")
+
+
+# --------------------------------------------------------------------------------------------------
+# annotating patterns
+
+
+def patterns_sheet(ctx: StepContext) -> None:
+    """A seeded sample of SHEET_MAPS attention maps of a store as PNGs (output `images`, a folder) and the label
+    sheet (output `sheet`: task, variant, example, layer, head, image, label) with an empty `label` column."""
+    ds = open_store(ctx.input.store)
+    sample = pat.sample_maps(ds.sizes["example"], ds.sizes["layer"], ds.sizes["head"], SHEET_MAPS, SHEET_SEED)
+    sheet, images = Path(ctx.output.sheet), Path(ctx.output.images)
+    images.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for e in np.unique(sample[:, 0]):  # one read per sampled example
+        ex = ds.isel(example=int(e)).load()
+        n, idx = int(ex["length"]), int(ex["example_idx"])
+        for _, layer, head in sample[sample[:, 0] == e]:
+            a = ex["attention"].values[layer, head, :n, :n].astype(float)
+            image = images / f"ex{idx}_l{layer + 1}_h{head + 1}.png"
+            fig.attention_map_figure(a, f"example {idx}, layer {layer + 1}, head {head + 1} (n = {n})", image)
+            rows.append({"task": ds.attrs.get("task"), "variant": ds.attrs.get("variant"), "example": idx,
+                         "layer": int(layer), "head": int(head), "image": os.path.relpath(image, sheet.parent),
+                         "label": ""})
+    write_csv(pd.DataFrame(rows), sheet)
+    print(f"wrote {len(rows)} maps to {images}; fill the `label` column of {sheet} with one of "
+          f"{', '.join(pat.CLASSES)} and run `bertology patterns-train --input labels={sheet} "
+          f"--input store={ctx.input.store} --output model=cnn.pt`")
+
+
+def patterns_train(ctx: StepContext) -> None:
+    """Train the 8-conv-layer CNN on a filled-in label sheet (input `labels`; the maps from the `store` inputs)
+    -> output `model` (and, if given, `report`: held-out scores as JSON); then set analysis.patterns.classifier
+    to the model file."""
+    stores = [open_store(p) for p in ctx.input.all("store")]
+    maps, labels = pat.labelled_maps(pd.read_csv(ctx.input.labels), stores)
+    cnn, report = pat.train_cnn(maps, labels, size=CNN_SIZE, epochs=CNN_EPOCHS, seed=CNN_SEED)
+    cnn.save(ctx.output.model)
+    if ctx.output.get("report") is not None:
+        Path(ctx.output.get("report")).write_text(json.dumps(report, indent=2) + "\n")
+    ctx.tracker.metrics({k: float(v) for k, v in report.items() if isinstance(v, (int, float))})
+    print(json.dumps(report, indent=2))

@@ -1,0 +1,41 @@
+"""Step of rules/report.smk: results/report.html, every table and figure of the run on one page."""
+
+from __future__ import annotations
+
+from bertology.cli import StepContext, _plain
+from bertology.errors import UserError
+
+
+def report(ctx: StepContext) -> None:
+    """The report of the results directory that holds ``--output report=`` (results/report.html).
+
+    The page shows what it finds in that directory (figures by file-name prefix, tables by glob; see
+    bertology.report.SECTIONS); the rule declares every target of the run as ``--input targets=`` so the
+    report re-runs whenever one of them changes. The config sections handed over are shown as they are.
+    """
+    from bertology.report import build_report
+
+    out = ctx.output.report
+    results = out.parent
+    targets = ctx.input.all("targets") if "targets" in ctx.input else []
+    missing = [str(p) for p in targets if not p.exists()]
+    if missing:
+        raise UserError(f"the report needs {len(missing)} missing input(s), e.g. {missing[0]}: run the workflow "
+                        f"(snakemake) to produce them first")
+    text = build_report(results, _plain(ctx.config))
+    tmp = out.with_name(out.name + ".tmp")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(out)
+    ctx.log.info("report: %s (%.1f MB) from %s", out, out.stat().st_size / 1e6, results)
+    ctx.tracker.artifact(out)
+
+
+def explorer(ctx: StepContext) -> None:
+    """results/explorer.html: the head explorer, from the stores and tables beside its output."""
+    from bertology.explorer import DEFAULT_EXAMPLES, write_explorer
+
+    out = ctx.output.page
+    write_explorer(out.parent, list(ctx.config.tasks), out, examples=DEFAULT_EXAMPLES, seed=ctx.config.data.seed)
+    ctx.tracker.metric("megabytes", out.stat().st_size / 1e6)
+    ctx.tracker.artifact(out)

@@ -1,0 +1,124 @@
+"""Steps of rules/sieve.smk (Pande et al. 2021, the heads hypothesis).
+
+- ``sieve``: one store -> sieve.csv (one-sided t-tests per head and role) and the per-example scores (.npz);
+- ``sieve_figures``: Figs. 3-5 of one task from both variants' tables and the fine-tuned scores;
+- ``sieve_delta``: Fig. 6 and sieve_delta.csv, fine-tuned minus pretrained bias per task, role, layer group;
+- ``sieve_summary``: sieve_summary.csv, role shares, overlaps and Spearman correlations per task and variant.
+
+The cross-task steps take list inputs named by variant (``pretrained``, ``finetuned``; the scores as
+``pretrained_scores``, ``finetuned_scores``), one path per task of the config's ``tasks``, in that order.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from bertology.cli import StepContext
+from bertology.daskutil import compute_kwargs
+from bertology.io import write_csv
+from bertology.sieve.figures import plot_delta, plot_overlap, plot_roles, plot_scores
+from bertology.sieve.reduce import run_sieve
+from bertology.sieve.summary import sieve_delta as delta_table
+from bertology.sieve.summary import summarize
+from bertology.steps.tables import by_task, read_table
+from bertology.store import read_words
+from bertology.tasks import STORE_VARIANTS
+
+#: the variant of Figs. 3 (score distributions) and 4 (role overlaps), as in the paper: the fine-tuned model
+FIGURE_VARIANT = "finetuned"
+SUMMARY_METRICS = ("share_delimiter", "share_no_role", "overlap_syntactic_local", "jaccard_syntactic_local",
+                   "spearman_rho", "spearman_rho_examples")
+
+
+def write_scores(path: str | Path, scores: xr.DataArray, **attrs: Any) -> Path:
+    """Write per-example scores as a compressed .npz (scores, example_idx, layer, head, role, attrs), atomically."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp.npz")
+    np.savez_compressed(tmp, scores=scores.values.astype(np.float32),
+                        example_idx=scores["example_idx"].values, layer=scores["layer"].values,
+                        head=scores["head"].values, role=np.asarray(scores["role"].values, dtype=str),
+                        attrs=np.asarray([f"{k}={v}" for k, v in attrs.items()], dtype=str))
+    tmp.replace(path)
+    return path
+
+
+def read_scores(path: str | Path) -> xr.DataArray:
+    """Per-example scores written by :func:`write_scores`: DataArray (example, layer, head, role)."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no sieve scores at {path}; run `snakemake {path}` first")
+    with np.load(path, allow_pickle=False) as z:
+        attrs = dict(s.split("=", 1) for s in z["attrs"].tolist())
+        return xr.DataArray(z["scores"], dims=("example", "layer", "head", "role"),
+                            coords={"example_idx": ("example", z["example_idx"]), "layer": z["layer"],
+                                    "head": z["head"], "role": z["role"].tolist()},
+                            name="sieve_score", attrs=attrs)
+
+
+def sieve(ctx: StepContext) -> None:
+    """One store -> sieve.csv (output `table`) and the per-example scores (output `scores`)."""
+    cfg = ctx.config.analysis.sieve
+    t0 = time.perf_counter()
+    table, scores = run_sieve(ctx.input.store, read_words(ctx.input.words), task=ctx.task, tau=cfg.tau,
+                              alpha=cfg.alpha, window=cfg.window, correction=cfg.correction,
+                              compute_kwargs=compute_kwargs(ctx.config.analysis.dask, ctx.threads))
+    seconds = time.perf_counter() - t0
+    write_csv(table, ctx.output.table)
+    write_scores(ctx.output.scores, scores, **scores.attrs)
+    ctx.log.info("sieve: %d examples x %d layers x %d heads x %d roles in %.1f s; %d (head, role) assigned",
+                 scores.sizes["example"], scores.sizes["layer"], scores.sizes["head"], scores.sizes["role"],
+                 seconds, int(table["assigned"].sum()))
+    n_heads = len(table[["layer", "head"]].drop_duplicates())
+    metrics = {"examples": scores.sizes["example"], "seconds": seconds}
+    for role, sub in table.groupby("role", sort=False):
+        metrics[f"heads.{role}"] = int(sub["assigned"].sum())
+        metrics[f"share.{role}"] = float(sub["assigned"].sum()) / max(n_heads, 1)
+        for layer, lsub in sub.groupby("layer"):
+            ctx.tracker.metrics({f"heads_by_layer.{role}": int(lsub["assigned"].sum()),
+                                 f"mean_bias_by_layer.{role}": float(lsub["mean"].mean())}, step=int(layer))
+    ctx.tracker.metrics(metrics)
+    ctx.tracker.artifact(ctx.output.table)
+
+
+def sieve_figures(ctx: StepContext) -> None:
+    """Figs. 3-5 of one task: inputs `pretrained`, `finetuned` (sieve.csv) and `scores` (FIGURE_VARIANT's)."""
+    cfg = ctx.config.analysis.sieve
+    tables = {v: read_table(getattr(ctx.input, v)) for v in STORE_VARIANTS}
+    scores = read_scores(ctx.input.scores)
+    paths = [plot_scores(scores, tables, ctx.output.scores, task=ctx.task, tau=float(cfg.tau), alpha=float(cfg.alpha)),
+             plot_overlap(tables[FIGURE_VARIANT], ctx.output.overlap, task=ctx.task, variant=FIGURE_VARIANT),
+             plot_roles(tables, ctx.output.roles, task=ctx.task)]
+    for p in paths:
+        ctx.tracker.artifact(p, "figures")
+
+
+def sieve_delta(ctx: StepContext) -> None:
+    """results/stats/sieve_delta.csv and Fig. 6 from every task's pretrained and fine-tuned sieve tables."""
+    pretrained, finetuned = by_task(ctx, "pretrained"), by_task(ctx, "finetuned")
+    delta = pd.concat([delta_table(read_table(pretrained[t]), read_table(finetuned[t]), t) for t in ctx.config.tasks],
+                      ignore_index=True)
+    write_csv(delta, ctx.output.table)
+    plot_delta(delta, ctx.output.figure)
+    ctx.tracker.metrics({f"delta.{row.task}.{row.role}.{row.layer_group}": float(row.delta)
+                         for row in delta.itertuples()})
+    ctx.tracker.artifact(ctx.output.table)
+    ctx.tracker.artifact(ctx.output.figure, "figures")
+
+
+def sieve_summary(ctx: StepContext) -> None:
+    """results/stats/sieve_summary.csv: role shares, overlaps and Spearman correlations per task and variant."""
+    tables = {v: by_task(ctx, v) for v in STORE_VARIANTS}
+    scores = {v: by_task(ctx, f"{v}_scores") for v in STORE_VARIANTS}
+    rows = [summarize(read_table(tables[v][t]), read_scores(scores[v][t]), task=t, variant=v)
+            for t in ctx.config.tasks for v in STORE_VARIANTS]
+    write_csv(pd.DataFrame(rows), ctx.output.table)
+    ctx.tracker.metrics({f"{row['task']}.{row['variant']}.{key}": float(row[key])
+                         for row in rows for key in SUMMARY_METRICS if row[key] == row[key]})  # NaN left out
+    ctx.tracker.artifact(ctx.output.table)

@@ -1,0 +1,41 @@
+"""Helpers of the steps that read per-head tables of several variants or tasks (kovaleva, sieve).
+
+A rule gives such tables as list inputs, expanded in the order of ``bertology.tasks.STORE_VARIANTS`` (one path
+per variant) or of the config's ``tasks`` (one path per task, the step declaring the section ``tasks``);
+these helpers pair the paths with their variant or task and check that the counts agree.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from bertology.cli import StepContext
+from bertology.errors import UserError
+from bertology.tasks import STORE_VARIANTS
+
+
+def read_table(path: Path) -> pd.DataFrame:
+    """A CSV input of a step, with the fix when it is missing."""
+    if not Path(path).exists():
+        raise FileNotFoundError(f"{path} does not exist; run `snakemake {path}` first")
+    return pd.read_csv(path)
+
+
+def by_variant(ctx: StepContext, name: str) -> dict[str, Path]:
+    """The list input `name`, one path per variant of STORE_VARIANTS (in that order) -> variant -> path."""
+    paths = ctx.input.all(name)
+    if len(paths) != len(STORE_VARIANTS):
+        raise UserError(f"step {ctx.step}: --input {name} needs one path per variant ({', '.join(STORE_VARIANTS)}), "
+                        f"in that order; got {len(paths)}")
+    return dict(zip(STORE_VARIANTS, paths))
+
+
+def by_task(ctx: StepContext, name: str) -> dict[str, Path]:
+    """The list input `name`, one path per task of the config's `tasks` (in that order) -> task -> path."""
+    tasks, paths = ctx.config.tasks, ctx.input.all(name)
+    if len(paths) != len(tasks):
+        raise UserError(f"step {ctx.step}: --input {name} needs one path per task of the config's tasks "
+                        f"({', '.join(tasks)}), in that order; got {len(paths)}")
+    return dict(zip(tasks, paths))

@@ -1,0 +1,153 @@
+"""Steps of rules/train.smk: fine-tune a task (resumable), score a variant, Kovaleva et al.'s Table 1."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import time
+from pathlib import Path
+
+from bertology.cli import StepContext
+from bertology.errors import UserError
+from bertology.tasks import INIT_VARIANT, SCORE_VARIANTS, VARIANT_INIT, get_task
+
+
+def _threads(n: int) -> None:
+    import torch
+
+    torch.set_num_threads(max(1, n))
+
+
+def train_model(ctx: StepContext) -> None:
+    """results/models/{task}/{init} from the task's train split (per-epoch scores on validation).
+
+    The resumable state lives in ``training.checkpoint_dir(task, init)`` (results/checkpoints/{task}/{init}),
+    outside the declared output; it is deleted once the model is saved.
+    """
+    from bertology.data import read_prepared
+    from bertology.models import load_classifier, load_tokenizer, resolve_model
+    from bertology.training import (checkpoint_dir, encode_split, resume_key, save_model, select_device,
+                                    train)
+
+    task, init = ctx.wildcards["task"], ctx.wildcards["init"]
+    if init not in INIT_VARIANT:
+        raise UserError(f"unknown init {init!r}; use one of {', '.join(INIT_VARIANT)}")
+    spec, cfg = get_task(task), ctx.config.train
+    max_length = ctx.config.data.max_length
+    _threads(ctx.threads)
+    device = select_device(ctx.device)
+    model_path = resolve_model(ctx.config.model)
+    tokenizer = load_tokenizer(model_path)
+    train_df = read_prepared(ctx.input.train)
+    train_enc = encode_split(tokenizer, train_df, spec, max_length)
+    eval_enc = encode_split(tokenizer, read_prepared(ctx.input.validation), spec, max_length)
+    model = load_classifier(model_path, spec.num_labels, init=init, seed=cfg.seed, id2label=spec.id2label,
+                            regression=spec.is_regression)
+    key = resume_key(cfg, model=ctx.config.model, init=init, task=task, max_length=max_length, train_df=train_df)
+    output, ckpt = ctx.output.model, checkpoint_dir(task, init)
+    ctx.log.info("fine-tuning %s (%s init) on %s: %d train examples, device %s, %d threads",
+                 ctx.config.model, init, task, len(train_enc), device, ctx.threads)
+    ctx.tracker.params({"init": init, "n_train": len(train_enc), "n_eval": len(eval_enc)})
+    ctx.tracker.tags({"variant": INIT_VARIANT[init], "init": init, "checkpoint_path": str(output.resolve()),
+                      "resume_dir": str(ckpt.resolve()), "device": str(device)})
+
+    history = train(model, tokenizer, train_enc, spec, cfg, eval_enc=eval_enc, checkpoint_dir=ckpt,
+                    resume_key=key, device=device, on_metrics=ctx.tracker.metrics, progress=ctx.progress)
+    if history.resumed_from:
+        ctx.tracker.tags({"resumed_from_step": ",".join(map(str, history.resumed_from))})
+    settings = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if f.name != "inits"}
+    save_model(model.cpu(), tokenizer, output, history,
+               extra={"task": task, "init": init, "model": ctx.config.model, "max_length": max_length,
+                      "train": settings, "device": str(device), "threads": ctx.threads})
+    ctx.tracker.metrics({"train_seconds": history.seconds, "train_steps": len(history.steps)})
+    (ckpt / "state.pt").unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        ckpt.rmdir()
+    ctx.log.info("saved %s (%d steps, %.0f s)", output, len(history.steps), history.seconds)
+
+
+def score(ctx: StepContext) -> None:
+    """results/scores/{task}/{variant}.json: the Table 1 score of one variant on the validation split.
+
+    pretrained: the config's encoder with a fresh classification head seeded by train.seed (no model
+    input); finetuned / random-finetuned: the fine-tuned model given as ``--input model=``, as saved.
+    """
+    from bertology.data import read_prepared
+    from bertology.models import load_classifier, load_encoder, load_tokenizer, resolve_model, weights_fingerprint
+    from bertology.training import autocast_dtype, encode_split, evaluate, select_device
+
+    task, variant = ctx.wildcards["task"], ctx.variant
+    spec, cfg = get_task(task), ctx.config.train
+    if variant not in SCORE_VARIANTS:
+        raise UserError(f"unknown variant {variant!r}; use one of {', '.join(SCORE_VARIANTS)}")
+    model_dir = ctx.input.get("model")
+    if variant == "pretrained":
+        if model_dir is not None:
+            raise UserError("variant 'pretrained' scores the config's model with an untrained head; "
+                            "it takes no --input model")
+    else:
+        wanted = f"results/models/{task}/{VARIANT_INIT[variant]}"
+        if model_dir is None:
+            raise UserError(f"variant {variant!r} needs --input model={wanted} (the train_model rule's output)")
+        if not (model_dir / "config.json").exists():
+            raise UserError(f"{model_dir} holds no fine-tuned model; run the train_model rule first "
+                            f"(snakemake {wanted})")
+    _threads(ctx.threads)
+    device = select_device(ctx.device)
+    if variant == "pretrained":
+        path = resolve_model(ctx.config.model)
+        tokenizer = load_tokenizer(path)
+        model = load_classifier(path, spec.num_labels, init="pretrained", seed=cfg.seed, id2label=spec.id2label,
+                                regression=spec.is_regression).to(device)
+    else:
+        path = str(model_dir)
+        tokenizer = load_tokenizer(path)
+        model = load_encoder(path, classifier=True, device=device)
+    enc = encode_split(tokenizer, read_prepared(ctx.input.validation), spec, ctx.config.data.max_length)
+    start = time.perf_counter()
+    metrics = evaluate(model, tokenizer, enc, spec, batch_size=cfg.eval_batch_size, device=device,
+                       amp_dtype=autocast_dtype(cfg.mixed_precision, device), progress=ctx.progress)
+    result = {"task": task, "variant": variant, "model": ctx.config.model, "model_path": path,
+              "weights": weights_fingerprint(path), "split": "validation", "metrics": metrics, "n": len(enc),
+              "seconds": round(time.perf_counter() - start, 3)}
+    out = ctx.output.score
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(json.dumps(result, indent=2) + "\n")
+    tmp.replace(out)
+    if model_dir is not None:
+        ctx.tracker.tags({"model_dir": str(model_dir.resolve())})
+    ctx.tracker.metrics({**{f"eval_{k}": v for k, v in metrics.items()}, "eval_n": len(enc)})
+    ctx.log.info("%s %s: %s (n=%d) -> %s", task, variant, ", ".join(f"{k}={v:.4f}" for k, v in metrics.items()),
+                 len(enc), out)
+
+
+def table1(ctx: StepContext) -> None:
+    """results/tables/table1.{csv,md} and results/figures/table1.png from every score JSON.
+
+    The train sizes come from the ``train`` inputs, results/data/{task}/train.parquet (the task is the
+    name of the file's folder, as the path contract fixes it).
+    """
+    import pyarrow.parquet as pq
+
+    from bertology.io import write_csv
+    from bertology.table1 import plot_table1, scores_frame, table1_markdown
+
+    records = []
+    for path in ctx.input.all("scores"):
+        try:
+            records.append(json.loads(Path(path).read_text()))
+        except json.JSONDecodeError as err:
+            raise UserError(f"{path} is not valid JSON ({err}); delete it and re-run the score rule") from None
+    df = scores_frame(records)
+    sizes = {path.parent.name: pq.read_metadata(path).num_rows for path in ctx.input.all("train")}
+    md = table1_markdown(df, sizes)
+    write_csv(df, ctx.output.csv)
+    ctx.output.md.parent.mkdir(parents=True, exist_ok=True)
+    ctx.output.md.write_text(md)
+    plot_table1(df, ctx.output.figure, title=f"Table 1 ({ctx.config.model})")
+    ctx.log.info("Table 1:\n%s", md)
+    for path in (ctx.output.csv, ctx.output.md, ctx.output.figure):
+        ctx.tracker.artifact(path)
+    ctx.tracker.metrics({f"{row.task}.{row.variant}.{row.metric}": row.value for row in df.itertuples()})

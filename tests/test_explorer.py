@@ -1,0 +1,569 @@
+"""The head explorer (results/explorer.html) and the report, checked in a real headless browser.
+
+A small results/ directory is built here: real attention stores written by bertology.store's writer (2 layers
+x 3 heads, random post-softmax maps), a words table with dependency arcs, sieve.csv and sieve_scores.npz
+from the real sieve code, and the per-head CSVs in their DESIGN section 4 columns. The page is then opened
+from disk (file://) in Debian's Chromium driven by Playwright (never a downloaded browser): a head and an
+example are clicked and the maps and values on screen are compared with the stores and the CSVs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bertology import store as st
+from bertology.explorer import (decode_maps, explorer_inputs, load_explorer_data, quantise, render_explorer,
+                                sample_positions, write_explorer)
+
+L, H, Q, E = 2, 3, 16, 10
+CLS, SEP, PAD = 101, 102, 0
+WORDS = ["the", "cat", "sat", "on", "a", "mat", "dog", "ran", "home", "never", "saw", "big", "red", "ball"]
+CHROMIUM_HINT = ("Chromium is not installed: the browser test drives Debian's system browser. Install it with "
+                 "`sudo apt-get install chromium` (or set BERTOLOGY_CHROMIUM=/path/to/chromium); "
+                 "`make install` installs Playwright's Python package, which never downloads a browser here.")
+
+
+# --------------------------------------------------------------------------------------------------
+# a small results/ directory
+
+
+def _tokenizer():
+    from tokenizers import Tokenizer
+
+    from bertology.models import resolve_model
+
+    return Tokenizer.from_file(str(Path(resolve_model("minilm-l6")) / "tokenizer.json"))
+
+
+def _example(rng, tok, idx: int, pair: bool):
+    """(input_ids, word_ids, token_type_ids, words rows, text_a, text_b) of one synthetic example."""
+    segs = [list(rng.choice(WORDS, size=int(rng.integers(3, 6))))]
+    if pair:
+        segs.append(list(rng.choice(WORDS, size=int(rng.integers(2, 4)))))
+    ids, wids, tts, rows = [CLS], [-1], [0], []
+    w = 0
+    for s_i, ws in enumerate(segs):
+        first = w
+        for k, word in enumerate(ws):
+            pieces = [tok.token_to_id(word)]
+            if k == 1:  # one word in two wordpieces ("cat" + "##s"): word_ids repeat
+                pieces.append(tok.token_to_id("##s"))
+            for p in pieces:
+                ids.append(p)
+                wids.append(w)
+                tts.append(s_i)
+            # a dependency tree: the first word of the segment is the root, the others hang on it or on
+            # their left neighbour
+            head = first if k == 0 or k % 2 == 1 else w - 1
+            dep = ["ROOT", "nsubj", "amod", "dobj", "advmod"][min(k, 4)] if k else "ROOT"
+            rows.append({"example_idx": idx, "word": w, "segment": s_i, "text": word, "lemma": word, "pos": "NOUN",
+                         "tag": "NN", "dep": dep, "head": head, "is_punct": False, "start_char": 0, "end_char": 1})
+            w += 1
+        ids.append(SEP)
+        wids.append(-1)
+        tts.append(s_i)
+    return (ids, wids, tts, rows, " ".join(segs[0]), " ".join(segs[1]) if pair else None)
+
+
+def _write_store(path: Path, task: str, variant: str, examples: list, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    example_idx = np.array([e["idx"] for e in examples], dtype=np.int64)
+    attrs = {"model": "tiny", "variant": variant, "task": task, "split": "validation", "examples": E, "seed": 1,
+             "max_length": Q, "quantize_bits": None, "quantize_step": 0.0, "cls_token_id": CLS, "sep_token_id": SEP,
+             "pad_token_id": PAD, "layers": L, "heads": H, "n_examples": len(examples)}
+    partial = st.partial_path(path)
+    root = st.create_store(partial, example_idx=example_idx, layers=L, heads=H, max_length=Q, chunk_size=4,
+                           attrs=attrs)
+    for c in range(-(-len(examples) // 4)):
+        chunk = examples[c * 4:(c + 1) * 4]
+        e = len(chunk)
+        att = np.full((e, L, H, Q, Q), np.nan, np.float32)
+        arrays = {k: np.zeros((e, Q), np.int64) for k in ("input_ids", "token_type_ids")}
+        arrays["word_ids"] = np.full((e, Q), -1, np.int64)
+        arrays["length"] = np.zeros(e, np.int64)
+        for i, ex in enumerate(chunk):
+            n = len(ex["ids"])
+            logits = rng.normal(0, 2.0, size=(L, H, n, n))
+            logits[:, 0] += 3 * np.eye(n)  # some structure: head 0 diagonal-ish, head 1 to [CLS]
+            logits[:, 1, :, 0] += 3
+            a = np.exp(logits - logits.max(-1, keepdims=True))
+            att[i, :, :, :n, :n] = a / a.sum(-1, keepdims=True)
+            arrays["input_ids"][i, :n] = ex["ids"]
+            arrays["token_type_ids"][i, :n] = ex["tts"]
+            arrays["word_ids"][i, :n] = ex["wids"]
+            arrays["length"][i] = n
+        arrays["attention"] = att.astype(np.float16)
+        st.write_chunk(root, c, arrays)
+    st.finalize(root, partial, path)
+
+
+def _per_head(rng, extra: dict, *, layers=range(L)) -> pd.DataFrame:
+    rows = []
+    for lay in layers:
+        for hd in range(H):
+            for key, values in extra.items():
+                for v in values:
+                    rows.append({"layer": lay, "head": hd, key: v, "mean": float(rng.random()),
+                                 "std": float(rng.random() / 10), "n": E})
+    return pd.DataFrame(rows)
+
+
+def build_results(root: Path, *, with_extras: bool = True) -> Path:
+    """results/ for tasks rte (everything) and sst2 (stores and sieve only: the rest absent)."""
+    from bertology.sieve.reduce import run_sieve
+    from bertology.steps.sieve import write_scores
+    from bertology.store import read_words
+
+    results = root / "results"
+    rng = np.random.default_rng(0)
+    tok = _tokenizer()
+    for task, pair in (("rte", True), ("sst2", False)):
+        exs, words, data = [], [], []
+        for k in range(E):
+            idx = 3 * k + 1
+            ids, wids, tts, rows, ta, tb = _example(rng, tok, idx, pair)
+            exs.append({"idx": idx, "ids": ids, "wids": wids, "tts": tts})
+            words += rows
+            data.append({"idx": idx, "text_a": ta, "text_b": tb, "label": k % 2})
+        (results / "attention" / task).mkdir(parents=True)
+        pd.DataFrame(words).astype({"word": "int16", "head": "int16", "segment": "int8"}).to_parquet(
+            results / "attention" / task / "words.parquet")
+        (results / "data" / task).mkdir(parents=True)
+        pd.DataFrame(data).to_parquet(results / "data" / task / "validation.parquet")
+        model = results / "models" / task / "pretrained"
+        model.mkdir(parents=True)
+        from bertology.models import resolve_model
+
+        shutil.copy(Path(resolve_model("minilm-l6")) / "tokenizer.json", model / "tokenizer.json")
+        for v_i, variant in enumerate(("pretrained", "finetuned")):
+            store = results / "attention" / task / f"{variant}.zarr"
+            _write_store(store, task, variant, exs, seed=10 * v_i + (task == "rte"))
+            table, scores = run_sieve(store, read_words(results / "attention" / task / "words.parquet"), task=task,
+                                      tau=1.5, alpha=0.05, window=2, correction="none",
+                                      compute_kwargs={"scheduler": "synchronous"})
+            out = results / "stats" / task / variant
+            out.mkdir(parents=True)
+            table.to_csv(out / "sieve.csv", index=False)
+            write_scores(out / "sieve_scores.npz", scores, **scores.attrs)
+            if task == "rte" and with_extras:
+                pats = ["block", "diagonal", "heterogeneous", "vertical", "vertical+diagonal"]
+                p = _per_head(rng, {"class": pats}).rename(columns={"mean": "fraction"})[["layer", "head", "class", "fraction", "n"]]
+                p.to_csv(out / "patterns.csv", index=False)
+                _per_head(rng, {"feature": ["cls", "sep", "noun", "negation"]}).to_csv(out / "features.csv", index=False)
+                _per_head(rng, {"feature": ["cls", "sep"]}, layers=[L - 1]).to_csv(out / "cls.csv", index=False)
+                r = _per_head(rng, {"source": ["framenet", "dependency"]})
+                r["flagged"] = rng.random(len(r)) > 0.8
+                r.to_csv(out / "relations.csv", index=False)
+        if task == "rte" and with_extras:
+            cos = pd.DataFrame([{"layer": a, "head": b, "mean": float(rng.uniform(0.8, 1)), "std": 0.01, "n": E}
+                                for a in range(L) for b in range(H)])
+            cos.to_csv(results / "stats" / task / "cosine.csv", index=False)
+            abl = []
+            for a in range(L):
+                for b in range(H):
+                    d = float(rng.normal(0, 0.05))
+                    abl.append({"layer": a, "head": b, "metric": "accuracy", "value": 0.6 + d, "baseline": 0.6,
+                                "delta": d, "ci_low": d - 0.03, "ci_high": d + 0.03, "p_value": 0.5, "p_adj": 0.5,
+                                "significant": abs(d) > 0.06, "test": "mcnemar_exact", "n": 40})
+            (results / "ablation" / task).mkdir(parents=True)
+            pd.DataFrame(abl).to_csv(results / "ablation" / task / "heads.csv", index=False)
+            pd.DataFrame([{"layer": a, "head": b, "importance": float(rng.random())} for a in range(L) for b in range(H)]
+                         ).to_csv(results / "ablation" / task / "importance.csv", index=False)
+    # report inputs: Table 1 as Markdown and a wide CSV (the report must stay within the window)
+    (results / "tables").mkdir(parents=True)
+    (results / "tables" / "table1.md").write_text(
+        "| Dataset | Pre-trained | Fine-tuned, initialized with normal distr. | Fine-tuned, initialized with pre-trained "
+        "| Metric | Size | Eval n |\n|---|---|---|---|---|---|---|\n| RTE | 50.0 | 52.1 | 61.3 | Acc | 96 | 48 |\n\n"
+        "Scores on the validation split, in percent. " + "A long note that must wrap. " * 20 + "\n")
+    pd.DataFrame([{"task": "rte", "variant": "finetuned", "metric": "accuracy", "value": 0.613, "n": 48}]).to_csv(
+        results / "tables" / "table1.csv", index=False)
+    pd.DataFrame([{f"a_rather_long_column_name_{i}": 0.123456 * i for i in range(40)}]).to_csv(
+        results / "stats" / "sieve_summary.csv", index=False)
+    return results
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> Path:
+    return build_results(tmp_path_factory.mktemp("explorer"))
+
+
+@pytest.fixture(scope="module")
+def data(results) -> dict:
+    return load_explorer_data(results, ["rte", "sst2"], examples=6, seed=3)
+
+
+@pytest.fixture(scope="module")
+def page(results, data) -> Path:
+    out = results / "explorer.html"
+    out.write_text(render_explorer(data), encoding="utf-8")
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# the data, without a browser
+
+
+def _metric(task: dict, mid: str) -> dict:
+    return next(m for m in task["metrics"] if m["id"] == mid)
+
+
+def test_data_equals_the_csvs(results, data):
+    rte = data["tasks"][0]
+    assert rte["task"] == "rte" and rte["layers"] == L and rte["heads"] == H and rte["store_examples"] == E
+    cos = pd.read_csv(results / "stats/rte/cosine.csv")
+    got = _metric(rte, "cosine")["single"]
+    for r in cos.itertuples():
+        assert got[r.layer * H + r.head] == pytest.approx(r.mean, rel=1e-5)
+    for variant in ("pretrained", "finetuned"):
+        sieve = pd.read_csv(results / f"stats/rte/{variant}/sieve.csv")
+        roles = rte["sieve"]["roles"]
+        stats = rte["sieve"]["stats"][variant]
+        for r in sieve.itertuples():
+            i = (r.layer * H + r.head) * len(roles) + roles.index(r.role)
+            assert stats["assigned"][i] == int(r.assigned)
+            if np.isfinite(r.mean):
+                assert stats["mean"][i] == pytest.approx(r.mean, rel=1e-5)
+                assert stats["p_value"][i] == pytest.approx(r.p_value, rel=1e-5, abs=1e-300)
+        feats = pd.read_csv(results / f"stats/rte/{variant}/features.csv")
+        noun = _metric(rte, "features:noun")["variants"][variant]
+        for r in feats[feats.feature == "noun"].itertuples():
+            assert noun[r.layer * H + r.head] == pytest.approx(r.mean, rel=1e-5)
+    cls = _metric(rte, "cls:sep")["variants"]["finetuned"]
+    assert all(v is None for v in cls[:H * (L - 1)]) and all(v is not None for v in cls[H * (L - 1):])
+    abl = pd.read_csv(results / "ablation/rte/heads.csv")
+    m = _metric(rte, "ablation:accuracy")
+    for r in abl.itertuples():
+        i = r.layer * H + r.head
+        assert m["single"][i] == pytest.approx(r.delta, rel=1e-5)
+        assert (m["ci"]["low"][i], m["ci"]["high"][i]) == (pytest.approx(r.ci_low, rel=1e-5), pytest.approx(r.ci_high, rel=1e-5))
+        assert m["marks"]["single"][i] == int(r.significant)
+    assert _metric(rte, "importance")
+    assert not any(m["id"].startswith("entropy") for m in rte["metrics"])  # absent: skipped, no error
+
+
+def test_absent_statistics_are_skipped_with_a_note(data):
+    sst2 = data["tasks"][1]
+    ids = {m["id"] for m in sst2["metrics"]}
+    assert "cosine" not in ids and not any(i.startswith("ablation") for i in ids)
+    assert any("cosine.csv absent" in n for n in sst2["notes"])
+    assert "block" not in sst2["sieve"]["roles"] and "block" in data["tasks"][0]["sieve"]["roles"]
+
+
+def test_embedded_maps_are_the_stores_sample(results, data):
+    for t in data["tasks"]:
+        ds = {v: st.open_store(results / "attention" / t["task"] / f"{v}.zarr") for v in t["variants"]}
+        want = sample_positions(E, 6, 3)
+        assert [ex["pos"] for ex in t["examples"]] == want.tolist()
+        for ex in t["examples"]:
+            p, n = ex["pos"], ex["n"]
+            assert ex["idx"] == int(ds["finetuned"].example_idx[p]) and n == int(ds["finetuned"].length[p])
+            assert ex["tokens"][0] == "[CLS]" and ex["tokens"][-1] == "[SEP]" and "##s" in ex["tokens"]
+            for v in t["variants"]:
+                a = ds[v].attention[p, :, :, :n, :n].values.astype(np.float32)
+                q = decode_maps(ex["maps"][v], (L, H, n, n))
+                assert np.abs(q / 255.0 - a).max() <= 1 / 510 + 1e-6
+                assert (q == quantise(a)).all()
+            scores = np.load(results / "stats" / t["task"] / "finetuned" / "sieve_scores.npz")
+            k = int(np.nonzero(scores["example_idx"] == ex["idx"])[0][0])
+            roles = scores["role"].tolist()
+            got = ex["sieve"]["finetuned"]
+            for j, r in enumerate(t["sieve"]["roles"]):
+                want_v = scores["scores"][k, 1, 2, roles.index(r)]
+                g = got[(1 * H + 2) * len(t["sieve"]["roles"]) + j]
+                assert (g is None and not np.isfinite(want_v)) or g == pytest.approx(float(want_v), rel=1e-5)
+
+
+def test_histograms_count_every_scored_example(results, data):
+    t = data["tasks"][0]
+    sv = t["sieve"]
+    R, B = len(sv["roles"]), sv["bins"]
+    scores = np.load(results / "stats/rte/pretrained/sieve_scores.npz")
+    roles = scores["role"].tolist()
+    for i in range(L * H * R):
+        lay, hd, r = i // (H * R), (i // R) % H, i % R
+        vals = scores["scores"][:, lay, hd, roles.index(sv["roles"][r])]
+        counts = sv["hist"]["pretrained"][i * B:(i + 1) * B]
+        assert sum(counts) == int(np.isfinite(vals).sum())
+        assert sv["hi"][i] >= np.nanmax(vals) if np.isfinite(vals).any() else True
+
+
+def test_page_is_self_contained(data):
+    text = render_explorer(data)
+    assert "<script src" not in text and "<link" not in text and "@import" not in text
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", text)
+    assert "Content-Security-Policy" in text and "default-src 'none'" in text
+    blob = re.search(r'<script type="application/json" id="explorer-data">(.*?)</script>', text, re.S).group(1)
+    assert json.loads(blob) == json.loads(json.dumps(data))
+
+
+def test_size_budget_leaves_examples_out(results):
+    small = load_explorer_data(results, ["rte"], examples=8, seed=3, budget_bytes=1)
+    t = small["tasks"][0]
+    assert len(t["examples"]) == 1 and t["dropped"] == 7  # the first example always stays
+
+
+def test_missing_store_task_is_skipped(results, tmp_path):
+    out = write_explorer(results, ["rte", "cola"], tmp_path / "e.html", examples=2)
+    data = load_explorer_data(results, ["cola"], examples=2)
+    assert data["tasks"] == [] and data["skipped"][0]["task"] == "cola"
+    assert out.stat().st_size > 0
+
+
+def test_inputs_for_the_rule():
+    got = explorer_inputs(["rte"])
+    assert "results/attention/rte/finetuned.zarr" in got["required"]
+    assert "results/stats/rte/finetuned/sieve_scores.npz" in got["required"]
+    assert "results/ablation/rte/importance.csv" in got["optional"]
+
+
+# --------------------------------------------------------------------------------------------------
+# in the browser
+
+
+def _chromium() -> str:
+    path = os.environ.get("BERTOLOGY_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    if not path or not Path(path).exists():
+        pytest.skip(CHROMIUM_HINT)
+    return path
+
+
+@pytest.fixture(scope="module")
+def browser():
+    exe = _chromium()
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip("Playwright's Python package is missing: pip install -e '.[test]' (it drives the system "
+                    "Chromium; never run `playwright install`)")
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=exe, args=["--no-sandbox", "--disable-gpu"])
+        yield b
+        b.close()
+
+
+class Watch:
+    """Console errors, page errors and every request of a page."""
+
+    def __init__(self, pg, url: str):
+        self.url, self.errors, self.requests = url, [], []
+        pg.on("console", lambda m: self.errors.append(f"console.{m.type}: {m.text}") if m.type == "error" else None)
+        pg.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
+        pg.on("request", lambda r: self.requests.append(r.url))
+
+    def check(self):
+        assert not self.errors, self.errors
+        foreign = [u for u in self.requests if u.split("#")[0] != self.url and not u.startswith("data:")]
+        assert not foreign, f"requests left the page: {foreign}"
+
+
+def _open(browser, url: str, width: int = 1400):
+    pg = browser.new_page(viewport={"width": width, "height": 1000})
+    watch = Watch(pg, url)
+    pg.goto(url)
+    return pg, watch
+
+
+def _wait(pg, view: str, timeout: float = 20.0):
+    """Until the page shows `view` and no render is under way (polled: the page's CSP forbids the eval that
+    Playwright's wait_for_function would need, and the test keeps that CSP on)."""
+    import time
+
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        busy, rendered = pg.evaluate("[document.body.dataset.busy, document.body.dataset.rendered || '']")
+        if busy == "0" and rendered.startswith(view + ":"):
+            return
+        pg.wait_for_timeout(25)
+    raise AssertionError(f"the page did not render the {view} view within {timeout} s")
+
+
+def _pixels(pg, selector: str) -> dict:
+    """Colours at the centre of every cell of a heatmap canvas, with its geometry."""
+    return pg.eval_on_selector(selector, """cv => {
+        const d = cv.dataset, n = +d.n, c = +d.cell, x0 = +d.x0, y0 = +d.y0, r = +d.dpr;
+        const img = cv.getContext('2d').getImageData(0, 0, cv.width, cv.height).data;
+        const out = [];
+        for (let i = 0; i < n; i++) for (let j = 0; j < n; j++) {
+          const x = Math.floor((x0 + j * c + c / 2) * r), y = Math.floor((y0 + i * c + c / 2) * r);
+          const k = 4 * (y * cv.width + x);
+          out.push([img[k], img[k + 1], img[k + 2]]);
+        }
+        return {n, px: out};
+    }""")
+
+
+def _expected_colours(pg, values: np.ndarray) -> np.ndarray:
+    return np.array(pg.evaluate("vs => vs.map(v => window.bertologyExplorer.attnRGB(v))", values.ravel().tolist()))
+
+
+@pytest.mark.browser
+def test_explorer_in_chromium(browser, results, data, page):
+    url = page.resolve().as_uri()
+    pg, watch = _open(browser, url)
+    _wait(pg, "overview")
+    rte = data["tasks"][0]
+    holds = pg.inner_text("#about")
+    assert f"{len(rte['examples'])} of {E} examples" in holds and "open_store" in holds
+
+    # overview: cosine and the fine-tuned delimiter bias on the grid equal the CSVs
+    pg.select_option("#metric", "cosine")
+    _wait(pg, "overview")
+    cos = pd.read_csv(results / "stats/rte/cosine.csv")
+    cells = pg.eval_on_selector_all("#overview rect.cell", "rs => rs.map(r => [+r.dataset.layer, +r.dataset.head, r.dataset.value])")
+    assert len(cells) == L * H
+    for lay, hd, v in cells:
+        assert float(v) == pytest.approx(cos[(cos["layer"] == lay) & (cos["head"] == hd)]["mean"].item(), rel=1e-5)
+    pg.select_option("#metric", "sieve:delimiter")
+    _wait(pg, "overview")
+    pg.click('#ov-variant button[data-ov="pretrained"]')
+    _wait(pg, "overview")
+    sv = pd.read_csv(results / "stats/rte/pretrained/sieve.csv")
+    sv = sv[sv.role == "delimiter"]
+    cells = pg.eval_on_selector_all("#overview rect.cell", "rs => rs.map(r => [+r.dataset.layer, +r.dataset.head, r.dataset.value])")
+    for lay, hd, v in cells:
+        assert float(v) == pytest.approx(sv[(sv["layer"] == lay) & (sv["head"] == hd)]["mean"].item(), rel=1e-5)
+    assert pg.locator("#overview circle.mark").count() == int(sv.assigned.sum())
+    pg.click('#ov-variant button[data-ov="all"]')
+    _wait(pg, "overview")
+    assert pg.locator("#overview svg.grid").count() == 3
+
+    # click a head: its statistics, its sieve table and its maps
+    lay, hd = 1, 2
+    pg.click(f'#overview svg.grid[data-panel="pretrained"] rect.cell[data-layer="{lay}"][data-head="{hd}"]')
+    _wait(pg, "head")
+    assert pg.inner_text("#head-title").endswith(f"layer {lay + 1} · head {hd + 1}")
+    got = float(pg.get_attribute('#head-stats td[data-metric="cosine"]', "data-value"))
+    assert got == pytest.approx(cos[(cos["layer"] == lay) & (cos["head"] == hd)]["mean"].item(), rel=1e-5)
+    abl = pd.read_csv(results / "ablation/rte/heads.csv").query(f"layer == {lay} and head == {hd}")
+    cell = pg.locator('#head-stats td[data-metric="ablation:accuracy"]')
+    assert float(cell.get_attribute("data-value")) == pytest.approx(abl.delta.item(), rel=1e-5)
+    shown = [float(x) for x in re.findall(r"-?[0-9.]+(?:e-?[0-9]+)?", cell.inner_text().replace("−", "-"))]
+    assert shown == pytest.approx([abl.delta.item(), abl.ci_low.item(), abl.ci_high.item()], rel=5e-3, abs=1e-4)
+    for variant in ("pretrained", "finetuned"):
+        sieve = pd.read_csv(results / f"stats/rte/{variant}/sieve.csv").query(f"layer == {lay} and head == {hd}")
+        for r in sieve.itertuples():
+            sel = f'#sieve-table td[data-role="{r.role}"][data-variant="{variant}"]'
+            mean = pg.get_attribute(sel + '[data-field="mean"]', "data-value")
+            p = pg.locator(sel + '[data-field="p_value"]')
+            if np.isfinite(r.mean):
+                assert float(mean) == pytest.approx(r.mean, rel=1e-5)
+                assert float(p.get_attribute("data-value")) == pytest.approx(r.p_value, rel=1e-5, abs=1e-300)
+            assert p.get_attribute("data-assigned") == ("1" if r.assigned else "0")
+            assert ("✓" in p.inner_text()) == bool(r.assigned)
+        roles = ", ".join(sieve[sieve.assigned].role) or "no role"
+        assert roles in pg.inner_text("#head-roles")
+    # the histogram of every role holds every scored example; the marker is this example's score
+    npz = np.load(results / "stats/rte/finetuned/sieve_scores.npz")
+    ex0 = rte["examples"][0]
+    k = int(np.nonzero(npz["example_idx"] == ex0["idx"])[0][0])
+    for j, role in enumerate(npz["role"].tolist()):
+        counts = pg.get_attribute(f'#sieve-hists svg[data-role="{role}"] polyline[data-variant="finetuned"]', "data-counts")
+        assert sum(map(int, counts.split(","))) == int(np.isfinite(npz["scores"][:, lay, hd, j]).sum())
+        marker = pg.locator(f'#sieve-hists svg[data-role="{role}"] path[data-variant="finetuned"]')
+        if np.isfinite(npz["scores"][k, lay, hd, j]):
+            assert float(marker.get_attribute("data-example-score")) == pytest.approx(float(npz["scores"][k, lay, hd, j]), rel=1e-5)
+
+    # the maps on screen are the store's (pixel colours at every cell centre; quantised for display)
+    _check_heatmaps(pg, results, rte, example=0, lay=lay, hd=hd)
+    # hover a cell: the tooltip gives the store's value
+    canvas = pg.locator('#head-maps canvas.heatmap[data-variant="finetuned"]')
+    x0, y0, c = canvas.evaluate("c => [+c.dataset.x0, +c.dataset.y0, +c.dataset.cell]")
+    canvas.hover(position={"x": x0 + 2 * c + c / 2, "y": y0 + 1 * c + c / 2})  # query 1, key 2
+    shown = float(re.search(r"attention ([0-9.]+)", pg.inner_text("#tip")).group(1))
+    fin = st.open_store(results / "attention/rte/finetuned.zarr")
+    assert shown == pytest.approx(float(fin.attention[ex0["pos"], lay, hd, 1, 2]), abs=1 / 510 + 1e-4)
+    assert "“" + ex0["tokens"][1] + "”" in pg.inner_text("#tip")
+
+    # dependency arcs: one per non-root word; those marked followed are the arcs whose dependent attends most
+    # to its head (word-level attention of the displayed map)
+    _check_arcs(pg, rte, example=0, lay=lay, hd=hd, variant="finetuned")
+
+    # the example view: choose an example, every head's map, pretrained next to fine-tuned
+    pg.click('#tabs button[data-view="example"]')
+    _wait(pg, "example")
+    pg.select_option("#example-select", "2")
+    _wait(pg, "example")
+    ex2 = rte["examples"][2]
+    assert f"example_idx {ex2['idx']}" in pg.inner_text("#example")
+    assert pg.locator("#sm-grid .sm-cell").count() == L * H
+    assert pg.locator("#sm-grid canvas").count() == 2 * L * H
+    pre = st.open_store(results / "attention/rte/pretrained.zarr")
+    for variant, ds in (("pretrained", pre), ("finetuned", fin)):
+        sel = f'#sm-grid .sm-cell[data-layer="0"][data-head="1"] canvas[data-variant="{variant}"]'
+        px = pg.eval_on_selector(sel, """(cv, n) => {
+            const img = cv.getContext('2d').getImageData(0, 0, cv.width, cv.height).data, s = cv.width, out = [];
+            for (let i = 0; i < n; i++) for (let j = 0; j < n; j++) {
+              const x = Math.floor((j + 0.5) * s / n), y = Math.floor((i + 0.5) * s / n), k = 4 * (y * s + x);
+              out.push([img[k], img[k + 1], img[k + 2]]);
+            }
+            return out; }""", ex2["n"])
+        a = ds.attention[ex2["pos"], 0, 1, :ex2["n"], :ex2["n"]].values.astype(np.float32)
+        assert np.abs(np.array(px) - _expected_colours(pg, a)).max() <= 3
+    # a small map opens the head view on the same example
+    pg.click('#sm-grid .sm-cell[data-layer="1"][data-head="0"]')
+    _wait(pg, "head")
+    assert pg.inner_text("#head-title").endswith("layer 2 · head 1")
+    _check_heatmaps(pg, results, rte, example=2, lay=1, hd=0)
+
+    # another task from the selector
+    pg.select_option("#task", "1")
+    _wait(pg, "head")
+    assert pg.inner_text("#head-title").startswith("SST-2")
+    watch.check()
+    pg.close()
+
+
+def _check_heatmaps(pg, results, t, *, example, lay, hd):
+    ex = t["examples"][example]
+    for variant in t["variants"]:
+        got = _pixels(pg, f'#head-maps canvas.heatmap[data-variant="{variant}"]')
+        assert got["n"] == ex["n"]
+        ds = st.open_store(results / "attention" / t["task"] / f"{variant}.zarr")
+        a = ds.attention[ex["pos"], lay, hd, :ex["n"], :ex["n"]].values.astype(np.float32)
+        diff = np.abs(np.array(got["px"]) - _expected_colours(pg, a))
+        assert diff.max() <= 3, f"{variant} map differs from the store by up to {diff.max()} colour levels"
+
+
+def _check_arcs(pg, t, *, example, lay, hd, variant):
+    ex = t["examples"][example]
+    q = decode_maps(ex["maps"][variant], (L, H, ex["n"], ex["n"]))[lay, hd] / 255.0
+    wid = np.array(ex["word_ids"])
+    nw = len(ex["words"])
+    M = np.zeros((nw, nw))
+    for u in range(nw):
+        pu = np.nonzero(wid == u)[0]
+        for v in range(nw):
+            M[u, v] = q[np.ix_(pu, np.nonzero(wid == v)[0])].sum(axis=1).mean()
+    arcs = pg.eval_on_selector_all("#arc-card path.dep", "ps => ps.map(p => [+p.dataset.dep, +p.dataset.head, p.classList.contains('followed')])")
+    want = [(u, w[3]) for u, w in enumerate(ex["words"]) if w[3] != u]
+    assert sorted((d, h) for d, h, _ in arcs) == sorted(want)
+    for d, h, followed in arcs:
+        assert followed == (int(np.argmax(M[d])) == h)
+
+
+@pytest.mark.browser
+def test_report_in_chromium(browser, results, page):
+    from bertology.report import build_report
+
+    out = results / "report.html"
+    out.write_text(build_report(results, {"model": "tiny", "tasks": ["rte", "sst2"], "data": {"source": "demo"},
+                                          "note": "x" * 400}), encoding="utf-8")
+    url = out.resolve().as_uri()
+    pg, watch = _open(browser, url, width=1400)
+    pg.wait_for_load_state("load")
+    sizes = pg.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+    assert sizes[0] <= sizes[1], f"the report scrolls sideways: {sizes[0]} px wide in a {sizes[1]} px window"
+    assert pg.locator("#table1 table").count() >= 1
+    assert "| RTE |" not in pg.inner_text("#table1")
+    assert pg.locator("#table1 td", has_text="61.3").count() == 1
+    assert pg.locator('a[href="explorer.html"]').count() == 1
+    watch.check()
+    pg.close()
