@@ -17,6 +17,7 @@ rule ablation_sweep:
         info="results/ablation/{task}/summary.json",
     params:
         step=step("ablation_sweep"),
+        files=step_files,
     log:
         "results/logs/ablation_sweep/{task}.log",
     benchmark:
@@ -41,6 +42,7 @@ rule ablation_figures:
         layers="results/figures/ablation-layers-{task}.png",
     params:
         step=step("ablation_figures"),
+        files=step_files,
     log:
         "results/logs/ablation_figures/{task}.log",
     benchmark:

@@ -13,6 +13,7 @@ rule attention_sample:
         sample="results/attention/{task}/sample.parquet",
     params:
         step=step("attention_sample"),
+        files=step_files,
     log:
         "results/logs/attention_sample/{task}.log",
     benchmark:
@@ -34,6 +35,7 @@ rule annotate_words:
         words="results/attention/{task}/words.parquet",
     params:
         step=step("annotate_words"),
+        files=step_files,
     log:
         "results/logs/annotate_words/{task}.log",
     benchmark:
@@ -57,6 +59,7 @@ rule extract_attention:
         variant="|".join(STORE_VARIANTS),
     params:
         step=step("extract_attention"),
+        files=step_files,
     log:
         "results/logs/extract_attention/{task}/{variant}.log",
     benchmark:

@@ -1,7 +1,7 @@
 # Shared set-up: config validated once, the one way a rule calls its step, MLflow invocation, targets.
-from functools import partial
+import shlex
 
-from bertology.cli import STEPS, step_command
+from bertology.cli import STEPS, step_args
 from bertology.config import sections_json, validate_config
 from bertology.explorer import explorer_inputs
 from bertology.tasks import SPLITS, STORE_VARIANTS, TASKS, VARIANT_INIT
@@ -39,12 +39,18 @@ wildcard_constraints:
 # Each rule runs its step the same way, `bertology <step>` with its wildcards, named inputs and
 # outputs, the config sections the step declares (bertology.cli.STEPS) and its threads. The sections
 # are part of the param, so changing one re-runs exactly the steps that read it.
-STEP = "bertology {params.step} --threads {threads} > {log} 2>&1"
+STEP = "bertology {params.step} {params.files} --threads {threads} > {log} 2>&1"
 
 
 def step(name):
-    """The `step` param of the rule named `name`, i.e. its step's command line with its config sections."""
-    return partial(step_command, name, sections_json(config, STEPS[name].sections))
+    """The `step` param of the rule named `name`, i.e. its step and config sections (a plain string, so that
+    Snakemake records it and re-runs the rule when a section changes)."""
+    return f"{name} --config {shlex.quote(sections_json(config, STEPS[name].sections))}"
+
+
+def step_files(wildcards, input, output):
+    """The `files` param: the job's wildcards and named inputs/outputs as -w/--input/--output arguments."""
+    return step_args(wildcards, input, output)
 
 
 # Input functions used by the files in rules/ (snakemake --lint wants functions and rules apart).

@@ -6,6 +6,7 @@ rule prepare_data:
         table="results/data/{task}/{split}.parquet",
     params:
         step=step("prepare_data"),
+        files=step_files,
     log:
         "results/logs/prepare_data/{task}/{split}.log",
     benchmark:

@@ -21,6 +21,7 @@ rule kovaleva_stats:
         variant="|".join(STORE_VARIANTS),
     params:
         step=step("kovaleva_stats"),
+        files=step_files,
     log:
         "results/logs/kovaleva_stats/{task}/{variant}.log",
     benchmark:
@@ -45,6 +46,7 @@ rule kovaleva_cosine:
         features_diff="results/stats/{task}/features_diff.csv",
     params:
         step=step("kovaleva_cosine"),
+        files=step_files,
     log:
         "results/logs/kovaleva_cosine/{task}.log",
     benchmark:
@@ -67,6 +69,7 @@ rule framenet_links:
         counts="results/stats/framenet/counts.json",
     params:
         step=step("framenet_links"),
+        files=step_files,
     log:
         "results/logs/framenet_links/framenet_links.log",
     benchmark:
@@ -90,6 +93,7 @@ rule framenet_relations:
         variant="|".join(STORE_VARIANTS),
     params:
         step=step("framenet_relations"),
+        files=step_files,
     log:
         "results/logs/framenet_relations/{task}/{variant}.log",
     benchmark:
@@ -115,6 +119,7 @@ rule kovaleva_figures:
         **{name: f"results/figures/{name}-{{task}}.png" for name in KOVALEVA_FIGURES},
     params:
         step=step("kovaleva_figures"),
+        files=step_files,
     log:
         "results/logs/kovaleva_figures/{task}.log",
     benchmark:
@@ -139,6 +144,7 @@ rule kovaleva_overview:
         cosine="results/figures/cosine-tasks.png",
     params:
         step=step("kovaleva_overview"),
+        files=step_files,
     log:
         "results/logs/kovaleva_overview/kovaleva_overview.log",
     benchmark:
@@ -162,6 +168,7 @@ rule patterns_sheet:
         images=directory("results/patterns/{task}/images"),
     params:
         step=step("patterns_sheet"),
+        files=step_files,
     log:
         "results/logs/patterns_sheet/{task}.log",
     benchmark:

@@ -10,6 +10,7 @@ rule explorer:
         page="results/explorer.html",
     params:
         step=step("explorer"),
+        files=step_files,
     log:
         "results/logs/explorer/explorer.log",
     benchmark:
@@ -38,6 +39,7 @@ rule report:
         report="results/report.html",
     params:
         step=step("report"),
+        files=step_files,
     log:
         "results/logs/report/report.log",
     benchmark:

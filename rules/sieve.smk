@@ -14,6 +14,7 @@ rule sieve:
         variant="|".join(STORE_VARIANTS),
     params:
         step=step("sieve"),
+        files=step_files,
     log:
         "results/logs/sieve/{task}/{variant}.log",
     benchmark:
@@ -38,6 +39,7 @@ rule sieve_figures:
         roles="results/figures/sieve-roles-{task}.png",
     params:
         step=step("sieve_figures"),
+        files=step_files,
     log:
         "results/logs/sieve_figures/{task}.log",
     benchmark:
@@ -61,6 +63,7 @@ rule sieve_delta:
         figure="results/figures/sieve-delta.png",
     params:
         step=step("sieve_delta"),
+        files=step_files,
     log:
         "results/logs/sieve_delta/sieve_delta.log",
     benchmark:
@@ -85,6 +88,7 @@ rule sieve_summary:
         table="results/stats/sieve_summary.csv",
     params:
         step=step("sieve_summary"),
+        files=step_files,
     log:
         "results/logs/sieve_summary/sieve_summary.log",
     benchmark:

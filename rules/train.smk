@@ -20,6 +20,7 @@ rule train_model:
         model=directory("results/models/{task}/{init}"),
     params:
         step=step("train_model"),
+        files=step_files,
     log:
         "results/logs/train_model/{task}/{init}.log",
     benchmark:
@@ -47,6 +48,7 @@ rule score:
         variant="|".join(SCORE_VARIANTS),
     params:
         step=step("score"),
+        files=step_files,
     log:
         "results/logs/score/{task}/{variant}.log",
     benchmark:
@@ -72,6 +74,7 @@ rule table1:
         figure="results/figures/table1.png",
     params:
         step=step("table1"),
+        files=step_files,
     log:
         "results/logs/table1/table1.log",
     benchmark:

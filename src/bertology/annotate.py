@@ -179,9 +179,6 @@ def write_words(words: pd.DataFrame, path: str | Path) -> Path:
     """Write words.parquet (columns WORD_COLUMNS) atomically: a killed job never leaves half a table."""
     if list(words.columns) != WORD_COLUMNS:
         raise ValueError(f"a words table has the columns {WORD_COLUMNS}, got {list(words.columns)}")
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    words.to_parquet(tmp, index=False)
-    tmp.replace(path)
-    return path
+    from bertology.io import write_parquet
+
+    return write_parquet(words, path)

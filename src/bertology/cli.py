@@ -190,11 +190,6 @@ def step_args(wildcards: Mapping[str, str], input: Any, output: Any) -> str:
     return " ".join(shlex.quote(p) for p in parts)
 
 
-def step_command(name: str, sections: str, wildcards: Mapping[str, str], input: Any, output: Any) -> str:
-    """A step's arguments after ``bertology``, from its name, its config sections (JSON) and a job."""
-    return f"{name} {step_args(wildcards, input, output)} --config {shlex.quote(sections)}"
-
-
 def _pairs(items: list[str], flag: str) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for item in items:

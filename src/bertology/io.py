@@ -7,11 +7,21 @@ from pathlib import Path
 import pandas as pd
 
 
-def write_csv(df: pd.DataFrame, path: str | Path) -> Path:
-    """Write a table atomically (a temporary file moved into place): a killed job never leaves half a CSV."""
+def _write_atomic(df: pd.DataFrame, path: str | Path, write) -> Path:
+    """Write through a temporary file moved into place: a killed job never leaves half a table."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    df.to_csv(tmp, index=False)
+    write(df, tmp)
     tmp.replace(path)
     return path
+
+
+def write_csv(df: pd.DataFrame, path: str | Path) -> Path:
+    """Write a CSV table atomically."""
+    return _write_atomic(df, path, lambda d, p: d.to_csv(p, index=False))
+
+
+def write_parquet(df: pd.DataFrame, path: str | Path) -> Path:
+    """Write a parquet table atomically."""
+    return _write_atomic(df, path, lambda d, p: d.to_parquet(p, index=False))

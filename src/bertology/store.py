@@ -271,7 +271,7 @@ def open_store(path: str | Path, expect: Mapping[str, Any] | None = None, check_
     """
     import xarray as xr
 
-    path = Path(path)
+    path = Path(path).absolute()  # Dask workers may run from another directory
     if not path.exists():
         part = partial_path(path)
         hint = (f" (an unfinished extraction is at {part}; re-run snakemake to resume it)" if part.exists() else "")

@@ -85,12 +85,9 @@ def load_split(task: str, split: str, data: DataConfig) -> pd.DataFrame:
 
 def write_prepared(df: pd.DataFrame, path: str | Path) -> Path:
     """Write a prepared split atomically (a killed job never leaves half a parquet)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    df.to_parquet(tmp, index=False)
-    tmp.replace(path)
-    return path
+    from bertology.io import write_parquet
+
+    return write_parquet(df, path)
 
 
 def read_prepared(path: str | Path) -> pd.DataFrame:
