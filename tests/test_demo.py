@@ -178,18 +178,18 @@ PRONOUN_CASES = [{"he", "him"}, {"she", "her"}, {"they", "them"}, {"i", "me"}, {
 
 
 def _synonym_sets() -> list[set[str]]:
-    from bertology import demo
+    from bertology.demo import lexicon
 
-    sets = [set(c.forms) for c in (*demo.PERSONS, *demo.THINGS, *demo.ADVERBS,
-                                   *(a for group in demo.ADJECTIVES.values() for a in group))]
-    sets += [{form for synonym in v.forms for form in synonym} for v in demo.VERBS]
+    sets = [set(c.forms) for c in (*lexicon.PERSONS, *lexicon.THINGS, *lexicon.ADVERBS,
+                                   *(a for group in lexicon.ADJECTIVES.values() for a in group))]
+    sets += [{form for synonym in v.forms for form in synonym} for v in lexicon.VERBS]
     return [{w.lower() for w in s} for s in sets] + PRONOUN_CASES
 
 
 def _unlicensed(premise: str, hypothesis: str) -> set[str]:
     """Words of `hypothesis` that are neither in `premise`, nor synonyms/inflections/cases of its words,
     nor hypernyms or the function words of voice and negation."""
-    from bertology.demo import HYPERNYMS
+    from bertology.demo.lexicon import HYPERNYMS
 
     have = set(WORD.findall(premise.lower()))
     allowed = have | FUNCTION_WORDS | {w for _, w in HYPERNYMS.values()}
