@@ -11,15 +11,16 @@ task       how text_b relates to text_a, and the label
 cola       one sentence: grammatical (1) or broken by a swapped word, agreement or verb-form error (0)
 sst2       one review sentence: sentiment word (adjective or verb) whose polarity negation flips;
            concessive clauses of the opposite polarity make single words unreliable
-mrpc       equivalent (1) = the same proposition reworded (synonyms, voice, modifier order);
-           not_equivalent (0) = subject, object, verb or polarity changed (often reworded as well)
+mrpc       equivalent (1) = the same proposition closely reworded (voice, adverb and time position,
+           contraction, now and then a synonym); not_equivalent (0) = reworded the same way, with one
+           visible change: negation flipped, another verb, subject or object, or the two swapped
 stsb       score 5 - k (+-0.3) for k of five parts (subject, verb, object, adjective, place) changed
 qqp        duplicate (1) = the same intent/verb/noun asked with another template or synonyms
 mnli       entailment (simplified premise, hypernyms), neutral (adds a modifier the premise lacks),
            contradiction (polarity flipped)
 qnli       a wh-question and a sentence that answers it (entailment, 0) or not (1)
-rte        hypothesis simplified from the premise (entailment, 0) or with a changed argument or
-           flipped polarity (not_entailment, 1)
+rte        hypothesis restating the premise with fewer modifiers or a hypernym (only reworded under
+           negation) (entailment, 0), or restating it with one of mrpc's changes (not_entailment, 1)
 =========  ============================================================================================
 
 Determinism: one NumPy stream per (seed, task, split). Train and validation never share a text pair:

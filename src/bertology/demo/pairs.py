@@ -1,54 +1,81 @@
 """The sentence-pair demo tasks: each generator draws one (text_a, text_b, label) for a wanted label,
 and the label is decided by how text_b was built from text_a's proposition.
 
-- mrpc: a rewording (synonyms, voice, modifier order) or a changed subject, object, verb or polarity;
-- rte: a simplification (modifiers dropped, hypernyms) or a changed argument, verb or polarity;
+- mrpc: a close rewording, or a close rewording with one visible change of meaning (`sampling.alter`:
+  negation flipped, another verb, subject or object, subject and object swapped);
+- rte: a simplification (modifiers dropped, hypernyms), or a simplification with one such change;
 - mnli: a simplification, an enrichment (a modifier the premise lacks) or a flipped polarity;
 - qnli: a wh-question and a sentence stating the asked-for fact, or one that does not;
 - qqp: two questions with the same intent, verb and noun, or with one of them changed;
 - stsb: a graded score from the number of changed parts.
 
-`MAKERS` maps task names to the generators.
+`MAKERS` maps task names to the generators; `draw_mrpc` and `draw_rte` also return the propositions
+behind a pair and the change between them.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 
-from bertology.demo.grammar import Prop, article, finish, np_text, realise
-from bertology.demo.lexicon import (ADJ_GROUP, ADJECTIVES, ADVERBS, PLACES, THINGS, TIMES, VERBS, Concept, Verb,
-                                    plural)
-from bertology.demo.sampling import (Example, Retry, Rng, change_part, enrich, random_prop, reword,
-                                     simplify)
+from bertology.demo.grammar import Prop, article, be_form, finish, np_text, realise
+from bertology.demo.lexicon import (ADJ_GROUP, ADJECTIVES, ADVERBS, PLACES, PRONOUNS, THINGS, TIMES, VERBS, Concept,
+                                    Verb, plural)
+from bertology.demo.sampling import (Example, Retry, Rng, alter, change_part, changes_for, enrich, random_prop,
+                                     rephrase, reword, simplify)
+
+
+class Pair(NamedTuple):
+    """A drawn mrpc or rte pair: the propositions behind its texts and the change of meaning between
+    them (one of `sampling.CHANGES`; None when text_b only rewords or simplifies text_a)."""
+
+    premise: Prop
+    hypothesis: Prop
+    change: str | None
+    text_a: str
+    text_b: str
+
+
+def draw_mrpc(r: Rng, label: int) -> Pair:
+    """A sentence and a rewording of it (equivalent, 1), or a rewording with one visible change of
+    meaning made by `alter` (not_equivalent, 0). Rewordings stay close (`rephrase`): voice, adverb and
+    time position, contraction, now and then a synonym."""
+    p = random_prop(r, modifiers=0.3, negated=0.15)
+    w = r.wording()
+    change = None if label == 1 else r.pick(changes_for(p))
+    q = p if change is None else alter(r, p, change)
+    return Pair(p, q, change, realise(p, w), realise(q, rephrase(r, q, w)))
+
+
+def draw_rte(r: Rng, label: int) -> Pair:
+    """A premise (now and then followed by a second sentence) and a hypothesis that restates it
+    (entailment, 0), or that restates it with one visible change of meaning made by `alter`
+    (not_entailment, 1). Restating drops modifiers and may use hypernyms (`simplify`), except under
+    negation, where dropping a modifier would not be entailed ("did not buy the red car" does not
+    entail "did not buy the car"): a negated premise is only reworded."""
+    p = random_prop(r, modifiers=0.3, negated=0.15)
+    w = r.wording()
+    a = realise(p, w)
+    if r.chance(0.2):  # a second sentence about the same people and things
+        a = a + " " + _follow_up(r, p)
+    change = None if label == 0 else r.pick(changes_for(p))
+    q = p if change is None else alter(r, p, change)
+    if not p.negated:  # change first, then simplify: a hypernym cannot undo the change
+        q = simplify(r, q, hypernym_p=0.0 if change == "swap" else 0.15,
+                     protect={"subject": "subj", "object": "obj"}.get(change or ""))
+    return Pair(p, q, change, a, realise(q, rephrase(r, q, w)))
 
 
 def _mrpc(r: Rng, label: int) -> Example:
-    """A sentence and a rewording of it (label 1) or of a proposition with one part changed (label 0)."""
-    p = random_prop(r, modifiers=0.5, negated=0.15)
-    w = r.wording()
-    a = realise(p, w)
-    if label == 1:
-        return a, realise(p, reword(r, p, w)), 1
-    q = change_part(r, p, r.pick(("subject", "object", "object", "verb", "verb", "polarity")))
-    w2 = reword(r, q, w) if r.chance(0.5) else w
-    return a, realise(q, w2), 0
+    pair = draw_mrpc(r, label)
+    return pair.text_a, pair.text_b, label
 
 
 def _rte(r: Rng, label: int) -> Example:
-    """A premise and a simplified hypothesis (entailment, 0) or a changed one (not_entailment, 1)."""
-    p = random_prop(r, modifiers=0.7, negated=0.2)
-    a = realise(p, r.wording())
-    if r.chance(0.3):  # a second sentence about the same people and things
-        a = a + " " + _follow_up(r, p)
-    if label == 0:
-        q = simplify(r, p)
-    else:  # change the premise, then simplify: a hypernym cannot undo the change
-        part = r.pick(("subject", "object", "verb", "polarity", "polarity"))
-        q = simplify(r, change_part(r, p, part), protect={"subject": "subj", "object": "obj"}.get(part))
-    return a, realise(q, r.wording(passive=0.3)), label
+    pair = draw_rte(r, label)
+    return pair.text_a, pair.text_b, label
 
 
 def _follow_up(r: Rng, p: Prop) -> str:
@@ -61,9 +88,11 @@ def _follow_up(r: Rng, p: Prop) -> str:
     else:
         pron = r.pick(("she", "he"))
     obj = "it" if p.obj.kind not in ("person", "f", "m") else r.pick(("him", "her", "them"))
-    text = r.pick((f"{pron} was {r.pick(('very', 'quite', 'rather'))} {r.pick(('pleased', 'tired', 'proud'))} afterwards",
+    person = PRONOUNS[pron][2]
+    was, talks = be_form(person, "past"), "talks" if person == "3sg" else "talk"
+    text = r.pick((f"{pron} {was} {r.pick(('very', 'quite', 'rather'))} {r.pick(('pleased', 'tired', 'proud'))} afterwards",
                    f"{pron} did not expect {r.pick(('this', 'that', 'anything'))}",
-                   f"nobody else saw {obj}", f"{pron} {r.pick(('often', 'never', 'rarely'))} talks about {obj}"))
+                   f"nobody else saw {obj}", f"{pron} {r.pick(('often', 'never', 'rarely'))} {talks} about {obj}"))
     return finish([text])
 
 

@@ -1,5 +1,6 @@
 """Random draws for the demo generators: `Rng` (helpers over one NumPy stream), random propositions,
-and the transformations that relate the two texts of a pair (change a part, simplify, enrich, reword).
+and the transformations that relate the two texts of a pair (change a part, simplify, enrich, reword,
+rephrase closely, and `alter`: one of the named, visible changes of meaning in `CHANGES`).
 
 `Retry` is raised by a generator whose draw cannot give the wanted example; `Example` is what a
 generator returns: (text_a, text_b or None, label).
@@ -196,3 +197,69 @@ def reword(r: Rng, p: Prop, w: Wording) -> Wording:
         if realise(p, new) != realise(p, w):
             return new
     return new
+
+
+def rephrase(r: Rng, p: Prop, w: Wording, *, synonym_p: float = 0.15, passive_p: float = 0.3) -> Wording:
+    """Another wording of `p` that stays close to `w`: the voice flips with probability `passive_p`, each
+    slot keeps its synonym unless redrawn (probability `synonym_p`), adverb and time position and the
+    contraction are redrawn. Differs from `realise(p, w)` whenever some wording of `p` does."""
+    for _ in range(20):
+        syn = tuple(int(r.gen.integers(0, 6)) if r.chance(synonym_p) else s for s in w.syn)
+        new = Wording(w.passive != r.chance(passive_p), syn, r.chance(0.3), r.chance(0.3),  # type: ignore[arg-type]
+                      r.chance(0.5))
+        if realise(p, new) != realise(p, w):
+            return new
+    return replace(new, passive=not w.passive)  # the other voice always reads differently
+
+
+# --------------------------------------------------------------------------------------------------
+# Meaning changes of the pair tasks: one clearly visible difference between the two texts
+# --------------------------------------------------------------------------------------------------
+
+CHANGES = ("negation", "verb", "subject", "object", "swap")
+SUBJECT_PRONOUNS = ("he", "she", "they", "i", "we")
+OBJECT_PRONOUNS = ("he", "she", "they")
+SYMMETRIC_VERBS = {"meet"}  # "A met B" says the same as "B met A"
+
+
+def _other_np(r: Rng, np_: NP, pronouns: tuple[str, ...], avoid: NP) -> NP | None:
+    """Another referent of the same type (pronoun, name, person or thing of the same kind), its
+    determiner and adjective kept; None when there is none (the pronoun 'it')."""
+    if np_.pronoun:
+        choices = [x for x in pronouns if x != np_.pronoun and x != avoid.pronoun]
+        return NP(pronoun=r.pick(choices)) if np_.pronoun in pronouns else None
+    assert np_.noun is not None
+    pool = NAMES if np_.noun.kind in ("f", "m") else PERSONS if np_.noun.kind == "person" else \
+        [t for t in THINGS if t.kind == np_.noun.kind]
+    return replace(np_, noun=r.pick([c for c in pool if c != np_.noun and c != avoid.noun]))
+
+
+def changes_for(p: Prop) -> list[str]:
+    """The changes of CHANGES that `alter` can make to `p`."""
+    out = ["negation", "verb", "subject"]
+    if p.obj.pronoun is None or p.obj.pronoun in OBJECT_PRONOUNS:  # not 'it': any thing could be 'it'
+        out.append("object")
+    if p.obj.kind in ("person", "f", "m") and p.verb.forms[0][0] not in SYMMETRIC_VERBS:
+        out.append("swap")
+    return out
+
+
+def alter(r: Rng, p: Prop, how: str) -> Prop:
+    """`p` with one clearly visible change of meaning: the negation flipped, another verb, another
+    subject or object of the same type, or subject and object swapped."""
+    if how == "negation":
+        return replace(p, negated=not p.negated)
+    if how == "verb":
+        return change_part(r, p, "verb")
+    if how == "subject":
+        new = _other_np(r, p.subj, SUBJECT_PRONOUNS, avoid=p.obj)
+        assert new is not None
+        return replace(p, subj=new)
+    if how == "object":
+        new = _other_np(r, p.obj, OBJECT_PRONOUNS, avoid=p.subj)
+        if new is None:
+            raise ValueError(f"cannot change the object of {p}")
+        return replace(p, obj=new)
+    if how == "swap":
+        return replace(p, subj=p.obj, obj=p.subj)
+    raise ValueError(f"unknown change {how!r}; use one of {', '.join(CHANGES)}")
