@@ -1,11 +1,15 @@
 """How learnable are the demo tasks? A bag-of-words baseline and a short fine-tuning of a real encoder.
 
     .venv/bin/python bench/demo_learnability.py --tasks sst2 mrpc rte --train 600 --validation 200 \
-        --epochs 3 --batch-size 32 --lr 2e-5 [--init pretrained random] [--model minilm-l6]
+        --epochs 3 --batch-size 32 --lr 2e-5 [--init untrained pretrained random] [--model minilm-l6] \
+        [--loop plain|pipeline]
 
 Prints one line per task and init: validation accuracy of a binary bag-of-words logistic regression
 (pair tasks: words in both texts / only in text_a / only in text_b), of the best single-word rule, and of
-the fine-tuned classifier. A plain PyTorch loop (AdamW, linear decay), independent of the training rules.
+the classifier: `untrained` = the pretrained encoder with a fresh head seeded by --seed (Table 1's
+`pretrained`), `pretrained` / `random` = fine-tuned from that init. `--loop plain` (the default) is a
+plain PyTorch loop (AdamW, linear decay), independent of the training rules; `--loop pipeline` trains
+and evaluates with bertology.training, as the train_model and score rules do (Table 1).
 """
 
 from __future__ import annotations
@@ -67,10 +71,11 @@ def finetune_accuracy(model_dir: str, task: str, init: str, train: pd.DataFrame,
                       epochs: int, batch_size: int, lr: float, max_length: int, seed: int) -> float:
     spec = get_task(task)
     tok = load_tokenizer(model_dir)
-    model = load_classifier(model_dir, spec.num_labels, init=init, seed=seed)
+    model = load_classifier(model_dir, spec.num_labels, init="pretrained" if init == "untrained" else init, seed=seed)
     enc_tr, enc_va = encode(tok, train, max_length), encode(tok, val, max_length)
     labels = torch.tensor(train["label"].to_numpy())
-    steps = epochs * int(np.ceil(len(train) / batch_size))
+    epochs = 0 if init == "untrained" else epochs
+    steps = max(1, epochs * int(np.ceil(len(train) / batch_size)))
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / max(1, steps // 10))
                                               * max(0.0, 1 - s / steps))
@@ -99,11 +104,32 @@ def finetune_accuracy(model_dir: str, task: str, init: str, train: pd.DataFrame,
     return float((torch.cat(preds).numpy() == val["label"].to_numpy()).mean())
 
 
+def pipeline_accuracy(model_dir: str, task: str, init: str, train: pd.DataFrame, val: pd.DataFrame, *,
+                      epochs: int, batch_size: int, lr: float, max_length: int, seed: int) -> float:
+    """Accuracy after bertology.training.train (length-bucketed batches, warm-up, no decay on biases and
+    norms), evaluated with bertology.training.evaluate; init `untrained` = no training."""
+    from bertology.training import TrainConfig, encode_split, evaluate, select_device, train as train_model
+
+    spec = get_task(task)
+    tok = load_tokenizer(model_dir)
+    cfg = TrainConfig(epochs=epochs, batch_size=batch_size, learning_rate=lr, seed=seed)
+    device = select_device("cpu")
+    model = load_classifier(model_dir, spec.num_labels, init="pretrained" if init == "untrained" else init,
+                            seed=seed, id2label=spec.id2label)
+    if init != "untrained":
+        train_model(model, tok, encode_split(tok, train, spec, max_length), spec, cfg, device=device,
+                    progress=False)
+    metrics = evaluate(model, tok, encode_split(tok, val, spec, max_length), spec,
+                       batch_size=cfg.eval_batch_size, device=device)
+    return float(metrics["accuracy"])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tasks", nargs="+", default=["sst2", "mrpc", "rte"])
     ap.add_argument("--model", default="minilm-l6")
-    ap.add_argument("--init", nargs="+", default=["pretrained"], choices=["pretrained", "random"])
+    ap.add_argument("--init", nargs="+", default=["pretrained"], choices=["untrained", "pretrained", "random"])
+    ap.add_argument("--loop", default="plain", choices=["plain", "pipeline"])
     ap.add_argument("--train", type=int, default=600)
     ap.add_argument("--validation", type=int, default=200)
     ap.add_argument("--epochs", type=int, default=3)
@@ -126,9 +152,9 @@ def main() -> None:
             continue
         for init in args.init:
             start = time.perf_counter()
-            acc = finetune_accuracy(model_dir, task, init, train, val, epochs=args.epochs,
-                                    batch_size=args.batch_size, lr=args.lr, max_length=args.max_length,
-                                    seed=args.seed)
+            measure = pipeline_accuracy if args.loop == "pipeline" else finetune_accuracy
+            acc = measure(model_dir, task, init, train, val, epochs=args.epochs, batch_size=args.batch_size,
+                          lr=args.lr, max_length=args.max_length, seed=args.seed)
             print(f"{line} {args.model}/{init} {acc:.3f} ({time.perf_counter() - start:.0f} s)", flush=True)
 
 
