@@ -108,11 +108,14 @@ def pipeline_accuracy(model_dir: str, task: str, init: str, train: pd.DataFrame,
                       epochs: int, batch_size: int, lr: float, max_length: int, seed: int) -> float:
     """Accuracy after bertology.training.train (length-bucketed batches, warm-up, no decay on biases and
     norms), evaluated with bertology.training.evaluate; init `untrained` = no training."""
-    from bertology.training import TrainConfig, encode_split, evaluate, select_device, train as train_model
+    from bertology.config import TrainConfig, build, validate_config
+    from bertology.training import encode_split, evaluate, select_device, train as train_model
 
     spec = get_task(task)
     tok = load_tokenizer(model_dir)
-    cfg = TrainConfig(epochs=epochs, batch_size=batch_size, learning_rate=lr, seed=seed)
+    train_section = validate_config({"train": {"epochs": epochs, "batch_size": batch_size,
+                                               "learning_rate": lr, "seed": seed}})["train"]
+    cfg = build(TrainConfig, train_section, prefix="train.")
     device = select_device("cpu")
     model = load_classifier(model_dir, spec.num_labels, init="pretrained" if init == "untrained" else init,
                             seed=seed, id2label=spec.id2label)
