@@ -130,6 +130,20 @@ def test_alignment_of_real_sentences(tokenizer, nlp, text, words_, pieces_, ids_
     assert ids == [-1, *ids_, -1]
 
 
+def test_the_extraction_aligns_with_the_claims(tokenizer, nlp):
+    """chunk_inputs (what the store's word_ids come from): "cannot" in text_b goes to "not", in its own segment."""
+    from bertology.extract import chunk_inputs
+
+    frame = pd.DataFrame({"idx": [3], "text_a": ["Fine."], "text_b": ["I cannot go"]})
+    words = annotate_frame(frame, nlp, progress=False)
+    out = chunk_inputs(tokenizer, frame, WordSpans(words), max_length=16)
+    n = int(out["length"][0])
+    pieces = tokenizer.convert_ids_to_tokens(out["input_ids"][0, :n].tolist())
+    assert pieces == ["[CLS]", "fine", ".", "[SEP]", "i", "cannot", "go", "[SEP]"]
+    assert words["text"].tolist() == ["Fine", ".", "I", "can", "not", "go"]
+    assert out["word_ids"][0, :n].tolist() == [-1, 0, 1, -1, 2, 4, 5, -1]
+
+
 def test_claim_flags_are_the_negation_words_of_either_list(nlp):
     frame = pd.DataFrame({"idx": [0, 1], "text_a": ["I cannot go, nobody does.", "Windows NT is old"],
                           "text_b": ["It doesn't matter", "Really."]})
