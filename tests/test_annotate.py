@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bertology.annotate import (WORD_COLUMNS, WORD_DTYPES, WordSpans, align_words, annotate_frame, load_spacy,
-                                write_words)
+from bertology.annotate import (WORD_COLUMNS, WORD_DTYPES, WordSpans, align_words, annotate_frame, claim_flags,
+                                load_spacy, write_words)
 
 
 @pytest.fixture(scope="module")
@@ -28,8 +28,9 @@ def word_ids_of(tokenizer, nlp, a: str, b: str | None = None, max_length: int = 
     words = annotate_frame(frame, nlp, progress=False)
     enc = tokenizer([a], [b] if b is not None else None, truncation=True, max_length=max_length,
                     return_offsets_mapping=True)
-    starts, ends, segs = WordSpans(words).spans(7)
-    ids = align_words(np.asarray(enc["offset_mapping"][0]), enc.sequence_ids(0), starts, ends, segs)
+    spans = WordSpans(words)  # as the extraction aligns: shared pieces claimed by negation words
+    ids = align_words(np.asarray(enc["offset_mapping"][0]), enc.sequence_ids(0), *spans.spans(7),
+                      claim=spans.claims(7))
     return tokenizer.convert_ids_to_tokens(enc["input_ids"][0]), ids.tolist(), words
 
 
@@ -96,6 +97,60 @@ def test_align_words_rules_by_construction():
     assert align_words(offsets, seq, np.array([]), np.array([]), np.array([])).tolist() == [-1] * 8
 
 
+def test_a_shared_piece_goes_to_the_claiming_word():
+    # "cannot" as spaCy reads it: "can" (0, chars 0-3) + "not" (1, chars 3-6); one piece spans both (a tie)
+    starts, ends, segs = np.array([0, 3, 7]), np.array([3, 6, 9]), np.array([0, 0, 0])
+    offsets = np.array([[0, 0], [0, 6], [7, 9], [0, 0]])
+    seq = [None, 0, 0, None]
+    assert align_words(offsets, seq, starts, ends, segs).tolist() == [-1, 0, 2, -1]          # overlap alone: "can"
+    claim = np.array([False, True, False])
+    assert align_words(offsets, seq, starts, ends, segs, claim=claim).tolist() == [-1, 1, 2, -1]
+    # a claiming word that has a piece of its own keeps the overlap rule: "do" + "n't" as "don" "'" "t"
+    starts2, ends2 = np.array([0, 2]), np.array([2, 5])
+    off2 = np.array([[0, 3], [3, 4], [4, 5]])
+    assert align_words(off2, [0, 0, 0], starts2, ends2, np.array([0, 0]), claim=np.array([False, True])).tolist() \
+        == [0, 1, 1]
+    # a claiming word cut in half by truncation ("isn" | "'t") claims nothing: no piece contains it whole
+    assert align_words(off2[:1], [0], starts2, ends2, np.array([0, 0]), claim=np.array([False, True])).tolist() == [0]
+    # the piece must be of the word's own segment
+    assert align_words(np.array([[0, 6]]), [1], starts, ends, segs, claim=claim).tolist() == [-1]
+
+
+@pytest.mark.parametrize("text, words_, pieces_, ids_", [
+    ("I cannot go", ["I", "can", "not", "go"], ["i", "cannot", "go"], [0, 2, 3]),
+    ("We dont know", ["We", "do", "nt", "know"], ["we", "don", "##t", "know"], [0, 1, 2, 3]),
+    ("She didn't come", ["She", "did", "n't", "come"], ["she", "didn", "'", "t", "come"], [0, 1, 2, 2, 3]),
+    ("He does not care", ["He", "does", "not", "care"], ["he", "does", "not", "care"], [0, 1, 2, 3]),
+    ("They gonna win", ["They", "gon", "na", "win"], ["they", "gonna", "win"], [0, 1, 3]),  # no negation: overlap rule
+])
+def test_alignment_of_real_sentences(tokenizer, nlp, text, words_, pieces_, ids_):
+    pieces, ids, words = word_ids_of(tokenizer, nlp, text)
+    assert words["text"].tolist() == words_
+    assert pieces == ["[CLS]", *pieces_, "[SEP]"]
+    assert ids == [-1, *ids_, -1]
+
+
+def test_the_extraction_aligns_with_the_claims(tokenizer, nlp):
+    """chunk_inputs (what the store's word_ids come from): "cannot" in text_b goes to "not", in its own segment."""
+    from bertology.extract import chunk_inputs
+
+    frame = pd.DataFrame({"idx": [3], "text_a": ["Fine."], "text_b": ["I cannot go"]})
+    words = annotate_frame(frame, nlp, progress=False)
+    out = chunk_inputs(tokenizer, frame, WordSpans(words), max_length=16)
+    n = int(out["length"][0])
+    pieces = tokenizer.convert_ids_to_tokens(out["input_ids"][0, :n].tolist())
+    assert pieces == ["[CLS]", "fine", ".", "[SEP]", "i", "cannot", "go", "[SEP]"]
+    assert words["text"].tolist() == ["Fine", ".", "I", "can", "not", "go"]
+    assert out["word_ids"][0, :n].tolist() == [-1, 0, 1, -1, 2, 4, 5, -1]
+
+
+def test_claim_flags_are_the_negation_words_of_either_list(nlp):
+    frame = pd.DataFrame({"idx": [0, 1], "text_a": ["I cannot go, nobody does.", "Windows NT is old"],
+                          "text_b": ["It doesn't matter", "Really."]})
+    words = annotate_frame(frame, nlp, progress=False)
+    assert words.loc[claim_flags(words), "text"].tolist() == ["not", "nobody", "n't"]
+
+
 def test_truncated_words_map_to_nothing(tokenizer, nlp):
     pieces, ids, words = word_ids_of(tokenizer, nlp, "one two three four five six seven", max_length=5)
     assert pieces == ["[CLS]", "one", "two", "three", "[SEP]"]
@@ -105,7 +160,7 @@ def test_truncated_words_map_to_nothing(tokenizer, nlp):
 
 def test_word_spans_reject_an_unknown_example():
     spans = WordSpans(pd.DataFrame({"example_idx": [1, 1], "word": [0, 1], "segment": [0, 0],
-                                    "start_char": [0, 3], "end_char": [2, 5]}))
+                                    "start_char": [0, 3], "end_char": [2, 5], "text": ["ab", "cd"]}))
     assert 1 in spans and 2 not in spans
     with pytest.raises(KeyError, match="annotate_words"):
         spans.spans(2)

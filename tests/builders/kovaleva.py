@@ -39,15 +39,16 @@ def word(i: int, text: str, pos: str, dep: str, head: int, segment: int = 0) -> 
 
 
 def pair_example() -> Example:
-    """[CLS] The dog+s bark+ed [SEP] It does n't . [SEP]  (n = 12; 'dogs' and 'barked' are 2 wordpieces).
+    """[CLS] The dog+s bark+ed [SEP] It did n't . [SEP]  (n = 12; 'dogs' and 'barked' are 2 wordpieces).
 
-    positions: 0 CLS | 1 The (w0) | 2,3 dogs (w1) | 4,5 barked (w2) | 6 SEP | 7 It (w3) | 8 does (w4) |
+    "did" + "n't" is "didn't", a negation of Kovaleva et al.'s footnote-6 list (the default list).
+    positions: 0 CLS | 1 The (w0) | 2,3 dogs (w1) | 4,5 barked (w2) | 6 SEP | 7 It (w3) | 8 did (w4) |
                9 n't (w5) | 10 . (w6) | 11 SEP
     """
     word_ids = [-1, 0, 1, 1, 2, 2, -1, 3, 4, 5, 6, -1]
     segments = [0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1]
     words = [word(0, "The", "DET", "det", 1), word(1, "dogs", "NOUN", "nsubj", 2), word(2, "barked", "VERB", "ROOT", 2),
-             word(3, "It", "PRON", "nsubj", 4, 1), word(4, "does", "AUX", "ROOT", 4, 1),
+             word(3, "It", "PRON", "nsubj", 4, 1), word(4, "did", "AUX", "ROOT", 4, 1),
              word(5, "n't", "PART", "neg", 4, 1), word(6, ".", "PUNCT", "punct", 4, 1)]
     return Example(word_ids, segments, words)
 

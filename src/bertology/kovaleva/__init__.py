@@ -10,14 +10,18 @@ Outputs (per-head CSVs are long and tidy; ``layer``/``head`` are 0-based ints; e
 * ``results/stats/{task}/{variant}/patterns.csv`` — layer, head, class, fraction, n (maps classified).
   The overall fractions over all heads are the rows with ``layer == head == -1``.
 * ``.../features.csv`` — layer, head, feature, mean, std, n (features: cls sep noun verb pronoun subject
-  object negation; n = examples that contain the feature).
+  object negation; n = examples that contain the feature; negation words from
+  ``analysis.features.negation``: ``paper``, the footnote-6 list, or ``extended``).
 * ``.../cls.csv`` — the last layer's [CLS] row, the same features plus punctuation.
-* ``.../relations.csv`` — layer, head, source (dependency | framenet), mean, std, n, flagged (mean above
-  ``analysis.relations.percentile`` of that source's head means).
+* ``.../relations.csv`` — layer, head, source (dependency | framenet | framenet_fe_target), mean, std, n,
+  flagged (mean above ``analysis.relations.percentile`` of that source's head means). ``framenet`` is
+  A[target, frame element] (the target's wordpieces are the queries, the paper's direction);
+  ``framenet_fe_target`` the transpose, for comparison.
 * ``results/stats/{task}/cosine.csv`` — per-head cosine of pretrained vs fine-tuned maps, padding excluded.
 * ``results/stats/{task}/features_diff.csv`` — paired per-example fine-tuned minus pretrained feature scores.
-* ``results/stats/framenet/links.parquet`` and ``counts.json`` — FrameNet links and how many sentences
-  survive each of the paper's filters.
+* ``results/stats/framenet/links.parquet`` and ``counts.json`` — FrameNet links and how many sentences,
+  annotation sets and links survive each of the paper's filters (``analysis.relations.framenet_filter``:
+  ``sentence``, the paper, or ``link``).
 * figures ``results/figures/{patterns,relations,cosine,features,cls}-{task}.png`` (Figs. 2, 3, 5, 6, 7) and
   ``{patterns,cosine}-tasks.png`` (Figs. 2 and 5 across tasks, one colour scale).
 

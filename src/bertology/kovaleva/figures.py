@@ -164,11 +164,16 @@ def cls_figure(tables: dict[str, pd.DataFrame], task: str, path: str | Path) -> 
     return plotting.save_figure(fig, path)
 
 
+#: the link sources of Fig. 3, with the direction of their attention (query -> key)
+RELATION_SOURCES = {"framenet": "FrameNet target -> frame element", "dependency": "dependent -> head"}
+
+
 def relations_figure(tables: dict[str, pd.DataFrame], task: str, path: str | Path) -> Path:
     """Fig. 3: mean max link attention per head, per link source (rows) and variant (columns); heads above
-    the percentile outlined in red. One colour scale per source."""
+    the percentile outlined in red. One colour scale per source. Sources: RELATION_SOURCES (relations.csv's
+    ``framenet_fe_target`` rows, the transposed FrameNet direction, are not drawn)."""
     variants = [v for v in STORE_VARIANTS if v in tables]
-    sources = [s for s in ("framenet", "dependency") if any(s in set(tables[v]["source"]) for v in variants)]
+    sources = [s for s in RELATION_SOURCES if any(s in set(tables[v]["source"]) for v in variants)]
     first = tables[variants[0]]
     layers, heads = int(first["layer"].max()) + 1, int(first["head"].max()) + 1
     fig, axes = plotting.new_figure(max(7.0, len(variants) * (1.8 + 0.45 * heads)),
@@ -181,10 +186,10 @@ def relations_figure(tables: dict[str, pd.DataFrame], task: str, path: str | Pat
         for c, v in enumerate(variants):
             n = tables[v].loc[tables[v]["source"] == s, "n"]
             im = plotting.layer_head_heatmap(axes[r, c], mats[v], vmin=lo, vmax=hi, cmap="viridis", marks=flags[v],
-                                             title=f"{s} links, {v} (n = {int(n.max()) if len(n) else 0})")
+                                             title=f"{RELATION_SOURCES[s]}, {v} (n = {int(n.max()) if len(n) else 0})")
         fig.colorbar(im, ax=axes[r, :].tolist(), label="max attention on a link")
     fig.suptitle(f"Relation-specific heads (Kovaleva et al. Fig. 3) - {task}\n"
-                 f"mean over examples of the max attention from source to target wordpieces\n"
+                 f"mean over examples of the max attention of a link's query wordpieces to its key wordpieces\n"
                  f"red outline: heads above the percentile", fontsize=10)
     return plotting.save_figure(fig, path)
 

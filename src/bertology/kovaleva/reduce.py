@@ -111,12 +111,17 @@ class ExampleWords:
     links: list[tuple[int, int]] = field(default_factory=list)
 
 
-def prepare_words(words: pd.DataFrame) -> dict[int, ExampleWords]:
+def prepare_words(words: pd.DataFrame, *, negation: str = "paper") -> dict[int, ExampleWords]:
     """The words table (results/attention/{task}/words.parquet) -> example_idx -> ExampleWords (feature flags by
-    word number, dependency arcs)."""
+    word number, dependency arcs).
+
+    negation: the negation word list (``analysis.features.negation``): ``paper`` (Kovaleva et al.'s footnote 6)
+    or ``extended`` (:mod:`.features`).
+    """
+    feat.negation_list(negation)
     if words.empty:
         return {}
-    flags = feat.word_feature_flags(words)
+    flags = feat.word_feature_flags(words, negation=negation)
     out: dict[int, ExampleWords] = {}
     word = words["word"].to_numpy(np.int64)
     head = words["head"].to_numpy(np.int64)
@@ -243,15 +248,15 @@ def _stats_task(block: Mapping[str, np.ndarray], *, words: Mapping[int, ExampleW
 
 
 def store_stats(store: str | Path, words: pd.DataFrame | None, *, classifier: str = "rule",
-                compute_kwargs: Mapping[str, Any] | None = None) -> Partial:
+                compute_kwargs: Mapping[str, Any] | None = None, negation: str = "paper") -> Partial:
     """One read of a store -> the summed Partial of patterns, features, cls and dependency relations.
 
     store: an attention store (validated by :func:`bertology.store.open_store`); words: the words table
-    (None: no word features, no dependency links). One Dask task per example chunk (read + reduce fused,
+    (None: no word features, no dependency links); negation: ``analysis.features.negation``. One Dask task per example chunk (read + reduce fused,
     :func:`bertology.store.map_chunks`); the partials are added here.
     """
     ds = open_store(store)
-    by_example = prepare_words(words) if words is not None else {}
+    by_example = prepare_words(words, negation=negation) if words is not None else {}
     spec = StoreSpec(SpecialTokens.of(ds.attrs, str(store)), ds.sizes["layer"], ds.sizes["head"], classifier)
     example_idx = np.asarray(ds["example_idx"].values, dtype=np.int64)  # small: (E,)
     parts = map_chunks(_stats_task, store, variables=STATS_VARS, compute_kwargs=compute_kwargs,
@@ -312,8 +317,10 @@ def _pair_task(a: Mapping[str, np.ndarray], b: Mapping[str, np.ndarray], *, word
 
 
 def store_pair(pretrained: str | Path, finetuned: str | Path, words: pd.DataFrame | None = None, *,
-               compute_kwargs: Mapping[str, Any] | None = None) -> PairPartial:
-    """One chunk-aligned pass over both stores -> cosine (L, H) and paired feature differences (L, H, F)."""
+               compute_kwargs: Mapping[str, Any] | None = None, negation: str = "paper") -> PairPartial:
+    """One chunk-aligned pass over both stores -> cosine (L, H) and paired feature differences (L, H, F).
+
+    negation: ``analysis.features.negation`` (the word list of the negation feature)."""
     da, db = open_store(pretrained), open_store(finetuned)
     ea, eb = np.asarray(da["example_idx"].values), np.asarray(db["example_idx"].values)
     if not np.array_equal(ea, eb):
@@ -322,7 +329,7 @@ def store_pair(pretrained: str | Path, finetuned: str | Path, words: pd.DataFram
     if (da.sizes["layer"], da.sizes["head"]) != (db.sizes["layer"], db.sizes["head"]):
         raise StoreError(f"{pretrained} and {finetuned} come from models of different shapes (layers x heads); "
                          f"re-extract both from the same model")
-    by_example = prepare_words(words) if words is not None else {}
+    by_example = prepare_words(words, negation=negation) if words is not None else {}
     parts = map_chunks(_pair_task, [pretrained, finetuned], variables=PAIR_VARS, compute_kwargs=compute_kwargs,
                        per_chunk=_chunk_words(by_example, ea.astype(np.int64)),
                        specials=SpecialTokens.of(da.attrs, str(pretrained)))

@@ -1,10 +1,11 @@
 """Kovaleva et al. 4.2: relation-specific heads.
 
 A *link* is a (source word, target word) pair: a dependency arc (dependent -> syntactic head, from the
-spaCy annotation) or a FrameNet link (frame element -> frame-evoking target). The score of one example
-and head is the maximum of A[s, t] over ALL its links and ALL wordpiece pairs s in wp(source),
-t in wp(target) (not ``zip`` of sources and targets, not the first wordpiece only). Heads whose mean
-score is above the configured percentile of all heads' means are flagged.
+spaCy annotation) or a FrameNet link (frame-evoking target -> core frame element, the paper's direction;
+relations.csv also carries the transpose as ``framenet_fe_target``, see :mod:`.framenet`). The score of
+one example and head is the maximum of A[s, t] (s the query) over ALL its links and ALL wordpiece pairs
+s in wp(source), t in wp(target) (not ``zip`` of sources and targets, not the first wordpiece only).
+Heads whose mean score is above the configured percentile of all heads' means are flagged.
 """
 
 from __future__ import annotations

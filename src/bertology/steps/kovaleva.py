@@ -4,9 +4,12 @@
   arcs, plus the FrameNet rows of ``relations_framenet.csv`` when the rule gives them);
 - ``kovaleva_cosine``: the pretrained and fine-tuned stores read chunk-aligned once -> cosine.csv and
   features_diff.csv;
-- ``framenet_links``: a FrameNet release -> the links that survive the paper's filters (links.parquet) and
-  how many sentences survive each filter (counts.json);
-- ``framenet_relations``: a model run on those sentences -> relations_framenet.csv (source = framenet);
+- ``framenet_links``: a FrameNet release -> the target -> core frame element links that survive the paper's
+  filters (links.parquet; ``analysis.relations.framenet_filter`` reads the distance filter per sentence, the
+  paper, or per link) and how many sentences, annotation sets and links survive each filter (counts.json, the
+  log and MLflow);
+- ``framenet_relations``: a model run on those sentences -> relations_framenet.csv (source = framenet,
+  A[target, FE], the paper's direction; and framenet_fe_target, the transpose);
 - ``kovaleva_figures`` (Figs. 2, 3, 5, 6, 7 of one task) and ``kovaleva_overview`` (Figs. 2 and 5 across
   tasks): list inputs in the order of ``bertology.tasks.STORE_VARIANTS`` (per variant) and of the config's
   ``tasks`` (per task), as the rules expand them;
@@ -29,7 +32,7 @@ import pandas as pd
 from bertology.cli import StepContext
 from bertology.daskutil import compute_kwargs
 from bertology.data import DataError
-from bertology.io import write_csv
+from bertology.io import write_csv, write_parquet
 from bertology.kovaleva import figures as fig
 from bertology.kovaleva import framenet as fn
 from bertology.kovaleva import patterns as pat
@@ -60,7 +63,7 @@ def kovaleva_stats(ctx: StepContext) -> None:
     classifier = "rule" if cfg.patterns.classifier == "rule" else str(ctx.input.classifier)
     t0 = time.perf_counter()
     part = red.store_stats(ctx.input.store, words, classifier=classifier,
-                           compute_kwargs=compute_kwargs(cfg.dask, ctx.threads))
+                           compute_kwargs=compute_kwargs(cfg.dask, ctx.threads), negation=cfg.features.negation)
     seconds = time.perf_counter() - t0
     layers, heads = part.dependency.total.shape
     patterns = red.patterns_table(part.patterns)
@@ -85,8 +88,9 @@ def kovaleva_stats(ctx: StepContext) -> None:
 def kovaleva_cosine(ctx: StepContext) -> None:
     """The pretrained and fine-tuned stores, read chunk-aligned once -> cosine.csv and the paired fine-tuned minus
     pretrained feature differences, features_diff.csv."""
+    cfg = ctx.config.analysis
     part = red.store_pair(ctx.input.pretrained, ctx.input.finetuned, read_words(ctx.input.words),
-                          compute_kwargs=compute_kwargs(ctx.config.analysis.dask, ctx.threads))
+                          compute_kwargs=compute_kwargs(cfg.dask, ctx.threads), negation=cfg.features.negation)
     cosine = red.moments_table(part.cosine)
     write_csv(cosine, ctx.output.cosine)
     write_csv(red.features_diff_table(part), ctx.output.features_diff)
@@ -133,23 +137,23 @@ def read_release(directory: str | Path) -> list[fn.Item]:
 
 
 def framenet_links(ctx: StepContext) -> None:
-    """A FrameNet release, the paper's filters applied -> links.parquet + counts.json."""
-    kept, counts = fn.filter_items(read_release(ctx.input.release))
+    """A FrameNet release, the paper's filters applied -> links.parquet + counts.json (survivors of every filter,
+    also in the log and the MLflow run)."""
+    mode = ctx.config.analysis.relations.framenet_filter
+    kept, counts = fn.filter_items(read_release(ctx.input.release), mode=mode)
     links = fn.links_table(kept)
-    counts["links"] = int(len(links))
-    out = Path(ctx.output.links)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    links.to_parquet(out, index=False)
+    write_parquet(links, ctx.output.links)
     Path(ctx.output.counts).write_text(json.dumps(counts, indent=2) + "\n")
     ctx.tracker.metrics({f"framenet.{k}": float(v) for k, v in counts.items()})
-    ctx.log.info("FrameNet filters: %s", counts)
+    ctx.log.info("FrameNet filters (%s): %s", mode, ", ".join(f"{k} {v}" for k, v in counts.items()))
     print(f"{counts['surviving_sentences']} sentences ({counts['surviving_sets']} frame annotations, "
           f"{counts['links']} links) of {counts['sentences']} survive the filters")
 
 
 def framenet_relations(ctx: StepContext) -> None:
     """Run a model (the config's, or the rule's fine-tuned `model` input) on the filtered FrameNet sentences ->
-    relations rows with source = framenet."""
+    relations rows with source = framenet (A[target, FE], the paper's direction) and framenet_fe_target (the
+    transpose), both from one forward pass."""
     import torch
 
     from bertology.models import load_encoder, load_tokenizer, resolve_model
@@ -161,13 +165,17 @@ def framenet_relations(ctx: StepContext) -> None:
     name = str(ctx.input.get("model") or ctx.config.model)
     model = load_encoder(name)
     tokenizer = load_tokenizer(resolve_model(name))
-    scores = fn.link_scores(links, tokenizer, model, batch_size=FRAMENET_BATCH, max_length=ctx.config.data.max_length)
-    m = red.Moments.zeros(scores.shape[1:])
-    for s in scores:
-        m.add(s)
-    df = red.relations_table(m, "framenet", ctx.config.analysis.relations.percentile)
-    write_csv(df, ctx.output.table)
-    ctx.tracker.metrics({"framenet_items": len(scores), "framenet_flagged_heads": int(df["flagged"].sum())})
+    both = fn.link_scores_both(links, tokenizer, model, batch_size=FRAMENET_BATCH,
+                               max_length=ctx.config.data.max_length)
+    tables = []
+    for direction, source in fn.DIRECTIONS.items():
+        m = red.Moments.zeros(both[direction].shape[1:])
+        for s in both[direction]:
+            m.add(s)
+        tables.append(red.relations_table(m, source, ctx.config.analysis.relations.percentile))
+        ctx.tracker.metric(f"{source}_flagged_heads", int(tables[-1]["flagged"].sum()))
+    write_csv(pd.concat(tables, ignore_index=True), ctx.output.table)
+    ctx.tracker.metric("framenet_items", len(both["target_fe"]))
 
 
 # --------------------------------------------------------------------------------------------------
