@@ -20,6 +20,7 @@ include: "rules/attention.smk"
 include: "rules/ablation.smk"
 include: "rules/sieve.smk"
 include: "rules/kovaleva.smk"
+include: "rules/clark.smk"
 
 
 # Keep last among the includes: the report needs every other rule file's targets.

@@ -92,6 +92,14 @@ def _extract_inputs(wildcards):
     return inputs
 
 
+def _syntax_extract_inputs(wildcards):
+    """The gold sentences and, for a `{task}-finetuned` model, its fine-tuned model directory."""
+    inputs = {"sample": "results/attention/syntax/sample.parquet", "words": "results/attention/syntax/words.parquet"}
+    if wildcards.model != "pretrained":
+        inputs["model"] = f"results/models/{wildcards.model.removesuffix('-finetuned')}/pretrained"
+    return inputs
+
+
 onstart:
     from bertology import tracking
 

@@ -1,5 +1,6 @@
 # Kovaleva et al. 2019, sections 4.1-4.5, over the attention stores (steps: bertology.steps.kovaleva).
 #   results/stats/{task}/{variant}/patterns.csv features.csv cls.csv relations.csv   one read of one store
+#     (the same read gives Clark et al.'s entropy.csv and parser.csv: rules/clark.smk has their figures)
 #   results/stats/{task}/cosine.csv, features_diff.csv  pretrained vs fine-tuned, both stores read once, aligned
 #   results/stats/framenet/links.parquet, counts.json   FrameNet sentences that survive the paper's filters
 #   results/stats/{task}/{variant}/relations_framenet.csv   FrameNet link scores (merged into relations.csv)
@@ -17,6 +18,8 @@ rule kovaleva_stats:
         features="results/stats/{task}/{variant}/features.csv",
         cls="results/stats/{task}/{variant}/cls.csv",
         relations="results/stats/{task}/{variant}/relations.csv",
+        entropy="results/stats/{task}/{variant}/entropy.csv",
+        parser="results/stats/{task}/{variant}/parser.csv",
     wildcard_constraints:
         variant="|".join(STORE_VARIANTS),
     params:

@@ -86,6 +86,18 @@ STEPS: dict[str, StepSpec] = {
                                "a sample of attention maps as PNGs + a label sheet to annotate"),
     "patterns_train": StepSpec("bertology.steps.kovaleva:patterns_train", (),
                                "train the 8-conv-layer pattern CNN from a label sheet (example, layer, head, label)"),
+    # Clark et al. 2019: entropy and heads as parsers (their tables come from kovaleva_stats' read of a store)
+    "syntax_sentences": StepSpec("bertology.steps.clark:syntax_sentences", (),
+                                 "gold CoNLL-U trees -> results/attention/syntax/sample.parquet, words.parquet"),
+    "extract_syntax": StepSpec("bertology.steps.clark:extract_syntax",
+                               ("model", "data.max_length", "data.seed", "attention"),
+                               "the attention store of the gold sentences, results/attention/syntax/{model}.zarr"),
+    "syntax_parser": StepSpec("bertology.steps.clark:syntax_parser", ("analysis.dask",),
+                              "heads as dependency parsers on the gold trees -> results/stats/syntax/{model}.csv"),
+    "clark_figures": StepSpec("bertology.steps.clark:clark_figures", (),
+                              "entropy by layer and best head per relation (spaCy arcs) of one task"),
+    "syntax_figures": StepSpec("bertology.steps.clark:syntax_figures", (),
+                               "best head per relation on the gold trees, every model (Clark et al. Fig. 5)"),
     # Pande et al. sieves
     "sieve": StepSpec("bertology.steps.sieve:sieve", ("analysis.sieve", "analysis.dask"),
                       "sieve bias tests of one store -> results/stats/{task}/{variant}/sieve.csv"),

@@ -106,6 +106,11 @@ class FeaturesConfig:
 
 
 @dataclass(frozen=True)
+class SyntaxConfig:
+    conllu: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class DaskConfig:
     scheduler: str | None
 
@@ -116,6 +121,7 @@ class AnalysisConfig:
     patterns: PatternsConfig
     relations: RelationsConfig
     features: FeaturesConfig
+    syntax: SyntaxConfig
     dask: DaskConfig
 
 

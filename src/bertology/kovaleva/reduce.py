@@ -1,7 +1,8 @@
 """One-pass Dask reductions of an attention store into Kovaleva et al.'s per-head statistics.
 
 :func:`store_stats` reads every example chunk of ONE store once and computes, from that single read,
-patterns (4.1), dependency relations (4.2), features (4.4) and [CLS] attention (4.5): each chunk becomes
+patterns (4.1), dependency relations (4.2), features (4.4) and [CLS] attention (4.5), and Clark et al.'s attention
+entropy (3.3) and heads as dependency parsers (4.2, :mod:`bertology.clark`): each chunk becomes
 a small :class:`Partial` of running sums (sum, sum of squares, count per head and feature; class counts),
 partials are added, and means / standard deviations (ddof=1) / counts come out at the end. Memory is
 bounded by one chunk per worker thread whatever the store's size.
@@ -25,6 +26,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from bertology.clark import entropy as ent
+from bertology.clark import parser as prs
 from bertology.kovaleva import cosine as cos_mod
 from bertology.kovaleva import features as feat
 from bertology.kovaleva import patterns as pat
@@ -58,6 +61,12 @@ class Moments:
         self.sumsq += v * v
         self.count += ok
 
+    def add_sums(self, total: np.ndarray, sumsq: np.ndarray, count: np.ndarray) -> None:
+        """Add pooled observations given as their per-cell sum, sum of squares and count."""
+        self.total += total
+        self.sumsq += sumsq
+        self.count += count
+
     def __add__(self, other: "Moments") -> "Moments":
         return Moments(self.total + other.total, self.sumsq + other.sumsq, self.count + other.count)
 
@@ -74,22 +83,27 @@ class Moments:
 @dataclass
 class Partial:
     """Everything one chunk contributes. Shapes: features (L, H, F); cls (H, F'); dependency (L, H);
-    patterns (L, H, C) class counts."""
+    patterns (L, H, C) class counts; entropy (L, H, len(clark.entropy.FEATURES)) pooled over query rows;
+    parser: per-relation counts of heads as dependency parsers."""
 
     features: Moments
     cls: Moments
     dependency: Moments
     patterns: np.ndarray
+    entropy: Moments
+    parser: prs.ParserCounts
     examples: int = 0
 
     def __add__(self, other: "Partial") -> "Partial":
         return Partial(self.features + other.features, self.cls + other.cls, self.dependency + other.dependency,
-                       self.patterns + other.patterns, self.examples + other.examples)
+                       self.patterns + other.patterns, self.entropy + other.entropy, self.parser + other.parser,
+                       self.examples + other.examples)
 
 
 def empty_partial(layers: int, heads: int) -> Partial:
     return Partial(Moments.zeros((layers, heads, len(feat.FEATURES))), Moments.zeros((heads, len(feat.CLS_FEATURES))),
-                   Moments.zeros((layers, heads)), np.zeros((layers, heads, len(pat.CLASSES)), np.int64))
+                   Moments.zeros((layers, heads)), np.zeros((layers, heads, len(pat.CLASSES)), np.int64),
+                   Moments.zeros((layers, heads, len(ent.FEATURES))), prs.ParserCounts())
 
 
 def add_partials(parts: list[Partial]) -> Partial:
@@ -105,10 +119,12 @@ def add_partials(parts: list[Partial]) -> Partial:
 
 @dataclass
 class ExampleWords:
-    """The word annotation of one example, indexed by word number: flags feature -> (W,) bool, arcs."""
+    """The word annotation of one example, indexed by word number: flags feature -> (W,) bool, dependency links
+    (dependent, head) and labelled arcs."""
 
     flags: dict[str, np.ndarray]
     links: list[tuple[int, int]] = field(default_factory=list)
+    arcs: prs.Arcs | None = None
 
 
 def prepare_words(words: pd.DataFrame, *, negation: str = "paper") -> dict[int, ExampleWords]:
@@ -126,6 +142,7 @@ def prepare_words(words: pd.DataFrame, *, negation: str = "paper") -> dict[int, 
     word = words["word"].to_numpy(np.int64)
     head = words["head"].to_numpy(np.int64)
     exi = words["example_idx"].to_numpy(np.int64)
+    dep = words["dep"].astype(str).to_numpy(object)
     order = np.argsort(exi, kind="stable")
     bounds = np.flatnonzero(np.diff(exi[order])) + 1
     for group in np.split(order, bounds):
@@ -138,7 +155,8 @@ def prepare_words(words: pd.DataFrame, *, negation: str = "paper") -> dict[int, 
             arr = np.zeros(size, bool)
             arr[w] = flags[name].to_numpy(bool)[group]
             f[name] = arr
-        out[int(exi[group[0]])] = ExampleWords(f, rel.dependency_links(w, head[group]))
+        out[int(exi[group[0]])] = ExampleWords(f, rel.dependency_links(w, head[group]),
+                                               prs.Arcs.from_words(w, head[group], dep[group]))
     return out
 
 
@@ -181,7 +199,7 @@ def example_stats(attn: np.ndarray, input_ids: np.ndarray, word_ids: np.ndarray,
 
     attn: (L, H, n, n) float32 without NaN; input_ids, word_ids, token_type_ids: (>= n,).
     Returns features (L, H, F), cls (H, F'), dependency (L, H), patterns (L, H) class indices (rule) or
-    None (CNN classification is batched per chunk).
+    None (CNN classification is batched per chunk), entropy: (total, sumsq, count) each (L, H, F_entropy).
     """
     n = attn.shape[-1]
     names_all = tuple(dict.fromkeys(feat.FEATURES + feat.CLS_FEATURES))
@@ -193,6 +211,7 @@ def example_stats(attn: np.ndarray, input_ids: np.ndarray, word_ids: np.ndarray,
         "cls": feat.cls_scores(attn[-1], tokens),
         "dependency": rel.relation_scores(attn, mask),
         "patterns": pat.classify_rule(attn, cls | sep, token_type_ids[:n]) if spec.classifier == "rule" else None,
+        "entropy": ent.example_entropy(attn, int(np.flatnonzero(cls)[0]) if cls.any() else None),
     }
 
 
@@ -223,6 +242,10 @@ def _reduce_chunk(attention, input_ids, word_ids, token_type_ids, length, exampl
         part.features.add(stats["features"])
         part.cls.add(stats["cls"])
         part.dependency.add(stats["dependency"])
+        part.entropy.add_sums(*stats["entropy"])
+        ew = words.get(int(example_idx[e]))
+        if ew is not None and ew.arcs is not None:
+            part.parser.add_example(a, word_ids[e], ew.arcs)
         if stats["patterns"] is not None:
             part.patterns += np.eye(len(pat.CLASSES), dtype=np.int64)[stats["patterns"]]
         else:
@@ -341,11 +364,7 @@ def store_pair(pretrained: str | Path, finetuned: str | Path, words: pd.DataFram
 def features_diff_table(part: PairPartial) -> pd.DataFrame:
     """features_diff.csv: layer, head, feature, mean, std, n of the per-example fine-tuned minus pretrained
     feature score (paired: the same examples, the same tokens)."""
-    frames = []
-    for f, name in enumerate(feat.FEATURES):
-        d = part.features_diff
-        frames.append(moments_table(Moments(d.total[..., f], d.sumsq[..., f], d.count[..., f]), feature=name))
-    return pd.concat(frames, ignore_index=True)
+    return feature_moments_table(part.features_diff, feat.FEATURES)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -368,13 +387,28 @@ def moments_table(m: Moments, **labels: Any) -> pd.DataFrame:
     return df
 
 
+def feature_moments_table(m: Moments, names: tuple[str, ...]) -> pd.DataFrame:
+    """(L, H, F) Moments with features `names` -> long frame layer, head, feature, mean, std, n."""
+    frames = []
+    for f, name in enumerate(names):
+        frames.append(moments_table(Moments(m.total[..., f], m.sumsq[..., f], m.count[..., f]), feature=name))
+    return pd.concat(frames, ignore_index=True)
+
+
 def features_table(part: Partial) -> pd.DataFrame:
     """features.csv: layer, head, feature, mean, std, n."""
-    frames = []
-    for f, name in enumerate(feat.FEATURES):
-        sub = Moments(part.features.total[..., f], part.features.sumsq[..., f], part.features.count[..., f])
-        frames.append(moments_table(sub, feature=name))
-    return pd.concat(frames, ignore_index=True)
+    return feature_moments_table(part.features, feat.FEATURES)
+
+
+def entropy_table(part: Partial) -> pd.DataFrame:
+    """entropy.csv: layer, head, feature, mean, std, n (features of :data:`bertology.clark.entropy.FEATURES`)."""
+    return feature_moments_table(part.entropy, ent.FEATURES)
+
+
+def parser_table(part: Partial) -> pd.DataFrame:
+    """parser.csv: heads as dependency parsers on the words table's arcs (:func:`bertology.clark.parser.parser_table`)."""
+    layers, heads = part.dependency.total.shape
+    return prs.parser_table(part.parser, layers, heads)
 
 
 def cls_table(part: Partial, layers: int) -> pd.DataFrame:

@@ -2,6 +2,7 @@
 
 - ``kovaleva_stats``: one read of a store -> patterns.csv, features.csv, cls.csv, relations.csv (dependency
   arcs, plus the FrameNet rows of ``relations_framenet.csv`` when the rule gives them);
+  and, from the same read, Clark et al.'s entropy.csv and parser.csv (heads as parsers on the spaCy arcs);
 - ``kovaleva_cosine``: the pretrained and fine-tuned stores read chunk-aligned once -> cosine.csv and
   features_diff.csv;
 - ``framenet_links``: a FrameNet release -> the target -> core frame element links that survive the paper's
@@ -29,6 +30,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from bertology.steps.clark import clark_metrics
 from bertology.cli import StepContext
 from bertology.daskutil import compute_kwargs
 from bertology.data import DataError
@@ -57,7 +59,8 @@ FRAMENET_BATCH = 32
 
 
 def kovaleva_stats(ctx: StepContext) -> None:
-    """One read of a store -> patterns.csv, features.csv, cls.csv, relations.csv (dependency [+ framenet])."""
+    """One read of a store -> patterns.csv, features.csv, cls.csv, relations.csv (dependency [+ framenet]),
+    entropy.csv and parser.csv (Clark et al. 3.3 and 4.2)."""
     cfg = ctx.config.analysis
     words = read_words(ctx.input.words)
     classifier = "rule" if cfg.patterns.classifier == "rule" else str(ctx.input.classifier)
@@ -72,9 +75,11 @@ def kovaleva_stats(ctx: StepContext) -> None:
     framenet = ctx.input.get("framenet")
     if framenet is not None:
         relations = pd.concat([read_table(framenet), relations], ignore_index=True)
-    tables = {"patterns": patterns, "features": features, "cls": red.cls_table(part, layers), "relations": relations}
+    tables = {"patterns": patterns, "features": features, "cls": red.cls_table(part, layers), "relations": relations,
+              "entropy": red.entropy_table(part), "parser": red.parser_table(part)}
     for name, df in tables.items():
         write_csv(df, getattr(ctx.output, name))
+    clark_metrics(ctx.tracker, tables["entropy"], tables["parser"], skipped=part.parser.skipped)
     metrics = {"examples": part.examples, "seconds": seconds}
     for _, row in patterns[patterns["layer"] == -1].iterrows():
         metrics[f"pattern_fraction.{row['class'].replace('+', '_')}"] = float(row["fraction"])

@@ -1,0 +1,57 @@
+"""Attention entropy (Clark et al. 2019, section 3.3).
+
+For one head and one query t of an example of real length n (specials included), the entropy of its attention
+row is ``H(t) = -sum_s A[t, s] ln A[t, s]`` in nats, with ``0 ln 0 = 0`` (scipy.special.entr). The store keeps
+float16 attention whose rows sum to 1 only up to rounding, so each row is renormalised (in float64) before
+the entropy: the result is the entropy of a distribution, between 0 and ln n.
+
+Features of entropy.csv (per layer and head; mean, std with ddof 1 and n over the pooled observations):
+
+- ``all``: every real query row of every example (n = number of query rows);
+- ``uniform``: ln n for the same rows, the entropy of uniform attention over the same examples (the reference);
+- ``cls``: the [CLS] row of every example (n = examples);
+- ``uniform_cls``: ln n once per example, the reference of the [CLS] row.
+
+Glossary: L layers, H heads, n real length of one example.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import entr
+
+FEATURES: tuple[str, ...] = ("all", "uniform", "cls", "uniform_cls")
+
+
+def row_entropy(attn: np.ndarray) -> np.ndarray:
+    """Entropy in nats of every attention row.
+
+    attn: (..., n, n) real part of the maps (no NaN), any float dtype. Returns (..., n) float64: rows
+    renormalised to sum 1, then ``sum_s entr(p)`` (``entr(0) = 0``); a row of zeros has entropy 0.
+    """
+    a = np.asarray(attn, dtype=np.float64)
+    total = a.sum(axis=-1, keepdims=True)
+    p = np.divide(a, total, out=np.zeros_like(a), where=total > 0)
+    return entr(p).sum(axis=-1)
+
+
+def example_entropy(attn: np.ndarray, cls_position: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The entropy sums one example contributes, per head and feature of :data:`FEATURES`.
+
+    attn: (L, H, n, n) cropped to the real length; cls_position: the [CLS] query (None: no [CLS], its
+    features are not observed). Returns (total, sum of squares, count), each (L, H, F): pooled sums over this
+    example's observations (``all``/``uniform``: its n query rows; ``cls``/``uniform_cls``: one row).
+    """
+    L, H, n, _ = attn.shape
+    h = row_entropy(attn)  # (L, H, n)
+    ref = float(np.log(n))
+    total = np.zeros((L, H, len(FEATURES)))
+    sumsq = np.zeros_like(total)
+    count = np.zeros((L, H, len(FEATURES)), dtype=np.int64)
+    total[..., 0], sumsq[..., 0], count[..., 0] = h.sum(-1), (h * h).sum(-1), n
+    total[..., 1], sumsq[..., 1], count[..., 1] = n * ref, n * ref * ref, n
+    if cls_position is not None:
+        c = h[..., cls_position]
+        total[..., 2], sumsq[..., 2], count[..., 2] = c, c * c, 1
+        total[..., 3], sumsq[..., 3], count[..., 3] = ref, ref * ref, 1
+    return total, sumsq, count

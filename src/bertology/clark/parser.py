@@ -1,0 +1,216 @@
+"""Heads as dependency parsers (Clark et al. 2019, section 4.2).
+
+Word-level attention (as in Clark et al.): attention *to* a split word is the sum over its wordpieces,
+attention *from* a split word the mean over its wordpieces,
+
+    Wd[u, v] = mean_{s in wp(u)} sum_{t in wp(v)} A[s, t]        (specials are no word: never a candidate)
+
+A head then predicts, for every word d, its syntactic head in two directions (Clark et al.'s code: the
+attention matrix and its transpose):
+
+- ``dep_to_head``: the word d attends to most, ``argmax_{v != d} Wd[d, v]``;
+- ``head_to_dep``: the word that attends most to d, ``argmax_{v != d} Wd[v, d]``.
+
+Candidates are the example's other words with at least one wordpiece in the store (a word cut off by
+truncation is no candidate); ties go to the earlier word. An arc (dependent d, head h, relation r) is
+scored when both d and h have wordpieces; roots (head == itself) are not arcs. Accuracy per relation,
+direction, layer and head = correct / n over the scored arcs of that relation.
+
+Fixed-offset baseline: always predict the word at the relation's most common relative position
+``h - d`` (in word indices), counted over the same scored arcs; its accuracy is that position's count / n.
+Ties between positions go to the smaller |offset|, then to the negative one (the head on the left).
+
+Glossary: L layers, H heads, n real length of one example, W words of one example, A arcs of one example.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from bertology.kovaleva.features import word_membership
+
+DIRECTIONS: tuple[str, ...] = ("dep_to_head", "head_to_dep")
+COLUMNS: list[str] = ["relation", "direction", "layer", "head", "accuracy", "n", "baseline_offset",
+                      "baseline_accuracy"]
+
+
+@dataclass(frozen=True)
+class Arcs:
+    """The dependency arcs of one example: dependent and head word indices (A,), relation labels (A,)."""
+
+    dependent: np.ndarray
+    head: np.ndarray
+    relation: np.ndarray
+
+    @classmethod
+    def from_words(cls, word: np.ndarray, head: np.ndarray, dep: np.ndarray) -> "Arcs":
+        """Arcs of one example's words table rows (columns word, head, dep); roots (head == word) dropped."""
+        word, head, dep = np.asarray(word, np.int64), np.asarray(head, np.int64), np.asarray(dep, dtype=object)
+        keep = (word != head) & (head >= 0)
+        return cls(word[keep], head[keep], dep[keep].astype(str))
+
+    @property
+    def size(self) -> int:
+        return int(self.dependent.size)
+
+
+def word_attention(attn: np.ndarray, word_ids: np.ndarray, n_words: int) -> np.ndarray:
+    """Word-level attention of one example.
+
+    attn: (L, H, n, n) cropped to the real length; word_ids: (>= n,) word index per position (-1 specials).
+    Returns (L, H, W, W) float64 with Wd[u, v] = mean_{s in wp(u)} sum_{t in wp(v)} A[s, t]; rows and columns of
+    words without a wordpiece are 0.
+    """
+    n = attn.shape[-1]
+    m = word_membership(word_ids, n, n_words).astype(np.float64)  # (W, n)
+    sizes = m.sum(axis=1, keepdims=True)
+    mean_rows = np.divide(m, sizes, out=np.zeros_like(m), where=sizes > 0)
+    return mean_rows @ np.asarray(attn, dtype=np.float64) @ m.T
+
+
+def predict_heads(wd: np.ndarray, present: np.ndarray) -> np.ndarray:
+    """Each head's predicted syntactic head of every word, in both directions.
+
+    wd: (L, H, W, W) word-level attention; present: (W,) bool, words with a wordpiece. Returns (2, L, H, W)
+    int64: [0] dep_to_head = argmax over candidates v of wd[..., d, v]; [1] head_to_dep = argmax over v of
+    wd[..., v, d]; candidates are present words other than d; ties go to the earlier word.
+    """
+    W = wd.shape[-1]
+    allowed = present[None, :] & ~np.eye(W, dtype=bool)  # allowed[d, v]
+    to = np.where(allowed, wd, -np.inf).argmax(axis=-1)
+    frm = np.where(allowed, np.swapaxes(wd, -1, -2), -np.inf).argmax(axis=-1)
+    return np.stack([to, frm])
+
+
+@dataclass
+class ParserCounts:
+    """Running counts: relation -> correct (2, L, H) per direction, n scored arcs, Counter of offsets h - d;
+    ``skipped`` arcs whose dependent or head had no wordpiece (truncated, or a word the tokenizer lost)."""
+
+    correct: dict[str, np.ndarray] = field(default_factory=dict)
+    n: Counter = field(default_factory=Counter)
+    offsets: dict[str, Counter] = field(default_factory=dict)
+    skipped: int = 0
+
+    def __add__(self, other: "ParserCounts") -> "ParserCounts":
+        out = ParserCounts({k: v.copy() for k, v in self.correct.items()}, Counter(self.n),
+                           {k: Counter(v) for k, v in self.offsets.items()}, self.skipped + other.skipped)
+        for rel, c in other.correct.items():
+            out.correct[rel] = out.correct[rel] + c if rel in out.correct else c.copy()
+            out.offsets.setdefault(rel, Counter()).update(other.offsets[rel])
+        out.n.update(other.n)
+        return out
+
+    def add_example(self, attn: np.ndarray, word_ids: np.ndarray, arcs: Arcs) -> None:
+        """Score every arc of one example. attn: (L, H, n, n); word_ids: (>= n,)."""
+        if arcs.size == 0:
+            return
+        n = attn.shape[-1]
+        n_words = int(max(arcs.dependent.max(), arcs.head.max(), np.max(word_ids[:n], initial=-1))) + 1
+        present = word_membership(word_ids, n, n_words).any(axis=1)
+        ok = present[arcs.dependent] & present[arcs.head]
+        self.skipped += int((~ok).sum())
+        if not ok.any():
+            return
+        dep, head, rel = arcs.dependent[ok], arcs.head[ok], arcs.relation[ok]
+        pred = predict_heads(word_attention(attn, word_ids, n_words), present)  # (2, L, H, W)
+        hits = pred[..., dep] == head  # (2, L, H, A)
+        for r in np.unique(rel):
+            sel = rel == r
+            c = hits[..., sel].sum(axis=-1)
+            self.correct[r] = self.correct[r] + c if r in self.correct else c.astype(np.int64)
+            self.n[r] += int(sel.sum())
+            self.offsets.setdefault(r, Counter()).update((head[sel] - dep[sel]).tolist())
+
+
+def baseline(offsets: Counter) -> tuple[int, float]:
+    """(most common offset, its share) of a relation's Counter of h - d; ties: smaller |offset|, then negative."""
+    total = sum(offsets.values())
+    best = min(offsets, key=lambda o: (-offsets[o], abs(o), o))
+    return int(best), offsets[best] / total
+
+
+def parser_table(counts: ParserCounts, layers: int, heads: int) -> pd.DataFrame:
+    """parser.csv / syntax/{model}.csv: one row per relation, direction, layer and head (columns :data:`COLUMNS`),
+    relations sorted by name. Every relation with at least one scored arc has all 2 x L x H rows."""
+    frames = []
+    layer, head = np.meshgrid(np.arange(layers), np.arange(heads), indexing="ij")
+    for rel in sorted(counts.correct):
+        n = counts.n[rel]
+        offset, share = baseline(counts.offsets[rel])
+        for k, direction in enumerate(DIRECTIONS):
+            frames.append(pd.DataFrame({
+                "relation": rel, "direction": direction, "layer": layer.ravel(), "head": head.ravel(),
+                "accuracy": counts.correct[rel][k].ravel() / n, "n": n, "baseline_offset": offset,
+                "baseline_accuracy": share}))
+    if not frames:
+        return pd.DataFrame({c: pd.Series(dtype=t) for c, t in zip(
+            COLUMNS, ["object", "object", "int64", "int64", "float64", "int64", "int64", "float64"])})
+    return pd.concat(frames, ignore_index=True)[COLUMNS]
+
+
+def best_heads(table: pd.DataFrame, min_n: int = 1) -> pd.DataFrame:
+    """The best head of every relation and direction: relation, direction, layer, head, accuracy, n,
+    baseline_offset, baseline_accuracy (rows of relations with n >= min_n), sorted by n descending."""
+    t = table[table["n"] >= min_n]
+    if t.empty:
+        return t.copy()
+    idx = t.groupby(["relation", "direction"])["accuracy"].idxmax()
+    return t.loc[idx].sort_values(["n", "relation", "direction"], ascending=[False, True, True]).reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------------------------------
+# one pass over a store
+
+
+PARSER_VARS = ("attention", "word_ids", "length", "example_idx")
+
+
+def arcs_by_example(words: pd.DataFrame) -> dict[int, Arcs]:
+    """The words table -> example_idx -> its Arcs."""
+    return {int(idx): Arcs.from_words(g["word"].to_numpy(), g["head"].to_numpy(), g["dep"].to_numpy())
+            for idx, g in words.groupby("example_idx", sort=False)}
+
+
+def chunk_counts(attention: np.ndarray, word_ids: np.ndarray, length: np.ndarray, example_idx: np.ndarray,
+                 arcs: dict[int, Arcs]) -> ParserCounts:
+    """ParserCounts of one chunk. attention: (E, L, H, Q, K) float16 with NaN padding; word_ids (E, Q);
+    length, example_idx (E,); arcs: example_idx -> Arcs (examples without arcs contribute nothing)."""
+    from threadpoolctl import threadpool_limits
+
+    counts = ParserCounts()
+    with threadpool_limits(1):
+        for e in range(attention.shape[0]):
+            a = arcs.get(int(example_idx[e]))
+            n = int(length[e])
+            if a is None or a.size == 0 or n < 2:
+                continue
+            counts.add_example(np.asarray(attention[e, :, :, :n, :n], dtype=np.float32), word_ids[e], a)
+    return counts
+
+
+def _parser_task(block, *, arcs: dict[int, Arcs]) -> ParserCounts:
+    return chunk_counts(block["attention"], block["word_ids"], block["length"], block["example_idx"], arcs)
+
+
+def store_parser(store, words: pd.DataFrame, *, compute_kwargs=None) -> tuple[ParserCounts, int, int]:
+    """One pass over a store -> (ParserCounts of the words table's arcs, layers, heads). Each Dask task reads one
+    example chunk and carries only that chunk's arcs (:func:`bertology.store.map_chunks`)."""
+    from bertology.store import StoreError, map_chunks, open_store
+
+    ds = open_store(store)
+    by_example = arcs_by_example(words)
+    example_idx = np.asarray(ds["example_idx"].values, dtype=np.int64)
+
+    def per_chunk(start: int, stop: int) -> dict:
+        return {"arcs": {int(i): by_example[int(i)] for i in example_idx[start:stop] if int(i) in by_example}}
+
+    parts = map_chunks(_parser_task, store, variables=PARSER_VARS, compute_kwargs=compute_kwargs,
+                       per_chunk=per_chunk)
+    if not parts:
+        raise StoreError(f"{store} holds no examples; re-run the extraction")
+    return sum(parts[1:], parts[0]), int(ds.sizes["layer"]), int(ds.sizes["head"])

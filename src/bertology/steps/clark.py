@@ -1,0 +1,154 @@
+"""Steps of rules/clark.smk (Clark et al. 2019): gold CoNLL-U trees through the attention store, heads as
+dependency parsers on them, and the figures of entropy and parsing.
+
+- ``syntax_sentences``: the gold CoNLL-U files -> results/attention/syntax/sample.parquet (one single-segment
+  example per sentence), words.parquet (the gold words, same columns as the spaCy words), sentences.csv
+  (idx, file, sent_id, words) and counts.json (files, sentences, words, multiword tokens, empty nodes);
+- ``extract_syntax``: results/attention/syntax/{model}.zarr, the attention store of those sentences (the same
+  schema and extraction as every store); model = ``pretrained`` (the config ``model``) or ``{task}-finetuned``;
+- ``syntax_parser``: one pass over that store -> results/stats/syntax/{model}.csv (+ {model}.json: arcs scored,
+  skipped, truncation);
+- ``clark_figures``: entropy-{task}.png and parser-{task}.png (spaCy arcs) from entropy.csv / parser.csv of
+  both variants (those are written by ``kovaleva_stats`` in its one read of the store);
+- ``syntax_figures``: parser-syntax.png, every model on the gold trees.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from bertology.cli import StepContext
+from bertology.clark import figures as cfig
+from bertology.clark import parser as prs
+from bertology.daskutil import compute_kwargs
+from bertology.errors import UserError
+from bertology.io import write_csv
+from bertology.steps.tables import by_variant, read_table
+
+#: relations reported as MLflow metrics need at least this many scored arcs
+METRIC_MIN_N = 20
+
+
+def clark_metrics(tracker, entropy: pd.DataFrame, parser: pd.DataFrame, *, skipped: int = 0, prefix: str = "") -> None:
+    """MLflow metrics of Clark et al.'s analyses of one store.
+
+    entropy (may be None): ``entropy_by_layer.{all,cls,uniform}`` stepped by layer (mean over heads).
+    parser: per relation with >= METRIC_MIN_N arcs, ``parser.{relation}.best`` (best head, either direction) and
+    ``parser.{relation}.baseline``; ``parser.arcs`` and ``parser.arcs_skipped``.
+    """
+    if entropy is not None and len(entropy):
+        for feature in ("all", "cls", "uniform"):
+            sub = entropy[entropy["feature"] == feature]
+            for layer, value in sub.groupby("layer")["mean"].mean().items():
+                if np.isfinite(value):
+                    tracker.metric(f"{prefix}entropy_by_layer.{feature}", float(value), step=int(layer))
+    best = cfig.best_per_relation(parser) if len(parser) else parser
+    metrics = {f"{prefix}parser.arcs_skipped": float(skipped)}
+    if len(best):
+        metrics[f"{prefix}parser.arcs"] = float(best["n"].sum())
+    for _, row in best[best["n"] >= METRIC_MIN_N].iterrows() if len(best) else []:
+        name = str(row["relation"]).replace(":", "_")
+        metrics[f"{prefix}parser.{name}.best"] = float(row["accuracy"])
+        metrics[f"{prefix}parser.{name}.baseline"] = float(row["baseline_accuracy"])
+    tracker.metrics(metrics)
+
+
+def syntax_sentences(ctx: StepContext) -> None:
+    """Gold CoNLL-U files (list input `conllu`) -> sample.parquet, words.parquet, sentences.csv, counts.json."""
+    from bertology.annotate import write_words
+    from bertology.clark.conllu import read_treebanks
+    from bertology.data import write_prepared
+
+    paths = ctx.input.all("conllu")
+    if not paths:
+        raise UserError("syntax_sentences needs at least one --input conllu=FILE (analysis.syntax.conllu)")
+    bank = read_treebanks(paths)
+    write_prepared(bank.sample, ctx.output.sample)
+    write_words(bank.words, ctx.output.words)
+    write_csv(bank.sentences, ctx.output.sentences)
+    counts = {k: int(v) for k, v in sorted(bank.counts.items())}
+    Path(ctx.output.counts).write_text(json.dumps(counts, indent=2) + "\n")
+    ctx.tracker.metrics({f"conllu.{k}": float(v) for k, v in counts.items()})
+    ctx.log.info("gold trees: %s", counts)
+
+
+def syntax_models(tasks) -> list[str]:
+    """The models scored on the gold trees: ``pretrained`` and ``{task}-finetuned`` of every task."""
+    return ["pretrained"] + [f"{t}-finetuned" for t in tasks]
+
+
+def extract_syntax(ctx: StepContext) -> None:
+    """results/attention/syntax/{model}.zarr: the attention of every gold sentence (all of them: attention.examples
+    does not sample gold trees), through the same extraction as any store."""
+    import torch
+
+    from bertology.data import read_prepared
+    from bertology.extract import extract_store
+    from bertology.models import resolve_model
+    from bertology.annotate import SPAN_COLUMNS
+
+    cfg, model = ctx.config, ctx.wildcards.get("model")
+    if model == "pretrained":
+        if ctx.input.get("model") is not None:
+            raise UserError("model `pretrained` runs the config `model`; it takes no --input model")
+        model_path = resolve_model(cfg.model)
+    elif model and model.endswith("-finetuned"):
+        if ctx.input.get("model") is None:
+            raise UserError(f"model {model} needs --input model=results/models/{model.split('-')[0]}/pretrained")
+        model_path = str(ctx.input.model)
+    else:
+        raise UserError(f"unknown model {model!r}: gold syntax stores exist for `pretrained` and `TASK-finetuned`")
+    torch.set_num_threads(ctx.threads)
+    frame = read_prepared(ctx.input.sample)
+    words = pd.read_parquet(ctx.input.words, columns=SPAN_COLUMNS)
+    attention = dataclasses.replace(cfg.attention, examples=None)
+    stats = extract_store(ctx.output.store, frame=frame, words=words, model=cfg.model, model_path=model_path,
+                          variant=model, task="syntax", attention=attention, seed=cfg.data.seed,
+                          max_length=cfg.data.max_length, device=ctx.device, progress=ctx.progress)
+    ctx.tracker.metrics({"examples": stats["n_examples"], "seconds": stats["seconds"], "bytes": stats["bytes"]})
+
+
+def syntax_parser(ctx: StepContext) -> None:
+    """One pass over a gold-syntax store -> results/stats/syntax/{model}.csv and {model}.json (scored and skipped
+    arcs, sentences and words cut off by data.max_length)."""
+    from bertology.clark.conllu import truncation
+    from bertology.store import open_store, read_words
+
+    words = read_words(ctx.input.words)
+    counts, layers, heads = prs.store_parser(ctx.input.store, words,
+                                             compute_kwargs=compute_kwargs(ctx.config.analysis.dask, ctx.threads))
+    table = prs.parser_table(counts, layers, heads)
+    write_csv(table, ctx.output.table)
+    ds = open_store(ctx.input.store, check_rows=False)
+    summary = {"arcs_scored": int(sum(counts.n.values())), "arcs_skipped": int(counts.skipped),
+               "relations": len(counts.n), "sentences": int(ds.sizes["example"]),
+               **truncation(words, ds["word_ids"].values, ds["length"].values, ds["example_idx"].values)}
+    Path(ctx.output.summary).write_text(json.dumps(summary, indent=2) + "\n")
+    clark_metrics(ctx.tracker, None, table, skipped=counts.skipped)
+    ctx.tracker.metrics({k: float(v) for k, v in summary.items()})
+    ctx.log.info("%s: %s", ctx.input.store, summary)
+
+
+def clark_figures(ctx: StepContext) -> None:
+    """entropy-{task}.png and parser-{task}.png; list inputs `entropy` and `parser`, one per variant."""
+    task = ctx.task
+    entropy = {v: read_table(p) for v, p in by_variant(ctx, "entropy").items()}
+    parser = {v: read_table(p) for v, p in by_variant(ctx, "parser").items()}
+    for p in (cfig.entropy_figure(entropy, f"Attention entropy by layer — {task} (Clark et al. §3.3)",
+                                  ctx.output.entropy),
+              cfig.parser_figure(parser, f"Best head per relation vs fixed offset — {task}, spaCy parses "
+                                         f"(Clark et al. §4.2)", ctx.output.parser)):
+        ctx.tracker.artifact(p, "figures")
+
+
+def syntax_figures(ctx: StepContext) -> None:
+    """parser-syntax.png: every model (list input `tables`, named by their file stems) on the gold trees."""
+    tables = {Path(p).stem: read_table(p) for p in ctx.input.all("tables")}
+    path = cfig.parser_figure(tables, "Best head per relation vs fixed offset — gold CoNLL-U trees "
+                                      "(Clark et al. §4.2, Fig. 5)", ctx.output.figure)
+    ctx.tracker.artifact(path, "figures")
