@@ -57,11 +57,12 @@ def test_stats_cosine_and_figures(run_dir):
                             "flagged": [False] * 5 + [True]})
     fn_rows.to_csv(run_dir / "fn.csv", index=False)
     names = ("patterns", "features", "cls", "relations")
+    clark = ("entropy", "parser")  # Clark et al.'s tables come from the same read of the store
     for variant in ("pretrained", "finetuned"):
         extra = {"framenet": run_dir / "fn.csv"} if variant == "finetuned" else {}
         assert run("kovaleva_stats", wildcards={"task": "mrpc", "variant": variant},
                    inputs={"store": att / f"{variant}.zarr", "words": att / "words.parquet", **extra},
-                   outputs={name: stats / variant / f"{name}.csv" for name in names}) == 0
+                   outputs={name: stats / variant / f"{name}.csv" for name in names + clark}) == 0
     assert run("kovaleva_cosine", wildcards={"task": "mrpc"},
                inputs={"pretrained": att / "pretrained.zarr", "finetuned": att / "finetuned.zarr",
                        "words": att / "words.parquet"},
@@ -69,7 +70,10 @@ def test_stats_cosine_and_figures(run_dir):
     cols = {"features": ["layer", "head", "feature", "mean", "std", "n"],
             "cls": ["layer", "head", "feature", "mean", "std", "n"],
             "relations": ["layer", "head", "source", "mean", "std", "n", "flagged"],
-            "patterns": ["layer", "head", "class", "fraction", "n"]}
+            "patterns": ["layer", "head", "class", "fraction", "n"],
+            "entropy": ["layer", "head", "feature", "mean", "std", "n"],
+            "parser": ["relation", "direction", "layer", "head", "accuracy", "n", "baseline_offset",
+                       "baseline_accuracy"]}
     for name, expected in cols.items():
         df = pd.read_csv(stats / "pretrained" / f"{name}.csv")
         assert list(df.columns) == expected
@@ -94,6 +98,14 @@ def test_stats_cosine_and_figures(run_dir):
                                             "cosine": [stats / "cosine.csv"]},
                outputs={"patterns": figs / "patterns-tasks.png", "cosine": figs / "cosine-tasks.png"}) == 0
     assert (figs / "patterns-tasks.png").stat().st_size > 5000 and (figs / "cosine-tasks.png").stat().st_size > 5000
+    clark_figures = {name: figs / f"{name}-mrpc.png" for name in clark}
+    assert run("clark_figures", wildcards={"task": "mrpc"},
+               inputs={name: [stats / v / f"{name}.csv" for v in ("pretrained", "finetuned")] for name in clark},
+               outputs=clark_figures) == 0
+    for png in clark_figures.values():
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+    parser = pd.read_csv(stats / "pretrained" / "parser.csv")
+    assert set(parser["relation"]) == {"det", "nsubj", "neg", "punct", "dobj"}  # spaCy labels; ROOT is no arc
 
 
 def test_export_then_train_round_trip(run_dir, monkeypatch):
