@@ -5,7 +5,7 @@
 #   results/attention/syntax/sample.parquet words.parquet sentences.csv counts.json   one example per sentence
 #   results/attention/syntax/{model}.zarr                    model: pretrained | {task}-finetuned (same schema)
 #   results/stats/syntax/{model}.csv (+ .json)               heads as parsers on the gold trees
-#   results/figures/parser-syntax.png                        every model, best head per relation vs baseline
+#   results/figures/parser-syntax.png, results/stats/syntax/best_heads.csv   every model's best head per relation
 SYNTAX_FILES = list(config["analysis"]["syntax"]["conllu"])
 SYNTAX_MODELS = ["pretrained"] + [f"{t}-finetuned" for t in TASK_NAMES]
 
@@ -115,6 +115,7 @@ rule syntax_figures:
         tables=expand("results/stats/syntax/{model}.csv", model=SYNTAX_MODELS),
     output:
         figure="results/figures/parser-syntax.png",
+        best="results/stats/syntax/best_heads.csv",
     params:
         step=step("syntax_figures"),
         files=step_files,

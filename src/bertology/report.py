@@ -81,6 +81,26 @@ SECTIONS: tuple[Section, ...] = (
         "even improve the score; the paper gave no uncertainty, so check which gains survive here.",
         ("ablation",), ("ablation/*/summary.csv",)),
     Section(
+        "entropy", "Attention entropy (Clark et al. 2019, §3.3)",
+        "Per head, the mean entropy (nats) of its attention rows over every real query of the sampled examples, "
+        "and of the [CLS] row alone; the dashed line is uniform attention over the same examples (ln n). Low "
+        "entropy = focused attention, near the line = broad, bag-of-words attention.",
+        "Some heads in the lower layers attend very broadly (entropy close to uniform, at most about 10% of "
+        "the mass on any single word); in the last layer the [CLS] row has high entropy, i.e. broad attention.",
+        ("entropy",)),
+    Section(
+        "parser", "Heads as dependency parsers (Clark et al. 2019, §4.2, Fig. 5)",
+        "For each relation and head, how often the word a word attends to most (dep → head), or the word that "
+        "attends most to it (head → dep), is its syntactic head; word-level attention sums over the wordpieces "
+        "attended to and averages over those attending. Bars: the best head per relation; black marks: the "
+        "fixed-offset baseline (always the relation's most common relative position). Gold CoNLL-U trees "
+        "(`parser-syntax`, analysis.syntax.conllu and the demo's own trees) and each task's spaCy parses.",
+        "No single head does well at syntax overall, but in BERT-base specific heads track specific relations "
+        "far above the baseline: direct objects attend to their verbs (head 8-10, 86.8% vs 40.0%), determiners "
+        "to their nouns (8-11, 94.3%), prepositions to their objects (9-6, 76.3%), passive auxiliaries to their "
+        "verbs (82.5%) and possessives to the head of their NP (80.5%), all learnt without syntactic supervision.",
+        ("parser",), ("stats/syntax/best_heads.csv",)),
+    Section(
         "sieve", "Functional roles of heads (Pande et al. 2021)",
         "Sieve bias: for each role (local, block, delimiter, syntactic, ...) how much more attention a head "
         "puts on the role's tokens than uniform attention would (n × mean attention); a one-sided t-test "

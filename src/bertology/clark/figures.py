@@ -12,8 +12,10 @@ from bertology import plotting
 from bertology.clark.parser import best_heads
 
 VARIANT_COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c")
-#: relations shown in the parser figures: the most frequent ones
+#: relations shown in the parser figures: the most frequent ones, with at least MIN_N scored arcs (all of them
+#: when no relation has that many)
 MAX_RELATIONS = 16
+MIN_N = 20
 
 
 def entropy_figure(tables: dict[str, pd.DataFrame], title: str, path: str | Path) -> Path:
@@ -56,19 +58,20 @@ def best_per_relation(table: pd.DataFrame) -> pd.DataFrame:
 
 def parser_figure(tables: dict[str, pd.DataFrame], title: str, path: str | Path,
                   max_relations: int = MAX_RELATIONS) -> Path:
-    """Clark et al. Fig. 5 style: for each of the most frequent relations, the accuracy of the best head
+    """Clark et al. Fig. 5 style: for each of the most frequent relations (n >= MIN_N), the accuracy of the best head
     (either direction; label `layer-head` and direction) per model, against the relation's fixed-offset
     baseline (black mark)."""
     bests = {label: best_per_relation(t) for label, t in tables.items()}
     first = next((b for b in bests.values() if not b.empty), None)
-    fig, ax = plotting.new_figure(9.0, 1.2 + 0.45 * min(max_relations, 0 if first is None else len(first)) *
-                                  max(1, len(tables)) ** 0.5)
+    shown = 0 if first is None else min(max_relations, int((first["n"] >= MIN_N).sum()) or len(first))
+    fig, ax = plotting.new_figure(9.0, 1.2 + 0.45 * shown * max(1, len(tables)) ** 0.5)
     if first is None:
         ax.text(0.5, 0.5, "no dependency arc was scored", ha="center", va="center", transform=ax.transAxes)
         ax.set_axis_off()
         fig.suptitle(title)
         return plotting.save_figure(fig, path)
-    relations = first["relation"].head(max_relations).tolist()
+    frequent = first[first["n"] >= MIN_N] if (first["n"] >= MIN_N).any() else first
+    relations = frequent["relation"].head(max_relations).tolist()
     y = np.arange(len(relations))
     height = 0.8 / max(1, len(bests))
     for k, (label, best) in enumerate(bests.items()):
@@ -88,7 +91,8 @@ def parser_figure(tables: dict[str, pd.DataFrame], title: str, path: str | Path,
     ax.invert_yaxis()
     ax.set_xlim(0, 1)
     ax.set_xlabel("accuracy of the best head (label: layer-head, direction)")
-    ax.legend(fontsize=8, loc="lower right")
+    handles, labels = ax.get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=8, loc="outside lower center", ncols=len(labels))
     ax.grid(axis="x", alpha=0.3)
     fig.suptitle(title)
     return plotting.save_figure(fig, path)

@@ -10,7 +10,7 @@ dependency parsers on them, and the figures of entropy and parsing.
   skipped, truncation);
 - ``clark_figures``: entropy-{task}.png and parser-{task}.png (spaCy arcs) from entropy.csv / parser.csv of
   both variants (those are written by ``kovaleva_stats`` in its one read of the store);
-- ``syntax_figures``: parser-syntax.png, every model on the gold trees.
+- ``syntax_figures``: parser-syntax.png and results/stats/syntax/best_heads.csv, every model on the gold trees.
 """
 
 from __future__ import annotations
@@ -147,8 +147,12 @@ def clark_figures(ctx: StepContext) -> None:
 
 
 def syntax_figures(ctx: StepContext) -> None:
-    """parser-syntax.png: every model (list input `tables`, named by their file stems) on the gold trees."""
-    tables = {Path(p).stem: read_table(p) for p in ctx.input.all("tables")}
+    """parser-syntax.png and best_heads.csv (model, then the columns of parser.csv: the best head of every relation
+    and direction): every model (list input `tables`, named by their file stems) on the gold trees."""
+    tables = {Path(p).stem: pd.read_csv(p, keep_default_na=False, na_values=[""]) for p in ctx.input.all("tables")}
+    best = [prs.best_heads(t).assign(model=model) for model, t in tables.items()]
+    best = pd.concat(best, ignore_index=True)[["model", *prs.COLUMNS]] if best else pd.DataFrame()
+    write_csv(best, ctx.output.best)
     path = cfig.parser_figure(tables, "Best head per relation vs fixed offset — gold CoNLL-U trees "
                                       "(Clark et al. §4.2, Fig. 5)", ctx.output.figure)
     ctx.tracker.artifact(path, "figures")
