@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from bertology.kovaleva.features import word_membership
 
 DIRECTIONS: tuple[str, ...] = ("dep_to_head", "head_to_dep")
 COLUMNS: list[str] = ["relation", "direction", "layer", "head", "accuracy", "n", "baseline_offset",
@@ -63,13 +62,41 @@ def word_attention(attn: np.ndarray, word_ids: np.ndarray, n_words: int) -> np.n
 
     attn: (L, H, n, n) cropped to the real length; word_ids: (>= n,) word index per position (-1 specials).
     Returns (L, H, W, W) float64 with Wd[u, v] = mean_{s in wp(u)} sum_{t in wp(v)} A[s, t]; rows and columns of
-    words without a wordpiece are 0.
+    words without a wordpiece are 0. Positions are grouped by word (stable sort); a one-piece word's row and
+    column are copied as they are and only split words are summed, so equal attention stays exactly equal
+    (ties go to the earlier word, see :func:`predict_heads`).
     """
     n = attn.shape[-1]
-    m = word_membership(word_ids, n, n_words).astype(np.float64)  # (W, n)
-    sizes = m.sum(axis=1, keepdims=True)
-    mean_rows = np.divide(m, sizes, out=np.zeros_like(m), where=sizes > 0)
-    return mean_rows @ np.asarray(attn, dtype=np.float64) @ m.T
+    ids = np.asarray(word_ids[:n]).astype(np.int64)
+    out = np.zeros(attn.shape[:2] + (n_words, n_words))
+    pos = np.flatnonzero((ids >= 0) & (ids < n_words))
+    if pos.size == 0:
+        return out
+    order = pos[np.argsort(ids[pos], kind="stable")]  # the wordpieces of each word side by side
+    w = ids[order]
+    starts = np.flatnonzero(np.r_[True, w[1:] != w[:-1]])
+    sizes = np.diff(np.r_[starts, w.size])
+    split = np.flatnonzero(sizes > 1)
+    if order[-1] - order[0] + 1 == order.size and (np.diff(order) == 1).all():  # slices are views: no copy
+        sub = attn[..., order[0]:order[-1] + 1, order[0]:order[-1] + 1]
+    else:
+        sub = attn[..., order[:, None], order[None, :]]  # (L, H, p, p)
+    sub = np.asarray(sub, dtype=np.float64)
+    if split.size:
+        to_words = sub[..., starts]  # (L, H, p, k): sum over the pieces attended to
+        for j in split:
+            to_words[..., j] = sub[..., starts[j]:starts[j] + sizes[j]].sum(axis=-1)
+        from_words = to_words[..., starts, :]  # (L, H, k, k): mean over the pieces attending
+        for j in split:
+            from_words[..., j, :] = to_words[..., starts[j]:starts[j] + sizes[j], :].sum(axis=-2) / sizes[j]
+    else:
+        from_words = sub  # one piece per word: the wordpiece attention is the word attention
+    present = w[starts]
+    if present[-1] - present[0] + 1 == present.size:  # words numbered without gaps
+        out[..., present[0]:present[-1] + 1, present[0]:present[-1] + 1] = from_words
+    else:
+        out[..., present[:, None], present[None, :]] = from_words
+    return out
 
 
 def predict_heads(wd: np.ndarray, present: np.ndarray) -> np.ndarray:
@@ -111,7 +138,9 @@ class ParserCounts:
             return
         n = attn.shape[-1]
         n_words = int(max(arcs.dependent.max(), arcs.head.max(), np.max(word_ids[:n], initial=-1))) + 1
-        present = word_membership(word_ids, n, n_words).any(axis=1)
+        ids = np.asarray(word_ids[:n]).astype(np.int64)
+        present = np.zeros(n_words, bool)
+        present[ids[(ids >= 0) & (ids < n_words)]] = True
         ok = present[arcs.dependent] & present[arcs.head]
         self.skipped += int((~ok).sum())
         if not ok.any():
