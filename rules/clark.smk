@@ -2,11 +2,13 @@
 #   results/stats/{task}/{variant}/entropy.csv parser.csv   written by kovaleva_stats in its one read of the store
 #   results/figures/{entropy,parser}-{task}.png              entropy by layer; best head per relation (spaCy arcs)
 #   gold trees (analysis.syntax.conllu, plus the demo's own trees when data.source is demo):
+#   results/data/syntax/demo.conllu                          the demo grammar's sentences with their gold trees
 #   results/attention/syntax/sample.parquet words.parquet sentences.csv counts.json   one example per sentence
 #   results/attention/syntax/{model}.zarr                    model: pretrained | {task}-finetuned (same schema)
 #   results/stats/syntax/{model}.csv (+ .json)               heads as parsers on the gold trees
 #   results/figures/parser-syntax.png, results/stats/syntax/best_heads.csv   every model's best head per relation
-SYNTAX_FILES = list(config["analysis"]["syntax"]["conllu"])
+DEMO_TREES = "results/data/syntax/demo.conllu"
+SYNTAX_FILES = list(config["analysis"]["syntax"]["conllu"]) + ([DEMO_TREES] if config["data"]["source"] == "demo" else [])
 SYNTAX_MODELS = ["pretrained"] + [f"{t}-finetuned" for t in TASK_NAMES]
 
 
@@ -28,6 +30,26 @@ rule clark_figures:
     resources:
         mem_mb=2000,
         runtime=10,
+    conda:
+        "../envs/bertology.yaml"
+    shell:
+        STEP
+
+
+rule demo_trees:
+    output:
+        conllu=DEMO_TREES,
+    params:
+        step=step("demo_trees"),
+        files=step_files,
+    log:
+        "results/logs/demo_trees/demo_trees.log",
+    benchmark:
+        "results/benchmarks/demo_trees/demo_trees.tsv"
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=5,
     conda:
         "../envs/bertology.yaml"
     shell:

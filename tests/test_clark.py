@@ -362,3 +362,70 @@ def test_truncation_counts_words_after_the_last_kept_word():
     word_ids = np.array([[-1, 0, 1, -1], [-1, 0, 1, -1]])
     assert truncation(words, word_ids, np.array([4, 4]), np.array([0, 1])) == {"sentences_truncated": 1,
                                                                                "words_truncated": 1}
+
+
+# --------------------------------------------------------------------------------------------------
+# the demo's gold trees
+
+
+def test_every_demo_phrase_has_a_tree_that_spells_it():
+    from bertology.demo.lexicon import CLAUSES, PLACES, TIMES
+    from bertology.demo.trees import PHRASES
+
+    phrases = set(PLACES) | {t for ts in TIMES.values() for t in ts} | {c for cs in CLAUSES.values() for c in cs}
+    assert phrases <= set(PHRASES)
+    for text in phrases:
+        parts = PHRASES[text]
+        assert " ".join(f for f, _, _, _ in parts) == text
+        assert sum(h == 0 for _, _, h, _ in parts) == 1 and all(0 <= h <= len(parts) for _, _, h, _ in parts)
+
+
+def is_tree(heads: list[int]) -> bool:
+    """heads: 0-based head per token, -1 for the root: exactly one root and every token reaches it."""
+    if heads.count(-1) != 1:
+        return False
+    for i in range(len(heads)):
+        seen, j = set(), i
+        while heads[j] != -1:
+            if j in seen:
+                return False
+            seen.add(j)
+            j = heads[j]
+    return True
+
+
+def test_demo_trees_spell_the_grammars_sentences_and_are_trees():
+    from bertology.demo.grammar import realise
+    from bertology.demo.sampling import Rng, random_prop
+    from bertology.demo.trees import sentence_tree
+
+    r = Rng(np.random.default_rng(5))
+    for _ in range(500):
+        p = random_prop(r, modifiers=0.6, negated=0.4)
+        w = r.wording(passive=0.4)
+        tree = sentence_tree(p, w)
+        assert tree.text() == realise(p, w)
+        heads = [t.head for t in tree.tokens]
+        assert is_tree(heads)
+        rels = {t.deprel for t in tree.tokens}
+        assert ("nsubj:pass" in rels) == w.passive and ("obj" in rels) != w.passive
+        root = heads.index(-1)
+        assert tree.tokens[root].upos == "VERB"
+
+
+def test_demo_treebank_reads_back_with_frequent_relations(tmp_path):
+    from bertology.demo.trees import gold_treebank
+
+    text = gold_treebank(200, 42)
+    assert text == gold_treebank(200, 42) and text != gold_treebank(200, 43)
+    path = tmp_path / "demo.conllu"
+    path.write_text(text)
+    bank = read_treebanks([path])
+    assert bank.counts["sentences"] == 200
+    n, _ = independent_counts(text)
+    for rel in ("nsubj", "obj", "det", "amod", "advmod", "case", "obl", "nmod:poss", "punct", "nsubj:pass",
+                "aux:pass", "obl:agent"):
+        assert n[rel] >= 20, (rel, n[rel])
+    words = bank.words[bank.words["example_idx"] == 0]
+    sample_text = bank.sample["text_a"][0]
+    assert [sample_text[s:e] for s, e in zip(words["start_char"], words["end_char"])] == words["text"].tolist()

@@ -87,6 +87,8 @@ STEPS: dict[str, StepSpec] = {
     "patterns_train": StepSpec("bertology.steps.kovaleva:patterns_train", (),
                                "train the 8-conv-layer pattern CNN from a label sheet (example, layer, head, label)"),
     # Clark et al. 2019: entropy and heads as parsers (their tables come from kovaleva_stats' read of a store)
+    "demo_trees": StepSpec("bertology.steps.clark:demo_trees", ("data.seed", "data.demo"),
+                           "gold CoNLL-U trees of the demo grammar -> results/data/syntax/demo.conllu"),
     "syntax_sentences": StepSpec("bertology.steps.clark:syntax_sentences", (),
                                  "gold CoNLL-U trees -> results/attention/syntax/sample.parquet, words.parquet"),
     "extract_syntax": StepSpec("bertology.steps.clark:extract_syntax",

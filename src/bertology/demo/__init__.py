@@ -29,7 +29,8 @@ Labels are balanced exactly (regression scores: the number of changed parts is b
 
 Modules: `lexicon` (word lists), `grammar` (propositions, wordings, realisation), `sampling` (random
 propositions and the transformations between the texts of a pair), `single` (cola, sst2) and `pairs`
-(the pair tasks). `generate` is the entry point.
+(the pair tasks), `trees` (gold UD trees of the grammar's sentences, `trees.gold_treebank`, the default run's
+gold syntax). `generate` is the entry point.
 """
 
 from __future__ import annotations

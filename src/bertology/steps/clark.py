@@ -1,6 +1,7 @@
 """Steps of rules/clark.smk (Clark et al. 2019): gold CoNLL-U trees through the attention store, heads as
 dependency parsers on them, and the figures of entropy and parsing.
 
+- ``demo_trees``: results/data/syntax/demo.conllu, gold trees of the demo grammar's sentences (data.source demo);
 - ``syntax_sentences``: the gold CoNLL-U files -> results/attention/syntax/sample.parquet (one single-segment
   example per sentence), words.parquet (the gold words, same columns as the spaCy words), sentences.csv
   (idx, file, sent_id, words) and counts.json (files, sentences, words, multiword tokens, empty nodes);
@@ -56,6 +57,18 @@ def clark_metrics(tracker, entropy: pd.DataFrame, parser: pd.DataFrame, *, skipp
         metrics[f"{prefix}parser.{name}.best"] = float(row["accuracy"])
         metrics[f"{prefix}parser.{name}.baseline"] = float(row["baseline_accuracy"])
     tracker.metrics(metrics)
+
+
+def demo_trees(ctx: StepContext) -> None:
+    """results/data/syntax/demo.conllu: data.demo.validation sentences of the demo grammar with their gold trees
+    (seeded by data.seed), the gold syntax of a demo run."""
+    from bertology.demo.trees import gold_treebank
+
+    out = Path(ctx.output.conllu)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(gold_treebank(ctx.config.data.demo.validation, ctx.config.data.seed), encoding="utf-8")
+    tmp.replace(out)
 
 
 def syntax_sentences(ctx: StepContext) -> None:
