@@ -42,7 +42,11 @@ def test_every_design_output_exists(pipeline):
                      f"ablation/{task}/heads.csv", f"ablation/{task}/layers.csv"]
         for variant in ("pretrained", "finetuned"):
             expected += [f"stats/{task}/{variant}/{name}.csv"
-                         for name in ("patterns", "features", "cls", "relations", "sieve")]
+                         for name in ("patterns", "features", "cls", "relations", "sieve", "entropy", "parser")]
+        expected += [f"stats/syntax/{task}-finetuned.csv", f"figures/entropy-{task}.png", f"figures/parser-{task}.png"]
+    # gold syntax: the demo's own trees (data.source demo), scored for the pretrained and every fine-tuned model
+    expected += ["data/syntax/demo.conllu", "attention/syntax/pretrained.zarr", "stats/syntax/pretrained.csv",
+                 "stats/syntax/best_heads.csv", "figures/parser-syntax.png"]
     missing = [p for p in expected if not (r / p).exists()]
     assert not missing, missing
     assert list((r / "models" / "rte" / "pretrained").glob("*.safetensors"))
