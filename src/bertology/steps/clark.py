@@ -90,11 +90,6 @@ def syntax_sentences(ctx: StepContext) -> None:
     ctx.log.info("gold trees: %s", counts)
 
 
-def syntax_models(tasks) -> list[str]:
-    """The models scored on the gold trees: ``pretrained`` and ``{task}-finetuned`` of every task."""
-    return ["pretrained"] + [f"{t}-finetuned" for t in tasks]
-
-
 def extract_syntax(ctx: StepContext) -> None:
     """results/attention/syntax/{model}.zarr: the attention of every gold sentence (all of them: attention.examples
     does not sample gold trees), through the same extraction as any store."""
