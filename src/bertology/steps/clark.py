@@ -114,7 +114,7 @@ def extract_syntax(ctx: StepContext) -> None:
     torch.set_num_threads(ctx.threads)
     frame = read_prepared(ctx.input.sample)
     words = pd.read_parquet(ctx.input.words, columns=SPAN_COLUMNS)
-    attention = dataclasses.replace(cfg.attention, examples=None)
+    attention = dataclasses.replace(cfg.attention, examples=None, split="gold")  # recorded in the attributes
     stats = extract_store(ctx.output.store, frame=frame, words=words, model=cfg.model, model_path=model_path,
                           variant=model, task="syntax", attention=attention, seed=cfg.data.seed,
                           max_length=cfg.data.max_length, device=ctx.device, progress=ctx.progress)
