@@ -4,6 +4,10 @@
 #   results/ablation/{task}/summary.csv    random-head expectation, best/worst, gains surviving BH
 #   results/ablation/{task}/summary.json   the same as counts, the verdict in words, the column meanings
 #   results/figures/ablation-heads-{task}.png, ablation-layers-{task}.png
+# Head importance and pruning (Michel et al. 2019; DESIGN section 6):
+#   results/ablation/{task}/importance.csv  layer, head, importance (E|dL/d gate|, l2-normalised per layer)
+#   results/ablation/{task}/pruning.csv     the metric with 0..100% of heads pruned, by importance and at random
+#   results/figures/importance-{task}.png, pruning-{task}.png
 
 
 rule ablation_sweep:
@@ -57,6 +61,59 @@ rule ablation_figures:
         STEP
 
 
+rule ablation_pruning:
+    input:
+        model="results/models/{task}/pretrained",
+        validation="results/data/{task}/validation.parquet",
+        # the paper computes importance on the training data; ablation.pruning.importance_split chooses
+        importance_data="results/data/{task}/"
+        + config["ablation"]["pruning"]["importance_split"]
+        + ".parquet",
+    output:
+        importance="results/ablation/{task}/importance.csv",
+        pruning="results/ablation/{task}/pruning.csv",
+    params:
+        step=step("ablation_pruning"),
+        files=step_files,
+    log:
+        "results/logs/ablation_pruning/{task}.log",
+    benchmark:
+        "results/benchmarks/ablation_pruning/{task}.tsv"
+    threads: 4  # scaled down to --cores by Snakemake
+    resources:
+        mem_mb=8000,
+        runtime=240,
+        gpu=0,  # profiles/slurm asks for one
+    conda:
+        "../envs/bertology.yaml"
+    shell:
+        STEP
+
+
+rule pruning_figures:
+    input:
+        importance="results/ablation/{task}/importance.csv",
+        pruning="results/ablation/{task}/pruning.csv",
+    output:
+        importance="results/figures/importance-{task}.png",
+        pruning="results/figures/pruning-{task}.png",
+    params:
+        step=step("pruning_figures"),
+        files=step_files,
+    log:
+        "results/logs/pruning_figures/{task}.log",
+    benchmark:
+        "results/benchmarks/pruning_figures/{task}.tsv"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    conda:
+        "../envs/bertology.yaml"
+    shell:
+        STEP
+
+
 TARGETS.extend(
     expand(
         [
@@ -66,6 +123,10 @@ TARGETS.extend(
             "results/ablation/{task}/summary.json",
             "results/figures/ablation-heads-{task}.png",
             "results/figures/ablation-layers-{task}.png",
+            "results/ablation/{task}/importance.csv",
+            "results/ablation/{task}/pruning.csv",
+            "results/figures/importance-{task}.png",
+            "results/figures/pruning-{task}.png",
         ],
         task=TASK_NAMES,
     )

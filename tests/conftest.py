@@ -82,7 +82,7 @@ def write_config(directory: Path, **overrides) -> Path:
         "data": {"source": "demo", "seed": 1, "max_length": 64, "demo": {"train": 40, "validation": 24}},
         "train": {"inits": ["pretrained", "random"], "epochs": 1, "batch_size": 8},
         "attention": {"examples": 16, "batch_size": 8, "chunk_size": 8},
-        "ablation": {"examples": 16, "bootstrap": 50},
+        "ablation": {"examples": 16, "bootstrap": 50, "pruning": {"random_orders": 2}},
         "mlflow": {"tracking_uri": "sqlite:///results/mlflow.db", "experiment": "test"},
     }
     for key, value in overrides.items():

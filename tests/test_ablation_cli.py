@@ -143,3 +143,79 @@ def test_snakemake_dag_has_the_ablation_steps(tmp_path, config_file, snakemake_r
             "--input validation=results/data/rte/validation.parquet --output heads=results/ablation/rte/heads.csv "
             "--output layers=results/ablation/rte/layers.csv --output summary=results/ablation/rte/summary.csv "
             "--output info=results/ablation/rte/summary.json --threads ") in proc.stdout
+
+
+def _pruning_argv(model, validation, train, out, config):
+    return ["ablation-pruning", "-w", "task=rte", "--input", f"model={model}", "--input", f"validation={validation}",
+            "--input", f"importance_data={train}", "--output", f"importance={out / 'importance.csv'}",
+            "--output", f"pruning={out / 'pruning.csv'}", "--config", config, "--threads", "1", "--device", "cpu",
+            "--no-progress"]
+
+
+def test_pruning_and_figures_steps(tiny_classifier_dir, tmp_path, mlflow_store):
+    from bertology.ablation.pruning import pruning_fractions
+
+    validation = _validation(tmp_path / "validation.parquet")
+    train = _validation(tmp_path / "train.parquet", n=20, seed=3)
+    out = tmp_path / "ablation"
+    config = _config("ablation_pruning", pruning={"random_orders": 3, "step": 0.25, "importance_examples": 12})
+    assert json.loads(config)["ablation"].keys() == {"examples", "batch_size", "seed", "config_batch", "sweep",
+                                                     "pruning"}
+    assert cli.main(_pruning_argv(tiny_classifier_dir, validation, train, out, config)) == 0
+    imp = pd.read_csv(out / "importance.csv")
+    assert list(imp.columns) == ["layer", "head", "importance", "raw", "n", "split"] and len(imp) == 8
+    assert (imp["n"] == 12).all() and (imp["split"] == "train").all()
+    np.testing.assert_allclose(imp.groupby("layer")["importance"].apply(lambda v: np.sqrt((v ** 2).sum())), 1.0)
+    pruning = pd.read_csv(out / "pruning.csv")
+    assert list(pruning.columns) == ["order", "seed", "fraction", "n_pruned", "metric", "value", "mode"]
+    assert len(pruning) == 4 * len(pruning_fractions(0.25)) and (pruning["mode"] == "zero").all()
+    assert sorted(pruning["seed"].dropna().unique().tolist()) == [2, 3, 4]       # ablation.seed 1 + 1..3
+    assert pruning.loc[pruning["fraction"] == 0, "value"].nunique() == 1            # every order starts unpruned
+    assert pruning.loc[pruning["fraction"] == 1, "value"].nunique() == 1            # and ends with no head
+    # 0% pruned is the disabling sweep's baseline on the same examples
+    sweep_out = tmp_path / "sweep"
+    assert cli.main(_sweep_argv("rte", tiny_classifier_dir, validation, sweep_out, _config("ablation_sweep"))) == 0
+    base = pd.read_csv(sweep_out / "heads.csv")["baseline"].iloc[0]
+    assert pruning.loc[pruning["fraction"] == 0, "value"].iloc[0] == pytest.approx(base)
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri=mlflow_store)
+    runs = client.search_runs([client.get_experiment_by_name("bertology").experiment_id],
+                              filter_string="tags.rule = 'ablation_pruning'")
+    (run,) = runs
+    assert run.data.tags["pruning_mode"] == "zero" and run.data.tags["importance_split"] == "train"
+    assert sorted(m.step for m in client.get_metric_history(run.info.run_id, "head_importance")) == list(range(8))
+    assert sorted(m.step for m in client.get_metric_history(run.info.run_id, "pruned_accuracy_random_mean")) == \
+        [0, 25, 50, 75, 100]
+
+    # uniform removal is recorded as such; the naive evaluation gives the same table
+    uni, naive = tmp_path / "uniform", tmp_path / "naive"
+    cfg_u = _config("ablation_pruning", pruning={"random_orders": 3, "step": 0.25, "importance_examples": 12,
+                                                 "mode": "uniform"})
+    cfg_n = _config("ablation_pruning", sweep="naive", pruning={"random_orders": 3, "step": 0.25,
+                                                                "importance_examples": 12, "mode": "uniform"})
+    assert cli.main(_pruning_argv(tiny_classifier_dir, validation, train, uni, cfg_u)) == 0
+    assert cli.main(_pruning_argv(tiny_classifier_dir, validation, train, naive, cfg_n)) == 0
+    fast_u, naive_u = pd.read_csv(uni / "pruning.csv"), pd.read_csv(naive / "pruning.csv")
+    assert (fast_u["mode"] == "uniform").all()
+    pd.testing.assert_frame_equal(fast_u, naive_u, check_exact=False, atol=1e-9)
+
+    figs = tmp_path / "figures"
+    assert cli.main(["pruning-figures", "-w", "task=rte", "--input", f"importance={out / 'importance.csv'}",
+                     "--input", f"pruning={out / 'pruning.csv'}",
+                     "--output", f"importance={figs / 'importance-rte.png'}",
+                     "--output", f"pruning={figs / 'pruning-rte.png'}", "--config", "{}"]) == 0
+    for name in ("importance-rte.png", "pruning-rte.png"):
+        assert (figs / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_snakemake_dag_has_the_pruning_steps(tmp_path, config_file, snakemake_run):
+    config_file(tmp_path, tasks=["rte"])
+    proc = snakemake_run(tmp_path, "-n", "results/figures/pruning-rte.png", "results/figures/importance-rte.png")
+    assert "rule ablation_pruning:" in proc.stdout and "rule pruning_figures:" in proc.stdout
+    assert "--input importance_data=results/data/rte/train.parquet" in proc.stdout
+    assert "\"pruning\": {\"importance_examples\": 2000, \"importance_split\": \"train\", \"mode\": \"zero\", " \
+           "\"random_orders\": 5, \"step\": 0.1}" in proc.stdout
+    config_file(tmp_path, tasks=["rte"], ablation={"examples": 16, "pruning": {"importance_split": "validation"}})
+    proc = snakemake_run(tmp_path, "-n", "results/ablation/rte/importance.csv")
+    assert "--input importance_data=results/data/rte/validation.parquet" in proc.stdout

@@ -45,6 +45,8 @@ _TRAIN_KEYS = tuple(f"train.{k}" for k in ("epochs", "batch_size", "learning_rat
                                            "mixed_precision", "eval_batch_size", "seed", "max_grad_norm",
                                            "checkpoint_steps", "checkpoint_minutes"))
 
+_SWEEP_KEYS = tuple(f"ablation.{k}" for k in ("examples", "batch_size", "seed", "config_batch", "sweep"))
+
 STEPS: dict[str, StepSpec] = {
     # data
     "prepare_data": StepSpec("bertology.steps.data:prepare_data", ("data",),
@@ -110,10 +112,16 @@ STEPS: dict[str, StepSpec] = {
     "sieve_summary": StepSpec("bertology.steps.sieve:sieve_summary", ("tasks",),
                               "role shares, overlaps, Spearman -> results/stats/sieve_summary.csv"),
     # disabling heads and layers
-    "ablation_sweep": StepSpec("bertology.steps.ablation:ablation_sweep", ("ablation", "data.max_length"),
+    "ablation_sweep": StepSpec("bertology.steps.ablation:ablation_sweep", (*_SWEEP_KEYS, "ablation.bootstrap",
+                                                                            "ablation.alpha", "data.max_length"),
                                "disable every head and every layer alone -> results/ablation/{task}/*.csv"),
     "ablation_figures": StepSpec("bertology.steps.ablation:ablation_figures", (),
                                  "Kovaleva Figs. 8-9 of one task"),
+    "ablation_pruning": StepSpec("bertology.steps.ablation:ablation_pruning",
+                                 (*_SWEEP_KEYS, "ablation.pruning", "data.max_length"),
+                                 "head importance and pruning curves (Michel et al.) -> importance.csv, pruning.csv"),
+    "pruning_figures": StepSpec("bertology.steps.ablation:pruning_figures", (),
+                                "importance map and pruning curves of one task"),
     # the report
     "report": StepSpec("bertology.steps.report:report",
                        ("model", "tasks", "data", "train", "attention", "analysis", "ablation", "mlflow"),

@@ -126,6 +126,15 @@ class AnalysisConfig:
 
 
 @dataclass(frozen=True)
+class PruningConfig:
+    mode: str
+    step: float
+    random_orders: int
+    importance_split: str
+    importance_examples: int | None
+
+
+@dataclass(frozen=True)
 class AblationConfig:
     examples: int | None
     batch_size: int
@@ -134,6 +143,7 @@ class AblationConfig:
     config_batch: int
     alpha: float
     sweep: str
+    pruning: PruningConfig
 
 
 @dataclass(frozen=True)

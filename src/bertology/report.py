@@ -101,6 +101,18 @@ SECTIONS: tuple[Section, ...] = (
         "verbs (82.5%) and possessives to the head of their NP (80.5%), all learnt without syntactic supervision.",
         ("parser",), ("stats/syntax/best_heads.csv",)),
     Section(
+        "pruning", "Head importance and pruning (Michel et al. 2019)",
+        "Importance of a head = mean over examples of |dL/dξ|, the loss's sensitivity to a gate ξ on the head's "
+        "output (ξ = 1 is the intact model), normalised per layer (l2), computed on the split named in each "
+        "map's title (ablation.pruning.importance_split; the paper and the default: training data). Pruning "
+        "curves: the validation score with 0, 10, ..., 100% of all heads removed, least important first, "
+        "against random orders (mean, ±1 std, range); removal zeroes the head's output (the paper) or, with "
+        "ablation.pruning.mode: uniform, makes it attend uniformly (as the disabling above).",
+        "Michel et al.: most heads can be removed at test time; pruning by importance, 20% (WMT) and 40% (BERT "
+        "on MNLI) of the heads go without a noticeable loss, after which the score drops sharply. Their curves "
+        "have no random baseline; the gap to the random orders here says how much the importance order buys.",
+        ("importance", "pruning")),
+    Section(
         "sieve", "Functional roles of heads (Pande et al. 2021)",
         "Sieve bias: for each role (local, block, delimiter, syntactic, ...) how much more attention a head "
         "puts on the role's tokens than uniform attention would (n × mean attention); a one-sided t-test "

@@ -89,3 +89,55 @@ def plot_layers(layers: pd.DataFrame, task: str, path: str | Path) -> Path:
         ax.legend(loc="best", fontsize=8)
     fig.suptitle(f"{task}: one layer disabled at a time (error bars: 95% paired-bootstrap CI)", fontsize=10)
     return save_figure(fig, path)
+
+
+def plot_importance(importance: pd.DataFrame, task: str, path: str | Path) -> Path:
+    """Michel et al.'s head importance as a layer x head map (importance.csv: normalised per layer, so each
+    layer's row has unit l2 norm; the title says on which split and how many examples it was measured)."""
+    from bertology.plotting import layer_head_heatmap, new_figure, save_figure
+
+    n_layers, n_heads = int(importance["layer"].max()) + 1, int(importance["head"].max()) + 1
+    grid = np.full((n_layers, n_heads), np.nan)
+    grid[importance["layer"], importance["head"]] = importance["importance"]
+    fig, ax = new_figure(max(5.5, 0.42 * n_heads + 2.5), 0.42 * n_layers + 1.8)
+    im = layer_head_heatmap(ax, grid, vmin=0.0, vmax=float(np.nanmax(grid)) or 1.0, cmap="viridis",
+                            head_every=1 if n_heads <= 16 else 2)
+    fig.colorbar(im, ax=ax, label="importance (l2-normalised per layer)")
+    where = ""
+    if {"split", "n"} <= set(importance.columns):
+        where = f" on {int(importance['n'].iloc[0])} {importance['split'].iloc[0]} examples"
+    ax.set_title(f"{task}: head importance E|dL/dξ|{where}", fontsize=10)
+    return save_figure(fig, path)
+
+
+def plot_pruning(pruning: pd.DataFrame, task: str, path: str | Path) -> Path:
+    """Michel et al. Fig. 3 style: the metric against the percentage of heads pruned, least important first,
+    against random orders (mean, ±1 std band, min-max range), one panel per metric; the title gives the
+    removal mode (zeroed output or uniform attention)."""
+    from bertology.ablation.pruning import curve_summary
+    from bertology.plotting import new_figure, save_figure
+
+    summary = curve_summary(pruning)
+    metrics = list(dict.fromkeys(pruning["metric"]))
+    fig, axes = new_figure(max(6.0, 4.6 * len(metrics)), 3.8, ncols=len(metrics), squeeze=False)
+    for ax, metric in zip(axes[0], metrics):
+        sub = summary[summary["metric"] == metric].sort_values("fraction")
+        x = 100 * sub["fraction"].to_numpy()
+        if sub["random_n"].max() > 0:
+            n_random = int(sub["random_n"].max())
+            ax.fill_between(x, sub["random_min"], sub["random_max"], color="tab:gray", alpha=0.15,
+                            label=f"random orders: range (n={n_random})")
+            if n_random > 1:
+                ax.fill_between(x, sub["random_mean"] - sub["random_std"], sub["random_mean"] + sub["random_std"],
+                                color="tab:gray", alpha=0.3, label="random orders: mean ± 1 std")
+            ax.plot(x, sub["random_mean"], color="tab:gray", marker=".", label="random orders: mean")
+        ax.plot(x, sub["importance"], color="tab:blue", marker="o", label="by importance (least first)")
+        ax.axhline(float(sub["importance"].iloc[0]), color="orange", linestyle="--", linewidth=1, label="unpruned")
+        ax.set_xlabel("heads pruned (%)")
+        ax.set_ylabel(metric)
+        ax.set_xlim(0, 100)
+        ax.legend(loc="lower left", fontsize=7)
+    mode = pruning["mode"].iloc[0] if "mode" in pruning.columns else "zero"
+    how = "head output zeroed" if mode == "zero" else "head attends uniformly"
+    fig.suptitle(f"{task}: pruning heads ({how}), evaluated on validation", fontsize=10)
+    return save_figure(fig, path)

@@ -166,7 +166,7 @@ def head_importance(model, batches: Sequence, labels: np.ndarray, progress: bool
     n_layers, n_heads = model.config.num_hidden_layers, model.config.num_attention_heads
     total = np.zeros((n_layers, n_heads))
     count = 0
-    labels_t = torch.as_tensor(np.asarray(labels))
+    labels_t = torch.as_tensor(np.array(labels))
     for batch in tqdm(batches, desc="head importance", unit="batch", disable=not progress):
         b = batch.to(device)
         y = labels_t[torch.as_tensor(batch.rows)]

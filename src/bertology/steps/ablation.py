@@ -18,39 +18,54 @@ def _write_json(obj: dict, path: Path) -> None:
     tmp.replace(path)
 
 
+def _load_finetuned(ctx: StepContext, enable):
+    """The fine-tuned classifier of the job's task (``--input model=``) switched over by `enable`, its
+    tokenizer and the device; checks that its outputs fit the task."""
+    import torch
+
+    from bertology.models import load_encoder, load_tokenizer
+    from bertology.tasks import get_task
+    from bertology.training import select_device
+
+    task = ctx.wildcards["task"]
+    spec = get_task(task)
+    torch.set_num_threads(ctx.threads)
+    device = select_device(ctx.device)
+    if not ctx.progress:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    model = enable(load_encoder(str(ctx.input.model), classifier=True, device=device))
+    if model.config.num_labels != spec.num_labels:
+        raise UserError(f"{ctx.input.model} has {model.config.num_labels} output(s) but {task} needs "
+                        f"{spec.num_labels}: give the model fine-tuned on {task} (results/models/{task}/pretrained)")
+    return model, load_tokenizer(str(ctx.input.model)), device
+
+
+def _eval_sample(ctx: StepContext):
+    """The seeded validation sample (ablation.examples, ablation.seed) every ablation step evaluates on."""
+    from bertology.data import read_prepared, sample_rows
+
+    cfg = ctx.config.ablation
+    return sample_rows(read_prepared(ctx.input.validation), cfg.examples, cfg.seed,
+                       what=f"{ctx.wildcards['task']}/validation (ablation.examples)")
+
+
 def ablation_sweep(ctx: StepContext) -> None:
     """results/ablation/{task}/heads.csv, layers.csv, summary.csv, summary.json from the fine-tuned model.
 
     The examples are a seeded sample (ablation.examples, ablation.seed) of the validation split; the model
     is the one fine-tuned from the pretrained encoder (``--input model=``).
     """
-    import torch
-
     from bertology.ablation.disable import enable_disabling
     from bertology.ablation.figures import verdict
     from bertology.ablation.stats import COLUMN_DOCS, sweep_tables
     from bertology.ablation.sweep import encode_batches, run_sweep
-    from bertology.data import read_prepared, sample_rows
     from bertology.io import write_csv
-    from bertology.models import load_encoder, load_tokenizer
-    from bertology.tasks import get_task
-    from bertology.training import select_device
 
     task, cfg = ctx.wildcards["task"], ctx.config.ablation
-    spec = get_task(task)
-    torch.set_num_threads(ctx.threads)
-    df = sample_rows(read_prepared(ctx.input.validation), cfg.examples, cfg.seed,
-                     what=f"{task}/validation (ablation.examples)")
-    device = select_device(ctx.device)
-    if not ctx.progress:
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()
-    model = enable_disabling(load_encoder(str(ctx.input.model), classifier=True, device=device))
-    tokenizer = load_tokenizer(str(ctx.input.model))
-    if model.config.num_labels != spec.num_labels:
-        raise UserError(f"{ctx.input.model} has {model.config.num_labels} output(s) but {task} needs "
-                        f"{spec.num_labels}: give the model fine-tuned on {task} (results/models/{task}/pretrained)")
+    model, tokenizer, device = _load_finetuned(ctx, enable_disabling)
+    df = _eval_sample(ctx)
     batches = encode_batches(tokenizer, df, ctx.config.data.max_length, cfg.batch_size)
     n_layers, n_heads = model.config.num_hidden_layers, model.config.num_attention_heads
 
@@ -96,4 +111,79 @@ def ablation_figures(ctx: StepContext) -> None:
     heads, layers = pd.read_csv(ctx.input.heads), pd.read_csv(ctx.input.layers)
     ctx.tracker.tags({"variant": "finetuned"})
     for path in (plot_heads(heads, task, ctx.output.heads), plot_layers(layers, task, ctx.output.layers)):
+        ctx.tracker.artifact(path, "figures")
+
+
+def ablation_pruning(ctx: StepContext) -> None:
+    """results/ablation/{task}/importance.csv and pruning.csv (Michel et al. 2019) from the fine-tuned model.
+
+    Importance: mean |dL/d gate| per head over a seeded sample (ablation.pruning.importance_examples) of
+    ablation.pruning.importance_split (``--input importance_data=``; the paper: training data), normalised
+    per layer (l2). Pruning: the validation sample of the disabling sweep (ablation.examples, ablation.seed)
+    scored with 0, step, ..., 100% of the heads removed (ablation.pruning.mode), least important first and
+    in ablation.pruning.random_orders random orders.
+    """
+    from bertology.ablation.importance import enable_gates, head_importance
+    from bertology.ablation.pruning import curve_summary, pruned_logits, pruning_fractions, pruning_plan, pruning_table
+    from bertology.ablation.sweep import encode_batches
+    from bertology.data import read_prepared, sample_rows
+    from bertology.io import write_csv
+    from bertology.tasks import get_task
+
+    task, cfg = ctx.wildcards["task"], ctx.config.ablation
+    pcfg, spec = cfg.pruning, get_task(task)
+    split = pcfg.importance_split
+    model, tokenizer, device = _load_finetuned(ctx, enable_gates)
+    max_length = ctx.config.data.max_length
+    imp_df = sample_rows(read_prepared(ctx.input.importance_data), pcfg.importance_examples, cfg.seed,
+                         what=f"{task}/{split} (ablation.pruning.importance_examples)")
+    t0 = time.perf_counter()
+    importance = head_importance(model, encode_batches(tokenizer, imp_df, max_length, cfg.batch_size),
+                                 imp_df["label"].to_numpy(), progress=ctx.progress)
+    importance_s = time.perf_counter() - t0
+    write_csv(importance.frame(split), ctx.output.importance)
+    ctx.log.info("%s: head importance over %d %s examples in %.1f s", task, importance.n, split, importance_s)
+
+    df = _eval_sample(ctx)
+    labels = df["label"].to_numpy()
+    seeds = [cfg.seed + i + 1 for i in range(pcfg.random_orders)]
+    plan, masks = pruning_plan(importance.importance, pruning_fractions(pcfg.step), seeds)
+    t0 = time.perf_counter()
+    logits = pruned_logits(model, encode_batches(tokenizer, df, max_length, cfg.batch_size), masks, len(df),
+                           mode=pcfg.mode, method=cfg.sweep, config_batch=cfg.config_batch, progress=ctx.progress)
+    pruning_s = time.perf_counter() - t0
+    table = pruning_table(plan, logits, labels, spec.metrics, spec.is_regression, pcfg.mode)
+    write_csv(table, ctx.output.pruning)
+    ctx.log.info("%s: %d pruned configurations x %d validation examples in %.1f s (%s, %s removal)", task,
+                 len(masks), len(df), pruning_s, cfg.sweep, pcfg.mode)
+
+    tracker = ctx.tracker
+    n_heads = model.config.num_attention_heads
+    tracker.tags({"variant": "finetuned", "device": str(device), "sweep": cfg.sweep, "pruning_mode": pcfg.mode,
+                  "importance_split": split})
+    tracker.metrics({"importance_seconds": importance_s, "pruning_seconds": pruning_s,
+                     "importance_examples": importance.n, "n_examples": len(df)})
+    # normalised importance per head at step = layer * H + head
+    for r in importance.frame(split).itertuples():
+        tracker.metric("head_importance", float(r.importance), step=int(r.layer * n_heads + r.head))
+    # the curves at step = percent of heads pruned
+    for r in curve_summary(table).itertuples():
+        step = int(round(100 * r.fraction))
+        tracker.metric(f"pruned_{r.metric}_importance_order", float(r.importance), step=step)
+        if r.random_n:
+            tracker.metric(f"pruned_{r.metric}_random_mean", float(r.random_mean), step=step)
+    for path in (ctx.output.importance, ctx.output.pruning):
+        tracker.artifact(path)
+
+
+def pruning_figures(ctx: StepContext) -> None:
+    """The importance map (layer x head) and the pruning curves of one task from importance.csv, pruning.csv."""
+    import pandas as pd
+
+    from bertology.ablation.figures import plot_importance, plot_pruning
+
+    task = ctx.wildcards["task"]
+    ctx.tracker.tags({"variant": "finetuned"})
+    for path in (plot_importance(pd.read_csv(ctx.input.importance), task, ctx.output.importance),
+                 plot_pruning(pd.read_csv(ctx.input.pruning), task, ctx.output.pruning)):
         ctx.tracker.artifact(path, "figures")
