@@ -215,7 +215,7 @@ def test_snakemake_dag_has_the_pruning_steps(tmp_path, config_file, snakemake_ru
     assert "rule ablation_pruning:" in proc.stdout and "rule pruning_figures:" in proc.stdout
     assert "--input importance_data=results/data/rte/train.parquet" in proc.stdout
     assert "\"pruning\": {\"importance_examples\": 2000, \"importance_split\": \"train\", \"mode\": \"zero\", " \
-           "\"random_orders\": 5, \"step\": 0.1}" in proc.stdout
+           "\"random_orders\": 2, \"step\": 0.1}" in proc.stdout
     config_file(tmp_path, tasks=["rte"], ablation={"examples": 16, "pruning": {"importance_split": "validation"}})
     proc = snakemake_run(tmp_path, "-n", "results/ablation/rte/importance.csv")
     assert "--input importance_data=results/data/rte/validation.parquet" in proc.stdout

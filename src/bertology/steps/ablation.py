@@ -64,8 +64,8 @@ def ablation_sweep(ctx: StepContext) -> None:
     from bertology.io import write_csv
 
     task, cfg = ctx.wildcards["task"], ctx.config.ablation
-    model, tokenizer, device = _load_finetuned(ctx, enable_disabling)
     df = _eval_sample(ctx)
+    model, tokenizer, device = _load_finetuned(ctx, enable_disabling)
     batches = encode_batches(tokenizer, df, ctx.config.data.max_length, cfg.batch_size)
     n_layers, n_heads = model.config.num_hidden_layers, model.config.num_attention_heads
 
@@ -133,10 +133,11 @@ def ablation_pruning(ctx: StepContext) -> None:
     task, cfg = ctx.wildcards["task"], ctx.config.ablation
     pcfg, spec = cfg.pruning, get_task(task)
     split = pcfg.importance_split
-    model, tokenizer, device = _load_finetuned(ctx, enable_gates)
-    max_length = ctx.config.data.max_length
     imp_df = sample_rows(read_prepared(ctx.input.importance_data), pcfg.importance_examples, cfg.seed,
                          what=f"{task}/{split} (ablation.pruning.importance_examples)")
+    df = _eval_sample(ctx)
+    model, tokenizer, device = _load_finetuned(ctx, enable_gates)
+    max_length = ctx.config.data.max_length
     t0 = time.perf_counter()
     importance = head_importance(model, encode_batches(tokenizer, imp_df, max_length, cfg.batch_size),
                                  imp_df["label"].to_numpy(), progress=ctx.progress)
@@ -144,7 +145,6 @@ def ablation_pruning(ctx: StepContext) -> None:
     write_csv(importance.frame(split), ctx.output.importance)
     ctx.log.info("%s: head importance over %d %s examples in %.1f s", task, importance.n, split, importance_s)
 
-    df = _eval_sample(ctx)
     labels = df["label"].to_numpy()
     seeds = [cfg.seed + i + 1 for i in range(pcfg.random_orders)]
     plan, masks = pruning_plan(importance.importance, pruning_fractions(pcfg.step), seeds)
