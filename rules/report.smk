@@ -6,6 +6,8 @@
 rule explorer:
     input:
         reads=explorer_inputs(TASK_NAMES)["required"],
+        # optional reads the workflow produces (the importance map is shown when present)
+        importance=expand("results/ablation/{task}/importance.csv", task=TASK_NAMES),
     output:
         page="results/explorer.html",
     params:
