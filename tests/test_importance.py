@@ -42,7 +42,7 @@ def test_gates_of_one_change_nothing(model):
 
 def zeroed_by_hand(model, zero: dict[int, list[int]], x, t, m) -> torch.Tensor:
     """Reference: an eager model whose heads' context columns are set to 0 before the output projection."""
-    dh = model.config.hidden_size // H
+    dh = model.config.hidden_size // model.config.num_attention_heads
     hooks = []
     for layer, heads in zero.items():
         def pre(module, args, heads=heads):
@@ -51,7 +51,7 @@ def zeroed_by_hand(model, zero: dict[int, list[int]], x, t, m) -> torch.Tensor:
             for h in heads:
                 context[..., h * dh:(h + 1) * dh] = 0
             return (context,)
-        hooks.append(model.bert.encoder.layer[layer].attention.output.dense.register_forward_pre_hook(pre))
+        hooks.append(model.base_model.encoder.layer[layer].attention.output.dense.register_forward_pre_hook(pre))
     try:
         with torch.no_grad():
             return model(input_ids=x, token_type_ids=t, attention_mask=m).logits
@@ -186,3 +186,38 @@ def test_bad_inputs_fail_clearly(model):
     x, t, m = padded(ids, tts)
     with pytest.raises(ValueError, match="bertology_gates"):
         model(input_ids=x, token_type_ids=t, attention_mask=m, bertology_gates=torch.ones(L, H + 1))
+
+
+def other_arch(name: str):
+    """A tiny random RoBERTa or ELECTRA classifier (their attention follows transformers' AttentionInterface)."""
+    from transformers import ElectraConfig, ElectraForSequenceClassification, RobertaConfig, RobertaForSequenceClassification
+
+    kw = dict(vocab_size=50, hidden_size=32, num_hidden_layers=L, num_attention_heads=H, intermediate_size=48,
+              max_position_embeddings=40, num_labels=2, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+              initializer_range=0.3)
+    cls, cfg = ((RobertaForSequenceClassification, RobertaConfig(**kw)) if name == "roberta" else
+                (ElectraForSequenceClassification, ElectraConfig(embedding_size=32, **kw)))
+    torch.manual_seed(0)
+    model = cls(cfg).eval()
+    model.set_attn_implementation("eager")
+    return model
+
+
+@pytest.mark.parametrize("arch", ["roberta", "electra"])
+def test_gates_on_other_architectures(arch):
+    plain = other_arch(arch)
+    model = imp.enable_gates(other_arch(arch))
+    x = torch.randint(5, 50, (4, 9), generator=torch.Generator().manual_seed(2))
+    m = torch.ones_like(x)
+    m[1, 6:] = 0
+    t = torch.zeros_like(x)
+    with torch.no_grad():
+        want = plain(input_ids=x, attention_mask=m).logits
+        ones = model(input_ids=x, attention_mask=m, bertology_gates=torch.ones(L, H)).logits
+        gates = torch.ones(L, H)
+        gates[1, [0, 2]] = 0.0
+        zero = model(input_ids=x, attention_mask=m, bertology_gates=gates).logits
+    torch.testing.assert_close(ones, want, atol=1e-5, rtol=0)
+    torch.testing.assert_close(zero, zeroed_by_hand(plain, {1: [0, 2]}, x, t, m), atol=1e-5, rtol=0)
+    g = imp.gate_gradients(model, x, t, m, torch.tensor([0, 1, 1, 0]))
+    assert g.shape == (4, L, H) and bool((g != 0).any())
