@@ -136,7 +136,7 @@ def plot_pruning(pruning: pd.DataFrame, task: str, path: str | Path) -> Path:
         ax.set_xlabel("heads pruned (%)")
         ax.set_ylabel(metric)
         ax.set_xlim(0, 100)
-        ax.legend(loc="lower left", fontsize=7)
+        ax.legend(loc="best", fontsize=7)
     mode = pruning["mode"].iloc[0] if "mode" in pruning.columns else "zero"
     how = "head output zeroed" if mode == "zero" else "head attends uniformly"
     fig.suptitle(f"{task}: pruning heads ({how}), evaluated on validation", fontsize=10)
