@@ -39,7 +39,8 @@ def test_every_design_output_exists(pipeline):
                      f"scores/{task}/pretrained.json", f"scores/{task}/finetuned.json",
                      f"scores/{task}/random-finetuned.json", f"attention/{task}/pretrained.zarr",
                      f"attention/{task}/finetuned.zarr", f"stats/{task}/cosine.csv",
-                     f"ablation/{task}/heads.csv", f"ablation/{task}/layers.csv"]
+                     f"ablation/{task}/heads.csv", f"ablation/{task}/layers.csv",
+                     f"ablation/{task}/importance.csv", f"ablation/{task}/pruning.csv"]
         for variant in ("pretrained", "finetuned"):
             expected += [f"stats/{task}/{variant}/{name}.csv"
                          for name in ("patterns", "features", "cls", "relations", "sieve", "entropy", "parser")]
@@ -109,5 +110,5 @@ def test_rerun_has_nothing_to_do_and_analysis_change_reruns_only_analysis(pipeli
     scheduled = set(re.findall(r"^(\w+)\s+\d+$", table, re.M)) - {"total"}
     assert scheduled, out[-2000:]
     assert not scheduled & {"prepare_data", "train_model", "score", "extract_attention", "annotate_words",
-                            "ablation_sweep"}, scheduled
+                            "ablation_sweep", "ablation_pruning"}, scheduled
     assert any(s.startswith("sieve") for s in scheduled), scheduled
