@@ -139,7 +139,8 @@ def fast_batch_pruned_logits(model, batch: Batch, masks: torch.Tensor, mode: str
     out = torch.empty(len(masks), n, _n_outputs(model), dtype=torch.float64)
     masks = masks.to(hidden.device)
     any_layer = masks.any(dim=2)                                           # (C, L)
-    first = torch.where(any_layer.any(dim=1), any_layer.float().argmax(dim=1), torch.full_like(any_layer[:, 0], n_layers, dtype=torch.long))
+    # first layer with a removed head (L when none): the layers below it are the intact model's
+    first = torch.where(any_layer.any(dim=1), any_layer.long().argmax(dim=1), n_layers)
     config_batch = effective_config_batch(config_batch, n, batch.input_ids.shape[1], hidden.device)
     for start_layer in sorted(set(first.tolist())):
         idx = torch.nonzero(first == start_layer).flatten()
