@@ -101,19 +101,18 @@ def _syntax_extract_inputs(wildcards):
 
 
 onstart:
-    from bertology import tracking
+    from bertology.workflow import on_start
 
-    tracking.init_store()
-    tracking.parent_run_id(INVOCATION, params=config)
+    on_start(INVOCATION, config)
 
 
 onsuccess:
-    from bertology import tracking
+    from bertology.workflow import on_end
 
-    tracking.end_invocation(INVOCATION, "FINISHED")
+    on_end(INVOCATION, "FINISHED")
 
 
 onerror:
-    from bertology import tracking
+    from bertology.workflow import on_end
 
-    tracking.end_invocation(INVOCATION, "FAILED")
+    on_end(INVOCATION, "FAILED")

@@ -16,6 +16,12 @@ import pytest
 from bertology import tracking
 
 
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path, monkeypatch):
+    """Pending records (.bertology/pending/) go to the test's own directory."""
+    monkeypatch.chdir(tmp_path)
+
+
 @pytest.fixture()
 def store(tmp_path, monkeypatch):
     uri = f"sqlite:///{tmp_path}/mlflow.db"

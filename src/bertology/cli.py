@@ -126,6 +126,9 @@ STEPS: dict[str, StepSpec] = {
                                 tracked=False),
     "init_mlflow": StepSpec("bertology.steps.admin:init_mlflow", ("mlflow",),
                             "create the MLflow store and the invocation's parent run", tracked=False),
+    "tracking_replay": StepSpec("bertology.steps.admin:tracking_replay", (),
+                                "send the MLflow records kept under .bertology/pending/ while tracking was down",
+                                tracked=False),
 }
 
 USER_ERRORS: tuple[type[BaseException], ...] = (UserError, FileNotFoundError, ValueError)

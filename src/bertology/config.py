@@ -140,6 +140,7 @@ class AblationConfig:
 class MlflowConfig:
     tracking_uri: str
     experiment: str
+    required: bool
 
 
 @dataclass(frozen=True)
