@@ -3,6 +3,7 @@ import shlex
 
 from bertology.cli import STEPS, step_args
 from bertology.config import sections_json, validate_config
+from bertology.data import source_version
 from bertology.explorer import explorer_inputs
 from bertology.tasks import SPLITS, STORE_VARIANTS, TASKS, VARIANT_INIT
 from bertology.workflow import setup_environment
@@ -14,6 +15,9 @@ validate_config(config)
 
 
 INVOCATION = setup_environment(config)
+
+# The hub dataset's revision (empty for other sources): a new revision re-runs the data rule.
+SOURCE_VERSION = source_version(config["data"]["source"])
 
 
 envvars:
@@ -54,6 +58,13 @@ def step_files(wildcards, input, output):
 
 
 # Input functions used by the files in rules/ (snakemake --lint wants functions and rules apart).
+def _source_files(wildcards):
+    """The file a split is read from (GLUE directories): editing it re-runs the data rule and what follows."""
+    from bertology.data import source_files
+
+    return source_files(config["data"]["source"], wildcards.task, wildcards.split)
+
+
 def _score_model(wildcards):
     """The fine-tuned model a score needs (none for the untrained-head `pretrained` variant)."""
     from bertology.tasks import VARIANT_INIT

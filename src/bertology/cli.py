@@ -59,7 +59,7 @@ STEPS: dict[str, StepSpec] = {
                        "Kovaleva Table 1: table1.csv, table1.md and the figure"),
     # the attention store
     "attention_sample": StepSpec("bertology.steps.attention:attention_sample",
-                                 ("attention.split", "attention.examples", "data.seed"),
+                                 ("attention.split", "attention.examples", "data.seed", "data.short_split"),
                                  "the seeded attention sample -> results/attention/{task}/sample.parquet"),
     "annotate_words": StepSpec("bertology.steps.attention:annotate_words", ("attention.spacy_model",),
                                "spaCy words of the sample -> results/attention/{task}/words.parquet"),
@@ -110,7 +110,8 @@ STEPS: dict[str, StepSpec] = {
     "sieve_summary": StepSpec("bertology.steps.sieve:sieve_summary", ("tasks",),
                               "role shares, overlaps, Spearman -> results/stats/sieve_summary.csv"),
     # disabling heads and layers
-    "ablation_sweep": StepSpec("bertology.steps.ablation:ablation_sweep", ("ablation", "data.max_length"),
+    "ablation_sweep": StepSpec("bertology.steps.ablation:ablation_sweep",
+                               ("ablation", "data.max_length", "data.short_split"),
                                "disable every head and every layer alone -> results/ablation/{task}/*.csv"),
     "ablation_figures": StepSpec("bertology.steps.ablation:ablation_figures", (),
                                  "Kovaleva Figs. 8-9 of one task"),

@@ -51,6 +51,7 @@ class DataConfig:
     max_eval_examples: int | None
     max_length: int
     seed: int
+    short_split: str
     demo: DemoSizes
 
 

@@ -29,7 +29,18 @@ def setup_environment(config: dict) -> str:
     from bertology.tracking import bound_http_timeouts
 
     bound_http_timeouts()  # seconds, not minutes, for a tracking server that hangs (jobs inherit them)
+    _pending_hint()
     return os.environ.setdefault(INVOCATION_ENV, uuid.uuid4().hex)
+
+
+def _pending_hint() -> None:
+    """One line when MLflow records kept during an outage wait under .bertology/pending/."""
+    from bertology.tracking import PENDING_DIR, pending_records
+
+    kept = pending_records()
+    if kept:
+        print(f"bertology: {len(kept)} MLflow record(s) kept while tracking was down wait under {PENDING_DIR}/; "
+              f"the next run with jobs sends them, or now: bertology tracking-replay", file=sys.stderr)
 
 
 def on_start(invocation: str, config: dict) -> None:

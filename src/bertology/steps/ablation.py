@@ -39,8 +39,8 @@ def ablation_sweep(ctx: StepContext) -> None:
     task, cfg = ctx.wildcards["task"], ctx.config.ablation
     spec = get_task(task)
     torch.set_num_threads(ctx.threads)
-    df = sample_rows(read_prepared(ctx.input.validation), cfg.examples, cfg.seed,
-                     what=f"{task}/validation (ablation.examples)")
+    df = sample_rows(read_prepared(ctx.input.validation), cfg.examples, cfg.seed, what=f"{task}/validation",
+                     key="ablation.examples", short_split=ctx.config.data.short_split)
     device = select_device(ctx.device)
     if not ctx.progress:
         from transformers.utils import logging as hf_logging
