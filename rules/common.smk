@@ -2,16 +2,16 @@
 import shlex
 
 from bertology.cli import STEPS, step_args
-from bertology.config import sections_json, validate_config
+from bertology.config import sections_json
 from bertology.data import source_version
 from bertology.explorer import explorer_inputs
 from bertology.tasks import SPLITS, STORE_VARIANTS, TASKS, VARIANT_INIT
-from bertology.workflow import setup_environment
+from bertology.workflow import check_config, setup_environment
 
 
-# Snakemake's validate fills the schema's defaults (the only place they live); on failure the error
-# names every bad key and the allowed values.
-validate_config(config)
+# Snakemake's validate fills the schema's defaults (the only place they live); on failure one line names
+# every bad key and the allowed values (no traceback: bertology.workflow.fail).
+check_config(config)
 
 
 INVOCATION = setup_environment(config)

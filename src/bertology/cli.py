@@ -132,7 +132,9 @@ STEPS: dict[str, StepSpec] = {
                                 tracked=False),
 }
 
-USER_ERRORS: tuple[type[BaseException], ...] = (UserError, FileNotFoundError, ValueError)
+# Errors printed as one line (the traceback with --debug): the user's own, and those of files and libraries
+# that name what is wrong (a missing or unreadable file, a full disk, a transformers/hub OSError).
+USER_ERRORS: tuple[type[BaseException], ...] = (UserError, OSError, ValueError)
 
 
 class Files(Mapping[str, list[Path]]):
@@ -299,9 +301,15 @@ def main(argv: list[str] | None = None) -> int:
     except USER_ERRORS as err:
         if debug:
             raise
-        message = " ".join(str(err).split())  # one line, whatever the exception held
+        message = " ".join(str(err).split()) or type(err).__name__  # one line, whatever the exception held
         print(f"bertology {name.replace('_', '-')}: error: {message}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        print(f"bertology {name.replace('_', '-')}: interrupted (what was written completely stays; run it again "
+              f"to go on)", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

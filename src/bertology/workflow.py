@@ -43,12 +43,30 @@ def _pending_hint() -> None:
               f"the next run with jobs sends them, or now: bertology tracking-replay", file=sys.stderr)
 
 
-def on_start(invocation: str, config: dict) -> None:
-    """The Snakefile's ``onstart`` (real runs only, before any job): the tracking store answers (or the
-    workflow stops with one line naming it, unless ``mlflow.required`` is false), records kept by earlier
-    runs are sent, and the invocation's parent run is created."""
-    from bertology import tracking
+def check_config(config: dict) -> None:
+    """Validate the workflow's config in place (defaults filled); a bad one stops it in one line."""
+    from bertology.config import validate_config
+    from bertology.errors import UserError
 
+    try:
+        validate_config(config)
+    except UserError as err:
+        fail(str(err))
+
+
+def on_start(invocation: str, config: dict) -> None:
+    """The Snakefile's ``onstart`` (real runs only, before any job): the model is a bidirectional encoder
+    with a readable config, the tracking store answers (or the workflow stops with one line naming it,
+    unless ``mlflow.required`` is false), records kept by earlier runs are sent, and the invocation's
+    parent run is created."""
+    from bertology import tracking
+    from bertology.errors import UserError
+    from bertology.models import check_encoder, resolve_model
+
+    try:  # the model is an encoder, and its directory readable (a hub name not cached: its first job checks)
+        check_encoder(resolve_model(config["model"]))
+    except UserError as err:
+        fail(f"model: {err}")
     try:
         tracking.start_invocation(invocation, params=config, required=config["mlflow"]["required"])
     except tracking.TrackingUnreachable as err:
