@@ -4,68 +4,14 @@ a workflow that requires it in one line, and no run stays RUNNING."""
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import mlflow
 import pytest
-import requests
 
 from bertology import tracking
 from bertology.cli import main
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class Server:
-    """One `mlflow server` process group; stop() freezes it (SIGSTOP: requests hang), resume() thaws it."""
-
-    def __init__(self, root: Path):
-        self.root, self.port = root, _free_port()
-        self.uri = f"http://127.0.0.1:{self.port}"
-        mlflow_bin = Path(sys.executable).parent / "mlflow"
-        self.log = open(root / "server.log", "w")
-        self.proc = subprocess.Popen(
-            [str(mlflow_bin), "server", "--backend-store-uri", f"sqlite:///{root}/server.db",
-             "--default-artifact-root", (root / "artifacts").as_uri(), "--host", "127.0.0.1",
-             "--port", str(self.port), "--workers", "1"],
-            stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline:
-            try:
-                if requests.get(f"{self.uri}/health", timeout=2).ok:
-                    return
-            except requests.RequestException:
-                pass
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.5)
-        self.close()
-        raise RuntimeError(f"mlflow server did not start: {(root / 'server.log').read_text()[-2000:]}")
-
-    def stop(self) -> None:
-        os.killpg(self.proc.pid, signal.SIGSTOP)
-
-    def resume(self) -> None:
-        os.killpg(self.proc.pid, signal.SIGCONT)
-
-    def close(self) -> None:
-        try:
-            os.killpg(self.proc.pid, signal.SIGCONT)
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            self.proc.wait(timeout=30)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.log.close()
+from tests.builders.mlflow_server import Server
 
 
 @pytest.fixture(scope="module")
@@ -149,7 +95,7 @@ def test_workflow_with_server_down(server, tmp_path, config_file, snakemake_run)
         server.resume()
     proc = snakemake_run(tmp_path, "-n", target)  # nothing to do: no hooks run, one line says what waits
     assert "bertology: 4 MLflow record(s) kept while tracking was down wait under .bertology/pending/" in proc.stderr
-    snakemake_run(tmp_path, "--cores", "1", "--forcerun", "prepare_data", target)  # its onstart sends them
+    snakemake_run(tmp_path, target, "--cores", "1", "--forcerun", "prepare_data")  # its onstart sends them
     assert list((tmp_path / ".bertology/pending").glob("*.json")) == []
     _, runs = _runs(server.uri, "outage")
     jobs = [r for r in runs if r.data.tags.get("bertology.kind") == "job"]
