@@ -199,3 +199,18 @@ def test_unsent_records_are_kept_and_replayed(store, tmp_path, monkeypatch):
     assert [(m.step, m.value) for m in client.get_metric_history(run.info.run_id, "kept")] == [(5, 3.0)]
     assert run.data.metrics["sent"] == 1.0
     assert [a.path for a in client.list_artifacts(run.info.run_id, "tables")] == ["tables/t.csv"]
+
+
+def test_start_fails_runs_an_interrupted_workflow_left_running(store, tmp_path):
+    """Ctrl-C before the end handler: the next start in the same directory marks that workflow's runs FAILED,
+    and leaves other directories' runs alone."""
+    client = mlflow.MlflowClient(store)
+    exp = client.get_experiment_by_name("t").experiment_id
+    here = client.create_run(exp, tags={"bertology.kind": "job", tracking.INVOCATION_TAG: "inv-old",
+                                        tracking.WORKDIR_TAG: str(tmp_path)})
+    elsewhere = client.create_run(exp, tags={"bertology.kind": "job", tracking.INVOCATION_TAG: "inv-old",
+                                             tracking.WORKDIR_TAG: "/some/other/dir"})
+    tracking.start_invocation("inv-new", params={"a": 1})
+    assert client.get_run(here.info.run_id).info.status == "FAILED"
+    assert client.get_run(elsewhere.info.run_id).info.status == "RUNNING"
+    assert client.get_run(tracking.parent_run_id("inv-new", create=False)).info.status == "RUNNING"

@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 
 INVOCATION_ENV = "BERTOLOGY_INVOCATION"
 INVOCATION_TAG = "bertology.invocation"
+WORKDIR_TAG = "bertology.workdir"  # the Snakemake working directory of a run
 DEFAULT_URI = "sqlite:///results/mlflow.db"
 DEFAULT_EXPERIMENT = "bertology"
 PENDING_DIR = Path(".bertology") / "pending"  # relative to the working directory (snakemake --directory)
@@ -98,7 +99,8 @@ def parent_run_id(invocation: str, uri: str | None = None, experiment: str | Non
     if not create:
         return None
     run = _retry(client.create_run, exp_id, run_name=f"workflow {time.strftime('%Y-%m-%d %H:%M:%S')}",
-                 tags={INVOCATION_TAG: invocation, "bertology.kind": "workflow"})
+                 tags={INVOCATION_TAG: invocation, "bertology.kind": "workflow",
+                       WORKDIR_TAG: str(Path.cwd())})
     if params:
         for key, value in flatten(params).items():
             _retry(client.log_param, run.info.run_id, key, str(value)[:6000])
@@ -320,7 +322,7 @@ def job_run(rule: str, *, task: str | None = None, variant: str | None = None,
         yield NULL_TRACKER
         return
     bound_http_timeouts()
-    all_tags = {"rule": rule, "bertology.kind": "job", "bertology.workdir": str(Path.cwd())}
+    all_tags = {"rule": rule, "bertology.kind": "job", WORKDIR_TAG: str(Path.cwd())}
     if task:
         all_tags["task"] = task
     if variant:
@@ -391,6 +393,10 @@ def start_invocation(invocation: str, params: Mapping[str, Any] | None = None, *
         if sent:
             log.info("MLflow: sent %d record(s) kept by earlier runs (%d still pending)", sent, kept)
         init_store(uri)
+        stale = fail_stale_runs(invocation)
+        if stale:
+            log.info("MLflow: %d run(s) of earlier invocations in %s were still RUNNING (interrupted): marked FAILED",
+                     stale, Path.cwd())
         parent_run_id(invocation, uri, params=params)
     except Exception as err:  # noqa: BLE001 - the store answered the probe but failed: never lose the run
         if required:
@@ -403,7 +409,7 @@ def start_invocation(invocation: str, params: Mapping[str, Any] | None = None, *
 def _keep_parent(invocation: str, params: Mapping[str, Any] | None, ops: list[dict[str, Any]]) -> Path:
     record = PendingRecord(uri=_uri(), experiment=_experiment_name(), run_name="workflow",
                            tags={INVOCATION_TAG: invocation, "bertology.kind": "workflow",
-                                 "bertology.workdir": str(Path.cwd())},
+                                 WORKDIR_TAG: str(Path.cwd())},
                            invocation=invocation, kind="workflow",
                            params={k: str(v)[:6000] for k, v in flatten(params or {}).items()})
     record.ops.extend(ops)
@@ -436,6 +442,26 @@ def end_invocation(invocation: str, status: str = "FINISHED", uri: str | None = 
         path = _keep_parent(invocation, None, [{"end": status}])
         log.warning("MLflow: could not end the workflow run (%s: %s); kept in %s", type(err).__name__,
                     str(err)[:200], path)
+
+
+def fail_stale_runs(invocation: str, uri: str | None = None, experiment: str | None = None) -> int:
+    """Mark FAILED the runs of earlier invocations in this working directory still RUNNING (a workflow
+    interrupted before its end handler ran; Snakemake's lock means none of them is still going). Returns
+    how many."""
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri=_uri(uri))
+    exp = _retry(client.get_experiment_by_name, _experiment_name(experiment))
+    if exp is None:
+        return 0
+    workdir = str(Path.cwd()).replace("'", "\\'")
+    runs = _retry(client.search_runs, [exp.experiment_id],
+                  filter_string=f"tags.`{WORKDIR_TAG}` = '{workdir}' and attributes.status = 'RUNNING'",
+                  max_results=5000)
+    stale = [r for r in runs if r.data.tags.get(INVOCATION_TAG) != invocation]
+    for run in stale:
+        _retry(client.set_terminated, run.info.run_id, "FAILED")
+    return len(stale)
 
 
 # ------------------------------------------------------------------------------- pending records
