@@ -102,8 +102,11 @@ def parent_run_id(invocation: str, uri: str | None = None, experiment: str | Non
                  tags={INVOCATION_TAG: invocation, "bertology.kind": "workflow",
                        WORKDIR_TAG: str(Path.cwd())})
     if params:
-        for key, value in flatten(params).items():
-            _retry(client.log_param, run.info.run_id, key, str(value)[:6000])
+        from mlflow.entities import Param
+
+        items = [Param(k, str(v)[:6000]) for k, v in flatten(params).items()]
+        for i in range(0, len(items), 100):  # one request per 100 params
+            _retry(client.log_batch, run.info.run_id, params=items[i:i + 100])
     return run.info.run_id
 
 
