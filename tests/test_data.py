@@ -304,3 +304,20 @@ def test_real_glue_row_counts(task):
     else:
         assert set(dev["label"]) == set(range(spec.num_labels))
     assert len(read_glue_split(REAL_GLUE, spec, "train")) == n_train
+
+
+def test_hub_revision_is_a_param_of_the_data_rule(tmp_path, monkeypatch):
+    """Offline, the hub source is identified by the revision in the local Hugging Face cache (a new revision
+    changes the param, so the data rule re-runs); the demo and GLUE directories need none."""
+    import huggingface_hub.constants
+
+    from bertology.data import source_version
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path))
+    assert source_version("hub") == "nyu-mll/glue@unknown"
+    ref = tmp_path / "datasets--nyu-mll--glue" / "refs" / "main"
+    ref.parent.mkdir(parents=True)
+    ref.write_text("bcdcba79d07bc864c1c254ccfcedcce55bcc9a8c\n")
+    assert source_version("hub") == "nyu-mll/glue@bcdcba79d07bc864c1c254ccfcedcce55bcc9a8c"
+    assert source_version("demo") == "" and source_version(str(tmp_path)) == ""
