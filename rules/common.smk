@@ -2,18 +2,22 @@
 import shlex
 
 from bertology.cli import STEPS, step_args
-from bertology.config import sections_json, validate_config
+from bertology.config import sections_json
+from bertology.data import source_version
 from bertology.explorer import explorer_inputs
 from bertology.tasks import SPLITS, STORE_VARIANTS, TASKS, VARIANT_INIT
-from bertology.workflow import setup_environment
+from bertology.workflow import check_config, setup_environment
 
 
-# Snakemake's validate fills the schema's defaults (the only place they live); on failure the error
-# names every bad key and the allowed values.
-validate_config(config)
+# Snakemake's validate fills the schema's defaults (the only place they live); on failure one line names
+# every bad key and the allowed values (no traceback: bertology.workflow.fail).
+check_config(config)
 
 
 INVOCATION = setup_environment(config)
+
+# The hub dataset's revision (empty for other sources): a new revision re-runs the data rule.
+SOURCE_VERSION = source_version(config["data"]["source"])
 
 
 envvars:
@@ -54,6 +58,13 @@ def step_files(wildcards, input, output):
 
 
 # Input functions used by the files in rules/ (snakemake --lint wants functions and rules apart).
+def _source_files(wildcards):
+    """The file a split is read from (GLUE directories): editing it re-runs the data rule and what follows."""
+    from bertology.data import source_files
+
+    return source_files(config["data"]["source"], wildcards.task, wildcards.split)
+
+
 def _score_model(wildcards):
     """The fine-tuned model a score needs (none for the untrained-head `pretrained` variant)."""
     from bertology.tasks import VARIANT_INIT
@@ -101,19 +112,18 @@ def _syntax_extract_inputs(wildcards):
 
 
 onstart:
-    from bertology import tracking
+    from bertology.workflow import on_start
 
-    tracking.init_store()
-    tracking.parent_run_id(INVOCATION, params=config)
+    on_start(INVOCATION, config)
 
 
 onsuccess:
-    from bertology import tracking
+    from bertology.workflow import on_end
 
-    tracking.end_invocation(INVOCATION, "FINISHED")
+    on_end(INVOCATION, "FINISHED")
 
 
 onerror:
-    from bertology import tracking
+    from bertology.workflow import on_end
 
-    tracking.end_invocation(INVOCATION, "FAILED")
+    on_end(INVOCATION, "FAILED")

@@ -1,12 +1,16 @@
 # Data: results/data/{task}/{split}.parquet from the configured source (demo | hub | GLUE directory).
+# The source file (GLUE directory) is an input and the hub's revision a param: editing either re-runs it.
 
 
 rule prepare_data:
+    input:
+        source=_source_files,
     output:
         table="results/data/{task}/{split}.parquet",
     params:
         step=step("prepare_data"),
         files=step_files,
+        source_version=SOURCE_VERSION,
     log:
         "results/logs/prepare_data/{task}/{split}.log",
     benchmark:

@@ -4,6 +4,7 @@ offline, seeded subsampling, and (optionally) the real GLUE files in ../shared/d
 from __future__ import annotations
 
 import logging
+import os
 import re
 import time
 from pathlib import Path
@@ -190,6 +191,60 @@ def test_load_split_from_a_directory_with_sampling(glue_dir, typed_config):
     assert len(load_split("stsb", "validation", cfg)) == 2
 
 
+def test_header_only_file_is_an_error_naming_it(tmp_path, typed_config):
+    root = tmp_path / "glue"
+    path = write_tsv(root / "RTE" / "dev.tsv", [["index", "sentence1", "sentence2", "label"]])
+    with pytest.raises(DataError, match=re.escape(f"{path} holds no examples (only its header)")):
+        load_split("rte", "validation", typed_config({"data": {"source": str(root)}}).data)
+
+
+def test_undecodable_byte_names_file_line_and_encoding(tmp_path):
+    root = tmp_path / "glue"
+    path = write_tsv(root / "RTE" / "dev.tsv", [["index", "sentence1", "sentence2", "label"],
+                                                 ["0", "A cafe.", "B.", "entailment"]])
+    path.write_bytes(path.read_bytes() + "1\tThe caf\u00e9 opened.\tIt opened.\tentailment\n".encode("latin-1"))
+    with pytest.raises(DataError) as err:
+        read_glue_split(root, get_task("rte"), "validation")
+    message = str(err.value)
+    assert message.startswith(f"{path}:3:10: byte 0xe9 is not UTF-8 (it would be 'é' in Latin-1/cp1252)")
+    assert f"iconv -f cp1252 -t utf-8 {path}" in message
+
+
+def test_more_eval_examples_than_the_split_holds_fails_in_the_data_rule(glue_dir, typed_config):
+    cfg = typed_config({"data": {"source": str(glue_dir), "max_eval_examples": 5}}).data
+    with pytest.raises(DataError, match=r"rte/validation: data.max_eval_examples asks for 5 examples but the split "
+                                        r"has only 2"):
+        load_split("rte", "validation", cfg)
+    cfg = typed_config({"data": {"source": str(glue_dir), "max_eval_examples": 5, "short_split": "all"}}).data
+    assert len(load_split("rte", "validation", cfg)) == 2
+
+
+def test_edited_source_file_reruns_the_data_rule_and_what_follows(tmp_path, config_file, snakemake_run):
+    """A GLUE file edited after a finished run: the dry run lists prepare_data and the sample drawn from it,
+    and the run rebuilds both from the edited file."""
+    import pandas as pd
+
+    root = tmp_path / "glue"
+    rows = [[str(i), f"Tom bought a red car {i}.", f"Tom bought a car {i}.", "entailment"] for i in range(12)]
+    header = ["index", "sentence1", "sentence2", "label"]
+    dev = write_tsv(root / "RTE" / "dev.tsv", [header] + rows)
+    work = tmp_path / "work"
+    work.mkdir()
+    config_file(work, tasks=["rte"], data={"source": str(root)}, attention={"examples": 8})
+    target = "results/attention/rte/sample.parquet"
+    snakemake_run(work, "--cores", "1", target)
+    assert "Nothing to be done" in snakemake_run(work, "-n", target).stdout
+    flipped = [r[:3] + ["not_entailment"] for r in rows]
+    write_tsv(dev, [header] + flipped)
+    stamp = time.time() + 5  # a clearly newer file, whatever the clock resolution
+    os.utime(dev, (stamp, stamp))
+    dry = snakemake_run(work, "-n", target).stdout
+    assert re.search(r"prepare_data\s+1", dry) and re.search(r"attention_sample\s+1", dry), dry
+    snakemake_run(work, "--cores", "1", target)
+    assert set(pd.read_parquet(work / "results/data/rte/validation.parquet")["label"]) == {1}
+    assert set(pd.read_parquet(work / target)["label"]) == {1}
+
+
 # ---- seeded subsampling ---------------------------------------------------------------------------------
 
 
@@ -202,9 +257,14 @@ def test_sample_rows_is_seeded_sorted_and_seed_dependent(caplog):
     assert a["idx"].tolist() != c["idx"].tolist()
     assert set(a["idx"]) <= set(df["idx"])
     pd.testing.assert_frame_equal(sample_rows(df, None, 1), df)
+    with pytest.raises(DataError, match=re.escape(
+            "rte/validation: attention.examples asks for 1000 examples but the split has only 100; set "
+            "attention.examples to at most 100, or to null for all of them, or set data.short_split: all")):
+        sample_rows(df, 1000, 1, what="rte/validation", key="attention.examples")
     with caplog.at_level(logging.WARNING):
-        pd.testing.assert_frame_equal(sample_rows(df, 1000, 1, what="rte/validation"), df)
-    assert "rte/validation: 1000 examples are asked for but the split has only 100: all 100 are used" in caplog.text
+        pd.testing.assert_frame_equal(sample_rows(df, 1000, 1, what="rte/validation", key="attention.examples",
+                                                  short_split="all"), df)
+    assert "rte/validation: attention.examples asks for 1000 examples but the split has only 100: all 100" in caplog.text
     with pytest.raises(DataError, match="^rte/train: the split is empty"):
         sample_rows(df.iloc[:0], 5, 1, what="rte/train")
 
@@ -244,3 +304,20 @@ def test_real_glue_row_counts(task):
     else:
         assert set(dev["label"]) == set(range(spec.num_labels))
     assert len(read_glue_split(REAL_GLUE, spec, "train")) == n_train
+
+
+def test_hub_revision_is_a_param_of_the_data_rule(tmp_path, monkeypatch):
+    """Offline, the hub source is identified by the revision in the local Hugging Face cache (a new revision
+    changes the param, so the data rule re-runs); the demo and GLUE directories need none."""
+    import huggingface_hub.constants
+
+    from bertology.data import source_version
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path))
+    assert source_version("hub") == "nyu-mll/glue@unknown"
+    ref = tmp_path / "datasets--nyu-mll--glue" / "refs" / "main"
+    ref.parent.mkdir(parents=True)
+    ref.write_text("bcdcba79d07bc864c1c254ccfcedcce55bcc9a8c\n")
+    assert source_version("hub") == "nyu-mll/glue@bcdcba79d07bc864c1c254ccfcedcce55bcc9a8c"
+    assert source_version("demo") == "" and source_version(str(tmp_path)) == ""

@@ -3,6 +3,7 @@ under parallel jobs, and a tracking store that cannot be reached never fails (or
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -14,6 +15,12 @@ import mlflow
 import pytest
 
 from bertology import tracking
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path, monkeypatch):
+    """Pending records (.bertology/pending/) go to the test's own directory."""
+    monkeypatch.chdir(tmp_path)
 
 
 @pytest.fixture()
@@ -147,3 +154,63 @@ def test_disabled_tracker_records_nothing_and_never_raises(tmp_path):
         tracker.metrics({"m": 1.0}, step=3)
         tracker.artifact(tmp_path / "missing.png")
     assert not tracker.active
+
+
+def test_end_invocation_fails_job_runs_left_running(store):
+    """A job killed before it could end its run (SIGKILL): the workflow's end marks it FAILED, so no run of
+    the invocation stays RUNNING; runs of other invocations are left alone."""
+    client = mlflow.MlflowClient(store)
+    exp = client.get_experiment_by_name("t").experiment_id
+    killed = client.create_run(exp, tags={"bertology.kind": "job", tracking.INVOCATION_TAG: "inv-1"})
+    other = client.create_run(exp, tags={"bertology.kind": "job", tracking.INVOCATION_TAG: "inv-2"})
+    tracking.end_invocation("inv-1", "FAILED")
+    assert client.get_run(killed.info.run_id).info.status == "FAILED"
+    assert client.get_run(other.info.run_id).info.status == "RUNNING"
+    assert client.get_run(tracking.parent_run_id("inv-1", create=False)).info.status == "FAILED"
+
+
+def test_unsent_records_are_kept_and_replayed(store, tmp_path, monkeypatch):
+    """The store goes away after the run is created: params, tags, metrics, artifact and end are kept in one
+    pending record, and replay_pending sends them to the same run."""
+    table = tmp_path / "t.csv"
+    table.write_text("a\n1\n")
+    def down(*args, **kwargs):
+        raise ConnectionError("down")
+
+    with tracking.job_run("sieve", task="rte") as tracker:
+        tracker.metric("sent", 1.0)
+        tracker.flush()
+        with monkeypatch.context() as patch:
+            patch.setattr(tracker.client, "log_batch", down)
+            patch.setattr(tracker.client, "set_terminated", down)
+            tracker.params({"p": {"q": 2}})
+            tracker.tags({"t": "v"})
+            tracker.metric("kept", 3.0, step=5)
+            tracker.artifact(table, "tables")
+            tracker.end("FINISHED")
+            tracker.end = lambda status: None  # ended above, while the store was down
+    (record,) = tracking.pending_records()
+    ops = json.loads(record.read_text())["ops"]
+    assert [next(iter(op)) for op in ops] == ["params", "tags", "metrics", "artifact", "end"]
+    assert tracking.replay_pending() == (1, 0) and tracking.pending_records() == []
+    client = mlflow.MlflowClient(store)
+    run = client.get_run(tracker.run_id)
+    assert run.info.status == "FINISHED" and run.data.params["p.q"] == "2" and run.data.tags["t"] == "v"
+    assert [(m.step, m.value) for m in client.get_metric_history(run.info.run_id, "kept")] == [(5, 3.0)]
+    assert run.data.metrics["sent"] == 1.0
+    assert [a.path for a in client.list_artifacts(run.info.run_id, "tables")] == ["tables/t.csv"]
+
+
+def test_start_fails_runs_an_interrupted_workflow_left_running(store, tmp_path):
+    """Ctrl-C before the end handler: the next start in the same directory marks that workflow's runs FAILED,
+    and leaves other directories' runs alone."""
+    client = mlflow.MlflowClient(store)
+    exp = client.get_experiment_by_name("t").experiment_id
+    here = client.create_run(exp, tags={"bertology.kind": "job", tracking.INVOCATION_TAG: "inv-old",
+                                        tracking.WORKDIR_TAG: str(tmp_path)})
+    elsewhere = client.create_run(exp, tags={"bertology.kind": "job", tracking.INVOCATION_TAG: "inv-old",
+                                             tracking.WORKDIR_TAG: "/some/other/dir"})
+    tracking.start_invocation("inv-new", params={"a": 1})
+    assert client.get_run(here.info.run_id).info.status == "FAILED"
+    assert client.get_run(elsewhere.info.run_id).info.status == "RUNNING"
+    assert client.get_run(tracking.parent_run_id("inv-new", create=False)).info.status == "RUNNING"

@@ -61,7 +61,7 @@ STEPS: dict[str, StepSpec] = {
                        "Kovaleva Table 1: table1.csv, table1.md and the figure"),
     # the attention store
     "attention_sample": StepSpec("bertology.steps.attention:attention_sample",
-                                 ("attention.split", "attention.examples", "data.seed"),
+                                 ("attention.split", "attention.examples", "data.seed", "data.short_split"),
                                  "the seeded attention sample -> results/attention/{task}/sample.parquet"),
     "annotate_words": StepSpec("bertology.steps.attention:annotate_words", ("attention.spacy_model",),
                                "spaCy words of the sample -> results/attention/{task}/words.parquet"),
@@ -113,12 +113,14 @@ STEPS: dict[str, StepSpec] = {
                               "role shares, overlaps, Spearman -> results/stats/sieve_summary.csv"),
     # disabling heads and layers
     "ablation_sweep": StepSpec("bertology.steps.ablation:ablation_sweep", (*_SWEEP_KEYS, "ablation.bootstrap",
-                                                                            "ablation.alpha", "data.max_length"),
+                                                                            "ablation.alpha", "data.max_length",
+                                                                            "data.short_split"),
                                "disable every head and every layer alone -> results/ablation/{task}/*.csv"),
     "ablation_figures": StepSpec("bertology.steps.ablation:ablation_figures", (),
                                  "Kovaleva Figs. 8-9 of one task"),
     "ablation_pruning": StepSpec("bertology.steps.ablation:ablation_pruning",
-                                 (*_SWEEP_KEYS, "ablation.pruning", "data.max_length"),
+                                 (*_SWEEP_KEYS, "ablation.pruning", "data.max_length",
+                                  "data.short_split"),
                                  "head importance and pruning curves (Michel et al.) -> importance.csv, pruning.csv"),
     "pruning_figures": StepSpec("bertology.steps.ablation:pruning_figures", (),
                                 "importance map and pruning curves of one task"),
@@ -134,9 +136,14 @@ STEPS: dict[str, StepSpec] = {
                                 tracked=False),
     "init_mlflow": StepSpec("bertology.steps.admin:init_mlflow", ("mlflow",),
                             "create the MLflow store and the invocation's parent run", tracked=False),
+    "tracking_replay": StepSpec("bertology.steps.admin:tracking_replay", (),
+                                "send the MLflow records kept under .bertology/pending/ while tracking was down",
+                                tracked=False),
 }
 
-USER_ERRORS: tuple[type[BaseException], ...] = (UserError, FileNotFoundError, ValueError)
+# Errors printed as one line (the traceback with --debug): the user's own, and those of files and libraries
+# that name what is wrong (a missing or unreadable file, a full disk, a transformers/hub OSError).
+USER_ERRORS: tuple[type[BaseException], ...] = (UserError, OSError, ValueError)
 
 
 class Files(Mapping[str, list[Path]]):
@@ -303,9 +310,15 @@ def main(argv: list[str] | None = None) -> int:
     except USER_ERRORS as err:
         if debug:
             raise
-        message = " ".join(str(err).split())  # one line, whatever the exception held
+        message = " ".join(str(err).split()) or type(err).__name__  # one line, whatever the exception held
         print(f"bertology {name.replace('_', '-')}: error: {message}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        print(f"bertology {name.replace('_', '-')}: interrupted (what was written completely stays; run it again "
+              f"to go on)", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

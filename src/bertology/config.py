@@ -51,6 +51,7 @@ class DataConfig:
     max_eval_examples: int | None
     max_length: int
     seed: int
+    short_split: str
     demo: DemoSizes
 
 
@@ -150,6 +151,7 @@ class AblationConfig:
 class MlflowConfig:
     tracking_uri: str
     experiment: str
+    required: bool
 
 
 @dataclass(frozen=True)

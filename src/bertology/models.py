@@ -77,6 +77,57 @@ def resolve_model(name: str) -> str:
     return name
 
 
+class NotAnEncoderError(UserError, ValueError):
+    """The model is not a bidirectional encoder (a decoder, an encoder-decoder), or its directory is broken
+    (config.json or weights unreadable)."""
+
+
+def check_encoder(name_or_path: str) -> None:
+    """Refuse, in one line, a model that is not a bidirectional encoder (bertology reads full self-attention
+    over the whole input: a decoder's causal attention or an encoder-decoder would give meaningless maps),
+    and a model directory whose config.json or safetensors header cannot be read (naming the file).
+
+    name_or_path: a resolved model (a directory or a hub name in the local cache). A bidirectional encoder
+    is a model type with a masked-language-model head in transformers (BERT, RoBERTa, DistilBERT, ALBERT,
+    ELECTRA, DeBERTa, ModernBERT, ...) that is neither an encoder-decoder nor configured as a decoder.
+    """
+    from transformers import AutoConfig
+    from transformers.models.auto.modeling_auto import (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+                                                        MODEL_FOR_MASKED_LM_MAPPING_NAMES)
+
+    local = Path(name_or_path).is_dir()
+    where = str(Path(name_or_path) / "config.json") if local else f"the config.json of {name_or_path}"
+    try:
+        config = AutoConfig.from_pretrained(name_or_path, local_files_only=local)
+    except Exception as err:  # noqa: BLE001 - json, OSError, ValueError: all mean an unusable config
+        reason = " ".join(str(err).split())[:300]
+        raise NotAnEncoderError(f"{where} cannot be read as a transformers model config ({type(err).__name__}: "
+                                f"{reason}); re-save the model with save_pretrained() or fix the file") from None
+    if local:
+        from safetensors import safe_open
+
+        for weights in sorted(Path(name_or_path).glob("*.safetensors")):
+            try:
+                with safe_open(str(weights), framework="pt"):
+                    pass  # reads the header only
+            except Exception as err:  # noqa: BLE001 - truncated or not a safetensors file
+                raise NotAnEncoderError(f"{weights} cannot be read as safetensors weights ({type(err).__name__}: "
+                                        f"{' '.join(str(err).split())[:200]}): the file is truncated or corrupt; "
+                                        f"re-save the model (or delete it and re-run the rule that wrote it)") from None
+    kind = getattr(config, "model_type", "?")
+    if getattr(config, "is_encoder_decoder", False):
+        what = f"an encoder-decoder ({kind})"
+    elif getattr(config, "is_decoder", False):
+        what = f"configured as a decoder ({kind}, is_decoder: true)"
+    elif kind not in MODEL_FOR_MASKED_LM_MAPPING_NAMES:
+        what = (f"a decoder ({kind}: causal attention)" if kind in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+                else f"not a bidirectional encoder (model type {kind})")
+    else:
+        return
+    raise NotAnEncoderError(f"{name_or_path} is {what}, not a bidirectional encoder ({where}); bertology studies "
+                            f"encoders such as BERT, RoBERTa, DistilBERT, ALBERT, ELECTRA or DeBERTa")
+
+
 def load_encoder(name_or_path: str, *, classifier: bool = False, device: str | None = None):
     """The one way to load a model for reading or changing its attention: eager attention, safetensors only.
 
@@ -92,6 +143,7 @@ def load_encoder(name_or_path: str, *, classifier: bool = False, device: str | N
     if local and not (Path(path) / "config.json").exists():
         raise ModelNotFoundError(f"{path} holds no config.json: give a directory written by save_pretrained() "
                                  f"(e.g. results/models/<task>/pretrained), a hub name, or 'minilm-l6'")
+    check_encoder(path)
     auto = AutoModelForSequenceClassification if classifier else AutoModel
     model = auto.from_pretrained(path, attn_implementation="eager", use_safetensors=True, local_files_only=local)
     return model.eval().to(device or "cpu")
@@ -116,6 +168,7 @@ def load_classifier(name_or_path: str, num_labels: int, *, init: str = "pretrain
     import torch
     from transformers import AutoConfig, AutoModelForSequenceClassification
 
+    check_encoder(name_or_path)
     local = Path(name_or_path).is_dir()
     id2label = id2label or {i: f"LABEL_{i}" for i in range(num_labels)}
     kwargs = dict(num_labels=num_labels, id2label=id2label, label2id={v: k for k, v in id2label.items()},

@@ -26,4 +26,64 @@ def setup_environment(config: dict) -> str:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ["MLFLOW_TRACKING_URI"] = config["mlflow"]["tracking_uri"]
     os.environ["MLFLOW_EXPERIMENT_NAME"] = config["mlflow"]["experiment"]
+    from bertology.tracking import bound_http_timeouts
+
+    bound_http_timeouts()  # seconds, not minutes, for a tracking server that hangs (jobs inherit them)
+    _pending_hint()
     return os.environ.setdefault(INVOCATION_ENV, uuid.uuid4().hex)
+
+
+def _pending_hint() -> None:
+    """One line when MLflow records kept during an outage wait under .bertology/pending/."""
+    from bertology.tracking import PENDING_DIR, pending_records
+
+    kept = pending_records()
+    if kept:
+        print(f"bertology: {len(kept)} MLflow record(s) kept while tracking was down wait under {PENDING_DIR}/; "
+              f"the next run with jobs sends them, or now: bertology tracking-replay", file=sys.stderr)
+
+
+def check_config(config: dict) -> None:
+    """Validate the workflow's config in place (defaults filled); a bad one stops it in one line."""
+    from bertology.config import validate_config
+    from bertology.errors import UserError
+
+    try:
+        validate_config(config)
+    except UserError as err:
+        fail(str(err))
+
+
+def on_start(invocation: str, config: dict) -> None:
+    """The Snakefile's ``onstart`` (real runs only, before any job): the model is a bidirectional encoder
+    with a readable config, the tracking store answers (or the workflow stops with one line naming it,
+    unless ``mlflow.required`` is false), records kept by earlier runs are sent, and the invocation's
+    parent run is created."""
+    from bertology import tracking
+    from bertology.errors import UserError
+    from bertology.models import check_encoder, resolve_model
+
+    try:  # the model is an encoder, and its directory readable (a hub name not cached: its first job checks)
+        check_encoder(resolve_model(config["model"]))
+    except UserError as err:
+        fail(f"model: {err}")
+    try:
+        tracking.start_invocation(invocation, params=config, required=config["mlflow"]["required"])
+    except tracking.TrackingUnreachable as err:
+        fail(f"{err}. Start the server, fix mlflow.tracking_uri, or set mlflow.required: false to run "
+             f"without tracking (what is not sent is kept under {tracking.PENDING_DIR}/ for "
+             f"`bertology tracking-replay`).")
+
+
+def on_end(invocation: str, status: str) -> None:
+    """The Snakefile's ``onsuccess``/``onerror``: the parent run ends FINISHED or FAILED, and so does every
+    job run of the invocation (never RUNNING after the workflow exits); never raises."""
+    from bertology import tracking
+
+    tracking.end_invocation(invocation, status)
+
+
+def fail(message: str) -> None:
+    """Stop the workflow with one line on stderr (no traceback): for checks in the Snakefile's handlers."""
+    print(f"bertology: error: {' '.join(message.split())}", file=sys.stderr)
+    raise SystemExit(1)

@@ -28,19 +28,25 @@ class DataError(UserError, ValueError):
     """Input data is missing or malformed; the message names the file and the fix."""
 
 
-def sample_rows(df: pd.DataFrame, n: int | None, seed: int, *, what: str = "the sample") -> pd.DataFrame:
+def sample_rows(df: pd.DataFrame, n: int | None, seed: int, *, what: str = "the sample",
+                key: str = "the sample size", short_split: str = "error") -> pd.DataFrame:
     """The project's one sampler: a seeded sample of n rows kept in frame order (all rows when n is None).
 
     A pure function of (df, n, seed), so every variant of a task gets the same rows in the same order.
-    Asking for more rows than there are gives them all, with a warning; an empty frame is an error.
+    An empty frame is an error. Asking for more rows than there are is an error naming the split's size
+    and the config `key` to change, unless short_split is "all" (data.short_split): then all rows, logged.
     """
     if n is not None and int(n) < 1:
-        raise DataError(f"{what}: the number of examples must be a positive integer or null (all), got {n!r}")
+        raise DataError(f"{what}: {key} must be a positive integer or null (all), got {n!r}")
     if len(df) == 0:
         raise DataError(f"{what}: the split is empty: nothing to sample (check data.source and the split)")
     if n is not None and int(n) > len(df):
-        log.warning("%s: %d examples are asked for but the split has only %d: all %d are used", what, n, len(df),
-                    len(df))
+        if short_split != "all":
+            raise DataError(f"{what}: {key} asks for {n} examples but the split has only {len(df)}; set {key} to at "
+                            f"most {len(df)}, or to null for all of them, or set data.short_split: all to take a "
+                            f"whole split whenever it is smaller")
+        log.warning("%s: %s asks for %d examples but the split has only %d: all %d are used (data.short_split: "
+                    "all)", what, key, n, len(df), len(df))
     if n is None or int(n) >= len(df):
         return df.reset_index(drop=True)
     rng = np.random.default_rng(int(seed))
@@ -78,9 +84,36 @@ def load_split(task: str, split: str, data: DataConfig) -> pd.DataFrame:
         df = load_hub_split(spec, split)
     else:
         df = read_glue_split(Path(data.source), spec, split)
+    if len(df) == 0:
+        raise DataError(f"{task}/{split}: data.source {data.source!r} gives no examples for this split; check the "
+                        f"source (a file with a header only?)")
     df = normalise(df, spec)
+    key = "data.max_train_examples" if split == "train" else "data.max_eval_examples"
     limit = data.max_train_examples if split == "train" else data.max_eval_examples
-    return sample_rows(df, limit, data.seed, what=f"{task}/{split}")
+    return sample_rows(df, limit, data.seed, what=f"{task}/{split}", key=key, short_split=data.short_split)
+
+
+def source_version(source: str) -> str:
+    """What identifies the data of a source beyond the config and its files: the hub dataset's revision
+    (a param of the data rule); empty for the demo and GLUE directories (their files are inputs)."""
+    if source != "hub":
+        return ""
+    from bertology.data.hub import HUB_DATASET, hub_revision
+
+    return f"{HUB_DATASET}@{hub_revision()}"
+
+
+def source_files(source: str, task: str, split: str) -> list[Path]:
+    """The file(s) a split is read from, for the data rule's input (so editing one re-runs it): the split's
+    file of a GLUE-layout directory; none for the demo and the hub (their identity is a param)."""
+    if source in ("demo", "hub"):
+        return []
+    from bertology.data.glue_dir import find_file
+
+    try:
+        return [find_file(Path(source), get_task(task), split)]
+    except DataError:
+        return []  # the data step itself says what is missing
 
 
 def write_prepared(df: pd.DataFrame, path: str | Path) -> Path:

@@ -47,7 +47,7 @@ def _glue_error(msg: str):
     return DataError(msg)
 
 
-def _find_file(root: Path, spec: TaskSpec, split: str) -> Path:
+def find_file(root: Path, spec: TaskSpec, split: str) -> Path:
     if not root.is_dir():
         raise _glue_error(f"GLUE directory {root} does not exist; set data.source to a directory in the layout of "
                           f"GLUE's download script (holding e.g. {spec.glue_dir}/{spec.glue_files[split]}), "
@@ -60,6 +60,22 @@ def _find_file(root: Path, spec: TaskSpec, split: str) -> Path:
     raise _glue_error(f"{spec.display} {split} file not found: expected {root / spec.glue_dir / spec.glue_files[split]} "
                       f"(GLUE download-script layout). Present in {root}: "
                       f"{', '.join(sorted(p.name for p in root.iterdir())) or 'nothing'}")
+
+
+def _decode(path: Path) -> str:
+    """The file's text (UTF-8, a byte-order mark dropped); a byte that is not UTF-8 is an error naming the
+    file, line and byte, with what it would be in Latin-1 and how to re-encode."""
+    raw = path.read_bytes()
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = raw.count(b"\n", 0, err.start) + 1
+        column = err.start - (raw.rfind(b"\n", 0, err.start) + 1) + 1
+        byte = raw[err.start]
+        raise _glue_error(
+            f"{path}:{line}:{column}: byte 0x{byte:02x} is not UTF-8 (it would be {bytes([byte]).decode('cp1252', 'replace')!r} "
+            f"in Latin-1/cp1252); GLUE files are UTF-8: re-encode the file, e.g. iconv -f cp1252 -t utf-8 "
+            f"{path} > fixed.tsv && mv fixed.tsv {path}") from None
 
 
 def _label_id(value: str, spec: TaskSpec, path: Path, line_no: int) -> float | int:
@@ -81,9 +97,9 @@ def _label_id(value: str, spec: TaskSpec, path: Path, line_no: int) -> float | i
 
 def read_glue_split(root: Path, spec: TaskSpec, split: str) -> pd.DataFrame:
     """Read one split of a task from a GLUE-layout directory into idx/text_a/text_b/label."""
-    path = _find_file(Path(root), spec, split)
+    path = find_file(Path(root), spec, split)
     layout = LAYOUTS[spec.name]
-    text = path.read_text(encoding="utf-8-sig")
+    text = _decode(path)
     lines = [line.rstrip("\r") for line in text.split("\n")]
     while lines and not lines[-1]:
         lines.pop()
@@ -108,6 +124,9 @@ def read_glue_split(root: Path, spec: TaskSpec, split: str) -> pd.DataFrame:
             continue
         label = _label_id(fields[il], spec, path, first_line + offset)
         rows.append((len(rows), fields[ia], fields[ib] if ib is not None else None, label))
+    if not rows and not malformed:
+        raise _glue_error(f"{path} holds no examples (only its header); give the complete GLUE "
+                          f"{spec.display} {split} file")
     if malformed:
         share = malformed / max(len(body), 1)
         if share > MAX_MALFORMED_SHARE:

@@ -32,3 +32,28 @@ def load_hub_split(spec: TaskSpec, split: str) -> pd.DataFrame:
         "text_b": df[spec.text_b] if spec.text_b else None,
         "label": df["label"],
     })
+
+
+def hub_revision(timeout: float = 5.0) -> str:
+    """The revision (commit sha) of the hub dataset the data rule reads: the hub's current one when it answers,
+    else the one in the local Hugging Face cache, else "unknown". The data rule records it as a param, so a
+    new revision re-runs the data rule and everything downstream."""
+    import os
+
+    from bertology.models import hub_reachable
+
+    if hub_reachable(timeout=min(timeout, 3.0)):
+        try:
+            from huggingface_hub import HfApi
+
+            return str(HfApi().dataset_info(HUB_DATASET, timeout=timeout).sha)
+        except Exception:  # noqa: BLE001 - fall back to the cache
+            pass
+    try:
+        from huggingface_hub.constants import HF_HUB_CACHE
+
+        ref = os.path.join(HF_HUB_CACHE, f"datasets--{HUB_DATASET.replace('/', '--')}", "refs", "main")
+        with open(ref) as fh:
+            return fh.read().strip()
+    except (OSError, ImportError):
+        return "unknown"

@@ -48,7 +48,8 @@ def _eval_sample(ctx: StepContext):
 
     cfg = ctx.config.ablation
     return sample_rows(read_prepared(ctx.input.validation), cfg.examples, cfg.seed,
-                       what=f"{ctx.wildcards['task']}/validation (ablation.examples)")
+                       what=f"{ctx.wildcards['task']}/validation", key="ablation.examples",
+                       short_split=ctx.config.data.short_split)
 
 
 def ablation_sweep(ctx: StepContext) -> None:
@@ -134,7 +135,8 @@ def ablation_pruning(ctx: StepContext) -> None:
     pcfg, spec = cfg.pruning, get_task(task)
     split = pcfg.importance_split
     imp_df = sample_rows(read_prepared(ctx.input.importance_data), pcfg.importance_examples, cfg.seed,
-                         what=f"{task}/{split} (ablation.pruning.importance_examples)")
+                         what=f"{task}/{split}", key="ablation.pruning.importance_examples",
+                         short_split="all")  # a cap, not a sample size: a smaller split is used whole
     df = _eval_sample(ctx)
     model, tokenizer, device = _load_finetuned(ctx, enable_gates)
     max_length = ctx.config.data.max_length

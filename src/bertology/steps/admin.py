@@ -38,3 +38,19 @@ def init_mlflow(ctx: StepContext) -> None:
     invocation = os.environ.get(tracking.INVOCATION_ENV) or uuid.uuid4().hex
     run_id = tracking.parent_run_id(invocation, uri, experiment)
     print(f"experiment {exp}, parent run {run_id} (invocation {invocation})")
+
+
+def tracking_replay(ctx: StepContext) -> None:
+    """``bertology tracking-replay [--input pending=DIR]``: send every record kept under .bertology/pending/ (of
+    the working directory) while the tracking store was down, oldest first, each to the tracking URI and
+    experiment it was meant for; a record is deleted once sent. Fails (one line) when some stay pending.
+    The next workflow run does the same at its start."""
+    from bertology import tracking
+
+    directory = ctx.input.get("pending") or tracking.PENDING_DIR
+    total = len(tracking.pending_records(directory))
+    sent, kept = tracking.replay_pending(directory)
+    print(f"MLflow: sent {sent} of {total} pending record(s) from {directory}")
+    if kept:
+        raise UserError(f"{kept} record(s) stay pending in {directory}: the tracking store does not answer (see "
+                        f"the warning above); run `bertology tracking-replay` again once it is up")

@@ -17,8 +17,8 @@ def attention_sample(ctx: StepContext) -> None:
     """results/attention/{task}/sample.parquet: the seeded sample of the attention split, in store order."""
     att = ctx.config.attention
     frame = read_prepared(ctx.input.data)
-    sample = sample_rows(frame, att.examples, ctx.config.data.seed,
-                         what=f"{ctx.task}/{att.split} (attention.examples)")
+    sample = sample_rows(frame, att.examples, ctx.config.data.seed, what=f"{ctx.task}/{att.split}",
+                         key="attention.examples", short_split=ctx.config.data.short_split)
     write_prepared(sample[COLUMNS], ctx.output.sample)
     ctx.log.info("%s: %d of %d %s examples -> %s", ctx.task, len(sample), len(frame), att.split, ctx.output.sample)
     ctx.tracker.metrics({"examples": len(sample), "split_rows": len(frame)})
