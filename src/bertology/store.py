@@ -340,7 +340,7 @@ def _stored_chunks(arr) -> set[str]:
     prefix = f"{sp.path}/" if sp.path else ""
 
     async def keys() -> list[str]:
-        return [k async for k in sp.store.list_prefix(prefix + "c")]
+        return [k async for k in sp.store.list_prefix(prefix)]
 
     return {k[len(prefix):] for k in sync(keys())}
 
