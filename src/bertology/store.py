@@ -47,6 +47,8 @@ import numpy as np
 from bertology.errors import UserError
 
 log = logging.getLogger(__name__)
+# zarr-python warns on every open of an array with a numcodecs filter (BitRound, keepbits stores); it reads them
+warnings.filterwarnings("ignore", message="Numcodecs codecs are not in the Zarr version 3 specification")
 
 DIMS = {
     "attention": ("example", "layer", "head", "query", "key"),
