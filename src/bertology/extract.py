@@ -101,8 +101,9 @@ class ChunkWriter:
     """A thread that writes filled chunk buffers to the store while the next chunk is computed.
 
     Buffers circulate between a free pool and the write queue (two buffers: memory = 2 chunks); a buffer
-    comes back NaN-filled (the writer refills it after writing, off the forward's thread). An error in the
-    writer is raised in the caller at its next :meth:`buffer` or :meth:`close`.
+    comes back NaN-filled (the writer resets the n x n blocks it was given after writing, off the forward's
+    thread: the padding was never touched). An error in the writer is raised in the caller at its next
+    :meth:`buffer` or :meth:`close`.
     """
 
     def __init__(self, root, shape: tuple[int, ...], n_buffers: int = 2,
@@ -130,7 +131,11 @@ class ChunkWriter:
             except BaseException as err:  # noqa: BLE001 - re-raised in the caller
                 self.error = err
             finally:
-                att.fill(np.nan)
+                if self.error is None:
+                    for i, n in enumerate(rest["length"]):
+                        att[i, :, :, :n, :n] = np.nan
+                else:
+                    att.fill(np.nan)
                 self.free.put(att)
 
     def _check(self) -> None:

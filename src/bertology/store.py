@@ -203,8 +203,11 @@ def write_chunk(root, chunk: int, arrays: Mapping[str, np.ndarray]) -> None:
         raise RuntimeError(f"chunk {chunk} written out of order (chunks_done={done})")
     start = chunk * size
     stop = start + len(arrays["length"])
-    for name in ("attention", "input_ids", "token_type_ids", "word_ids", "length"):
-        root[name][start:stop] = np.asarray(arrays[name], dtype=DTYPES[name])
+    import zarr
+
+    with zarr.config.set({"array.write_empty_chunks": True}):  # every chunk file exists, even an all-fill one
+        for name in ("attention", "input_ids", "token_type_ids", "word_ids", "length"):
+            root[name][start:stop] = np.asarray(arrays[name], dtype=DTYPES[name])
     root.attrs["chunks_done"] = chunk + 1
 
 
@@ -353,11 +356,24 @@ def _has_chunk(arr, key: str) -> bool:
     return bool(sync((arr.store_path / key).exists()))
 
 
+# Variables whose fill value cannot fill a whole chunk of a valid store (every example has a length >= 1, real
+# attention, a real idx and real token ids), so a chunk file of theirs is never legitimately absent. The
+# extraction writes every chunk of every variable (write_empty_chunks), and records `n_chunks`: in its stores
+# a chunk file of any variable is required.
+ALWAYS_STORED = ("attention", "length", "example_idx", "input_ids")
+
+
+def _required(group, name: str) -> bool:
+    return name in ALWAYS_STORED or "n_chunks" in group.attrs
+
+
 def missing_chunks(path: str | Path, variables: Sequence[str] = tuple(DIMS), group=None) -> list[str]:
-    """'variable chunk k (examples a..b)' for every example chunk file the store lacks (a complete store has all)."""
+    """'variable chunk k (examples a..b, file ...)' for every required example chunk file the store lacks."""
     group = group if group is not None else _open_group(path)
     out = []
     for name in variables:
+        if not _required(group, name):
+            continue
         arr = _array(group, name, path)
         have = _stored_chunks(arr)
         size, E = arr.chunks[0], arr.shape[0]
@@ -386,7 +402,7 @@ def read_chunk(path: str, start: int, stop: int, variables: Sequence[str], check
         k = start // arr.chunks[0]
         key = arr.metadata.encode_chunk_key((k,) + (0,) * (arr.ndim - 1))
         where = f"{path}: `{name}` chunk {k} (examples {start}..{stop - 1}, file {name}/{key})"
-        if not _has_chunk(arr, key):
+        if _required(group, name) and not _has_chunk(arr, key):
             raise StoreError(f"{where} is missing: the store is incomplete or damaged; {refix(path)}")
         try:
             out[name] = np.asarray(arr[start:stop])
