@@ -18,7 +18,8 @@ Then, on the store `ours` wrote:
   keepbits  for k in --keepbits: bytes with the BitRound(k) filter, and the largest change of every
           statistic computed on a lossless store pair vs the same pair rounded to k bits, on the first
           --stats-examples examples: cosine (pretrained vs "fine-tuned"), sieve means (every role), Kovaleva
-          features, [CLS] features, dependency-relation means, pattern fractions, attention entropy. The
+          features, [CLS] features, dependency-relation means, pattern fractions, attention entropy
+          (Clark et al.), heads-as-parsers accuracy. The
           "fine-tuned" model is MiniLM with seeded Gaussian noise (0.02 x each tensor's std) on its encoder
           weights: a stand-in with different attention, no fine-tuning needed here.
 
@@ -171,23 +172,10 @@ def rounded_copy(src: Path, dst: Path, keepbits: int) -> Path:
     return st.finalize(root, st.partial_path(dst), dst)
 
 
-def _entropy_task(block) -> tuple[np.ndarray, int]:
-    a = block["attention"].astype(np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        h = -np.where(a > 0, a * np.log(a), 0.0)
-    total = np.zeros(a.shape[1:3])
-    rows = 0
-    for e, n in enumerate(block["length"]):
-        total += h[e, :, :, :n, :n].sum(axis=(-1, -2))
-        rows += int(n)
-    return total, rows
-
-
 def statistics_of(pre: Path, ft: Path, words: pd.DataFrame) -> dict[str, np.ndarray]:
     """Every statistic of the pair (pre, ft) as flat arrays (per head / role / feature)."""
     from bertology.kovaleva import reduce as red
     from bertology.sieve.reduce import run_sieve
-    from bertology.store import map_chunks
 
     kw = {"scheduler": "synchronous"}
     out = {}
@@ -199,12 +187,12 @@ def statistics_of(pre: Path, ft: Path, words: pd.DataFrame) -> dict[str, np.ndar
         out[f"cls/{name}"] = red.cls_table(part, part.dependency.total.shape[0])["mean"].to_numpy()
         out[f"dependency/{name}"] = red.moments_table(part.dependency)["mean"].to_numpy()
         out[f"patterns/{name}"] = red.patterns_table(part.patterns)["fraction"].to_numpy()
+        out[f"entropy/{name}"] = red.entropy_table(part)["mean"].to_numpy()
+        out[f"parser/{name}"] = red.parser_table(part)["accuracy"].to_numpy()
         table, _ = run_sieve(path, words, task="mrpc", tau=3.0, alpha=0.05, window=2, correction="none",
                              compute_kwargs=kw)
         out[f"sieve_mean/{name}"] = table["mean"].to_numpy()
         out[f"sieve_assigned/{name}"] = table["assigned"].to_numpy().astype(float)
-        parts = map_chunks(_entropy_task, path, variables=("attention", "length"), compute_kwargs=kw)
-        out[f"entropy/{name}"] = (sum(p[0] for p in parts) / sum(p[1] for p in parts)).ravel()
     return out
 
 

@@ -99,7 +99,7 @@ STEPS: dict[str, StepSpec] = {
     "extract_syntax": StepSpec("bertology.steps.clark:extract_syntax",
                                ("model", "data.max_length", "data.seed", "attention"),
                                "the attention store of the gold sentences, results/attention/syntax/{model}.zarr"),
-    "syntax_parser": StepSpec("bertology.steps.clark:syntax_parser", ("analysis.dask",),
+    "syntax_parser": StepSpec("bertology.steps.clark:syntax_parser", ("analysis.dask", *EXPECT_SECTIONS),
                               "heads as dependency parsers on the gold trees -> results/stats/syntax/{model}.csv"),
     "clark_figures": StepSpec("bertology.steps.clark:clark_figures", (),
                               "entropy by layer and best head per relation (spaCy arcs) of one task"),
