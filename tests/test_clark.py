@@ -271,7 +271,7 @@ def gold_run(tmp_path_factory, tiny_model_dir):
     (tmp / "gold.conllu").write_text(text)
     cfg = validate_config({"model": str(tiny_model_dir), "tasks": ["sst2"],
                            "data": {"source": "demo", "max_length": 12},
-                           "attention": {"batch_size": 8, "chunk_size": 16, "quantize_bits": None}})
+                           "attention": {"batch_size": 8, "chunk_size": 16, "keepbits": None}})
     outs = {k: tmp / f"{k}.{ext}" for k, ext in (("sample", "parquet"), ("words", "parquet"),
                                                   ("sentences", "csv"), ("counts", "json"))}
     assert run_step("syntax_sentences", cfg, {}, {"conllu": [tmp / "gold.conllu"]}, outs) == 0

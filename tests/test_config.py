@@ -81,8 +81,8 @@ def test_a_step_sees_only_its_sections():
     assert isinstance(typed.analysis.patterns, Undeclared)
     with pytest.raises(RuntimeError, match="'analysis.patterns' was not handed to this step"):
         typed.analysis.patterns.classifier  # noqa: B018
-    with pytest.raises(RuntimeError, match="'model' was not handed"):
-        typed.model.upper()
+    with pytest.raises(RuntimeError, match="'train' was not handed"):
+        typed.train.epochs  # noqa: B018
 
 
 def test_leaf_sections_select_only_that_key():

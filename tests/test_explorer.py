@@ -77,7 +77,7 @@ def _write_store(path: Path, task: str, variant: str, examples: list, seed: int)
     rng = np.random.default_rng(seed)
     example_idx = np.array([e["idx"] for e in examples], dtype=np.int64)
     attrs = {"model": "tiny", "variant": variant, "task": task, "split": "validation", "examples": E, "seed": 1,
-             "max_length": Q, "quantize_bits": None, "quantize_step": 0.0, "cls_token_id": CLS, "sep_token_id": SEP,
+             "max_length": Q, "keepbits": None, "cls_token_id": CLS, "sep_token_id": SEP,
              "pad_token_id": PAD, "layers": L, "heads": H, "n_examples": len(examples)}
     partial = st.partial_path(path)
     root = st.create_store(partial, example_idx=example_idx, layers=L, heads=H, max_length=Q, chunk_size=4,

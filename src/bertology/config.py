@@ -78,7 +78,7 @@ class AttentionConfig:
     batch_size: int
     chunk_size: int
     spacy_model: str
-    quantize_bits: int | None
+    keepbits: int | None
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ import json
 import logging
 import math
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,7 @@ import numpy as np
 import pandas as pd
 
 from bertology import __version__
+from bertology.store import check_block
 
 log = logging.getLogger(__name__)
 
@@ -480,6 +481,9 @@ def _examples(results: Path, task: str, stores: dict[str, Any], words: pd.DataFr
         ex["maps"] = {}
         for v, ds in stores.items():
             a = ds["attention"][p, :, :, :n, :n].values  # (L, H, n, n): one example, never the store
+            path = results / "attention" / task / f"{v}.zarr"
+            check_block(a[None], np.array([n]), ds.attrs, where=f"{path} example {p}", padding=False,
+                        example_idx=np.array([idx]), store=path)
             ex["maps"][v] = encode_maps(quantise(a))
         ex["sieve"] = {}
         for v, s in scores.items():
@@ -506,14 +510,16 @@ def _examples(results: Path, task: str, stores: dict[str, Any], words: pd.DataFr
 
 
 def load_explorer_data(results: Path, tasks: list[str], *, examples: int = DEFAULT_EXAMPLES,
-                       seed: int = DEFAULT_SEED, budget_bytes: int = DEFAULT_BUDGET_BYTES) -> dict:
+                       seed: int = DEFAULT_SEED, budget_bytes: int = DEFAULT_BUDGET_BYTES,
+                       expect: Callable[[str, str], Mapping[str, Any]] | None = None) -> dict:
     """Everything the explorer page shows, read from a results/ directory (nothing recomputed).
 
     results: the pipeline's results/ directory; tasks: the tasks to include (those without attention
     stores are skipped with a note). examples: sampled examples per task whose maps are embedded (the same
     seeded store positions for both variants); seed: the sample's seed. budget_bytes: cap on the embedded
     (compressed) maps over all tasks; examples past it are left out and the page says so.
-    Reads each store lazily through :func:`bertology.store.open_store`, one sampled example at a time.
+    Reads each store lazily through :func:`bertology.store.open_store`, one sampled example at a time;
+    expect(task, variant): the attributes each store must have (:func:`bertology.store.expected_attrs`).
     """
     from bertology.store import open_store
     from bertology.tasks import get_task
@@ -531,7 +537,7 @@ def load_explorer_data(results: Path, tasks: list[str], *, examples: int = DEFAU
         for v in VARIANTS:
             path = results / "attention" / task / f"{v}.zarr"
             if path.exists():
-                stores[v] = open_store(path)
+                stores[v] = open_store(path, expect=expect(task, v) if expect else None)
             else:
                 notes.append(f"{_rel(path, results)} absent")
         if not stores:

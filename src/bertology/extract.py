@@ -1,12 +1,12 @@
 """Extraction: batched eager forward passes that fill the attention store chunk by chunk.
 
-Per window of whole chunks (in sample order): tokenise (with offsets, aligned to the spaCy words), sort
-the window by length, run batches padded to their own longest example with ``output_attentions=True``,
-optionally round to 2**-quantize_bits, and keep each batch's maps as float16. Then, chunk by chunk in
-sample order, spread the maps into a NaN-filled (e, L, H, max_length, max_length) buffer and hand it to
-a writer thread that compresses and writes it while the next chunk is filled and the next window is
-computed. Memory: two chunk buffers plus one window of compact maps (at most `window_bytes`), whatever
-the number of examples.
+Per chunk of the sample (in sample order): tokenise (with offsets, aligned to the spaCy words), sort the
+chunk's examples by length, run batches padded to their own longest example with ``output_attentions=True``
+and copy each example's n x n maps, cast to float16 and nothing else, straight into a NaN-filled
+(e, L, H, max_length, max_length) chunk buffer. A writer thread compresses and writes the chunk (and
+refills the buffer with NaN) while the next chunk is computed, so the two cores overlap: memory is two
+chunk buffers whatever the number of examples, and a killed extraction loses at most the chunk in flight
+(the chunk being written is counted only once on disk; see :func:`bertology.store.write_chunk`).
 
 Glossary: E examples, e examples of one chunk, B of one batch, L layers, H heads, Q = K = max_length,
 N longest real length in a batch.
@@ -30,11 +30,6 @@ from bertology.annotate import WordSpans, align_words
 from bertology.config import AttentionConfig
 
 log = logging.getLogger(__name__)
-
-# Memory budget of one sorting window of full-length float16 maps (see window_chunks): a speed/memory
-# trade-off that never changes the store.
-WINDOW_BYTES = 1 << 30
-
 
 def chunk_inputs(tokenizer, frame: pd.DataFrame, spans: WordSpans, max_length: int) -> dict[str, np.ndarray]:
     """Tokenise one chunk of the sample and align its wordpieces to the spaCy words.
@@ -64,27 +59,26 @@ def chunk_inputs(tokenizer, frame: pd.DataFrame, spans: WordSpans, max_length: i
 
 
 def length_batches(length: np.ndarray, batch_size: int) -> list[np.ndarray]:
-    """Batches of positions sorted by length, longest first (so the peak memory shows at once).
+    """The positions sorted by length (longest first, so the peak memory shows at once), cut into
+    ceil(e / batch_size) batches of near-equal size (at most batch_size each).
 
-    length: (e,). Returns index arrays of at most batch_size positions each.
+    length: (e,). Returns index arrays.
     """
     order = np.argsort(-np.asarray(length), kind="stable")
-    return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+    return [b for b in np.array_split(order, -(-len(order) // max(int(batch_size), 1))) if len(b)] if len(order) else []
 
 
-def run_batches(model, inputs: dict[str, np.ndarray], *, batch_size: int, quantize_bits: int | None,
-                device: str) -> list[tuple[np.ndarray, "torch.Tensor"]]:
-    """Forward passes over length-sorted batches of a window of examples, attention kept as float16.
+def run_batches(model, inputs: dict[str, np.ndarray], *, batch_size: int, device: str, out: np.ndarray) -> None:
+    """Forward passes over one chunk's examples in length-sorted batches; float16 maps written into `out`.
 
-    inputs: as returned by :func:`chunk_inputs` (w examples). Returns [(positions (B,), attention
-    (L, B, H, N, N) float16 on the CPU)], N the longest real length of the batch; values rounded to
-    multiples of 2**-quantize_bits (in place, before the cast) when given.
+    inputs: as returned by :func:`chunk_inputs` (e examples); out: (e, L, H, Q, Q) float16, NaN-filled; each
+    example's (L, H, n, n) block is set to the eager forward's post-softmax attention cast to float16 (round to
+    nearest), its padding left NaN.
     """
     import torch
 
-    scale = float(2 ** quantize_bits) if quantize_bits else None
     length = inputs["length"].astype(np.int64)
-    out = []
+    buf = torch.from_numpy(out)
     with torch.inference_mode():
         for pos in length_batches(length, batch_size):
             N = int(length[pos].max())
@@ -95,52 +89,21 @@ def run_batches(model, inputs: dict[str, np.ndarray], *, batch_size: int, quanti
             if res.attentions is None or res.attentions[0] is None:
                 raise RuntimeError("the model returned no attention weights; it must be loaded with "
                                    "attn_implementation='eager'")
-            att = torch.empty((len(res.attentions), len(pos)) + tuple(res.attentions[0].shape[1:]),
-                              dtype=torch.float16)
             for layer, a in enumerate(res.attentions):  # a: (B, H, N, N) float32
-                if scale is not None:
-                    a = a.mul_(scale).round_().div_(scale)
-                att[layer].copy_(a)  # cast (and device transfer) in one pass
-            out.append((pos, att))
-    return out
-
-
-def pad_chunk(out: np.ndarray, batches: list[tuple[np.ndarray, "torch.Tensor"]], length: np.ndarray,
-              start: int) -> None:
-    """Fill a chunk buffer from :func:`run_batches` output: NaN everywhere, each example's n x n block set.
-
-    out: (e, L, H, Q, Q) float16, the chunk holding window positions start..start+e-1; length: (w,) of
-    the window.
-    """
-    import torch
-
-    out.fill(np.nan)
-    buf = torch.from_numpy(out)
-    e = len(out)
-    for pos, att in batches:
-        for j, p in enumerate(pos):
-            i = int(p) - start
-            if 0 <= i < e:
-                n = int(length[p])
-                buf[i, :, :, :n, :n].copy_(att[:, j, :, :n, :n])
-
-
-def window_chunks(chunk_size: int, layers: int, heads: int, max_length: int, budget_bytes: int) -> int:
-    """Chunks per sorting window: as many as fit `budget_bytes` of float16 maps at full length (at least 1).
-
-    Sorting a window of several chunks by length wastes less compute on padding than sorting one chunk;
-    the window's maps are held compactly (each batch padded to its own longest), so the real memory is
-    usually a fraction of the budget.
-    """
-    per_chunk = chunk_size * layers * heads * max_length * max_length * 2
-    return max(1, int(budget_bytes // per_chunk))
+                if a.device.type != "cpu":  # one cast and one transfer per layer, not one per example
+                    a = a.to(torch.float16).cpu()
+                for j, p in enumerate(pos):
+                    n = int(length[p])
+                    buf[p, layer, :, :n, :n].copy_(a[j, :, :n, :n])  # the float16 cast, in the copy
 
 
 class ChunkWriter:
     """A thread that writes filled chunk buffers to the store while the next chunk is computed.
 
-    Buffers circulate between a free pool and the write queue (two buffers: memory = 2 chunks). An
-    error in the writer is raised in the caller at its next :meth:`buffer` or :meth:`close`.
+    Buffers circulate between a free pool and the write queue (two buffers: memory = 2 chunks); a buffer
+    comes back NaN-filled (the writer resets the n x n blocks it was given after writing, off the forward's
+    thread: the padding was never touched). An error in the writer is raised in the caller at its next
+    :meth:`buffer` or :meth:`close`.
     """
 
     def __init__(self, root, shape: tuple[int, ...], n_buffers: int = 2,
@@ -148,9 +111,8 @@ class ChunkWriter:
         self.root, self.on_chunk, self.error = root, on_chunk, None
         self.free: queue.Queue = queue.Queue()
         for _ in range(n_buffers):
-            self.free.put(np.empty(shape, np.float16))
+            self.free.put(np.full(shape, np.nan, np.float16))
         self.todo: queue.Queue = queue.Queue()
-        self.bytes_written = 0
         self.thread = threading.Thread(target=self._run, name="store-writer", daemon=True)
         self.thread.start()
 
@@ -169,6 +131,11 @@ class ChunkWriter:
             except BaseException as err:  # noqa: BLE001 - re-raised in the caller
                 self.error = err
             finally:
+                if self.error is None:
+                    for i, n in enumerate(rest["length"]):
+                        att[i, :, :, :n, :n] = np.nan
+                else:
+                    att.fill(np.nan)
                 self.free.put(att)
 
     def _check(self) -> None:
@@ -202,36 +169,36 @@ def store_attrs(*, model: str, model_path: str, variant: str, task: str, attenti
     from bertology.models import weights_fingerprint
 
     fingerprint = weights_fingerprint(model_path) if Path(model_path).is_dir() else f"hub:{model_path}"
-    quantize_bits, examples = attention.quantize_bits, attention.examples
+    examples = attention.examples
+    precision = st.precision_attrs(attention.keepbits)
     attrs: dict[str, Any] = {
         "model": str(model), "variant": variant, "task": task, "split": attention.split,
         "examples": None if examples is None else int(examples), "seed": int(seed), "max_length": int(max_length),
         "weights_fingerprint": fingerprint, "sample_hash": st.sample_hash(example_idx),
-        "quantize_bits": None if not quantize_bits else int(quantize_bits),
+        "keepbits": precision["keepbits"],
         "spacy_model": attention.spacy_model, "cls_token_id": int(tokenizer.cls_token_id),
         "sep_token_id": int(tokenizer.sep_token_id), "pad_token_id": int(tokenizer.pad_token_id),
         "layers": int(layers), "heads": int(heads), "n_examples": int(len(example_idx)),
     }
     attrs["config_hash"] = config_hash(attrs)
-    attrs.update({"bertology_version": __version__, "model_path": str(model_path),
-                  "quantize_step": 2.0 ** -quantize_bits if quantize_bits else 0.0,
-                  "max_abs_error": 2.0 ** -(quantize_bits + 1) + 2.0 ** -12 if quantize_bits else 2.0 ** -12})
+    attrs.update({"bertology_version": __version__, "model_path": str(model_path), **precision})
     return attrs
 
 
 def extract_store(output: str | Path, *, frame: pd.DataFrame, words: pd.DataFrame, model: str, model_path: str,
                   variant: str, task: str, attention: AttentionConfig, seed: int, max_length: int,
-                  device: str | None = None, progress: bool = True, on_chunk: Callable[[int], None] | None = None,
-                  window_bytes: int = WINDOW_BYTES) -> dict[str, Any]:
+                  device: str | None = None, progress: bool = True,
+                  on_chunk: Callable[[int], None] | None = None) -> dict[str, Any]:
     """Extract (or resume, or reuse) the attention store of one task and variant.
 
     frame: the attention sample (results/attention/{task}/sample.parquet), E rows in store order; words:
     its words.parquet. model: the config `model` (recorded); model_path: what to load, the resolved
     `model` or a fine-tuned directory (bertology.models.load_encoder); attention: the `attention`
     section; seed: data.seed (recorded); device: None = a GPU if there is one. Writes to
-    ``{output}.partial`` and renames it to `output` when complete. Examples are sorted by length within
-    windows of whole chunks (window_bytes of full-length float16 maps, see :func:`window_chunks`) and each
-    chunk is written in sample order. on_chunk(c) is called after chunk c is on disk. Returns stats:
+    ``{output}.partial`` chunk by chunk, in sample order, each as soon as its examples are computed (sorted
+    by length within the chunk), and renames it to `output` when complete; an interrupted extraction resumes
+    from its last complete chunk. on_chunk(c) is called (in the writer thread) after chunk c is on disk.
+    Returns stats:
     n_examples, chunks_computed, seconds, cpu_seconds, examples_per_s, bytes, reused.
     """
     import torch
@@ -241,7 +208,7 @@ def extract_store(output: str | Path, *, frame: pd.DataFrame, words: pd.DataFram
     from bertology.models import load_encoder, load_tokenizer
 
     output = Path(output)
-    batch_size, chunk_size, quantize_bits = attention.batch_size, attention.chunk_size, attention.quantize_bits
+    batch_size, chunk_size = attention.batch_size, attention.chunk_size
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     tokenizer = load_tokenizer(model_path)
     encoder = load_encoder(model_path, device=device)
@@ -281,7 +248,6 @@ def extract_store(output: str | Path, *, frame: pd.DataFrame, words: pd.DataFram
         root, done = resumed
     n_chunks = int(root.attrs["n_chunks"])
     Q = int(max_length)
-    per_window = window_chunks(chunk_size, L, H, Q, window_bytes)
     writer = ChunkWriter(root, (chunk_size, L, H, Q, Q), on_chunk=on_chunk)
     t0, c0 = time.perf_counter(), time.process_time()
     computed = 0
@@ -289,20 +255,14 @@ def extract_store(output: str | Path, *, frame: pd.DataFrame, words: pd.DataFram
                disable=not progress, mininterval=1.0, smoothing=0.1)
     try:
         with zarr.config.set({"array.write_empty_chunks": True}):
-            for w0 in range(done, n_chunks, per_window):
-                w1 = min(w0 + per_window, n_chunks)
-                rows = frame.iloc[w0 * chunk_size:w1 * chunk_size]
+            for c in range(done, n_chunks):
+                rows = frame.iloc[c * chunk_size:(c + 1) * chunk_size]
                 inputs = chunk_inputs(tokenizer, rows, spans, max_length)
-                batches = run_batches(encoder, inputs, batch_size=batch_size, quantize_bits=quantize_bits,
-                                      device=device)
-                for c in range(w0, w1):
-                    a, b = (c - w0) * chunk_size, min((c - w0 + 1) * chunk_size, len(rows))
-                    buf = writer.buffer()
-                    pad_chunk(buf[:b - a], batches, inputs["length"], a)
-                    writer.submit(c, buf, {k: v[a:b] for k, v in inputs.items()})
-                    computed += 1
-                    bar.update(b - a)
-                del batches
+                buf = writer.buffer()
+                run_batches(encoder, inputs, batch_size=batch_size, device=device, out=buf[:len(rows)])
+                writer.submit(c, buf, inputs)
+                computed += 1
+                bar.update(len(rows))
             writer.close()
     finally:
         bar.close()

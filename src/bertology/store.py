@@ -15,14 +15,20 @@ Query/key have size max_length; every variable is chunked along ``example`` only
 Lifecycle: :func:`create_store` writes the empty layout to ``{path}.partial`` with ``complete=False``;
 :func:`write_chunk` fills whole example chunks and then raises the ``chunks_done`` attribute; a killed run
 resumes from ``chunks_done`` (:func:`resume_point`); :func:`finalize` sets ``complete=True`` last,
-consolidates the metadata and renames ``.partial`` to the final path. :func:`open_store` refuses
-anything without ``complete=True``, with attributes other than the expected ones, or whose rows do not
-sum to 1 over the real keys.
+consolidates the metadata and renames ``.partial`` to the final path.
 
-Precision: attention values may be rounded to multiples of 2**-quantize_bits before the float16 cast
-(attribute ``quantize_step``; 0.0 = plain float16). Float16 attention barely compresses losslessly
-(about 13.3 bits of entropy per value); rounding to 2**-10 (max absolute error 4.9e-4) makes the store
-about 2.2x smaller. See bench/bench_store.py.
+Reading: :func:`open_store` refuses anything without ``complete=True``, with attributes other than the expected
+ones (:func:`expected_attrs`), with a missing chunk file, or whose first examples are not post-softmax rows
+with NaN padding. Every chunk an analysis reads (:func:`read_chunk`, :func:`map_chunks`) is checked again: a
+missing or undecodable chunk, a length outside 1..max_length, NaN inside an example's length or rows that do
+not sum to 1 raise :class:`StoreError` naming the store, the chunk and the fix.
+
+Precision (:func:`precision_attrs`): by default ``attention`` is the eager forward's float32 attention cast to
+float16 and nothing else (lossless with respect to float16). ``attention.keepbits = k`` opts in to relative
+rounding: a numcodecs ``BitRound`` filter in the array's codec pipeline keeps k mantissa bits; the attributes
+``keepbits``, ``rounding``, ``max_rel_error`` and ``max_abs_error_subnormal`` record it. Float16 attention is
+close to incompressible (about 13 bits of entropy per value); Blosc zstd-1 with byte shuffle stores the real
+values at about 85% of their size and the NaN padding at almost nothing (bench/bench_extract.py).
 """
 
 from __future__ import annotations
@@ -41,6 +47,8 @@ import numpy as np
 from bertology.errors import UserError
 
 log = logging.getLogger(__name__)
+# zarr-python warns on every open of an array with a numcodecs filter (BitRound, keepbits stores); it reads them
+warnings.filterwarnings("ignore", message="Numcodecs codecs are not in the Zarr version 3 specification")
 
 DIMS = {
     "attention": ("example", "layer", "head", "query", "key"),
@@ -58,7 +66,7 @@ FILL = {"attention": float("nan"), "input_ids": 0, "token_type_ids": 0, "word_id
 # Attributes that define a store's content: a store whose value of any of these differs from what is asked
 # is another store (another model or checkpoint, other examples, other precision) and is never reused.
 IDENTITY_ATTRS = ("model", "variant", "task", "split", "examples", "seed", "max_length", "weights_fingerprint",
-                  "sample_hash", "quantize_bits", "spacy_model", "cls_token_id", "sep_token_id", "pad_token_id",
+                  "sample_hash", "keepbits", "spacy_model", "cls_token_id", "sep_token_id", "pad_token_id",
                   "layers", "heads", "n_examples")
 # Layout attributes that must also match to resume a partial store.
 LAYOUT_ATTRS = ("chunk_size", "n_chunks", "codec")
@@ -109,6 +117,40 @@ def attention_codec():
     return zarr.codecs.BloscCodec(cname="zstd", clevel=1, shuffle="shuffle", typesize=2, blocksize=1 << 20)
 
 
+FLOAT16_MANTISSA_BITS = 10
+
+
+def precision_attrs(keepbits: int | None) -> dict[str, Any]:
+    """The attributes that record how `attention` was rounded (the one definition; see the module docstring).
+
+    max_rel_error bounds |stored - a| / |a| for the eager forward's float32 value a in float16's normal range
+    (|a| >= 2**-14); max_abs_error_subnormal bounds |stored - a| below it. keepbits None: the float16 cast only
+    (round to nearest, 2**-11); k: the cast, then BitRound to k mantissa bits (a further 2**-(k+1)).
+    """
+    if keepbits is None:
+        return {"keepbits": None, "rounding": "float16 cast (round to nearest even); nothing else",
+                "max_rel_error": 2.0 ** -11, "max_abs_error_subnormal": 2.0 ** -25}
+    k = int(keepbits)
+    if not 1 <= k < FLOAT16_MANTISSA_BITS:
+        raise ValueError(f"attention.keepbits={k}: keep 1..{FLOAT16_MANTISSA_BITS - 1} of float16's "
+                         f"{FLOAT16_MANTISSA_BITS} mantissa bits (null = lossless)")
+    rel = (1 + 2.0 ** -11) * (1 + 2.0 ** -(k + 1)) - 1
+    return {"keepbits": k, "rounding": f"float16 cast, then mantissa rounded to {k} bits (numcodecs BitRound, "
+                                       f"round half to even)",
+            "max_rel_error": rel, "max_abs_error_subnormal": 2.0 ** -25 + 2.0 ** -(k + 1) * 2.0 ** -14}
+
+
+def attention_filters(keepbits: int | None) -> list:
+    """The array-to-array codecs of `attention`: [] (lossless) or [BitRound(keepbits)], stored in its metadata."""
+    import zarr
+
+    if keepbits is None:
+        return []
+    with warnings.catch_warnings():  # "numcodecs codecs are not in the Zarr v3 spec": zarr-python reads them
+        warnings.simplefilter("ignore")
+        return [zarr.codecs.BitRound(keepbits=int(keepbits))]
+
+
 def _jsonable(attrs: Mapping[str, Any]) -> dict[str, Any]:
     return json.loads(json.dumps(dict(attrs), default=lambda x: x.item() if hasattr(x, "item") else str(x)))
 
@@ -117,8 +159,9 @@ def create_store(path: str | Path, *, example_idx: np.ndarray, layers: int, head
                  chunk_size: int, attrs: Mapping[str, Any]):
     """Create an empty store at `path` (overwriting), with example_idx and the coordinates written.
 
-    example_idx: (E,) the sample. attrs: the store's attributes (identity + provenance); `complete`,
-    `chunks_done`, `n_chunks`, `chunk_size`, `codec` are set here. Returns the zarr Group.
+    example_idx: (E,) the sample. attrs: the store's attributes (identity + provenance, with `keepbits`:
+    None or the BitRound filter of `attention`); `complete`, `chunks_done`, `n_chunks`, `chunk_size`,
+    `codec` are set here. Returns the zarr Group.
     """
     import zarr
 
@@ -137,8 +180,9 @@ def create_store(path: str | Path, *, example_idx: np.ndarray, layers: int, head
         compressors = [attention_codec()] if name == "attention" else \
             [zarr.codecs.BloscCodec(cname="zstd", clevel=3, shuffle="shuffle")]
         # write_empty_chunks: skip zarr's scan of every chunk for all-fill values (a third of the write cost)
+        filters = attention_filters(attrs.get("keepbits")) if name == "attention" else []
         root.create_array(name, shape=shape, chunks=chunks, dtype=DTYPES[name], fill_value=FILL[name],
-                          compressors=compressors, dimension_names=DIMS[name], config={"write_empty_chunks": True})
+                          filters=filters, compressors=compressors, dimension_names=DIMS[name], config={"write_empty_chunks": True})
     for coord, size in (("layer", layers), ("head", heads)):
         arr = root.create_array(coord, shape=(size,), dtype="int64", dimension_names=(coord,), fill_value=0)
         arr[:] = np.arange(size)
@@ -159,8 +203,11 @@ def write_chunk(root, chunk: int, arrays: Mapping[str, np.ndarray]) -> None:
         raise RuntimeError(f"chunk {chunk} written out of order (chunks_done={done})")
     start = chunk * size
     stop = start + len(arrays["length"])
-    for name in ("attention", "input_ids", "token_type_ids", "word_ids", "length"):
-        root[name][start:stop] = np.asarray(arrays[name], dtype=DTYPES[name])
+    import zarr
+
+    with zarr.config.set({"array.write_empty_chunks": True}):  # every chunk file exists, even an all-fill one
+        for name in ("attention", "input_ids", "token_type_ids", "word_ids", "length"):
+            root[name][start:stop] = np.asarray(arrays[name], dtype=DTYPES[name])
     root.attrs["chunks_done"] = chunk + 1
 
 
@@ -226,48 +273,156 @@ def finalize(root, partial: str | Path, final: str | Path) -> Path:
 
 
 def row_sum_tolerance(attrs: Mapping[str, Any], n: int) -> float:
-    """Allowed |row sum - 1| for a row of n real keys: float16 rounding plus the quantisation step."""
-    step = float(attrs.get("quantize_step", 0.0) or 0.0)
-    return 2e-3 + n * 2.0 ** -11 * 0.5 + n * step * 0.5
+    """Allowed |row sum - 1| for a row of n real keys: the recorded rounding (relative, and absolute below
+    float16's normal range) plus float32 softmax error; lossless float16 by default."""
+    prec = precision_attrs(None)
+    rel = float(attrs.get("max_rel_error", prec["max_rel_error"]))
+    sub = float(attrs.get("max_abs_error_subnormal", prec["max_abs_error_subnormal"]))
+    return 1e-3 + 1.01 * rel + n * sub
+
+
+def refix(path: str | Path) -> str:
+    """The fix for a damaged or stale store: what every reading error ends with."""
+    return f"delete {path} and re-run the extraction (`snakemake {path}` re-creates it)"
 
 
 def check_block(attention: np.ndarray, length: np.ndarray, attrs: Mapping[str, Any] | None = None,
-               where: str = "store") -> None:
-    """Check one block: rows sum to 1 over real keys, and NaN exactly outside each example's length.
+                where: str = "store", padding: bool = True, example_idx: np.ndarray | None = None,
+                store: str | Path | None = None) -> None:
+    """Check one block: lengths in 1..Q, no NaN inside each example's length, rows sum to 1 over the real keys,
+    and (padding=True) NaN everywhere outside the length.
 
-    attention: (e, L, H, Q, K) float16/32; length: (e,). Raises StoreError naming the first bad example.
+    attention: (e, L, H, Q, K) float16/32; length: (e,); example_idx: (e,) to name a bad example by its idx.
+    Raises StoreError naming `where`, the first bad example and the fix (for `store`, default `where`). Only
+    the real n x n blocks are converted (the padding test, when asked, reads the rest once).
     """
     attrs = attrs or {}
-    att = np.asarray(attention, dtype=np.float32)
-    Q = att.shape[-1]
+    attention = np.asarray(attention)
+    Q = attention.shape[-1]
+    fix = refix(where if store is None else store)
     for e, n in enumerate(np.asarray(length, dtype=np.int64)):
+        name = f"example {e}" if example_idx is None else f"example {e} (example_idx {int(example_idx[e])})"
         if not 1 <= n <= Q:
-            raise StoreError(f"{where}: example {e} has length {n}, outside 1..{Q}; the store is corrupt, delete it "
-                             f"and re-run the extraction")
-        a = att[e]
-        real = a[..., :n, :n]
+            raise StoreError(f"{where}: {name} has length {n}, outside 1..{Q} (a missing or damaged chunk of "
+                             f"`length`?); the store is corrupt: {fix}")
+        a = attention[e]
+        real = a[..., :n, :n].astype(np.float32)
         if np.isnan(real).any():
-            raise StoreError(f"{where}: example {e} has NaN inside its length {n}; the store is corrupt or "
-                             f"unfinished, delete it and re-run the extraction")
-        pad_ok = np.isnan(a[..., n:, :]).all() and np.isnan(a[..., :n, n:]).all()
-        if not pad_ok:
-            raise StoreError(f"{where}: example {e} has values outside its length {n} (expected NaN); delete the "
-                             f"store and re-run the extraction")
-        sums = real.sum(axis=-1, dtype=np.float64)
-        err = float(np.abs(sums - 1.0).max())
+            raise StoreError(f"{where}: {name} has NaN inside its length {n}; the store is corrupt or "
+                             f"unfinished: {fix}")
+        if padding and not (np.isnan(a[..., n:, :]).all() and np.isnan(a[..., :n, n:]).all()):
+            raise StoreError(f"{where}: {name} has values outside its length {n} (expected NaN); "
+                             f"{fix}")
+        err = float(np.abs(real.sum(axis=-1, dtype=np.float64) - 1.0).max())
         tol = row_sum_tolerance(attrs, int(n))
         if err > tol:
-            raise StoreError(f"{where}: attention rows of example {e} sum to 1 +- {err:.4f} over its {n} real keys "
-                             f"(tolerance {tol:.4f}): not post-softmax attention; delete the store and re-run the "
-                             f"extraction")
+            raise StoreError(f"{where}: attention rows of {name} sum to 1 +- {err:.4f} over its {n} real keys "
+                             f"(tolerance {tol:.4f}): not post-softmax attention; {fix}")
+
+
+def _open_group(path: str | Path):
+    import zarr
+
+    try:
+        return zarr.open_group(str(path), mode="r")
+    except Exception as err:  # noqa: BLE001 - any unreadable store is the same user error
+        raise StoreError(f"{path} is not a readable Zarr store ({type(err).__name__}: {err}); {refix(path)}") from None
+
+
+def _array(group, name: str, path: str | Path):
+    try:
+        return group[name]
+    except Exception as err:  # noqa: BLE001
+        raise StoreError(f"{path} lacks variable `{name}` or its metadata is unreadable ({type(err).__name__}: "
+                         f"{err}); {refix(path)}") from None
+
+
+def _stored_chunks(arr) -> set[str]:
+    """Keys (relative to the array) of the chunk files an array holds."""
+    from zarr.core.sync import sync
+
+    sp = arr.store_path
+    prefix = f"{sp.path}/" if sp.path else ""
+
+    async def keys() -> list[str]:
+        return [k async for k in sp.store.list_prefix(prefix)]
+
+    return {k[len(prefix):] for k in sync(keys())}
+
+
+def _has_chunk(arr, key: str) -> bool:
+    from zarr.core.sync import sync
+
+    return bool(sync((arr.store_path / key).exists()))
+
+
+# Variables whose fill value cannot fill a whole chunk of a valid store (every example has a length >= 1, real
+# attention, a real idx and real token ids), so a chunk file of theirs is never legitimately absent. The
+# extraction writes every chunk of every variable (write_empty_chunks), and records `n_chunks`: in its stores
+# a chunk file of any variable is required.
+ALWAYS_STORED = ("attention", "length", "example_idx", "input_ids")
+
+
+def _required(group, name: str) -> bool:
+    return name in ALWAYS_STORED or "n_chunks" in group.attrs
+
+
+def missing_chunks(path: str | Path, variables: Sequence[str] = tuple(DIMS), group=None) -> list[str]:
+    """'variable chunk k (examples a..b, file ...)' for every required example chunk file the store lacks."""
+    group = group if group is not None else _open_group(path)
+    out = []
+    for name in variables:
+        if not _required(group, name):
+            continue
+        arr = _array(group, name, path)
+        have = _stored_chunks(arr)
+        size, E = arr.chunks[0], arr.shape[0]
+        for k in range(-(-E // size)):
+            key = arr.metadata.encode_chunk_key((k,) + (0,) * (arr.ndim - 1))
+            if key not in have:
+                out.append(f"`{name}` chunk {k} (examples {k * size}..{min((k + 1) * size, E) - 1}, file "
+                           f"{name}/{key})")
+    return out
+
+
+def read_chunk(path: str, start: int, stop: int, variables: Sequence[str], check: bool = True,
+               group=None) -> dict[str, np.ndarray]:
+    """Examples [start, stop) of `variables` of a store (path or fsspec URL) as numpy arrays, checked.
+
+    A missing or undecodable chunk raises StoreError naming the store, the variable, the chunk and the fix.
+    check: when `attention` is read, every example's length is in 1..Q, its n x n block holds no NaN and its
+    rows sum to 1 (:func:`check_block`, padding not rescanned), so no analysis ever computes on a hole.
+    """
+    group = group if group is not None else _open_group(path)
+    names = list(dict.fromkeys(list(variables) + (["length", "example_idx"] if check and "attention" in variables
+                                                  else [])))
+    out: dict[str, np.ndarray] = {}
+    for name in names:
+        arr = _array(group, name, path)
+        k = start // arr.chunks[0]
+        key = arr.metadata.encode_chunk_key((k,) + (0,) * (arr.ndim - 1))
+        where = f"{path}: `{name}` chunk {k} (examples {start}..{stop - 1}, file {name}/{key})"
+        if _required(group, name) and not _has_chunk(arr, key):
+            raise StoreError(f"{where} is missing: the store is incomplete or damaged; {refix(path)}")
+        try:
+            out[name] = np.asarray(arr[start:stop])
+        except Exception as err:  # noqa: BLE001 - a corrupt chunk, whatever the codec says
+            raise StoreError(f"{where} cannot be decoded ({type(err).__name__}: {err}); the store is corrupt: "
+                             f"{refix(path)}") from None
+    if check and "attention" in variables:
+        check_block(out["attention"], out["length"], dict(group.attrs), padding=False,
+                    where=f"{path} chunk {start // group['attention'].chunks[0]} (examples {start}..{stop - 1})",
+                    example_idx=out["example_idx"], store=path)
+    return {name: out[name] for name in variables}
 
 
 def open_store(path: str | Path, expect: Mapping[str, Any] | None = None, check_rows: bool = True):
     """Open a complete attention store lazily (xarray over Dask), refusing anything else.
 
-    expect: attribute -> required value (e.g. IDENTITY_ATTRS of a wanted store); any difference raises
-    StoreMismatchError naming the attribute, both values and the fix. check_rows: check on the first
-    chunk's first examples that rows sum to 1 over the real keys and that padding is NaN.
+    expect: attribute -> required value (:func:`expected_attrs` for an analysis); any difference raises
+    StoreMismatchError naming the attribute, both values and the fix. Every example chunk file must exist.
+    check_rows: check on the first chunk's first examples that rows sum to 1 over the real keys and that
+    padding is NaN (every chunk an analysis reads is checked again by :func:`read_chunk`).
     """
     import xarray as xr
 
@@ -280,25 +435,52 @@ def open_store(path: str | Path, expect: Mapping[str, Any] | None = None, check_
         meta = json.loads((path / "zarr.json").read_text()) if (path / "zarr.json").exists() else {}
         ds = xr.open_zarr(str(path), consolidated=bool(meta.get("consolidated_metadata")))
     except Exception as err:  # noqa: BLE001
-        raise StoreError(f"{path} is not a readable Zarr store ({err}); delete it and re-run the extraction") from None
+        raise StoreError(f"{path} is not a readable Zarr store ({err}); {refix(path)}") from None
     if ds.attrs.get("complete") is not True:
         raise IncompleteStoreError(f"{path} is not marked complete (complete={ds.attrs.get('complete')!r}): the "
                                    f"extraction was interrupted or is still running; delete it and re-run "
                                    f"`snakemake {path}` (an interrupted run resumes from {partial_path(path)})")
     missing = [v for v in DIMS if v not in ds.variables]
     if missing:
-        raise StoreError(f"{path} lacks variable(s) {missing}: not an attention store of DESIGN section 5; delete it "
-                         f"and re-run the extraction")
+        raise StoreError(f"{path} lacks variable(s) {missing}: not an attention store of DESIGN section 5; "
+                         f"{refix(path)}")
     diffs = _differences(ds.attrs, expect or {})
     if diffs:
         lines = "; ".join(f"attribute {k!r} is {h!r} in the store but {w!r} is asked" for k, h, w in diffs)
         raise StoreMismatchError(f"{path} was extracted for other settings: {lines}. Delete {path} and re-run the "
                                  f"extraction (snakemake --forcerun extract_attention {path}), or ask for what the "
                                  f"store holds")
+    holes = missing_chunks(path)
+    if holes:
+        more = f" and {len(holes) - 1} more" if len(holes) > 1 else ""
+        raise StoreError(f"{path} lacks {holes[0]}{more}: the store is damaged; {refix(path)}")
     if check_rows and ds.sizes["example"]:
         k = min(int(ds["attention"].data.chunksize[0]), 8, ds.sizes["example"])
-        check_block(ds["attention"][:k].values, ds["length"][:k].values, ds.attrs, where=str(path))
+        try:
+            att, length = ds["attention"][:k].values, ds["length"][:k].values
+        except Exception as err:  # noqa: BLE001
+            raise StoreError(f"{path}: chunk 0 cannot be decoded ({type(err).__name__}: {err}); the store is "
+                             f"corrupt: {refix(path)}") from None
+        check_block(att, length, ds.attrs, where=f"{path} chunk 0", example_idx=ds["example_idx"][:k].values,
+                    store=path)
     return ds
+
+
+def expected_attrs(config, task: str, variant: str) -> dict[str, Any]:
+    """What an analysis asks of the store of (task, variant): the identity attributes the config determines.
+
+    config: the typed Config (sections model, data.seed, data.max_length, attention.split, attention.examples,
+    attention.keepbits, attention.spacy_model: :data:`EXPECT_SECTIONS`, to declare in a step's StepSpec).
+    """
+    att = config.attention
+    return {"model": str(config.model), "task": task, "variant": variant, "split": att.split,
+            "examples": att.examples, "seed": int(config.data.seed), "max_length": int(config.data.max_length),
+            "keepbits": att.keepbits, "spacy_model": att.spacy_model}
+
+
+#: config keys :func:`expected_attrs` reads (a step that opens a store declares them)
+EXPECT_SECTIONS = ("model", "data.seed", "data.max_length", "attention.split", "attention.examples",
+                   "attention.keepbits", "attention.spacy_model")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -347,15 +529,6 @@ def example_chunks(ds) -> list[tuple[int, int]]:
     return [(int(b - c), int(b)) for b, c in zip(stops, chunks)]
 
 
-def read_chunk(path: str, start: int, stop: int, variables: Sequence[str]) -> dict[str, np.ndarray]:
-    """Examples [start, stop) of `variables` of a store (path or fsspec URL) as numpy arrays."""
-    import xarray as xr
-
-    with xr.open_zarr(path) as ds:
-        sub = ds.isel(example=slice(start, stop))
-        return {name: np.asarray(sub[name].values) for name in variables}
-
-
 def _chunk_task(fn: Callable[..., Any], paths: list[str], variables: list[tuple[str, ...]], start: int, stop: int,
                 kwargs: dict[str, Any]) -> Any:
     blocks = [read_chunk(p, start, stop, names) for p, names in zip(paths, variables)]
@@ -381,7 +554,6 @@ def map_chunks(fn: Callable[..., Any], stores: str | Path | Sequence[str | Path]
     import os
 
     import dask
-    import xarray as xr
 
     paths = [os.fspath(stores)] if isinstance(stores, (str, os.PathLike)) else [os.fspath(s) for s in stores]
     if variables and all(isinstance(v, str) for v in variables):
@@ -390,8 +562,9 @@ def map_chunks(fn: Callable[..., Any], stores: str | Path | Sequence[str | Path]
         names = [tuple(v) for v in variables]
     if len(names) != len(paths):
         raise ValueError(f"map_chunks: {len(paths)} stores but {len(names)} variable lists")
-    with xr.open_zarr(paths[0]) as ds:
-        bounds = example_chunks(ds)
+    att = _array(_open_group(paths[0]), "attention", paths[0])
+    size, E = int(att.chunks[0]), int(att.shape[0])
+    bounds = [(start, min(start + size, E)) for start in range(0, E, size)]
     tasks = [dask.delayed(_chunk_task)(fn, paths, names, start, stop,
                                        {**shared, **(dict(per_chunk(start, stop)) if per_chunk else {})})
              for start, stop in bounds]

@@ -128,7 +128,7 @@ def words_table(examples: list[Example]) -> pd.DataFrame:
 
 
 def write_store(ds, path, chunk: int = 2):
-    ds.chunk({"example": chunk}).to_zarr(path, mode="w")
+    ds.chunk({"example": chunk}).to_zarr(path, mode="w", write_empty_chunks=True)  # as the extraction writes
     return path
 
 

@@ -7,6 +7,7 @@ import pandas as pd
 import xarray as xr
 
 from bertology.annotate import WORD_COLUMNS, WORD_DTYPES
+from tests.builders import identity_attrs
 
 CLS, SEP, PAD = 101, 102, 0
 E, L, H, T = 24, 3, 4, 16
@@ -85,6 +86,10 @@ def make_attention(ids, wid, length, words, cls_mass):
     return att.astype(np.float16)
 
 
+#: the config the stores are "extracted" under (what the analyses expect of them)
+STORE_CONFIG = {"model": "synthetic", "data": {"seed": 1, "max_length": T}, "attention": {"examples": E}}
+
+
 def write_store(path, variant, cls_mass, chunk=5):
     ids, tt, wid, length, words = make_examples()
     att = make_attention(ids, wid, length, words, cls_mass)
@@ -94,9 +99,9 @@ def write_store(path, variant, cls_mass, chunk=5):
          "word_ids": (("example", "query"), wid), "length": (("example",), length),
          "example_idx": (("example",), np.arange(1000, 1000 + E, dtype=np.int64))},
         coords={"layer": np.arange(L), "head": np.arange(H)},
-        attrs={"model": "synthetic", "variant": variant, "task": "rte", "split": "validation", "cls_token_id": CLS,
-               "sep_token_id": SEP, "pad_token_id": PAD, "max_length": T, "complete": True})
-    ds.chunk({"example": chunk}).to_zarr(path, mode="w")
+        attrs={**identity_attrs("rte", variant, **STORE_CONFIG), "cls_token_id": CLS, "sep_token_id": SEP,
+               "pad_token_id": PAD, "complete": True})
+    ds.chunk({"example": chunk}).to_zarr(path, mode="w", write_empty_chunks=True)  # as the extraction writes
     return words
 
 

@@ -226,12 +226,13 @@ def _parser_task(block, *, arcs: dict[int, Arcs]) -> ParserCounts:
     return chunk_counts(block["attention"], block["word_ids"], block["length"], block["example_idx"], arcs)
 
 
-def store_parser(store, words: pd.DataFrame, *, compute_kwargs=None) -> tuple[ParserCounts, int, int]:
+def store_parser(store, words: pd.DataFrame, *, compute_kwargs=None, expect=None) -> tuple[ParserCounts, int, int]:
     """One pass over a store -> (ParserCounts of the words table's arcs, layers, heads). Each Dask task reads one
-    example chunk and carries only that chunk's arcs (:func:`bertology.store.map_chunks`)."""
+    example chunk and carries only that chunk's arcs (:func:`bertology.store.map_chunks`). expect: the attributes
+    the store must have (:func:`bertology.store.expected_attrs`)."""
     from bertology.store import StoreError, map_chunks, open_store
 
-    ds = open_store(store)
+    ds = open_store(store, expect=expect)
     by_example = arcs_by_example(words)
     example_idx = np.asarray(ds["example_idx"].values, dtype=np.int64)
 

@@ -271,14 +271,16 @@ def _stats_task(block: Mapping[str, np.ndarray], *, words: Mapping[int, ExampleW
 
 
 def store_stats(store: str | Path, words: pd.DataFrame | None, *, classifier: str = "rule",
-                compute_kwargs: Mapping[str, Any] | None = None, negation: str = "paper") -> Partial:
+                compute_kwargs: Mapping[str, Any] | None = None, negation: str = "paper",
+                expect: Mapping[str, Any] | None = None) -> Partial:
     """One read of a store -> the summed Partial of patterns, features, cls and dependency relations.
 
     store: an attention store (validated by :func:`bertology.store.open_store`); words: the words table
-    (None: no word features, no dependency links); negation: ``analysis.features.negation``. One Dask task per example chunk (read + reduce fused,
-    :func:`bertology.store.map_chunks`); the partials are added here.
+    (None: no word features, no dependency links); negation: ``analysis.features.negation``. One Dask task per
+    example chunk (read + reduce fused, :func:`bertology.store.map_chunks`); the partials are added here.
+    expect: the attributes the store must have (:func:`bertology.store.expected_attrs`).
     """
-    ds = open_store(store)
+    ds = open_store(store, expect=expect)
     by_example = prepare_words(words, negation=negation) if words is not None else {}
     spec = StoreSpec(SpecialTokens.of(ds.attrs, str(store)), ds.sizes["layer"], ds.sizes["head"], classifier)
     example_idx = np.asarray(ds["example_idx"].values, dtype=np.int64)  # small: (E,)
@@ -340,11 +342,14 @@ def _pair_task(a: Mapping[str, np.ndarray], b: Mapping[str, np.ndarray], *, word
 
 
 def store_pair(pretrained: str | Path, finetuned: str | Path, words: pd.DataFrame | None = None, *,
-               compute_kwargs: Mapping[str, Any] | None = None, negation: str = "paper") -> PairPartial:
+               compute_kwargs: Mapping[str, Any] | None = None, negation: str = "paper",
+               expect: tuple[Mapping[str, Any], Mapping[str, Any]] | None = None) -> PairPartial:
     """One chunk-aligned pass over both stores -> cosine (L, H) and paired feature differences (L, H, F).
 
-    negation: ``analysis.features.negation`` (the word list of the negation feature)."""
-    da, db = open_store(pretrained), open_store(finetuned)
+    negation: ``analysis.features.negation`` (the word list of the negation feature); expect: the attributes
+    (pretrained, finetuned) must have (:func:`bertology.store.expected_attrs`)."""
+    ea_, eb_ = expect if expect is not None else (None, None)
+    da, db = open_store(pretrained, expect=ea_), open_store(finetuned, expect=eb_)
     ea, eb = np.asarray(da["example_idx"].values), np.asarray(db["example_idx"].values)
     if not np.array_equal(ea, eb):
         raise StoreError(f"{pretrained} and {finetuned} do not hold the same examples in the same order; "

@@ -148,14 +148,15 @@ def sieve_table(scores: np.ndarray, roles: Sequence[str], *, tau: float, alpha: 
 
 def run_sieve(store: str | Path, words: pd.DataFrame | None, *, task: str | None = None, tau: float, alpha: float,
               window: int, correction: str, compute_kwargs: Mapping[str, Any] | None = None,
-              batch: int = BATCH) -> tuple[pd.DataFrame, xr.DataArray]:
+              batch: int = BATCH, expect: Mapping[str, Any] | None = None) -> tuple[pd.DataFrame, xr.DataArray]:
     """Scores and sieve table of one store (validated by open_store). Roles: all, `block` only for pair tasks.
 
-    task: the GLUE task (default: the store's `task` attribute); tau, alpha, window, correction: analysis.sieve.
+    task: the GLUE task (default: the store's `task` attribute); tau, alpha, window, correction: analysis.sieve;
+    expect: the attributes the store must have (:func:`bertology.store.expected_attrs`).
     """
     from bertology.tasks import get_task
 
-    ds = open_store(store)
+    ds = open_store(store, expect=expect)
     task = task or ds.attrs.get("task")
     if not task:
         raise ValueError(f"the task of {store} is unknown: the store has no `task` attribute")

@@ -10,10 +10,23 @@ from __future__ import annotations
 import numpy as np
 
 
-def _clean(attention: np.ndarray) -> np.ndarray:
-    """float32 copy with NaN (padding) set to 0, so that masked products stay finite."""
+def _clean(attention: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """float32 copy with the NaN padding set to 0, so that masked products stay finite.
+
+    attention: (E, L, H, Q, K); length: (E,). NaN inside an example's length is a damaged store, never a
+    zero: it raises ValueError naming the example.
+    """
     a = np.array(attention, dtype=np.float32, copy=True)
-    np.copyto(a, 0.0, where=np.isnan(a))          # much faster than np.nan_to_num on large blocks
+    nan = np.isnan(a)
+    Q, K = a.shape[-2:]
+    n = np.asarray(length, dtype=np.int64)[:, None, None]
+    real = (np.arange(Q)[None, :, None] < n) & (np.arange(K)[None, None, :] < n)  # (E, Q, K)
+    bad = (nan & real[:, None, None]).any(axis=(1, 2, 3, 4))
+    if bad.any():
+        e = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"attention of example {e} (of this block) has NaN inside its length {int(n[e, 0, 0])}: "
+                         f"the store is damaged; delete it and re-run the extraction")
+    np.copyto(a, 0.0, where=nan)          # much faster than np.nan_to_num on large blocks
     return a
 
 
@@ -39,7 +52,7 @@ def example_scores(attention: np.ndarray, sieve: np.ndarray, queries: np.ndarray
     attention: (E, L, H, Q, K); sieve: (E, R, Q, K) bool; queries: (E, R, Q) bool; length: (E,).
     One batched matmul (E, L*H, Q*K) @ (E, Q*K, R): no (E, L, H, R, Q) intermediate.
     """
-    a = _clean(attention)
+    a = _clean(attention, length)
     E, L, H, Q, K = a.shape
     weights, count = query_weights(sieve, queries)
     R = weights.shape[1]

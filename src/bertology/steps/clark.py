@@ -125,10 +125,12 @@ def syntax_parser(ctx: StepContext) -> None:
     """One pass over a gold-syntax store -> results/stats/syntax/{model}.csv and {model}.json (scored and skipped
     arcs, sentences and words cut off by data.max_length)."""
     from bertology.clark.conllu import truncation
-    from bertology.store import open_store, read_words
+    from bertology.store import expected_attrs, open_store, read_words
 
     words = read_words(ctx.input.words)
-    counts, layers, heads = prs.store_parser(ctx.input.store, words,
+    # the gold-syntax store: every sentence (no sampling), split `gold` (see extract_syntax)
+    expect = dict(expected_attrs(ctx.config, "syntax", ctx.wildcards.get("model")), examples=None, split="gold")
+    counts, layers, heads = prs.store_parser(ctx.input.store, words, expect=expect,
                                              compute_kwargs=compute_kwargs(ctx.config.analysis.dask, ctx.threads))
     table = prs.parser_table(counts, layers, heads)
     write_csv(table, ctx.output.table)

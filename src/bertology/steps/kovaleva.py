@@ -40,7 +40,7 @@ from bertology.kovaleva import framenet as fn
 from bertology.kovaleva import patterns as pat
 from bertology.kovaleva import reduce as red
 from bertology.steps.tables import by_task, by_variant, read_table
-from bertology.store import open_store, read_words
+from bertology.store import check_block, expected_attrs, open_store, read_words
 from bertology.tasks import STORE_VARIANTS
 
 #: attention maps in a label sheet (patterns_sheet), and the seed of their sample
@@ -66,6 +66,7 @@ def kovaleva_stats(ctx: StepContext) -> None:
     classifier = "rule" if cfg.patterns.classifier == "rule" else str(ctx.input.classifier)
     t0 = time.perf_counter()
     part = red.store_stats(ctx.input.store, words, classifier=classifier,
+                           expect=expected_attrs(ctx.config, ctx.task, ctx.variant),
                            compute_kwargs=compute_kwargs(cfg.dask, ctx.threads), negation=cfg.features.negation)
     seconds = time.perf_counter() - t0
     layers, heads = part.dependency.total.shape
@@ -95,6 +96,8 @@ def kovaleva_cosine(ctx: StepContext) -> None:
     pretrained feature differences, features_diff.csv."""
     cfg = ctx.config.analysis
     part = red.store_pair(ctx.input.pretrained, ctx.input.finetuned, read_words(ctx.input.words),
+                          expect=(expected_attrs(ctx.config, ctx.task, "pretrained"),
+                                  expected_attrs(ctx.config, ctx.task, "finetuned")),
                           compute_kwargs=compute_kwargs(cfg.dask, ctx.threads), negation=cfg.features.negation)
     cosine = red.moments_table(part.cosine)
     write_csv(cosine, ctx.output.cosine)
@@ -228,6 +231,8 @@ def patterns_sheet(ctx: StepContext) -> None:
     for e in np.unique(sample[:, 0]):  # one read per sampled example
         ex = ds.isel(example=int(e)).load()
         n, idx = int(ex["length"]), int(ex["example_idx"])
+        check_block(ex["attention"].values[None], np.array([n]), ds.attrs, where=f"{ctx.input.store} example {e}",
+                    padding=False, example_idx=np.array([idx]), store=ctx.input.store)
         for _, layer, head in sample[sample[:, 0] == e]:
             a = ex["attention"].values[layer, head, :n, :n].astype(float)
             image = images / f"ex{idx}_l{layer + 1}_h{head + 1}.png"

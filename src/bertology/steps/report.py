@@ -36,6 +36,9 @@ def explorer(ctx: StepContext) -> None:
     from bertology.explorer import DEFAULT_EXAMPLES, write_explorer
 
     out = ctx.output.page
-    write_explorer(out.parent, list(ctx.config.tasks), out, examples=DEFAULT_EXAMPLES, seed=ctx.config.data.seed)
+    from bertology.store import expected_attrs
+
+    write_explorer(out.parent, list(ctx.config.tasks), out, examples=DEFAULT_EXAMPLES, seed=ctx.config.data.seed,
+                   expect=lambda task, variant: expected_attrs(ctx.config, task, variant))
     ctx.tracker.metric("megabytes", out.stat().st_size / 1e6)
     ctx.tracker.artifact(out)

@@ -27,7 +27,7 @@ from bertology.sieve.reduce import run_sieve
 from bertology.sieve.summary import sieve_delta as delta_table
 from bertology.sieve.summary import summarize
 from bertology.steps.tables import by_task, read_table
-from bertology.store import read_words
+from bertology.store import expected_attrs, read_words
 from bertology.tasks import STORE_VARIANTS
 
 #: the variant of Figs. 3 (score distributions) and 4 (role overlaps), as in the paper: the fine-tuned model
@@ -67,6 +67,7 @@ def sieve(ctx: StepContext) -> None:
     cfg = ctx.config.analysis.sieve
     t0 = time.perf_counter()
     table, scores = run_sieve(ctx.input.store, read_words(ctx.input.words), task=ctx.task, tau=cfg.tau,
+                              expect=expected_attrs(ctx.config, ctx.task, ctx.variant),
                               alpha=cfg.alpha, window=cfg.window, correction=cfg.correction,
                               compute_kwargs=compute_kwargs(ctx.config.analysis.dask, ctx.threads))
     seconds = time.perf_counter() - t0
