@@ -17,6 +17,7 @@
 # Needs root (it starts Slurm's daemons), `python` with bertology + snakemake + the slurm executor plugin on
 # PATH, 2 CPUs and a few GB of memory. State, logs and both workflow directories: $BERTOLOGY_CLUSTER_DIR
 # (default /tmp/bertology-cluster, wiped at the start, kept afterwards for inspection).
+# BERTOLOGY_CLUSTER_LOCAL=DIR reuses a finished local run of the same config (development only).
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -85,6 +86,10 @@ lap "packages" "$t"
 
 say "1. local reference run (--cores $CORES)"
 t=$SECONDS
+if [[ -n ${BERTOLOGY_CLUSTER_LOCAL:-} ]]; then  # development: reuse a finished local run of this config
+    cp -a "$BERTOLOGY_CLUSTER_LOCAL" "$STATE/local"
+    echo "reusing the local run in $BERTOLOGY_CLUSTER_LOCAL"
+fi
 smk "$STATE/local" --cores "$CORES" --quiet rules >"$STATE/local.log" 2>&1 \
     || { tail -40 "$STATE/local.log"; fail "local run failed (log: $STATE/local.log)"; }
 lap "local run, --cores $CORES" "$t"

@@ -146,8 +146,15 @@ StoragePass=$DB_PASS
 StorageLoc=slurm_acct_db
 EOF
     chmod 600 "$d/slurmdbd.conf"
-    # slurm.conf must sit beside an empty cgroup.conf-free setup; clients and daemons read SLURM_CONF.
+    # Daemons and clients here read SLURM_CONF; but the executor's job step drops SLURM_* variables before
+    # its nested `srun`, which then reads the standard path: point /etc/slurm/slurm.conf at ours while the
+    # cluster runs (a file already there is set aside and put back by slurm_stop).
     export SLURM_CONF=$d/slurm.conf
+    mkdir -p /etc/slurm
+    if [[ -e /etc/slurm/slurm.conf && ! -L /etc/slurm/slurm.conf ]]; then
+        mv /etc/slurm/slurm.conf /etc/slurm/slurm.conf.bertology-saved
+    fi
+    ln -sfn "$SLURM_CONF" /etc/slurm/slurm.conf
 }
 
 slurm_start() {
@@ -190,4 +197,10 @@ slurm_stop() {
         rm -f "$pidfile"
     done
     SLURM_PIDS=()
+    if [[ -L /etc/slurm/slurm.conf && $(readlink /etc/slurm/slurm.conf) == "$SLURM_STATE"/* ]]; then
+        rm -f /etc/slurm/slurm.conf
+    fi
+    if [[ -e /etc/slurm/slurm.conf.bertology-saved && ! -e /etc/slurm/slurm.conf ]]; then
+        mv /etc/slurm/slurm.conf.bertology-saved /etc/slurm/slurm.conf
+    fi
 }
