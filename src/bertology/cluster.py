@@ -291,7 +291,6 @@ def check_workflow(workflow: Any, *, nodes: Sequence[Node] | None = None) -> lis
         return []
     warnings = tracking_warnings(dict(workflow.config.get("mlflow") or {}).get("tracking_uri"))
     for message in warnings:
-        log.warning(message)
         print(f"WARNING: {message}", file=sys.stderr)
     problems = check(requests_from_jobs(workflow.dag.needrun_jobs()), read_sinfo() if nodes is None else nodes)
     if problems:
