@@ -2,7 +2,8 @@
 
   python compare.py outputs LOCAL_DIR CLUSTER_DIR
       every results/stats/**.csv, results/ablation/**.csv, results/scores/**.json and
-      results/tables/table1.csv of the two workflow directories are equal (pandas, exact)
+      results/tables/table1.csv of the two workflow directories are equal (pandas, exact; JSON without
+      wall-clock fields)
   python compare.py mlflow --local LOCAL_DIR --uri URI --experiment NAME [--invocations N] [--dask ADDRESS]
       the tracking server holds N workflow runs, all FINISHED, each with one FINISHED child run per job: the
       same jobs (rule:task:variant) as the local run's sqlite store, and the same Table 1 metrics
@@ -25,6 +26,18 @@ def _files(root: Path) -> set[str]:
     return {str(p.relative_to(root)) for pattern in PATTERNS for p in root.glob(pattern)}
 
 
+# Wall-clock fields (e.g. the `seconds` an evaluation took) differ between any two runs.
+TIMING_KEYS = {"seconds"}
+
+
+def _untimed(value):
+    if isinstance(value, dict):
+        return {k: _untimed(v) for k, v in value.items() if k not in TIMING_KEYS}
+    if isinstance(value, list):
+        return [_untimed(v) for v in value]
+    return value
+
+
 def compare_outputs(local: Path, cluster: Path) -> int:
     a, b = _files(local), _files(cluster)
     problems = [f"only in the local run: {x}" for x in sorted(a - b)]
@@ -32,7 +45,7 @@ def compare_outputs(local: Path, cluster: Path) -> int:
     same = 0
     for rel in sorted(a & b):
         if rel.endswith(".json"):
-            x, y = json.loads((local / rel).read_text()), json.loads((cluster / rel).read_text())
+            x, y = (_untimed(json.loads(p.read_text())) for p in (local / rel, cluster / rel))
             if x != y:
                 problems.append(f"{rel}: {x} != {y}")
                 continue
@@ -49,7 +62,8 @@ def compare_outputs(local: Path, cluster: Path) -> int:
                 continue
         same += 1
     print(f"outputs: {same} of {len(a | b)} files identical "
-          f"({sum(r.endswith('.csv') for r in a)} CSV, {sum(r.endswith('.json') for r in a)} JSON)")
+          f"({sum(r.endswith('.csv') for r in a)} CSV, {sum(r.endswith('.json') for r in a)} JSON; "
+          f"JSON compared without the wall-clock fields {sorted(TIMING_KEYS)})")
     for p in problems:
         print(f"  DIFFERENT {p}")
     return 1 if problems or not same else 0
