@@ -150,8 +150,11 @@ say "4. outputs and MLflow runs"
 say "5. Dask: scheduler here, a worker as a Slurm job (dask-jobqueue SLURMCluster)"
 t=$SECONDS
 mkdir -p "$STATE/dask"
-"$PY" -m bertology.cluster dask --workers 1 --cores 1 --memory 2GB --walltime 00:30:00 --host 127.0.0.1 \
-    --address-file "$STATE/dask/address" --log-directory "$STATE/dask" --wait 300 >"$STATE/dask/scheduler.log" 2>&1 &
+# Started from the workflow's directory: the worker jobs run where they were submitted from, and the
+# reductions open the stores by the workflow's relative paths.
+(cd "$STATE/slurm" && exec "$PY" -m bertology.cluster dask --workers 1 --cores 1 --memory 2GB --walltime 00:30:00 \
+    --host 127.0.0.1 --address-file "$STATE/dask/address" --log-directory "$STATE/dask" --wait 300) \
+    >"$STATE/dask/scheduler.log" 2>&1 &
 BG_PIDS+=($!)
 _wait_for 320 "the Dask worker job" test -s "$STATE/dask/address" \
     || { cat "$STATE/dask/scheduler.log"; squeue; fail "no Dask worker"; }
