@@ -11,6 +11,8 @@ jobs ask for with what ``sinfo`` reports and returns one message per rule that c
 - ``python -m bertology.cluster dask --workers 2 --cores 4 --memory 16GB --address-file dask.addr``
   starts a Dask scheduler here (the login node) with workers as Slurm jobs (dask-jobqueue's
   ``SLURMCluster``), writes its address for ``analysis.dask.scheduler``, and runs until interrupted.
+  Start it from the workflow's directory: the workers run where they were submitted from, and the
+  reductions open the stores by the workflow's relative paths.
 """
 
 from __future__ import annotations
