@@ -27,6 +27,10 @@ CACHE=${BERTOLOGY_CLUSTER_CACHE:-/var/cache/bertology-cluster}
 CORES=${CORES:-2}
 PY=$(command -v python || command -v python3)
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false MPLBACKEND=Agg
+# BLAS on one thread in every run, as Dask's workers run it (distributed's nanny sets these): float32
+# matrix products sum in an order that depends on the BLAS thread count, which moves sieve means by ~1e-6
+# relative; with it pinned, local, Slurm and Dask results are bit-identical.
+export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 T0=$SECONDS
 TIMES=()
 
