@@ -27,10 +27,10 @@ CACHE=${BERTOLOGY_CLUSTER_CACHE:-/var/cache/bertology-cluster}
 CORES=${CORES:-2}
 PY=$(command -v python || command -v python3)
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false MPLBACKEND=Agg
-# BLAS on one thread in every run, as Dask's workers run it (distributed's nanny sets these): float32
-# matrix products sum in an order that depends on the BLAS thread count, which moves sieve means by ~1e-6
-# relative; with it pinned, local, Slurm and Dask results are bit-identical.
-export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+# The sieve on one thread in every run: its float32 matrix products sum in an order that depends on the
+# BLAS thread count, which Snakemake sets to the job's threads (OMP_NUM_THREADS...) and Dask's workers to
+# one; a different count moves sieve means by ~1e-6 relative. Pinned, local, Slurm and Dask agree exactly.
+PIN=(--set-threads sieve=1)
 T0=$SECONDS
 TIMES=()
 
@@ -94,7 +94,7 @@ if [[ -n ${BERTOLOGY_CLUSTER_LOCAL:-} ]]; then  # development: reuse a finished 
     cp -a "$BERTOLOGY_CLUSTER_LOCAL" "$STATE/local"
     echo "reusing the local run in $BERTOLOGY_CLUSTER_LOCAL"
 fi
-smk "$STATE/local" --cores "$CORES" --quiet rules >"$STATE/local.log" 2>&1 \
+smk "$STATE/local" --cores "$CORES" "${PIN[@]}" --quiet rules >"$STATE/local.log" 2>&1 \
     || { tail -40 "$STATE/local.log"; fail "local run failed (log: $STATE/local.log)"; }
 lap "local run, --cores $CORES" "$t"
 
@@ -124,7 +124,7 @@ mkdir -p "$STATE/slurm"
 set +e
 check >"$STATE/check-shipped.txt" 2>&1; rc_shipped=$?
 check --set-resources train_model:gpu=1 --max-threads 2 >"$STATE/check-gpu.txt" 2>&1; rc_gpu=$?
-check --max-threads 2 >"$STATE/check-fits.txt" 2>&1; rc_fits=$?
+check --max-threads 2 "${PIN[@]}" >"$STATE/check-fits.txt" 2>&1; rc_fits=$?
 set -e
 cat "$STATE/check-shipped.txt" "$STATE/check-gpu.txt" "$STATE/check-fits.txt"
 ((rc_shipped == 1)) && grep -q "rule train_model (4 jobs) asks for 8 CPUs.*too many CPUs" "$STATE/check-shipped.txt" \
@@ -137,7 +137,7 @@ lap "resource checks (3 dry runs)" "$t"
 say "4. the workflow through --profile profiles/slurm --max-threads 2"
 t=$SECONDS
 SLURM_ARGS=(--profile "$REPO/profiles/slurm" --max-threads 2 --slurm-init-seconds-before-status-checks 5
-            --slurm-keep-successful-logs)
+            --slurm-keep-successful-logs "${PIN[@]}")
 timeout 3600 "$PY" -m snakemake --snakefile "$REPO/Snakefile" --directory "$STATE/slurm" \
     --configfile "$HERE/config.yaml" "$STATE/tracking.yaml" "${SLURM_ARGS[@]}" >"$STATE/slurm.log" 2>&1 \
     || { tail -60 "$STATE/slurm.log"; squeue || true; fail "the Slurm run failed (log: $STATE/slurm.log)"; }
