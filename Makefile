@@ -35,6 +35,7 @@ test: install
 # A single-node Slurm with accounting (installs Debian packages, needs root), the small DAG of
 # tests/cluster/config.yaml through profiles/slurm, compared with a local run; see tests/cluster/run.sh.
 test-cluster: install
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[test,cluster]'
 	PATH=$(abspath $(BIN)):$$PATH bash tests/cluster/run.sh
 
 lint: install

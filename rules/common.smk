@@ -101,8 +101,11 @@ def _syntax_extract_inputs(wildcards):
 
 
 onstart:
-    from bertology import tracking
+    from bertology import cluster, tracking
 
+    # With the slurm executor: stop before submitting anything when a job asks for more than any node
+    # offers (sinfo), and warn when the jobs would all track to one sqlite file. A no-op otherwise.
+    cluster.check_workflow(workflow)
     tracking.init_store()
     tracking.parent_run_id(INVOCATION, params=config)
 

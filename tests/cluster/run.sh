@@ -6,7 +6,8 @@
 #  2. starts Slurm with accounting (munged, mariadbd, slurmdbd, slurmctld, slurmd; tests/cluster/slurm-up.sh)
 #     and an MLflow tracking server on this (login) node;
 #  3. bertology.cluster check: the profile as shipped (max-threads 8) and a GPU request are reported as
-#     unrunnable on this 2-CPU, GPU-less node; with max-threads 2 every job fits;
+#     unrunnable on this 2-CPU, GPU-less node; with max-threads 2 every job fits; the workflow itself with
+#     the shipped profile stops in onstart before submitting anything;
 #  4. runs the same DAG through `--profile profiles/slurm --max-threads 2`, tracking to the server;
 #     compares stats/ablation/scores/table1 with the local run (exactly) and the MLflow runs with the local ones;
 #  5. Dask: a scheduler here with one worker as a Slurm job (python -m bertology.cluster dask, i.e.
@@ -132,7 +133,20 @@ cat "$STATE/check-shipped.txt" "$STATE/check-gpu.txt" "$STATE/check-fits.txt"
 ((rc_gpu == 1)) && grep -q "rule train_model.*1 GPUs.*too many GPUs" "$STATE/check-gpu.txt" \
     || fail "a GPU request on a node without GPUs was not reported"
 ((rc_fits == 0)) || fail "with max-threads 2 some job does not fit the node"
-lap "resource checks (3 dry runs)" "$t"
+# The workflow runs the same check in its onstart (bertology.cluster.check_workflow): with the shipped
+# profile it must stop before submitting anything, naming the rule, and warn about sqlite tracking.
+set +e
+timeout 600 "$PY" -m snakemake --snakefile "$REPO/Snakefile" --directory "$STATE/slurm" \
+    --configfile "$HERE/config.yaml" --profile "$REPO/profiles/slurm" "${PIN[@]}" >"$STATE/refused.log" 2>&1
+rc_refused=$?
+set -e
+grep -E "Jobs that no node|asks for 8 CPUs|WARNING: mlflow.tracking_uri" "$STATE/refused.log" | cut -c1-200
+((rc_refused != 0)) && grep -q "rule train_model (4 jobs) asks for 8 CPUs" "$STATE/refused.log" \
+    || { tail -30 "$STATE/refused.log"; fail "the workflow with the shipped profile did not stop at start-up"; }
+grep -q "WARNING: mlflow.tracking_uri is sqlite" "$STATE/refused.log" || fail "no warning about sqlite tracking"
+! grep -q "submitted with SLURM jobid" "$STATE/refused.log" && [[ -z $(squeue -h -o %i) ]] \
+    || fail "the refused workflow submitted jobs"
+lap "resource checks (3 dry runs, 1 refused run)" "$t"
 
 say "4. the workflow through --profile profiles/slurm --max-threads 2"
 t=$SECONDS
