@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -149,3 +152,39 @@ def test_requests_from_jobs_and_check_workflow():
     assert "sqlite" in cluster.check_workflow(wf, nodes=nodes)[0]
     local = SimpleNamespace(executor_plugin=SimpleNamespace(name="local"))
     assert cluster.check_workflow(local) == []  # not on Slurm: nothing to check, sinfo never called
+
+
+def _check(repo, tmp_path, profile, *args):
+    sinfo = tmp_path / "sinfo.txt"
+    sinfo.write_text(SINFO_ONE_NODE)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo / "src"), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run(
+        [sys.executable, "-m", "bertology.cluster", "check", "--profile", str(profile), "--sinfo-file", str(sinfo),
+         "--snakefile", str(repo / "Snakefile"), "--directory", str(tmp_path / "wf"),
+         "--configfile", str(repo / "tests/cluster/config.yaml"), *args],
+        cwd=repo, env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_check_the_shipped_profile_on_a_two_cpu_node(repo, tmp_path):
+    """The real dry run of profiles/slurm (with the workflow profile profiles/default applied as usual):
+    max-threads 8 is reported for the rules that ask for more than 2 CPUs; with --max-threads 2 all fit."""
+    shipped = _check(repo, tmp_path, repo / "profiles/slurm")
+    assert shipped.returncode == 1, shipped.stdout + shipped.stderr
+    assert "rule train_model (4 jobs) asks for 8 CPUs" in shipped.stdout
+    assert "too many CPUs" in shipped.stdout and "max-threads" in shipped.stdout
+    fits = _check(repo, tmp_path, repo / "profiles/slurm", "--max-threads", "2")
+    assert fits.returncode == 0, fits.stdout + fits.stderr
+    assert "every job fits a node" in fits.stdout
+
+
+def test_profile_partition_reaches_the_jobs(repo, tmp_path):
+    """slurm_partition set in the Slurm profile reaches every job (profiles/default must not shadow it
+    with a default-resources of its own): a partition sinfo does not list is named for each rule."""
+    profile = tmp_path / "profile"
+    profile.mkdir()
+    text = (repo / "profiles/slurm/config.yaml").read_text()
+    assert '  # slurm_partition: "cpu"' in text
+    (profile / "config.yaml").write_text(text.replace('  # slurm_partition: "cpu"', '  slurm_partition: "nosuch"'))
+    run = _check(repo, tmp_path, profile, "--max-threads", "2")
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "rule prepare_data" in run.stdout and "asks for partition nosuch" in run.stdout
