@@ -8,7 +8,7 @@ CORES ?= 2
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: install run test lint dryrun-slurm clean
+.PHONY: install run test test-cluster lint dryrun-slurm clean
 
 install: $(STAMP)
 
@@ -31,6 +31,12 @@ run: install
 
 test: install
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+# A single-node Slurm with accounting (installs Debian packages, needs root), the small DAG of
+# tests/cluster/config.yaml through profiles/slurm, compared with a local run; see tests/cluster/run.sh.
+test-cluster: install
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[test,cluster]'
+	PATH=$(abspath $(BIN)):$$PATH bash tests/cluster/run.sh
 
 lint: install
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/snakemake --lint

@@ -26,11 +26,11 @@ rule ablation_sweep:
         "results/logs/ablation_sweep/{task}.log",
     benchmark:
         "results/benchmarks/ablation_sweep/{task}.tsv"
-    threads: 4  # scaled down to --cores by Snakemake
+    threads: 4  # capped to --cores locally, to max-threads in profiles/slurm
     resources:
         mem_mb=8000,
         runtime=240,
-        gpu=0,  # profiles/slurm asks for one
+        gpu=0,  # the `&gpu` line of profiles/slurm asks for one on a GPU partition
     conda:
         "../envs/bertology.yaml"
     shell:
@@ -79,11 +79,11 @@ rule ablation_pruning:
         "results/logs/ablation_pruning/{task}.log",
     benchmark:
         "results/benchmarks/ablation_pruning/{task}.tsv"
-    threads: 4  # scaled down to --cores by Snakemake
+    threads: 4  # capped to --cores locally, to max-threads in profiles/slurm
     resources:
         mem_mb=8000,
         runtime=240,
-        gpu=0,  # profiles/slurm asks for one
+        gpu=0,  # the `&gpu` line of profiles/slurm asks for one on a GPU partition
     conda:
         "../envs/bertology.yaml"
     shell:

@@ -64,11 +64,11 @@ rule extract_attention:
         "results/logs/extract_attention/{task}/{variant}.log",
     benchmark:
         "results/benchmarks/extract_attention/{task}/{variant}.tsv"
-    threads: 4  # scaled down to --cores by Snakemake
+    threads: 4  # capped to --cores locally, to max-threads in profiles/slurm
     resources:
         mem_mb=4000,
         runtime=120,
-        gpu=0,
+        gpu=0,  # the `&gpu` line of profiles/slurm asks for one on a GPU partition
     conda:
         "../envs/bertology.yaml"
     shell:

@@ -95,7 +95,7 @@ rule extract_syntax:
         "results/logs/extract_syntax/{model}.log",
     benchmark:
         "results/benchmarks/extract_syntax/{model}.tsv"
-    threads: 4  # scaled down to --cores by Snakemake
+    threads: 4  # capped to --cores locally, to max-threads in profiles/slurm
     resources:
         mem_mb=4000,
         runtime=120,

@@ -112,8 +112,12 @@ def _syntax_extract_inputs(wildcards):
 
 
 onstart:
+    from bertology import cluster
     from bertology.workflow import on_start
 
+    # With the slurm executor: stop before submitting anything when a job asks for more than any node
+    # offers (sinfo), and warn when the jobs would all track to one sqlite file. A no-op otherwise.
+    cluster.check_workflow(workflow)
     on_start(INVOCATION, config)
 
 

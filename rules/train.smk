@@ -25,11 +25,11 @@ rule train_model:
         "results/logs/train_model/{task}/{init}.log",
     benchmark:
         "results/benchmarks/train_model/{task}/{init}.tsv"
-    threads: 8  # scaled down to --cores by Snakemake
+    threads: 8  # capped to --cores locally, to max-threads in profiles/slurm
     resources:
         mem_mb=8000,
         runtime=240,
-        gpu=0,
+        gpu=0,  # the `&gpu` line of profiles/slurm asks for one on a GPU partition
     conda:
         "../envs/bertology.yaml"
     shell:

@@ -1,0 +1,398 @@
+"""Running on a Slurm cluster: does every job fit a node, and a Dask cluster for the reductions.
+
+A Slurm job that asks for more CPUs, memory, GPUs or time than any node of its partition offers is
+accepted by ``sbatch`` and then pends forever (reason ``PartitionConfig``, ``Resources`` or
+``PartitionTimeLimit``); Snakemake waits with it, and nothing says why. :func:`check` compares what the
+jobs ask for with what ``sinfo`` reports and returns one message per rule that cannot run anywhere.
+
+- In the workflow, at start-up: :func:`check_workflow` (a no-op unless the executor is ``slurm``).
+- From a shell: ``python -m bertology.cluster check --profile profiles/slurm [snakemake args...]``
+  dry-runs the workflow with that profile and checks the jobs it would submit (exit 1 with the messages).
+- ``python -m bertology.cluster dask --workers 2 --cores 4 --memory 16GB --address-file dask.addr``
+  starts a Dask scheduler here (the login node) with workers as Slurm jobs (dask-jobqueue's
+  ``SLURMCluster``), writes its address for ``analysis.dask.scheduler``, and runs until interrupted.
+  Start it from the workflow's directory: the workers run where they were submitted from, and the
+  reductions open the stores by the workflow's relative paths.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+# One line per node and partition: partition (default marked *), CPUs, memory (MB), GRES, time limit.
+SINFO_COMMAND = ["sinfo", "--noheader", "--Node", "--format", "%P %c %m %G %l"]
+PROFILE_HINT = ("lower the request in the Slurm profile (profiles/slurm/config.yaml: max-threads for CPUs, "
+                "set-resources for mem_mb/runtime, the &gpu line for GPUs) or pick a partition that has such "
+                "nodes (slurm_partition)")
+
+
+@dataclass(frozen=True)
+class Node:
+    """What one node offers in one partition (a line of :data:`SINFO_COMMAND`)."""
+
+    partition: str
+    cpus: int
+    mem_mb: int
+    gpus: int
+    time_limit_min: float  # math.inf when the partition has no limit
+    default: bool = False
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the jobs of one rule ask Slurm for (as the slurm executor plugin turns them into sbatch flags)."""
+
+    rule: str
+    cpus: int = 1
+    mem_mb: int = 0
+    gpus: int = 0
+    runtime_min: float = 0
+    partitions: tuple[str, ...] = ()  # empty: the cluster's default partition
+
+
+def parse_time_limit(text: str) -> float:
+    """Slurm time ('infinite', 'MM', 'MM:SS', 'HH:MM:SS', 'D-HH', 'D-HH:MM', 'D-HH:MM:SS') in minutes."""
+    text = text.strip().lower()
+    if text in ("infinite", "unlimited", "n/a", "", "(null)"):
+        return math.inf
+    days = 0
+    if "-" in text:
+        d, text = text.split("-", 1)
+        days = int(d)
+        parts = [int(p) for p in text.split(":")]
+        hours, minutes, seconds = (parts + [0, 0, 0])[:3]
+    else:
+        parts = [int(p) for p in text.split(":")]
+        if len(parts) == 1:
+            hours, minutes, seconds = 0, parts[0], 0
+        elif len(parts) == 2:
+            hours, minutes, seconds = 0, parts[0], parts[1]
+        else:
+            hours, minutes, seconds = parts[-3:]
+    return days * 1440 + hours * 60 + minutes + seconds / 60
+
+
+def gres_gpus(gres: str) -> int:
+    """GPUs in a GRES string: 'gpu:4', 'gpu:a100:4(S:0-1)', 'gpu:a100:2,gpu:v100:2', '(null)' -> 0."""
+    total = 0
+    for item in re.split(r",(?![^()]*\))", gres or ""):
+        item = re.sub(r"\(.*?\)", "", item).strip()
+        fields = item.split(":")
+        if fields[0] != "gpu":
+            continue
+        count = fields[-1] if len(fields) > 1 else "1"
+        match = re.match(r"\d+", count)
+        total += int(match.group()) if match else 1
+    return total
+
+
+def _int(text: str) -> int:
+    match = re.match(r"\d+", text.strip())
+    return int(match.group()) if match else 0
+
+
+def parse_sinfo(text: str) -> list[Node]:
+    """Parse the output of :data:`SINFO_COMMAND` (``sinfo -h -N -o "%P %c %m %G %l"``).
+
+    Also accepts lines without the node flag (grouped output, where a trailing '+' marks a lower bound)
+    and without the time limit column.
+    """
+    nodes = []
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) < 4:
+            continue
+        partition, cpus, mem, gres = fields[:4]
+        limit = parse_time_limit(fields[4]) if len(fields) > 4 else math.inf
+        default = partition.endswith("*")
+        nodes.append(Node(partition.rstrip("*"), _int(cpus), _int(mem), gres_gpus(gres), limit, default))
+    return nodes
+
+
+def read_sinfo() -> list[Node]:
+    """The nodes of the cluster ``sinfo`` talks to."""
+    if shutil.which("sinfo") is None:
+        raise RuntimeError("sinfo not found: run this on the cluster's login node")
+    out = subprocess.run(SINFO_COMMAND, check=True, capture_output=True, text=True).stdout
+    return parse_sinfo(out)
+
+
+def _describe(cpus: int, mem_mb: int, gpus: int, minutes: float | None = None) -> str:
+    text = f"{cpus} CPUs, {mem_mb} MB, {gpus} GPUs"
+    if minutes is not None:
+        text += ", " + ("no time limit" if math.isinf(minutes) else f"{minutes:g} min")
+    return text
+
+
+def _fits(req: Request, node: Node) -> bool:
+    return (req.cpus <= node.cpus and req.mem_mb <= node.mem_mb and req.gpus <= node.gpus
+            and req.runtime_min <= node.time_limit_min)
+
+
+def check(requests: Iterable[Request], nodes: Sequence[Node]) -> list[str]:
+    """One message per distinct request that no node of its partition(s) can ever run; [] when all fit."""
+    messages: list[str] = []
+    by_partition: dict[str, list[Node]] = {}
+    for node in nodes:
+        by_partition.setdefault(node.partition, []).append(node)
+    defaults = sorted({n.partition for n in nodes if n.default})
+    counts: dict[Request, int] = {}
+    for req in requests:
+        counts[req] = counts.get(req, 0) + 1
+    for req, count in counts.items():
+        jobs = f"rule {req.rule} ({count} job{'s' if count > 1 else ''})"
+        if req.partitions:
+            names, where = list(req.partitions), "partition " + ",".join(req.partitions)
+        elif defaults:
+            names, where = defaults, f"the default partition {defaults[0]}"
+        else:
+            names, where = sorted(by_partition), "any partition"
+        unknown = [p for p in names if p not in by_partition]
+        if unknown and len(unknown) == len(names):
+            messages.append(f"{jobs} asks for partition {','.join(unknown)}, which sinfo does not list "
+                            f"(partitions: {', '.join(sorted(by_partition)) or 'none'}): set slurm_partition "
+                            f"in the Slurm profile to one of them")
+            continue
+        candidates = [n for p in names for n in by_partition.get(p, [])]
+        if any(_fits(req, n) for n in candidates):
+            continue
+        best = Node("", max((n.cpus for n in candidates), default=0), max((n.mem_mb for n in candidates), default=0),
+                    max((n.gpus for n in candidates), default=0),
+                    max((n.time_limit_min for n in candidates), default=0))
+        short = [what for what, bad in (("CPUs", req.cpus > best.cpus), ("memory", req.mem_mb > best.mem_mb),
+                                        ("GPUs", req.gpus > best.gpus),
+                                        ("time", req.runtime_min > best.time_limit_min)) if bad]
+        why = "too many " + " and ".join(short) if short else "no single node offers all of it at once"
+        messages.append(
+            f"{jobs} asks for {_describe(req.cpus, req.mem_mb, req.gpus, req.runtime_min)} on {where}, but its "
+            f"largest node offers {_describe(best.cpus, best.mem_mb, best.gpus, best.time_limit_min)} "
+            f"({why}): Slurm would accept the job and leave it pending forever. Fix: {PROFILE_HINT}.")
+    return messages
+
+
+def _as_int(value: Any, default: int = 0) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def request_from_resources(rule: str, threads: int, resources: Mapping[str, Any]) -> Request:
+    """A :class:`Request` from a job's threads and resources, read as the slurm executor plugin reads them."""
+    cpus = _as_int(resources.get("cpus_per_task"), 0) or _as_int(threads, 1)
+    cpus = max(cpus, 1)
+    mem = _as_int(resources.get("mem_mb"))
+    if resources.get("mem_mb_per_cpu"):
+        mem = _as_int(resources.get("mem_mb_per_cpu")) * cpus
+    gpus = _as_int(resources.get("gpu"))
+    if not gpus and resources.get("gpu_model"):
+        gpus = 1
+    if not gpus and resources.get("gres"):
+        gpus = gres_gpus(str(resources.get("gres")))
+    partition = str(resources.get("slurm_partition") or "").strip("'\"")
+    partitions = tuple(p for p in re.split(r"[,\s]+", partition) if p)
+    runtime = resources.get("runtime")
+    runtime_min = float(runtime) if isinstance(runtime, (int, float)) else 0.0
+    if isinstance(runtime, str) and runtime.strip():
+        unit = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", runtime.lower())
+        if unit:  # Snakemake's human-readable runtimes: 90, 90m, 2h, 1d
+            runtime_min = float(unit.group(1)) * {"s": 1 / 60, "": 1, "m": 1, "h": 60, "d": 1440}[unit.group(2)]
+        else:
+            try:
+                runtime_min = parse_time_limit(runtime)
+            except ValueError:
+                runtime_min = 0.0
+    return Request(rule, cpus, mem, gpus, runtime_min, partitions)
+
+
+def requests_from_jobs(jobs: Iterable[Any]) -> list[Request]:
+    """Requests of Snakemake jobs (``workflow.dag.needrun_jobs()``), local rules left out."""
+    requests = []
+    for job in jobs:
+        if getattr(job, "is_local", False):
+            continue
+        try:
+            resources = dict(job.resources.items())
+            threads = job.threads
+        except Exception as err:  # noqa: BLE001 - a resource callable that needs inputs not there yet
+            log.debug("cannot evaluate the resources of %s yet: %s", job, err)
+            continue
+        requests.append(request_from_resources(job.rule.name, threads, resources))
+    return requests
+
+
+def _parse_resource_line(text: str) -> dict[str, str]:
+    out = {}
+    for item in re.split(r",\s+(?=\w+=)", text.strip()):
+        key, _, value = item.partition("=")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def requests_from_dryrun(text: str) -> list[Request]:
+    """Requests from the job blocks a ``snakemake --dry-run`` prints (``rule x:``, ``threads:``, ``resources:``).
+
+    The dry run must not scale threads down (give it a large ``--cores``); ``localrule`` blocks are skipped.
+    """
+    requests = []
+    rule = None
+    threads, resources = 1, {}
+
+    def flush():
+        if rule is not None:
+            requests.append(request_from_resources(rule, threads, resources))
+
+    for line in text.splitlines():
+        head = re.match(r"^(local)?rule (\w+):\s*$", line)
+        if head:
+            flush()
+            rule = None if head.group(1) else head.group(2)
+            threads, resources = 1, {}
+            continue
+        body = re.match(r"^\s+(threads|resources):\s*(.*)$", line)
+        if body and rule is not None:
+            if body.group(1) == "threads":
+                threads = _as_int(body.group(2), 1)
+            else:
+                resources = _parse_resource_line(body.group(2))
+    flush()
+    return requests
+
+
+def tracking_warnings(uri: str | None) -> list[str]:
+    """A warning when cluster jobs would all write one sqlite MLflow database."""
+    if uri and uri.startswith("sqlite:"):
+        return [f"mlflow.tracking_uri is {uri}: jobs on several nodes would share one sqlite file, whose "
+                f"locking is unreliable on shared filesystems. Start `mlflow server --backend-store-uri {uri}` "
+                f"on the login node and set mlflow.tracking_uri to its http:// address (see the README, "
+                f"'From a laptop to a cluster')."]
+    return []
+
+
+def check_workflow(workflow: Any, *, nodes: Sequence[Node] | None = None) -> list[str]:
+    """Check a Snakemake workflow about to submit jobs to Slurm (call it from ``onstart``).
+
+    Does nothing unless the executor is ``slurm``. Logs a warning for sqlite tracking and raises
+    ``WorkflowError`` listing every rule whose jobs no node can run; returns the warnings otherwise.
+    """
+    plugin = getattr(workflow, "executor_plugin", None)
+    if plugin is None or getattr(plugin, "name", "") != "slurm":
+        return []
+    warnings = tracking_warnings(dict(workflow.config.get("mlflow") or {}).get("tracking_uri"))
+    for message in warnings:
+        print(f"WARNING: {message}", file=sys.stderr)
+    problems = check(requests_from_jobs(workflow.dag.needrun_jobs()), read_sinfo() if nodes is None else nodes)
+    if problems:
+        from snakemake_interface_common.exceptions import WorkflowError
+
+        raise WorkflowError("Jobs that no node of the cluster can run (sinfo):\n- " + "\n- ".join(problems))
+    return warnings
+
+
+def _check_main(args: argparse.Namespace, snakemake_args: list[str]) -> int:
+    nodes = parse_sinfo(Path(args.sinfo_file).read_text()) if args.sinfo_file else read_sinfo()
+    cmd = [sys.executable, "-m", "snakemake", "--dry-run", "--cores", "1000000", "--profile", args.profile,
+           *snakemake_args]
+    run = subprocess.run(cmd, capture_output=True, text=True)
+    if run.returncode != 0:
+        sys.stderr.write(run.stdout[-4000:] + run.stderr[-4000:])
+        print(f"bertology.cluster: the dry run failed ({' '.join(cmd)})", file=sys.stderr)
+        return 2
+    requests = requests_from_dryrun(run.stdout + "\n" + run.stderr)
+    problems = check(requests, nodes)
+    offered = sorted({f"{n.partition}{'*' if n.default else ''}: {_describe(n.cpus, n.mem_mb, n.gpus)}"
+                      for n in nodes})
+    print(f"sinfo: {'; '.join(offered) or 'no nodes'}")
+    print(f"{len(requests)} jobs to submit, {len(set(requests))} distinct requests")
+    for message in problems:
+        print(f"ERROR: {message}")
+    if not problems:
+        print("every job fits a node")
+    return 1 if problems else 0
+
+
+def _dask_main(args: argparse.Namespace) -> int:
+    try:
+        from dask_jobqueue import SLURMCluster
+    except ImportError:
+        print("bertology.cluster dask needs dask-jobqueue: pip install dask-jobqueue", file=sys.stderr)
+        return 2
+    from dask.distributed import Client
+
+    def stop(signum, frame):  # noqa: ARG001 - signal handler signature
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, stop)
+    kwargs: dict[str, Any] = {
+        "cores": args.cores, "processes": 1, "memory": args.memory, "walltime": args.walltime,
+        "job_name": "bertology-dask", "log_directory": args.log_directory,
+        "scheduler_options": {k: v for k, v in (("host", args.host), ("port", args.port),
+                                                 ("interface", args.interface)) if v},
+        "job_script_prologue": list(args.prologue or []),
+    }
+    if args.partition:
+        kwargs["queue"] = args.partition
+    if args.account:
+        kwargs["account"] = args.account
+    with SLURMCluster(**kwargs) as cluster, Client(cluster) as client:
+        cluster.scale(args.workers)
+        print(f"dask scheduler {cluster.scheduler_address}; waiting for {args.workers} worker(s)", flush=True)
+        client.wait_for_workers(args.workers, timeout=args.wait)
+        if args.address_file:
+            Path(args.address_file).write_text(cluster.scheduler_address + "\n")
+        print(f"ready: set analysis.dask.scheduler to {cluster.scheduler_address}", flush=True)
+        if args.print_job_script:
+            print(cluster.job_script(), flush=True)
+        try:
+            signal.pause()
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bertology.cluster", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    chk = sub.add_parser("check", help="do the jobs of the workflow fit the nodes sinfo lists?",
+                         description="Dry-runs snakemake with the profile (and any further snakemake "
+                                     "arguments, e.g. --configfile) and compares every job's request with sinfo.")
+    chk.add_argument("--profile", default="profiles/slurm")
+    chk.add_argument("--sinfo-file", help="captured output of: " + " ".join(SINFO_COMMAND))
+    dsk = sub.add_parser("dask", help="a Dask scheduler here with workers as Slurm jobs (dask-jobqueue)")
+    dsk.add_argument("--workers", type=int, default=1)
+    dsk.add_argument("--cores", type=int, default=1, help="CPUs per worker job")
+    dsk.add_argument("--memory", default="4GB", help="memory per worker job")
+    dsk.add_argument("--walltime", default="04:00:00")
+    dsk.add_argument("--partition")
+    dsk.add_argument("--account")
+    dsk.add_argument("--host", help="address the scheduler listens on (default: this host's)")
+    dsk.add_argument("--interface", help="network interface the scheduler listens on (e.g. ib0)")
+    dsk.add_argument("--port", type=int, default=0)
+    dsk.add_argument("--address-file", help="write the scheduler address here once the workers are up")
+    dsk.add_argument("--log-directory", default=None, help="where the worker jobs write their Slurm logs")
+    dsk.add_argument("--prologue", action="append", help="shell line run before each worker starts")
+    dsk.add_argument("--wait", type=float, default=600, help="seconds to wait for the workers")
+    dsk.add_argument("--print-job-script", action="store_true")
+    args, rest = parser.parse_known_args(argv)
+    if args.command == "check":
+        return _check_main(args, [a for a in rest if a != "--"])
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    return _dask_main(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
