@@ -138,7 +138,7 @@ def test_snakemake_dag_has_the_ablation_steps(tmp_path, config_file, snakemake_r
                          "results/figures/ablation-layers-rte.png", "results/ablation/rte/summary.json")
     assert "rule ablation_sweep:" in proc.stdout and "rule ablation_figures:" in proc.stdout
     assert ("bertology ablation_sweep --config '{\"ablation\": {\"alpha\": 0.05, \"batch_size\": 64, \"bootstrap\": 50, "
-            "\"config_batch\": 8, \"examples\": 16, \"seed\": 42, \"sweep\": \"fast\"}, \"data\": {\"max_length\": 64}}' "
+            "\"config_batch\": 8, \"examples\": 16, \"seed\": 42, \"sweep\": \"fast\"}, \"data\": {\"max_length\": 64, \"short_split\": \"error\"}}' "
             "-w task=rte --input model=results/models/rte/pretrained "
             "--input validation=results/data/rte/validation.parquet --output heads=results/ablation/rte/heads.csv "
             "--output layers=results/ablation/rte/layers.csv --output summary=results/ablation/rte/summary.csv "
