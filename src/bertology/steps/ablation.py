@@ -60,7 +60,7 @@ def ablation_sweep(ctx: StepContext) -> None:
     from bertology.ablation.disable import enable_disabling
     from bertology.ablation.figures import verdict
     from bertology.ablation.stats import COLUMN_DOCS, sweep_tables
-    from bertology.ablation.sweep import encode_batches, run_sweep
+    from bertology.ablation.sweep import encode_batches, resolve_sweep, run_sweep
     from bertology.io import write_csv
 
     task, cfg = ctx.wildcards["task"], ctx.config.ablation
@@ -69,15 +69,20 @@ def ablation_sweep(ctx: StepContext) -> None:
     batches = encode_batches(tokenizer, df, ctx.config.data.max_length, cfg.batch_size)
     n_layers, n_heads = model.config.num_hidden_layers, model.config.num_attention_heads
 
+    sweep, why = resolve_sweep(model, cfg.sweep)
+    if why is not None:
+        ctx.log.warning("%s: ablation.sweep is %r but %s: running the naive sweep (same outputs, slower)",
+                        task, cfg.sweep, why)
     t0 = time.perf_counter()
-    logits = run_sweep(model, batches, len(df), sweep=cfg.sweep, config_batch=cfg.config_batch,
+    logits = run_sweep(model, batches, len(df), sweep=sweep, config_batch=cfg.config_batch,
                        progress=ctx.progress)
     sweep_s = time.perf_counter() - t0
-    ctx.log.info("%s: %d configurations x %d examples in %.1f s (%s sweep, %s)", task, logits.shape[0], len(df),
-                 sweep_s, cfg.sweep, device)
+    ctx.log.info("%s: %d configurations x %d examples in %.1f s (%s sweep, %s, %s disabling)", task,
+                 logits.shape[0], len(df), sweep_s, sweep, device, model.bertology_disabling)
     tables = sweep_tables(task, df["label"].to_numpy(), logits, n_layers, n_heads, n_boot=cfg.bootstrap,
                           seed=cfg.seed, alpha=cfg.alpha)
-    info = {**tables.summary_info, "verdict": verdict(tables.summary_info), "columns": COLUMN_DOCS}
+    info = {**tables.summary_info, "verdict": verdict(tables.summary_info), "columns": COLUMN_DOCS,
+            "sweep": sweep, "disabling": model.bertology_disabling}
     write_csv(tables.heads, ctx.output.heads)
     write_csv(tables.layers, ctx.output.layers)
     write_csv(tables.summary, ctx.output.summary)
@@ -85,7 +90,8 @@ def ablation_sweep(ctx: StepContext) -> None:
     ctx.log.info("%s", info["verdict"])
 
     tracker = ctx.tracker
-    tracker.tags({"variant": "finetuned", "device": str(device), "sweep": cfg.sweep})
+    tracker.tags({"variant": "finetuned", "device": str(device), "sweep": sweep, "sweep_requested": cfg.sweep,
+                  "disabling": model.bertology_disabling, "model_type": model.config.model_type})
     tracker.metrics({"sweep_seconds": sweep_s, "n_examples": len(df),
                      **{f"baseline_{m}": v for m, v in info["baseline"].items()}})
     for metric, m in info["metrics"].items():
