@@ -40,14 +40,18 @@ def chunk_inputs(tokenizer, frame: pd.DataFrame, spans: WordSpans, max_length: i
     """Tokenise one chunk of the sample and align its wordpieces to the spaCy words.
 
     frame: e prepared rows. Returns input_ids (e, Q) int32 padded with the pad id, token_type_ids (e, Q)
-    int8, word_ids (e, Q) int16 (-1 for specials/padding), length (e,) int16.
+    int8 (the tokenizer's, 0 where it gives none), segment (e, Q) int8 (0/1 from the tokenizer's sequence
+    ids, -1 padding: :func:`bertology.encoding.segments`), word_ids (e, Q) int16 (-1 for specials/padding),
+    length (e,) int16.
     """
-    from bertology.encoding import encode
+    from bertology.encoding import encode, segments, texts
 
     enc = encode(tokenizer, frame, max_length, offsets=True)
+    pair = texts(frame)[1] is not None
     e, Q = len(frame), int(max_length)
     out = {"input_ids": np.full((e, Q), tokenizer.pad_token_id, np.int32),
            "token_type_ids": np.zeros((e, Q), np.int8),
+           "segment": np.full((e, Q), -1, np.int8),
            "word_ids": np.full((e, Q), -1, np.int16),
            "length": np.zeros(e, np.int16)}
     idx = frame["idx"].to_numpy(np.int64)
@@ -55,7 +59,9 @@ def chunk_inputs(tokenizer, frame: pd.DataFrame, spans: WordSpans, max_length: i
         ids = enc["input_ids"][i]
         n = len(ids)
         out["input_ids"][i, :n] = ids
-        out["token_type_ids"][i, :n] = enc["token_type_ids"][i]
+        if "token_type_ids" in enc:
+            out["token_type_ids"][i, :n] = enc["token_type_ids"][i]
+        out["segment"][i, :n] = segments(enc.sequence_ids(i), pair)
         out["length"][i] = n
         starts, ends, segs = spans.spans(int(idx[i]))
         out["word_ids"][i, :n] = align_words(np.asarray(enc["offset_mapping"][i]), enc.sequence_ids(i),
@@ -82,6 +88,8 @@ def run_batches(model, inputs: dict[str, np.ndarray], *, batch_size: int, quanti
     """
     import torch
 
+    from bertology.models import takes_token_type_ids
+
     scale = float(2 ** quantize_bits) if quantize_bits else None
     length = inputs["length"].astype(np.int64)
     out = []
@@ -89,9 +97,11 @@ def run_batches(model, inputs: dict[str, np.ndarray], *, batch_size: int, quanti
         for pos in length_batches(length, batch_size):
             N = int(length[pos].max())
             ids = torch.from_numpy(inputs["input_ids"][pos, :N].astype(np.int64)).to(device)
-            tt = torch.from_numpy(inputs["token_type_ids"][pos, :N].astype(np.int64)).to(device)
             mask = (torch.arange(N)[None, :] < torch.from_numpy(length[pos])[:, None]).long().to(device)
-            res = model(input_ids=ids, token_type_ids=tt, attention_mask=mask, output_attentions=True)
+            kwargs = {}
+            if takes_token_type_ids(model):
+                kwargs["token_type_ids"] = torch.from_numpy(inputs["token_type_ids"][pos, :N].astype(np.int64)).to(device)
+            res = model(input_ids=ids, attention_mask=mask, output_attentions=True, **kwargs)
             if res.attentions is None or res.attentions[0] is None:
                 raise RuntimeError("the model returned no attention weights; it must be loaded with "
                                    "attn_implementation='eager'")
