@@ -68,11 +68,16 @@ def bpe_tokenizer(style: str, vocab_size: int = 600):
 
 
 def model_config(arch: str, tokenizer, *, layers: int = 2, heads: int = 4, hidden: int = 32, num_labels: int = 2,
-                 max_positions: int = 128):
-    """A tiny config of `arch` sized for `tokenizer` (vocabulary, special ids), dropout off."""
+                 max_positions: int = 128, init_std: float = 0.3):
+    """A tiny config of `arch` sized for `tokenizer` (vocabulary, special ids), dropout off.
+
+    init_std: the initialiser's std, larger than the usual 0.02 so that attention is far from uniform and
+    disabling a head visibly changes the logits.
+    """
     import transformers as tf
 
-    common = dict(vocab_size=len(tokenizer), num_labels=num_labels, pad_token_id=tokenizer.pad_token_id)
+    common = dict(vocab_size=len(tokenizer), num_labels=num_labels, pad_token_id=tokenizer.pad_token_id,
+                  initializer_range=init_std)
     bertlike = dict(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
                     intermediate_size=2 * hidden, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     if arch == "bert":
