@@ -315,3 +315,35 @@ def test_table1_scoring(arch, model_dir, frame):
                     return_tensors="pt")
             pred.append(int(model(**e).logits.argmax(-1)))
     assert metrics["accuracy"] == pytest.approx(float(np.mean(np.array(pred) == frame["label"].to_numpy())))
+
+
+# ------------------------------------------------------------------------------------------ end to end
+
+@pytest.mark.slow
+def test_whole_dag_on_modernbert_reaches_the_report(tmp_path, config_file, snakemake_run):
+    """The default DAG on a non-BERT encoder: ModernBERT (byte-level BPE, no token types, sliding-window
+    layers, naive sweep by fallback) on the pair task rte, up to report.html."""
+    import json
+
+    import xarray as xr
+
+    model = build_encoder("modernbert", tmp_path / "modernbert")
+    work = tmp_path / "work"
+    work.mkdir()
+    config_file(work, model=str(model), tasks=["rte"],
+                data={"source": "demo", "seed": 1, "max_length": 48, "demo": {"train": 24, "validation": 12}},
+                train={"inits": ["pretrained", "random"], "epochs": 1, "batch_size": 8, "learning_rate": 1e-3},
+                attention={"examples": 8, "batch_size": 4, "chunk_size": 4}, ablation={"examples": 8, "bootstrap": 20})
+    snakemake_run(work, "--cores", "2")
+    r = work / "results"
+    assert (r / "report.html").exists()
+    heads = pd.read_csv(r / "ablation/rte/heads.csv")
+    assert sorted(set(zip(heads["layer"], heads["head"]))) == [(l, h) for l in range(3) for h in range(4)]
+    assert json.loads((r / "ablation/rte/summary.json").read_text())["sweep"] == "naive"
+    log = (r / "logs/ablation_sweep/rte.log").read_text()
+    assert "running the naive sweep" in log
+    for variant in ("pretrained", "finetuned"):
+        ds = xr.open_zarr(r / f"attention/rte/{variant}.zarr")
+        assert ((ds["segment"] == 0).any("query") & (ds["segment"] == 1).any("query")).all()
+        sieve = pd.read_csv(r / f"stats/rte/{variant}/sieve.csv")
+        assert "block" in set(sieve["role"])
