@@ -1,5 +1,6 @@
 # Shared set-up: config validated once, the one way a rule calls its step, MLflow invocation, targets.
 import shlex
+import sys
 
 from bertology.cli import STEPS, step_args
 from bertology.config import sections_json, validate_config
@@ -102,7 +103,10 @@ def _syntax_extract_inputs(wildcards):
 
 onstart:
     from bertology import tracking
+    from bertology.workflow import capability_notes
 
+    for note in capability_notes(config):
+        print(note, file=sys.stderr)
     tracking.init_store()
     tracking.parent_run_id(INVOCATION, params=config)
 

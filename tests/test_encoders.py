@@ -347,3 +347,77 @@ def test_whole_dag_on_modernbert_reaches_the_report(tmp_path, config_file, snake
         assert ((ds["segment"] == 0).any("query") & (ds["segment"] == 1).any("query")).all()
         sieve = pd.read_csv(r / f"stats/rte/{variant}/sieve.csv")
         assert "block" in set(sieve["role"])
+
+
+# ------------------------------------------------------------------------------------------ the ablation step
+
+def _sweep_step(model_dir, frame, out, monkeypatch, tmp_path):
+    from bertology import cli
+    from bertology.config import sections_json, validate_config
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.delenv("BERTOLOGY_INVOCATION", raising=False)
+    monkeypatch.delenv("MLFLOW_EXPERIMENT_NAME", raising=False)
+    data = tmp_path / "validation.parquet"
+    frame.to_parquet(data, index=False)
+    cfg = validate_config({"ablation": {"examples": 6, "batch_size": 4, "bootstrap": 10}, "data": {"max_length": 32}})
+    argv = ["ablation-sweep", "-w", "task=mrpc", "--input", f"model={model_dir}", "--input", f"validation={data}",
+            "--config", sections_json(cfg, cli.STEPS["ablation_sweep"].sections), "--threads", "1",
+            "--device", "cpu", "--no-progress"]
+    for name in ("heads", "layers", "summary"):
+        argv += ["--output", f"{name}={out / (name + '.csv')}"]
+    argv += ["--output", f"info={out / 'summary.json'}"]
+    assert cli.main(argv) == 0
+    figs = ["ablation-figures", "-w", "task=mrpc", "--config", "{}"]
+    for name in ("heads", "layers", "summary"):
+        figs += ["--input", f"{name}={out / (name + '.csv')}"]
+    figs += ["--output", f"heads={out / 'heads.png'}", "--output", f"layers={out / 'layers.png'}"]
+    assert cli.main(figs) == 0
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    return client.search_runs([client.get_experiment_by_name("bertology").experiment_id])
+
+
+def test_ablation_step_falls_back_to_the_naive_sweep_and_says_so(tmp_path, monkeypatch, frame, capfd):
+    import json
+
+    model_dir = build_encoder("distilbert", tmp_path / "distilbert")
+    out = tmp_path / "ablation"
+    runs = _sweep_step(model_dir, frame, out, monkeypatch, tmp_path)
+    heads = pd.read_csv(out / "heads.csv")
+    assert sorted(set(zip(heads["layer"], heads["head"]))) == [(l, h) for l in range(2) for h in range(4)]
+    assert json.loads((out / "summary.json").read_text())["sweep"] == "naive"
+    sweep_run = next(r for r in runs if r.data.tags.get("rule") == "ablation_sweep")
+    assert sweep_run.data.tags["sweep"] == "naive" and sweep_run.data.tags["sweep_requested"] == "fast"
+    assert "running the naive sweep" in capfd.readouterr().err
+
+
+def test_a_model_whose_heads_cannot_be_disabled_still_gets_its_outputs(tmp_path, monkeypatch, frame):
+    """DeBERTa (v1) computes attention itself and has no hook here: said up front, empty tables, figures and
+    a summary that say why; nothing else is lost."""
+    import json
+
+    import transformers as tf
+
+    from bertology.workflow import capability_notes
+    from tests.builders.encoders import wordpiece_tokenizer
+
+    tok = wordpiece_tokenizer()
+    path = tmp_path / "deberta"
+    torch.manual_seed(0)
+    tf.DebertaForSequenceClassification(tf.DebertaConfig(
+        vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+        max_position_embeddings=128, num_labels=2)).save_pretrained(path)
+    tok.save_pretrained(path)
+    (note,) = capability_notes({"model": str(path)})
+    assert "disabling heads" in note and "DebertaForSequenceClassification" in note
+    assert capability_notes({"model": str(build_encoder("deberta-v2", tmp_path / "v2"))}) == []
+    out = tmp_path / "ablation"
+    runs = _sweep_step(path, frame, out, monkeypatch, tmp_path)
+    assert pd.read_csv(out / "heads.csv").empty and pd.read_csv(out / "layers.csv").empty
+    assert "AttentionInterface" in pd.read_csv(out / "summary.csv")["not_computed"].iloc[0]
+    assert json.loads((out / "summary.json").read_text())["verdict"].startswith("not computed: ")
+    assert (out / "heads.png").read_bytes()[:4] == b"\x89PNG"
+    assert next(r for r in runs if r.data.tags.get("rule") == "ablation_sweep").data.tags["sweep"] == "none"

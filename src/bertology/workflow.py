@@ -27,3 +27,14 @@ def setup_environment(config: dict) -> str:
     os.environ["MLFLOW_TRACKING_URI"] = config["mlflow"]["tracking_uri"]
     os.environ["MLFLOW_EXPERIMENT_NAME"] = config["mlflow"]["experiment"]
     return os.environ.setdefault(INVOCATION_ENV, uuid.uuid4().hex)
+
+
+def capability_notes(config: dict) -> list[str]:
+    """One line per analysis that cannot run on the config's model (said before any job runs)."""
+    from bertology.ablation.disable import disabling_unsupported
+
+    why = disabling_unsupported(str(config["model"]))
+    if why is None:
+        return []
+    return [f"bertology: disabling heads (Kovaleva 4.6) is not possible on model {config['model']!r}: {why}; "
+            f"results/ablation/* and its figures say so, every other output and the report are produced"]

@@ -298,3 +298,31 @@ def disabled_heads(model: torch.nn.Module, mask: torch.Tensor | None):
         yield model
     finally:
         state.mask = previous
+
+
+def disabling_unsupported(name_or_path: str) -> str | None:
+    """Why heads of the config's `model` cannot be disabled, or None when they can (or it cannot be told yet).
+
+    Builds the model's sequence classifier on the meta device (no weights read) and looks for its attention
+    modules as :func:`enable_disabling` does, so the workflow can say so before any job runs.
+    """
+    from pathlib import Path
+
+    from transformers import AutoConfig, AutoModelForSequenceClassification
+
+    from bertology.models import resolve_model
+
+    try:
+        path = resolve_model(name_or_path)
+        config = AutoConfig.from_pretrained(path, local_files_only=Path(path).is_dir())
+        with torch.device("meta"):
+            model = AutoModelForSequenceClassification.from_config(config, attn_implementation="eager")
+    except Exception:  # noqa: BLE001 - the jobs that load the model report their own errors
+        return None
+    try:
+        modules, _ = attention_modules(model)
+    except DisablingUnsupported as err:
+        return str(err)
+    if len(modules) != int(model.config.num_hidden_layers):
+        return f"{type(model).__name__} has {len(modules)} attention modules for {model.config.num_hidden_layers} layers"
+    return None

@@ -57,7 +57,7 @@ def ablation_sweep(ctx: StepContext) -> None:
     The examples are a seeded sample (ablation.examples, ablation.seed) of the validation split; the model
     is the one fine-tuned from the pretrained encoder (``--input model=``).
     """
-    from bertology.ablation.disable import enable_disabling
+    from bertology.ablation.disable import DisablingUnsupported, enable_disabling
     from bertology.ablation.figures import verdict
     from bertology.ablation.stats import COLUMN_DOCS, sweep_tables
     from bertology.ablation.sweep import encode_batches, resolve_sweep, run_sweep
@@ -65,7 +65,11 @@ def ablation_sweep(ctx: StepContext) -> None:
 
     task, cfg = ctx.wildcards["task"], ctx.config.ablation
     df = _eval_sample(ctx)
-    model, tokenizer, device = _load_finetuned(ctx, enable_disabling)
+    try:
+        model, tokenizer, device = _load_finetuned(ctx, enable_disabling)
+    except DisablingUnsupported as err:
+        _write_unsupported(ctx, task, str(err))
+        return
     batches = encode_batches(tokenizer, df, ctx.config.data.max_length, cfg.batch_size)
     n_layers, n_heads = model.config.num_hidden_layers, model.config.num_attention_heads
 
@@ -107,16 +111,39 @@ def ablation_sweep(ctx: StepContext) -> None:
         tracker.artifact(path)
 
 
+def _write_unsupported(ctx: StepContext, task: str, reason: str) -> None:
+    """The sweep's outputs when the model's heads cannot be disabled: empty tables and the reason."""
+    import pandas as pd
+
+    from bertology.ablation.stats import COLUMN_DOCS, TABLE_COLUMNS
+    from bertology.io import write_csv
+
+    ctx.log.warning("%s: disabling heads is not possible: %s; writing empty tables that say so", task, reason)
+    write_csv(pd.DataFrame(columns=TABLE_COLUMNS), ctx.output.heads)
+    write_csv(pd.DataFrame(columns=[c for c in TABLE_COLUMNS if c != "head"]), ctx.output.layers)
+    write_csv(pd.DataFrame({"task": [task], "not_computed": [reason]}), ctx.output.summary)
+    _write_json({"task": task, "unsupported": reason, "verdict": f"not computed: {reason}", "columns": COLUMN_DOCS},
+                ctx.output.info)
+    ctx.tracker.tags({"variant": "finetuned", "sweep": "none", "unsupported": reason})
+
+
 def ablation_figures(ctx: StepContext) -> None:
     """Kovaleva Figs. 8 (heads heatmap) and 9 (layers bars) of one task from heads.csv and layers.csv."""
     import pandas as pd
 
-    from bertology.ablation.figures import plot_heads, plot_layers
+    from bertology.ablation.figures import plot_heads, plot_layers, plot_unavailable
 
     task = ctx.wildcards["task"]
     heads, layers = pd.read_csv(ctx.input.heads), pd.read_csv(ctx.input.layers)
     ctx.tracker.tags({"variant": "finetuned"})
-    for path in (plot_heads(heads, task, ctx.output.heads), plot_layers(layers, task, ctx.output.layers)):
+    if heads.empty:  # the sweep could not disable this model's heads; its summary.csv says why
+        summary = pd.read_csv(ctx.input.summary)
+        reason = str(summary["not_computed"].iloc[0]) if "not_computed" in summary else "no heads in heads.csv"
+        paths = (plot_unavailable(f"Disabling heads - {task}", reason, ctx.output.heads),
+                 plot_unavailable(f"Disabling layers - {task}", reason, ctx.output.layers))
+    else:
+        paths = (plot_heads(heads, task, ctx.output.heads), plot_layers(layers, task, ctx.output.layers))
+    for path in paths:
         ctx.tracker.artifact(path, "figures")
 
 
