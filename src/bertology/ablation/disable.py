@@ -324,5 +324,6 @@ def disabling_unsupported(name_or_path: str) -> str | None:
     except DisablingUnsupported as err:
         return str(err)
     if len(modules) != int(model.config.num_hidden_layers):
-        return f"{type(model).__name__} has {len(modules)} attention modules for {model.config.num_hidden_layers} layers"
+        return (f"{type(model).__name__} has {len(modules)} attention modules for {model.config.num_hidden_layers} "
+                f"layers")
     return None
