@@ -37,7 +37,8 @@ def wordpiece_tokenizer():
 def bpe_tokenizer(style: str, vocab_size: int = 600):
     """A byte-level BPE trained on demo sentences; style 'roberta' (<s>..</s></s>..</s>) or 'cls' ([CLS]..[SEP]).
 
-    Neither style gives token types: RoBERTa's are all 0, ModernBERT's tokenizer returns none.
+    Neither style gives token types: RoBERTa's are all 0, ModernBERT's tokenizer returns none. The 'roberta'
+    style is transformers' RobertaTokenizer on the trained vocabulary and merges.
     """
     from tokenizers import ByteLevelBPETokenizer, processors
     from transformers import PreTrainedTokenizerFast
@@ -52,19 +53,18 @@ def bpe_tokenizer(style: str, vocab_size: int = 600):
     bpe.train_from_iterator(_corpus(), vocab_size=vocab_size, min_frequency=1, special_tokens=specials,
                             show_progress=False)
     cls, pad, sep, unk, mask = specials
+    if style == "roberta":  # RoBERTa's own tokenizer class (its template, add_prefix_space=False) on that BPE
+        import json
+
+        from transformers import RobertaTokenizer
+
+        model = json.loads(bpe._tokenizer.to_str())["model"]
+        return RobertaTokenizer(vocab=model["vocab"], merges=[tuple(m) for m in model["merges"]])
     cls_id, sep_id = bpe.token_to_id(cls), bpe.token_to_id(sep)
-    if style == "roberta":
-        bpe.post_processor = processors.RobertaProcessing((sep, sep_id), (cls, cls_id), trim_offsets=True,
-                                                          add_prefix_space=True)
-        names = ["input_ids", "attention_mask"]
-        kw = dict(bos_token=cls, eos_token=sep)
-    else:
-        bpe.post_processor = processors.TemplateProcessing(
-            single=f"{cls} $A {sep}", pair=f"{cls} $A {sep} $B {sep}", special_tokens=[(cls, cls_id), (sep, sep_id)])
-        names = ["input_ids", "attention_mask"]
-        kw = {}
+    bpe.post_processor = processors.TemplateProcessing(
+        single=f"{cls} $A {sep}", pair=f"{cls} $A {sep} $B {sep}", special_tokens=[(cls, cls_id), (sep, sep_id)])
     return PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, cls_token=cls, sep_token=sep, pad_token=pad,
-                                   unk_token=unk, mask_token=mask, model_input_names=names, **kw)
+                                   unk_token=unk, mask_token=mask, model_input_names=["input_ids", "attention_mask"])
 
 
 def model_config(arch: str, tokenizer, *, layers: int = 2, heads: int = 4, hidden: int = 32, num_labels: int = 2,
