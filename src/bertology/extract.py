@@ -200,6 +200,24 @@ class ChunkWriter:
         self._check()
 
 
+def special_token_ids(tokenizer) -> dict[str, int | None]:
+    """The tokenizer's own [CLS]-like, [SEP]-like and padding ids (bos/eos where it names no cls/sep).
+
+    RoBERTa: <s>, </s>, <pad>; BERT: [CLS], [SEP], [PAD]. The analyses find the special positions from these
+    (bertology.store.SpecialTokens), never from hard-coded ids.
+    """
+    def first(*names: str) -> int | None:
+        ids = [getattr(tokenizer, n, None) for n in names]
+        return next((int(i) for i in ids if i is not None), None)
+
+    out = {"cls_token_id": first("cls_token_id", "bos_token_id"), "sep_token_id": first("sep_token_id", "eos_token_id"),
+           "pad_token_id": first("pad_token_id")}
+    if out["sep_token_id"] is None or out["pad_token_id"] is None:
+        raise ValueError(f"the tokenizer {type(tokenizer).__name__} names no sep/eos or no pad token: bertology needs "
+                         f"them to find the text boundaries and padding")
+    return out
+
+
 def store_attrs(*, model: str, model_path: str, variant: str, task: str, attention: AttentionConfig, seed: int,
                 max_length: int, tokenizer, layers: int, heads: int, example_idx: np.ndarray) -> dict[str, Any]:
     """The store's attributes: identity (what it holds) + provenance; config_hash covers the identity.
@@ -218,8 +236,7 @@ def store_attrs(*, model: str, model_path: str, variant: str, task: str, attenti
         "examples": None if examples is None else int(examples), "seed": int(seed), "max_length": int(max_length),
         "weights_fingerprint": fingerprint, "sample_hash": st.sample_hash(example_idx),
         "quantize_bits": None if not quantize_bits else int(quantize_bits),
-        "spacy_model": attention.spacy_model, "cls_token_id": int(tokenizer.cls_token_id),
-        "sep_token_id": int(tokenizer.sep_token_id), "pad_token_id": int(tokenizer.pad_token_id),
+        "spacy_model": attention.spacy_model, **special_token_ids(tokenizer),
         "layers": int(layers), "heads": int(heads), "n_examples": int(len(example_idx)),
     }
     attrs["config_hash"] = config_hash(attrs)
