@@ -231,6 +231,11 @@ def _finish_layer(layer, context: torch.Tensor, hidden_in: torch.Tensor) -> torc
                                      attn_out)
 
 
+def _classify(model, hidden: torch.Tensor) -> torch.Tensor:
+    """(N, Q, d) final hidden states (position 0 = the first token) -> (N, K) logits (:meth:`FastPlan.classify`)."""
+    return check_fast_supported(model).classify(hidden)
+
+
 def _run_from(plan: FastPlan, start: int, hidden: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     """Run layers start..L-1 with nothing disabled (the last one for [CLS] only) -> (N, K) logits.
 
