@@ -296,6 +296,45 @@ def test_sweeps_fall_back_and_agree(arch, model_dir, frame):
             sw.check_fast_supported(model)
 
 
+def test_importance_gradients_and_pruning(arch, model_dir, frame):
+    """Gate gradients = finite differences of the loss (float64); pruning with the resolved method = naive."""
+    from bertology.ablation.importance import enable_gates, gate_gradients, per_example_loss
+    from bertology.ablation.pruning import pruned_logits
+    from bertology.models import load_encoder
+
+    model = enable_gates(load_encoder(str(model_dir), classifier=True).double())
+    L, H = model.config.num_hidden_layers, model.config.num_attention_heads
+    (b,) = padded_batch(tokenizer(model_dir), frame, [0, 3, 5])
+    labels = torch.tensor(frame.loc[[0, 3, 5], "label"].tolist())
+    grad = gate_gradients(model, b.input_ids, b.token_type_ids, b.attention_mask, labels)   # (N, L, H)
+    assert grad.shape == (3, L, H)
+    eps = 1e-3  # ModernBERT computes its rotary embeddings in float32: noise of ~1e-7 in the loss
+    for layer, head in ((0, 1), (L - 1, H - 1)):
+        losses = []
+        for sign in (1, -1):
+            gates = torch.ones(L, H, dtype=torch.float64)
+            gates[layer, head] += sign * eps
+            with torch.no_grad(), dis.head_gates(model, gates):
+                losses.append(per_example_loss(model(**sw.model_inputs(model, b)).logits, labels))
+        numeric = (losses[0] - losses[1]) / (2 * eps)
+        torch.testing.assert_close(grad[:, layer, head], numeric, rtol=1e-3, atol=1e-6)
+    assert float(grad.abs().max()) > 0
+    masks = np.zeros((3, L, H), dtype=bool)
+    masks[1, 0, 1] = True
+    masks[2, 1] = True
+    batches = padded_batch(tokenizer(model_dir), frame, [0, 1, 2, 3])
+    method, _ = sw.resolve_sweep(model, "fast")
+    for mode in ("zero", "uniform"):
+        got = pruned_logits(model, batches, masks, 4, mode=mode, method=method, config_batch=2, progress=False)
+        naive = pruned_logits(model, batches, masks, 4, mode=mode, method="naive", config_batch=2, progress=False)
+        np.testing.assert_allclose(got, naive, atol=1e-9)
+        np.testing.assert_allclose(got[0], sw.forward_logits(model, batches, None, 4), atol=1e-9)
+        if mode == "uniform":
+            np.testing.assert_allclose(got[2], sw.forward_logits(model, batches, torch.as_tensor(masks[2]), 4),
+                                       atol=1e-9)
+        assert np.abs(got[2] - got[0]).max() > 1e-4
+
+
 # ------------------------------------------------------------------------------------------ Table 1
 
 def test_table1_scoring(arch, model_dir, frame):

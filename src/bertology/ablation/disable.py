@@ -148,18 +148,27 @@ class DisableState:
 
     def __init__(self) -> None:
         self.mask: torch.Tensor | None = None
+        self.gates: torch.Tensor | None = None   # float (L, H) / (L, N, H): head outputs times gates (importance)
+
+
+def module_layer(module: torch.nn.Module) -> int | None:
+    """The layer index of an attention module (set by :func:`enable_disabling`, else its own ``layer_idx``)."""
+    layer = getattr(module, _LAYER, None)
+    return getattr(module, "layer_idx", None) if layer is None else layer
+
+
+def module_state(module: torch.nn.Module) -> DisableState | None:
+    """The model's :class:`DisableState` as seen from one of its attention modules (None before enabling)."""
+    return getattr(module, _STATE, None)
 
 
 def _module_rows(module: torch.nn.Module, kwargs: dict, n_rows: int, n_heads: int) -> torch.Tensor | None:
     """(N, H) disabled rows of the layer of an attention module (its index set by :func:`enable_disabling`)."""
     mask = kwargs.get(DISABLED_KWARG)
     if mask is None:
-        state = getattr(module, _STATE, None)
+        state = module_state(module)
         mask = None if state is None else state.mask
-    layer = getattr(module, _LAYER, None)
-    if layer is None:
-        layer = getattr(module, "layer_idx", None)
-    return layer_rows(mask, layer, n_rows, n_heads)
+    return layer_rows(mask, module_layer(module), n_rows, n_heads)
 
 
 def disabling_attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor,
@@ -192,17 +201,25 @@ def _disentangled_hook(module: torch.nn.Module, args: tuple, kwargs: dict, outpu
     n, t = hidden.shape[:2]
     n_heads = module.num_attention_heads
     rows = _module_rows(module, {}, n, n_heads)
-    if rows is None:
+    state = module_state(module)
+    gates = None if state is None or state.gates is None else state.gates
+    if rows is None and gates is None:
         return output
     context, probs = output[0], output[1]
     dh = context.shape[-1] // n_heads
-    value = module.value_proj(hidden).view(n, t, n_heads, dh).transpose(1, 2)         # (N, H, T, dh)
-    uniform = uniform_weights(real_keys(None if mask is None else mask.bool(), value), value.dtype)
-    uniform_context = torch.matmul(uniform, value)                                      # (N, H, 1, dh)
     heads = context.view(n, -1, n_heads, dh)
-    heads = torch.where(rows[:, None, :, None], uniform_context.transpose(1, 2), heads)
-    if probs is not None:
-        probs = torch.where(rows[:, :, None, None], uniform.expand_as(probs), probs)
+    if rows is not None:
+        value = module.value_proj(hidden).view(n, t, n_heads, dh).transpose(1, 2)     # (N, H, T, dh)
+        uniform = uniform_weights(real_keys(None if mask is None else mask.bool(), value), value.dtype)
+        uniform_context = torch.matmul(uniform, value)                                  # (N, H, 1, dh)
+        heads = torch.where(rows[:, None, :, None], uniform_context.transpose(1, 2), heads)
+        if probs is not None:
+            probs = torch.where(rows[:, :, None, None], uniform.expand_as(probs), probs)
+    if gates is not None:
+        from bertology.ablation.importance import layer_gates
+
+        g = layer_gates(gates, module_layer(module), n, n_heads)
+        heads = heads * g[:, None, :, None].to(heads.dtype)
     return (heads.reshape(context.shape), probs, *output[2:])
 
 
@@ -280,6 +297,21 @@ def enable_disabling(model: torch.nn.Module) -> torch.nn.Module:
             raise DisablingUnsupported(f"{type(model).__name__} did not accept a custom attention implementation")
     model.bertology_disabling = mechanism
     return model
+
+
+@contextmanager
+def head_gates(model: torch.nn.Module, gates: torch.Tensor | None):
+    """Within the block, each head's output is multiplied by its gate: float (L, H) or (L, N, H) (Michel et al.;
+    :mod:`bertology.ablation.importance`). Works on every architecture :func:`enable_disabling` accepts, once
+    the model's gates are enabled (:func:`bertology.ablation.importance.enable_gates`)."""
+    state = getattr(model, _STATE, None)
+    if state is None:
+        raise ValueError("call enable_gates(model) first")
+    previous, state.gates = state.gates, gates
+    try:
+        yield model
+    finally:
+        state.gates = previous
 
 
 @contextmanager

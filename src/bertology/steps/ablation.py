@@ -157,8 +157,9 @@ def ablation_pruning(ctx: StepContext) -> None:
     in ablation.pruning.random_orders random orders.
     """
     from bertology.ablation.importance import enable_gates, head_importance
+    from bertology.ablation.disable import DisablingUnsupported
     from bertology.ablation.pruning import curve_summary, pruned_logits, pruning_fractions, pruning_plan, pruning_table
-    from bertology.ablation.sweep import encode_batches
+    from bertology.ablation.sweep import encode_batches, resolve_sweep
     from bertology.data import read_prepared, sample_rows
     from bertology.io import write_csv
     from bertology.tasks import get_task
@@ -169,7 +170,15 @@ def ablation_pruning(ctx: StepContext) -> None:
     imp_df = sample_rows(read_prepared(ctx.input.importance_data), pcfg.importance_examples, cfg.seed,
                          what=f"{task}/{split} (ablation.pruning.importance_examples)")
     df = _eval_sample(ctx)
-    model, tokenizer, device = _load_finetuned(ctx, enable_gates)
+    try:
+        model, tokenizer, device = _load_finetuned(ctx, enable_gates)
+    except DisablingUnsupported as err:
+        _write_pruning_unsupported(ctx, task, split, str(err))
+        return
+    method, why = resolve_sweep(model, cfg.sweep)
+    if why is not None:
+        ctx.log.warning("%s: ablation.sweep is %r but %s: pruning with the naive method (same outputs, slower)",
+                        task, cfg.sweep, why)
     max_length = ctx.config.data.max_length
     t0 = time.perf_counter()
     importance = head_importance(model, encode_batches(tokenizer, imp_df, max_length, cfg.batch_size),
@@ -183,17 +192,17 @@ def ablation_pruning(ctx: StepContext) -> None:
     plan, masks = pruning_plan(importance.importance, pruning_fractions(pcfg.step), seeds)
     t0 = time.perf_counter()
     logits = pruned_logits(model, encode_batches(tokenizer, df, max_length, cfg.batch_size), masks, len(df),
-                           mode=pcfg.mode, method=cfg.sweep, config_batch=cfg.config_batch, progress=ctx.progress)
+                           mode=pcfg.mode, method=method, config_batch=cfg.config_batch, progress=ctx.progress)
     pruning_s = time.perf_counter() - t0
     table = pruning_table(plan, logits, labels, spec.metrics, spec.is_regression, pcfg.mode)
     write_csv(table, ctx.output.pruning)
     ctx.log.info("%s: %d pruned configurations x %d validation examples in %.1f s (%s, %s removal)", task,
-                 len(masks), len(df), pruning_s, cfg.sweep, pcfg.mode)
+                 len(masks), len(df), pruning_s, method, pcfg.mode)
 
     tracker = ctx.tracker
     n_heads = model.config.num_attention_heads
-    tracker.tags({"variant": "finetuned", "device": str(device), "sweep": cfg.sweep, "pruning_mode": pcfg.mode,
-                  "importance_split": split})
+    tracker.tags({"variant": "finetuned", "device": str(device), "sweep": method, "sweep_requested": cfg.sweep,
+                  "pruning_mode": pcfg.mode, "importance_split": split})
     tracker.metrics({"importance_seconds": importance_s, "pruning_seconds": pruning_s,
                      "importance_examples": importance.n, "n_examples": len(df)})
     # normalised importance per head at step = layer * H + head
@@ -209,14 +218,33 @@ def ablation_pruning(ctx: StepContext) -> None:
         tracker.artifact(path)
 
 
+def _write_pruning_unsupported(ctx: StepContext, task: str, split: str, reason: str) -> None:
+    """importance.csv / pruning.csv when the model's heads cannot be gated: empty, the reason in the log and MLflow."""
+    import pandas as pd
+
+    from bertology.io import write_csv
+
+    ctx.log.warning("%s: head importance and pruning are not possible: %s; writing empty tables", task, reason)
+    write_csv(pd.DataFrame(columns=["layer", "head", "importance", "raw", "n", "split"]), ctx.output.importance)
+    write_csv(pd.DataFrame(columns=["order", "seed", "fraction", "n_pruned", "metric", "value", "mode"]),
+              ctx.output.pruning)
+    ctx.tracker.tags({"variant": "finetuned", "sweep": "none", "unsupported": reason})
+
+
 def pruning_figures(ctx: StepContext) -> None:
     """The importance map (layer x head) and the pruning curves of one task from importance.csv, pruning.csv."""
     import pandas as pd
 
-    from bertology.ablation.figures import plot_importance, plot_pruning
+    from bertology.ablation.figures import plot_importance, plot_pruning, plot_unavailable
 
     task = ctx.wildcards["task"]
     ctx.tracker.tags({"variant": "finetuned"})
-    for path in (plot_importance(pd.read_csv(ctx.input.importance), task, ctx.output.importance),
-                 plot_pruning(pd.read_csv(ctx.input.pruning), task, ctx.output.pruning)):
+    importance, pruning = pd.read_csv(ctx.input.importance), pd.read_csv(ctx.input.pruning)
+    if importance.empty:  # the model's heads cannot be gated (ablation_pruning's log says why)
+        reason = "this model's heads cannot be gated (see results/logs/ablation_pruning)"
+        paths = (plot_unavailable(f"Head importance - {task}", reason, ctx.output.importance),
+                 plot_unavailable(f"Pruning heads - {task}", reason, ctx.output.pruning))
+    else:
+        paths = (plot_importance(importance, task, ctx.output.importance), plot_pruning(pruning, task, ctx.output.pruning))
+    for path in paths:
         ctx.tracker.artifact(path, "figures")
