@@ -85,7 +85,8 @@ def segment_of(tt, length) -> np.ndarray:
 def write(path, att, ids, tt, wid, length, example_idx, chunk, attrs) -> None:
     ds = xr.Dataset({"attention": (("example", "layer", "head", "query", "key"), att),
                      "input_ids": (("example", "query"), ids), "token_type_ids": (("example", "query"), tt),
-                     "segment": (("example", "query"), segment_of(tt, length)), "word_ids": (("example", "query"), wid), "length": (("example",), length),
+                     "segment": (("example", "query"), segment_of(tt, length)),
+                     "word_ids": (("example", "query"), wid), "length": (("example",), length),
                      "example_idx": (("example",), example_idx)},
                     coords={"layer": np.arange(att.shape[1]), "head": np.arange(att.shape[2])}, attrs=attrs)
     ds.chunk({"example": chunk}).to_zarr(path, mode="w")
@@ -121,7 +122,8 @@ def synthetic_store(examples: int, layers: int, heads: int, T: int, path: Path, 
         ex = np.arange(c0, c0 + E, dtype=np.int64)
         ds = xr.Dataset({"attention": (("example", "layer", "head", "query", "key"), att),
                          "input_ids": (("example", "query"), ids), "token_type_ids": (("example", "query"), tt),
-                         "segment": (("example", "query"), segment_of(tt, length)), "word_ids": (("example", "query"), wid), "length": (("example",), length),
+                         "segment": (("example", "query"), segment_of(tt, length)),
+                         "word_ids": (("example", "query"), wid), "length": (("example",), length),
                          "example_idx": (("example",), ex)},
                         coords={"layer": np.arange(layers), "head": np.arange(heads)},
                         attrs={"model": "synthetic", "variant": "pretrained", "task": "rte", "split": "validation",

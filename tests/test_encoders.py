@@ -196,7 +196,7 @@ def reference_model(model_dir, disabled: torch.Tensor):
         for layer, module in enumerate(modules):
             for h in np.flatnonzero(disabled[layer].numpy()):
                 for lin, offset in _qk_linears(module):
-                    dh = lin.out_features // H if offset == 0 and not hasattr(module, "Wqkv") else lin.out_features // 3 // H
+                    dh = (lin.out_features // 3 if hasattr(module, "Wqkv") else lin.out_features) // H
                     rows = slice(offset + h * dh, offset + (h + 1) * dh)
                     lin.weight[rows] = 0
                     if lin.bias is not None:

@@ -100,7 +100,8 @@ def run_batches(model, inputs: dict[str, np.ndarray], *, batch_size: int, quanti
             mask = (torch.arange(N)[None, :] < torch.from_numpy(length[pos])[:, None]).long().to(device)
             kwargs = {}
             if takes_token_type_ids(model):
-                kwargs["token_type_ids"] = torch.from_numpy(inputs["token_type_ids"][pos, :N].astype(np.int64)).to(device)
+                tt = inputs["token_type_ids"][pos, :N].astype(np.int64)
+                kwargs["token_type_ids"] = torch.from_numpy(tt).to(device)
             res = model(input_ids=ids, attention_mask=mask, output_attentions=True, **kwargs)
             if res.attentions is None or res.attentions[0] is None:
                 raise RuntimeError("the model returned no attention weights; it must be loaded with "

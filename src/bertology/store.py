@@ -52,7 +52,8 @@ DIMS = {
     "length": ("example",),
     "example_idx": ("example",),
 }
-DTYPES = {"attention": "float16", "input_ids": "int32", "token_type_ids": "int8", "segment": "int8", "word_ids": "int16",
+DTYPES = {"attention": "float16", "input_ids": "int32", "token_type_ids": "int8", "segment": "int8",
+          "word_ids": "int16",
           "length": "int16", "example_idx": "int64"}
 FILL = {"attention": float("nan"), "input_ids": 0, "token_type_ids": 0, "segment": -1, "word_ids": -1, "length": 0,
         "example_idx": -1}

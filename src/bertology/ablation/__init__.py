@@ -24,7 +24,8 @@ from bertology.ablation.stats import COLUMN_DOCS, TABLE_COLUMNS, SweepTables, sw
 from bertology.ablation.sweep import (SWEEPS, Batch, Configuration, encode_batches, fast_sweep, forward_logits,
                                       make_batches, naive_sweep, resolve_sweep, run_sweep, sweep_configurations)
 
-__all__ = ["ATTN_IMPLEMENTATION", "DISABLED_KWARG", "DisablingUnsupported", "disabled_heads", "enable_disabling", "plot_heads", "plot_layers", "verdict",
+__all__ = ["ATTN_IMPLEMENTATION", "DISABLED_KWARG", "DisablingUnsupported", "disabled_heads", "enable_disabling",
+           "plot_heads", "plot_layers", "verdict",
            "COLUMN_DOCS", "TABLE_COLUMNS", "SweepTables", "sweep_tables", "SWEEPS", "Batch", "Configuration",
            "encode_batches", "fast_sweep", "forward_logits", "make_batches", "naive_sweep", "resolve_sweep", "run_sweep",
            "sweep_configurations"]

@@ -245,6 +245,7 @@ def pruning_figures(ctx: StepContext) -> None:
         paths = (plot_unavailable(f"Head importance - {task}", reason, ctx.output.importance),
                  plot_unavailable(f"Pruning heads - {task}", reason, ctx.output.pruning))
     else:
-        paths = (plot_importance(importance, task, ctx.output.importance), plot_pruning(pruning, task, ctx.output.pruning))
+        paths = (plot_importance(importance, task, ctx.output.importance),
+                 plot_pruning(pruning, task, ctx.output.pruning))
     for path in paths:
         ctx.tracker.artifact(path, "figures")
