@@ -56,6 +56,8 @@ def synthetic_store(path: Path, *, examples: int, layers: int, heads: int, max_l
         {"attention": (("example", "layer", "head", "query", "key"),
                        da.full(shape, np.nan, dtype=np.float16, chunks=(chunk, -1, -1, -1, -1))),
          "input_ids": (("example", "query"), ids), "token_type_ids": (("example", "query"), tt),
+         "segment": (("example", "query"),
+                     np.where(np.arange(max_length) < np.asarray(lengths)[:, None], tt, -1).astype(np.int8)),
          "word_ids": (("example", "query"), wid),
          "length": (("example",), lengths), "example_idx": (("example",), np.arange(examples, dtype=np.int64))},
         coords={"layer": np.arange(layers), "head": np.arange(heads)},
@@ -65,7 +67,7 @@ def synthetic_store(path: Path, *, examples: int, layers: int, heads: int, max_l
     template = template.chunk({"example": chunk})
     template.to_zarr(path, mode="w", compute=False)
     attrs = dict(template.attrs)
-    small = ["input_ids", "token_type_ids", "word_ids", "length", "example_idx"]
+    small = ["input_ids", "token_type_ids", "segment", "word_ids", "length", "example_idx"]
     template[small].drop_vars(["layer", "head"], errors="ignore").to_zarr(path, region={"example": slice(0, examples)})
     for start in range(0, examples, chunk):
         stop = min(start + chunk, examples)

@@ -77,9 +77,15 @@ def real_store(task: str, examples: int, max_length: int, model_arg: str | None,
            "max_length": max_length, "complete": True})
 
 
+def segment_of(tt, length) -> np.ndarray:
+    """The store's segment of BERT-style inputs: the token types on real tokens, -1 on padding."""
+    return np.where(np.arange(tt.shape[-1]) < np.asarray(length)[:, None], tt, -1).astype(np.int8)
+
+
 def write(path, att, ids, tt, wid, length, example_idx, chunk, attrs) -> None:
     ds = xr.Dataset({"attention": (("example", "layer", "head", "query", "key"), att),
                      "input_ids": (("example", "query"), ids), "token_type_ids": (("example", "query"), tt),
+                     "segment": (("example", "query"), segment_of(tt, length)),
                      "word_ids": (("example", "query"), wid), "length": (("example",), length),
                      "example_idx": (("example",), example_idx)},
                     coords={"layer": np.arange(att.shape[1]), "head": np.arange(att.shape[2])}, attrs=attrs)
@@ -116,6 +122,7 @@ def synthetic_store(examples: int, layers: int, heads: int, T: int, path: Path, 
         ex = np.arange(c0, c0 + E, dtype=np.int64)
         ds = xr.Dataset({"attention": (("example", "layer", "head", "query", "key"), att),
                          "input_ids": (("example", "query"), ids), "token_type_ids": (("example", "query"), tt),
+                         "segment": (("example", "query"), segment_of(tt, length)),
                          "word_ids": (("example", "query"), wid), "length": (("example",), length),
                          "example_idx": (("example",), ex)},
                         coords={"layer": np.arange(layers), "head": np.arange(heads)},

@@ -41,6 +41,7 @@ rule ablation_figures:
     input:
         heads="results/ablation/{task}/heads.csv",
         layers="results/ablation/{task}/layers.csv",
+        summary="results/ablation/{task}/summary.csv",
     output:
         heads="results/figures/ablation-heads-{task}.png",
         layers="results/figures/ablation-layers-{task}.png",

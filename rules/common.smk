@@ -1,5 +1,6 @@
 # Shared set-up: config validated once, the one way a rule calls its step, MLflow invocation, targets.
 import shlex
+import sys
 
 from bertology.cli import STEPS, step_args
 from bertology.config import sections_json
@@ -113,12 +114,14 @@ def _syntax_extract_inputs(wildcards):
 
 onstart:
     from bertology import cluster
-    from bertology.workflow import on_start
+    from bertology.workflow import capability_notes, on_start
 
     # With the slurm executor: stop before submitting anything when a job asks for more than any node
     # offers (sinfo), and warn when the jobs would all track to one sqlite file. A no-op otherwise.
     cluster.check_workflow(workflow)
     on_start(INVOCATION, config)
+    for note in capability_notes(config):
+        print(note, file=sys.stderr)
 
 
 onsuccess:

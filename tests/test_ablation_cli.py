@@ -103,7 +103,7 @@ def test_sweep_and_figures_steps(tiny_classifier_dir, tmp_path, mlflow_store):
 
     figs = tmp_path / "figures"
     assert cli.main(["ablation-figures", "-w", "task=rte", "--input", f"heads={out / 'heads.csv'}",
-                     "--input", f"layers={out / 'layers.csv'}",
+                     "--input", f"layers={out / 'layers.csv'}", "--input", f"summary={out / 'summary.csv'}",
                      "--output", f"heads={figs / 'ablation-heads-rte.png'}",
                      "--output", f"layers={figs / 'ablation-layers-rte.png'}", "--config", "{}"]) == 0
     for name in ("ablation-heads-rte.png", "ablation-layers-rte.png"):

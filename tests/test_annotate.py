@@ -142,6 +142,7 @@ def test_the_extraction_aligns_with_the_claims(tokenizer, nlp):
     assert pieces == ["[CLS]", "fine", ".", "[SEP]", "i", "cannot", "go", "[SEP]"]
     assert words["text"].tolist() == ["Fine", ".", "I", "can", "not", "go"]
     assert out["word_ids"][0, :n].tolist() == [-1, 0, 1, -1, 2, 4, 5, -1]
+    assert out["segment"][0].tolist() == [0, 0, 0, 0, 1, 1, 1, 1] + [-1] * 8
 
 
 def test_claim_flags_are_the_negation_words_of_either_list(nlp):

@@ -88,6 +88,7 @@ def _write_store(path: Path, task: str, variant: str, examples: list, seed: int)
         att = np.full((e, L, H, Q, Q), np.nan, np.float32)
         arrays = {k: np.zeros((e, Q), np.int64) for k in ("input_ids", "token_type_ids")}
         arrays["word_ids"] = np.full((e, Q), -1, np.int64)
+        arrays["segment"] = np.full((e, Q), -1, np.int64)
         arrays["length"] = np.zeros(e, np.int64)
         for i, ex in enumerate(chunk):
             n = len(ex["ids"])
@@ -98,6 +99,7 @@ def _write_store(path: Path, task: str, variant: str, examples: list, seed: int)
             att[i, :, :, :n, :n] = a / a.sum(-1, keepdims=True)
             arrays["input_ids"][i, :n] = ex["ids"]
             arrays["token_type_ids"][i, :n] = ex["tts"]
+            arrays["segment"][i, :n] = ex["tts"]
             arrays["word_ids"][i, :n] = ex["wids"]
             arrays["length"][i] = n
         arrays["attention"] = att.astype(np.float16)

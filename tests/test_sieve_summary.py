@@ -108,6 +108,8 @@ def test_single_sentence_store_has_no_block_role(tmp_path):
     ds = xr.Dataset({"attention": (("example", "layer", "head", "query", "key"), att),
                      "input_ids": (("example", "query"), ids),
                      "token_type_ids": (("example", "query"), np.zeros((E, T), dtype=np.int8)),
+                     "segment": (("example", "query"),
+                                 np.where(np.arange(T) < np.asarray(length)[:, None], 0, -1).astype(np.int8)),
                      "word_ids": (("example", "query"), wid), "length": (("example",), length),
                      "example_idx": (("example",), np.arange(E, dtype=np.int64))},
                     coords={"layer": [0], "head": [0, 1]},

@@ -35,14 +35,18 @@ def chunk_inputs(tokenizer, frame: pd.DataFrame, spans: WordSpans, max_length: i
     """Tokenise one chunk of the sample and align its wordpieces to the spaCy words.
 
     frame: e prepared rows. Returns input_ids (e, Q) int32 padded with the pad id, token_type_ids (e, Q)
-    int8, word_ids (e, Q) int16 (-1 for specials/padding), length (e,) int16.
+    int8 (the tokenizer's, 0 where it gives none), segment (e, Q) int8 (0/1 from the tokenizer's sequence
+    ids, -1 padding: :func:`bertology.encoding.segments`), word_ids (e, Q) int16 (-1 for specials/padding),
+    length (e,) int16.
     """
-    from bertology.encoding import encode
+    from bertology.encoding import encode, segments, texts
 
     enc = encode(tokenizer, frame, max_length, offsets=True)
+    pair = texts(frame)[1] is not None
     e, Q = len(frame), int(max_length)
     out = {"input_ids": np.full((e, Q), tokenizer.pad_token_id, np.int32),
            "token_type_ids": np.zeros((e, Q), np.int8),
+           "segment": np.full((e, Q), -1, np.int8),
            "word_ids": np.full((e, Q), -1, np.int16),
            "length": np.zeros(e, np.int16)}
     idx = frame["idx"].to_numpy(np.int64)
@@ -50,7 +54,9 @@ def chunk_inputs(tokenizer, frame: pd.DataFrame, spans: WordSpans, max_length: i
         ids = enc["input_ids"][i]
         n = len(ids)
         out["input_ids"][i, :n] = ids
-        out["token_type_ids"][i, :n] = enc["token_type_ids"][i]
+        if "token_type_ids" in enc:
+            out["token_type_ids"][i, :n] = enc["token_type_ids"][i]
+        out["segment"][i, :n] = segments(enc.sequence_ids(i), pair)
         out["length"][i] = n
         starts, ends, segs = spans.spans(int(idx[i]))
         out["word_ids"][i, :n] = align_words(np.asarray(enc["offset_mapping"][i]), enc.sequence_ids(i),
@@ -77,15 +83,20 @@ def run_batches(model, inputs: dict[str, np.ndarray], *, batch_size: int, device
     """
     import torch
 
+    from bertology.models import takes_token_type_ids
+
     length = inputs["length"].astype(np.int64)
     buf = torch.from_numpy(out)
     with torch.inference_mode():
         for pos in length_batches(length, batch_size):
             N = int(length[pos].max())
             ids = torch.from_numpy(inputs["input_ids"][pos, :N].astype(np.int64)).to(device)
-            tt = torch.from_numpy(inputs["token_type_ids"][pos, :N].astype(np.int64)).to(device)
             mask = (torch.arange(N)[None, :] < torch.from_numpy(length[pos])[:, None]).long().to(device)
-            res = model(input_ids=ids, token_type_ids=tt, attention_mask=mask, output_attentions=True)
+            kwargs = {}
+            if takes_token_type_ids(model):
+                tt = inputs["token_type_ids"][pos, :N].astype(np.int64)
+                kwargs["token_type_ids"] = torch.from_numpy(tt).to(device)
+            res = model(input_ids=ids, attention_mask=mask, output_attentions=True, **kwargs)
             if res.attentions is None or res.attentions[0] is None:
                 raise RuntimeError("the model returned no attention weights; it must be loaded with "
                                    "attn_implementation='eager'")
@@ -157,6 +168,24 @@ class ChunkWriter:
         self._check()
 
 
+def special_token_ids(tokenizer) -> dict[str, int | None]:
+    """The tokenizer's own [CLS]-like, [SEP]-like and padding ids (bos/eos where it names no cls/sep).
+
+    RoBERTa: <s>, </s>, <pad>; BERT: [CLS], [SEP], [PAD]. The analyses find the special positions from these
+    (bertology.store.SpecialTokens), never from hard-coded ids.
+    """
+    def first(*names: str) -> int | None:
+        ids = [getattr(tokenizer, n, None) for n in names]
+        return next((int(i) for i in ids if i is not None), None)
+
+    out = {"cls_token_id": first("cls_token_id", "bos_token_id"), "sep_token_id": first("sep_token_id", "eos_token_id"),
+           "pad_token_id": first("pad_token_id")}
+    if out["sep_token_id"] is None or out["pad_token_id"] is None:
+        raise ValueError(f"the tokenizer {type(tokenizer).__name__} names no sep/eos or no pad token: bertology needs "
+                         f"them to find the text boundaries and padding")
+    return out
+
+
 def store_attrs(*, model: str, model_path: str, variant: str, task: str, attention: AttentionConfig, seed: int,
                 max_length: int, tokenizer, layers: int, heads: int, example_idx: np.ndarray) -> dict[str, Any]:
     """The store's attributes: identity (what it holds) + provenance; config_hash covers the identity.
@@ -176,8 +205,7 @@ def store_attrs(*, model: str, model_path: str, variant: str, task: str, attenti
         "examples": None if examples is None else int(examples), "seed": int(seed), "max_length": int(max_length),
         "weights_fingerprint": fingerprint, "sample_hash": st.sample_hash(example_idx),
         "keepbits": precision["keepbits"],
-        "spacy_model": attention.spacy_model, "cls_token_id": int(tokenizer.cls_token_id),
-        "sep_token_id": int(tokenizer.sep_token_id), "pad_token_id": int(tokenizer.pad_token_id),
+        "spacy_model": attention.spacy_model, **special_token_ids(tokenizer),
         "layers": int(layers), "heads": int(heads), "n_examples": int(len(example_idx)),
     }
     attrs["config_hash"] = config_hash(attrs)

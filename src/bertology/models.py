@@ -149,6 +149,13 @@ def load_encoder(name_or_path: str, *, classifier: bool = False, device: str | N
     return model.eval().to(device or "cpu")
 
 
+def takes_token_type_ids(model) -> bool:
+    """Whether the model's forward takes ``token_type_ids`` (DistilBERT's and ModernBERT's do not)."""
+    import inspect
+
+    return "token_type_ids" in inspect.signature(model.forward).parameters
+
+
 def load_tokenizer(name_or_path: str):
     """The fast tokenizer of a resolved model (offsets are needed to align words)."""
     from transformers import AutoTokenizer

@@ -4,7 +4,8 @@ One Zarr v3 store per task and variant, ``results/attention/{task}/{variant}.zar
 
     attention       (example, layer, head, query, key) float16  post-softmax; NaN where query or key >= length
     input_ids       (example, query)                   int32    pad id past length
-    token_type_ids  (example, query)                   int8
+    token_type_ids  (example, query)                   int8     what the model was given (all 0 for RoBERTa-style)
+    segment         (example, query)                   int8     0 first text, 1 second text, -1 padding
     word_ids        (example, query)                   int16    spaCy word of each wordpiece; -1 specials/padding
     length          (example,)                         int16    real tokens, [CLS] and [SEP]s included
     example_idx     (example,)                         int64    `idx` in results/data/{task}/{split}.parquet
@@ -54,13 +55,15 @@ DIMS = {
     "attention": ("example", "layer", "head", "query", "key"),
     "input_ids": ("example", "query"),
     "token_type_ids": ("example", "query"),
+    "segment": ("example", "query"),
     "word_ids": ("example", "query"),
     "length": ("example",),
     "example_idx": ("example",),
 }
-DTYPES = {"attention": "float16", "input_ids": "int32", "token_type_ids": "int8", "word_ids": "int16",
+DTYPES = {"attention": "float16", "input_ids": "int32", "token_type_ids": "int8", "segment": "int8",
+          "word_ids": "int16",
           "length": "int16", "example_idx": "int64"}
-FILL = {"attention": float("nan"), "input_ids": 0, "token_type_ids": 0, "word_ids": -1, "length": 0,
+FILL = {"attention": float("nan"), "input_ids": 0, "token_type_ids": 0, "segment": -1, "word_ids": -1, "length": 0,
         "example_idx": -1}
 
 # Attributes that define a store's content: a store whose value of any of these differs from what is asked
@@ -171,7 +174,7 @@ def create_store(path: str | Path, *, example_idx: np.ndarray, layers: int, head
     E = int(len(example_idx))
     Q = int(max_length)
     shapes = {"attention": (E, layers, heads, Q, Q), "input_ids": (E, Q), "token_type_ids": (E, Q),
-              "word_ids": (E, Q), "length": (E,), "example_idx": (E,)}
+              "segment": (E, Q), "word_ids": (E, Q), "length": (E,), "example_idx": (E,)}
     all_attrs = dict(attrs, complete=False, chunks_done=0, n_chunks=-(-E // chunk_size), chunk_size=int(chunk_size),
                      codec=ATTENTION_CODEC)
     root = zarr.open_group(str(path), mode="w", zarr_format=3, attributes=_jsonable(all_attrs))
@@ -193,7 +196,7 @@ def create_store(path: str | Path, *, example_idx: np.ndarray, layers: int, head
 def write_chunk(root, chunk: int, arrays: Mapping[str, np.ndarray]) -> None:
     """Write one whole example chunk of every per-example variable, then record it in `chunks_done`.
 
-    arrays: attention (e, L, H, Q, Q) float16, input_ids/token_type_ids/word_ids (e, Q), length (e,), with
+    arrays: attention (e, L, H, Q, Q) float16, input_ids/token_type_ids/segment/word_ids (e, Q), length (e,), with
     e = chunk_size (or the remainder for the last chunk). Chunks are written in order; `chunks_done`
     is raised only after the chunk's data is on disk, so a killed writer never counts a partial chunk.
     """
@@ -206,7 +209,7 @@ def write_chunk(root, chunk: int, arrays: Mapping[str, np.ndarray]) -> None:
     import zarr
 
     with zarr.config.set({"array.write_empty_chunks": True}):  # every chunk file exists, even an all-fill one
-        for name in ("attention", "input_ids", "token_type_ids", "word_ids", "length"):
+        for name in ("attention", "input_ids", "token_type_ids", "segment", "word_ids", "length"):
             root[name][start:stop] = np.asarray(arrays[name], dtype=DTYPES[name])
     root.attrs["chunks_done"] = chunk + 1
 

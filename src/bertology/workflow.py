@@ -87,3 +87,14 @@ def fail(message: str) -> None:
     """Stop the workflow with one line on stderr (no traceback): for checks in the Snakefile's handlers."""
     print(f"bertology: error: {' '.join(message.split())}", file=sys.stderr)
     raise SystemExit(1)
+
+
+def capability_notes(config: dict) -> list[str]:
+    """One line per analysis that cannot run on the config's model (said before any job runs)."""
+    from bertology.ablation.disable import disabling_unsupported
+
+    why = disabling_unsupported(str(config["model"]))
+    if why is None:
+        return []
+    return [f"bertology: disabling heads (Kovaleva 4.6) is not possible on model {config['model']!r}: {why}; "
+            f"results/ablation/* and its figures say so, every other output and the report are produced"]

@@ -98,6 +98,7 @@ def build_store(examples: list[Example], maps, max_length: int = 16, pad_value: 
     att = np.full((e, layers, heads, max_length, max_length), pad_value, dtype=np.float16)
     ids = np.full((e, max_length), PAD_ID, np.int32)
     tt = np.zeros((e, max_length), np.int8)
+    seg = np.full((e, max_length), -1, np.int8)
     wid = np.full((e, max_length), -1, np.int16)
     length = np.zeros(e, np.int16)
     for i, ex in enumerate(examples):
@@ -105,12 +106,13 @@ def build_store(examples: list[Example], maps, max_length: int = 16, pad_value: 
         att[i, :, :, :n, :n] = maps(ex)
         ids[i, :n] = ex.input_ids()
         tt[i, :n] = ex.segments
+        seg[i, :n] = ex.segments
         wid[i, :n] = ex.word_ids
         length[i] = n
     return xr.Dataset(
         {"attention": (("example", "layer", "head", "query", "key"), att),
          "input_ids": (("example", "query"), ids), "token_type_ids": (("example", "query"), tt),
-         "word_ids": (("example", "query"), wid), "length": (("example",), length),
+         "segment": (("example", "query"), seg), "word_ids": (("example", "query"), wid), "length": (("example",), length),
          "example_idx": (("example",), np.arange(100, 100 + e, dtype=np.int64))},
         coords={"layer": np.arange(layers), "head": np.arange(heads)},
         attrs={"model": "test", "variant": "pretrained", "task": "mrpc", "split": "validation",

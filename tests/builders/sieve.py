@@ -96,6 +96,7 @@ def write_store(path, variant, cls_mass, chunk=5):
     ds = xr.Dataset(
         {"attention": (("example", "layer", "head", "query", "key"), att),
          "input_ids": (("example", "query"), ids), "token_type_ids": (("example", "query"), tt),
+         "segment": (("example", "query"), np.where(np.arange(T) < length[:, None], tt, -1).astype(np.int8)),
          "word_ids": (("example", "query"), wid), "length": (("example",), length),
          "example_idx": (("example",), np.arange(1000, 1000 + E, dtype=np.int64))},
         coords={"layer": np.arange(L), "head": np.arange(H)},

@@ -141,3 +141,16 @@ def plot_pruning(pruning: pd.DataFrame, task: str, path: str | Path) -> Path:
     how = "head output zeroed" if mode == "zero" else "head attends uniformly"
     fig.suptitle(f"{task}: pruning heads ({how}), evaluated on validation", fontsize=10)
     return save_figure(fig, path)
+
+
+def plot_unavailable(title: str, reason: str, path: str | Path) -> Path:
+    """A figure that says why an analysis could not run (so the report's section says it too)."""
+    import textwrap
+
+    from bertology.plotting import new_figure, save_figure
+
+    fig, ax = new_figure(6.4, 2.4)
+    ax.axis("off")
+    ax.text(0.5, 0.5, f"{title}\nnot computed:\n" + "\n".join(textwrap.wrap(reason, 70)), ha="center",
+            va="center", fontsize=9, transform=ax.transAxes)
+    return save_figure(fig, path)

@@ -31,7 +31,9 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from bertology.ablation.disable import disabling_attention_forward
+from bertology.ablation.disable import (disabling_attention_forward, enable_disabling, head_gates, module_layer,
+                                        module_state)
+from bertology.models import takes_token_type_ids
 from bertology.ablation.disable import register as register_disabling
 
 GATE_IMPLEMENTATION = "bertology_gate"
@@ -65,7 +67,11 @@ def gated_attention_forward(module: torch.nn.Module, query: torch.Tensor, key: t
     """
     context, weights = disabling_attention_forward(module, query, key, value, attention_mask, scaling=scaling,
                                                    dropout=dropout, **kwargs)
-    g = layer_gates(kwargs.get(GATES_KWARG), getattr(module, "layer_idx", None), query.shape[0], query.shape[1])
+    gates = kwargs.get(GATES_KWARG)
+    if gates is None:
+        state = module_state(module)
+        gates = None if state is None else state.gates
+    g = layer_gates(gates, module_layer(module), query.shape[0], query.shape[1])
     if g is not None:
         context = context * g[:, None, :, None].to(context.dtype)
     return context, weights
@@ -82,12 +88,20 @@ def register() -> None:
 
 
 def enable_gates(model: torch.nn.Module) -> torch.nn.Module:
-    """Switch a loaded model to the gated attention (behaves as eager with no gates and nothing disabled)."""
-    register()
-    model.set_attn_implementation(GATE_IMPLEMENTATION)
-    if model.config._attn_implementation != GATE_IMPLEMENTATION:
-        raise RuntimeError(f"{type(model).__name__} did not accept a custom attention implementation; "
-                           f"it must follow transformers' AttentionInterface (BERT-family models do)")
+    """Switch a loaded model to the gated attention (behaves as eager with no gates and nothing disabled).
+
+    Every architecture :func:`~bertology.ablation.disable.enable_disabling` accepts: models following
+    AttentionInterface get the gated attention function; DeBERTa-v2's hook applies the gates itself. Gates
+    and disabled heads: the forward keywords, or :func:`~bertology.ablation.disable.head_gates` /
+    :func:`~bertology.ablation.disable.disabled_heads` on every architecture.
+    """
+    enable_disabling(model)
+    if model.bertology_disabling == "attention_interface":
+        register()
+        model.set_attn_implementation(GATE_IMPLEMENTATION)
+        if model.config._attn_implementation != GATE_IMPLEMENTATION:
+            raise RuntimeError(f"{type(model).__name__} did not accept a custom attention implementation; "
+                               f"it must follow transformers' AttentionInterface (BERT-family models do)")
     return model
 
 
@@ -118,9 +132,11 @@ def gate_gradients(model, input_ids: torch.Tensor, token_type_ids: torch.Tensor,
     xi = (torch.ones(n_layers, n, n_heads, dtype=dtype, device=input_ids.device) if gates is None
           else gates.detach().to(dtype=dtype, device=input_ids.device).clone())
     xi.requires_grad_(True)
-    with torch.enable_grad():
-        logits = model(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask,
-                       **{GATES_KWARG: xi}).logits
+    inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
+    if takes_token_type_ids(model):
+        inputs["token_type_ids"] = token_type_ids
+    with torch.enable_grad(), head_gates(model, xi):
+        logits = model(**inputs).logits
         loss = per_example_loss(logits, labels.to(logits.device)).sum()
         (grad,) = torch.autograd.grad(loss, xi)
     return grad.transpose(0, 1)

@@ -29,10 +29,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from bertology.ablation.disable import DISABLED_KWARG
+from bertology.ablation.disable import DISABLED_KWARG, disabled_heads, head_gates
 from bertology.ablation.importance import GATES_KWARG
-from bertology.ablation.sweep import (Batch, _classify, _finish_layer, _layer_parts, _n_outputs, _repeat,
-                                      check_fast_supported, effective_config_batch)
+from bertology.ablation.sweep import (Batch, _finish_layer, _layer_parts, _n_outputs, _repeat, check_fast_supported,
+                                      effective_config_batch, model_inputs)
 
 MODES = ("zero", "uniform")
 METHODS = ("fast", "naive")
@@ -104,11 +104,11 @@ def naive_pruned_logits(model, batches: Sequence[Batch], masks: np.ndarray, n_ex
     out = np.zeros((len(masks), n_examples, _n_outputs(model)))
     for c in tqdm(range(len(masks)), desc="pruning (naive)", unit="config", disable=not progress):
         kwargs = removal_kwargs(torch.as_tensor(masks[c]).to(device), mode)
-        for batch in batches:
-            b = batch.to(device)
-            logits = model(input_ids=b.input_ids, attention_mask=b.attention_mask, token_type_ids=b.token_type_ids,
-                           **kwargs).logits
-            out[c, batch.rows] = logits.double().cpu().numpy()
+        # through the model's state, not forward keywords: every architecture (DeBERTa-v2 takes none)
+        with disabled_heads(model, kwargs.get(DISABLED_KWARG)), head_gates(model, kwargs.get(GATES_KWARG)):
+            for batch in batches:
+                logits = model(**model_inputs(model, batch.to(device))).logits
+                out[c, batch.rows] = logits.double().cpu().numpy()
     return out
 
 
@@ -124,11 +124,11 @@ def fast_batch_pruned_logits(model, batch: Batch, masks: torch.Tensor, mode: str
     """(C, N, K) logits of every (L, H) mask of `masks` (C, L, H) bool on one batch (see the module doc)."""
     from transformers.masking_utils import create_bidirectional_mask
 
-    bert = model.bert
-    layers = bert.encoder.layer
+    plan = check_fast_supported(model)
+    layers = plan.layers
     n_layers = len(layers)
     n = batch.input_ids.shape[0]
-    hidden = bert.embeddings(input_ids=batch.input_ids, token_type_ids=batch.token_type_ids)
+    hidden = plan.embed(batch)
     mask = create_bidirectional_mask(config=model.config, inputs_embeds=hidden, attention_mask=batch.attention_mask)
     inputs = [hidden]                      # inputs[l]: input of layer l in the intact model, (N, T, d)
     for l in range(n_layers):
@@ -145,7 +145,7 @@ def fast_batch_pruned_logits(model, batch: Batch, masks: torch.Tensor, mode: str
     for start_layer in sorted(set(first.tolist())):
         idx = torch.nonzero(first == start_layer).flatten()
         if start_layer == n_layers:       # nothing removed: the intact model
-            out[idx] = _classify(model, inputs[n_layers]).double().cpu()[None]
+            out[idx] = plan.classify(inputs[n_layers]).double().cpu()[None]
             continue
         for s in range(0, len(idx), config_batch):
             sel = idx[s:s + config_batch]
@@ -157,7 +157,7 @@ def fast_batch_pruned_logits(model, batch: Batch, masks: torch.Tensor, mode: str
                 rows = masks[sel, l][:, None, :].expand(k, n, masks.shape[2]).reshape(k * n, -1)   # (k*N, H)
                 parts = _layer_parts(layers[l], h, m, cls_only=last, with_uniform=mode == "uniform")
                 h = _finish_layer(layers[l], _removed_context(parts, rows, mode), h[:, : parts.context.shape[2]])
-            out[sel] = _classify(model, h).view(k, n, -1).double().cpu()
+            out[sel] = plan.classify(h).view(k, n, -1).double().cpu()
     return out
 
 
@@ -184,8 +184,9 @@ def pruned_logits(model, batches: Sequence[Batch], masks: np.ndarray, n_examples
                   config_batch: int, progress: bool = True) -> np.ndarray:
     """(C, E, K) logits of the model with the heads of each (L, H) mask removed in `mode` ("zero" | "uniform").
 
-    method: "fast" (BERT-architecture classifiers) or "naive" (any model following transformers'
-    AttentionInterface). The model must have gates enabled.
+    method: "fast" (BERT-layer classifiers: :func:`bertology.ablation.sweep.fast_plan`; resolve it with
+    :func:`bertology.ablation.sweep.resolve_sweep`) or "naive" (every supported architecture). The model must
+    have gates enabled.
     """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; use one of {', '.join(METHODS)}")

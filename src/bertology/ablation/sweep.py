@@ -6,8 +6,9 @@ configuration of layer l (each head alone, then all heads) it resumes from layer
 queries/keys/values, replaces the disabled heads' contexts by the uniform ones, and runs the rest of the
 network with several configurations stacked along the batch dimension. The last layer only computes the
 [CLS] query (the classifier reads nothing else). Results equal the naive sweep's up to float rounding
-(checked in tests and in bench/bench_ablation.py). The model must have disabling enabled
-(:func:`bertology.ablation.disable.enable_disabling`).
+(checked in tests and in bench/bench_ablation.py). The fast sweep runs BERT-layer encoders (BERT,
+RoBERTa, ELECTRA: :func:`fast_plan`); :func:`resolve_sweep` falls back to the naive sweep for the others.
+The model must have disabling enabled (:func:`bertology.ablation.disable.enable_disabling`).
 
 Glossary: E examples, N rows of a batch, T padded length, L layers, H heads, dh head size, d hidden
 size, C configurations, K logits per example (classes, or 1 for regression), Q query positions.
@@ -22,7 +23,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from bertology.ablation.disable import DISABLED_KWARG, AttentionParts, attention_parts
+from bertology.ablation.disable import AttentionParts, attention_parts, disabled_heads
 
 SWEEPS = ("fast", "naive")
 
@@ -103,18 +104,26 @@ def _n_outputs(model) -> int:
     return int(model.config.num_labels)
 
 
+def model_inputs(model, batch: Batch) -> dict[str, torch.Tensor]:
+    """The keyword inputs of a forward pass: token_type_ids only for models whose forward takes them."""
+    from bertology.models import takes_token_type_ids
+
+    out = {"input_ids": batch.input_ids, "attention_mask": batch.attention_mask}
+    if takes_token_type_ids(model):
+        out["token_type_ids"] = batch.token_type_ids
+    return out
+
+
 @torch.no_grad()
 def forward_logits(model, batches: Sequence[Batch], disabled: torch.Tensor | None, n_examples: int) -> np.ndarray:
     """Full forward passes over all batches with the given (L, H) heads disabled -> (E, K) float64 logits."""
     device = next(model.parameters()).device
     out = np.zeros((n_examples, _n_outputs(model)))
     mask = None if disabled is None or not bool(disabled.any()) else disabled.to(device)
-    for batch in batches:
-        b = batch.to(device)
-        kwargs = {DISABLED_KWARG: mask} if mask is not None else {}
-        logits = model(input_ids=b.input_ids, attention_mask=b.attention_mask, token_type_ids=b.token_type_ids,
-                       **kwargs).logits
-        out[batch.rows] = logits.double().cpu().numpy()
+    with disabled_heads(model, mask):
+        for batch in batches:
+            logits = model(**model_inputs(model, batch.to(device))).logits
+            out[batch.rows] = logits.double().cpu().numpy()
     return out
 
 
@@ -134,18 +143,70 @@ def naive_sweep(model, batches: Sequence[Batch], configs: Sequence[Configuration
 # The fast sweep: reuse everything below the disabled layer, stack configurations along the batch
 # --------------------------------------------------------------------------------------------------
 
-def check_fast_supported(model) -> None:
-    """The fast sweep re-runs BERT layers piecewise; refuse architectures it was not verified on."""
-    from torch import nn
-    from transformers.models.bert.modeling_bert import BertLayer
+@dataclass(frozen=True)
+class FastPlan:
+    """How the fast sweep runs a model piece by piece: BERT-layer encoders (BERT, RoBERTa, ELECTRA).
 
-    base = getattr(model, "bert", None)
-    ok = (base is not None and all(isinstance(layer, BertLayer) for layer in base.encoder.layer)
-          and getattr(base, "pooler", None) is not None and isinstance(getattr(model, "classifier", None), nn.Linear)
-          and not model.config.is_decoder)
+    layers: the encoder's layers (each with attention.self query/key/value, attention.output and
+    feed_forward_chunk); classify: final hidden states (N, Q, d), position 0 = the first token -> (N, K).
+    """
+
+    model: torch.nn.Module
+    layers: Sequence[torch.nn.Module]
+
+    def embed(self, batch: Batch) -> torch.Tensor:
+        """(N, T) inputs -> (N, T, d) input of the first layer (ELECTRA's projection included)."""
+        base = self.model.base_model
+        hidden = base.embeddings(input_ids=batch.input_ids, token_type_ids=batch.token_type_ids)
+        project = getattr(base, "embeddings_project", None)
+        return project(hidden) if project is not None else hidden
+
+    def classify(self, hidden: torch.Tensor) -> torch.Tensor:
+        model = self.model
+        if model.config.model_type == "bert":
+            return model.classifier(model.dropout(model.base_model.pooler(hidden)))
+        return model.classifier(hidden)  # RoBERTa's and ELECTRA's heads read hidden[:, 0]
+
+
+FAST_MODEL_TYPES = ("bert", "roberta", "electra")
+
+
+def fast_plan(model) -> FastPlan | str:
+    """The fast sweep's plan for `model`, or why it cannot run it (then use the naive sweep: same outputs).
+
+    The fast sweep re-runs layers one by one; it supports the BERT layer (BERT, RoBERTa, ELECTRA
+    sequence classifiers whose head reads the first token). Other architectures (DistilBERT, ModernBERT,
+    DeBERTa-v2, ...) are run by the naive sweep.
+    """
+    from torch import nn
+
+    mtype = getattr(model.config, "model_type", None)
+    if mtype not in FAST_MODEL_TYPES:
+        return (f"the fast sweep runs BERT-layer encoders ({', '.join(FAST_MODEL_TYPES)}) layer by layer; "
+                f"{type(model).__name__} (model_type {mtype!r}) is not one")
+    if model.config.is_decoder or getattr(model.config, "add_cross_attention", False):
+        return f"{type(model).__name__} is configured as a decoder"
+    base = model.base_model
+    layers = getattr(getattr(base, "encoder", None), "layer", None)
+    if layers is None or not all(hasattr(layer.attention.self, "query") and hasattr(layer, "feed_forward_chunk")
+                                 for layer in layers):
+        return f"{type(model).__name__}'s layers are not BERT layers"
+    if mtype == "bert":
+        ok = getattr(base, "pooler", None) is not None and isinstance(getattr(model, "classifier", None), nn.Linear)
+    else:
+        ok = getattr(model, "classifier", None) is not None and hasattr(model.classifier, "out_proj")
     if not ok:
-        raise ValueError(f"the fast sweep supports BERT-architecture sequence classifiers (model_type 'bert' with "
-                         f"a pooler); this is {type(model).__name__}. Run the naive sweep instead (config: ablation.sweep: naive).")
+        return f"{type(model).__name__} has a classification head the fast sweep does not know"
+    return FastPlan(model, layers)
+
+
+def check_fast_supported(model) -> FastPlan:
+    """The fast sweep's plan of `model`; ValueError saying why (and to use the naive sweep) if it has none."""
+    plan = fast_plan(model)
+    if isinstance(plan, str):
+        raise ValueError(f"{plan}. Run the naive sweep instead (config: ablation.sweep: naive); it gives the "
+                         f"same outputs")
+    return plan
 
 
 def _layer_parts(layer, hidden: torch.Tensor, mask: torch.Tensor | None, cls_only: bool,
@@ -171,22 +232,22 @@ def _finish_layer(layer, context: torch.Tensor, hidden_in: torch.Tensor) -> torc
 
 
 def _classify(model, hidden: torch.Tensor) -> torch.Tensor:
-    """(N, Q, d) final hidden states (position 0 = [CLS]) -> (N, K) logits."""
-    return model.classifier(model.dropout(model.bert.pooler(hidden)))
+    """(N, Q, d) final hidden states (position 0 = the first token) -> (N, K) logits (:meth:`FastPlan.classify`)."""
+    return check_fast_supported(model).classify(hidden)
 
 
-def _run_from(model, start: int, hidden: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+def _run_from(plan: FastPlan, start: int, hidden: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     """Run layers start..L-1 with nothing disabled (the last one for [CLS] only) -> (N, K) logits.
 
     hidden: (N, T, d) input of layer `start`, or (N, 1, d) when start == L (already the final [CLS]).
     """
-    layers = model.bert.encoder.layer
+    layers = plan.layers
     for l in range(start, len(layers)):
         last = l == len(layers) - 1
         parts = _layer_parts(layers[l], hidden, mask, cls_only=last, with_uniform=False)
         context = parts.context_for(None)
         hidden = _finish_layer(layers[l], context, hidden[:, : context.shape[1]])
-    return _classify(model, hidden)
+    return plan.classify(hidden)
 
 
 def _repeat(x: torch.Tensor | None, k: int) -> torch.Tensor | None:
@@ -221,11 +282,11 @@ def fast_batch_logits(model, batch: Batch, config_batch: int) -> torch.Tensor:
     """
     from transformers.masking_utils import create_bidirectional_mask
 
-    bert = model.bert
-    layers = bert.encoder.layer
+    plan = check_fast_supported(model)
+    layers = plan.layers
     n_layers, n_heads = len(layers), model.config.num_attention_heads
     n = batch.input_ids.shape[0]
-    hidden = bert.embeddings(input_ids=batch.input_ids, token_type_ids=batch.token_type_ids)
+    hidden = plan.embed(batch)
     mask = create_bidirectional_mask(config=model.config, inputs_embeds=hidden, attention_mask=batch.attention_mask)
     out = torch.empty(1 + n_layers * n_heads + n_layers, n, _n_outputs(model), dtype=torch.float64)
     # configurations of one layer: row j < H disables head j alone, row H disables every head
@@ -244,10 +305,10 @@ def fast_batch_logits(model, batch: Batch, config_batch: int) -> torch.Tensor:
             stacked = torch.where(sel[:, None, :, None, None], parts.uniform_context[None], parts.context[None])
             context = stacked.transpose(2, 3).reshape(k * n, stacked.shape[3], n_heads, -1)
             h_next = _finish_layer(layers[l], context, _repeat(hidden_in, k))
-            logits = _run_from(model, l + 1, h_next, _repeat(mask, k))
+            logits = _run_from(plan, l + 1, h_next, _repeat(mask, k))
             out[targets[start:start + k]] = logits.view(k, n, -1).double().cpu()
         hidden = _finish_layer(layers[l], parts.context_for(None), hidden_in)
-    out[0] = _classify(model, hidden).double().cpu()
+    out[0] = plan.classify(hidden).double().cpu()
     return out
 
 
@@ -280,12 +341,28 @@ def encode_batches(tokenizer, df: pd.DataFrame, max_length: int, batch_size: int
     return make_batches(enc["input_ids"], tt, tokenizer.pad_token_id or 0, batch_size)
 
 
+def resolve_sweep(model, requested: str) -> tuple[str, str | None]:
+    """The sweep to run for `requested` ("fast" or "naive") on `model`, and why it differs (None if not).
+
+    "fast" on an architecture the fast sweep cannot run layer by layer (:func:`fast_plan`) falls back to
+    "naive", which gives the same outputs.
+    """
+    if requested not in SWEEPS:
+        raise ValueError(f"unknown sweep {requested!r}; use one of {', '.join(SWEEPS)}")
+    if requested == "fast":
+        plan = fast_plan(model)
+        if isinstance(plan, str):
+            return "naive", plan
+    return requested, None
+
+
 def run_sweep(model, batches: Sequence[Batch], n_examples: int, *, sweep: str, config_batch: int,
               progress: bool = True) -> np.ndarray:
     """(C, E, K) logits of every configuration of :func:`sweep_configurations`.
 
-    sweep: "fast" (:func:`fast_sweep`, BERT architecture) or "naive" (:func:`naive_sweep`, any model whose
-    attention follows transformers' AttentionInterface); config_batch: see :func:`fast_batch_logits`.
+    sweep: "fast" (:func:`fast_sweep`, BERT-layer encoders: see :func:`fast_plan`) or "naive"
+    (:func:`naive_sweep`, any model :func:`~bertology.ablation.disable.enable_disabling` accepts); use
+    :func:`resolve_sweep` to fall back from fast to naive. config_batch: see :func:`fast_batch_logits`.
     """
     if sweep not in SWEEPS:
         raise ValueError(f"unknown sweep {sweep!r}; use one of {', '.join(SWEEPS)}")

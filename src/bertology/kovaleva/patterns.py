@@ -59,7 +59,7 @@ def pattern_masses(attn: np.ndarray, special: np.ndarray, segment: np.ndarray) -
     """The excess masses V*, D*, B* of :func:`classify_rule` (see the module doc).
 
     attn: (..., n, n) maps of one example (e.g. (L, H, n, n)); special: (n,) bool ([CLS]/[SEP]);
-    segment: (n,) int (token_type_ids). Returns V*, D*, B*, each of shape (...,); B* is NaN unless both
+    segment: (n,) int (the store's ``segment``: 0 first text, 1 second). Returns V*, D*, B*, each of shape (...,); B* is NaN unless both
     segments hold non-special tokens.
     """
     n = attn.shape[-1]

@@ -193,11 +193,11 @@ def _cnn(path: str) -> pat.PatternCNN:
     return _CNN_CACHE[path]
 
 
-def example_stats(attn: np.ndarray, input_ids: np.ndarray, word_ids: np.ndarray, token_type_ids: np.ndarray,
+def example_stats(attn: np.ndarray, input_ids: np.ndarray, word_ids: np.ndarray, segment: np.ndarray,
                   words: ExampleWords | None, spec: StoreSpec) -> dict[str, np.ndarray]:
     """Every per-example statistic of one (cropped) example.
 
-    attn: (L, H, n, n) float32 without NaN; input_ids, word_ids, token_type_ids: (>= n,).
+    attn: (L, H, n, n) float32 without NaN; input_ids, word_ids, segment: (>= n,).
     Returns features (L, H, F), cls (H, F'), dependency (L, H), patterns (L, H) class indices (rule) or
     None (CNN classification is batched per chunk), entropy: (total, sumsq, count) each (L, H, F_entropy).
     """
@@ -210,22 +210,22 @@ def example_stats(attn: np.ndarray, input_ids: np.ndarray, word_ids: np.ndarray,
         "features": feat.feature_scores(attn, tokens),
         "cls": feat.cls_scores(attn[-1], tokens),
         "dependency": rel.relation_scores(attn, mask),
-        "patterns": pat.classify_rule(attn, cls | sep, token_type_ids[:n]) if spec.classifier == "rule" else None,
+        "patterns": pat.classify_rule(attn, cls | sep, segment[:n]) if spec.classifier == "rule" else None,
         "entropy": ent.example_entropy(attn, int(np.flatnonzero(cls)[0]) if cls.any() else None),
     }
 
 
-def reduce_chunk(attention: np.ndarray, input_ids: np.ndarray, word_ids: np.ndarray, token_type_ids: np.ndarray,
+def reduce_chunk(attention: np.ndarray, input_ids: np.ndarray, word_ids: np.ndarray, segment: np.ndarray,
                  length: np.ndarray, example_idx: np.ndarray, words: Mapping[int, ExampleWords],
                  spec: StoreSpec) -> Partial:
     """The Partial of one chunk. attention: (E, L, H, Q, K) float16 (NaN padding); others (E, Q) / (E,)."""
     from threadpoolctl import threadpool_limits
 
     with threadpool_limits(1):  # tiny matrix products: BLAS threads would only fight Dask's threads
-        return _reduce_chunk(attention, input_ids, word_ids, token_type_ids, length, example_idx, words, spec)
+        return _reduce_chunk(attention, input_ids, word_ids, segment, length, example_idx, words, spec)
 
 
-def _reduce_chunk(attention, input_ids, word_ids, token_type_ids, length, example_idx, words, spec) -> Partial:
+def _reduce_chunk(attention, input_ids, word_ids, segment, length, example_idx, words, spec) -> Partial:
     attention = np.asarray(attention)
     part = empty_partial(spec.layers, spec.heads)
     cnn_maps: list[np.ndarray] = []
@@ -238,7 +238,7 @@ def _reduce_chunk(attention, input_ids, word_ids, token_type_ids, length, exampl
             raise StoreError(f"example {int(example_idx[e])} has NaN attention inside its real length {n}: the store "
                              f"is incomplete or corrupt; re-run the extraction (delete the store and run snakemake "
                              f"again)")
-        stats = example_stats(a, input_ids[e], word_ids[e], token_type_ids[e], words.get(int(example_idx[e])), spec)
+        stats = example_stats(a, input_ids[e], word_ids[e], segment[e], words.get(int(example_idx[e])), spec)
         part.features.add(stats["features"])
         part.cls.add(stats["cls"])
         part.dependency.add(stats["dependency"])
@@ -257,12 +257,12 @@ def _reduce_chunk(attention, input_ids, word_ids, token_type_ids, length, exampl
     return part
 
 
-STATS_VARS = ("attention", "input_ids", "word_ids", "token_type_ids", "length", "example_idx")
+STATS_VARS = ("attention", "input_ids", "word_ids", "segment", "length", "example_idx")
 
 
 def _stats_task(block: Mapping[str, np.ndarray], *, words: Mapping[int, ExampleWords], spec: StoreSpec) -> Partial:
     """map_chunks function of :func:`store_stats`: one chunk read -> its Partial."""
-    return reduce_chunk(block["attention"], block["input_ids"], block["word_ids"], block["token_type_ids"],
+    return reduce_chunk(block["attention"], block["input_ids"], block["word_ids"], block["segment"],
                         block["length"], block["example_idx"], words, spec)
 
 

@@ -81,12 +81,12 @@ def word_relations(words: pd.DataFrame, example_idx: np.ndarray, n_words: int) -
     return rel
 
 
-def build_masks(input_ids: np.ndarray, token_type_ids: np.ndarray, word_ids: np.ndarray, length: np.ndarray,
+def build_masks(input_ids: np.ndarray, segment: np.ndarray, word_ids: np.ndarray, length: np.ndarray,
                 relations: np.ndarray | None, *, specials: SpecialTokens, window: int = 2,
                 roles: Sequence[str] = ROLES) -> tuple[np.ndarray, np.ndarray]:
     """Sieves and query sets of `roles` for a chunk of E examples padded to T positions.
 
-    input_ids, token_type_ids, word_ids: (E, T); length: (E,); relations: (E, 4, W, W) from
+    input_ids, segment, word_ids: (E, T); length: (E,); relations: (E, 4, W, W) from
     :func:`word_relations` (None when no syntactic role is asked for); specials: the store's special ids.
     Returns sieve (E, R, T, T) bool with sieve[e, r, t, s] = s in S_r(t), and queries (E, R, T) bool:
     the queries of role r (t in Q with S_r(t) non-empty; for the syntactic roles, t's word must be a
@@ -97,7 +97,7 @@ def build_masks(input_ids: np.ndarray, token_type_ids: np.ndarray, word_ids: np.
         raise ValueError(f"the local window must be >= 1, got {window}")
     input_ids = np.asarray(input_ids)
     E, T = input_ids.shape
-    token_type_ids = np.asarray(token_type_ids).reshape(E, T)
+    segment = np.asarray(segment).reshape(E, T)
     word_ids = np.asarray(word_ids).astype(np.int64).reshape(E, T)
     length = np.asarray(length).astype(np.int64)
     if length.shape != (E,):
@@ -126,8 +126,7 @@ def build_masks(input_ids: np.ndarray, token_type_ids: np.ndarray, word_ids: np.
         elif role == "next_local":
             out[:, i] = pair_q & ((diff >= 1) & (diff <= window))[None]
         elif role == "block":
-            seg = np.asarray(token_type_ids)
-            out[:, i] = pair_q & (seg[:, :, None] == seg[:, None, :])
+            out[:, i] = pair_q & (segment[:, :, None] == segment[:, None, :])
         elif role == "delimiter":
             out[:, i] = q[:, :, None] & (cls | sep)[:, None, :]
         elif role == "cls":
@@ -141,7 +140,7 @@ def build_masks(input_ids: np.ndarray, token_type_ids: np.ndarray, word_ids: np.
     return out, out.any(axis=-1)
 
 
-def chunk_masks(input_ids: np.ndarray, token_type_ids: np.ndarray, word_ids: np.ndarray, length: np.ndarray,
+def chunk_masks(input_ids: np.ndarray, segment: np.ndarray, word_ids: np.ndarray, length: np.ndarray,
                 example_idx: np.ndarray, words: pd.DataFrame | None, *, specials: SpecialTokens,
                 window: int = 2, roles: Sequence[str] = ROLES) -> tuple[np.ndarray, np.ndarray]:
     """:func:`build_masks` for a store chunk, with the word relations looked up in the words table."""
@@ -154,5 +153,5 @@ def chunk_masks(input_ids: np.ndarray, token_type_ids: np.ndarray, word_ids: np.
         sub = words[words["example_idx"].isin(np.asarray(example_idx))]
         n_words = max(wid_max, int(sub["word"].max()) if len(sub) else -1) + 1
         relations = word_relations(sub, example_idx, n_words)
-    return build_masks(input_ids, token_type_ids, word_ids, length, relations, specials=specials, window=window,
+    return build_masks(input_ids, segment, word_ids, length, relations, specials=specials, window=window,
                        roles=roles)

@@ -31,10 +31,10 @@ SIEVE_COLUMNS = ["layer", "head", "role", "n", "mean", "std", "t", "p_value", "a
 EXTRA_COLUMNS = ["p_adjusted", "alpha", "correction"]
 #: examples per sub-batch inside a store chunk: bounds the (E, R, T, T) sieve masks; the scores do not depend on it
 BATCH = 8
-SCORE_VARS = ("attention", "input_ids", "token_type_ids", "word_ids", "length", "example_idx")
+SCORE_VARS = ("attention", "input_ids", "segment", "word_ids", "length", "example_idx")
 
 
-def _block_scores(attention: np.ndarray, input_ids: np.ndarray, token_type_ids: np.ndarray, word_ids: np.ndarray,
+def _block_scores(attention: np.ndarray, input_ids: np.ndarray, segment: np.ndarray, word_ids: np.ndarray,
                   length: np.ndarray, example_idx: np.ndarray, words: pd.DataFrame | None, *, specials: SpecialTokens,
                   window: int, roles: tuple[str, ...], batch: int) -> np.ndarray:
     """Scores (E, L, H, R) of one store chunk.
@@ -50,7 +50,7 @@ def _block_scores(attention: np.ndarray, input_ids: np.ndarray, token_type_ids: 
     for lo in range(0, E, batch):
         sl = order[lo:lo + batch]
         m = max(int(np.max(length[sl])), 1)
-        sieve, queries = chunk_masks(input_ids[sl, :m], token_type_ids[sl, :m], word_ids[sl, :m], length[sl],
+        sieve, queries = chunk_masks(input_ids[sl, :m], segment[sl, :m], word_ids[sl, :m], length[sl],
                                      example_idx[sl], words, specials=specials, window=window, roles=roles)
         out[sl] = example_scores(attention[sl][..., :m, :m], sieve, queries, length[sl])
     return out
@@ -59,7 +59,7 @@ def _block_scores(attention: np.ndarray, input_ids: np.ndarray, token_type_ids: 
 def _scores_task(block: Mapping[str, np.ndarray], *, words: pd.DataFrame | None, specials: SpecialTokens,
                  window: int, roles: tuple[str, ...], batch: int) -> np.ndarray:
     """map_chunks function of :func:`compute_scores`: one chunk read -> its scores (E, L, H, R)."""
-    return _block_scores(block["attention"], block["input_ids"], block["token_type_ids"], block["word_ids"],
+    return _block_scores(block["attention"], block["input_ids"], block["segment"], block["word_ids"],
                          block["length"], block["example_idx"], words, specials=specials, window=window, roles=roles,
                          batch=batch)
 
@@ -161,7 +161,12 @@ def run_sieve(store: str | Path, words: pd.DataFrame | None, *, task: str | None
     if not task:
         raise ValueError(f"the task of {store} is unknown: the store has no `task` attribute")
     roles = roles_for(get_task(task).is_pair)
-    if words is not None:
+    if "block" in roles:
+        second = float((ds["segment"] == 1).any("query").mean())  # (example,) booleans: small
+        if second < 1:
+            log.warning("%s: %.1f%% of the examples of pair task %s have no second segment (store variable "
+                        "`segment`); the block sieve of those examples spans the first text only",
+                        store, 100 * (1 - second), task)
         covered = np.isin(ds["example_idx"].values, words["example_idx"].unique()).mean()
         if covered < 1:
             log.warning("the words table covers %.1f%% of the store's examples; the others have no syntactic "

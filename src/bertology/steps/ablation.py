@@ -58,27 +58,36 @@ def ablation_sweep(ctx: StepContext) -> None:
     The examples are a seeded sample (ablation.examples, ablation.seed) of the validation split; the model
     is the one fine-tuned from the pretrained encoder (``--input model=``).
     """
-    from bertology.ablation.disable import enable_disabling
+    from bertology.ablation.disable import DisablingUnsupported, enable_disabling
     from bertology.ablation.figures import verdict
     from bertology.ablation.stats import COLUMN_DOCS, sweep_tables
-    from bertology.ablation.sweep import encode_batches, run_sweep
+    from bertology.ablation.sweep import encode_batches, resolve_sweep, run_sweep
     from bertology.io import write_csv
 
     task, cfg = ctx.wildcards["task"], ctx.config.ablation
     df = _eval_sample(ctx)
-    model, tokenizer, device = _load_finetuned(ctx, enable_disabling)
+    try:
+        model, tokenizer, device = _load_finetuned(ctx, enable_disabling)
+    except DisablingUnsupported as err:
+        _write_unsupported(ctx, task, str(err))
+        return
     batches = encode_batches(tokenizer, df, ctx.config.data.max_length, cfg.batch_size)
     n_layers, n_heads = model.config.num_hidden_layers, model.config.num_attention_heads
 
+    sweep, why = resolve_sweep(model, cfg.sweep)
+    if why is not None:
+        ctx.log.warning("%s: ablation.sweep is %r but %s: running the naive sweep (same outputs, slower)",
+                        task, cfg.sweep, why)
     t0 = time.perf_counter()
-    logits = run_sweep(model, batches, len(df), sweep=cfg.sweep, config_batch=cfg.config_batch,
+    logits = run_sweep(model, batches, len(df), sweep=sweep, config_batch=cfg.config_batch,
                        progress=ctx.progress)
     sweep_s = time.perf_counter() - t0
-    ctx.log.info("%s: %d configurations x %d examples in %.1f s (%s sweep, %s)", task, logits.shape[0], len(df),
-                 sweep_s, cfg.sweep, device)
+    ctx.log.info("%s: %d configurations x %d examples in %.1f s (%s sweep, %s, %s disabling)", task,
+                 logits.shape[0], len(df), sweep_s, sweep, device, model.bertology_disabling)
     tables = sweep_tables(task, df["label"].to_numpy(), logits, n_layers, n_heads, n_boot=cfg.bootstrap,
                           seed=cfg.seed, alpha=cfg.alpha)
-    info = {**tables.summary_info, "verdict": verdict(tables.summary_info), "columns": COLUMN_DOCS}
+    info = {**tables.summary_info, "verdict": verdict(tables.summary_info), "columns": COLUMN_DOCS,
+            "sweep": sweep, "disabling": model.bertology_disabling}
     write_csv(tables.heads, ctx.output.heads)
     write_csv(tables.layers, ctx.output.layers)
     write_csv(tables.summary, ctx.output.summary)
@@ -86,7 +95,8 @@ def ablation_sweep(ctx: StepContext) -> None:
     ctx.log.info("%s", info["verdict"])
 
     tracker = ctx.tracker
-    tracker.tags({"variant": "finetuned", "device": str(device), "sweep": cfg.sweep})
+    tracker.tags({"variant": "finetuned", "device": str(device), "sweep": sweep, "sweep_requested": cfg.sweep,
+                  "disabling": model.bertology_disabling, "model_type": model.config.model_type})
     tracker.metrics({"sweep_seconds": sweep_s, "n_examples": len(df),
                      **{f"baseline_{m}": v for m, v in info["baseline"].items()}})
     for metric, m in info["metrics"].items():
@@ -102,16 +112,39 @@ def ablation_sweep(ctx: StepContext) -> None:
         tracker.artifact(path)
 
 
+def _write_unsupported(ctx: StepContext, task: str, reason: str) -> None:
+    """The sweep's outputs when the model's heads cannot be disabled: empty tables and the reason."""
+    import pandas as pd
+
+    from bertology.ablation.stats import COLUMN_DOCS, TABLE_COLUMNS
+    from bertology.io import write_csv
+
+    ctx.log.warning("%s: disabling heads is not possible: %s; writing empty tables that say so", task, reason)
+    write_csv(pd.DataFrame(columns=TABLE_COLUMNS), ctx.output.heads)
+    write_csv(pd.DataFrame(columns=[c for c in TABLE_COLUMNS if c != "head"]), ctx.output.layers)
+    write_csv(pd.DataFrame({"task": [task], "not_computed": [reason]}), ctx.output.summary)
+    _write_json({"task": task, "unsupported": reason, "verdict": f"not computed: {reason}", "columns": COLUMN_DOCS},
+                ctx.output.info)
+    ctx.tracker.tags({"variant": "finetuned", "sweep": "none", "unsupported": reason})
+
+
 def ablation_figures(ctx: StepContext) -> None:
     """Kovaleva Figs. 8 (heads heatmap) and 9 (layers bars) of one task from heads.csv and layers.csv."""
     import pandas as pd
 
-    from bertology.ablation.figures import plot_heads, plot_layers
+    from bertology.ablation.figures import plot_heads, plot_layers, plot_unavailable
 
     task = ctx.wildcards["task"]
     heads, layers = pd.read_csv(ctx.input.heads), pd.read_csv(ctx.input.layers)
     ctx.tracker.tags({"variant": "finetuned"})
-    for path in (plot_heads(heads, task, ctx.output.heads), plot_layers(layers, task, ctx.output.layers)):
+    if heads.empty:  # the sweep could not disable this model's heads; its summary.csv says why
+        summary = pd.read_csv(ctx.input.summary)
+        reason = str(summary["not_computed"].iloc[0]) if "not_computed" in summary else "no heads in heads.csv"
+        paths = (plot_unavailable(f"Disabling heads - {task}", reason, ctx.output.heads),
+                 plot_unavailable(f"Disabling layers - {task}", reason, ctx.output.layers))
+    else:
+        paths = (plot_heads(heads, task, ctx.output.heads), plot_layers(layers, task, ctx.output.layers))
+    for path in paths:
         ctx.tracker.artifact(path, "figures")
 
 
@@ -125,8 +158,9 @@ def ablation_pruning(ctx: StepContext) -> None:
     in ablation.pruning.random_orders random orders.
     """
     from bertology.ablation.importance import enable_gates, head_importance
+    from bertology.ablation.disable import DisablingUnsupported
     from bertology.ablation.pruning import curve_summary, pruned_logits, pruning_fractions, pruning_plan, pruning_table
-    from bertology.ablation.sweep import encode_batches
+    from bertology.ablation.sweep import encode_batches, resolve_sweep
     from bertology.data import read_prepared, sample_rows
     from bertology.io import write_csv
     from bertology.tasks import get_task
@@ -138,7 +172,15 @@ def ablation_pruning(ctx: StepContext) -> None:
                          what=f"{task}/{split}", key="ablation.pruning.importance_examples",
                          short_split="all")  # a cap, not a sample size: a smaller split is used whole
     df = _eval_sample(ctx)
-    model, tokenizer, device = _load_finetuned(ctx, enable_gates)
+    try:
+        model, tokenizer, device = _load_finetuned(ctx, enable_gates)
+    except DisablingUnsupported as err:
+        _write_pruning_unsupported(ctx, task, split, str(err))
+        return
+    method, why = resolve_sweep(model, cfg.sweep)
+    if why is not None:
+        ctx.log.warning("%s: ablation.sweep is %r but %s: pruning with the naive method (same outputs, slower)",
+                        task, cfg.sweep, why)
     max_length = ctx.config.data.max_length
     t0 = time.perf_counter()
     importance = head_importance(model, encode_batches(tokenizer, imp_df, max_length, cfg.batch_size),
@@ -152,17 +194,17 @@ def ablation_pruning(ctx: StepContext) -> None:
     plan, masks = pruning_plan(importance.importance, pruning_fractions(pcfg.step), seeds)
     t0 = time.perf_counter()
     logits = pruned_logits(model, encode_batches(tokenizer, df, max_length, cfg.batch_size), masks, len(df),
-                           mode=pcfg.mode, method=cfg.sweep, config_batch=cfg.config_batch, progress=ctx.progress)
+                           mode=pcfg.mode, method=method, config_batch=cfg.config_batch, progress=ctx.progress)
     pruning_s = time.perf_counter() - t0
     table = pruning_table(plan, logits, labels, spec.metrics, spec.is_regression, pcfg.mode)
     write_csv(table, ctx.output.pruning)
     ctx.log.info("%s: %d pruned configurations x %d validation examples in %.1f s (%s, %s removal)", task,
-                 len(masks), len(df), pruning_s, cfg.sweep, pcfg.mode)
+                 len(masks), len(df), pruning_s, method, pcfg.mode)
 
     tracker = ctx.tracker
     n_heads = model.config.num_attention_heads
-    tracker.tags({"variant": "finetuned", "device": str(device), "sweep": cfg.sweep, "pruning_mode": pcfg.mode,
-                  "importance_split": split})
+    tracker.tags({"variant": "finetuned", "device": str(device), "sweep": method, "sweep_requested": cfg.sweep,
+                  "pruning_mode": pcfg.mode, "importance_split": split})
     tracker.metrics({"importance_seconds": importance_s, "pruning_seconds": pruning_s,
                      "importance_examples": importance.n, "n_examples": len(df)})
     # normalised importance per head at step = layer * H + head
@@ -178,14 +220,34 @@ def ablation_pruning(ctx: StepContext) -> None:
         tracker.artifact(path)
 
 
+def _write_pruning_unsupported(ctx: StepContext, task: str, split: str, reason: str) -> None:
+    """importance.csv / pruning.csv when the model's heads cannot be gated: empty, the reason in the log and MLflow."""
+    import pandas as pd
+
+    from bertology.io import write_csv
+
+    ctx.log.warning("%s: head importance and pruning are not possible: %s; writing empty tables", task, reason)
+    write_csv(pd.DataFrame(columns=["layer", "head", "importance", "raw", "n", "split"]), ctx.output.importance)
+    write_csv(pd.DataFrame(columns=["order", "seed", "fraction", "n_pruned", "metric", "value", "mode"]),
+              ctx.output.pruning)
+    ctx.tracker.tags({"variant": "finetuned", "sweep": "none", "unsupported": reason})
+
+
 def pruning_figures(ctx: StepContext) -> None:
     """The importance map (layer x head) and the pruning curves of one task from importance.csv, pruning.csv."""
     import pandas as pd
 
-    from bertology.ablation.figures import plot_importance, plot_pruning
+    from bertology.ablation.figures import plot_importance, plot_pruning, plot_unavailable
 
     task = ctx.wildcards["task"]
     ctx.tracker.tags({"variant": "finetuned"})
-    for path in (plot_importance(pd.read_csv(ctx.input.importance), task, ctx.output.importance),
-                 plot_pruning(pd.read_csv(ctx.input.pruning), task, ctx.output.pruning)):
+    importance, pruning = pd.read_csv(ctx.input.importance), pd.read_csv(ctx.input.pruning)
+    if importance.empty:  # the model's heads cannot be gated (ablation_pruning's log says why)
+        reason = "this model's heads cannot be gated (see results/logs/ablation_pruning)"
+        paths = (plot_unavailable(f"Head importance - {task}", reason, ctx.output.importance),
+                 plot_unavailable(f"Pruning heads - {task}", reason, ctx.output.pruning))
+    else:
+        paths = (plot_importance(importance, task, ctx.output.importance),
+                 plot_pruning(pruning, task, ctx.output.pruning))
+    for path in paths:
         ctx.tracker.artifact(path, "figures")
