@@ -95,13 +95,22 @@ def test_attention_sample_is_seeded_sorted_and_complete(tmp_path, capsys):
     assert list(s1.columns) == ["idx", "text_a", "text_b", "label"]
     assert s1["idx"].tolist() != read_sample(tmp_path, frame, 10, 8)["idx"].tolist()
     assert read_sample(tmp_path, frame, None, 7)["idx"].tolist() == frame["idx"].tolist()
-    assert len(read_sample(tmp_path, frame, 500, 7)) == 50
+    capsys.readouterr()
+    data = tmp_path / "split-500.parquet"
+    write_prepared(frame, data)
+    assert run_step("attention_sample", step_config(examples=500), {"task": "mrpc"}, {"data": data},
+                    {"sample": tmp_path / "s500.parquet"}) == 1  # more than the split holds: an error ...
+    assert "attention.examples asks for 500 examples but the split has only 50" in capsys.readouterr().err
+    cfg = step_config(examples=500)
+    cfg["data"]["short_split"] = "all"  # ... unless the config says a short split is taken whole
+    assert run_step("attention_sample", cfg, {"task": "mrpc"}, {"data": data}, {"sample": tmp_path / "all.parquet"}) == 0
+    assert len(pd.read_parquet(tmp_path / "all.parquet")) == 50
     capsys.readouterr()
     empty = tmp_path / "empty.parquet"
     write_prepared(frame.iloc[:0], empty)
     assert run_step("attention_sample", step_config(), {"task": "mrpc"}, {"data": empty},
                     {"sample": tmp_path / "s.parquet"}) == 1
-    assert capsys.readouterr().err == ("bertology attention-sample: error: mrpc/validation (attention.examples): the "
+    assert capsys.readouterr().err == ("bertology attention-sample: error: mrpc/validation: the "
                                        "split is empty: nothing to sample (check data.source and the split)\n")
 
 
