@@ -4,6 +4,7 @@ import shlex
 from bertology.cli import STEPS, step_args
 from bertology.config import sections_json, validate_config
 from bertology.explorer import explorer_inputs
+from bertology.seeds import SEED_TAG_REGEX, seed_tags
 from bertology.tasks import SPLITS, STORE_VARIANTS, TASKS, VARIANT_INIT
 from bertology.workflow import setup_environment
 
@@ -25,6 +26,9 @@ envvars:
 TASK_NAMES = list(config["tasks"])
 PAIR_TASKS = [t for t in TASK_NAMES if TASKS[t].is_pair]
 INITS = list(config["train"]["inits"])
+# Path tags of the fine-tuning seeds: '' for the first (train.seed: the plain paths, read by every
+# analysis), '-seedN' for each further one (train.seeds > 1).
+SEED_TAGS = seed_tags(config["train"]["seed"], config["train"]["seeds"])
 
 # Every rule file appends the final outputs it contributes; `rule all` asks for all of them.
 TARGETS = []
@@ -34,6 +38,7 @@ wildcard_constraints:
     task="|".join(TASKS),
     split="|".join(SPLITS),
     init="pretrained|random",
+    seedtag=SEED_TAG_REGEX,
 
 
 # Each rule runs its step the same way, `bertology <step>` with its wildcards, named inputs and
@@ -55,12 +60,12 @@ def step_files(wildcards, input, output):
 
 # Input functions used by the files in rules/ (snakemake --lint wants functions and rules apart).
 def _score_model(wildcards):
-    """The fine-tuned model a score needs (none for the untrained-head `pretrained` variant)."""
+    """The fine-tuned model (of the score's seed) a score needs (none for the untrained-head `pretrained` variant)."""
     from bertology.tasks import VARIANT_INIT
 
     if wildcards.variant not in VARIANT_INIT:
         return []
-    return f"results/models/{wildcards.task}/{VARIANT_INIT[wildcards.variant]}"
+    return f"results/models/{wildcards.task}/{VARIANT_INIT[wildcards.variant]}{wildcards.seedtag}"
 
 
 def _kovaleva_stats_inputs(wildcards):

@@ -65,6 +65,8 @@ class TrainConfig:
     mixed_precision: str
     eval_batch_size: int
     seed: int
+    seeds: int
+    alpha: float
     max_grad_norm: float
     checkpoint_steps: int
     checkpoint_minutes: float
