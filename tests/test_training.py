@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -629,6 +630,19 @@ def test_score_step_errors_clearly(tiny_model_dir, tmp_path, capsys):
 
 
 # --------------------------------------------------------------------------------- seeds, end to end
+
+
+def test_seed_tags_name_every_seed_but_the_first():
+    from bertology.errors import UserError
+    from bertology.seeds import SEED_TAG_REGEX, seed_from_tag, seed_list, seed_tags
+
+    assert seed_list(42, 3) == [42, 43, 44]
+    assert seed_tags(42, 3) == ["", "-seed43", "-seed44"] and seed_tags(7, 1) == [""]
+    assert [seed_from_tag(t, 42) for t in seed_tags(42, 3)] == [42, 43, 44]
+    assert all(re.fullmatch(SEED_TAG_REGEX, t) for t in seed_tags(42, 3))
+    assert re.fullmatch(SEED_TAG_REGEX, "seed43") is None
+    with pytest.raises(UserError, match="neither empty"):
+        seed_from_tag("_s43", 42)
 
 
 @pytest.mark.slow

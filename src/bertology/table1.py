@@ -131,7 +131,8 @@ def variant_tests(per_seed: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
         return out
     task_rank = {t: i for i, t in enumerate(TASK_ORDER)}
     pair_rank = {p: i for i, p in enumerate(PAIRS)}
-    keys = {"_t": out["task"].map(task_rank), "_m": [get_task(t).metrics.index(m) for t, m in zip(out["task"], out["metric"])],
+    keys = {"_t": out["task"].map(task_rank),
+            "_m": [get_task(t).metrics.index(m) for t, m in zip(out["task"], out["metric"])],
             "_p": [pair_rank[(a, b)] for a, b in zip(out["variant_a"], out["variant_b"])]}
     return out.assign(**keys).sort_values(list(keys), kind="stable").drop(columns=list(keys)).reset_index(drop=True)
 
