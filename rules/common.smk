@@ -4,7 +4,7 @@ import shlex
 from bertology.cli import STEPS, step_args
 from bertology.config import sections_json, validate_config
 from bertology.explorer import explorer_inputs
-from bertology.seeds import SEED_TAG_REGEX, seed_tags
+from bertology.seeds import SEED_TAG_REGEX, configured_seeds, seed_tags
 from bertology.tasks import SPLITS, STORE_VARIANTS, TASKS, VARIANT_INIT
 from bertology.workflow import setup_environment
 
@@ -27,8 +27,8 @@ TASK_NAMES = list(config["tasks"])
 PAIR_TASKS = [t for t in TASK_NAMES if TASKS[t].is_pair]
 INITS = list(config["train"]["inits"])
 # Path tags of the fine-tuning seeds: '' for the first (train.seed: the plain paths, read by every
-# analysis), '-seedN' for each further one (train.seeds > 1).
-SEED_TAGS = seed_tags(config["train"]["seed"], config["train"]["seeds"])
+# analysis), '-seedN' for each further one of train.seeds.
+SEED_TAGS = seed_tags(configured_seeds(config["train"]))
 
 # Every rule file appends the final outputs it contributes; `rule all` asks for all of them.
 TARGETS = []

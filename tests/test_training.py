@@ -634,21 +634,35 @@ def test_score_step_errors_clearly(tiny_model_dir, tmp_path, capsys):
 
 def test_seed_tags_name_every_seed_but_the_first():
     from bertology.errors import UserError
-    from bertology.seeds import SEED_TAG_REGEX, seed_from_tag, seed_list, seed_tags
+    from bertology.seeds import SEED_TAG_REGEX, configured_seeds, seed_from_tag, seed_tags
 
-    assert seed_list(42, 3) == [42, 43, 44]
-    assert seed_tags(42, 3) == ["", "-seed43", "-seed44"] and seed_tags(7, 1) == [""]
-    assert [seed_from_tag(t, 42) for t in seed_tags(42, 3)] == [42, 43, 44]
-    assert all(re.fullmatch(SEED_TAG_REGEX, t) for t in seed_tags(42, 3))
+    assert configured_seeds(validated()["train"]) == [42]  # seeds: null -> train.seed alone
+    assert configured_seeds(validated(train={"seed": 7})["train"]) == [7]
+    assert configured_seeds(validated(train={"seeds": [42, 43, 44]})["train"]) == [42, 43, 44]
+    assert seed_tags([42, 43, 44]) == ["", "-seed43", "-seed44"] and seed_tags([7]) == [""]
+    assert [seed_from_tag(t, 42) for t in seed_tags([42, 43, 44])] == [42, 43, 44]
+    assert all(re.fullmatch(SEED_TAG_REGEX, t) for t in seed_tags([42, 43, 44]))
     assert re.fullmatch(SEED_TAG_REGEX, "seed43") is None
     with pytest.raises(UserError, match="neither empty"):
         seed_from_tag("_s43", 42)
 
 
+def test_the_first_of_train_seeds_is_train_seed():
+    """Every step that reads train.seed (the first model, the untrained head) uses the first of seeds."""
+    from bertology.config import ConfigError
+
+    assert validated(train={"seed": 1, "seeds": [7, 3]})["train"]["seed"] == 7
+    assert validated(train={"seed": 1})["train"]["seed"] == 1
+    assert train_config(seeds=[7, 3]).seed == 7
+    for bad in ([], [3, 3], [-1]):
+        with pytest.raises(ConfigError, match="train.seeds"):
+            validated(train={"seeds": bad})
+
+
 @pytest.mark.slow
 def test_two_seeds_train_two_models_each_and_table1_aggregates_them(tmp_path, tiny_model_dir, config_file,
                                                                     snakemake_run):
-    """train.seeds: 1 -> 2 adds the seed-43 model and scores without re-training the first seed; Table 1
+    """train.seeds: null -> [42, 43] adds the seed-43 model and scores without re-training the first seed; Table 1
     holds the mean, std and n of the two seeds' scores (one init, to keep the run small)."""
     import os
 
@@ -656,7 +670,7 @@ def test_two_seeds_train_two_models_each_and_table1_aggregates_them(tmp_path, ti
 
     config_file(tmp_path, model=str(tiny_model_dir), tasks=["sst2"],
                 train={"inits": ["pretrained"], "epochs": 1, "batch_size": 8, "learning_rate": 1e-3,
-                        "seed": 42, "seeds": 1})
+                        "seed": 42})
     target = "results/tables/table1.csv"
     snakemake_run(tmp_path, "--cores", "2", target)
     models = tmp_path / "results" / "models" / "sst2"
@@ -667,7 +681,7 @@ def test_two_seeds_train_two_models_each_and_table1_aggregates_them(tmp_path, ti
 
     config_file(tmp_path, model=str(tiny_model_dir), tasks=["sst2"],
                 train={"inits": ["pretrained"], "epochs": 1, "batch_size": 8, "learning_rate": 1e-3,
-                        "seed": 42, "seeds": 2})
+                        "seeds": [42, 43]})
     dry = snakemake_run(tmp_path, "-n", target).stdout
     assert "results/models/sst2/pretrained-seed43" in dry and "results/models/sst2/pretrained\n" not in dry
     snakemake_run(tmp_path, "--cores", "2", target)

@@ -1,15 +1,18 @@
 """Fine-tuning seeds: which seeds a config trains, and how a seed shows in output paths.
 
-``train.seeds`` = k trains every (task, init) k times, with seeds ``train.seed, train.seed + 1, ...``.
-The first seed (``train.seed``) keeps the plain paths (``results/models/{task}/{init}``,
-``results/scores/{task}/{variant}.json``): it is the model every analysis reads. Each further seed N
-adds the path tag ``-seedN`` (``results/models/{task}/{init}-seed43``), the ``seedtag`` wildcard of the
-train_model and score rules (empty for the first seed).
+``train.seeds: null`` (the default) trains one model per (task, init), seeded by ``train.seed``;
+``train.seeds: [s1, s2, ...]`` trains one per seed (and config validation sets ``train.seed`` to s1).
+The first seed keeps the plain paths (``results/models/{task}/{init}``,
+``results/scores/{task}/{variant}.json``): it is the model every analysis reads. Each further seed N adds
+the path tag ``-seedN`` (``results/models/{task}/{init}-seed43``), the ``seedtag`` wildcard of the
+train_model and score rules (empty for the first seed, whose seed the steps take from ``train.seed``).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from bertology.errors import UserError
 
@@ -17,11 +20,10 @@ SEED_TAG_REGEX = r"(-seed[0-9]+)?"  # the `seedtag` wildcard: empty (first seed)
 _TAG = re.compile(r"-seed([0-9]+)")
 
 
-def seed_list(first: int, count: int) -> list[int]:
-    """The seeds of ``train.seed`` = first and ``train.seeds`` = count: [first, first + 1, ...]."""
-    if count < 1:
-        raise UserError(f"train.seeds must be at least 1, got {count}")
-    return [first + i for i in range(count)]
+def configured_seeds(train: Mapping[str, Any]) -> list[int]:
+    """The seeds of a validated `train:` section: train.seeds, or [train.seed] when that is null."""
+    seeds = train.get("seeds")
+    return [int(s) for s in seeds] if seeds else [int(train["seed"])]
 
 
 def seed_tag(seed: int, first: int) -> str:
@@ -29,13 +31,13 @@ def seed_tag(seed: int, first: int) -> str:
     return "" if seed == first else f"-seed{seed}"
 
 
-def seed_tags(first: int, count: int) -> list[str]:
-    """The path tags of every configured seed, the first ('') first."""
-    return [seed_tag(s, first) for s in seed_list(first, count)]
+def seed_tags(seeds: Sequence[int]) -> list[str]:
+    """The path tags of `seeds`, the first ('') first."""
+    return [seed_tag(s, seeds[0]) for s in seeds]
 
 
 def seed_from_tag(tag: str | None, first: int) -> int:
-    """The seed a path tag stands for: '' or None -> first; '-seed43' -> 43."""
+    """The seed a path tag stands for: '' or None -> first (train.seed); '-seed43' -> 43."""
     if not tag:
         return first
     match = _TAG.fullmatch(tag)
