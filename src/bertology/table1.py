@@ -209,7 +209,7 @@ def table1_markdown(df: pd.DataFrame, train_sizes: Mapping[str, int] | None = No
     tested = 0 if tests is None or tests.empty else int((tests["test"] == WELCH).sum())
     if df.empty or df["n_seeds"].max() < 2:
         note += ("\nOne seed per cell: no test of the differences between variants "
-                 "(set train.seeds to 2 or more for the mean ± std over seeds and Welch's t-tests).\n")
+                 "(list two or more train.seeds for the mean ± std over seeds and Welch's t-tests).\n")
     else:
         note += (f"\nMean ± standard deviation over seeds. {MARKS['pretrained']} differs from Pre-trained, "
                  f"{MARKS['random-finetuned']} differs from fine-tuned from normal init: Welch's two-sided "
