@@ -6,6 +6,7 @@ from bertology.cli import STEPS, step_args
 from bertology.config import sections_json
 from bertology.data import source_version
 from bertology.explorer import explorer_inputs
+from bertology.seeds import SEED_TAG_REGEX, configured_seeds, seed_tags
 from bertology.tasks import SPLITS, STORE_VARIANTS, TASKS, VARIANT_INIT
 from bertology.workflow import check_config, setup_environment
 
@@ -30,6 +31,9 @@ envvars:
 TASK_NAMES = list(config["tasks"])
 PAIR_TASKS = [t for t in TASK_NAMES if TASKS[t].is_pair]
 INITS = list(config["train"]["inits"])
+# Path tags of the fine-tuning seeds: '' for the first (train.seed: the plain paths, read by every
+# analysis), '-seedN' for each further one of train.seeds.
+SEED_TAGS = seed_tags(configured_seeds(config["train"]))
 
 # Every rule file appends the final outputs it contributes; `rule all` asks for all of them.
 TARGETS = []
@@ -39,6 +43,7 @@ wildcard_constraints:
     task="|".join(TASKS),
     split="|".join(SPLITS),
     init="pretrained|random",
+    seedtag=SEED_TAG_REGEX,
 
 
 # Each rule runs its step the same way, `bertology <step>` with its wildcards, named inputs and
@@ -67,12 +72,12 @@ def _source_files(wildcards):
 
 
 def _score_model(wildcards):
-    """The fine-tuned model a score needs (none for the untrained-head `pretrained` variant)."""
+    """The fine-tuned model (of the score's seed) a score needs (none for the untrained-head `pretrained` variant)."""
     from bertology.tasks import VARIANT_INIT
 
     if wildcards.variant not in VARIANT_INIT:
         return []
-    return f"results/models/{wildcards.task}/{VARIANT_INIT[wildcards.variant]}"
+    return f"results/models/{wildcards.task}/{VARIANT_INIT[wildcards.variant]}{wildcards.seedtag}"
 
 
 def _kovaleva_stats_inputs(wildcards):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -362,21 +363,105 @@ def _scores():
 
 
 def test_table1_long_frame_and_markdown():
-    from bertology.table1 import scores_frame, table1_markdown
+    from bertology.table1 import aggregate_seeds, scores_frame, table1_markdown, variant_tests
 
-    df = scores_frame(_scores())
-    assert list(df.columns) == ["task", "variant", "metric", "value", "n"]
+    per_seed = scores_frame(_scores())
+    assert list(per_seed.columns) == ["task", "variant", "seed", "metric", "value", "n"]
+    assert set(per_seed["seed"]) == {-1}  # records from before seeds: one seed
+    df = aggregate_seeds(per_seed)
+    assert list(df.columns) == ["task", "variant", "metric", "value", "n", "std", "n_seeds"]
     assert df[["task", "variant", "metric"]].values.tolist() == [
         ["mrpc", "pretrained", "f1"], ["mrpc", "pretrained", "accuracy"],
         ["mrpc", "random-finetuned", "f1"], ["mrpc", "random-finetuned", "accuracy"],
         ["mrpc", "finetuned", "f1"], ["mrpc", "finetuned", "accuracy"],
         ["rte", "pretrained", "accuracy"], ["rte", "finetuned", "accuracy"]]
-    md = table1_markdown(df, {"mrpc": 3668, "rte": 2490})
+    assert (df["n_seeds"] == 1).all() and df["std"].isna().all()
+    tests = variant_tests(per_seed)
+    assert (tests["test"] == "none").all() and not tests["significant"].any()
+    md = table1_markdown(df, {"mrpc": 3668, "rte": 2490}, tests)
     lines = md.splitlines()
     assert lines[0].startswith("| Dataset | Pre-trained | Fine-tuned, initialized with normal distr. | "
                                "Fine-tuned, initialized with pre-trained | Metric | Size")
-    assert lines[2] == "| MRPC | 0.0/31.6 | 81.2/68.3 | 87.9/82.3 | F1/Acc | 3.7K | 408 |"
-    assert lines[3] == "| RTE | 52.7 | – | 64.6 | Acc | 2.5K | 277 |"  # no random-init score given
+    assert lines[2] == "| MRPC | 0.0/31.6 | 81.2/68.3 | 87.9/82.3 | F1/Acc | 3.7K | 408 | 1 |"
+    assert lines[3] == "| RTE | 52.7 | – | 64.6 | Acc | 2.5K | 277 | 1 |"  # no random-init score given
+    assert "One seed per cell: no test" in md
+
+
+def _seeded(task: str, variant: str, values: list[float], n: int = 100) -> list[dict]:
+    metric = get_task(task).metrics
+    return [{"task": task, "variant": variant, "seed": 42 + i, "n": n, "metrics": {m: v for m in metric}}
+            for i, v in enumerate(values)]
+
+
+def test_table1_mean_std_and_welch_tests_over_seeds():
+    """Known by construction: means, sample stds, and Welch's t, df and p computed from their formulas."""
+    from scipy import stats as st
+
+    from bertology.table1 import aggregate_seeds, scores_frame, table1_markdown, variant_tests
+
+    fin, rnd, pre = [0.90, 0.91, 0.92], [0.50, 0.52, 0.54], [0.5, 0.5, 0.5]
+    records = [*_seeded("rte", "finetuned", fin), *_seeded("rte", "random-finetuned", rnd),
+               *_seeded("rte", "pretrained", pre), *_seeded("sst2", "finetuned", [0.8]),
+               *_seeded("sst2", "pretrained", [0.6]),
+               *_seeded("mrpc", "finetuned", [0.7, 0.7]), *_seeded("mrpc", "pretrained", [0.6, 0.6])]
+    per_seed = scores_frame(records[::-1])
+    assert per_seed[per_seed.task == "rte"]["seed"].tolist() == [42, 43, 44] * 3
+    df = aggregate_seeds(per_seed).set_index(["task", "variant", "metric"])
+    row = df.loc[("rte", "finetuned", "accuracy")]
+    assert row["value"] == pytest.approx(0.91) and row["std"] == pytest.approx(0.01) and row["n_seeds"] == 3
+    assert row["n"] == 100
+    assert df.loc[("rte", "random-finetuned", "accuracy"), "std"] == pytest.approx(0.02)
+    assert df.loc[("rte", "pretrained", "accuracy"), "std"] == 0
+    assert math.isnan(df.loc[("sst2", "finetuned", "accuracy"), "std"])
+    assert df.loc[("mrpc", "finetuned", "f1"), "n_seeds"] == 2
+
+    tests = variant_tests(per_seed, alpha=0.05).set_index(["task", "metric", "variant_a", "variant_b"])
+
+    def welch(a, b):
+        va, vb = np.var(a, ddof=1) / len(a), np.var(b, ddof=1) / len(b)
+        t = (np.mean(a) - np.mean(b)) / math.sqrt(va + vb)
+        dof = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
+        return t, dof, 2 * st.t.sf(abs(t), dof)
+
+    for a, b, xa, xb in (("finetuned", "random-finetuned", fin, rnd), ("finetuned", "pretrained", fin, pre),
+                         ("random-finetuned", "pretrained", rnd, pre)):
+        got = tests.loc[("rte", "accuracy", a, b)]
+        t, dof, p = welch(xa, xb)
+        assert got["test"] == "welch_t" and got["n_a"] == 3 and got["n_b"] == 3
+        assert got["difference"] == pytest.approx(np.mean(xa) - np.mean(xb))
+        assert (got["statistic"], got["df"], got["p"]) == pytest.approx((t, dof, p))
+        assert got["significant"] == (p < 0.05)
+    # by construction: fine-tuned vs random is huge (t = 30, df = 2.9), random vs the constant 0.5 is not
+    assert tests.loc[("rte", "accuracy", "finetuned", "random-finetuned"), "significant"]
+    assert not tests.loc[("rte", "accuracy", "random-finetuned", "pretrained"), "significant"]
+    # one seed, or no variance on either side: no test
+    assert tests.loc[("sst2", "accuracy", "finetuned", "pretrained"), "test"] == "none"
+    assert tests.loc[("mrpc", "f1", "finetuned", "pretrained"), "test"] == "none"
+    assert math.isnan(tests.loc[("mrpc", "f1", "finetuned", "pretrained"), "p"])
+
+    md = table1_markdown(aggregate_seeds(per_seed), {}, variant_tests(per_seed, 0.05), 0.05)
+    rte = next(line for line in md.splitlines() if line.startswith("| RTE |"))
+    assert rte == "| RTE | 50.0 ± 0.0 | 52.0 ± 2.0 | 91.0 ± 1.0†‡ | Acc | – | 100 | 3 |"
+    assert "| SST-2 | 60.0 | – | 80.0 | Acc | – | 100 | 1 |" in md
+    assert "Welch's two-sided t-test" in md and "p < 0.05" in md
+    # a level between the two p values drops the mark of the weaker difference (fine-tuned vs pretrained:
+    # df 2 against df 2.9 for fine-tuned vs random)
+    p_pre = tests.loc[("rte", "accuracy", "finetuned", "pretrained"), "p"]
+    p_rnd = tests.loc[("rte", "accuracy", "finetuned", "random-finetuned"), "p"]
+    assert p_rnd < p_pre
+    level = math.sqrt(p_rnd * p_pre)
+    strict = table1_markdown(aggregate_seeds(per_seed), {}, variant_tests(per_seed, level), level)
+    assert "| 91.0 ± 1.0‡ |" in strict
+
+
+def test_table1_rejects_a_seed_twice_and_seeds_on_different_examples():
+    from bertology.table1 import aggregate_seeds, scores_frame
+
+    with pytest.raises(ValueError, match="two scores of rte/finetuned with seed 42"):
+        scores_frame([*_seeded("rte", "finetuned", [0.5]), *_seeded("rte", "finetuned", [0.6])])
+    mixed = scores_frame([*_seeded("rte", "finetuned", [0.5], n=10), *_seeded("rte", "finetuned", [0.6, 0.7])[1:]])
+    with pytest.raises(ValueError, match="different numbers of examples"):
+        aggregate_seeds(mixed)
 
 
 def test_table1_rejects_incomplete_scores():
@@ -404,8 +489,8 @@ def _table1_argv(scores: list[str], train: list[str], out: Path, *extra: str) ->
         argv += ["--input", f"scores={path}"]
     for path in train:
         argv += ["--input", f"train={path}"]
-    for name, ext in (("csv", "csv"), ("md", "md"), ("figure", "png")):
-        argv += ["--output", f"{name}={out / f't.{ext}'}"]
+    for name, file in (("csv", "t.csv"), ("md", "t.md"), ("tests", "tests.csv"), ("figure", "t.png")):
+        argv += ["--output", f"{name}={out / file}"]
     return [*argv, "--config", step_config("table1", model="minilm-l6"), *extra]
 
 
@@ -413,7 +498,7 @@ def test_table1_step_writes_csv_md_and_figure(tmp_path, monkeypatch):
     import mlflow
 
     from bertology.cli import main
-    from bertology.table1 import scores_frame
+    from bertology.table1 import aggregate_seeds, scores_frame
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow.db")
     monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "t")
@@ -429,16 +514,18 @@ def test_table1_step_writes_csv_md_and_figure(tmp_path, monkeypatch):
     assert rc == 0
     df = pd.read_csv(out / "t.csv")
     assert len(df) == 8 and df["value"].between(0, 1).all()
-    pd.testing.assert_frame_equal(df, scores_frame(_scores()))
+    pd.testing.assert_frame_equal(df, aggregate_seeds(scores_frame(_scores())), check_dtype=False)
     assert (out / "t.png").stat().st_size > 10_000
     md = (out / "t.md").read_text().splitlines()
-    assert "| MRPC | 0.0/31.6 | 81.2/68.3 | 87.9/82.3 | F1/Acc | 3.7K | 408 |" in md
-    assert "| RTE | 52.7 | – | 64.6 | Acc | 2.5K | 277 |" in md
+    assert "| MRPC | 0.0/31.6 | 81.2/68.3 | 87.9/82.3 | F1/Acc | 3.7K | 408 | 1 |" in md
+    assert "| RTE | 52.7 | – | 64.6 | Acc | 2.5K | 277 | 1 |" in md
+    tests = pd.read_csv(out / "tests.csv")
+    assert len(tests) == 7 and (tests["test"] == "none").all()  # mrpc: 3 pairs x 2 metrics; rte: 1 pair
 
     client = mlflow.MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
     (run,) = client.search_runs([client.get_experiment_by_name("t").experiment_id])
     assert run.data.tags["rule"] == "table1" and run.data.params["model"] == "minilm-l6"
-    assert {a.path for a in client.list_artifacts(run.info.run_id)} == {"t.csv", "t.md", "t.png"}
+    assert {a.path for a in client.list_artifacts(run.info.run_id)} == {"t.csv", "t.md", "tests.csv", "t.png"}
     assert run.data.metrics["mrpc.finetuned.f1"] == pytest.approx(0.879) and len(run.data.metrics) == 8
 
 
@@ -540,3 +627,84 @@ def test_score_step_errors_clearly(tiny_model_dir, tmp_path, capsys):
     pre = json.loads((tmp_path / "score.json").read_text())
     assert pre["variant"] == "pretrained" and pre["n"] == 8 and 0 <= pre["metrics"]["accuracy"] <= 1
     assert pre["model_path"] == str(tiny_model_dir.resolve())
+
+
+# --------------------------------------------------------------------------------- seeds, end to end
+
+
+def test_seed_tags_name_every_seed_but_the_first():
+    from bertology.errors import UserError
+    from bertology.seeds import SEED_TAG_REGEX, configured_seeds, seed_from_tag, seed_tags
+
+    assert configured_seeds(validated()["train"]) == [42]  # seeds: null -> train.seed alone
+    assert configured_seeds(validated(train={"seed": 7})["train"]) == [7]
+    assert configured_seeds(validated(train={"seeds": [42, 43, 44]})["train"]) == [42, 43, 44]
+    assert seed_tags([42, 43, 44]) == ["", "-seed43", "-seed44"] and seed_tags([7]) == [""]
+    assert [seed_from_tag(t, 42) for t in seed_tags([42, 43, 44])] == [42, 43, 44]
+    assert all(re.fullmatch(SEED_TAG_REGEX, t) for t in seed_tags([42, 43, 44]))
+    assert re.fullmatch(SEED_TAG_REGEX, "seed43") is None
+    with pytest.raises(UserError, match="neither empty"):
+        seed_from_tag("_s43", 42)
+
+
+def test_the_first_of_train_seeds_is_train_seed():
+    """Every step that reads train.seed (the first model, the untrained head) uses the first of seeds."""
+    from bertology.config import ConfigError
+
+    assert validated(train={"seed": 1, "seeds": [7, 3]})["train"]["seed"] == 7
+    assert validated(train={"seed": 1})["train"]["seed"] == 1
+    assert train_config(seeds=[7, 3]).seed == 7
+    for bad in ([], [3, 3], [-1]):
+        with pytest.raises(ConfigError, match="train.seeds"):
+            validated(train={"seeds": bad})
+
+
+@pytest.mark.slow
+def test_two_seeds_train_two_models_each_and_table1_aggregates_them(tmp_path, tiny_model_dir, config_file,
+                                                                    snakemake_run):
+    """train.seeds: null -> [42, 43] adds the seed-43 model and scores without re-training the first seed; Table 1
+    holds the mean, std and n of the two seeds' scores (one init, to keep the run small)."""
+    import os
+
+    from safetensors.numpy import load_file
+
+    config_file(tmp_path, model=str(tiny_model_dir), tasks=["sst2"],
+                train={"inits": ["pretrained"], "epochs": 1, "batch_size": 8, "learning_rate": 1e-3,
+                        "seed": 42})
+    target = "results/tables/table1.csv"
+    snakemake_run(tmp_path, "--cores", "2", target)
+    models = tmp_path / "results" / "models" / "sst2"
+    first = models / "pretrained" / "model.safetensors"
+    before = os.stat(first).st_mtime_ns
+    assert not (models / "pretrained-seed43").exists()
+    assert (pd.read_csv(tmp_path / target)["n_seeds"] == 1).all()
+
+    config_file(tmp_path, model=str(tiny_model_dir), tasks=["sst2"],
+                train={"inits": ["pretrained"], "epochs": 1, "batch_size": 8, "learning_rate": 1e-3,
+                        "seeds": [42, 43]})
+    dry = snakemake_run(tmp_path, "-n", target).stdout
+    assert "results/models/sst2/pretrained-seed43" in dry and "results/models/sst2/pretrained\n" not in dry
+    snakemake_run(tmp_path, "--cores", "2", target)
+    assert os.stat(first).st_mtime_ns == before  # the first seed's model is kept, not re-trained
+
+    seeds = [json.loads((models / f"pretrained{tag}" / "training.json").read_text())["train"]["seed"]
+             for tag in ("", "-seed43")]
+    assert seeds == [42, 43]
+    w42, w43 = (load_file(models / f"pretrained{tag}" / "model.safetensors") for tag in ("", "-seed43"))
+    assert not np.array_equal(w42["classifier.weight"], w43["classifier.weight"])  # heads drawn by the seed
+
+    scores = tmp_path / "results" / "scores" / "sst2"
+    table = pd.read_csv(tmp_path / target).set_index(["variant", "metric"])
+    assert set(table.index.get_level_values("variant")) == {"pretrained", "finetuned"}
+    for variant in ("pretrained", "finetuned"):
+        runs = [json.loads((scores / f"{variant}{tag}.json").read_text()) for tag in ("", "-seed43")]
+        assert [r["seed"] for r in runs] == [42, 43]
+        acc = [r["metrics"]["accuracy"] for r in runs]
+        row = table.loc[(variant, "accuracy")]
+        assert row["n_seeds"] == 2 and row["n"] == runs[0]["n"]
+        assert row["value"] == pytest.approx(np.mean(acc))
+        assert row["std"] == pytest.approx(np.std(acc, ddof=1), abs=1e-12)
+    tests = pd.read_csv(tmp_path / "results" / "tables" / "table1_tests.csv")
+    assert len(tests) == 1 and set(tests["n_a"]) == {2} and set(tests["test"]) <= {"welch_t", "none"}
+    md = (tmp_path / "results" / "tables" / "table1.md").read_text()
+    assert "| SST-2 |" in md and "| 2 |" in md and "Welch's two-sided t-test" in md

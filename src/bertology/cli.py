@@ -54,12 +54,12 @@ STEPS: dict[str, StepSpec] = {
                              "results/data/{task}/{split}.parquet from data.source"),
     # fine-tuning and Table 1
     "train_model": StepSpec("bertology.steps.train:train_model", ("model", "data.max_length", *_TRAIN_KEYS),
-                            "fine-tune a task into results/models/{task}/{init} (resumable)"),
+                            "fine-tune a task into results/models/{task}/{init}{seedtag} (resumable)"),
     "score": StepSpec("bertology.steps.train:score",
                       ("model", "data.max_length", "train.seed", "train.eval_batch_size", "train.mixed_precision"),
-                      "score a variant on the validation split -> results/scores/{task}/{variant}.json"),
-    "table1": StepSpec("bertology.steps.train:table1", ("model",),
-                       "Kovaleva Table 1: table1.csv, table1.md and the figure"),
+                      "score a variant on the validation split -> results/scores/{task}/{variant}{seedtag}.json"),
+    "table1": StepSpec("bertology.steps.train:table1", ("model", "train.alpha"),
+                       "Kovaleva Table 1 over seeds: table1.csv, table1.md, table1_tests.csv and the figure"),
     # the attention store
     "attention_sample": StepSpec("bertology.steps.attention:attention_sample",
                                  ("attention.split", "attention.examples", "data.seed", "data.short_split"),

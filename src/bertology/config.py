@@ -66,6 +66,8 @@ class TrainConfig:
     mixed_precision: str
     eval_batch_size: int
     seed: int
+    seeds: tuple[int, ...] | None
+    alpha: float
     max_grad_norm: float
     checkpoint_steps: int
     checkpoint_minutes: float
@@ -303,7 +305,16 @@ def validate_config(config: dict[str, Any]) -> dict[str, Any]:
     except WorkflowError:
         raise ConfigError(explain(config)) from None
     _check_semantics(config)
+    _resolve_seeds(config)
     return config
+
+
+def _resolve_seeds(cfg: dict) -> None:
+    """With train.seeds given, train.seed is its first entry: the seed of the plain model paths, the one
+    every step that reads train.seed (the untrained head, the first model) uses."""
+    seeds = cfg["train"].get("seeds")
+    if seeds:
+        cfg["train"]["seed"] = seeds[0]
 
 
 def _check_semantics(cfg: dict) -> None:

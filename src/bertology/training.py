@@ -100,13 +100,14 @@ RESUME_SETTINGS = ("epochs", "batch_size", "learning_rate", "weight_decay", "war
                    "seed", "max_grad_norm")
 
 
-def checkpoint_dir(task: str, init: str) -> Path:
-    """Where the train_model job of (task, init) keeps its resumable state: results/checkpoints/{task}/{init}.
+def checkpoint_dir(task: str, init: str, seed_tag: str = "") -> Path:
+    """Where the train_model job of (task, init, seed) keeps its resumable state:
+    results/checkpoints/{task}/{init}{seedtag} (seedtag: '' for the first seed, -seedN for another).
 
     Not a declared output of the rule (Snakemake deletes the outputs of a failed job, and with them the
     work a resumed job would reuse), so the step and rules/train.smk both name it through this function.
     """
-    return CHECKPOINT_ROOT / task / init
+    return CHECKPOINT_ROOT / task / f"{init}{seed_tag}"
 
 
 def resume_key(cfg: TrainConfig, *, model: str, init: str, task: str, max_length: int, train_df: pd.DataFrame) -> str:

@@ -9,7 +9,9 @@ import time
 from pathlib import Path
 
 from bertology.cli import StepContext
+from bertology.config import Undeclared
 from bertology.errors import UserError
+from bertology.seeds import seed_from_tag
 from bertology.tasks import INIT_VARIANT, SCORE_VARIANTS, VARIANT_INIT, get_task
 
 
@@ -20,20 +22,23 @@ def _threads(n: int) -> None:
 
 
 def train_model(ctx: StepContext) -> None:
-    """results/models/{task}/{init} from the task's train split (per-epoch scores on validation).
+    """results/models/{task}/{init}{seedtag} from the task's train split (per-epoch scores on validation).
 
-    The resumable state lives in ``training.checkpoint_dir(task, init)`` (results/checkpoints/{task}/{init}),
-    outside the declared output; it is deleted once the model is saved.
+    The seed is train.seed for an empty (or absent) ``seedtag`` wildcard, N for ``-seedN``
+    (bertology.seeds). The resumable state lives in ``training.checkpoint_dir(task, init, seedtag)``
+    (results/checkpoints/{task}/{init}{seedtag}), outside the declared output; it is deleted once the
+    model is saved.
     """
     from bertology.data import read_prepared
     from bertology.models import load_classifier, load_tokenizer, resolve_model
     from bertology.training import (checkpoint_dir, encode_split, resume_key, save_model, select_device,
                                     train)
 
-    task, init = ctx.wildcards["task"], ctx.wildcards["init"]
+    task, init, tag = ctx.wildcards["task"], ctx.wildcards["init"], ctx.wildcards.get("seedtag", "")
     if init not in INIT_VARIANT:
         raise UserError(f"unknown init {init!r}; use one of {', '.join(INIT_VARIANT)}")
     spec, cfg = get_task(task), ctx.config.train
+    cfg = dataclasses.replace(cfg, seed=seed_from_tag(tag, cfg.seed))
     max_length = ctx.config.data.max_length
     _threads(ctx.threads)
     device = select_device(ctx.device)
@@ -45,10 +50,10 @@ def train_model(ctx: StepContext) -> None:
     model = load_classifier(model_path, spec.num_labels, init=init, seed=cfg.seed, id2label=spec.id2label,
                             regression=spec.is_regression)
     key = resume_key(cfg, model=ctx.config.model, init=init, task=task, max_length=max_length, train_df=train_df)
-    output, ckpt = ctx.output.model, checkpoint_dir(task, init)
-    ctx.log.info("fine-tuning %s (%s init) on %s: %d train examples, device %s, %d threads",
-                 ctx.config.model, init, task, len(train_enc), device, ctx.threads)
-    ctx.tracker.params({"init": init, "n_train": len(train_enc), "n_eval": len(eval_enc)})
+    output, ckpt = ctx.output.model, checkpoint_dir(task, init, tag)
+    ctx.log.info("fine-tuning %s (%s init, seed %d) on %s: %d train examples, device %s, %d threads",
+                 ctx.config.model, init, cfg.seed, task, len(train_enc), device, ctx.threads)
+    ctx.tracker.params({"init": init, "seed": cfg.seed, "n_train": len(train_enc), "n_eval": len(eval_enc)})
     ctx.tracker.tags({"variant": INIT_VARIANT[init], "init": init, "checkpoint_path": str(output.resolve()),
                       "resume_dir": str(ckpt.resolve()), "device": str(device)})
 
@@ -56,7 +61,8 @@ def train_model(ctx: StepContext) -> None:
                     resume_key=key, device=device, on_metrics=ctx.tracker.metrics, progress=ctx.progress)
     if history.resumed_from:
         ctx.tracker.tags({"resumed_from_step": ",".join(map(str, history.resumed_from))})
-    settings = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if f.name != "inits"}
+    settings = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)
+                if not isinstance(getattr(cfg, f.name), Undeclared)}  # the declared train keys
     save_model(model.cpu(), tokenizer, output, history,
                extra={"task": task, "init": init, "model": ctx.config.model, "max_length": max_length,
                       "train": settings, "device": str(device), "threads": ctx.threads})
@@ -68,17 +74,20 @@ def train_model(ctx: StepContext) -> None:
 
 
 def score(ctx: StepContext) -> None:
-    """results/scores/{task}/{variant}.json: the Table 1 score of one variant on the validation split.
+    """results/scores/{task}/{variant}{seedtag}.json: the Table 1 score of one variant and seed on the
+    validation split.
 
-    pretrained: the config's encoder with a fresh classification head seeded by train.seed (no model
-    input); finetuned / random-finetuned: the fine-tuned model given as ``--input model=``, as saved.
+    pretrained: the config's encoder with a fresh classification head seeded by the job's seed (train.seed,
+    or N for ``seedtag`` -seedN; no model input); finetuned / random-finetuned: the fine-tuned model of
+    that seed given as ``--input model=``, as saved.
     """
     from bertology.data import read_prepared
     from bertology.models import load_classifier, load_encoder, load_tokenizer, resolve_model, weights_fingerprint
     from bertology.training import autocast_dtype, encode_split, evaluate, select_device
 
-    task, variant = ctx.wildcards["task"], ctx.variant
+    task, variant, tag = ctx.wildcards["task"], ctx.variant, ctx.wildcards.get("seedtag", "")
     spec, cfg = get_task(task), ctx.config.train
+    seed = seed_from_tag(tag, cfg.seed)
     if variant not in SCORE_VARIANTS:
         raise UserError(f"unknown variant {variant!r}; use one of {', '.join(SCORE_VARIANTS)}")
     model_dir = ctx.input.get("model")
@@ -87,7 +96,7 @@ def score(ctx: StepContext) -> None:
             raise UserError("variant 'pretrained' scores the config's model with an untrained head; "
                             "it takes no --input model")
     else:
-        wanted = f"results/models/{task}/{VARIANT_INIT[variant]}"
+        wanted = f"results/models/{task}/{VARIANT_INIT[variant]}{tag}"
         if model_dir is None:
             raise UserError(f"variant {variant!r} needs --input model={wanted} (the train_model rule's output)")
         if not (model_dir / "config.json").exists():
@@ -98,7 +107,7 @@ def score(ctx: StepContext) -> None:
     if variant == "pretrained":
         path = resolve_model(ctx.config.model)
         tokenizer = load_tokenizer(path)
-        model = load_classifier(path, spec.num_labels, init="pretrained", seed=cfg.seed, id2label=spec.id2label,
+        model = load_classifier(path, spec.num_labels, init="pretrained", seed=seed, id2label=spec.id2label,
                                 regression=spec.is_regression).to(device)
     else:
         path = str(model_dir)
@@ -108,7 +117,7 @@ def score(ctx: StepContext) -> None:
     start = time.perf_counter()
     metrics = evaluate(model, tokenizer, enc, spec, batch_size=cfg.eval_batch_size, device=device,
                        amp_dtype=autocast_dtype(cfg.mixed_precision, device), progress=ctx.progress)
-    result = {"task": task, "variant": variant, "model": ctx.config.model, "model_path": path,
+    result = {"task": task, "variant": variant, "seed": seed, "model": ctx.config.model, "model_path": path,
               "weights": weights_fingerprint(path), "split": "validation", "metrics": metrics, "n": len(enc),
               "seconds": round(time.perf_counter() - start, 3)}
     out = ctx.output.score
@@ -119,12 +128,14 @@ def score(ctx: StepContext) -> None:
     if model_dir is not None:
         ctx.tracker.tags({"model_dir": str(model_dir.resolve())})
     ctx.tracker.metrics({**{f"eval_{k}": v for k, v in metrics.items()}, "eval_n": len(enc)})
-    ctx.log.info("%s %s: %s (n=%d) -> %s", task, variant, ", ".join(f"{k}={v:.4f}" for k, v in metrics.items()),
-                 len(enc), out)
+    ctx.log.info("%s %s seed %d: %s (n=%d) -> %s", task, variant, seed,
+                 ", ".join(f"{k}={v:.4f}" for k, v in metrics.items()), len(enc), out)
 
 
 def table1(ctx: StepContext) -> None:
-    """results/tables/table1.{csv,md} and results/figures/table1.png from every score JSON.
+    """results/tables/table1.{csv,md}, table1_tests.csv and results/figures/table1.png from every score
+    JSON (every variant and fine-tuning seed): mean, std and n over seeds per cell, Welch's t-tests
+    between variants at train.alpha.
 
     The train sizes come from the ``train`` inputs, results/data/{task}/train.parquet (the task is the
     name of the file's folder, as the path contract fixes it).
@@ -132,7 +143,7 @@ def table1(ctx: StepContext) -> None:
     import pyarrow.parquet as pq
 
     from bertology.io import write_csv
-    from bertology.table1 import plot_table1, scores_frame, table1_markdown
+    from bertology.table1 import aggregate_seeds, plot_table1, scores_frame, table1_markdown, variant_tests
 
     records = []
     for path in ctx.input.all("scores"):
@@ -140,14 +151,21 @@ def table1(ctx: StepContext) -> None:
             records.append(json.loads(Path(path).read_text()))
         except json.JSONDecodeError as err:
             raise UserError(f"{path} is not valid JSON ({err}); delete it and re-run the score rule") from None
-    df = scores_frame(records)
+    per_seed = scores_frame(records)
+    df = aggregate_seeds(per_seed)
+    alpha = ctx.config.train.alpha
+    tests = variant_tests(per_seed, alpha)
     sizes = {path.parent.name: pq.read_metadata(path).num_rows for path in ctx.input.all("train")}
-    md = table1_markdown(df, sizes)
+    md = table1_markdown(df, sizes, tests, alpha)
     write_csv(df, ctx.output.csv)
+    write_csv(tests, ctx.output.tests)
     ctx.output.md.parent.mkdir(parents=True, exist_ok=True)
     ctx.output.md.write_text(md)
     plot_table1(df, ctx.output.figure, title=f"Table 1 ({ctx.config.model})")
     ctx.log.info("Table 1:\n%s", md)
-    for path in (ctx.output.csv, ctx.output.md, ctx.output.figure):
+    for path in (ctx.output.csv, ctx.output.md, ctx.output.tests, ctx.output.figure):
         ctx.tracker.artifact(path)
     ctx.tracker.metrics({f"{row.task}.{row.variant}.{row.metric}": row.value for row in df.itertuples()})
+    ctx.tracker.metrics({f"{row.task}.{row.variant}.{row.metric}.std": row.std for row in df.itertuples()
+                         if row.n_seeds > 1})
+    ctx.tracker.params({"n_seeds": int(df["n_seeds"].max()) if len(df) else 0})
