@@ -32,7 +32,7 @@ def test_defaults_are_filled():
     assert cfg["data"]["source"] == "demo" and cfg["data"]["seed"] == 42 and cfg["data"]["max_length"] == 128
     assert cfg["data"]["max_train_examples"] is None
     assert cfg["train"]["inits"] == ["pretrained", "random"] and cfg["train"]["learning_rate"] == 2.0e-5
-    assert cfg["attention"] == {**cfg["attention"], "split": "validation", "examples": 1000, "batch_size": 32}
+    assert cfg["attention"] == {**cfg["attention"], "split": "validation", "examples": 1000, "batch_size": 16}
     assert cfg["analysis"]["sieve"] == {"tau": 3.0, "alpha": 0.05, "window": 2, "correction": "none"}
     assert cfg["ablation"]["examples"] is None
     assert cfg["mlflow"] == {"tracking_uri": "sqlite:///results/mlflow.db", "experiment": "bertology",
