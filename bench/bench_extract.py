@@ -86,7 +86,7 @@ def forward_pass(model, tok, df: pd.DataFrame, attentions: bool, batch_size: int
 
 
 def extraction(model_path: str, df: pd.DataFrame, words: pd.DataFrame, out: Path, keepbits=None,
-               variant: str = "pretrained") -> dict:
+               variant: str = "pretrained", **overrides) -> dict:
     from bertology.config import load_schema
     from bertology.config import AttentionConfig
     from bertology.extract import extract_store
@@ -94,7 +94,7 @@ def extraction(model_path: str, df: pd.DataFrame, words: pd.DataFrame, out: Path
     for p in (out, out.with_name(out.name + ".partial")):
         shutil.rmtree(p, ignore_errors=True)
     defaults = {k: v["default"] for k, v in load_schema()["properties"]["attention"]["properties"].items()}
-    attention = AttentionConfig(**dict(defaults, split="train", examples=None, keepbits=keepbits))
+    attention = AttentionConfig(**dict(defaults, split="train", examples=None, keepbits=keepbits, **overrides))
     return extract_store(out, frame=df, words=words, model="minilm-l6", model_path=model_path, variant=variant,
                          task="mrpc", attention=attention, seed=42, max_length=MAX_LENGTH, progress=False)
 
@@ -216,6 +216,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--examples", type=int, default=None, help="first N MRPC train pairs (default: all 3668)")
     ap.add_argument("--repeats", type=int, default=2, help="interleaved repeats of the three speed runs")
+    ap.add_argument("--batch-size", type=int, default=None, help="attention.batch_size of `ours` (default: the schema's)")
+    ap.add_argument("--chunk-size", type=int, default=None, help="attention.chunk_size of `ours` (default: the schema's)")
     ap.add_argument("--threads", type=int, default=2, help="torch threads")
     ap.add_argument("--codec-chunks", type=int, default=8, help="attention chunks re-encoded per codec")
     ap.add_argument("--keepbits", type=int, nargs="*", default=[3, 5, 7, 9])
@@ -253,7 +255,8 @@ def main() -> int:
     for r in range(args.repeats):
         runs["plain"].append(forward_pass(plain, tok, df, False))
         runs["eager"].append(forward_pass(eager, tok, df, True))
-        s = extraction(model_path, df, words, store)
+        s = extraction(model_path, df, words, store, **{k: v for k, v in (("batch_size", args.batch_size),
+                                                                          ("chunk_size", args.chunk_size)) if v})
         runs["ours"].append((s["seconds"], s["cpu_seconds"]))
         print(f"repeat {r}: " + ", ".join(f"{k} {len(df) / v[-1][0]:.1f} ex/s" for k, v in runs.items()),
               f"load {os.getloadavg()[0]:.1f}", flush=True)
