@@ -300,18 +300,26 @@ def enable_disabling(model: torch.nn.Module) -> torch.nn.Module:
 
 
 @contextmanager
+def _state_set(model: torch.nn.Module, field: str, value, enabler: str):
+    """Within the block, the model's shared disabling state has `field` set to `value` (restored after)."""
+    state = getattr(model, _STATE, None)
+    if state is None:
+        raise ValueError(f"call {enabler}(model) first")
+    previous = getattr(state, field)
+    setattr(state, field, value)
+    try:
+        yield
+    finally:
+        setattr(state, field, previous)
+
+
+@contextmanager
 def head_gates(model: torch.nn.Module, gates: torch.Tensor | None):
     """Within the block, each head's output is multiplied by its gate: float (L, H) or (L, N, H) (Michel et al.;
     :mod:`bertology.ablation.importance`). Works on every architecture :func:`enable_disabling` accepts, once
     the model's gates are enabled (:func:`bertology.ablation.importance.enable_gates`)."""
-    state = getattr(model, _STATE, None)
-    if state is None:
-        raise ValueError("call enable_gates(model) first")
-    previous, state.gates = state.gates, gates
-    try:
+    with _state_set(model, "gates", gates, "enable_gates"):
         yield model
-    finally:
-        state.gates = previous
 
 
 @contextmanager
@@ -322,14 +330,8 @@ def disabled_heads(model: torch.nn.Module, mask: torch.Tensor | None):
     passed through :func:`enable_disabling`. Works on every supported architecture (the forward keyword
     ``bertology_disabled=`` only where the model hands keywords down to its attention).
     """
-    state = getattr(model, _STATE, None)
-    if state is None:
-        raise ValueError("call enable_disabling(model) first")
-    previous, state.mask = state.mask, mask
-    try:
+    with _state_set(model, "mask", mask, "enable_disabling"):
         yield model
-    finally:
-        state.mask = previous
 
 
 def disabling_unsupported(name_or_path: str) -> str | None:
