@@ -8,7 +8,8 @@ MiniLM (6 layers x 12 heads), max_length 128, torch threads --threads (default 2
           longest, tokenisation included (the reference of the speed target)
   eager   the same with attn_implementation="eager" and output_attentions=True (maps discarded)
   ours    bertology.extract.extract_store with the default config (lossless float16, the default codec,
-          attention.batch_size / chunk_size defaults): wall time of the extraction loop (model loaded)
+          attention.batch_size / chunk_size defaults; on the CPU each chunk is written after its forward
+          passes, Blosc on the torch threads): wall time of the extraction loop (model loaded)
 
 Then, on the store `ours` wrote:
   bytes   store bytes / example against the naive float32 pickles (one (L, H, 128, 128) float32 array

@@ -356,6 +356,27 @@ def test_table1_scoring(arch, model_dir, frame):
     assert metrics["accuracy"] == pytest.approx(float(np.mean(np.array(pred) == frame["label"].to_numpy())))
 
 
+def test_models_get_token_type_ids_only_if_their_forward_takes_them(arch, model_dir, frame):
+    """Training, evaluation and the FrameNet forward hand segment ids only to models that use them
+    (transformers 5 models swallow unknown keywords, so DistilBERT or ModernBERT would ignore them silently)."""
+    from bertology.models import forward_inputs, load_classifier, takes_token_type_ids
+    from bertology.tasks import get_task
+    from bertology.training import encode_split, evaluate
+
+    spec = get_task("mrpc")
+    tok = tokenizer(model_dir)
+    model = load_classifier(str(model_dir), spec.num_labels, init="pretrained", seed=0, id2label=spec.id2label)
+    seen: list[set[str]] = []
+    model.register_forward_pre_hook(lambda mod, args, kwargs: seen.append(set(kwargs)), with_kwargs=True)
+    evaluate(model, tok, encode_split(tok, frame.iloc[:4], spec, MAX_LENGTH), spec, batch_size=4,
+             device=torch.device("cpu"))
+    takes = takes_token_type_ids(model)
+    assert takes == (arch not in {"distilbert", "modernbert"})
+    assert seen and all(("token_type_ids" in s) == takes for s in seen)
+    enc = tok(["a b", "c"], ["d", "e f"], padding=True, return_tensors="pt", return_token_type_ids=True)
+    assert ("token_type_ids" in forward_inputs(model, enc)) == takes
+
+
 # ------------------------------------------------------------------------------------------ end to end
 
 @pytest.mark.slow

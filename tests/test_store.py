@@ -259,6 +259,36 @@ def test_resume_after_interruption(tmp_path, built, sample, words, tiny_model_di
     assert run(out, sample, words, tiny_model_dir)["reused"]
 
 
+def test_the_background_writer_of_a_gpu_run_writes_the_same_store_and_resumes(tmp_path, built, sample, words,
+                                                                              tiny_model_dir):
+    """On a GPU a writer thread writes chunk c while chunk c + 1 is computed (forced here on the CPU): same
+    store as the CPU's write-after-forward, an error in the writer reaches the caller, and a resume continues."""
+    out = tmp_path / "pretrained.zarr"
+
+    def stop_after_two(chunk):
+        if chunk == 1:
+            raise Interrupt("killed after 2 chunks")
+
+    with pytest.raises(Interrupt):
+        run(out, sample, words, tiny_model_dir, on_chunk=stop_after_two, background_writer=True)
+    assert st.partial_path(out).exists() and not out.exists()
+    written = []
+    stats = run(out, sample, words, tiny_model_dir, on_chunk=written.append, background_writer=True)
+    assert written == [2] and stats["chunks_computed"] == 1
+    a, b = xr.open_zarr(out), xr.open_zarr(built[0])
+    for name in st.DIMS:
+        np.testing.assert_array_equal(a[name].values, b[name].values)
+
+
+def test_blosc_threads_are_scoped():
+    import numcodecs.blosc as nb
+
+    before = nb.use_threads, nb.get_nthreads()
+    with st.blosc_threads(3):
+        assert nb.use_threads is True and nb.get_nthreads() == 3
+    assert (nb.use_threads, nb.get_nthreads()) == before
+
+
 def test_partial_store_of_other_settings_starts_over(tmp_path, sample, words, tiny_model_dir, caplog):
     out = tmp_path / "pretrained.zarr"
 

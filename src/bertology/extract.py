@@ -3,10 +3,13 @@
 Per chunk of the sample (in sample order): tokenise (with offsets, aligned to the spaCy words), sort the
 chunk's examples by length, run batches padded to their own longest example with ``output_attentions=True``
 and copy each example's n x n maps, cast to float16 and nothing else, straight into a NaN-filled
-(e, L, H, max_length, max_length) chunk buffer. A writer thread compresses and writes the chunk (and
-refills the buffer with NaN) while the next chunk is computed, so the two cores overlap: memory is two
-chunk buffers whatever the number of examples, and a killed extraction loses at most the chunk in flight
-(the chunk being written is counted only once on disk; see :func:`bertology.store.write_chunk`).
+(e, L, H, max_length, max_length) chunk buffer, then compress and write the chunk with Blosc on as many
+threads as torch has (:func:`bertology.store.blosc_threads`). On a CPU the write follows the chunk's forward
+passes (both use every core; a writer running beside the forward only made the two wait on each other:
+0.82x against 0.88x of a plain forward's examples/s on 2 cores, bench/bench_extract.py); on a GPU a writer
+thread writes the chunk while the next one is computed. Memory is one chunk buffer (two on a GPU) whatever
+the number of examples, and a killed extraction loses at most the chunk in flight (the chunk being written
+is counted only once on disk; see :func:`bertology.store.write_chunk`).
 
 Glossary: E examples, e examples of one chunk, B of one batch, L layers, H heads, Q = K = max_length,
 N longest real length in a batch.
@@ -109,45 +112,51 @@ def run_batches(model, inputs: dict[str, np.ndarray], *, batch_size: int, device
 
 
 class ChunkWriter:
-    """A thread that writes filled chunk buffers to the store while the next chunk is computed.
+    """Writes filled chunk buffers to the store: in a thread of its own while the next chunk is computed
+    (`background`, for a GPU forward: the CPU is free meanwhile), or at once in the caller's thread (on a CPU,
+    where the forward already keeps every core busy and a concurrent writer only makes the two wait on
+    each other).
 
-    Buffers circulate between a free pool and the write queue (two buffers: memory = 2 chunks); a buffer
-    comes back NaN-filled (the writer resets the n x n blocks it was given after writing, off the forward's
-    thread: the padding was never touched). An error in the writer is raised in the caller at its next
-    :meth:`buffer` or :meth:`close`.
+    Buffers circulate between a free pool and the writer (background: two buffers, memory = 2 chunks; else
+    one); a buffer comes back NaN-filled (the writer resets the n x n blocks it was given after writing: the
+    padding was never touched). An error in a background writer is raised in the caller at its next
+    :meth:`buffer`, :meth:`submit` or :meth:`close`.
     """
 
-    def __init__(self, root, shape: tuple[int, ...], n_buffers: int = 2,
+    def __init__(self, root, shape: tuple[int, ...], *, background: bool = True,
                  on_chunk: Callable[[int], None] | None = None):
         self.root, self.on_chunk, self.error = root, on_chunk, None
         self.free: queue.Queue = queue.Queue()
-        for _ in range(n_buffers):
+        for _ in range(2 if background else 1):
             self.free.put(np.full(shape, np.nan, np.float16))
         self.todo: queue.Queue = queue.Queue()
-        self.thread = threading.Thread(target=self._run, name="store-writer", daemon=True)
-        self.thread.start()
+        self.thread = threading.Thread(target=self._run, name="store-writer", daemon=True) if background else None
+        if self.thread is not None:
+            self.thread.start()
 
     def _run(self) -> None:
         while True:
             item = self.todo.get()
             if item is None:
                 return
-            chunk, att, rest = item
-            try:
-                if self.error is None:
-                    e = len(rest["length"])
-                    st.write_chunk(self.root, chunk, dict(rest, attention=att[:e]))
-                    if self.on_chunk is not None:
-                        self.on_chunk(chunk)
-            except BaseException as err:  # noqa: BLE001 - re-raised in the caller
-                self.error = err
-            finally:
-                if self.error is None:
-                    for i, n in enumerate(rest["length"]):
-                        att[i, :, :, :n, :n] = np.nan
-                else:
-                    att.fill(np.nan)
-                self.free.put(att)
+            self._write(*item)
+
+    def _write(self, chunk: int, att: np.ndarray, rest: dict[str, np.ndarray]) -> None:
+        try:
+            if self.error is None:
+                e = len(rest["length"])
+                st.write_chunk(self.root, chunk, dict(rest, attention=att[:e]))
+                if self.on_chunk is not None:
+                    self.on_chunk(chunk)
+        except BaseException as err:  # noqa: BLE001 - re-raised in the caller
+            self.error = err
+        finally:
+            if self.error is None:
+                for i, n in enumerate(rest["length"]):
+                    att[i, :, :, :n, :n] = np.nan
+            else:
+                att.fill(np.nan)
+            self.free.put(att)
 
     def _check(self) -> None:
         if self.error is not None:
@@ -160,12 +169,21 @@ class ChunkWriter:
 
     def submit(self, chunk: int, att: np.ndarray, rest: dict[str, np.ndarray]) -> None:
         self._check()
-        self.todo.put((chunk, att, rest))
+        if self.thread is None:
+            self._write(chunk, att, rest)
+            self._check()
+        else:
+            self.todo.put((chunk, att, rest))
 
     def close(self) -> None:
-        self.todo.put(None)
-        self.thread.join()
+        self.stop()
         self._check()
+
+    def stop(self) -> None:
+        """End the writer thread (after the chunks already submitted); no error raised."""
+        if self.thread is not None and self.thread.is_alive():
+            self.todo.put(None)
+            self.thread.join()
 
 
 def special_token_ids(tokenizer) -> dict[str, int | None]:
@@ -216,7 +234,8 @@ def store_attrs(*, model: str, model_path: str, variant: str, task: str, attenti
 def extract_store(output: str | Path, *, frame: pd.DataFrame, words: pd.DataFrame, model: str, model_path: str,
                   variant: str, task: str, attention: AttentionConfig, seed: int, max_length: int,
                   device: str | None = None, progress: bool = True,
-                  on_chunk: Callable[[int], None] | None = None) -> dict[str, Any]:
+                  on_chunk: Callable[[int], None] | None = None,
+                  background_writer: bool | None = None) -> dict[str, Any]:
     """Extract (or resume, or reuse) the attention store of one task and variant.
 
     frame: the attention sample (results/attention/{task}/sample.parquet), E rows in store order; words:
@@ -225,8 +244,9 @@ def extract_store(output: str | Path, *, frame: pd.DataFrame, words: pd.DataFram
     section; seed: data.seed (recorded); device: None = a GPU if there is one. Writes to
     ``{output}.partial`` chunk by chunk, in sample order, each as soon as its examples are computed (sorted
     by length within the chunk), and renames it to `output` when complete; an interrupted extraction resumes
-    from its last complete chunk. on_chunk(c) is called (in the writer thread) after chunk c is on disk.
-    Returns stats:
+    from its last complete chunk. on_chunk(c) is called (in the writer) after chunk c is on disk.
+    background_writer: write each chunk in a thread of its own while the next is computed (None: on a GPU
+    only; see :class:`ChunkWriter`). Returns stats:
     n_examples, chunks_computed, seconds, cpu_seconds, examples_per_s, bytes, reused.
     """
     import torch
@@ -276,13 +296,15 @@ def extract_store(output: str | Path, *, frame: pd.DataFrame, words: pd.DataFram
         root, done = resumed
     n_chunks = int(root.attrs["n_chunks"])
     Q = int(max_length)
-    writer = ChunkWriter(root, (chunk_size, L, H, Q, Q), on_chunk=on_chunk)
+    if background_writer is None:
+        background_writer = torch.device(device).type != "cpu"
+    writer = ChunkWriter(root, (chunk_size, L, H, Q, Q), background=background_writer, on_chunk=on_chunk)
     t0, c0 = time.perf_counter(), time.process_time()
     computed = 0
     bar = tqdm(total=E, initial=min(done * chunk_size, E), desc=f"{task}/{variant}", unit="ex",
                disable=not progress, mininterval=1.0, smoothing=0.1)
     try:
-        with zarr.config.set({"array.write_empty_chunks": True}):
+        with zarr.config.set({"array.write_empty_chunks": True}), st.blosc_threads(torch.get_num_threads()):
             for c in range(done, n_chunks):
                 rows = frame.iloc[c * chunk_size:(c + 1) * chunk_size]
                 inputs = chunk_inputs(tokenizer, rows, spans, max_length)
@@ -294,9 +316,7 @@ def extract_store(output: str | Path, *, frame: pd.DataFrame, words: pd.DataFram
             writer.close()
     finally:
         bar.close()
-        if writer.thread.is_alive():
-            writer.todo.put(None)
-            writer.thread.join()
+        writer.stop()
     seconds, cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
     n_done = min((n_chunks - done) * chunk_size, E - done * chunk_size)
     st.finalize(root, partial, output)

@@ -45,6 +45,7 @@ from bertology.config import TrainConfig, config_hash
 from bertology.encoding import encode
 from bertology.errors import UserError
 from bertology.metrics import compute_metrics
+from bertology.models import forward_inputs
 from bertology.tasks import TaskSpec
 
 log = logging.getLogger(__name__)
@@ -258,7 +259,7 @@ def predict(model, tokenizer, enc: Encoded, *, batch_size: int, device, amp_dtyp
             batch = collate(tokenizer, enc, idx, device, regression=False)
             batch.pop("labels")
             with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
-                logits = model(**batch).logits
+                logits = model(**forward_inputs(model, batch)).logits
             logits = logits.float().cpu().numpy()
             for j, i in enumerate(idx):
                 out[i] = logits[j]
@@ -412,7 +413,7 @@ def train(model, tokenizer, train_enc: Encoded, spec: TaskSpec, cfg: TrainConfig
                     break
                 batch = collate(tokenizer, train_enc, idx, device, spec.is_regression)
                 with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
-                    loss = model(**batch).loss
+                    loss = model(**forward_inputs(model, batch)).loss
                 lr = scheduler.get_last_lr()[0]
                 if not torch.isfinite(loss):
                     raise TrainingDivergedError(

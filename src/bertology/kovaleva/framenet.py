@@ -38,6 +38,7 @@ import numpy as np
 import pandas as pd
 
 from bertology.kovaleva import relations as rel
+from bertology.models import forward_inputs
 
 log = logging.getLogger(__name__)
 
@@ -240,7 +241,7 @@ def link_scores_both(links: pd.DataFrame, tokenizer, model, *, batch_size: int =
         enc = tokenizer(words, is_split_into_words=True, truncation=True, max_length=max_length, padding=True,
                         return_tensors="pt")
         with torch.no_grad():
-            att = model(**enc, output_attentions=True).attentions
+            att = model(**forward_inputs(model, enc), output_attentions=True).attentions
         att = torch.stack(att, 1).float().numpy()  # (B, L, H, T, T)
         for b, (_, g) in enumerate(batch):
             word_ids = np.array([-1 if w is None else w for w in enc.word_ids(b)])
