@@ -33,23 +33,10 @@ from bertology.data import normalise
 from bertology.data.glue_dir import read_glue_split
 from bertology.metrics import compute_metrics
 from bertology.tasks import get_task
+from rte_model import load_rte_classifier
 
 REPO = Path(__file__).resolve().parents[1]
 GLUE = REPO.parent / "shared" / "data" / "glue"
-
-
-def load(model_arg: str | None, device: torch.device):
-    if model_arg and Path(model_arg).is_dir():
-        from bertology.models import load_encoder, load_tokenizer
-
-        model = dis.enable_disabling(load_encoder(model_arg, classifier=True, device=device))
-        return model, load_tokenizer(model_arg), f"fine-tuned {model_arg}"
-    from bertology.models import load_classifier, load_tokenizer, resolve_model
-
-    path = resolve_model("minilm-l6")
-    model = load_classifier(path, 2, init="pretrained", seed=0,
-                            id2label={0: "entailment", 1: "not_entailment"})
-    return dis.enable_disabling(model.to(device).eval()), load_tokenizer(path), "minilm-l6 + seeded untrained head"
 
 
 def main() -> int:
@@ -74,7 +61,7 @@ def main() -> int:
     df = normalise(read_glue_split(Path(args.glue), spec, "validation"), spec)
     if args.examples:
         df = df.head(args.examples)
-    model, tok, what = load(args.model, device)
+    model, tok, what = load_rte_classifier(args.model, device, dis.enable_disabling)
     batches = ab.encode_batches(tok, df, args.max_length, args.batch_size)
     n_layers, n_heads = model.config.num_hidden_layers, model.config.num_attention_heads
     configs = ab.sweep_configurations(n_layers, n_heads)

@@ -34,20 +34,10 @@ from bertology.ablation import sweep as ab
 from bertology.data import normalise, sample_rows
 from bertology.data.glue_dir import read_glue_split
 from bertology.tasks import get_task
+from rte_model import load_rte_classifier
 
 REPO = Path(__file__).resolve().parents[1]
 GLUE = REPO.parent / "shared" / "data" / "glue"
-
-
-def load(model_arg: str | None, device: torch.device):
-    from bertology.models import load_classifier, load_encoder, load_tokenizer, resolve_model
-
-    if model_arg and Path(model_arg).is_dir():
-        model = imp.enable_gates(load_encoder(model_arg, classifier=True, device=device))
-        return model, load_tokenizer(model_arg), f"fine-tuned {model_arg}"
-    path = resolve_model("minilm-l6")
-    model = load_classifier(path, 2, init="pretrained", seed=0, id2label={0: "entailment", 1: "not_entailment"})
-    return imp.enable_gates(model.to(device).eval()), load_tokenizer(path), "minilm-l6 + seeded untrained head"
 
 
 def main() -> int:
@@ -74,7 +64,7 @@ def main() -> int:
     dev = normalise(read_glue_split(Path(args.glue), spec, "validation"), spec)
     if args.examples:
         dev = dev.head(args.examples)
-    model, tok, what = load(args.model, device)
+    model, tok, what = load_rte_classifier(args.model, device, imp.enable_gates)
     n_layers, n_heads = model.config.num_hidden_layers, model.config.num_attention_heads
     from tqdm.auto import tqdm
 

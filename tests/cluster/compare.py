@@ -2,8 +2,8 @@
 
   python compare.py outputs LOCAL_DIR CLUSTER_DIR
       every results/stats/**.csv, results/ablation/**.csv, results/scores/**.json and
-      results/tables/table1.csv of the two workflow directories are equal (pandas, exact; JSON without
-      wall-clock fields)
+      results/tables/table1.csv of the two workflow directories are equal (bench/compare_runs.py: exact,
+      NaN = NaN; JSON without wall-clock fields)
   python compare.py mlflow --local LOCAL_DIR --uri URI --experiment NAME [--invocations N] [--dask ADDRESS]
       the tracking server holds N workflow runs, all FINISHED, each with one FINISHED child run per job: the
       same jobs (rule:task:variant) as the local run's sqlite store, and the same Table 1 metrics
@@ -12,11 +12,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
-import pandas as pd
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+from compare_runs import TIMING_KEYS, compare_file  # noqa: E402  (exact: CSV NaN = NaN, JSON without timings)
 
 PATTERNS = ["results/stats/**/*.csv", "results/ablation/**/*.csv", "results/scores/**/*.json",
             "results/tables/table1.csv"]
@@ -26,41 +26,17 @@ def _files(root: Path) -> set[str]:
     return {str(p.relative_to(root)) for pattern in PATTERNS for p in root.glob(pattern)}
 
 
-# Wall-clock fields (e.g. the `seconds` an evaluation took) differ between any two runs.
-TIMING_KEYS = {"seconds"}
-
-
-def _untimed(value):
-    if isinstance(value, dict):
-        return {k: _untimed(v) for k, v in value.items() if k not in TIMING_KEYS}
-    if isinstance(value, list):
-        return [_untimed(v) for v in value]
-    return value
-
-
 def compare_outputs(local: Path, cluster: Path) -> int:
     a, b = _files(local), _files(cluster)
     problems = [f"only in the local run: {x}" for x in sorted(a - b)]
     problems += [f"only in the cluster run: {x}" for x in sorted(b - a)]
     same = 0
     for rel in sorted(a & b):
-        if rel.endswith(".json"):
-            x, y = (_untimed(json.loads(p.read_text())) for p in (local / rel, cluster / rel))
-            if x != y:
-                problems.append(f"{rel}: {x} != {y}")
-                continue
+        why = compare_file(local / rel, cluster / rel)
+        if why:
+            problems.append(f"{rel}: {why}")
         else:
-            x, y = pd.read_csv(local / rel), pd.read_csv(cluster / rel)
-            try:
-                pd.testing.assert_frame_equal(x, y, check_exact=True)
-            except AssertionError as err:
-                num = x.select_dtypes("number").columns
-                diff = ""
-                if x.shape == y.shape and list(num) == list(y.select_dtypes("number").columns):
-                    diff = f" (max abs difference {float((x[num] - y[num]).abs().max().max()):.3g})"
-                problems.append(f"{rel}: differs{diff}: {str(err).splitlines()[0]}")
-                continue
-        same += 1
+            same += 1
     print(f"outputs: {same} of {len(a | b)} files identical "
           f"({sum(r.endswith('.csv') for r in a)} CSV, {sum(r.endswith('.json') for r in a)} JSON; "
           f"JSON compared without the wall-clock fields {sorted(TIMING_KEYS)})")
