@@ -6,7 +6,8 @@ and copy each example's n x n maps, cast to float16 and nothing else, straight i
 (e, L, H, max_length, max_length) chunk buffer, then compress and write the chunk with Blosc on as many
 threads as torch has (:func:`bertology.store.blosc_threads`). On a CPU the write follows the chunk's forward
 passes (both use every core; a writer running beside the forward only made the two wait on each other:
-0.82x against 0.88x of a plain forward's examples/s on 2 cores, bench/bench_extract.py); on a GPU a writer
+on 2 cores and 1536 MRPC pairs it reached 0.83x of a plain forward's examples/s, writing after the forward
+0.90x; bench/bench_extract.py measures 0.93x on all 3668 train pairs); on a GPU a writer
 thread writes the chunk while the next one is computed. Memory is one chunk buffer (two on a GPU) whatever
 the number of examples, and a killed extraction loses at most the chunk in flight (the chunk being written
 is counted only once on disk; see :func:`bertology.store.write_chunk`).
