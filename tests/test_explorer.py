@@ -2,7 +2,7 @@
 
 A small results/ directory is built here: real attention stores written by bertology.store's writer (2 layers
 x 3 heads, random post-softmax maps), a words table with dependency arcs, sieve.csv and sieve_scores.npz
-from the real sieve code, and the per-head CSVs in their DESIGN section 4 columns. The page is then opened
+from the real sieve code, and the per-head CSVs in their docs/reference.md#columns columns. The page is then opened
 from disk (file://) in Debian's Chromium driven by Playwright (never a downloaded browser): a head and an
 example are clicked and the maps and values on screen are compared with the stores and the CSVs.
 """

@@ -1,4 +1,4 @@
-"""Sieve masks, bias scores and tests (Pande et al. 2021, DESIGN section 6) on inputs with known answers."""
+"""Sieve masks, bias scores and tests (Pande et al. 2021, docs/reference.md#sieve) on inputs with known answers."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ have no wordpiece.
 
 A wordpiece shared by several words: WordPiece keeps "cannot" whole where spaCy reads "can" + "not"; by
 overlap alone the piece goes to "can" and the negation "not" has no piece, so the example would count as
-having no negation. The store keeps one word per wordpiece (``word_ids`` int16, DESIGN section 5), so a
+having no negation. The store keeps one word per wordpiece (``word_ids`` int16, docs/reference.md#store), so a
 piece cannot belong to both; the rule is that a *claiming* word (a negation word of either list of
 ``analysis.features.negation``, n't/nt clitics included: :func:`claim_flags`) that the overlap rule leaves
 without any piece takes the piece that contains all its characters. "I cannot go" aligns ``cannot`` to

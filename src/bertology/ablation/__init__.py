@@ -1,4 +1,4 @@
-"""Disabling heads and layers (Kovaleva et al. 2019, section 4.6, Figs. 8-9; DESIGN section 6).
+"""Disabling heads and layers (Kovaleva et al. 2019, section 4.6, Figs. 8-9; docs/reference.md#disabling).
 
 A disabled head attends uniformly to the real tokens: A[t, s] = 1/n for s < n, applied to the attention
 probabilities inside the forward pass. The package, by responsibility:

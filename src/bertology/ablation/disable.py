@@ -1,4 +1,4 @@
-"""The disabling mechanism (Kovaleva et al. 2019, section 4.6; DESIGN section 6).
+"""The disabling mechanism (Kovaleva et al. 2019, section 4.6; docs/reference.md#disabling).
 
 A *disabled* head attends uniformly to the real tokens of its input: A[t, s] = 1/n for every key s < n
 (n = real length, specials included) and 0 on padding, applied to the attention probabilities inside

@@ -1,5 +1,5 @@
 """Head importance from gates on the heads' outputs (Michel et al. 2019, "Are Sixteen Heads Really Better
-than One?", section 4.1; DESIGN section 6).
+than One?", section 4.1; docs/reference.md#importance).
 
 Every head h of every layer gets a gate xi_h multiplying its output (its context vector, before the
 output projection): Att_h(x) -> xi_h * Att_h(x). With all gates at 1 the model is unchanged. The importance

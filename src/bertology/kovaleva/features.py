@@ -7,7 +7,7 @@ columns = keys), cropped to the real length.
 A *token* of a feature is a set of wordpiece positions: the special tokens are one position each
 ([CLS], every [SEP]: bertology.store.SpecialTokens); a word is all its wordpieces ``wp(w)`` (never only the first one).
 
-Definitions (DESIGN section 6):
+Definitions (docs/reference.md#features):
 
 * features: score(f) = max over tokens w of type f of (sum_i sum_{s in wp(w)} A[i, s]) / n, averaged
   over the examples that contain f;
@@ -20,7 +20,7 @@ matched on whole spaCy words; a contraction is matched through its clitic (spaCy
 "nt" for "dont"): see :func:`is_negation`.
 
 A wordpiece shared by several spaCy words (WordPiece keeps "cannot" whole, spaCy reads "can" + "not")
-has one word in the store's ``word_ids`` (int16, one per position, DESIGN section 5). The alignment
+has one word in the store's ``word_ids`` (int16, one per position, docs/reference.md#store). The alignment
 (:func:`bertology.annotate.align_words`) gives such a piece to the negation word among its sharers
 (``not``), so the negation token of "I cannot go" is the piece ``cannot``; the other sharer ("can", an
 AUX, which carries none of these features) is left without a piece. This module reads ``word_ids`` as

@@ -22,7 +22,7 @@ target to one core frame element of the item. The paper's filters, in order:
 the distance filter (:data:`COUNT_KEYS`). Link scores of a model (:func:`link_scores_both`): per item and
 head, max over the item's links and every wordpiece pair of A[target piece, FE piece] -- the target's
 wordpieces are the queries, as in the paper's "high attention weight for 'he' while processing 'agitated'"
-(DESIGN section 6); relations.csv ``source: framenet``. The transposed direction, A[FE piece, target piece],
+(docs/reference.md#relations); relations.csv ``source: framenet``. The transposed direction, A[FE piece, target piece],
 is ``source: framenet_fe_target`` (:data:`DIRECTIONS`), for comparison.
 """
 

@@ -1,4 +1,4 @@
-"""Sieves S(t) and query sets of every role for a chunk of examples (pure numpy, DESIGN section 6).
+"""Sieves S(t) and query sets of every role for a chunk of examples (pure numpy, docs/reference.md#sieve).
 
 For one example of real length n (specials included), Q = positions t < n that are neither [CLS] nor a
 [SEP] (the one definition of both: :class:`bertology.store.SpecialTokens`). With window w:

@@ -1,4 +1,4 @@
-"""Sieve bias scores (pure numpy, DESIGN section 6).
+"""Sieve bias scores (pure numpy, docs/reference.md#sieve).
 
 beta(t) = n * mean_{s in S(t)} A[t, s] for a query t of a role; an example's score is the mean of beta(t)
 over the role's queries (NaN when the example has none). A beta of 1 is what uniform attention gives;
