@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from bertology.ablation import figures as fig
+from bertology.ablation import heads
 from bertology.ablation import importance as imp
 from bertology.ablation import pruning as pr
 from bertology.ablation import sweep as ab
@@ -64,7 +65,7 @@ def main() -> int:
     dev = normalise(read_glue_split(Path(args.glue), spec, "validation"), spec)
     if args.examples:
         dev = dev.head(args.examples)
-    model, tok, what = load_rte_classifier(args.model, device, imp.enable_gates)
+    model, tok, what = load_rte_classifier(args.model, device, heads.enable_heads)
     n_layers, n_heads = model.config.num_hidden_layers, model.config.num_attention_heads
     from tqdm.auto import tqdm
 
