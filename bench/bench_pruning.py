@@ -61,7 +61,8 @@ def main() -> int:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     spec = get_task("rte")
-    train = sample_rows(normalise(read_glue_split(Path(args.glue), spec, "train"), spec), args.train_examples, 42)
+    train = sample_rows(normalise(read_glue_split(Path(args.glue), spec, "train"), spec), args.train_examples, 42,
+                        short_split="error")
     dev = normalise(read_glue_split(Path(args.glue), spec, "validation"), spec)
     if args.examples:
         dev = dev.head(args.examples)

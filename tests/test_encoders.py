@@ -150,7 +150,7 @@ def test_sieve_block_is_the_segment(arch, store, words):
     assert (table.loc[table["role"] == "block", "n"] == len(ds["example"])).all()
     ids, seg, length = ds["input_ids"].values, ds["segment"].values, ds["length"].values
     sieve, queries = build_masks(ids, seg, ds["word_ids"].values, length, None,
-                                 specials=SpecialTokens.of(ds.attrs), roles=("block", "local"))
+                                 specials=SpecialTokens.of(ds.attrs), window=2, roles=("block", "local"))
     cls, sep = SpecialTokens.of(ds.attrs).masks(ids, length)
     for e in range(len(length)):
         n = int(length[e])

@@ -31,6 +31,7 @@ import torch
 
 from bertology.ablation.heads import head_gates
 from bertology.models import takes_token_type_ids
+from bertology.errors import InputError
 
 
 # --------------------------------------------------------------------------------------------------
@@ -126,6 +127,6 @@ def head_importance(model, batches: Sequence, labels: np.ndarray, progress: bool
             total += g.abs().sum(0).double().cpu().numpy()
         count += len(batch.rows)
     if count == 0:
-        raise ValueError("no examples to compute head importance on")
+        raise InputError("no examples to compute head importance on")
     raw = total / count
     return Importance(raw=raw, importance=normalise_by_layer(raw), n=count)

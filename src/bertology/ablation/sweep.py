@@ -24,6 +24,7 @@ import pandas as pd
 import torch
 
 from bertology.ablation.heads import AttentionParts, attention_parts, disabled_heads
+from bertology.config import ConfigError
 
 SWEEPS = ("fast", "naive")
 
@@ -205,7 +206,7 @@ def check_fast_supported(model) -> FastPlan:
     """The fast sweep's plan of `model`; ValueError saying why (and to use the naive sweep) if it has none."""
     plan = fast_plan(model)
     if isinstance(plan, str):
-        raise ValueError(f"{plan}. Run the naive sweep instead (config: ablation.sweep: naive); it gives the "
+        raise ConfigError(f"{plan}. Run the naive sweep instead (config: ablation.sweep: naive); it gives the "
                          f"same outputs")
     return plan
 

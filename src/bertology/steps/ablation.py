@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
 from bertology.cli import StepContext
 from bertology.errors import UserError
+from bertology.io import write_json
 
 
 def _write_json(obj: dict, path: Path) -> None:
     """Write JSON atomically (a killed job never leaves half a file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, default=float))
-    tmp.replace(path)
+    write_json(obj, path, default=float, end="")
 
 
 def _load_finetuned(ctx: StepContext):
