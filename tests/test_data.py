@@ -251,22 +251,22 @@ def test_edited_source_file_reruns_the_data_rule_and_what_follows(tmp_path, conf
 def test_sample_rows_is_seeded_sorted_and_seed_dependent(caplog):
     df = pd.DataFrame({"idx": np.arange(100), "text_a": [f"t{i}" for i in range(100)], "text_b": None,
                        "label": np.arange(100) % 2})
-    a, b, c = sample_rows(df, 10, seed=1), sample_rows(df, 10, seed=1), sample_rows(df, 10, seed=2)
+    a, b, c = sample_rows(df, 10, seed=1, short_split="error"), sample_rows(df, 10, seed=1, short_split="error"), sample_rows(df, 10, seed=2, short_split="error")
     pd.testing.assert_frame_equal(a, b)
     assert a["idx"].is_monotonic_increasing and len(a) == 10 and a.index.tolist() == list(range(10))
     assert a["idx"].tolist() != c["idx"].tolist()
     assert set(a["idx"]) <= set(df["idx"])
-    pd.testing.assert_frame_equal(sample_rows(df, None, 1), df)
+    pd.testing.assert_frame_equal(sample_rows(df, None, 1, short_split="error"), df)
     with pytest.raises(DataError, match=re.escape(
             "rte/validation: attention.examples asks for 1000 examples but the split has only 100; set "
             "attention.examples to at most 100, or to null for all of them, or set data.short_split: all")):
-        sample_rows(df, 1000, 1, what="rte/validation", key="attention.examples")
+        sample_rows(df, 1000, 1, what="rte/validation", key="attention.examples", short_split="error")
     with caplog.at_level(logging.WARNING):
         pd.testing.assert_frame_equal(sample_rows(df, 1000, 1, what="rte/validation", key="attention.examples",
                                                   short_split="all"), df)
     assert "rte/validation: attention.examples asks for 1000 examples but the split has only 100: all 100" in caplog.text
     with pytest.raises(DataError, match="^rte/train: the split is empty"):
-        sample_rows(df.iloc[:0], 5, 1, what="rte/train")
+        sample_rows(df.iloc[:0], 5, 1, what="rte/train", short_split="error")
 
 
 # ---- hub source, offline --------------------------------------------------------------------------------

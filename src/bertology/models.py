@@ -171,7 +171,7 @@ def load_tokenizer(name_or_path: str):
     return AutoTokenizer.from_pretrained(name_or_path, use_fast=True, local_files_only=local)
 
 
-def load_classifier(name_or_path: str, num_labels: int, *, init: str = "pretrained", seed: int = 42,
+def load_classifier(name_or_path: str, num_labels: int, *, init: str = "pretrained", seed: int,
                     id2label: dict[int, str] | None = None, regression: bool = False):
     """A sequence classifier with eager attention.
 
