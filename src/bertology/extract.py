@@ -288,7 +288,8 @@ def extract_store(output: str | Path, *, frame: pd.DataFrame, words: pd.DataFram
         raise ValueError(f"the words table has no words for example_idx {lost[:5]}: it does not belong to this "
                          f"sample; re-create it (snakemake --forcerun annotate_words)")
     partial = st.partial_path(output)
-    attrs_full = dict(attrs, chunk_size=int(chunk_size), n_chunks=-(-E // chunk_size), codec=st.ATTENTION_CODEC)
+    attrs_full = dict(attrs, chunk_size=int(chunk_size), n_chunks=-(-E // chunk_size), codec=st.ATTENTION_CODEC,
+                      layout=st.LAYOUT)
     resumed = st.resume_point(partial, attrs_full)
     if resumed is None:
         root, done = st.create_store(partial, example_idx=example_idx, layers=L, heads=H, max_length=max_length,
