@@ -459,10 +459,11 @@ def missing_chunks(path: str | Path, variables: Sequence[str] = tuple(DIMS), gro
         arr = _array(group, name, path)
         have = _stored_chunks(arr)
         size, E = _file_examples(arr), arr.shape[0]
+        kind = "shard" if getattr(arr, "shards", None) else "chunk"
         for k in range(-(-E // size)):
             key = arr.metadata.encode_chunk_key((k,) + (0,) * (arr.ndim - 1))
             if key not in have:
-                out.append(f"`{name}` chunk {k} (examples {k * size}..{min((k + 1) * size, E) - 1}, file "
+                out.append(f"`{name}` {kind} {k} (examples {k * size}..{min((k + 1) * size, E) - 1}, file "
                            f"{name}/{key})")
     return out
 
