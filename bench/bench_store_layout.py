@@ -4,9 +4,10 @@ real MRPC train pairs with the embedded MiniLM (6 layers x 12 heads), in one run
   1. extraction with this checkout (new layout) against a plain batched sdpa forward (bench_store.plain_forward);
   2. today's layout built from the same extraction (every value copied; `bertology.store.create_store` with
      layout=LEGACY_LAYOUT writes exactly what earlier versions wrote); bytes on disk of both;
-  3. reads, each in fresh processes (imports not timed): `xr.open_zarr(path)` then one map
-     (`ds.attention.isel(example=i).sel(layer=5, head=3).values`), a second map of another example (warm), one
-     example's whole layer x head stack; the same through `bertology.store.open_store` (with its checks);
+  3. reads, each in fresh processes (imports, dask.array and distributed included, not timed): `xr.open_zarr(path)`
+     then one map (`ds.attention.isel(example=i).sel(layer=5, head=3).values`), a second map of another example,
+     one example's whole layer x head stack, then 20 more maps (warm, median); the same with
+     `xr.open_zarr(path, chunks=None)` (no Dask) and through `bertology.store.open_store` (with its checks);
      medians over --fresh processes;
   4. the one-pass reductions over the whole store, each in a fresh process (wall time and peak RSS): Kovaleva
      (`store_stats`: features, [CLS], dependency relations, patterns, Clark entropy and parser counts), Clark's
@@ -47,11 +48,13 @@ READ_CHILD = r"""
 import json, sys, time, warnings
 warnings.simplefilter("ignore")
 import numpy as np, xarray as xr, zarr
+import dask.array, distributed  # imported lazily by xarray and dask's scheduler choice: imports are not timed
 from bertology import store as st
 path, how, examples = sys.argv[1], sys.argv[2], [int(x) for x in sys.argv[3].split(",")]
 res = {}
 t = time.perf_counter()
-ds = xr.open_zarr(path) if how == "xarray" else st.open_store(path)
+ds = {"xarray": lambda: xr.open_zarr(path), "xarray-nodask": lambda: xr.open_zarr(path, chunks=None),
+      "open_store": lambda: st.open_store(path)}[how]()
 res["open"] = time.perf_counter() - t
 for key, e in zip(("first_map", "second_map"), examples[:2]):
     t = time.perf_counter()
@@ -70,7 +73,7 @@ print("READ_JSON " + json.dumps(res))
 """
 
 REDUCE_CHILD = r"""
-import json, pickle, resource, sys, time, warnings
+import json, pickle, sys, time, warnings
 warnings.simplefilter("ignore")
 import numpy as np, pandas as pd
 which, store, words_path, out, threads = sys.argv[1:6]
@@ -100,8 +103,9 @@ else:
 seconds = time.perf_counter() - t
 with open(out, "wb") as fh:
     pickle.dump(res, fh)
-print("REDUCE_JSON " + json.dumps({"seconds": seconds,
-                                  "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+# VmHWM: this process's peak RSS (ru_maxrss would keep the forked parent's, across exec)
+hwm = [int(x.split()[1]) for x in open("/proc/self/status") if x.startswith("VmHWM:")][0]
+print("REDUCE_JSON " + json.dumps({"seconds": seconds, "peak_rss_mib": hwm / 1024}))
 """
 
 
@@ -178,6 +182,7 @@ def main() -> int:
     ap.add_argument("--examples", type=int, default=None, help="first N MRPC train pairs (default: all 3668)")
     ap.add_argument("--threads", type=int, default=2, help="torch threads and Dask workers")
     ap.add_argument("--fresh", type=int, default=3, help="fresh processes per read measurement")
+    ap.add_argument("--repeat", type=int, default=1, help="extraction and plain forward runs (best of)")
     ap.add_argument("--base", default=BASE, help="the commit whose code is `today`")
     ap.add_argument("--tmp", default=str(OUT / "tmp-layout"))
     args = ap.parse_args()
@@ -204,10 +209,16 @@ def main() -> int:
     words_path = tmp / "words.parquet"
     words.to_parquet(words_path, index=False)
 
-    # 1. extraction (new layout) vs a plain forward
-    res["plain_sdpa"] = plain_forward(model_path, df)
+    # 1. extraction (new layout) vs a plain forward, best of --repeat each (interleaved)
     new = tmp / "new.zarr"
-    res["extract_new"] = store_run(model_path, df, words, new, None, progress=False)
+    plain, ours = [], []
+    for _ in range(args.repeat):
+        plain.append(plain_forward(model_path, df))
+        ours.append(store_run(model_path, df, words, new, None, progress=False))
+    res["plain_sdpa"] = max(plain, key=lambda r: r["examples_per_s"])
+    res["extract_new"] = max(ours, key=lambda r: r["examples_per_s"])
+    res["extract_runs"] = {"plain_examples_per_s": [r["examples_per_s"] for r in plain],
+                           "extract_examples_per_s": [r["examples_per_s"] for r in ours]}
     res["extract_vs_plain"] = res["extract_new"]["examples_per_s"] / res["plain_sdpa"]["examples_per_s"]
     print("extraction", res["extract_new"], "plain", res["plain_sdpa"], flush=True)
     assert st.open_store(new).attrs["layout"] == st.LAYOUT
@@ -224,7 +235,7 @@ def main() -> int:
 
     # 3. reads in fresh processes
     res["reads"] = {f"{lay}/{how}": median_reads(p, how, args.fresh, E)
-                    for lay, p in (("old", old), ("new", new)) for how in ("xarray", "open_store")}
+                    for lay, p in (("old", old), ("new", new)) for how in ("xarray", "xarray-nodask", "open_store")}
     for k, v in res["reads"].items():
         print("reads", k, {a: f"{1e3 * b:.1f} ms" for a, b in v.items()}, flush=True)
 
@@ -278,7 +289,7 @@ def report(res: dict) -> str:
     lines += ["", f"- bytes on disk: new {b['new']:,} vs today {b['old']:,} ({100 * b['new'] / b['old']:.2f}%); "
                   f"attention {b['attention_new']:,} vs {b['attention_old']:,}",
               f"- extraction (new layout): {res['extract_new']['examples_per_s']:.1f} examples/s, plain sdpa forward "
-              f"{res['plain_sdpa']['examples_per_s']:.1f}: {res['extract_vs_plain']:.2f}x"]
+              f"{res['plain_sdpa']['examples_per_s']:.1f}: {res['extract_vs_plain']:.2f}x (best of {len(res['extract_runs']['plain_examples_per_s'])})"]
     return "\n".join(lines) + "\n"
 
 
