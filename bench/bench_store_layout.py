@@ -156,12 +156,12 @@ def same(a, b) -> bool:
     return a.shape == b.shape and bool(np.all(a == b))
 
 
-def base_source(tmp: Path, commit: str) -> Path:
+def base_source(tmp: Path, commit: str, git_dir: Path) -> Path:
     """src/ of `commit`, unpacked under tmp (today's reader and reductions)."""
     dest = tmp / f"base-{commit}"
     if not dest.exists():
         arch = tmp / "base.tar"
-        subprocess.run(["git", "-C", str(REPO), "archive", "-o", str(arch), commit, "src"], check=True)
+        subprocess.run(["git", "-C", str(git_dir), "archive", "-o", str(arch), commit, "src"], check=True)
         with tarfile.open(arch) as tf:
             tf.extractall(dest)
         arch.unlink()
@@ -185,6 +185,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=1, help="extraction and plain forward runs (best of)")
     ap.add_argument("--base", default=BASE, help="the commit whose code is `today`")
     ap.add_argument("--tmp", default=str(OUT / "tmp-layout"))
+    ap.add_argument("--git", default=str(REPO), help="the repository holding --base (when run from a copy)")
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -240,7 +241,7 @@ def main() -> int:
         print("reads", k, {a: f"{1e3 * b:.1f} ms" for a, b in v.items()}, flush=True)
 
     # 4. reductions
-    base_src = base_source(tmp, args.base)
+    base_src = base_source(tmp, args.base, Path(args.git))
     runs = {"today": (old, str(base_src)), "new": (new, None), "legacy": (old, None)}
     res["reductions"] = {}
     outputs: dict = {}
