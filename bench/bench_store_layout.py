@@ -1,7 +1,8 @@
 """Issue 23: the attention store's layout, today's (`example-chunks`) against the new (`example-shards`), on
 real MRPC train pairs with the embedded MiniLM (6 layers x 12 heads), in one run on one machine.
 
-  1. extraction with this checkout (new layout) against a plain batched sdpa forward (bench_store.plain_forward);
+  1. extraction, each run in a fresh process, --repeat rounds of: a plain batched sdpa forward
+     (bench_store.plain_forward), the extraction of --base (today's layout) and of this checkout (new layout);
   2. today's layout built from the same extraction (every value copied; `bertology.store.create_store` with
      layout=LEGACY_LAYOUT writes exactly what earlier versions wrote); bytes on disk of both;
   3. reads, each in fresh processes (imports, dask.array and distributed included, not timed): `xr.open_zarr(path)`
@@ -72,6 +73,24 @@ res["warm_map_median"] = float(np.median(warm))
 print("READ_JSON " + json.dumps(res))
 """
 
+EXTRACT_CHILD = r"""
+import json, os, sys, warnings
+warnings.simplefilter("ignore")
+which, words_path, out, threads, n = sys.argv[1:6]
+sys.path.insert(0, os.environ["BENCH_DIR"])
+import pandas as pd, torch
+torch.set_num_threads(int(threads))
+from bench_store import mrpc_train, plain_forward, store_run
+from bertology.models import resolve_model
+from pathlib import Path
+df = mrpc_train(int(n))
+if which == "plain":
+    r = plain_forward(resolve_model("minilm-l6"), df)
+else:
+    r = store_run(resolve_model("minilm-l6"), df, pd.read_parquet(words_path), Path(out), None, progress=False)
+print("EXTRACT_JSON " + json.dumps(r))
+"""
+
 REDUCE_CHILD = r"""
 import json, pickle, sys, time, warnings
 warnings.simplefilter("ignore")
@@ -110,7 +129,7 @@ print("REDUCE_JSON " + json.dumps({"seconds": seconds, "peak_rss_mib": hwm / 102
 
 
 def child(code: str, args: list[str], tag: str, pythonpath: str | None = None) -> dict:
-    env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "2"))
+    env = dict(os.environ, HF_HUB_OFFLINE="1", BENCH_DIR=str(REPO / "bench"), TOKENIZERS_PARALLELISM="false")
     if pythonpath:
         env["PYTHONPATH"] = pythonpath
     proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env)
@@ -182,26 +201,21 @@ def main() -> int:
     ap.add_argument("--examples", type=int, default=None, help="first N MRPC train pairs (default: all 3668)")
     ap.add_argument("--threads", type=int, default=2, help="torch threads and Dask workers")
     ap.add_argument("--fresh", type=int, default=3, help="fresh processes per read measurement")
-    ap.add_argument("--repeat", type=int, default=1, help="extraction and plain forward runs (best of)")
+    ap.add_argument("--repeat", type=int, default=3, help="rounds of the three extraction runs")
     ap.add_argument("--base", default=BASE, help="the commit whose code is `today`")
     ap.add_argument("--tmp", default=str(OUT / "tmp-layout"))
     ap.add_argument("--git", default=str(REPO), help="the repository holding --base (when run from a copy)")
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    import torch
-
-    from bench_store import mrpc_train, plain_forward, store_run
+    from bench_store import mrpc_train
 
     from bertology import store as st
     from bertology.annotate import annotate_frame, load_spacy
-    from bertology.models import resolve_model
 
-    torch.set_num_threads(args.threads)
     tmp = Path(args.tmp)
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    model_path = resolve_model("minilm-l6")
     df = mrpc_train(args.examples)
     E = len(df)
     res: dict = {"examples": E, "threads": args.threads, "base": args.base, "load_average_start": os.getloadavg()}
@@ -210,18 +224,23 @@ def main() -> int:
     words_path = tmp / "words.parquet"
     words.to_parquet(words_path, index=False)
 
-    # 1. extraction (new layout) vs a plain forward, best of --repeat each (interleaved)
+    # 1. extraction, each run in a fresh process: a plain forward, today's code (--base, today's layout) and this
+    #    checkout (new layout), interleaved --repeat times; ratios within each round, then their median
     new = tmp / "new.zarr"
-    plain, ours = [], []
+    base_src = base_source(tmp, args.base, Path(args.git))
+    rounds = []
     for _ in range(args.repeat):
-        plain.append(plain_forward(model_path, df))
-        ours.append(store_run(model_path, df, words, new, None, progress=False))
-    res["plain_sdpa"] = max(plain, key=lambda r: r["examples_per_s"])
-    res["extract_new"] = max(ours, key=lambda r: r["examples_per_s"])
-    res["extract_runs"] = {"plain_examples_per_s": [r["examples_per_s"] for r in plain],
-                           "extract_examples_per_s": [r["examples_per_s"] for r in ours]}
-    res["extract_vs_plain"] = res["extract_new"]["examples_per_s"] / res["plain_sdpa"]["examples_per_s"]
-    print("extraction", res["extract_new"], "plain", res["plain_sdpa"], flush=True)
+        one = {}
+        for name, pp in (("plain", None), ("today", str(base_src)), ("new", None)):
+            one[name] = child(EXTRACT_CHILD, [name, str(words_path), str(tmp / f"extract-{name}.zarr"),
+                                              str(args.threads), str(E)], "EXTRACT_JSON", pythonpath=pp)
+        rounds.append(one)
+        print("extraction round", {k: round(v["examples_per_s"], 1) for k, v in one.items()}, flush=True)
+    shutil.rmtree(tmp / "extract-today.zarr", ignore_errors=True)
+    (tmp / "extract-new.zarr").rename(new)
+    res["extract_rounds"] = rounds
+    res["extract_vs_plain"] = {k: float(np.median([r[k]["examples_per_s"] / r["plain"]["examples_per_s"]
+                                                   for r in rounds])) for k in ("today", "new")}
     assert st.open_store(new).attrs["layout"] == st.LAYOUT
 
     # 2. today's layout from the same extraction
@@ -241,7 +260,6 @@ def main() -> int:
         print("reads", k, {a: f"{1e3 * b:.1f} ms" for a, b in v.items()}, flush=True)
 
     # 4. reductions
-    base_src = base_source(tmp, args.base, Path(args.git))
     runs = {"today": (old, str(base_src)), "new": (new, None), "legacy": (old, None)}
     res["reductions"] = {}
     outputs: dict = {}
@@ -289,8 +307,11 @@ def report(res: dict) -> str:
                      f"{g['peak_rss_mib']:.0f} | {n['equal_to_today']}, {g['equal_to_today']} |")
     lines += ["", f"- bytes on disk: new {b['new']:,} vs today {b['old']:,} ({100 * b['new'] / b['old']:.2f}%); "
                   f"attention {b['attention_new']:,} vs {b['attention_old']:,}",
-              f"- extraction (new layout): {res['extract_new']['examples_per_s']:.1f} examples/s, plain sdpa forward "
-              f"{res['plain_sdpa']['examples_per_s']:.1f}: {res['extract_vs_plain']:.2f}x (best of {len(res['extract_runs']['plain_examples_per_s'])})"]
+              "- extraction, examples/s per round (plain sdpa forward / today's code, today's layout / new): " +
+              "; ".join(f"{r['plain']['examples_per_s']:.1f} / {r['today']['examples_per_s']:.1f} / "
+                        f"{r['new']['examples_per_s']:.1f}" for r in res["extract_rounds"]),
+              f"- extraction / plain forward, median over rounds: today {res['extract_vs_plain']['today']:.2f}x, "
+              f"new {res['extract_vs_plain']['new']:.2f}x"]
     return "\n".join(lines) + "\n"
 
 
