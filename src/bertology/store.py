@@ -14,9 +14,10 @@ One Zarr v3 store per task and variant, ``results/attention/{task}/{variant}.zar
 Query/key have size max_length. Layout on disk (attribute ``layout``, :data:`LAYOUT`): ``attention`` is one
 Zarr v3 shard file per example chunk (chunk = attention.chunk_size examples) holding one inner chunk per example
 (1, L, H, Q, K), Blosc-compressed with a CRC32C checksum (the shard index has its own), so one map or one
-example is read and decompressed alone (about 1.5 ms warm) and a reduction reads each example cropped to its
-own length (:func:`read_chunk` with ``crop``); the small variables are chunked along ``example`` (one file per
-example chunk). Stores written before the ``layout`` attribute (:data:`LEGACY_LAYOUT`: ``attention`` chunked
+example is read and decompressed alone and a reduction reads each example cropped to its own length
+(:func:`read_chunk` with ``crop``); the small variables are chunked along ``example`` (one file per example
+chunk). The extraction writes and the reductions read the shard files directly (:func:`write_shard`,
+:func:`read_shard_cropped`); any Zarr v3 reader reads them. Stores written before the ``layout`` attribute (:data:`LEGACY_LAYOUT`: ``attention`` chunked
 along ``example`` only, a whole chunk decompressed for any read) are still read, with the same checks
 (bench/bench_store_layout.py compares the two).
 
