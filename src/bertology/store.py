@@ -17,9 +17,9 @@ Zarr v3 shard file per example chunk (chunk = attention.chunk_size examples) hol
 example is read and decompressed alone and a reduction reads each example cropped to its own length
 (:func:`read_chunk` with ``crop``); the small variables are chunked along ``example`` (one file per example
 chunk). The extraction writes and the reductions read the shard files directly (:func:`write_shard`,
-:func:`read_shard_cropped`); any Zarr v3 reader reads them. Stores written before the ``layout`` attribute (:data:`LEGACY_LAYOUT`: ``attention`` chunked
-along ``example`` only, a whole chunk decompressed for any read) are still read, with the same checks
-(bench/bench_store_layout.py compares the two).
+:func:`read_shard_cropped`); any Zarr v3 reader reads them. Stores written before the ``layout`` attribute
+(:data:`LEGACY_LAYOUT`: ``attention`` chunked along ``example`` only, a whole chunk decompressed for any read) are
+still read, with the same checks (bench/bench_store_layout.py compares the two).
 
 Lifecycle: :func:`create_store` writes the empty layout to ``{path}.partial`` with ``complete=False``;
 :func:`write_chunk` fills whole example chunks and then raises the ``chunks_done`` attribute; a killed run
@@ -27,10 +27,11 @@ resumes from ``chunks_done`` (:func:`resume_point`); :func:`finalize` sets ``com
 consolidates the metadata and renames ``.partial`` to the final path.
 
 Reading: :func:`open_store` refuses anything without ``complete=True``, with attributes other than the expected
-ones (:func:`expected_attrs`), with a missing chunk or shard file, or whose first examples are not post-softmax rows
-with NaN padding. Every chunk an analysis reads (:func:`read_chunk`, :func:`map_chunks`) is checked again: a
-missing or undecodable chunk, shard or inner chunk (a checksum that does not match), a length outside 1..max_length, NaN inside an example's length or rows that do
-not sum to 1 raise :class:`StoreError` naming the store, the chunk and the fix.
+ones (:func:`expected_attrs`), with a missing chunk or shard file, or whose first examples are not post-softmax
+rows with NaN padding. Every chunk an analysis reads (:func:`read_chunk`, :func:`map_chunks`) is checked again: a
+missing or undecodable chunk, shard or inner chunk (a checksum that does not match), a length outside
+1..max_length, NaN inside an example's length or rows that do not sum to 1 raise :class:`StoreError` naming the
+store, the chunk (and the example) and the fix.
 
 Precision (:func:`precision_attrs`): by default ``attention`` is the eager forward's float32 attention cast to
 float16 and nothing else (lossless with respect to float16). ``attention.keepbits = k`` opts in to relative
