@@ -507,8 +507,9 @@ def check_lengths(length: np.ndarray, max_length: int, where: str = "store", exa
     if bad.size:
         e = int(bad[0])
         name = f"example {e}" if example_idx is None else f"example {e} (example_idx {int(example_idx[e])})"
+        fix = refix(where if store is None else store)
         raise StoreError(f"{where}: {name} has length {int(length[e])}, outside 1..{int(max_length)} (a missing or "
-                         f"damaged chunk of `length`?); the store is corrupt: {refix(where if store is None else store)}")
+                         f"damaged chunk of `length`?); the store is corrupt: {fix}")
 
 
 def check_block(attention: np.ndarray, length: np.ndarray, attrs: Mapping[str, Any] | None = None,
