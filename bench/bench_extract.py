@@ -180,10 +180,10 @@ def statistics_of(pre: Path, ft: Path, words: pd.DataFrame) -> dict[str, np.ndar
 
     kw = {"scheduler": "synchronous"}
     out = {}
-    pair = red.store_pair(pre, ft, words, compute_kwargs=kw)
+    pair = red.store_pair(pre, ft, words, compute_kwargs=kw, negation="paper")
     out["cosine"] = red.moments_table(pair.cosine)["mean"].to_numpy()
     for name, path in (("pre", pre), ("ft", ft)):
-        part = red.store_stats(path, words, compute_kwargs=kw)
+        part = red.store_stats(path, words, compute_kwargs=kw, classifier="rule", negation="paper")
         out[f"features/{name}"] = red.features_table(part)["mean"].to_numpy()
         out[f"cls/{name}"] = red.cls_table(part, part.dependency.total.shape[0])["mean"].to_numpy()
         out[f"dependency/{name}"] = red.moments_table(part.dependency)["mean"].to_numpy()

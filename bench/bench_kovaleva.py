@@ -160,15 +160,15 @@ def main(argv: list[str] | None = None) -> int:
 
     words_df = pd.read_parquet(words)
     timed("read + decompress", lambda: plain_read(store, scheduler))
-    timed("one-pass stats (4.1/4.2/4.4/4.5)", lambda: red.store_stats(store, words_df, compute_kwargs=scheduler))
+    timed("one-pass stats (4.1/4.2/4.4/4.5)", lambda: red.store_stats(store, words_df, compute_kwargs=scheduler, classifier="rule", negation="paper"))
     timed("cosine + feature diffs (2 stores)",
-          lambda: red.store_pair(store, finetuned, words_df, compute_kwargs=scheduler), stores=2)
+          lambda: red.store_pair(store, finetuned, words_df, compute_kwargs=scheduler, negation="paper"), stores=2)
     # peak memory of the one-pass statistics in a fresh process (bounded by chunks, not by the store)
     import subprocess
 
     code = ("import resource, sys; sys.path.insert(0, %r); import pandas as pd; "
             "from bertology.kovaleva import reduce as red; "
-            "red.store_stats(%r, pd.read_parquet(%r), compute_kwargs={'scheduler': 'threads', 'num_workers': %d}); "
+            "red.store_stats(%r, pd.read_parquet(%r), compute_kwargs={'scheduler': 'threads', 'num_workers': %d}, classifier='rule', negation='paper'); "
             "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)") % (str(REPO / "src"), str(store), str(words),
                                                                             args.workers)
     rss = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()[-1]

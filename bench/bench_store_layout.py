@@ -102,7 +102,7 @@ t = time.perf_counter()
 if which == "kovaleva":
     from bertology.kovaleva import reduce as red
     from bertology.kovaleva import relations as rel
-    part = red.store_stats(store, words, compute_kwargs=ck)
+    part = red.store_stats(store, words, compute_kwargs=ck, classifier="rule", negation="paper")
     layers = part.features.total.shape[0]
     res = {"features": red.features_table(part), "cls": red.cls_table(part, layers),
            "entropy": red.entropy_table(part), "parser": red.parser_table(part),

@@ -60,7 +60,7 @@ def test_entropy_table_from_one_pass_over_a_store(tmp_path):
         return np.stack([np.stack([kb.on_columns(n, [0]), kb.uniform(n)])])
 
     store = kb.write_store(kb.build_store(examples, maps), tmp_path / "s.zarr")
-    part = red.store_stats(store, kb.words_table(examples), compute_kwargs={"scheduler": "synchronous"})
+    part = red.store_stats(store, kb.words_table(examples), compute_kwargs={"scheduler": "synchronous"}, classifier="rule", negation="paper")
     table = red.entropy_table(part).set_index(["layer", "head", "feature"])
     rows = sum(ex.n for ex in examples)
     pooled = sum(ex.n * np.log(ex.n) for ex in examples) / rows

@@ -166,7 +166,7 @@ def test_kovaleva_statistics(arch, store, words):
 
     from bertology.kovaleva.reduce import store_stats
 
-    part = store_stats(store, words)
+    part = store_stats(store, words, classifier="rule", negation="paper")
     ds = xr.open_zarr(store)
     assert part.examples == len(ds["example"])
     assert part.patterns.sum() == part.examples * ds.sizes["layer"] * ds.sizes["head"]

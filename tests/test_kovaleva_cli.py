@@ -142,7 +142,7 @@ def test_export_then_train_round_trip(run_dir, monkeypatch):
     assert model.is_file() and json.loads((run_dir / "cnn.pt.json").read_text())["n"] == 12
     # the trained CNN drops into the one-pass reduction
     part = red.store_stats(store, words_table(EXAMPLES), classifier=str(model),
-                           compute_kwargs={"scheduler": "synchronous"})
+                           compute_kwargs={"scheduler": "synchronous"}, negation="paper")
     assert part.patterns.sum() == len(EXAMPLES) * 2 * 3
 
 

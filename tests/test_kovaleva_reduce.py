@@ -28,7 +28,7 @@ def stores(tmp_path_factory):
 @pytest.fixture(scope="module")
 def tables(stores):
     pre, _, words = stores
-    part = red.store_stats(pre, words, compute_kwargs=SYNC)
+    part = red.store_stats(pre, words, compute_kwargs=SYNC, classifier="rule", negation="paper")
     return part, red.features_table(part), red.cls_table(part, 2)
 
 
@@ -98,7 +98,7 @@ def test_pattern_fractions(tables):
 
 def test_cosine_one_aligned_pass(stores):
     pre, fin, words = stores
-    part = red.store_pair(pre, fin, words, compute_kwargs={"scheduler": "threads"})
+    part = red.store_pair(pre, fin, words, compute_kwargs={"scheduler": "threads"}, negation="paper")
     cos = red.moments_table(part.cosine)
     diff = red.features_diff_table(part)
     # only layer 0 head 1 changed (uniform -> previous token): [CLS] goes from 1/n to 2/n
@@ -121,7 +121,7 @@ def test_negation_list_option(stores):
     w = words.copy()
     w.loc[(w["example_idx"] == 100) & (w["text"] == "did"), "text"] = "does"
     for negation, n in (("paper", 1), ("extended", 2)):
-        part = red.store_stats(pre, w, compute_kwargs=SYNC, negation=negation)
+        part = red.store_stats(pre, w, compute_kwargs=SYNC, classifier="rule", negation=negation)
         assert _row(red.features_table(part), layer=0, head=1, feature="negation")["n"] == n
         diff = red.features_diff_table(red.store_pair(pre, fin, w, compute_kwargs=SYNC, negation=negation))
         assert _row(diff, layer=0, head=1, feature="negation")["n"] == n
@@ -133,12 +133,12 @@ def test_store_errors_say_what_to_do(tmp_path, stores):
     from bertology.store import StoreError, read_words
 
     with pytest.raises(FileNotFoundError, match="run the extraction"):
-        red.store_stats(tmp_path / "missing.zarr", None)
+        red.store_stats(tmp_path / "missing.zarr", None, classifier="rule", negation="paper")
     pre, _, _ = stores
     other = build_store(EXAMPLES[:2], maps)
     write_store(other, tmp_path / "short.zarr")
     with pytest.raises(StoreError, match="same examples"):
-        red.store_pair(pre, tmp_path / "short.zarr")
+        red.store_pair(pre, tmp_path / "short.zarr", negation="paper")
     pd.DataFrame({"example_idx": [1]}).to_parquet(tmp_path / "words.parquet")
     with pytest.raises(StoreError, match="words.parquet lacks column"):
         read_words(tmp_path / "words.parquet")
@@ -209,7 +209,7 @@ def test_matches_naive_loops(tmp_path):
 
     exs, ds = _random_store(3)
     write_store(ds, tmp_path / "s.zarr", chunk=3)
-    part = red.store_stats(tmp_path / "s.zarr", words_table(exs), compute_kwargs={"scheduler": "threads"})
+    part = red.store_stats(tmp_path / "s.zarr", words_table(exs), compute_kwargs={"scheduler": "threads"}, classifier="rule", negation="paper")
     att = ds["attention"].values.astype(np.float64)
     kinds = {"noun": lambda w: w["pos"] in ("NOUN", "PROPN"), "verb": lambda w: w["pos"] == "VERB",
              "pronoun": lambda w: w["pos"] == "PRON", "subject": lambda w: w["dep"] == "nsubj",

@@ -214,7 +214,7 @@ def test_nan_inside_a_length_is_an_error_everywhere(tmp_path, damaged, inputs, c
     with pytest.raises(st.StoreError, match=rf"shard 1 .*example 1 \(example_idx {idx}\) has NaN inside its length"):
         st.read_chunk(str(damaged), 4, 8, ["attention"])
     with pytest.raises(st.StoreError, match="NaN inside its length"):
-        store_stats(damaged, None, compute_kwargs={"scheduler": "synchronous"})
+        store_stats(damaged, None, compute_kwargs={"scheduler": "synchronous"}, classifier="rule", negation="paper")
     assert run_sieve_step(damaged, tmp_path) == 1
     assert "NaN inside its length" in one_line_error(capsys)
     # the sieve's own kernel never turns NaN inside a length into 0

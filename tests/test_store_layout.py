@@ -157,7 +157,7 @@ def test_reductions_equal_on_both_layouts(stores):
     from bertology.kovaleva.reduce import features_table, patterns_table, store_stats
 
     new, old = stores
-    a, b = (store_stats(p, None, compute_kwargs={"scheduler": "synchronous"}) for p in (new, old))
+    a, b = (store_stats(p, None, compute_kwargs={"scheduler": "synchronous"}, classifier="rule", negation="paper") for p in (new, old))
     assert a.examples == b.examples == E
     assert features_table(a).equals(features_table(b))
     np.testing.assert_array_equal(patterns_table(a.patterns)["fraction"], patterns_table(b.patterns)["fraction"])

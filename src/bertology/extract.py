@@ -32,7 +32,8 @@ import pandas as pd
 
 from bertology import store as st
 from bertology.annotate import WordSpans, align_words
-from bertology.config import AttentionConfig
+from bertology.config import AttentionConfig, ConfigError
+from bertology.errors import InputError
 
 log = logging.getLogger(__name__)
 
@@ -201,7 +202,7 @@ def special_token_ids(tokenizer) -> dict[str, int | None]:
     out = {"cls_token_id": first("cls_token_id", "bos_token_id"), "sep_token_id": first("sep_token_id", "eos_token_id"),
            "pad_token_id": first("pad_token_id")}
     if out["sep_token_id"] is None or out["pad_token_id"] is None:
-        raise ValueError(f"the tokenizer {type(tokenizer).__name__} names no sep/eos or no pad token: bertology needs "
+        raise InputError(f"the tokenizer {type(tokenizer).__name__} names no sep/eos or no pad token: bertology needs "
                          f"them to find the text boundaries and padding")
     return out
 
@@ -265,7 +266,7 @@ def extract_store(output: str | Path, *, frame: pd.DataFrame, words: pd.DataFram
     cfg = encoder.config
     L, H = int(cfg.num_hidden_layers), int(cfg.num_attention_heads)
     if max_length > int(getattr(cfg, "max_position_embeddings", max_length)):
-        raise ValueError(f"data.max_length={max_length} exceeds the model's max_position_embeddings "
+        raise ConfigError(f"data.max_length={max_length} exceeds the model's max_position_embeddings "
                          f"{cfg.max_position_embeddings}; lower data.max_length")
     example_idx = frame["idx"].to_numpy(np.int64)
     E = len(example_idx)
@@ -286,7 +287,7 @@ def extract_store(output: str | Path, *, frame: pd.DataFrame, words: pd.DataFram
     spans = WordSpans(words)
     lost = [int(i) for i in example_idx if int(i) not in spans]
     if lost:
-        raise ValueError(f"the words table has no words for example_idx {lost[:5]}: it does not belong to this "
+        raise InputError(f"the words table has no words for example_idx {lost[:5]}: it does not belong to this "
                          f"sample; re-create it (snakemake --forcerun annotate_words)")
     partial = st.partial_path(output)
     attrs_full = dict(attrs, chunk_size=int(chunk_size), n_chunks=-(-E // chunk_size), codec=st.ATTENTION_CODEC,

@@ -55,7 +55,8 @@ from typing import Any
 
 import numpy as np
 
-from bertology.errors import UserError
+from bertology.config import ConfigError
+from bertology.errors import MissingInputError, UserError
 
 log = logging.getLogger(__name__)
 # zarr-python warns on every open of an array with a numcodecs filter (BitRound, keepbits stores); it reads them
@@ -184,7 +185,7 @@ def precision_attrs(keepbits: int | None) -> dict[str, Any]:
                 "max_rel_error": 2.0 ** -11, "max_abs_error_subnormal": 2.0 ** -25}
     k = int(keepbits)
     if not 1 <= k < FLOAT16_MANTISSA_BITS:
-        raise ValueError(f"attention.keepbits={k}: keep 1..{FLOAT16_MANTISSA_BITS - 1} of float16's "
+        raise ConfigError(f"attention.keepbits={k}: keep 1..{FLOAT16_MANTISSA_BITS - 1} of float16's "
                          f"{FLOAT16_MANTISSA_BITS} mantissa bits (null = lossless)")
     rel = (1 + 2.0 ** -11) * (1 + 2.0 ** -(k + 1)) - 1
     return {"keepbits": k, "rounding": f"float16 cast, then mantissa rounded to {k} bits (numcodecs BitRound, "
@@ -710,7 +711,7 @@ def open_store(path: str | Path, expect: Mapping[str, Any] | None = None, check_
     if not path.exists():
         part = partial_path(path)
         hint = (f" (an unfinished extraction is at {part}; re-run snakemake to resume it)" if part.exists() else "")
-        raise FileNotFoundError(f"no attention store at {str(path)!r}{hint}; run the extraction first: `snakemake {path}`")
+        raise MissingInputError(f"no attention store at {str(path)!r}{hint}; run the extraction first: `snakemake {path}`")
     try:
         meta = json.loads((path / "zarr.json").read_text()) if (path / "zarr.json").exists() else {}
         ds = xr.open_zarr(str(path), consolidated=bool(meta.get("consolidated_metadata")))
@@ -867,7 +868,7 @@ def read_words(path: str | Path):
 
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(f"no words table at {str(path)!r}; it is written with the attention store: "
+        raise MissingInputError(f"no words table at {str(path)!r}; it is written with the attention store: "
                                 f"`snakemake {path}`")
     words = pd.read_parquet(path)
     missing = [c for c in WORD_COLUMNS if c not in words.columns]

@@ -127,7 +127,7 @@ class ExampleWords:
     arcs: prs.Arcs | None = None
 
 
-def prepare_words(words: pd.DataFrame, *, negation: str = "paper") -> dict[int, ExampleWords]:
+def prepare_words(words: pd.DataFrame, *, negation: str) -> dict[int, ExampleWords]:
     """The words table (results/attention/{task}/words.parquet) -> example_idx -> ExampleWords (feature flags by
     word number, dependency arcs).
 
@@ -270,8 +270,8 @@ def _stats_task(block: Mapping[str, np.ndarray], *, words: Mapping[int, ExampleW
 # stores
 
 
-def store_stats(store: str | Path, words: pd.DataFrame | None, *, classifier: str = "rule",
-                compute_kwargs: Mapping[str, Any] | None = None, negation: str = "paper",
+def store_stats(store: str | Path, words: pd.DataFrame | None, *, classifier: str, negation: str,
+                compute_kwargs: Mapping[str, Any] | None = None,
                 expect: Mapping[str, Any] | None = None) -> Partial:
     """One read of a store -> the summed Partial of patterns, features, cls and dependency relations.
 
@@ -342,7 +342,7 @@ def _pair_task(a: Mapping[str, np.ndarray], b: Mapping[str, np.ndarray], *, word
 
 
 def store_pair(pretrained: str | Path, finetuned: str | Path, words: pd.DataFrame | None = None, *,
-               compute_kwargs: Mapping[str, Any] | None = None, negation: str = "paper",
+               negation: str, compute_kwargs: Mapping[str, Any] | None = None,
                expect: tuple[Mapping[str, Any], Mapping[str, Any]] | None = None) -> PairPartial:
     """One chunk-aligned pass over both stores -> cosine (L, H) and paired feature differences (L, H, F).
 

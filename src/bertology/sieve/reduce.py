@@ -19,8 +19,9 @@ import pandas as pd
 import xarray as xr
 from scipy import stats
 
+from bertology.errors import MissingInputError
 from bertology.stats import fdr_bh
-from bertology.store import SpecialTokens, map_chunks, open_store
+from bertology.store import SpecialTokens, StoreError, map_chunks, open_store
 
 from .masks import ROLES, SYNTACTIC_RELATIONS, check_roles, chunk_masks, roles_for
 from .scores import example_scores
@@ -78,7 +79,7 @@ def compute_scores(store: str | Path, words: pd.DataFrame | None, *, roles: Sequ
         example_idx = np.asarray(ds["example_idx"].values, dtype=np.int64)
     need_words = any(r in SYNTACTIC_RELATIONS or r == "syntactic" for r in roles)
     if need_words and words is None:
-        raise ValueError("the syntactic roles need the words table (results/attention/{task}/words.parquet)")
+        raise MissingInputError("the syntactic roles need the words table (results/attention/{task}/words.parquet)")
 
     def chunk_words(start: int, stop: int) -> dict[str, Any]:
         if not need_words:
@@ -159,7 +160,7 @@ def run_sieve(store: str | Path, words: pd.DataFrame | None, *, task: str | None
     ds = open_store(store, expect=expect)
     task = task or ds.attrs.get("task")
     if not task:
-        raise ValueError(f"the task of {store} is unknown: the store has no `task` attribute")
+        raise StoreError(f"the task of {store} is unknown: the store has no `task` attribute")
     roles = roles_for(get_task(task).is_pair)
     if "block" in roles:
         second = float((ds["segment"] == 1).any("query").mean())  # (example,) booleans: small
