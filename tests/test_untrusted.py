@@ -1,0 +1,195 @@
+"""Untrusted input (issue 27): a model directory, a data file or a text must never run code, blank a page or
+train on nothing. A model directory's own code never runs (no prompt on a terminal either), a directory without
+a usable tokenizer is refused at start, malformed data rows are named by file and line and dropped only when
+the config says so, hostile texts show as text in the explorer and the report, a full disk is named with what
+the store needs, and a locked tracking store costs one line."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import pty
+import select
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bertology.models import (CustomCodeError, TokenizerError, check_encoder, check_no_custom_code, check_tokenizer,
+                              load_tokenizer)
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+# ---- 1. a model directory without a usable tokenizer -----------------------------------------------------------
+
+def _weights_only(tiny_model_dir: Path, dst: Path) -> Path:
+    dst.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        shutil.copy(tiny_model_dir / name, dst / name)
+    return dst
+
+
+def test_a_directory_without_tokenizer_files_is_refused(tiny_model_dir, tmp_path):
+    path = _weights_only(tiny_model_dir, tmp_path / "bare")
+    check_encoder(str(path))  # the weights and config are fine: only the tokenizer is missing
+    with pytest.raises(TokenizerError) as err:
+        load_tokenizer(str(path))
+    message = str(err.value)
+    assert message.startswith(f"{path} holds no tokenizer files") and "\n" not in message
+
+
+def test_a_tokenizer_that_reads_english_as_unknown_is_refused(tiny_model_dir, tmp_path):
+    """A vocabulary that is not the text's (here: digits and punctuation only) reads words as [UNK]."""
+    path = shutil.copytree(tiny_model_dir, tmp_path / "digits")
+    (path / "tokenizer.json").unlink()
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [str(i) for i in range(200)]
+    (path / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    with pytest.raises(TokenizerError, match=r"reads 100% of the pieces of an ordinary English sentence as its "
+                                             r"unknown token '\[UNK\]'"):
+        check_tokenizer(str(path))
+
+
+def test_a_five_token_tokenizer_is_refused_even_with_its_files(tiny_model_dir, tmp_path):
+    path = shutil.copytree(tiny_model_dir, tmp_path / "tiny-vocab")
+    (path / "tokenizer.json").unlink()
+    (path / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n")
+    with pytest.raises(TokenizerError, match=r"has only 5 tokens"):
+        check_tokenizer(str(path))
+
+
+def test_real_tokenizers_pass(tiny_model_dir, tmp_path):
+    """WordPiece (the embedded model's) and a byte-level BPE (no unknown token) are accepted."""
+    from tests.builders.encoders import build_encoder
+
+    check_tokenizer(str(tiny_model_dir))
+    roberta = build_encoder("roberta", tmp_path / "roberta")
+    check_tokenizer(str(roberta))
+
+
+def test_the_workflow_refuses_a_directory_without_tokenizer_at_start(tiny_model_dir, tmp_path, config_file,
+                                                                      snakemake_run):
+    path = _weights_only(tiny_model_dir, tmp_path / "bare model")
+    config_file(tmp_path, model=str(path), tasks=["rte"])
+    proc = snakemake_run(tmp_path, "--cores", "1", "results/data/rte/validation.parquet", check=False)
+    assert proc.returncode != 0
+    errors = [line for line in proc.stderr.splitlines() if "error" in line.lower()]
+    assert len(errors) == 1 and errors[0].startswith(f"bertology: error: model: {path} holds no tokenizer files"), \
+        proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr and not (tmp_path / "results/data").exists()
+
+
+# ---- 3. a model directory's own code never runs --------------------------------------------------------------
+
+EVIL_CODE = """
+from pathlib import Path
+Path({marker!r}).write_text("the model directory's code ran")
+from transformers import BertConfig, BertModel
+
+class EvilConfig(BertConfig):
+    model_type = "evilbert"
+
+class EvilModel(BertModel):
+    config_class = EvilConfig
+"""
+
+
+def _custom_code_dir(tiny_model_dir: Path, dst: Path, marker: Path, *, model_type: str = "evilbert") -> Path:
+    path = shutil.copytree(tiny_model_dir, dst)
+    config = json.loads((path / "config.json").read_text())
+    config.update(model_type=model_type, architectures=["EvilModel"],
+                  auto_map={"AutoConfig": "evil.EvilConfig", "AutoModel": "evil.EvilModel",
+                            "AutoModelForSequenceClassification": "evil.EvilModel"})
+    (path / "config.json").write_text(json.dumps(config))
+    (path / "evil.py").write_text(EVIL_CODE.format(marker=str(marker)))
+    return path
+
+
+def test_auto_map_and_unknown_model_types_are_refused_without_reading_code(tiny_model_dir, tmp_path):
+    marker = tmp_path / "ran.txt"
+    path = _custom_code_dir(tiny_model_dir, tmp_path / "evil", marker)
+    with pytest.raises(CustomCodeError, match=rf"^{path}/config.json has an auto_map \(AutoConfig, AutoModel, "
+                                              rf"AutoModelForSequenceClassification\): the model asks to run its own "
+                                              rf"Python code, which bertology never does"):
+        check_encoder(str(path))
+    with pytest.raises(CustomCodeError):
+        load_tokenizer(str(path))
+    config = json.loads((path / "config.json").read_text())
+    del config["auto_map"]
+    (path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(CustomCodeError, match=r"model type 'evilbert' is not known to transformers"):
+        check_no_custom_code(path)
+    assert not marker.exists()
+
+
+def test_a_custom_tokenizer_is_refused(tiny_model_dir, tmp_path):
+    path = shutil.copytree(tiny_model_dir, tmp_path / "evil-tok")
+    tok_config = json.loads((path / "tokenizer_config.json").read_text())
+    tok_config["auto_map"] = {"AutoTokenizer": ["evil.EvilTokenizer", None]}
+    (path / "tokenizer_config.json").write_text(json.dumps(tok_config))
+    with pytest.raises(CustomCodeError, match=rf"^{path}/tokenizer_config.json has an auto_map"):
+        load_tokenizer(str(path))
+
+
+def _from_pretrained_calls_without_trust(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    bad = []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "from_pretrained"
+                and not any(k.arg == "trust_remote_code" and isinstance(k.value, ast.Constant)
+                            and k.value.value is False for k in node.keywords)):
+            bad.append(f"{path.relative_to(REPO)}:{node.lineno}")
+    return bad
+
+
+def test_every_from_pretrained_passes_trust_remote_code_false():
+    files = sorted((REPO / "src").rglob("*.py")) + sorted((REPO / "bench").rglob("*.py"))
+    calls = [bad for f in files for bad in _from_pretrained_calls_without_trust(f)]
+    assert calls == []
+
+
+def _run_in_a_terminal(cmd: list[str], cwd: Path, answer: bytes, timeout: float = 240) -> tuple[int, str]:
+    """Run `cmd` with a pseudo-terminal as stdin/stdout/stderr, having typed `answer` ahead (what a user at a
+    prompt would type); return its exit code and everything it printed."""
+    master, slave = pty.openpty()
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    proc = subprocess.Popen(cmd, stdin=slave, stdout=slave, stderr=slave, cwd=cwd, env=env, close_fds=True)
+    os.close(slave)
+    os.write(master, answer)
+    out, deadline = b"", time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([master], [], [], 1.0)
+        if ready:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            out += chunk
+        elif proc.poll() is not None:
+            break
+    proc.wait(timeout=30)
+    os.close(master)
+    return proc.returncode, out.decode("utf-8", "replace")
+
+
+def test_custom_code_never_runs_nor_asks_on_a_terminal(tiny_model_dir, tmp_path, config_file):
+    """`snakemake` from a terminal with a model directory that asks for its own code: no "[y/N]" prompt (a user
+    typing y ran the directory's Python before), one line naming config.json, nothing written by that code."""
+    marker = tmp_path / "ran.txt"
+    path = _custom_code_dir(tiny_model_dir, tmp_path / "evil model", marker)
+    config_file(tmp_path, model=str(path), tasks=["rte"])
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(tmp_path),
+           "--configfile", str(tmp_path / "config.yaml"), "--cores", "1", "results/data/rte/validation.parquet"]
+    code, out = _run_in_a_terminal(cmd, tmp_path, b"y\n")
+    assert code != 0, out[-3000:]
+    assert "[y/N]" not in out and "custom code" not in out.lower(), out[-3000:]
+    errors = [line for line in out.splitlines() if "error" in line.lower()]
+    assert len(errors) == 1 and errors[0].strip().startswith(
+        f"bertology: error: model: {path}/config.json has an auto_map"), out[-3000:]
+    assert not marker.exists() and not (tmp_path / "results/data").exists()
