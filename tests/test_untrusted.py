@@ -193,3 +193,42 @@ def test_custom_code_never_runs_nor_asks_on_a_terminal(tiny_model_dir, tmp_path,
     assert len(errors) == 1 and errors[0].strip().startswith(
         f"bertology: error: model: {path}/config.json has an auto_map"), out[-3000:]
     assert not marker.exists() and not (tmp_path / "results/data").exists()
+
+
+# ---- 4. malformed rows: named, and dropped only when the config says so ----------------------------------------
+
+def _rte_with_a_broken_row(root: Path) -> Path:
+    path = root / "RTE" / "dev.tsv"
+    path.parent.mkdir(parents=True)
+    rows = ["index\tsentence1\tsentence2\tlabel"] + [f"{i}\tA {i}.\tB {i}.\tentailment" for i in range(12)]
+    rows.insert(5, "4b\ta premise cut short by a stray newline")  # line 6
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def test_bad_rows_skip_is_recorded_in_the_rule_outputs_and_mlflow(tmp_path, config_file, snakemake_run):
+    import mlflow
+    import pandas as pd
+
+    source = _rte_with_a_broken_row(tmp_path / "glue data")
+    config_file(tmp_path, tasks=["rte"], data={"source": str(tmp_path / "glue data"), "seed": 1, "max_length": 64})
+    failed = snakemake_run(tmp_path, "--cores", "1", "results/data/rte/validation.parquet", check=False)
+    assert failed.returncode != 0
+    log = (tmp_path / "results/logs/prepare_data/rte/validation.log").read_text()
+    assert f"error: {source}:6: 1 of 13 rows (line(s) 6) have 2 tab-separated field(s) where the header has 4" in log
+    assert not (tmp_path / "results/data/rte/validation.parquet").exists()
+
+    config_file(tmp_path, tasks=["rte"], data={"source": str(tmp_path / "glue data"), "seed": 1, "max_length": 64,
+                                                "bad_rows": "skip"})
+    snakemake_run(tmp_path, "--cores", "1", "results/data/rte/validation.parquet")
+    assert len(pd.read_parquet(tmp_path / "results/data/rte/validation.parquet")) == 12
+    skipped = pd.read_csv(tmp_path / "results/data/rte/validation.skipped.csv")
+    assert skipped.to_dict("records") == [{"file": str(source), "line": 6, "fields": 2, "expected": 4}]
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/results/mlflow.db")
+    runs = client.search_runs([client.get_experiment_by_name("test").experiment_id],
+                              filter_string="tags.rule = 'prepare_data'")
+    finished = [r for r in runs if r.info.status == "FINISHED"]
+    assert len(finished) == 1 and finished[0].data.metrics["rows_skipped"] == 1
+    assert finished[0].data.metrics["rows"] == 12
+    artifacts = [a.path for a in client.list_artifacts(finished[0].info.run_id)]
+    assert artifacts == ["validation.skipped.csv"]
