@@ -232,3 +232,122 @@ def test_bad_rows_skip_is_recorded_in_the_rule_outputs_and_mlflow(tmp_path, conf
     assert finished[0].data.metrics["rows"] == 12
     artifacts = [a.path for a in client.list_artifacts(finished[0].info.run_id)]
     assert artifacts == ["validation.skipped.csv"]
+
+
+# ---- 2. hostile texts show as text in the explorer and the report -------------------------------------------
+
+HOSTILE = [
+    "<!--<script> the row that blanked the explorer",
+    "<!--",
+    "<script>document.body.dataset.pwned = 'script'</script>",
+    "</script><script>document.body.dataset.pwned = 'end'</script>",
+    "</SCRIPT ><img src=x onerror=\"document.body.dataset.pwned='img'\">",
+    "]]> <![CDATA[ x ]]>",
+    "line\u2028separator and paragraph\u2029separator",
+    "&amp; &lt;b&gt; & &#x3c; {{DATA}} {{JS}} ${x} `tick` \"quote\" 'apostrophe' \\u003c",
+    "x" * 3000,  # a very long token
+    "<style>body{display:none}</style> -->",
+]
+
+
+def _prepared_hostile_rows(root: Path, typed_config):
+    """The hostile corpus through data preparation: a GLUE RTE dev.tsv -> the data rule's frame."""
+    from bertology.data import load_split
+
+    path = root / "RTE" / "dev.tsv"
+    path.parent.mkdir(parents=True)
+    rows = ["index\tsentence1\tsentence2\tlabel"]
+    rows += [f"{i}\t{HOSTILE[i % len(HOSTILE)]}\t{HOSTILE[(i + 3) % len(HOSTILE)]}\tentailment" for i in range(10)]
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    df = load_split("rte", "validation", typed_config({"data": {"source": str(root)}}).data)
+    assert df["text_a"].tolist() == [HOSTILE[i % len(HOSTILE)] for i in range(10)]  # every string intact
+    return df
+
+
+def test_script_json_escapes_every_markup_character():
+    from bertology.explorer import script_json
+
+    text = script_json({"t": HOSTILE})
+    assert not any(c in text for c in "<>&\u2028\u2029")
+    assert json.loads(text) == {"t": HOSTILE}
+
+
+@pytest.fixture(scope="module")
+def hostile_results(tmp_path_factory):
+    """test_explorer's results/ (real stores) with the hostile corpus as the RTE texts, words and token labels."""
+    import pandas as pd
+
+    from bertology.config import sections_from_json, validate_config
+    from tests.test_explorer import build_results
+
+    root = tmp_path_factory.mktemp("hostile")
+    typed = lambda o: sections_from_json(json.dumps(validate_config(dict(o))))  # noqa: E731
+    prepared = _prepared_hostile_rows(root / "glue", typed)
+    results = build_results(root / "run")
+    data_path = results / "data" / "rte" / "validation.parquet"
+    data = pd.read_parquet(data_path)
+    data["text_a"] = prepared["text_a"].to_numpy()[: len(data)]
+    data["text_b"] = prepared["text_b"].to_numpy()[: len(data)]
+    data.to_parquet(data_path)
+    words_path = results / "attention" / "rte" / "words.parquet"
+    words = pd.read_parquet(words_path)
+    words["text"] = [HOSTILE[i % len(HOSTILE)] for i in range(len(words))]
+    words.to_parquet(words_path)
+    (results / "models" / "rte" / "pretrained" / "tokenizer.json").unlink()  # token labels from the words
+    return results
+
+
+from tests.test_explorer import _open, _wait, browser  # noqa: E402,F401 - the browser fixture and helpers
+
+
+@pytest.mark.browser
+def test_hostile_texts_show_as_text_in_the_explorer(browser, hostile_results):  # noqa: F811
+    from bertology.explorer import load_explorer_data, render_explorer
+
+    data = load_explorer_data(hostile_results, ["rte", "sst2"], examples=6, seed=3)
+    data["model"] = HOSTILE[0]
+    page = hostile_results / "explorer.html"
+    page.write_text(render_explorer(data), encoding="utf-8")
+    pg, watch = _open(browser, page.resolve().as_uri())
+    _wait(pg, "overview")
+    assert pg.eval_on_selector_all("#task option", "os => os.length") == 2  # the page works: both tasks
+    assert HOSTILE[0] in pg.text_content("#meta") and pg.title().endswith(HOSTILE[0])
+    rte = data["tasks"][0]
+    assert any(w[0] == HOSTILE[0] for ex in rte["examples"] for w in ex["words"])
+    pg.click('#tabs button[data-view="example"]')
+    for i, ex in enumerate(rte["examples"]):
+        pg.select_option("#example-select", str(i))
+        _wait(pg, "example")
+        shown = pg.eval_on_selector_all("#example .extext > div", "ds => ds.map(d => d.textContent)")
+        assert f"A {ex['text_a']}" in shown and f"B {ex['text_b']}" in shown
+    pg.click('#tabs button[data-view="head"]')
+    _wait(pg, "head")
+    labels = pg.eval_on_selector_all("#head svg text.tok", "ts => ts.map(t => t.textContent)")
+    assert any(HOSTILE[2][:20] in label or label in HOSTILE for label in labels), labels[:5]
+    assert pg.evaluate("document.body.dataset.pwned") is None
+    assert pg.evaluate("document.querySelectorAll('script, img, style').length") == 3  # data, code, css
+    watch.check()
+    pg.close()
+
+
+@pytest.mark.browser
+def test_hostile_texts_show_as_text_in_the_report(browser, hostile_results):  # noqa: F811
+    import pandas as pd
+
+    from bertology.report import build_report
+
+    pd.DataFrame({"task": HOSTILE, "value": range(len(HOSTILE))}).to_csv(
+        hostile_results / "stats" / "sieve_summary.csv", index=False)
+    out = hostile_results / "report.html"
+    out.write_text(build_report(hostile_results, {"model": HOSTILE[0], "tasks": ["rte"],
+                                                  "data": {"source": HOSTILE[3]}}), encoding="utf-8")
+    pg, watch = _open(browser, out.resolve().as_uri())
+    pg.wait_for_load_state("load")
+    header = pg.text_content("header")
+    assert HOSTILE[0] in header and HOSTILE[3] in header
+    cells = pg.eval_on_selector_all("td", "ts => ts.map(t => t.textContent)")
+    assert all(h in cells for h in HOSTILE[:6])
+    assert pg.evaluate("document.body.dataset.pwned") is None
+    assert pg.evaluate("document.querySelectorAll('script').length") == 0
+    watch.check()
+    pg.close()
