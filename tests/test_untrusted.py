@@ -471,3 +471,47 @@ def test_a_full_disk_in_any_step_names_the_file_and_the_free_space(tmp_path, mon
     assert len(err) == 1 and err[0].startswith(f"bertology prepare-data: error: the disk is full while writing "
                                                f"{tmp_path / 'out.parquet'}: "), err
     assert f"is free on the filesystem of {tmp_path}" in err[0]
+
+
+# ---- 6. a locked tracking store: one line, not MLflow's SQLAlchemy traceback --------------------------------
+
+def test_a_locked_tracking_store_is_one_line_at_the_end(tmp_path, monkeypatch):
+    """A sqlite store another process holds a write lock on: ending the workflow's run (the Snakefile's
+    onsuccess, run here as the workflow's process runs it) fails, is kept for replay, and says so in one line
+    (MLflow logged a 30-line SQLAlchemy traceback for every try)."""
+    import textwrap
+
+    from bertology import tracking
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow.db")
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "t")
+    tracking.init_store()
+    tracking.parent_run_id("inv-locked", params={"model": "m"})
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import sqlite3, time
+        db = sqlite3.connect({str(tmp_path / 'mlflow.db')!r}, isolation_level=None)
+        db.execute("BEGIN IMMEDIATE")  # readers go on, every writer waits and fails: "database is locked"
+        print("locked", flush=True)
+        time.sleep(120)
+        """)], stdout=subprocess.PIPE, text=True)
+    end = textwrap.dedent("""
+        import functools
+        from bertology import tracking
+        from bertology.workflow import on_end
+        tracking._retry = functools.partial(tracking._retry, tries=1)  # one try, not eight: a quicker test
+        on_end("inv-locked", "FINISHED")
+        """)
+    try:
+        assert holder.stdout.readline() == "locked\n"
+        proc = subprocess.run([sys.executable, "-c", end], capture_output=True, text=True, cwd=tmp_path)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert lines[0].startswith("MLflow: could not end the workflow run (MlflowException: (sqlite3.OperationalError) "
+                               "database is locked); kept in .bertology/pending/"), lines
+    assert len(tracking.pending_records()) == 1  # kept, and sent once the lock is gone
+    assert tracking.replay_pending() == (1, 0)
