@@ -515,3 +515,49 @@ def test_a_locked_tracking_store_is_one_line_at_the_end(tmp_path, monkeypatch):
                                "database is locked); kept in .bertology/pending/"), lines
     assert len(tracking.pending_records()) == 1  # kept, and sent once the lock is gone
     assert tracking.replay_pending() == (1, 0)
+
+
+# ---- the rest of the class: FrameNet XML and CoNLL-U files ---------------------------------------------------
+
+LAUGHS = ('<?xml version="1.0"?>\n<!DOCTYPE l [<!ENTITY a "aaaaaaaaaa">'
+          + "".join(f'<!ENTITY {chr(98 + i)} "{("&" + chr(97 + i) + ";") * 10}">' for i in range(8))
+          + ']>\n<fullTextAnnotation><sentence ID="1"><text>&i;</text></sentence></fullTextAnnotation>\n')
+XXE = ('<?xml version="1.0"?>\n<!DOCTYPE x [<!ENTITY e SYSTEM "file:///etc/hostname">]>\n'
+       '<fullTextAnnotation><sentence ID="1"><text>&e;</text></sentence></fullTextAnnotation>\n')
+
+
+@pytest.mark.parametrize("text, what", [
+    ('<?xml version="1.0"?>\n<fullTextAnnotation><sentence ID="1"><text>cut', ":2:"),
+    (LAUGHS, "limit on input amplification factor"),  # "billion laughs": refused by the parser, not expanded
+    (XXE, "undefined entity &e;"),  # an external entity is never read
+])
+def test_a_broken_or_hostile_framenet_file_is_one_line(tmp_path, text, what):
+    from bertology.data import DataError
+    from bertology.steps.kovaleva import read_release
+
+    (tmp_path / "fn" / "frame").mkdir(parents=True)
+    (tmp_path / "fn" / "fulltext").mkdir()
+    path = tmp_path / "fn" / "fulltext" / "doc.xml"
+    path.write_text(text)
+    with pytest.raises(DataError) as err:
+        read_release(tmp_path / "fn")
+    message = str(err.value)
+    assert message.startswith(f"{path}:") and what in message and "not well-formed FrameNet XML" in message
+
+
+@pytest.mark.parametrize("content, expected", [
+    (b"# sent_id = s1\n1\tThe\tthe\tDET\tDT\t_\t2\tdet\t_\t_\n2\tdog\tdog\tNOUN\tNN\t_\t0\troot\t_\t_\n\n"
+     b"# sent_id = s2\n1\tA\ta\tDET\n\n",
+     "{path}, sentence s2: token 1 ('A') has 4 of the 10 tab-separated CoNLL-U fields"),
+    (b"# sent_id = s1\n1\tThe\tthe\tDET\tDT\t_\t2\tdet\t_\t_\n2\tcaf\xe9\tcafe\tNOUN\tNN\t_\t0\troot\t_\t_\n\n",
+     "{path}:3:6: byte 0xe9 is not UTF-8"),
+])
+def test_a_broken_conllu_file_names_file_and_place(tmp_path, content, expected):
+    from bertology.clark.conllu import read_treebanks
+    from bertology.data import DataError
+
+    path = tmp_path / "gold.conllu"
+    path.write_bytes(content)
+    with pytest.raises(DataError) as err:
+        read_treebanks([path])
+    assert str(err.value).startswith(expected.format(path=path)), str(err.value)
