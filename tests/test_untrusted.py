@@ -10,6 +10,7 @@ import ast
 import json
 import os
 import pty
+import re
 import select
 import shutil
 import subprocess
@@ -561,3 +562,38 @@ def test_a_broken_conllu_file_names_file_and_place(tmp_path, content, expected):
     with pytest.raises(DataError) as err:
         read_treebanks([path])
     assert str(err.value).startswith(expected.format(path=path)), str(err.value)
+
+
+# ---- the pattern CNN's label sheet and classifier file ------------------------------------------------------
+
+@pytest.mark.parametrize("layer, head", [(-1, 0), (0, 7), ("x", 1)])
+def test_a_label_row_outside_the_store_names_its_line(hostile_results, layer, head):
+    import pandas as pd
+
+    from bertology.kovaleva import patterns as pat
+    from bertology.store import open_store
+
+    store = open_store(hostile_results / "attention" / "rte" / "pretrained.zarr")
+    sheet = pd.DataFrame({"example": [1, 1], "layer": [0, layer], "head": [0, head], "label": ["diagonal", "block"]})
+    with pytest.raises(ValueError, match=rf"label row 1 \(line 3 of the label file\): layer {re.escape(repr(layer))}, "
+                                         rf"head {re.escape(repr(head))} are not in 0..1 x 0..2"):
+        pat.labelled_maps(sheet, [store])
+
+
+def test_a_pickled_classifier_file_never_runs(tmp_path):
+    import pickle
+
+    from bertology.kovaleva.patterns import PatternCNN
+
+    marker = tmp_path / "ran.txt"
+
+    class Payload:
+        def __reduce__(self):
+            return (Path.write_text, (marker, "the classifier file's code ran"))
+
+    path = tmp_path / "cnn.pt"
+    path.write_bytes(pickle.dumps({"classes": [], "payload": Payload()}, protocol=2))
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(path))} cannot be read as a pattern classifier "
+                                         rf"\(UnpicklingError: "):
+        PatternCNN.load(path)
+    assert not marker.exists()
