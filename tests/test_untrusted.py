@@ -597,3 +597,23 @@ def test_a_pickled_classifier_file_never_runs(tmp_path):
                                          rf"\(UnpicklingError: "):
         PatternCNN.load(path)
     assert not marker.exists()
+
+
+def test_a_workflow_run_kept_at_start_ends_finished_after_replay(tmp_path, monkeypatch):
+    """The store failed at the start (its parent run kept under .bertology/pending/) and answers at the end:
+    the run's end is kept with it, so the replayed run ends FINISHED (it stayed RUNNING)."""
+    import mlflow
+
+    from bertology import tracking
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow.db")
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "t")
+    tracking._keep_parent("inv-kept", {"model": "m"}, [])  # what start_invocation keeps when the store fails
+    tracking.init_store()
+    tracking.end_invocation("inv-kept", "FINISHED")
+    assert tracking.replay_pending() == (2, 0)
+    client = mlflow.MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    (run,) = client.search_runs([client.get_experiment_by_name("t").experiment_id])
+    assert run.data.tags["bertology.invocation"] == "inv-kept" and run.info.status == "FINISHED"
+    assert run.data.params["model"] == "m"

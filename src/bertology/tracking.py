@@ -462,9 +462,23 @@ def end_invocation(invocation: str, status: str = "FINISHED", uri: str | None = 
         run_id = parent_run_id(invocation, uri, experiment, create=False)
         if run_id:
             _retry(client.set_terminated, run_id, status)
+        elif _kept_parent(invocation):  # the store failed at the start: the run's end goes where its start is
+            _keep_parent(invocation, None, [{"end": status}])
     except Exception as err:  # noqa: BLE001 - the workflow's outcome does not depend on tracking
         path = _keep_parent(invocation, None, [{"end": status}])
         log.warning("MLflow: could not end the workflow run (%s); kept in %s", reason(err), path)
+
+
+def _kept_parent(invocation: str) -> bool:
+    """Whether the workflow run of `invocation` waits under PENDING_DIR (its start could not be sent)."""
+    for path in pending_records():
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if data.get("kind") == "workflow" and data.get("invocation") == invocation:
+            return True
+    return False
 
 
 def fail_stale_runs(invocation: str, uri: str | None = None, experiment: str | None = None) -> int:
