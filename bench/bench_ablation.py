@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bertology.ablation import disable as dis
+from bertology.ablation import heads
 from bertology.ablation import figures as fig
 from bertology.ablation import stats as ast
 from bertology.ablation import sweep as ab
@@ -61,7 +61,7 @@ def main() -> int:
     df = normalise(read_glue_split(Path(args.glue), spec, "validation"), spec)
     if args.examples:
         df = df.head(args.examples)
-    model, tok, what = load_rte_classifier(args.model, device, dis.enable_disabling)
+    model, tok, what = load_rte_classifier(args.model, device, heads.enable_heads)
     batches = ab.encode_batches(tok, df, args.max_length, args.batch_size)
     n_layers, n_heads = model.config.num_hidden_layers, model.config.num_attention_heads
     configs = ab.sweep_configurations(n_layers, n_heads)
@@ -99,7 +99,7 @@ def main() -> int:
             t = time.perf_counter()
             with torch.no_grad():
                 for c, m in enumerate(masks):
-                    kw = {dis.DISABLED_KWARG: m} if m.any() else {}
+                    kw = {heads.DISABLED_KWARG: m} if m.any() else {}
                     naive[c, batch.rows] = model(input_ids=b.input_ids, attention_mask=b.attention_mask,
                                                  token_type_ids=b.token_type_ids, **kw).logits.double().cpu().numpy()
             sync()

@@ -24,7 +24,7 @@ sys.path.insert(0, str(REPO / "src"))
 
 
 def synthetic_store(path: Path, *, examples: int, layers: int, heads: int, max_length: int, chunk: int, seed: int = 0):
-    """A store of DESIGN section 5 with softmax maps mixing [CLS]/[SEP] stripes, diagonals and noise, and
+    """A store of docs/reference.md#store with softmax maps mixing [CLS]/[SEP] stripes, diagonals and noise, and
     a words table (one word per wordpiece, POS cycling); returns (store path, words path)."""
     import dask.array as da
     import pandas as pd

@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from bertology.ablation import figures as fig
+from bertology.ablation import heads
 from bertology.ablation import importance as imp
 from bertology.ablation import pruning as pr
 from bertology.ablation import sweep as ab
@@ -60,11 +61,12 @@ def main() -> int:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     spec = get_task("rte")
-    train = sample_rows(normalise(read_glue_split(Path(args.glue), spec, "train"), spec), args.train_examples, 42)
+    train = sample_rows(normalise(read_glue_split(Path(args.glue), spec, "train"), spec), args.train_examples, 42,
+                        short_split="error")
     dev = normalise(read_glue_split(Path(args.glue), spec, "validation"), spec)
     if args.examples:
         dev = dev.head(args.examples)
-    model, tok, what = load_rte_classifier(args.model, device, imp.enable_gates)
+    model, tok, what = load_rte_classifier(args.model, device, heads.enable_heads)
     n_layers, n_heads = model.config.num_hidden_layers, model.config.num_attention_heads
     from tqdm.auto import tqdm
 

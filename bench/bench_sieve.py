@@ -5,7 +5,7 @@
 
 Real mode: the first --examples of the task's dev split (shared/data/glue), parsed by spaCy
 (bertology.annotate), aligned to wordpieces, run through the model (default: the embedded MiniLM-L6,
-pretrained) with eager attention, written as an attention store of DESIGN section 5 (to_zarr, chunks of
+pretrained) with eager attention, written as an attention store of docs/reference.md#store (to_zarr, chunks of
 --chunk examples), then `bertology.sieve.reduce.run_sieve` with the threads scheduler. Prints and writes
 (--out) the time, peak RSS, sieve.csv, sieve_summary row and Figs. 3-5.
 

@@ -12,7 +12,7 @@ import torch
 def load_rte_classifier(model_arg: str | None, device: torch.device, enable: Callable):
     """(enable(model), tokenizer, what was loaded): `model_arg` if it is a directory, else MiniLM + a seeded head.
 
-    enable: the mechanism the benchmark exercises (importance.enable_gates or disable.enable_disabling).
+    enable: the mechanism the benchmark exercises (bertology.ablation.heads.enable_heads).
     """
     from bertology.models import load_classifier, load_encoder, load_tokenizer, resolve_model
 

@@ -1,10 +1,10 @@
-# Disabling heads and layers (Kovaleva et al. 2019, section 4.6, Figs. 8-9; DESIGN section 6).
+# Disabling heads and layers (Kovaleva et al. 2019, section 4.6, Figs. 8-9; docs/reference.md#disabling).
 #   results/ablation/{task}/heads.csv      every head disabled alone (uniform attention over real tokens)
 #   results/ablation/{task}/layers.csv     every layer's heads disabled together
 #   results/ablation/{task}/summary.csv    random-head expectation, best/worst, gains surviving BH
 #   results/ablation/{task}/summary.json   the same as counts, the verdict in words, the column meanings
 #   results/figures/ablation-heads-{task}.png, ablation-layers-{task}.png
-# Head importance and pruning (Michel et al. 2019; DESIGN section 6):
+# Head importance and pruning (Michel et al. 2019; docs/reference.md#importance):
 #   results/ablation/{task}/importance.csv  layer, head, importance (E|dL/d gate|, l2-normalised per layer)
 #   results/ablation/{task}/pruning.csv     the metric with 0..100% of heads pruned, by importance and at random
 #   results/figures/importance-{task}.png, pruning-{task}.png

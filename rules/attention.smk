@@ -1,4 +1,4 @@
-# The attention store (DESIGN section 5), its sample and its word annotations.
+# The attention store (docs/reference.md#store), its sample and its word annotations.
 #   results/attention/{task}/sample.parquet         the seeded sample of the attention split, in store order
 #   results/attention/{task}/words.parquet          spaCy words of the sample (POS, tag, dep, head)
 #   results/attention/{task}/{variant}.zarr         variant: pretrained | finetuned

@@ -7,46 +7,16 @@ import math
 import numpy as np
 import pytest
 import torch
-from transformers import BertConfig, BertForSequenceClassification
 
-from bertology.ablation import disable as dis
+from bertology.ablation import heads as dis
 from bertology.ablation import stats as ast
 from bertology.ablation import sweep as sw
 from bertology.metrics import compute_metrics
-
-L, H, D = 3, 4, 32
-
-
-def tiny_classifier(num_labels: int = 3, seed: int = 0, attn: str = dis.ATTN_IMPLEMENTATION):
-    cfg = BertConfig(vocab_size=50, hidden_size=D, num_hidden_layers=L, num_attention_heads=H, intermediate_size=48,
-                     max_position_embeddings=32, num_labels=num_labels, hidden_dropout_prob=0.0,
-                     attention_probs_dropout_prob=0.0, initializer_range=0.3)  # peaked attention
-    torch.manual_seed(seed)
-    model = BertForSequenceClassification(cfg).eval()
-    if attn == dis.ATTN_IMPLEMENTATION:
-        dis.enable_disabling(model)
-    else:
-        model.set_attn_implementation(attn)
-    return model
-
-
-def random_examples(n: int, seed: int = 1, low: int = 3, high: int = 14):
-    g = torch.Generator().manual_seed(seed)
-    lengths = torch.randint(low, high, (n,), generator=g).tolist()
-    ids = [[2] + torch.randint(5, 50, (k - 2,), generator=g).tolist() + [3] for k in lengths]
-    tts = [[0] * (k // 2) + [1] * (k - k // 2) for k in lengths]
-    return ids, tts
-
+from tests.builders.ablation import D, H, L, padded, random_examples, tiny_classifier
 
 @pytest.fixture(scope="module")
 def model():
     return tiny_classifier()
-
-
-def padded(ids, tts):
-    (batch,) = sw.make_batches(ids, tts, 0, len(ids))
-    order = np.argsort(batch.rows)
-    return (batch.input_ids[order], batch.token_type_ids[order], batch.attention_mask[order])
 
 
 def test_nothing_disabled_equals_the_plain_model(model):

@@ -9,13 +9,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bertology import cli
 from bertology.clark import entropy as ent
 from bertology.clark import parser as prs
 from bertology.clark.conllu import read_treebanks, truncation
-from bertology.config import sections_json, validate_config
+from bertology.config import validate_config
 from bertology.kovaleva import reduce as red
 from tests.builders import kovaleva as kb
+from tests.builders.steps import run_step
 
 # --------------------------------------------------------------------------------------------------
 # entropy
@@ -251,16 +251,6 @@ def independent_counts(text: str) -> tuple[Counter, dict[str, Counter]]:
             n[cols[7]] += 1
             offsets[cols[7]][int(cols[6]) - int(cols[0])] += 1
     return n, offsets
-
-
-def run_step(name, cfg, wildcards, inputs, outputs):
-    argv = [name.replace("_", "-"), "--no-mlflow", "--no-progress", "--config",
-            sections_json(cfg, cli.STEPS[name].sections)]
-    for flag, items in (("-w", wildcards), ("--input", inputs), ("--output", outputs)):
-        for key, value in items.items():
-            for v in value if isinstance(value, list) else [value]:
-                argv += [flag, f"{key}={v}"]
-    return cli.main(argv)
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from bertology.data import DataError, load_split, normalise, sample_rows
-from bertology.data.glue_dir import read_glue_split
+from bertology.data.glue_dir import read_glue_rows, read_glue_split
 from bertology.tasks import TASKS, get_task
 
 
@@ -161,7 +161,7 @@ def test_too_many_malformed_rows_is_an_error_even_with_skip(tmp_path):
     for bad_rows in ("error", "skip"):
         with pytest.raises(DataError, match=re.escape(f"{path}: 20 of 30 rows (line(s) 3, 4, 6,") + r".*"
                                             + re.escape("and 0 more") * 0 + r".*is this a GLUE QQP file\?"):
-            read_glue_split(root, get_task("qqp"), "validation", bad_rows=bad_rows)
+            read_glue_rows(root, get_task("qqp"), "validation", bad_rows=bad_rows)
 
 
 def test_many_malformed_lines_are_all_counted_and_the_first_named(tmp_path):
@@ -287,22 +287,22 @@ def test_edited_source_file_reruns_the_data_rule_and_what_follows(tmp_path, conf
 def test_sample_rows_is_seeded_sorted_and_seed_dependent(caplog):
     df = pd.DataFrame({"idx": np.arange(100), "text_a": [f"t{i}" for i in range(100)], "text_b": None,
                        "label": np.arange(100) % 2})
-    a, b, c = sample_rows(df, 10, seed=1), sample_rows(df, 10, seed=1), sample_rows(df, 10, seed=2)
+    a, b, c = sample_rows(df, 10, seed=1, short_split="error"), sample_rows(df, 10, seed=1, short_split="error"), sample_rows(df, 10, seed=2, short_split="error")
     pd.testing.assert_frame_equal(a, b)
     assert a["idx"].is_monotonic_increasing and len(a) == 10 and a.index.tolist() == list(range(10))
     assert a["idx"].tolist() != c["idx"].tolist()
     assert set(a["idx"]) <= set(df["idx"])
-    pd.testing.assert_frame_equal(sample_rows(df, None, 1), df)
+    pd.testing.assert_frame_equal(sample_rows(df, None, 1, short_split="error"), df)
     with pytest.raises(DataError, match=re.escape(
             "rte/validation: attention.examples asks for 1000 examples but the split has only 100; set "
             "attention.examples to at most 100, or to null for all of them, or set data.short_split: all")):
-        sample_rows(df, 1000, 1, what="rte/validation", key="attention.examples")
+        sample_rows(df, 1000, 1, what="rte/validation", key="attention.examples", short_split="error")
     with caplog.at_level(logging.WARNING):
         pd.testing.assert_frame_equal(sample_rows(df, 1000, 1, what="rte/validation", key="attention.examples",
                                                   short_split="all"), df)
     assert "rte/validation: attention.examples asks for 1000 examples but the split has only 100: all 100" in caplog.text
     with pytest.raises(DataError, match="^rte/train: the split is empty"):
-        sample_rows(df.iloc[:0], 5, 1, what="rte/train")
+        sample_rows(df.iloc[:0], 5, 1, what="rte/train", short_split="error")
 
 
 # ---- hub source, offline --------------------------------------------------------------------------------

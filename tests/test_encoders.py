@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 import torch
 
-from bertology.ablation import disable as dis
+from bertology.ablation import heads as dis
 from bertology.ablation import sweep as sw
 from bertology.encoding import segments
 from tests.builders.encoders import ARCHITECTURES, build_encoder
@@ -87,7 +87,7 @@ def store(model_dir, frame, words, tmp_path_factory):
 def classifier(model_dir):
     from bertology.models import load_encoder
 
-    return dis.enable_disabling(load_encoder(str(model_dir), classifier=True))
+    return dis.enable_heads(load_encoder(str(model_dir), classifier=True))
 
 
 def tokenizer(model_dir):
@@ -150,7 +150,7 @@ def test_sieve_block_is_the_segment(arch, store, words):
     assert (table.loc[table["role"] == "block", "n"] == len(ds["example"])).all()
     ids, seg, length = ds["input_ids"].values, ds["segment"].values, ds["length"].values
     sieve, queries = build_masks(ids, seg, ds["word_ids"].values, length, None,
-                                 specials=SpecialTokens.of(ds.attrs), roles=("block", "local"))
+                                 specials=SpecialTokens.of(ds.attrs), window=2, roles=("block", "local"))
     cls, sep = SpecialTokens.of(ds.attrs).masks(ids, length)
     for e in range(len(length)):
         n = int(length[e])
@@ -226,7 +226,7 @@ def test_nothing_disabled_is_the_eager_model(arch, model_dir, frame):
             with dis.disabled_heads(model, mask):
                 got = model(**sw.model_inputs(model, b)).logits
         torch.testing.assert_close(got, want, atol=1e-6, rtol=0)
-    assert model.bertology_disabling == ("forward_hook" if arch == "deberta-v2" else "attention_interface")
+    assert model.bertology_heads == ("forward_hook" if arch == "deberta-v2" else "attention_interface")
 
 
 def test_disabled_heads_equal_the_zeroed_query_key_reference(arch, model_dir, frame):
@@ -238,7 +238,7 @@ def test_disabled_heads_equal_the_zeroed_query_key_reference(arch, model_dir, fr
     batches = padded_batch(tokenizer(model_dir), frame, [0, 1, 2, 3, 4])
     got = sw.forward_logits(model, batches, disabled, 5)
     ref_model = reference_model(model_dir, disabled)
-    want = sw.forward_logits(dis.enable_disabling(ref_model), batches, None, 5)
+    want = sw.forward_logits(dis.enable_heads(ref_model), batches, None, 5)
     np.testing.assert_allclose(got, want, atol=1e-5)
     intact = sw.forward_logits(model, batches, None, 5)
     assert np.abs(intact - got).max() > 1e-4  # disabling changed something (the test can fail)
@@ -298,11 +298,11 @@ def test_sweeps_fall_back_and_agree(arch, model_dir, frame):
 
 def test_importance_gradients_and_pruning(arch, model_dir, frame):
     """Gate gradients = finite differences of the loss (float64); pruning with the resolved method = naive."""
-    from bertology.ablation.importance import enable_gates, gate_gradients, per_example_loss
+    from bertology.ablation.importance import gate_gradients, per_example_loss
     from bertology.ablation.pruning import pruned_logits
     from bertology.models import load_encoder
 
-    model = enable_gates(load_encoder(str(model_dir), classifier=True).double())
+    model = dis.enable_heads(load_encoder(str(model_dir), classifier=True).double())
     L, H = model.config.num_hidden_layers, model.config.num_attention_heads
     (b,) = padded_batch(tokenizer(model_dir), frame, [0, 3, 5])
     labels = torch.tensor(frame.loc[[0, 3, 5], "label"].tolist())

@@ -2,7 +2,7 @@
 
 A small results/ directory is built here: real attention stores written by bertology.store's writer (2 layers
 x 3 heads, random post-softmax maps), a words table with dependency arcs, sieve.csv and sieve_scores.npz
-from the real sieve code, and the per-head CSVs in their DESIGN section 4 columns. The page is then opened
+from the real sieve code, and the per-head CSVs in their docs/reference.md#columns columns. The page is then opened
 from disk (file://) in Debian's Chromium driven by Playwright (never a downloaded browser): a head and an
 example are clicked and the maps and values on screen are compared with the stores and the CSVs.
 """
@@ -20,8 +20,9 @@ import pandas as pd
 import pytest
 
 from bertology import store as st
+from bertology.data import sample_positions
 from bertology.explorer import (decode_maps, explorer_inputs, load_explorer_data, quantise, render_explorer,
-                                sample_positions, write_explorer)
+                                write_explorer)
 
 L, H, Q, E = 2, 3, 16, 10
 CLS, SEP, PAD = 101, 102, 0
@@ -313,8 +314,8 @@ def test_size_budget_leaves_examples_out(results):
 
 
 def test_missing_store_task_is_skipped(results, tmp_path):
-    out = write_explorer(results, ["rte", "cola"], tmp_path / "e.html", examples=2)
-    data = load_explorer_data(results, ["cola"], examples=2)
+    out = write_explorer(results, ["rte", "cola"], tmp_path / "e.html", examples=2, seed=0)
+    data = load_explorer_data(results, ["cola"], examples=2, seed=0)
     assert data["tasks"] == [] and data["skipped"][0]["task"] == "cola"
     assert out.stat().st_size > 0
 
@@ -553,11 +554,12 @@ def _check_arcs(pg, t, *, example, lay, hd, variant):
 
 @pytest.mark.browser
 def test_report_in_chromium(browser, results, page):
+    from bertology.config import validate_config
     from bertology.report import build_report
 
     out = results / "report.html"
-    out.write_text(build_report(results, {"model": "tiny", "tasks": ["rte", "sst2"], "data": {"source": "demo"},
-                                          "note": "x" * 400}), encoding="utf-8")
+    config = validate_config({"model": "tiny", "tasks": ["rte", "sst2"], "data": {"source": "demo"}})
+    out.write_text(build_report(results, {**config, "note": "x" * 400}), encoding="utf-8")
     url = out.resolve().as_uri()
     pg, watch = _open(browser, url, width=1400)
     pg.wait_for_load_state("load")

@@ -205,17 +205,17 @@ def test_random_init_differs_from_pretrained_and_is_seeded(tiny_model_dir):
 
 
 def test_classifier_config_and_bad_init(tiny_model_dir):
-    model = load_classifier(str(tiny_model_dir), 3, id2label={0: "entailment", 1: "neutral", 2: "contradiction"})
+    model = load_classifier(str(tiny_model_dir), 3, seed=42, id2label={0: "entailment", 1: "neutral", 2: "contradiction"})
     assert model.config.num_labels == 3 and model.config.id2label[2] == "contradiction"
     assert model.config.label2id["neutral"] == 1
-    reg = load_classifier(str(tiny_model_dir), 1, regression=True)
+    reg = load_classifier(str(tiny_model_dir), 1, seed=42, regression=True)
     assert reg.config.problem_type == "regression"
     with pytest.raises(ValueError, match="pretrained.*random"):
-        load_classifier(str(tiny_model_dir), 2, init="xavier")
+        load_classifier(str(tiny_model_dir), 2, init="xavier", seed=42)
 
 
 def test_eager_attention_rows_sum_to_one(tiny_model_dir):
-    model = load_classifier(str(tiny_model_dir), 2, init="pretrained").eval()
+    model = load_classifier(str(tiny_model_dir), 2, init="pretrained", seed=42).eval()
     assert model.config._attn_implementation == "eager"
     tok = load_tokenizer(str(tiny_model_dir))
     enc = tok(["The cat sat on the mat.", "Short one."], ["It was happy.", "Yes."], padding=True,

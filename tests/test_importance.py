@@ -12,13 +12,14 @@ import pytest
 import torch
 
 from bertology.ablation import importance as imp
+from bertology.ablation.heads import enable_heads
 from bertology.ablation import pruning as pr
 from bertology.ablation import sweep as sw
-from tests.test_ablation import H, L, padded, random_examples, tiny_classifier
+from tests.builders.ablation import H, L, padded, random_examples, tiny_classifier
 
 
 def gated_model(num_labels: int = 3, seed: int = 0):
-    return imp.enable_gates(tiny_classifier(num_labels, seed=seed, attn="eager"))
+    return tiny_classifier(num_labels, seed=seed)
 
 
 @pytest.fixture(scope="module")
@@ -206,7 +207,7 @@ def other_arch(name: str):
 @pytest.mark.parametrize("arch", ["roberta", "electra"])
 def test_gates_on_other_architectures(arch):
     plain = other_arch(arch)
-    model = imp.enable_gates(other_arch(arch))
+    model = enable_heads(other_arch(arch))
     x = torch.randint(5, 50, (4, 9), generator=torch.Generator().manual_seed(2))
     m = torch.ones_like(x)
     m[1, 6:] = 0

@@ -8,11 +8,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bertology.cli import STEPS, main
+from bertology.cli import STEPS
 from bertology.config import sections_json, validate_config
 from tests.builders import identity_attrs
 from tests.builders.kovaleva import (build_store, long_example, maps, pair_example, single_example, words_table,
                                      write_store)
+from tests.builders.steps import run_step
 
 EXAMPLES = [pair_example(), single_example(), pair_example(), long_example(8, 6)]
 # the config the stores were "extracted" under (the analyses refuse a store of other settings)
@@ -36,9 +37,7 @@ def files(flag: str, **paths) -> list[str]:
 
 
 def run(step: str, *, wildcards: dict | None = None, inputs: dict, outputs: dict) -> int:
-    argv = [step.replace("_", "-"), *[a for k, v in (wildcards or {}).items() for a in ("-w", f"{k}={v}")],
-            *files("--input", **inputs), *files("--output", **outputs), "--config", config(step), "--no-mlflow"]
-    return main(argv)
+    return run_step(step, config(step), wildcards, inputs, outputs)
 
 
 @pytest.fixture(scope="module")

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from bertology.config import validate_config
 from bertology.kovaleva import cosine, features as feat
 from bertology.store import SpecialTokens
 from tests.builders.kovaleva import CLS_ID, SEP_ID, on_columns, pair_example, previous_token, single_example, uniform
@@ -13,7 +14,7 @@ from tests.builders.kovaleva import CLS_ID, SEP_ID, on_columns, pair_example, pr
 
 def _tokens(ex, names=feat.CLS_FEATURES, n=None):
     n = ex.n if n is None else n
-    flags = {k: v.to_numpy() for k, v in feat.word_feature_flags(pd.DataFrame(ex.words)).items()}
+    flags = {k: v.to_numpy() for k, v in feat.word_feature_flags(pd.DataFrame(ex.words), negation="paper").items()}
     cls, sep = SpecialTokens(CLS_ID, SEP_ID).masks(np.array(ex.input_ids())[:n], n)
     return feat.feature_tokens(np.array(ex.word_ids), cls, sep, flags, names)
 
@@ -29,7 +30,7 @@ def _tokens(ex, names=feat.CLS_FEATURES, n=None):
     ("snot", False, False), ("on", False, False), ("dont", False, False),
 ])
 def test_negation_is_whole_word(text, paper, extended):
-    assert feat.is_negation(text) is paper                       # the paper's footnote-6 list is the default
+    assert validate_config({})["analysis"]["features"]["negation"] == "paper"   # the paper's footnote-6 list
     assert feat.is_negation(text, negation="paper") is paper
     assert feat.is_negation(text, negation="extended") is extended
 
@@ -56,7 +57,7 @@ def test_paper_list_is_footnote_6_exactly():
     (None, "n't", True, False, True),
 ])
 def test_contractions_count_through_their_clitic(host, clitic, attached, paper, extended):
-    assert feat.is_negation(clitic, host, attached=attached) is paper
+    assert feat.is_negation(clitic, host, negation="paper", attached=attached) is paper
     assert feat.is_negation(clitic, host, negation="extended", attached=attached) is extended
 
 
@@ -71,16 +72,16 @@ def test_negation_flags_read_the_host_within_example_and_segment():
 
 
 def test_word_flags_from_annotation():
-    flags = feat.word_feature_flags(pd.DataFrame(pair_example().words))  # "It did n't ."
+    flags = feat.word_feature_flags(pd.DataFrame(pair_example().words), negation="paper")  # "It did n't ."
     assert flags["noun"].tolist() == [False, True, False, False, False, False, False]
     assert flags["subject"].tolist() == [False, True, False, True, False, False, False]
     assert flags["pronoun"].tolist() == [False, False, False, True, False, False, False]
     assert flags["negation"].tolist() == [False, False, False, False, False, True, False]
     assert flags["punctuation"].tolist() == [False] * 6 + [True]
-    assert not feat.word_feature_flags(pd.DataFrame(single_example().words))["negation"].any()
+    assert not feat.word_feature_flags(pd.DataFrame(single_example().words), negation="paper")["negation"].any()
     words = pd.DataFrame(pair_example().words)
     words.loc[4, "text"] = "does"                                      # "It does n't ." -> doesn't
-    assert not feat.word_feature_flags(words)["negation"].any()
+    assert not feat.word_feature_flags(words, negation="paper")["negation"].any()
     assert feat.word_feature_flags(words, negation="extended")["negation"].tolist() == [False] * 5 + [True, False]
 
 

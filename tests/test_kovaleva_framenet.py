@@ -134,11 +134,11 @@ def test_link_scores_read_the_model_in_both_directions(release, tiny_model_dir):
                     att[i, 1][np.ix_(f, q)] = 0.3
             return SimpleNamespace(attentions=(att,))
 
-    both = fn.link_scores_both(links, tok, Known(), batch_size=len(items))
+    both = fn.link_scores_both(links, tok, Known(), batch_size=len(items), max_length=128)
     assert both["target_fe"].shape == (len(items), 1, 2)
     assert np.allclose(both["target_fe"], [[0.6, 0.05]]) and np.allclose(both["fe_target"], [[0.05, 0.3]])
-    assert np.array_equal(fn.link_scores(links, tok, Known(), batch_size=len(items)), both["target_fe"])
-    assert np.array_equal(fn.link_scores(links, tok, Known(), batch_size=len(items), direction="fe_target"),
+    assert np.array_equal(fn.link_scores(links, tok, Known(), batch_size=len(items), max_length=128), both["target_fe"])
+    assert np.array_equal(fn.link_scores(links, tok, Known(), batch_size=len(items), max_length=128, direction="fe_target"),
                           both["fe_target"])
 
 
@@ -169,7 +169,7 @@ def test_link_scores_on_a_tiny_model(release, tiny_model_dir):
     from bertology.models import load_encoder, load_tokenizer
 
     tok, model = load_tokenizer(str(tiny_model_dir)), load_encoder(str(tiny_model_dir))
-    scores = fn.link_scores(links, tok, model, batch_size=1)
+    scores = fn.link_scores(links, tok, model, batch_size=1, max_length=128)
     assert scores.shape == (2, 2, 4) and np.all((scores > 0) & (scores <= 1))
     # independent check of item 0: 'agitated' (the target, queries) -> 'He' (the FE) over every wordpiece pair
     words = links["text"].iloc[0].split()
@@ -179,7 +179,7 @@ def test_link_scores_on_a_tiny_model(release, tiny_model_dir):
     wid = np.array([-1 if w is None else w for w in enc.word_ids(0)])
     fe, tgt = np.flatnonzero(wid == 0), np.flatnonzero(wid == 4)
     assert np.allclose(scores[0], att[:, :, tgt][:, :, :, fe].reshape(2, 4, -1).max(-1), atol=1e-6)
-    transposed = fn.link_scores(links, tok, model, batch_size=1, direction="fe_target")
+    transposed = fn.link_scores(links, tok, model, batch_size=1, max_length=128, direction="fe_target")
     assert np.allclose(transposed[0], att[:, :, fe][:, :, :, tgt].reshape(2, 4, -1).max(-1), atol=1e-6)
 
 

@@ -98,4 +98,4 @@ def test_sample_maps_is_seeded_and_distinct():
     a = pat.sample_maps(10, 2, 3, 20, seed=3)
     assert a.shape == (20, 3) and len({tuple(r) for r in a}) == 20
     assert np.array_equal(a, pat.sample_maps(10, 2, 3, 20, seed=3))
-    assert pat.sample_maps(2, 1, 1, 50).shape == (2, 3)
+    assert pat.sample_maps(2, 1, 1, 50, seed=0).shape == (2, 3)

@@ -213,7 +213,7 @@ def test_matches_naive_loops(tmp_path):
     att = ds["attention"].values.astype(np.float64)
     kinds = {"noun": lambda w: w["pos"] in ("NOUN", "PROPN"), "verb": lambda w: w["pos"] == "VERB",
              "pronoun": lambda w: w["pos"] == "PRON", "subject": lambda w: w["dep"] == "nsubj",
-             "object": lambda w: w["dep"] == "dobj", "negation": lambda w: is_negation(w["text"])}
+             "object": lambda w: w["dep"] == "dobj", "negation": lambda w: is_negation(w["text"], negation="paper")}
     feats = ["cls", "sep", *kinds]
     scores = {f: [[[] for _ in range(3)] for _ in range(2)] for f in feats}
     cls_last = {f: [[] for _ in range(3)] for f in feats + ["punctuation"]}

@@ -1,6 +1,6 @@
 """End to end: the whole DAG on a tiny random BERT and tiny demo tasks, 4 parallel jobs.
 
-Checks every output of DESIGN section 4, the MLflow parent/child structure (no run lost in parallel),
+Checks every output of docs/reference.md#layout, the MLflow parent/child structure (no run lost in parallel),
 that a second run has nothing to do, and that changing an analysis parameter re-runs only that analysis.
 """
 

@@ -10,6 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from bertology.config import validate_config
 from bertology.report import SECTIONS, assign_figures, build_report
 
 
@@ -42,7 +43,7 @@ def test_report_is_self_contained(tmp_path):
     (results / "stats").mkdir()
     pd.DataFrame({"task": ["rte"], "delimiter_share": [0.42]}).to_csv(results / "stats" / "sieve_summary.csv",
                                                                        index=False)
-    text = build_report(results, {"model": "minilm-l6", "tasks": ["rte"], "data": {"source": "demo"}})
+    text = build_report(results, validate_config({"model": "minilm-l6", "tasks": ["rte"], "data": {"source": "demo"}}))
     assert text.count("data:image/png;base64,") == 5
     assert not re.search(r'src="(?!data:)', text), "every image must be embedded"
     assert "<link" not in text and "<script src" not in text
@@ -116,6 +117,6 @@ def test_markdown_tables_and_notes():
 def test_report_links_the_explorer_when_present(tmp_path):
     results = tmp_path / "results"
     results.mkdir()
-    assert "explorer.html" not in build_report(results, {})
+    assert "explorer.html" not in build_report(results, validate_config({}))
     (results / "explorer.html").write_text("<!doctype html>")
-    assert '<a href="explorer.html">' in build_report(results, {})
+    assert '<a href="explorer.html">' in build_report(results, validate_config({}))

@@ -1,4 +1,4 @@
-"""Sieve masks, bias scores and tests (Pande et al. 2021, DESIGN section 6) on inputs with known answers."""
+"""Sieve masks, bias scores and tests (Pande et al. 2021, docs/reference.md#sieve) on inputs with known answers."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def test_head_word_in_several_wordpieces_and_union_of_relations():
     wid = np.array([[-1, 0, 1, 1, 2, -1]])
     words = pd.DataFrame({"example_idx": [0, 0, 0], "word": [0, 1, 2], "dep": ["amod", "ROOT", "advmod"],
                           "head": [1, 1, 1]})
-    sieve, queries = chunk_masks(ids, np.zeros_like(ids), wid, np.array([6]), np.array([0]), words,
+    sieve, queries = chunk_masks(ids, np.zeros_like(ids), wid, np.array([6]), np.array([0]), words, window=2,
                                  specials=SPECIALS, roles=("amod", "advmod", "syntactic"))
     assert np.flatnonzero(queries[0, 0]).tolist() == [1]
     assert np.flatnonzero(sieve[0, 0, 1]).tolist() == [2, 3]
@@ -96,7 +96,7 @@ def test_example_scores_match_closed_form():
     tt = np.vstack([TT, [[0, 0, 0, 0, 0, 1, 1, 1, 0, 0, 0]]])
     wid = np.vstack([WID, [[-1, 0, 1, 2, -1, 3, 4, -1, -1, -1, -1]]])
     length = np.array([9, 8])
-    sieve, queries = chunk_masks(ids, tt, wid, length, np.array([7, 8]), WORDS, specials=SPECIALS, roles=ROLES)
+    sieve, queries = chunk_masks(ids, tt, wid, length, np.array([7, 8]), WORDS, specials=SPECIALS, window=2, roles=ROLES)
     att = _cls_heavy_attention(length, 11, m)
     got = example_scores(att, sieve, queries, length)[:, 0, 0]
     r = {role: i for i, role in enumerate(ROLES)}

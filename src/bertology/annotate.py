@@ -15,7 +15,7 @@ have no wordpiece.
 
 A wordpiece shared by several words: WordPiece keeps "cannot" whole where spaCy reads "can" + "not"; by
 overlap alone the piece goes to "can" and the negation "not" has no piece, so the example would count as
-having no negation. The store keeps one word per wordpiece (``word_ids`` int16, DESIGN section 5), so a
+having no negation. The store keeps one word per wordpiece (``word_ids`` int16, docs/reference.md#store), so a
 piece cannot belong to both; the rule is that a *claiming* word (a negation word of either list of
 ``analysis.features.negation``, n't/nt clitics included: :func:`claim_flags`) that the overlap rule leaves
 without any piece takes the piece that contains all its characters. "I cannot go" aligns ``cannot`` to
@@ -36,6 +36,14 @@ import pandas as pd
 
 from bertology.config import ConfigError
 from bertology.kovaleva.features import negation_flags
+from bertology.errors import InputError
+
+
+class MissingWordsError(InputError, KeyError):
+    """An example of a store has no words in the words table (annotated for another sample)."""
+
+    def __str__(self) -> str:  # KeyError quotes its message otherwise
+        return self.args[0]
 
 # The columns of words.parquet and their dtypes: the one definition (readers import WORD_COLUMNS).
 WORD_DTYPES: dict[str, str] = {
@@ -92,7 +100,7 @@ def words_frame(parts: Iterable[dict[str, list]]) -> pd.DataFrame:
         for c in WORD_COLUMNS:
             cols[c].extend(part[c])
     if max(cols["word"], default=0) > np.iinfo(np.int16).max:
-        raise ValueError("an example has more than 32767 words, beyond the int16 word index of the store; "
+        raise InputError("an example has more than 32767 words, beyond the int16 word index of the store; "
                          "shorten the texts (data.max_length truncates wordpieces, not the parsed text)")
     df = pd.DataFrame(cols, columns=WORD_COLUMNS)
     return df.astype(WORD_DTYPES)
@@ -179,7 +187,7 @@ class WordSpans:
     def __init__(self, words: pd.DataFrame):
         missing = [c for c in SPAN_COLUMNS if c not in words.columns]
         if missing:
-            raise ValueError(f"the words table lacks column(s) {missing}; re-create results/attention/{{task}}/"
+            raise InputError(f"the words table lacks column(s) {missing}; re-create results/attention/{{task}}/"
                              f"words.parquet with the annotate_words rule (snakemake --forcerun annotate_words)")
         w = words.sort_values(["example_idx", "word"], kind="stable")
         ex = w["example_idx"].to_numpy(np.int64)
@@ -192,7 +200,7 @@ class WordSpans:
         words_no = w["word"].to_numpy(np.int64)
         for k, (s, e) in list(self._index.items())[:1000]:  # cheap sanity check of the numbering
             if not np.array_equal(words_no[s:e], np.arange(e - s)):
-                raise ValueError(f"words of example {k} are not numbered 0..{e - s - 1}; the words table is corrupt, "
+                raise InputError(f"words of example {k} are not numbered 0..{e - s - 1}; the words table is corrupt, "
                                  f"re-create it (snakemake --forcerun annotate_words)")
 
     def __contains__(self, example_idx: int) -> bool:
@@ -203,7 +211,7 @@ class WordSpans:
         try:
             s, e = self._index[int(example_idx)]
         except KeyError:
-            raise KeyError(f"example_idx {example_idx} has no words in the words table; it was annotated for another "
+            raise MissingWordsError(f"example_idx {example_idx} has no words in the words table; it was annotated for another "
                            f"sample (re-create words.parquet: snakemake --forcerun annotate_words)") from None
         return self._starts[s:e], self._ends[s:e], self._segments[s:e]
 
@@ -216,7 +224,7 @@ class WordSpans:
 def write_words(words: pd.DataFrame, path: str | Path) -> Path:
     """Write words.parquet (columns WORD_COLUMNS) atomically: a killed job never leaves half a table."""
     if list(words.columns) != WORD_COLUMNS:
-        raise ValueError(f"a words table has the columns {WORD_COLUMNS}, got {list(words.columns)}")
+        raise InputError(f"a words table has the columns {WORD_COLUMNS}, got {list(words.columns)}")
     from bertology.io import write_parquet
 
     return write_parquet(words, path)

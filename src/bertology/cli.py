@@ -12,19 +12,22 @@ Every rule calls its step the same way (``rules/common.smk``: ``shell: STEP``)::
   kernels (everything else) import neither argparse nor mlflow nor Snakemake.
 - Each tracked step runs inside one MLflow child run (params = its config sections, tags = its
   wildcards), opened here and nowhere else.
-- Errors of the user's making print one line, ``bertology <step>: error: <what and how to fix>``; the
-  traceback only with ``--debug`` (or BERTOLOGY_DEBUG=1).
+- Errors of the user's making (:class:`bertology.errors.UserError` and its subclasses, and nothing else)
+  print one line, ``bertology <step>: error: <what and how to fix>``; the traceback only with ``--debug`` (or
+  BERTOLOGY_DEBUG=1). Any other exception is a bug (:func:`report_bug`): one line on the console and its full
+  traceback in the job's log.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
+import datetime
 import importlib
 import logging
 import os
 import shlex
 import sys
+import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -144,9 +147,8 @@ STEPS: dict[str, StepSpec] = {
                                 tracked=False),
 }
 
-# Errors printed as one line (the traceback with --debug): the user's own, and those of files and libraries
-# that name what is wrong (a missing or unreadable file, a full disk, a transformers/hub OSError).
-USER_ERRORS: tuple[type[BaseException], ...] = (UserError, OSError, ValueError)
+#: where a bug's traceback goes when the command runs in a terminal (relative to the working directory)
+ERROR_DIR = Path(".bertology") / "errors"
 
 
 class Files(Mapping[str, list[Path]]):
@@ -258,7 +260,7 @@ def setup_logging(debug: bool = False) -> None:
 
 def run_step(name: str, argv: list[str]) -> int:
     """Parse a step's command line, build its context and run it inside its MLflow run."""
-    from bertology.config import select_sections, sections_from_json
+    from bertology.config import plain_config, select_sections, sections_from_json
     from bertology.tracking import job_run
 
     spec = STEPS[name]
@@ -271,7 +273,7 @@ def run_step(name: str, argv: list[str]) -> int:
     ctx = StepContext(step=name, wildcards=wildcards, input=files["input"], output=files["output"], config=config,
                       threads=max(1, args.threads), device=args.device, progress=not args.no_progress)
     func = getattr(importlib.import_module(spec.target.split(":")[0]), spec.target.split(":")[1])
-    params = select_sections(_plain(config), spec.sections) if spec.sections else {}
+    params = select_sections(plain_config(config), spec.sections) if spec.sections else {}
     with job_run(name, task=ctx.task, variant=ctx.variant or wildcards.get("init") or wildcards.get("split"),
                  params=params, tags={f"wildcard.{k}": v for k, v in wildcards.items()},
                  enabled=spec.tracked and not args.no_mlflow) as tracker:
@@ -280,19 +282,38 @@ def run_step(name: str, argv: list[str]) -> int:
     return 0
 
 
-def _plain(config: Any) -> dict[str, Any]:
-    """A typed config back to a plain mapping (undeclared sections left out)."""
-    from bertology.config import Undeclared
+def _one_line(err: BaseException) -> str:
+    """The exception's message on one line (its type when it has none)."""
+    return " ".join(str(err).split()) or type(err).__name__
 
-    def conv(value: Any) -> Any:
-        if dataclasses.is_dataclass(value):
-            return {f.name: conv(getattr(value, f.name)) for f in dataclasses.fields(value)
-                    if not isinstance(getattr(value, f.name), Undeclared)}
-        if isinstance(value, tuple):
-            return list(value)
-        return value
 
-    return conv(config)
+def report_bug(step: str, err: BaseException, argv: list[str] | None = None) -> int:
+    """A bug (any exception but a UserError): one line on the console, the full traceback in the job's log.
+
+    A rule runs its step with stderr redirected into the job's log (``rules/common.smk``: ``> {log} 2>&1``),
+    so there stderr *is* the log: the traceback is written to it, then the one-line summary (the log's
+    last line, the one Snakemake's error report shows). In a terminal the console keeps one line and the
+    traceback goes to a file under ``.bertology/errors/``, named in that line. Returns the exit status, 1.
+    """
+    prog = f"bertology {step.replace('_', '-')}"
+    summary = f"{prog}: internal error (a bug, please report it): {type(err).__name__}: {_one_line(err)}"
+    text = "".join(traceback.format_exception(type(err), err, err.__traceback__))
+    if not sys.stderr.isatty():
+        sys.stderr.write(text)
+        print(f"{summary} (traceback above)", file=sys.stderr)
+        return 1
+    stamp = datetime.datetime.now().strftime("%Y%m%dT%H%M%S")
+    path = ERROR_DIR / f"{step}-{stamp}-{os.getpid()}.log"
+    try:
+        from bertology.io import write_text
+
+        write_text(f"{prog} {shlex.join(argv or [])}\n{text}", path)
+    except OSError:
+        sys.stderr.write(text)
+        print(f"{summary} (traceback above)", file=sys.stderr)
+        return 1
+    print(f"{summary} (traceback in {path}; --debug prints it here)", file=sys.stderr)
+    return 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -312,17 +333,12 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         return run_step(name, argv[1:])
-    except Exception as err:  # noqa: BLE001 - a full disk anywhere is the user's to fix; other bugs keep the traceback
-        full = is_disk_full(err)
-        if debug or not (full or isinstance(err, USER_ERRORS)):
+    except UserError as err:
+        if debug:
             raise
-        if full:  # zarr's other writes in flight failed the same way: asyncio would log each with its traceback
+        if is_disk_full(err):  # zarr's other writes in flight failed the same way: asyncio would log each
             logging.getLogger("asyncio").setLevel(logging.CRITICAL)
-        if full and not isinstance(err, UserError):  # "[Errno 28] No space left on device": the path, what is free
-            message = disk_full_message(err)
-        else:
-            message = " ".join(str(err).split()) or type(err).__name__  # one line, whatever the exception held
-        print(f"bertology {name.replace('_', '-')}: error: {message}", file=sys.stderr)
+        print(f"bertology {name.replace('_', '-')}: error: {_one_line(err)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         if debug:
@@ -330,6 +346,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bertology {name.replace('_', '-')}: interrupted (what was written completely stays; run it again "
               f"to go on)", file=sys.stderr)
         return 130
+    except Exception as err:  # noqa: BLE001 - a bug: summarised here, its traceback kept (report_bug)
+        if debug:
+            raise
+        if is_disk_full(err):  # "[Errno 28] No space left on device" is the user's to fix: the path, what is free
+            logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+            print(f"bertology {name.replace('_', '-')}: error: {disk_full_message(err)}", file=sys.stderr)
+            return 1
+        return report_bug(name, err, argv[1:])
 
 
 if __name__ == "__main__":

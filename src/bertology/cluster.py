@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bertology.io import write_text
+
 log = logging.getLogger(__name__)
 
 # One line per node and partition: partition (default marked *), CPUs, memory (MB), GRES, time limit.
@@ -352,7 +354,7 @@ def _dask_main(args: argparse.Namespace) -> int:
         print(f"dask scheduler {cluster.scheduler_address}; waiting for {args.workers} worker(s)", flush=True)
         client.wait_for_workers(args.workers, timeout=args.wait)
         if args.address_file:
-            Path(args.address_file).write_text(cluster.scheduler_address + "\n")
+            write_text(cluster.scheduler_address + "\n", args.address_file)
         print(f"ready: set analysis.dask.scheduler to {cluster.scheduler_address}", flush=True)
         if args.print_job_script:
             print(cluster.job_script(), flush=True)

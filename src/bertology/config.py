@@ -257,6 +257,33 @@ def load_schema() -> dict:
         return yaml.safe_load(f)
 
 
+def schema_default(key: str) -> Any:
+    """The schema's default of a dotted config key, e.g. ``schema_default("mlflow.tracking_uri")``: the one
+    place defaults live (code that needs a default outside a validated config reads it here)."""
+    node: dict = load_schema()
+    for part in key.split("."):
+        node = node.get("properties", {}).get(part)
+        if node is None:
+            raise KeyError(f"no config key {key!r} in the schema")
+    if "default" not in node:
+        raise KeyError(f"config key {key!r} has no default in the schema")
+    return copy.deepcopy(node["default"])
+
+
+def plain_config(config: Any) -> dict[str, Any]:
+    """A typed :class:`Config` (or any of its sections) back to a plain mapping, undeclared sections left out."""
+
+    def conv(value: Any) -> Any:
+        if dataclasses.is_dataclass(value):
+            return {f.name: conv(getattr(value, f.name)) for f in dataclasses.fields(value)
+                    if not isinstance(getattr(value, f.name), Undeclared)}
+        if isinstance(value, tuple):
+            return list(value)
+        return value
+
+    return conv(config)
+
+
 def _path(error) -> str:
     parts = [str(p) for p in error.absolute_path]
     return ".".join(parts) if parts else "(top level)"

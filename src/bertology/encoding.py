@@ -27,7 +27,7 @@ def encode(tokenizer, df: pd.DataFrame, max_length: int, *, offsets: bool = Fals
 
 
 def segments(sequence_ids: Sequence[int | None], pair: bool) -> np.ndarray:
-    """Segment of every token of one encoded example: 0 first text, 1 second text (DESIGN section 5).
+    """Segment of every token of one encoded example: 0 first text, 1 second text (docs/reference.md#store-segment).
 
     sequence_ids: the tokenizer's ``BatchEncoding.sequence_ids(i)`` (None on its special tokens), without
     padding; pair: whether the example was encoded as a pair. A special token belongs to the text it opens or

@@ -40,12 +40,13 @@ import numpy as np
 import pandas as pd
 
 from bertology import __version__
+from bertology.data import sample_positions
+from bertology.io import write_text
 from bertology.store import check_block
 
 log = logging.getLogger(__name__)
 
 DEFAULT_EXAMPLES = 16  # sampled examples per task shown on the page
-DEFAULT_SEED = 0
 DEFAULT_BUDGET_BYTES = 8_000_000  # embedded attention maps, all tasks together (the page stays under 10 MB)
 QUANT = 255  # display quantisation of attention: uint8 levels
 HIST_BINS = 30  # bins of the per-head sieve-score histograms
@@ -294,7 +295,7 @@ def _metrics(results: Path, task: str, L: int, H: int, sieve_tables: dict[str, p
 def _sieve(results: Path, task: str, L: int, H: int, tables: dict[str, pd.DataFrame],
            notes: list[str]) -> tuple[dict | None, dict[str, Any]]:
     """(sieve block of the page, {variant: scores DataArray}) or (None, {})."""
-    from bertology.steps.sieve import read_scores as load_scores
+    from bertology.sieve.scores_io import read_scores as load_scores
 
     if not tables:
         return None, {}
@@ -304,8 +305,7 @@ def _sieve(results: Path, task: str, L: int, H: int, tables: dict[str, pd.DataFr
     R = len(roles)
     first = next(iter(tables.values()))
     block: dict[str, Any] = {"roles": roles, "tau": _num(first["tau"].iloc[0]),
-                             "alpha": _num(first["alpha"].iloc[0]) if "alpha" in first else 0.05,
-                             "correction": str(first["correction"].iloc[0]) if "correction" in first else "none",
+                             "alpha": _num(first["alpha"].iloc[0]), "correction": str(first["correction"].iloc[0]),
                              "stats": {}, "bins": HIST_BINS}
     for v, df in tables.items():
         cols = {c: [None] * (L * H * R) for c in ("n", "mean", "std", "t", "p_value", "p_adjusted")}
@@ -340,7 +340,7 @@ def _sieve(results: Path, task: str, L: int, H: int, tables: dict[str, pd.DataFr
         with np.errstate(all="ignore"):
             top = np.nanmax(np.where(np.isfinite(both), both, -np.inf), axis=0)  # (L, H, R)
         top = np.where(np.isfinite(top), top, 0.0)
-        hi = np.maximum(top, 1.5 * float(block["tau"] or 3.0))
+        hi = np.maximum(top, 1.5 * float(block["tau"]))
         hi = np.array([_nice(x) for x in hi.ravel()]).reshape(hi.shape)
         block["hi"] = [_num(x) for x in hi.ravel()]
         block["hist"] = {}
@@ -389,15 +389,6 @@ def _tokenizer(results: Path, task: str, attrs: dict):
 
             return Tokenizer.from_file(str(c))
     return None
-
-
-def sample_positions(n_store: int, examples: int, seed: int) -> np.ndarray:
-    """The seeded sample of store positions shown on the page (sorted; all when examples >= n_store)."""
-    k = min(int(examples), int(n_store))
-    if k <= 0:
-        return np.zeros(0, dtype=np.int64)
-    rng = np.random.default_rng(int(seed))
-    return np.sort(rng.choice(int(n_store), size=k, replace=False)).astype(np.int64)
 
 
 def quantise(maps: np.ndarray) -> np.ndarray:
@@ -509,8 +500,7 @@ def _examples(results: Path, task: str, stores: dict[str, Any], words: pd.DataFr
 # the two entry points
 
 
-def load_explorer_data(results: Path, tasks: list[str], *, examples: int = DEFAULT_EXAMPLES,
-                       seed: int = DEFAULT_SEED, budget_bytes: int = DEFAULT_BUDGET_BYTES,
+def load_explorer_data(results: Path, tasks: list[str], *, examples: int, seed: int, budget_bytes: int = DEFAULT_BUDGET_BYTES,
                        expect: Callable[[str, str], Mapping[str, Any]] | None = None) -> dict:
     """Everything the explorer page shows, read from a results/ directory (nothing recomputed).
 
@@ -607,14 +597,10 @@ def render_explorer(data: dict) -> str:
 def write_explorer(results: Path, tasks: list[str], output: Path, **kwargs: Any) -> Path:
     """load + render + write (atomically); for notebooks and the command."""
     text = render_explorer(load_explorer_data(Path(results), tasks, **kwargs))
-    output = Path(output)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    tmp = output.with_name(output.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(output)
+    output = write_text(text, output)
     log.info("explorer: %s (%.2f MB)", output, output.stat().st_size / 1e6)
     return output
 
 
-__all__ = ["load_explorer_data", "render_explorer", "script_json", "write_explorer", "explorer_inputs", "sample_positions",
-           "quantise", "encode_maps", "decode_maps", "DEFAULT_EXAMPLES", "DEFAULT_SEED"]
+__all__ = ["load_explorer_data", "render_explorer", "script_json", "write_explorer", "explorer_inputs",
+           "quantise", "encode_maps", "decode_maps", "DEFAULT_EXAMPLES"]

@@ -272,7 +272,7 @@ def check_tokenizer(name_or_path: str) -> None:
     load_tokenizer(name_or_path)
 
 
-def load_classifier(name_or_path: str, num_labels: int, *, init: str = "pretrained", seed: int = 42,
+def load_classifier(name_or_path: str, num_labels: int, *, init: str = "pretrained", seed: int,
                     id2label: dict[int, str] | None = None, regression: bool = False):
     """A sequence classifier with eager attention.
 

@@ -14,6 +14,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from bertology.io import write_png  # noqa: E402
+
 DPI = 120
 
 
@@ -25,9 +27,7 @@ def new_figure(width: float = 6.4, height: float = 4.8, **kwargs):
 
 def save_figure(fig, path: str | Path, dpi: int = DPI) -> Path:
     """Write `fig` as PNG (parent directories created), close it, return the path."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=dpi, format="png")
+    path = write_png(fig, path, dpi)
     plt.close(fig)
     return path
 

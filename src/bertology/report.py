@@ -232,20 +232,21 @@ header a{color:#f0b429}.note{font-size:.8em;color:#627d98}.missing{color:#9b2c2c
 """
 
 
-def build_report(results: Path, config: dict | None = None) -> str:
-    """The HTML text of the report for a results/ directory."""
+def build_report(results: Path, config: dict) -> str:
+    """The HTML text of the report for a results/ directory; config: the validated config (defaults filled,
+    :func:`bertology.config.validate_config`), shown in the report."""
     results = Path(results)
     figures = list((results / "figures").glob("*.png"))
     by_section = assign_figures(figures)
-    cfg = config or {}
-    model = html.escape(str(cfg.get("model", "?")))
-    tasks = html.escape(", ".join(cfg.get("tasks", [])))
+    cfg = config
+    model = html.escape(str(cfg["model"]))
+    tasks = html.escape(", ".join(cfg["tasks"]))
     when = dt.datetime.now().strftime("%Y-%m-%d %H:%M")
     parts = [f"<!doctype html><html lang=en><head><meta charset=utf-8><title>bertology report — {model}</title>"
              f"<style>{CSS}</style></head><body><header><h1>bertology report</h1>"
-             f"<p>model <b>{model}</b> · tasks <b>{tasks}</b> · data <b>{html.escape(str(cfg.get('data', {}).get('source', '?')))}</b>"
+             f"<p>model <b>{model}</b> · tasks <b>{tasks}</b> · data <b>{html.escape(str(cfg['data']['source']))}</b>"
              f" · bertology {__version__} · {when}</p>"
-             f"<p>Browse every run: <code>mlflow ui --backend-store-uri {html.escape(str(cfg.get('mlflow', {}).get('tracking_uri', 'sqlite:///results/mlflow.db')))}</code></p>"
+             f"<p>Browse every run: <code>mlflow ui --backend-store-uri {html.escape(str(cfg['mlflow']['tracking_uri']))}</code></p>"
              + _explorer_link(results) + "</header><nav>"]
     parts += [f'<a href="#{s.key}">{html.escape(s.title.split(" (")[0].split(" — ")[0])}</a>' for s in SECTIONS]
     parts.append("</nav><main>")

@@ -1,4 +1,4 @@
-"""The attention store (DESIGN section 5): schema, chunked writer and validating reader.
+"""The attention store (docs/reference.md#store): schema, chunked writer and validating reader.
 
 One Zarr v3 store per task and variant, ``results/attention/{task}/{variant}.zarr``, an xarray Dataset:
 
@@ -466,7 +466,7 @@ def open_store(path: str | Path, expect: Mapping[str, Any] | None = None, check_
                                    f"`snakemake {path}` (an interrupted run resumes from {partial_path(path)})")
     missing = [v for v in DIMS if v not in ds.variables]
     if missing:
-        raise StoreError(f"{path} lacks variable(s) {missing}: not an attention store of DESIGN section 5; "
+        raise StoreError(f"{path} lacks variable(s) {missing}: not an attention store (docs/reference.md#store); "
                          f"{refix(path)}")
     diffs = _differences(ds.attrs, expect or {})
     if diffs:
@@ -517,7 +517,7 @@ class SpecialTokens:
 
     [CLS] = every real position (< length) holding ``cls_token_id`` (position 0 for BERT- and RoBERTa-style
     tokenizers); [SEP] = every real position holding ``sep_token_id`` (RoBERTa's ``</s></s>`` are two). The
-    other real positions are the ordinary tokens (Q of DESIGN section 6). Picklable, for any Dask scheduler.
+    other real positions are the ordinary tokens (Q of docs/reference.md#notation). Picklable, for any Dask scheduler.
     """
 
     cls_token_id: int | None
@@ -527,7 +527,7 @@ class SpecialTokens:
     def of(cls, attrs: Mapping[str, Any], where: str = "the attention store") -> "SpecialTokens":
         """The special ids of a store's attributes."""
         if attrs.get("sep_token_id") is None:
-            raise StoreError(f"{where} has no sep_token_id attribute (DESIGN section 5): not a store written by "
+            raise StoreError(f"{where} has no sep_token_id attribute (docs/reference.md#store): not a store written by "
                              f"the extraction; delete it and re-run the extraction")
         cls_id = attrs.get("cls_token_id")
         return cls(None if cls_id is None else int(cls_id), int(attrs["sep_token_id"]))

@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from bertology.plotting import save_figure
 from bertology.tasks import TASKS, get_task
+from bertology.errors import InputError
 
 VARIANT_ORDER = ("pretrained", "random-finetuned", "finetuned")  # the paper's column order of tasks.SCORE_VARIANTS
 VARIANT_HEADERS = {
@@ -64,13 +66,13 @@ def scores_frame(scores: Iterable[Mapping]) -> pd.DataFrame:
     for s in scores:
         for key in ("task", "variant", "metrics", "n"):
             if key not in s:
-                raise ValueError(f"a score record lacks {key!r}: {dict(s)!r}; re-create it with the score rule")
+                raise InputError(f"a score record lacks {key!r}: {dict(s)!r}; re-create it with the score rule")
         spec = get_task(s["task"])
         if s["variant"] not in VARIANT_ORDER:
-            raise ValueError(f"unknown variant {s['variant']!r}; expected one of {VARIANT_ORDER}")
+            raise InputError(f"unknown variant {s['variant']!r}; expected one of {VARIANT_ORDER}")
         for metric in spec.metrics:
             if metric not in s["metrics"]:
-                raise ValueError(f"score of {s['task']}/{s['variant']} lacks metric {metric!r}")
+                raise InputError(f"score of {s['task']}/{s['variant']} lacks metric {metric!r}")
             rows.append({"task": s["task"], "variant": s["variant"], "seed": int(s.get("seed", -1)),
                          "metric": metric, "value": float(s["metrics"][metric]), "n": int(s["n"])})
     df = pd.DataFrame(rows, columns=SEED_COLUMNS)
@@ -79,7 +81,7 @@ def scores_frame(scores: Iterable[Mapping]) -> pd.DataFrame:
     dup = df.duplicated(["task", "variant", "seed", "metric"])
     if dup.any():
         task, variant, seed = df.loc[dup.idxmax(), ["task", "variant", "seed"]]
-        raise ValueError(f"two scores of {task}/{variant} with seed {seed}; give each seed's score once")
+        raise InputError(f"two scores of {task}/{variant} with seed {seed}; give each seed's score once")
     return _order(df)
 
 
@@ -93,14 +95,14 @@ def aggregate_seeds(per_seed: pd.DataFrame) -> pd.DataFrame:
     n_values = groups["n"].nunique()
     if (n_values > 1).any():
         task, variant, _ = n_values[n_values > 1].index[0]
-        raise ValueError(f"the seeds of {task}/{variant} were scored on different numbers of examples; "
+        raise InputError(f"the seeds of {task}/{variant} were scored on different numbers of examples; "
                          f"re-run their score jobs on the same validation split")
     out = groups.agg(value=("value", "mean"), n=("n", "first"), std=("value", "std"),
                      n_seeds=("value", "size")).reset_index()
     return _order(out)[COLUMNS]
 
 
-def variant_tests(per_seed: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
+def variant_tests(per_seed: pd.DataFrame, alpha: float) -> pd.DataFrame:
     """Welch's two-sided t-test (scipy.stats.ttest_ind, equal_var=False) over seeds of every pair in
     PAIRS, per task and metric (TEST_COLUMNS; difference = mean_a - mean_b).
 
@@ -181,7 +183,7 @@ def _marks(tests: pd.DataFrame | None, task: str, variant: str) -> dict[str, str
 
 
 def table1_markdown(df: pd.DataFrame, train_sizes: Mapping[str, int] | None = None,
-                    tests: pd.DataFrame | None = None, alpha: float = 0.05) -> str:
+                    tests: pd.DataFrame | None = None, *, alpha: float) -> str:
     """The paper's layout from :func:`aggregate_seeds`'s table and :func:`variant_tests`'s: one row per task;
     Pre-trained | normal-init fine-tuned | pre-trained fine-tuned (mean ± std over seeds, significant
     differences marked) | Metric | Size (train examples) | Eval n (eval examples) | Seeds."""
@@ -251,8 +253,4 @@ def plot_table1(df: pd.DataFrame, path: str | Path, title: str | None = None) ->
     ax.set_title(title or "Table 1: GLUE scores by initialisation (Kovaleva et al. 2019)")
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=3, frameon=False)
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=130)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from bertology.errors import UserError
+
 
 @dataclass(frozen=True)
 class TaskSpec:
@@ -63,7 +65,9 @@ TASKS: dict[str, TaskSpec] = {
 SPLITS = ("train", "validation")
 
 
-class UnknownTaskError(KeyError):
+class UnknownTaskError(UserError, KeyError):
+    """A task name that is not a GLUE task (the config's `tasks`, a wildcard); the message lists the right ones."""
+
     def __str__(self) -> str:  # KeyError quotes its message otherwise
         return self.args[0]
 

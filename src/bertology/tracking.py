@@ -23,13 +23,14 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from bertology.config import schema_default
+from bertology.io import write_json
+
 log = logging.getLogger(__name__)
 
 INVOCATION_ENV = "BERTOLOGY_INVOCATION"
 INVOCATION_TAG = "bertology.invocation"
 WORKDIR_TAG = "bertology.workdir"  # the Snakemake working directory of a run
-DEFAULT_URI = "sqlite:///results/mlflow.db"
-DEFAULT_EXPERIMENT = "bertology"
 PENDING_DIR = Path(".bertology") / "pending"  # relative to the working directory (snakemake --directory)
 PROBE_TIMEOUT_S = 3.0  # how long a job waits for a tracking server before it keeps its record for later
 
@@ -61,11 +62,11 @@ def reason(err: BaseException, limit: int = 300) -> str:
 
 
 def _uri(uri: str | None = None) -> str:
-    return uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_URI
+    return uri or os.environ.get("MLFLOW_TRACKING_URI") or schema_default("mlflow.tracking_uri")
 
 
 def _experiment_name(name: str | None = None) -> str:
-    return name or os.environ.get("MLFLOW_EXPERIMENT_NAME") or DEFAULT_EXPERIMENT
+    return name or os.environ.get("MLFLOW_EXPERIMENT_NAME") or schema_default("mlflow.experiment")
 
 
 def artifact_root(uri: str) -> str | None:
@@ -130,16 +131,6 @@ def parent_run_id(invocation: str, uri: str | None = None, experiment: str | Non
         for i in range(0, len(items), 100):  # one request per 100 params
             _retry(client.log_batch, run.info.run_id, params=items[i:i + 100])
     return run.info.run_id
-
-
-def end_invocation(invocation: str, status: str = "FINISHED", uri: str | None = None,
-                   experiment: str | None = None) -> None:
-    """Mark the parent run FINISHED or FAILED (called from the Snakefile's onsuccess/onerror)."""
-    import mlflow
-
-    run_id = parent_run_id(invocation, uri, experiment, create=False)
-    if run_id:
-        _retry(mlflow.MlflowClient(tracking_uri=_uri(uri)).set_terminated, run_id, status)
 
 
 def flatten(params: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -288,10 +279,7 @@ class PendingRecord:
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.run_name)[:80]
         stamp = f"{time.strftime('%Y%m%dT%H%M%S')}.{time.time_ns() % 10**9:09d}"  # sorts in the order written
         path = directory / f"{stamp}-{safe}-{uuid.uuid4().hex[:8]}.json"
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.to_json(), default=str))
-        os.replace(tmp, path)
-        return path
+        return write_json(self.to_json(), path, indent=None, default=str, end="")
 
 
 NULL_TRACKER = Tracker()
@@ -395,7 +383,7 @@ def job_run(rule: str, *, task: str | None = None, variant: str | None = None,
 # ------------------------------------------------------------------------ the workflow's parent run
 
 
-def start_invocation(invocation: str, params: Mapping[str, Any] | None = None, *, required: bool = True) -> None:
+def start_invocation(invocation: str, params: Mapping[str, Any] | None = None, *, required: bool) -> None:
     """The Snakefile's ``onstart``: check the tracking store answers, send what earlier runs kept, create
     this invocation's parent run.
 

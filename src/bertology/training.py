@@ -41,9 +41,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bertology.config import TrainConfig, config_hash
+from bertology.config import ConfigError, TrainConfig, config_hash
 from bertology.encoding import encode
-from bertology.errors import UserError
+from bertology.errors import InputError, UserError
+from bertology.io import write_torch
 from bertology.metrics import compute_metrics
 from bertology.models import forward_inputs
 from bertology.tasks import TaskSpec
@@ -158,9 +159,9 @@ def autocast_dtype(mode: str, device) -> Any:
         return torch.bfloat16
     if mode == "fp16":
         if device.type != "cuda":
-            raise ValueError("train.mixed_precision: fp16 needs a CUDA GPU; on the CPU use 'no' or 'bf16'")
+            raise ConfigError("train.mixed_precision: fp16 needs a CUDA GPU; on the CPU use 'no' or 'bf16'")
         return torch.float16
-    raise ValueError(f"train.mixed_precision must be one of auto, no, fp16, bf16; got {mode!r}")
+    raise ConfigError(f"train.mixed_precision must be one of auto, no, fp16, bf16; got {mode!r}")
 
 
 # --------------------------------------------------------------------------------------------- batches
@@ -223,7 +224,7 @@ class Encoded:
 def encode_split(tokenizer, df: pd.DataFrame, spec: TaskSpec, max_length: int) -> Encoded:
     """Tokenise a prepared frame (idx, text_a, text_b, label) for the task's classifier."""
     if len(df) == 0:
-        raise ValueError(f"{spec.name}: the data split is empty; check data.max_*_examples and the source")
+        raise InputError(f"{spec.name}: the data split is empty; check data.max_*_examples and the source")
     enc = encode(tokenizer, df, max_length)
     keys = [k for k in ("input_ids", "token_type_ids", "attention_mask") if k in enc]
     features = [{k: enc[k][i] for k in keys} for i in range(len(df))]
@@ -303,18 +304,12 @@ def _set_rng_state(state: dict[str, Any]) -> None:
 def save_state(checkpoint_dir: Path, *, model, optimizer, scheduler, scaler, step: int, history: History,
                key: str) -> Path:
     """Write the resumable training state atomically to checkpoint_dir/state.pt."""
-    import torch
-
-    checkpoint_dir.mkdir(parents=True, exist_ok=True)
     state = {
         "key": key, "step": step, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
         "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict() if scaler is not None else None,
         "rng": _rng_state(), "history": json.dumps(asdict(history)),
     }
-    tmp = checkpoint_dir / (STATE_FILE + ".tmp")
-    torch.save(state, tmp)
-    os.replace(tmp, checkpoint_dir / STATE_FILE)
-    return checkpoint_dir / STATE_FILE
+    return write_torch(state, checkpoint_dir / STATE_FILE)
 
 
 def load_state(checkpoint_dir: Path | None, key: str, device) -> dict[str, Any] | None:

@@ -93,7 +93,7 @@ def fail(message: str) -> None:
 
 def capability_notes(config: dict) -> list[str]:
     """One line per analysis that cannot run on the config's model (said before any job runs)."""
-    from bertology.ablation.disable import disabling_unsupported
+    from bertology.ablation.heads import disabling_unsupported
 
     why = disabling_unsupported(str(config["model"]))
     if why is None:

@@ -89,7 +89,7 @@ def block(segments: list[int], special: np.ndarray) -> np.ndarray:
 
 
 def build_store(examples: list[Example], maps, max_length: int = 16, pad_value: float = np.nan):
-    """An xarray Dataset of DESIGN section 5. `maps(example) -> (L, H, n, n)` gives each example's attention."""
+    """An xarray Dataset of docs/reference.md#store. `maps(example) -> (L, H, n, n)` gives each example's attention."""
     import xarray as xr
 
     first = np.asarray(maps(examples[0]))

@@ -1,30 +1,33 @@
-"""Disabling heads and layers (Kovaleva et al. 2019, section 4.6, Figs. 8-9; DESIGN section 6).
+"""Disabling heads and layers (Kovaleva et al. 2019, section 4.6, Figs. 8-9; docs/reference.md#disabling).
 
 A disabled head attends uniformly to the real tokens: A[t, s] = 1/n for s < n, applied to the attention
 probabilities inside the forward pass. The package, by responsibility:
 
-- :mod:`~bertology.ablation.disable`: the mechanism (an attention function registered with transformers'
-  AttentionInterface and its padding mask, or a forward hook for DeBERTa-v2; :func:`enable_disabling`,
-  :func:`disabled_heads`);
+- :mod:`~bertology.ablation.heads`: interventions on heads, disabling and gates (one state, one attention
+  function registered with transformers' AttentionInterface and its padding mask, or one forward hook for
+  DeBERTa-v2; :func:`enable_heads`, :func:`disabled_heads`, :func:`head_gates`);
 - :mod:`~bertology.ablation.sweep`: configurations (baseline, each head, each layer), padded batches, the
   naive sweep (one forward pass per configuration) and the fast one (reuses the layers below; BERT-layer
   encoders, :func:`resolve_sweep` falls back to the naive one elsewhere);
 - :mod:`~bertology.ablation.stats`: heads/layers/summary tables with paired bootstrap intervals, paired
   tests and Benjamini-Hochberg;
-- :mod:`~bertology.ablation.figures`: the verdict in words and Figs. 8-9.
+- :mod:`~bertology.ablation.figures`: the verdict in words and Figs. 8-9;
+- :mod:`~bertology.ablation.importance` and :mod:`~bertology.ablation.pruning`: head importance from gates and
+  pruning curves (Michel et al. 2019).
 
 The step that runs it on files (rule ablation_sweep, ablation_figures) is :mod:`bertology.steps.ablation`;
 nothing here touches paths given on a command line or MLflow.
 """
 
-from bertology.ablation.disable import (ATTN_IMPLEMENTATION, DISABLED_KWARG, DisablingUnsupported, disabled_heads,
-                                        enable_disabling)
+from bertology.ablation.heads import (ATTN_IMPLEMENTATION, DISABLED_KWARG, GATES_KWARG, DisablingUnsupported,
+                                      disabled_heads, enable_heads, head_gates)
 from bertology.ablation.figures import plot_heads, plot_layers, verdict
 from bertology.ablation.stats import COLUMN_DOCS, TABLE_COLUMNS, SweepTables, sweep_tables
 from bertology.ablation.sweep import (SWEEPS, Batch, Configuration, encode_batches, fast_sweep, forward_logits,
                                       make_batches, naive_sweep, resolve_sweep, run_sweep, sweep_configurations)
 
-__all__ = ["ATTN_IMPLEMENTATION", "DISABLED_KWARG", "DisablingUnsupported", "disabled_heads", "enable_disabling",
+__all__ = ["ATTN_IMPLEMENTATION", "DISABLED_KWARG", "GATES_KWARG", "DisablingUnsupported", "disabled_heads",
+           "enable_heads", "head_gates",
            "plot_heads", "plot_layers", "verdict",
            "COLUMN_DOCS", "TABLE_COLUMNS", "SweepTables", "sweep_tables", "SWEEPS", "Batch", "Configuration",
            "encode_batches", "fast_sweep", "forward_logits", "make_batches", "naive_sweep", "resolve_sweep", "run_sweep",

@@ -29,10 +29,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from bertology.ablation.disable import DISABLED_KWARG, disabled_heads, head_gates
-from bertology.ablation.importance import GATES_KWARG
-from bertology.ablation.sweep import (Batch, _finish_layer, _layer_parts, _n_outputs, _repeat, check_fast_supported,
-                                      effective_config_batch, model_inputs)
+from bertology.ablation.heads import DISABLED_KWARG, GATES_KWARG, disabled_heads, head_gates
+from bertology.ablation.sweep import (Batch, check_fast_supported, effective_config_batch, finish_layer, layer_parts,
+                                      model_inputs, n_outputs, repeat_rows)
 
 MODES = ("zero", "uniform")
 METHODS = ("fast", "naive")
@@ -96,12 +95,12 @@ def naive_pruned_logits(model, batches: Sequence[Batch], masks: np.ndarray, n_ex
                         progress: bool = True) -> np.ndarray:
     """(C, E, K) logits: one full forward pass over every batch per (L, H) mask of `masks` (C, L, H).
 
-    The model must have gates enabled (:func:`bertology.ablation.importance.enable_gates`).
+    The model must have been passed through :func:`bertology.ablation.heads.enable_heads`.
     """
     from tqdm.auto import tqdm
 
     device = next(model.parameters()).device
-    out = np.zeros((len(masks), n_examples, _n_outputs(model)))
+    out = np.zeros((len(masks), n_examples, n_outputs(model)))
     for c in tqdm(range(len(masks)), desc="pruning (naive)", unit="config", disable=not progress):
         kwargs = removal_kwargs(torch.as_tensor(masks[c]).to(device), mode)
         # through the model's state, not forward keywords: every architecture (DeBERTa-v2 takes none)
@@ -133,10 +132,10 @@ def fast_batch_pruned_logits(model, batch: Batch, masks: torch.Tensor, mode: str
     inputs = [hidden]                      # inputs[l]: input of layer l in the intact model, (N, T, d)
     for l in range(n_layers):
         last = l == n_layers - 1
-        parts = _layer_parts(layers[l], hidden, mask, cls_only=last, with_uniform=False)
-        hidden = _finish_layer(layers[l], parts.context_for(None), hidden[:, : parts.context.shape[2]])
+        parts = layer_parts(layers[l], hidden, mask, cls_only=last, with_uniform=False)
+        hidden = finish_layer(layers[l], parts.context_for(None), hidden[:, : parts.context.shape[2]])
         inputs.append(hidden)              # inputs[L]: the intact model's final [CLS], (N, 1, d)
-    out = torch.empty(len(masks), n, _n_outputs(model), dtype=torch.float64)
+    out = torch.empty(len(masks), n, n_outputs(model), dtype=torch.float64)
     masks = masks.to(hidden.device)
     any_layer = masks.any(dim=2)                                           # (C, L)
     # first layer with a removed head (L when none): the layers below it are the intact model's
@@ -150,13 +149,13 @@ def fast_batch_pruned_logits(model, batch: Batch, masks: torch.Tensor, mode: str
         for s in range(0, len(idx), config_batch):
             sel = idx[s:s + config_batch]
             k = len(sel)
-            h = _repeat(inputs[start_layer], k)
-            m = _repeat(mask, k)
+            h = repeat_rows(inputs[start_layer], k)
+            m = repeat_rows(mask, k)
             for l in range(start_layer, n_layers):
                 last = l == n_layers - 1
                 rows = masks[sel, l][:, None, :].expand(k, n, masks.shape[2]).reshape(k * n, -1)   # (k*N, H)
-                parts = _layer_parts(layers[l], h, m, cls_only=last, with_uniform=mode == "uniform")
-                h = _finish_layer(layers[l], _removed_context(parts, rows, mode), h[:, : parts.context.shape[2]])
+                parts = layer_parts(layers[l], h, m, cls_only=last, with_uniform=mode == "uniform")
+                h = finish_layer(layers[l], _removed_context(parts, rows, mode), h[:, : parts.context.shape[2]])
             out[sel] = plan.classify(h).view(k, n, -1).double().cpu()
     return out
 
@@ -174,7 +173,7 @@ def fast_pruned_logits(model, batches: Sequence[Batch], masks: np.ndarray, n_exa
     masks = np.asarray(masks, dtype=bool)
     unique, inverse = np.unique(masks.reshape(len(masks), -1), axis=0, return_inverse=True)
     unique_t = torch.as_tensor(unique.reshape(-1, *masks.shape[1:]))
-    out = np.zeros((len(unique), n_examples, _n_outputs(model)))
+    out = np.zeros((len(unique), n_examples, n_outputs(model)))
     for batch in tqdm(batches, desc="pruning (fast)", unit="batch", disable=not progress):
         out[:, batch.rows] = fast_batch_pruned_logits(model, batch.to(device), unique_t, mode, config_batch).numpy()
     return out[inverse.ravel()]
@@ -186,7 +185,7 @@ def pruned_logits(model, batches: Sequence[Batch], masks: np.ndarray, n_examples
 
     method: "fast" (BERT-layer classifiers: :func:`bertology.ablation.sweep.fast_plan`; resolve it with
     :func:`bertology.ablation.sweep.resolve_sweep`) or "naive" (every supported architecture). The model must
-    have gates enabled.
+    have been passed through :func:`bertology.ablation.heads.enable_heads`.
     """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; use one of {', '.join(METHODS)}")

@@ -8,7 +8,7 @@ network with several configurations stacked along the batch dimension. The last 
 [CLS] query (the classifier reads nothing else). Results equal the naive sweep's up to float rounding
 (checked in tests and in bench/bench_ablation.py). The fast sweep runs BERT-layer encoders (BERT,
 RoBERTa, ELECTRA: :func:`fast_plan`); :func:`resolve_sweep` falls back to the naive sweep for the others.
-The model must have disabling enabled (:func:`bertology.ablation.disable.enable_disabling`).
+The model must have been passed through :func:`bertology.ablation.heads.enable_heads`.
 
 Glossary: E examples, N rows of a batch, T padded length, L layers, H heads, dh head size, d hidden
 size, C configurations, K logits per example (classes, or 1 for regression), Q query positions.
@@ -23,7 +23,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from bertology.ablation.disable import AttentionParts, attention_parts, disabled_heads
+from bertology.ablation.heads import AttentionParts, attention_parts, disabled_heads
+from bertology.config import ConfigError
 
 SWEEPS = ("fast", "naive")
 
@@ -100,7 +101,8 @@ def make_batches(input_ids: Sequence[Sequence[int]], token_type_ids: Sequence[Se
 # The naive sweep: one full forward pass per configuration
 # --------------------------------------------------------------------------------------------------
 
-def _n_outputs(model) -> int:
+def n_outputs(model) -> int:
+    """K: the logits per example of a sequence classifier (its num_labels)."""
     return int(model.config.num_labels)
 
 
@@ -118,7 +120,7 @@ def model_inputs(model, batch: Batch) -> dict[str, torch.Tensor]:
 def forward_logits(model, batches: Sequence[Batch], disabled: torch.Tensor | None, n_examples: int) -> np.ndarray:
     """Full forward passes over all batches with the given (L, H) heads disabled -> (E, K) float64 logits."""
     device = next(model.parameters()).device
-    out = np.zeros((n_examples, _n_outputs(model)))
+    out = np.zeros((n_examples, n_outputs(model)))
     mask = None if disabled is None or not bool(disabled.any()) else disabled.to(device)
     with disabled_heads(model, mask):
         for batch in batches:
@@ -133,7 +135,7 @@ def naive_sweep(model, batches: Sequence[Batch], configs: Sequence[Configuration
     from tqdm.auto import tqdm
 
     n_layers, n_heads = model.config.num_hidden_layers, model.config.num_attention_heads
-    out = np.zeros((len(configs), n_examples, _n_outputs(model)))
+    out = np.zeros((len(configs), n_examples, n_outputs(model)))
     for c, cfg in enumerate(tqdm(configs, desc="naive sweep", unit="config", disable=not progress)):
         out[c] = forward_logits(model, batches, cfg.mask(n_layers, n_heads), n_examples)
     return out
@@ -204,12 +206,12 @@ def check_fast_supported(model) -> FastPlan:
     """The fast sweep's plan of `model`; ValueError saying why (and to use the naive sweep) if it has none."""
     plan = fast_plan(model)
     if isinstance(plan, str):
-        raise ValueError(f"{plan}. Run the naive sweep instead (config: ablation.sweep: naive); it gives the "
+        raise ConfigError(f"{plan}. Run the naive sweep instead (config: ablation.sweep: naive); it gives the "
                          f"same outputs")
     return plan
 
 
-def _layer_parts(layer, hidden: torch.Tensor, mask: torch.Tensor | None, cls_only: bool,
+def layer_parts(layer, hidden: torch.Tensor, mask: torch.Tensor | None, cls_only: bool,
                  with_uniform: bool = True) -> AttentionParts:
     """Attention of one BertLayer. hidden: (N, T, d) -> parts with Q = 1 ([CLS]) if cls_only else T."""
     sa = layer.attention.self
@@ -222,18 +224,13 @@ def _layer_parts(layer, hidden: torch.Tensor, mask: torch.Tensor | None, cls_onl
     return attention_parts(query, key, value, mask, sa.scaling, with_uniform=with_uniform)
 
 
-def _finish_layer(layer, context: torch.Tensor, hidden_in: torch.Tensor) -> torch.Tensor:
+def finish_layer(layer, context: torch.Tensor, hidden_in: torch.Tensor) -> torch.Tensor:
     """Output projection + residual/LayerNorm + feed-forward. context (N, Q, H, dh), hidden_in (N, Q, d)."""
     from transformers.pytorch_utils import apply_chunking_to_forward
 
     attn_out = layer.attention.output(context.reshape(*context.shape[:2], -1), hidden_in)
     return apply_chunking_to_forward(layer.feed_forward_chunk, layer.chunk_size_feed_forward, layer.seq_len_dim,
                                      attn_out)
-
-
-def _classify(model, hidden: torch.Tensor) -> torch.Tensor:
-    """(N, Q, d) final hidden states (position 0 = the first token) -> (N, K) logits (:meth:`FastPlan.classify`)."""
-    return check_fast_supported(model).classify(hidden)
 
 
 def _run_from(plan: FastPlan, start: int, hidden: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
@@ -244,13 +241,13 @@ def _run_from(plan: FastPlan, start: int, hidden: torch.Tensor, mask: torch.Tens
     layers = plan.layers
     for l in range(start, len(layers)):
         last = l == len(layers) - 1
-        parts = _layer_parts(layers[l], hidden, mask, cls_only=last, with_uniform=False)
+        parts = layer_parts(layers[l], hidden, mask, cls_only=last, with_uniform=False)
         context = parts.context_for(None)
-        hidden = _finish_layer(layers[l], context, hidden[:, : context.shape[1]])
+        hidden = finish_layer(layers[l], context, hidden[:, : context.shape[1]])
     return plan.classify(hidden)
 
 
-def _repeat(x: torch.Tensor | None, k: int) -> torch.Tensor | None:
+def repeat_rows(x: torch.Tensor | None, k: int) -> torch.Tensor | None:
     """(N, ...) -> (k*N, ...), replica-major."""
     return None if x is None else x.repeat(k, *([1] * (x.ndim - 1)))
 
@@ -288,14 +285,14 @@ def fast_batch_logits(model, batch: Batch, config_batch: int) -> torch.Tensor:
     n = batch.input_ids.shape[0]
     hidden = plan.embed(batch)
     mask = create_bidirectional_mask(config=model.config, inputs_embeds=hidden, attention_mask=batch.attention_mask)
-    out = torch.empty(1 + n_layers * n_heads + n_layers, n, _n_outputs(model), dtype=torch.float64)
+    out = torch.empty(1 + n_layers * n_heads + n_layers, n, n_outputs(model), dtype=torch.float64)
     # configurations of one layer: row j < H disables head j alone, row H disables every head
     per_layer = torch.cat([torch.eye(n_heads, dtype=torch.bool), torch.ones(1, n_heads, dtype=torch.bool)])
     per_layer = per_layer.to(hidden.device)
     config_batch = effective_config_batch(config_batch, n, batch.input_ids.shape[1], hidden.device)
     for l in range(n_layers):
         last = l == n_layers - 1
-        parts = _layer_parts(layers[l], hidden, mask, cls_only=last)
+        parts = layer_parts(layers[l], hidden, mask, cls_only=last)
         hidden_in = hidden[:, : parts.context.shape[2]]
         targets = [1 + l * n_heads + h for h in range(n_heads)] + [1 + n_layers * n_heads + l]
         for start in range(0, n_heads + 1, config_batch):
@@ -304,10 +301,10 @@ def fast_batch_logits(model, batch: Batch, config_batch: int) -> torch.Tensor:
             # (k, N, H, Q, dh) by broadcasting (no replicas of the contexts), then one copy to (k*N, Q, H, dh)
             stacked = torch.where(sel[:, None, :, None, None], parts.uniform_context[None], parts.context[None])
             context = stacked.transpose(2, 3).reshape(k * n, stacked.shape[3], n_heads, -1)
-            h_next = _finish_layer(layers[l], context, _repeat(hidden_in, k))
-            logits = _run_from(plan, l + 1, h_next, _repeat(mask, k))
+            h_next = finish_layer(layers[l], context, repeat_rows(hidden_in, k))
+            logits = _run_from(plan, l + 1, h_next, repeat_rows(mask, k))
             out[targets[start:start + k]] = logits.view(k, n, -1).double().cpu()
-        hidden = _finish_layer(layers[l], parts.context_for(None), hidden_in)
+        hidden = finish_layer(layers[l], parts.context_for(None), hidden_in)
     out[0] = plan.classify(hidden).double().cpu()
     return out
 
@@ -322,7 +319,7 @@ def fast_sweep(model, batches: Sequence[Batch], n_examples: int, config_batch: i
         raise ValueError("call model.eval() first: the sweep measures the deterministic model")
     device = next(model.parameters()).device
     n_layers, n_heads = model.config.num_hidden_layers, model.config.num_attention_heads
-    out = np.zeros((1 + n_layers * n_heads + n_layers, n_examples, _n_outputs(model)))
+    out = np.zeros((1 + n_layers * n_heads + n_layers, n_examples, n_outputs(model)))
     for batch in tqdm(batches, desc="fast sweep", unit="batch", disable=not progress):
         out[:, batch.rows] = fast_batch_logits(model, batch.to(device), config_batch).numpy()
     return out
@@ -361,7 +358,7 @@ def run_sweep(model, batches: Sequence[Batch], n_examples: int, *, sweep: str, c
     """(C, E, K) logits of every configuration of :func:`sweep_configurations`.
 
     sweep: "fast" (:func:`fast_sweep`, BERT-layer encoders: see :func:`fast_plan`) or "naive"
-    (:func:`naive_sweep`, any model :func:`~bertology.ablation.disable.enable_disabling` accepts); use
+    (:func:`naive_sweep`, any model :func:`~bertology.ablation.heads.enable_heads` accepts); use
     :func:`resolve_sweep` to fall back from fast to naive. config_batch: see :func:`fast_batch_logits`.
     """
     if sweep not in SWEEPS:

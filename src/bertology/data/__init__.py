@@ -29,9 +29,20 @@ class DataError(UserError, ValueError):
     """Input data is missing or malformed; the message names the file and the fix."""
 
 
-def sample_rows(df: pd.DataFrame, n: int | None, seed: int, *, what: str = "the sample",
-                key: str = "the sample size", short_split: str = "error") -> pd.DataFrame:
-    """The project's one sampler: a seeded sample of n rows kept in frame order (all rows when n is None).
+def sample_positions(n_total: int, k: int, seed: int) -> np.ndarray:
+    """The project's one sampler: k distinct positions of range(n_total), drawn with seed, sorted: (min(k, n_total),)
+    int64 (empty when k <= 0). Every seeded sample (rows of a split, the explorer's examples, the pattern sheet's
+    maps) is drawn here, so the same (n_total, k, seed) always gives the same positions."""
+    k = min(int(k), int(n_total))
+    if k <= 0:
+        return np.zeros(0, dtype=np.int64)
+    rng = np.random.default_rng(int(seed))
+    return np.sort(rng.choice(int(n_total), size=k, replace=False)).astype(np.int64)
+
+
+def sample_rows(df: pd.DataFrame, n: int | None, seed: int, *, short_split: str, what: str = "the sample",
+                key: str = "the sample size") -> pd.DataFrame:
+    """A seeded sample of n rows kept in frame order (all rows when n is None), by :func:`sample_positions`.
 
     A pure function of (df, n, seed), so every variant of a task gets the same rows in the same order.
     An empty frame is an error. Asking for more rows than there are is an error naming the split's size
@@ -50,9 +61,7 @@ def sample_rows(df: pd.DataFrame, n: int | None, seed: int, *, what: str = "the 
                     "all)", what, key, n, len(df), len(df))
     if n is None or int(n) >= len(df):
         return df.reset_index(drop=True)
-    rng = np.random.default_rng(int(seed))
-    keep = np.sort(rng.choice(len(df), size=int(n), replace=False))
-    return df.iloc[keep].reset_index(drop=True)
+    return df.iloc[sample_positions(len(df), int(n), seed)].reset_index(drop=True)
 
 
 def normalise(df: pd.DataFrame, spec: TaskSpec) -> pd.DataFrame:

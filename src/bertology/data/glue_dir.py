@@ -129,17 +129,17 @@ def _lines_named(lines: list[int]) -> str:
     return named + (f" and {len(lines) - MAX_LISTED} more" if len(lines) > MAX_LISTED else "")
 
 
-def read_glue_split(root: Path, spec: TaskSpec, split: str, bad_rows: str = "error") -> pd.DataFrame:
-    """Read one split of a task from a GLUE-layout directory into idx/text_a/text_b/label (see
-    :func:`read_glue_rows`; the rows skipped under bad_rows="skip" are logged)."""
-    return read_glue_rows(root, spec, split, bad_rows).frame
+def read_glue_split(root: Path, spec: TaskSpec, split: str) -> pd.DataFrame:
+    """Read one split of a task from a GLUE-layout directory into idx/text_a/text_b/label, strictly: a
+    malformed row is an error (:func:`read_glue_rows` with bad_rows="error"; for benchmarks and notebooks)."""
+    return read_glue_rows(root, spec, split, bad_rows="error").frame
 
 
-def read_glue_rows(root: Path, spec: TaskSpec, split: str, bad_rows: str = "error") -> GlueSplit:
+def read_glue_rows(root: Path, spec: TaskSpec, split: str, *, bad_rows: str) -> GlueSplit:
     """One split of a task from a GLUE-layout directory, and the malformed rows skipped.
 
-    A row whose number of tab-separated fields differs from the header's is malformed. bad_rows="error" (the
-    default, ``data.bad_rows``): any malformed row is an error naming the file and every malformed line;
+    A row whose number of tab-separated fields differs from the header's is malformed. bad_rows
+    (``data.bad_rows``) "error": any malformed row is an error naming the file and every malformed line;
     "skip": they are dropped and returned (file, line, fields), unless they outnumber the good rows (then the
     file is not the task's file, an error either way).
     """

@@ -45,6 +45,7 @@ import pandas as pd
 from bertology.demo import pairs, single
 from bertology.demo.sampling import Example, Retry, Rng
 from bertology.tasks import SPLITS, get_task
+from bertology.config import ConfigError
 
 __all__ = ["generate", "split_of"]
 
@@ -74,9 +75,9 @@ def generate(task: str, split: str, n: int, seed: int) -> pd.DataFrame:
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r}; use one of {', '.join(SPLITS)}")
     if n < 1:
-        raise ValueError(f"n must be at least 1, got {n}; set data.demo.{split} to a positive size")
+        raise ConfigError(f"n must be at least 1, got {n}; set data.demo.{split} to a positive size")
     if seed < 0:
-        raise ValueError(f"seed must be >= 0, got {seed}; set data.seed to a non-negative integer")
+        raise ConfigError(f"seed must be >= 0, got {seed}; set data.seed to a non-negative integer")
     r = _stream(seed, task, split)
     classes = 6 if spec.is_regression else spec.num_labels  # stsb: 0..5 changed parts
     wanted = r.gen.permutation(np.resize(np.arange(classes), n))
@@ -88,7 +89,7 @@ def generate(task: str, split: str, n: int, seed: int) -> pd.DataFrame:
         while True:
             attempts += 1
             if attempts > budget:
-                raise ValueError(f"the demo {task} generator cannot make {n} distinct {split} examples; "
+                raise ConfigError(f"the demo {task} generator cannot make {n} distinct {split} examples; "
                                  f"ask for fewer (data.demo.{split})")
             try:
                 a, b, label = make(r, int(target))

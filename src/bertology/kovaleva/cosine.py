@@ -8,6 +8,7 @@ NaN/zero padding of a store never enters the dot product or the norms).
 from __future__ import annotations
 
 import numpy as np
+from bertology.errors import InputError
 
 
 def crop(attn: np.ndarray, n: int) -> np.ndarray:
@@ -22,7 +23,7 @@ def cosine_per_head(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     attention); NaN for a head whose map is all zeros in either model.
     """
     if a.shape != b.shape:
-        raise ValueError(f"cosine needs maps of the same shape, got {a.shape} and {b.shape}: the pretrained and "
+        raise InputError(f"cosine needs maps of the same shape, got {a.shape} and {b.shape}: the pretrained and "
                          f"finetuned stores must hold the same examples with the same tokenisation")
     x = np.asarray(a, dtype=np.float32).reshape(a.shape[0], a.shape[1], -1)
     y = np.asarray(b, dtype=np.float32).reshape(b.shape[0], b.shape[1], -1)

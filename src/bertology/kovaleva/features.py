@@ -7,7 +7,7 @@ columns = keys), cropped to the real length.
 A *token* of a feature is a set of wordpiece positions: the special tokens are one position each
 ([CLS], every [SEP]: bertology.store.SpecialTokens); a word is all its wordpieces ``wp(w)`` (never only the first one).
 
-Definitions (DESIGN section 6):
+Definitions (docs/reference.md#features):
 
 * features: score(f) = max over tokens w of type f of (sum_i sum_{s in wp(w)} A[i, s]) / n, averaged
   over the examples that contain f;
@@ -20,7 +20,7 @@ matched on whole spaCy words; a contraction is matched through its clitic (spaCy
 "nt" for "dont"): see :func:`is_negation`.
 
 A wordpiece shared by several spaCy words (WordPiece keeps "cannot" whole, spaCy reads "can" + "not")
-has one word in the store's ``word_ids`` (int16, one per position, DESIGN section 5). The alignment
+has one word in the store's ``word_ids`` (int16, one per position, docs/reference.md#store). The alignment
 (:func:`bertology.annotate.align_words`) gives such a piece to the negation word among its sharers
 (``not``), so the negation token of "I cannot go" is the piece ``cannot``; the other sharer ("can", an
 AUX, which carries none of these features) is left without a piece. This module reads ``word_ids`` as
@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from bertology.config import ConfigError
 
 FEATURES: tuple[str, ...] = ("cls", "sep", "noun", "verb", "pronoun", "subject", "object", "negation")
 CLS_FEATURES: tuple[str, ...] = FEATURES + ("punctuation",)
@@ -70,12 +71,12 @@ def negation_list(negation: str) -> frozenset[str]:
     try:
         return NEGATION_LISTS[negation]
     except KeyError:
-        raise ValueError(f"analysis.features.negation is {negation!r}; use one of {sorted(NEGATION_LISTS)} "
+        raise ConfigError(f"analysis.features.negation is {negation!r}; use one of {sorted(NEGATION_LISTS)} "
                          f"(paper = Kovaleva et al.'s footnote 6, extended = that list plus no, nobody, cannot "
                          f"and every n't form)") from None
 
 
-def is_negation(text: str, host: str | None = None, *, negation: str = "paper", attached: bool = True) -> bool:
+def is_negation(text: str, host: str | None = None, *, negation: str, attached: bool = True) -> bool:
     """Whole-word negation test of one spaCy word.
 
     Matching is on whole words (lower-cased, apostrophes normalised): "knot", "note" or "nothingness" never
@@ -87,9 +88,9 @@ def is_negation(text: str, host: str | None = None, *, negation: str = "paper", 
     is no negation; "n't" counts with or without a space ("does n't" in pre-tokenised corpora).
     "cannot" is two spaCy words, "can" + "not", and "not" is in both lists.
 
-    host: the previous word of the same text (None when there is none). ``is_negation("not")`` is True,
-    ``is_negation("n't", "do")`` True, ``is_negation("n't", "does")`` False but True with
-    ``negation="extended"``; ``is_negation("knot")`` False.
+    host: the previous word of the same text (None when there is none); negation: ``paper`` or ``extended``
+    (analysis.features.negation). With ``paper``: ``is_negation("not")`` is True, ``is_negation("n't", "do")``
+    True, ``is_negation("n't", "does")`` False (True with ``extended``); ``is_negation("knot")`` False.
     """
     words = negation_list(negation)
     w = normalise_word(text)
@@ -102,7 +103,7 @@ def is_negation(text: str, host: str | None = None, *, negation: str = "paper", 
     return host is not None and normalise_word(host) + "n't" in words
 
 
-def negation_flags(words: pd.DataFrame, negation: str = "paper") -> np.ndarray:
+def negation_flags(words: pd.DataFrame, negation: str) -> np.ndarray:
     """(rows,) bool: :func:`is_negation` of every word of a words table, in the table's row order.
 
     words: columns text (+ example_idx, word, segment, start_char, end_char when present: the host of a
@@ -135,7 +136,7 @@ def negation_flags(words: pd.DataFrame, negation: str = "paper") -> np.ndarray:
     return out
 
 
-def word_feature_flags(words: pd.DataFrame, *, negation: str = "paper") -> pd.DataFrame:
+def word_feature_flags(words: pd.DataFrame, *, negation: str) -> pd.DataFrame:
     """Boolean feature columns for a words table (columns text, pos, dep, is_punct as in words.parquet).
 
     Returns a frame with the same index and one bool column per name in WORD_FEATURES.

@@ -22,7 +22,7 @@ target to one core frame element of the item. The paper's filters, in order:
 the distance filter (:data:`COUNT_KEYS`). Link scores of a model (:func:`link_scores_both`): per item and
 head, max over the item's links and every wordpiece pair of A[target piece, FE piece] -- the target's
 wordpieces are the queries, as in the paper's "high attention weight for 'he' while processing 'agitated'"
-(DESIGN section 6); relations.csv ``source: framenet``. The transposed direction, A[FE piece, target piece],
+(docs/reference.md#relations); relations.csv ``source: framenet``. The transposed direction, A[FE piece, target piece],
 is ``source: framenet_fe_target`` (:data:`DIRECTIONS`), for comparison.
 """
 
@@ -39,6 +39,7 @@ import pandas as pd
 
 from bertology.kovaleva import relations as rel
 from bertology.models import forward_inputs
+from bertology.config import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -160,7 +161,7 @@ def filter_items(items: list[Item], *, max_tokens: int = MAX_SENTENCE_TOKENS, ma
     distinct FrameNet sentences among the items.
     """
     if mode not in FILTER_MODES:
-        raise ValueError(f"analysis.relations.framenet_filter is {mode!r}; use `sentence` (the paper: exclude a "
+        raise ConfigError(f"analysis.relations.framenet_filter is {mode!r}; use `sentence` (the paper: exclude a "
                          f"sentence with linked objects less than {min_distance} tokens apart) or `link` (drop only "
                          f"the close links)")
 
@@ -209,7 +210,7 @@ def links_table(items: list[Item], min_distance: int = MIN_LINK_DISTANCE) -> pd.
 DIRECTIONS: dict[str, str] = {"target_fe": "framenet", "fe_target": "framenet_fe_target"}
 
 
-def link_scores(links: pd.DataFrame, tokenizer, model, *, batch_size: int = 32, max_length: int = 128,
+def link_scores(links: pd.DataFrame, tokenizer, model, *, batch_size: int, max_length: int,
                 direction: str = "target_fe") -> np.ndarray:
     """Per item and head, the max attention over its links' wordpiece pairs, in one `direction`.
 
@@ -222,8 +223,8 @@ def link_scores(links: pd.DataFrame, tokenizer, model, *, batch_size: int = 32, 
     return link_scores_both(links, tokenizer, model, batch_size=batch_size, max_length=max_length)[direction]
 
 
-def link_scores_both(links: pd.DataFrame, tokenizer, model, *, batch_size: int = 32,
-                     max_length: int = 128) -> dict[str, np.ndarray]:
+def link_scores_both(links: pd.DataFrame, tokenizer, model, *, batch_size: int,
+                     max_length: int) -> dict[str, np.ndarray]:
     """Per item and head, the max attention over its links' wordpiece pairs, in both directions.
 
     links: links_table rows. Returns {"target_fe": (N_items, L, H), "fe_target": (N_items, L, H)} float64

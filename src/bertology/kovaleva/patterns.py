@@ -41,6 +41,9 @@ from pathlib import Path
 
 import numpy as np
 
+from bertology.io import write_torch
+from bertology.errors import InputError, MissingInputError
+
 log = logging.getLogger(__name__)
 
 CLASSES: tuple[str, ...] = ("vertical", "diagonal", "vertical+diagonal", "block", "heterogeneous")
@@ -173,10 +176,7 @@ class PatternCNN:
         return np.concatenate(preds).astype(np.int8) if preds else np.zeros(0, np.int8)
 
     def save(self, path: str | Path) -> None:
-        import torch
-
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        torch.save({"state_dict": self.model.state_dict(), "size": self.size, "classes": list(CLASSES)}, path)
+        write_torch({"state_dict": self.model.state_dict(), "size": self.size, "classes": list(CLASSES)}, path)
 
     @classmethod
     def load(cls, path: str | Path) -> "PatternCNN":
@@ -184,17 +184,17 @@ class PatternCNN:
 
         path = Path(path)
         if not path.is_file():
-            raise FileNotFoundError(f"pattern classifier {str(path)!r} not found: set analysis.patterns.classifier to "
+            raise MissingInputError(f"pattern classifier {str(path)!r} not found: set analysis.patterns.classifier to "
                                     f"'rule' or to a file written by `bertology patterns-train`")
         try:  # weights_only: a pickle that names any other object is refused, never run
             blob = torch.load(path, map_location="cpu", weights_only=True)
         except Exception as err:  # noqa: BLE001 - UnpicklingError, RuntimeError (not a torch file): one line
-            raise ValueError(f"{path} cannot be read as a pattern classifier ({type(err).__name__}: "
+            raise InputError(f"{path} cannot be read as a pattern classifier ({type(err).__name__}: "
                              f"{' '.join(str(err).split())[:200]}); give a file written by `bertology patterns-train`"
                              ) from None
         if not isinstance(blob, dict) or list(blob.get("classes", [])) != list(CLASSES):
             classes = blob.get("classes") if isinstance(blob, dict) else type(blob).__name__
-            raise ValueError(f"{path} was trained for classes {classes}, expected {list(CLASSES)}")
+            raise InputError(f"{path} was trained for classes {classes}, expected {list(CLASSES)}")
         model = build_cnn(int(blob["size"]))
         model.load_state_dict(blob["state_dict"])
         return cls(model, int(blob["size"]))
@@ -213,7 +213,7 @@ def train_cnn(maps: list[np.ndarray], labels: list[str], *, size: int = 32, epoc
 
     unknown = sorted(set(labels) - set(CLASSES))
     if unknown:
-        raise ValueError(f"unknown pattern label(s) {unknown} in the label file; use one of {list(CLASSES)}")
+        raise InputError(f"unknown pattern label(s) {unknown} in the label file; use one of {list(CLASSES)}")
     y = np.array([CLASS_INDEX[l] for l in labels])
     x = resize_maps(maps, size)
 
@@ -248,12 +248,13 @@ def train_cnn(maps: list[np.ndarray], labels: list[str], *, size: int = 32, epoc
     return fit(x, y), report
 
 
-def sample_maps(n_examples: int, layers: int, heads: int, count: int, seed: int = 0) -> np.ndarray:
-    """A seeded sample of distinct (example position, layer, head) triples: (count, 3) int."""
-    total = n_examples * layers * heads
-    rng = np.random.default_rng(seed)
-    flat = rng.choice(total, size=min(count, total), replace=False)
-    return np.stack(np.unravel_index(np.sort(flat), (n_examples, layers, heads)), axis=1)
+def sample_maps(n_examples: int, layers: int, heads: int, count: int, seed: int) -> np.ndarray:
+    """A seeded sample of distinct (example position, layer, head) triples: (count, 3) int
+    (:func:`bertology.data.sample_positions` over the flat L*H*E index)."""
+    from bertology.data import sample_positions
+
+    flat = sample_positions(n_examples * layers * heads, count, seed)
+    return np.stack(np.unravel_index(flat, (n_examples, layers, heads)), axis=1)
 
 
 def labelled_maps(labels, stores: list) -> tuple[list[np.ndarray], list[str]]:
@@ -263,21 +264,21 @@ def labelled_maps(labels, stores: list) -> tuple[list[np.ndarray], list[str]]:
 
     need = {"example", "layer", "head", "label"}
     if not need <= set(labels.columns):
-        raise ValueError(f"the label file needs columns {sorted(need)}; got {list(labels.columns)}")
+        raise InputError(f"the label file needs columns {sorted(need)}; got {list(labels.columns)}")
     labels = labels[labels["label"].notna() & (labels["label"].astype(str).str.strip() != "")]
     if labels.empty:
-        raise ValueError("the label file has no filled-in `label`: annotate the sheet first")
+        raise InputError("the label file has no filled-in `label`: annotate the sheet first")
     maps, names = [], []
     for _, row in labels.iterrows():
         candidates = [d for d in stores if all(str(d.attrs.get(k)) == str(row[k]) for k in ("task", "variant")
                                                if k in row and pd.notna(row[k]))]
         if not candidates:
-            raise ValueError(f"no store for task={row.get('task')} variant={row.get('variant')} (label row "
+            raise InputError(f"no store for task={row.get('task')} variant={row.get('variant')} (label row "
                              f"{row.name}): give it as --input store=PATH")
         ds = candidates[0]
         pos = np.flatnonzero(ds["example_idx"].values == int(row["example"]))
         if pos.size == 0:
-            raise ValueError(f"example {row['example']} is not in the store {ds.attrs.get('task')}/"
+            raise InputError(f"example {row['example']} is not in the store {ds.attrs.get('task')}/"
                              f"{ds.attrs.get('variant')}")
         try:
             layer, head = int(row["layer"]), int(row["head"])
@@ -285,7 +286,7 @@ def labelled_maps(labels, stores: list) -> tuple[list[np.ndarray], list[str]]:
             layer = head = -1
         L, H = int(ds.sizes["layer"]), int(ds.sizes["head"])
         if not (0 <= layer < L and 0 <= head < H):  # a negative index would silently read another head
-            raise ValueError(f"label row {row.name} (line {int(row.name) + 2} of the label file): layer "
+            raise InputError(f"label row {row.name} (line {int(row.name) + 2} of the label file): layer "
                              f"{row['layer']!r}, head {row['head']!r} are not in 0..{L - 1} x 0..{H - 1}")
         ex = ds.isel(example=int(pos[0]))
         n = int(ex["length"])

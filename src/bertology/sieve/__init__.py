@@ -1,6 +1,6 @@
 """Pande et al. 2021, *The heads hypothesis*: sieve bias scores and one-sided hypothesis tests per head.
 
-Modules (DESIGN section 6 fixes the definitions):
+Modules (docs/reference.md#sieve gives the definitions):
 
 - :mod:`.masks`   pure numpy: the sieves S(t) and the query sets of every role for a chunk of examples;
 - :mod:`.scores`  pure numpy: sieve bias beta(t) and per-example scores from attention and masks;

@@ -20,6 +20,7 @@ from bertology.plotting import new_figure, number_from_one, save_figure, symmetr
 
 from .masks import ROLES
 from .summary import COARSE_ROLES, FINE_ROLES, LAYER_GROUPS, roles_per_head
+from bertology.errors import InputError
 
 _PALETTE = ["#1f77b4", "#aec7e8", "#9edae5", "#ff7f0e", "#7f7f7f", "#d62728", "#ff9896",
             "#2ca02c", "#98df8a", "#9467bd", "#c5b0d5", "#8c564b"]
@@ -214,7 +215,7 @@ def plot_delta(delta: pd.DataFrame, path: str | Path, roles: Sequence[str] | Non
     (columns); one diverging colour scale shared by every panel."""
     tasks = list(dict.fromkeys(delta["task"]))
     if not tasks:
-        raise ValueError("the sieve delta table is empty: no task has both a pretrained and a fine-tuned sieve.csv")
+        raise InputError("the sieve delta table is empty: no task has both a pretrained and a fine-tuned sieve.csv")
     roles = list(roles or [r for r in ROLES if r in set(delta["role"])])
     vmax = symmetric_limit(delta["delta"])
     decimals = int(min(max(2, 1 - np.floor(np.log10(vmax))), 6))   # two significant digits of the largest

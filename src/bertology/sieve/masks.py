@@ -1,4 +1,4 @@
-"""Sieves S(t) and query sets of every role for a chunk of examples (pure numpy, DESIGN section 6).
+"""Sieves S(t) and query sets of every role for a chunk of examples (pure numpy, docs/reference.md#sieve).
 
 For one example of real length n (specials included), Q = positions t < n that are neither [CLS] nor a
 [SEP] (the one definition of both: :class:`bertology.store.SpecialTokens`). With window w:
@@ -30,6 +30,8 @@ import numpy as np
 import pandas as pd
 
 from bertology.store import SpecialTokens
+from bertology.config import ConfigError
+from bertology.errors import InputError
 
 SYNTACTIC_RELATIONS: tuple[str, ...] = ("nsubj", "dobj", "amod", "advmod")
 ROLES: tuple[str, ...] = ("local", "prev_local", "next_local", "block", "delimiter", "cls", "sep",
@@ -46,7 +48,7 @@ def roles_for(pair: bool) -> tuple[str, ...]:
 def check_roles(roles: Sequence[str]) -> tuple[str, ...]:
     unknown = [r for r in roles if r not in ROLES]
     if unknown:
-        raise ValueError(f"unknown sieve role(s) {unknown}; roles are: {', '.join(ROLES)}")
+        raise ConfigError(f"unknown sieve role(s) {unknown}; roles are: {', '.join(ROLES)}")
     return tuple(roles)
 
 
@@ -60,7 +62,7 @@ def word_relations(words: pd.DataFrame, example_idx: np.ndarray, n_words: int) -
     """
     missing = {"example_idx", "word", "dep", "head"} - set(words.columns)
     if missing:
-        raise ValueError(f"the words table lacks column(s) {sorted(missing)}; "
+        raise InputError(f"the words table lacks column(s) {sorted(missing)}; "
                          "expected example_idx, word, dep, head (results/attention/{task}/words.parquet)")
     example_idx = np.asarray(example_idx, dtype=np.int64)
     rel = np.zeros((len(example_idx), len(SYNTACTIC_RELATIONS), n_words, n_words), dtype=bool)
@@ -82,7 +84,7 @@ def word_relations(words: pd.DataFrame, example_idx: np.ndarray, n_words: int) -
 
 
 def build_masks(input_ids: np.ndarray, segment: np.ndarray, word_ids: np.ndarray, length: np.ndarray,
-                relations: np.ndarray | None, *, specials: SpecialTokens, window: int = 2,
+                relations: np.ndarray | None, *, specials: SpecialTokens, window: int,
                 roles: Sequence[str] = ROLES) -> tuple[np.ndarray, np.ndarray]:
     """Sieves and query sets of `roles` for a chunk of E examples padded to T positions.
 
@@ -111,7 +113,7 @@ def build_masks(input_ids: np.ndarray, segment: np.ndarray, word_ids: np.ndarray
     syntactic: np.ndarray | None = None
     if any(r in SYNTACTIC_RELATIONS or r == "syntactic" for r in roles):
         if relations is None:
-            raise ValueError("syntactic roles need the word relations (the words table)")
+            raise InputError("syntactic roles need the word relations (the words table)")
         W = relations.shape[-1]
         valid = q & (word_ids >= 0) & (word_ids < W)
         wid = np.where(valid, word_ids, 0)
@@ -142,13 +144,13 @@ def build_masks(input_ids: np.ndarray, segment: np.ndarray, word_ids: np.ndarray
 
 def chunk_masks(input_ids: np.ndarray, segment: np.ndarray, word_ids: np.ndarray, length: np.ndarray,
                 example_idx: np.ndarray, words: pd.DataFrame | None, *, specials: SpecialTokens,
-                window: int = 2, roles: Sequence[str] = ROLES) -> tuple[np.ndarray, np.ndarray]:
+                window: int, roles: Sequence[str] = ROLES) -> tuple[np.ndarray, np.ndarray]:
     """:func:`build_masks` for a store chunk, with the word relations looked up in the words table."""
     roles = check_roles(roles)
     relations = None
     if any(r in SYNTACTIC_RELATIONS or r == "syntactic" for r in roles):
         if words is None:
-            raise ValueError("syntactic roles need the words table (results/attention/{task}/words.parquet)")
+            raise InputError("syntactic roles need the words table (results/attention/{task}/words.parquet)")
         wid_max = int(np.max(word_ids, initial=-1))
         sub = words[words["example_idx"].isin(np.asarray(example_idx))]
         n_words = max(wid_max, int(sub["word"].max()) if len(sub) else -1) + 1

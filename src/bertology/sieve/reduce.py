@@ -68,7 +68,7 @@ def compute_scores(store: str | Path, words: pd.DataFrame | None, *, roles: Sequ
                    compute_kwargs: Mapping[str, Any] | None = None, batch: int = BATCH) -> xr.DataArray:
     """Per-example sieve scores of every role: DataArray (example, layer, head, role), NaN without queries.
 
-    store: an attention store (DESIGN section 5; a path or fsspec URL); words: the words table (needed for the
+    store: an attention store (docs/reference.md#store; a path or fsspec URL); words: the words table (needed for the
     syntactic roles). compute_kwargs: for dask.compute (bertology.daskutil.compute_kwargs).
     """
     roles = check_roles(roles)

@@ -1,4 +1,4 @@
-"""Sieve bias scores (pure numpy, DESIGN section 6).
+"""Sieve bias scores (pure numpy, docs/reference.md#sieve).
 
 beta(t) = n * mean_{s in S(t)} A[t, s] for a query t of a role; an example's score is the mean of beta(t)
 over the role's queries (NaN when the example has none). A beta of 1 is what uniform attention gives;
@@ -8,6 +8,7 @@ tau = 3 asks for three times the uniform share.
 from __future__ import annotations
 
 import numpy as np
+from bertology.errors import InputError
 
 
 def _clean(attention: np.ndarray, length: np.ndarray) -> np.ndarray:
@@ -24,7 +25,7 @@ def _clean(attention: np.ndarray, length: np.ndarray) -> np.ndarray:
     bad = (nan & real[:, None, None]).any(axis=(1, 2, 3, 4))
     if bad.any():
         e = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"attention of example {e} (of this block) has NaN inside its length {int(n[e, 0, 0])}: "
+        raise InputError(f"attention of example {e} (of this block) has NaN inside its length {int(n[e, 0, 0])}: "
                          f"the store is damaged; delete it and re-run the extraction")
     np.copyto(a, 0.0, where=nan)          # much faster than np.nan_to_num on large blocks
     return a

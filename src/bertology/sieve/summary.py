@@ -25,6 +25,7 @@ import xarray as xr
 from scipy import stats
 
 from .masks import ROLES
+from bertology.errors import InputError
 
 LAYER_GROUPS: tuple[str, ...] = ("initial", "middle", "final")
 DELTA_COLUMNS = ["task", "role", "layer_group", "pretrained", "finetuned", "delta", "n_heads"]
@@ -45,7 +46,7 @@ def layer_groups(n_layers: int) -> dict[int, str]:
 def _check_table(table: pd.DataFrame, what: str) -> None:
     missing = {"layer", "head", "role", "mean", "assigned"} - set(table.columns)
     if missing:
-        raise ValueError(f"{what} lacks column(s) {sorted(missing)}: is it a sieve.csv?")
+        raise InputError(f"{what} lacks column(s) {sorted(missing)}: is it a sieve.csv?")
 
 
 def sieve_delta(pretrained: pd.DataFrame, finetuned: pd.DataFrame, task: str) -> pd.DataFrame:
@@ -55,7 +56,7 @@ def sieve_delta(pretrained: pd.DataFrame, finetuned: pd.DataFrame, task: str) ->
     keys = ["layer", "head", "role"]
     both = pretrained[keys + ["mean"]].merge(finetuned[keys + ["mean"]], on=keys, suffixes=("_pre", "_fine"))
     if both.empty:
-        raise ValueError(f"{task}: the pretrained and fine-tuned sieve tables share no (layer, head, role)")
+        raise InputError(f"{task}: the pretrained and fine-tuned sieve tables share no (layer, head, role)")
     n_layers = int(max(pretrained["layer"].max(), finetuned["layer"].max())) + 1
     both["layer_group"] = both["layer"].map(layer_groups(n_layers))
     both = both[np.isfinite(both["mean_pre"]) & np.isfinite(both["mean_fine"])]

@@ -2,27 +2,26 @@
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
 from bertology.cli import StepContext
 from bertology.errors import UserError
+from bertology.io import write_json
 
 
 def _write_json(obj: dict, path: Path) -> None:
     """Write JSON atomically (a killed job never leaves half a file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, default=float))
-    tmp.replace(path)
+    write_json(obj, path, default=float, end="")
 
 
-def _load_finetuned(ctx: StepContext, enable):
-    """The fine-tuned classifier of the job's task (``--input model=``) switched over by `enable`, its
-    tokenizer and the device; checks that its outputs fit the task."""
+def _load_finetuned(ctx: StepContext):
+    """The fine-tuned classifier of the job's task (``--input model=``) passed through
+    :func:`~bertology.ablation.heads.enable_heads`, its tokenizer and the device; checks that its outputs fit
+    the task."""
     import torch
 
+    from bertology.ablation.heads import enable_heads
     from bertology.models import load_encoder, load_tokenizer
     from bertology.tasks import get_task
     from bertology.training import select_device
@@ -35,7 +34,7 @@ def _load_finetuned(ctx: StepContext, enable):
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
-    model = enable(load_encoder(str(ctx.input.model), classifier=True, device=device))
+    model = enable_heads(load_encoder(str(ctx.input.model), classifier=True, device=device))
     if model.config.num_labels != spec.num_labels:
         raise UserError(f"{ctx.input.model} has {model.config.num_labels} output(s) but {task} needs "
                         f"{spec.num_labels}: give the model fine-tuned on {task} (results/models/{task}/pretrained)")
@@ -58,7 +57,7 @@ def ablation_sweep(ctx: StepContext) -> None:
     The examples are a seeded sample (ablation.examples, ablation.seed) of the validation split; the model
     is the one fine-tuned from the pretrained encoder (``--input model=``).
     """
-    from bertology.ablation.disable import DisablingUnsupported, enable_disabling
+    from bertology.ablation.heads import DisablingUnsupported
     from bertology.ablation.figures import verdict
     from bertology.ablation.stats import COLUMN_DOCS, sweep_tables
     from bertology.ablation.sweep import encode_batches, resolve_sweep, run_sweep
@@ -67,7 +66,7 @@ def ablation_sweep(ctx: StepContext) -> None:
     task, cfg = ctx.wildcards["task"], ctx.config.ablation
     df = _eval_sample(ctx)
     try:
-        model, tokenizer, device = _load_finetuned(ctx, enable_disabling)
+        model, tokenizer, device = _load_finetuned(ctx)
     except DisablingUnsupported as err:
         _write_unsupported(ctx, task, str(err))
         return
@@ -83,11 +82,11 @@ def ablation_sweep(ctx: StepContext) -> None:
                        progress=ctx.progress)
     sweep_s = time.perf_counter() - t0
     ctx.log.info("%s: %d configurations x %d examples in %.1f s (%s sweep, %s, %s disabling)", task,
-                 logits.shape[0], len(df), sweep_s, sweep, device, model.bertology_disabling)
+                 logits.shape[0], len(df), sweep_s, sweep, device, model.bertology_heads)
     tables = sweep_tables(task, df["label"].to_numpy(), logits, n_layers, n_heads, n_boot=cfg.bootstrap,
                           seed=cfg.seed, alpha=cfg.alpha)
     info = {**tables.summary_info, "verdict": verdict(tables.summary_info), "columns": COLUMN_DOCS,
-            "sweep": sweep, "disabling": model.bertology_disabling}
+            "sweep": sweep, "disabling": model.bertology_heads}
     write_csv(tables.heads, ctx.output.heads)
     write_csv(tables.layers, ctx.output.layers)
     write_csv(tables.summary, ctx.output.summary)
@@ -96,7 +95,7 @@ def ablation_sweep(ctx: StepContext) -> None:
 
     tracker = ctx.tracker
     tracker.tags({"variant": "finetuned", "device": str(device), "sweep": sweep, "sweep_requested": cfg.sweep,
-                  "disabling": model.bertology_disabling, "model_type": model.config.model_type})
+                  "disabling": model.bertology_heads, "model_type": model.config.model_type})
     tracker.metrics({"sweep_seconds": sweep_s, "n_examples": len(df),
                      **{f"baseline_{m}": v for m, v in info["baseline"].items()}})
     for metric, m in info["metrics"].items():
@@ -157,8 +156,8 @@ def ablation_pruning(ctx: StepContext) -> None:
     scored with 0, step, ..., 100% of the heads removed (ablation.pruning.mode), least important first and
     in ablation.pruning.random_orders random orders.
     """
-    from bertology.ablation.importance import enable_gates, head_importance
-    from bertology.ablation.disable import DisablingUnsupported
+    from bertology.ablation.heads import DisablingUnsupported
+    from bertology.ablation.importance import head_importance
     from bertology.ablation.pruning import curve_summary, pruned_logits, pruning_fractions, pruning_plan, pruning_table
     from bertology.ablation.sweep import encode_batches, resolve_sweep
     from bertology.data import read_prepared, sample_rows
@@ -173,7 +172,7 @@ def ablation_pruning(ctx: StepContext) -> None:
                          short_split="all")  # a cap, not a sample size: a smaller split is used whole
     df = _eval_sample(ctx)
     try:
-        model, tokenizer, device = _load_finetuned(ctx, enable_gates)
+        model, tokenizer, device = _load_finetuned(ctx)
     except DisablingUnsupported as err:
         _write_pruning_unsupported(ctx, task, split, str(err))
         return

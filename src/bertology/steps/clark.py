@@ -17,7 +17,6 @@ dependency parsers on them, and the figures of entropy and parsing.
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +27,7 @@ from bertology.clark import figures as cfig
 from bertology.clark import parser as prs
 from bertology.daskutil import compute_kwargs
 from bertology.errors import UserError
+from bertology.io import write_json, write_text
 from bertology.io import write_csv
 from bertology.steps.tables import by_variant, read_table
 
@@ -64,11 +64,7 @@ def demo_trees(ctx: StepContext) -> None:
     (seeded by data.seed), the gold syntax of a demo run."""
     from bertology.demo.trees import gold_treebank
 
-    out = Path(ctx.output.conllu)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(gold_treebank(ctx.config.data.demo.validation, ctx.config.data.seed), encoding="utf-8")
-    tmp.replace(out)
+    write_text(gold_treebank(ctx.config.data.demo.validation, ctx.config.data.seed), ctx.output.conllu)
 
 
 def syntax_sentences(ctx: StepContext) -> None:
@@ -85,7 +81,7 @@ def syntax_sentences(ctx: StepContext) -> None:
     write_words(bank.words, ctx.output.words)
     write_csv(bank.sentences, ctx.output.sentences)
     counts = {k: int(v) for k, v in sorted(bank.counts.items())}
-    Path(ctx.output.counts).write_text(json.dumps(counts, indent=2) + "\n")
+    write_json(counts, ctx.output.counts)
     ctx.tracker.metrics({f"conllu.{k}": float(v) for k, v in counts.items()})
     ctx.log.info("gold trees: %s", counts)
 
@@ -140,7 +136,7 @@ def syntax_parser(ctx: StepContext) -> None:
     summary = {"arcs_scored": int(sum(counts.n.values())), "arcs_skipped": int(counts.skipped),
                "relations": len(counts.n), "sentences": int(ds.sizes["example"]),
                **truncation(words, ds["word_ids"].values, ds["length"].values, ds["example_idx"].values)}
-    Path(ctx.output.summary).write_text(json.dumps(summary, indent=2) + "\n")
+    write_json(summary, ctx.output.summary)
     clark_metrics(ctx.tracker, None, table, skipped=counts.skipped)
     ctx.tracker.metrics({k: float(v) for k, v in summary.items()})
     ctx.log.info("%s: %s", ctx.input.store, summary)

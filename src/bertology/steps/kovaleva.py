@@ -34,7 +34,7 @@ from bertology.steps.clark import clark_metrics
 from bertology.cli import StepContext
 from bertology.daskutil import compute_kwargs
 from bertology.data import DataError
-from bertology.io import write_csv, write_parquet
+from bertology.io import write_csv, write_json, write_parquet
 from bertology.kovaleva import figures as fig
 from bertology.kovaleva import framenet as fn
 from bertology.kovaleva import patterns as pat
@@ -163,7 +163,7 @@ def framenet_links(ctx: StepContext) -> None:
     kept, counts = fn.filter_items(read_release(ctx.input.release), mode=mode)
     links = fn.links_table(kept)
     write_parquet(links, ctx.output.links)
-    Path(ctx.output.counts).write_text(json.dumps(counts, indent=2) + "\n")
+    write_json(counts, ctx.output.counts)
     ctx.tracker.metrics({f"framenet.{k}": float(v) for k, v in counts.items()})
     ctx.log.info("FrameNet filters (%s): %s", mode, ", ".join(f"{k} {v}" for k, v in counts.items()))
     print(f"{counts['surviving_sentences']} sentences ({counts['surviving_sets']} frame annotations, "
@@ -267,6 +267,6 @@ def patterns_train(ctx: StepContext) -> None:
     cnn, report = pat.train_cnn(maps, labels, size=CNN_SIZE, epochs=CNN_EPOCHS, seed=CNN_SEED)
     cnn.save(ctx.output.model)
     if ctx.output.get("report") is not None:
-        Path(ctx.output.get("report")).write_text(json.dumps(report, indent=2) + "\n")
+        write_json(report, ctx.output.get("report"))
     ctx.tracker.metrics({k: float(v) for k, v in report.items() if isinstance(v, (int, float))})
     print(json.dumps(report, indent=2))

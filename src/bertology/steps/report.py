@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from bertology.cli import StepContext, _plain
+from bertology.cli import StepContext
+from bertology.config import plain_config
 from bertology.errors import UserError
+from bertology.io import write_text
 
 
 def report(ctx: StepContext) -> None:
@@ -22,11 +24,8 @@ def report(ctx: StepContext) -> None:
     if missing:
         raise UserError(f"the report needs {len(missing)} missing input(s), e.g. {missing[0]}: run the workflow "
                         f"(snakemake) to produce them first")
-    text = build_report(results, _plain(ctx.config))
-    tmp = out.with_name(out.name + ".tmp")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(out)
+    text = build_report(results, plain_config(ctx.config))
+    write_text(text, out)
     ctx.log.info("report: %s (%.1f MB) from %s", out, out.stat().st_size / 1e6, results)
     ctx.tracker.artifact(out)
 

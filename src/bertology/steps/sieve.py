@@ -12,18 +12,15 @@ The cross-task steps take list inputs named by variant (``pretrained``, ``finetu
 from __future__ import annotations
 
 import time
-from pathlib import Path
-from typing import Any
 
-import numpy as np
 import pandas as pd
-import xarray as xr
 
 from bertology.cli import StepContext
 from bertology.daskutil import compute_kwargs
 from bertology.io import write_csv
 from bertology.sieve.figures import plot_delta, plot_overlap, plot_roles, plot_scores
 from bertology.sieve.reduce import run_sieve
+from bertology.sieve.scores_io import read_scores, write_scores
 from bertology.sieve.summary import sieve_delta as delta_table
 from bertology.sieve.summary import summarize
 from bertology.steps.tables import by_task, read_table
@@ -34,32 +31,6 @@ from bertology.tasks import STORE_VARIANTS
 FIGURE_VARIANT = "finetuned"
 SUMMARY_METRICS = ("share_delimiter", "share_no_role", "overlap_syntactic_local", "jaccard_syntactic_local",
                    "spearman_rho", "spearman_rho_examples")
-
-
-def write_scores(path: str | Path, scores: xr.DataArray, **attrs: Any) -> Path:
-    """Write per-example scores as a compressed .npz (scores, example_idx, layer, head, role, attrs), atomically."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp.npz")
-    np.savez_compressed(tmp, scores=scores.values.astype(np.float32),
-                        example_idx=scores["example_idx"].values, layer=scores["layer"].values,
-                        head=scores["head"].values, role=np.asarray(scores["role"].values, dtype=str),
-                        attrs=np.asarray([f"{k}={v}" for k, v in attrs.items()], dtype=str))
-    tmp.replace(path)
-    return path
-
-
-def read_scores(path: str | Path) -> xr.DataArray:
-    """Per-example scores written by :func:`write_scores`: DataArray (example, layer, head, role)."""
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"no sieve scores at {path}; run `snakemake {path}` first")
-    with np.load(path, allow_pickle=False) as z:
-        attrs = dict(s.split("=", 1) for s in z["attrs"].tolist())
-        return xr.DataArray(z["scores"], dims=("example", "layer", "head", "role"),
-                            coords={"example_idx": ("example", z["example_idx"]), "layer": z["layer"],
-                                    "head": z["head"], "role": z["role"].tolist()},
-                            name="sieve_score", attrs=attrs)
 
 
 def sieve(ctx: StepContext) -> None:

@@ -14,12 +14,13 @@ import pandas as pd
 from bertology.cli import StepContext
 from bertology.errors import UserError
 from bertology.tasks import STORE_VARIANTS
+from bertology.errors import MissingInputError
 
 
 def read_table(path: Path) -> pd.DataFrame:
     """A CSV input of a step, with the fix when it is missing."""
     if not Path(path).exists():
-        raise FileNotFoundError(f"{path} does not exist; run `snakemake {path}` first")
+        raise MissingInputError(f"{path} does not exist; run `snakemake {path}` first")
     return pd.read_csv(path)
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from bertology.cli import StepContext
 from bertology.config import Undeclared
 from bertology.errors import UserError
+from bertology.io import write_json, write_text
 from bertology.seeds import seed_from_tag
 from bertology.tasks import INIT_VARIANT, SCORE_VARIANTS, VARIANT_INIT, get_task
 
@@ -120,11 +121,7 @@ def score(ctx: StepContext) -> None:
     result = {"task": task, "variant": variant, "seed": seed, "model": ctx.config.model, "model_path": path,
               "weights": weights_fingerprint(path), "split": "validation", "metrics": metrics, "n": len(enc),
               "seconds": round(time.perf_counter() - start, 3)}
-    out = ctx.output.score
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(json.dumps(result, indent=2) + "\n")
-    tmp.replace(out)
+    out = write_json(result, ctx.output.score)
     if model_dir is not None:
         ctx.tracker.tags({"model_dir": str(model_dir.resolve())})
     ctx.tracker.metrics({**{f"eval_{k}": v for k, v in metrics.items()}, "eval_n": len(enc)})
@@ -156,11 +153,10 @@ def table1(ctx: StepContext) -> None:
     alpha = ctx.config.train.alpha
     tests = variant_tests(per_seed, alpha)
     sizes = {path.parent.name: pq.read_metadata(path).num_rows for path in ctx.input.all("train")}
-    md = table1_markdown(df, sizes, tests, alpha)
+    md = table1_markdown(df, sizes, tests, alpha=alpha)
     write_csv(df, ctx.output.csv)
     write_csv(tests, ctx.output.tests)
-    ctx.output.md.parent.mkdir(parents=True, exist_ok=True)
-    ctx.output.md.write_text(md)
+    write_text(md, ctx.output.md)
     plot_table1(df, ctx.output.figure, title=f"Table 1 ({ctx.config.model})")
     ctx.log.info("Table 1:\n%s", md)
     for path in (ctx.output.csv, ctx.output.md, ctx.output.tests, ctx.output.figure):

@@ -1,0 +1,294 @@
+"""docs/reference.md says what the code does: its config table, store schema, table columns and result paths are
+compared with the schema, the store module, the tables the code builds and the workflow's outputs.
+
+Each check reads a block of the reference between ``<!-- NAME:begin -->`` and ``<!-- NAME:end -->`` (a Markdown
+table) and compares it with the code, both ways where both sides can be listed. A change to a column, a key, a
+default, a store variable or an output path that forgets the reference fails here, with the difference.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+REFERENCE = REPO / "docs" / "reference.md"
+SCHEMA = REPO / "src" / "bertology" / "config.schema.yaml"
+
+
+# --------------------------------------------------------------------------------------------------
+# reading the reference
+
+
+def block_rows(name: str) -> list[list[str]]:
+    """The body rows (cells stripped) of the Markdown table between <!-- name:begin --> and <!-- name:end -->."""
+    text = REFERENCE.read_text(encoding="utf-8")
+    match = re.search(rf"<!-- {name}:begin -->\n(.*?)<!-- {name}:end -->", text, re.S)
+    assert match, f"docs/reference.md has no <!-- {name}:begin --> ... <!-- {name}:end --> block"
+    lines = [ln.strip() for ln in match.group(1).splitlines() if ln.strip().startswith("|")]
+    rows = [[c.strip() for c in ln.strip("|").split("|")] for ln in lines[2:]]  # skip header and separator
+    assert rows, f"the {name} block of docs/reference.md holds no table rows"
+    return rows
+
+
+def code(cell: str) -> list[str]:
+    """The `backticked` strings of a cell."""
+    return re.findall(r"`([^`]+)`", cell)
+
+
+def column_list(cell: str) -> list[str]:
+    (inner,) = code(cell)
+    return [c.strip() for c in inner.split(",")]
+
+
+def section(anchor: str) -> str:
+    """The reference's text from <a id="anchor"> to the next anchor."""
+    text = REFERENCE.read_text(encoding="utf-8")
+    start = text.index(f'<a id="{anchor}"></a>')
+    nxt = text.find("<a id=", start + 1)
+    return text[start:nxt if nxt > 0 else None]
+
+
+# --------------------------------------------------------------------------------------------------
+# configuration
+
+
+def schema_defaults(node: dict, prefix: str = "") -> dict[str, object]:
+    """Every leaf key of the config schema (dotted) -> its default."""
+    out: dict[str, object] = {}
+    props = node.get("properties")
+    if node.get("type") == "object" and props:
+        for key, sub in props.items():
+            out.update(schema_defaults(sub, f"{prefix}.{key}" if prefix else key))
+    else:
+        out[prefix] = node.get("default")
+    return out
+
+
+def test_every_config_key_is_documented_with_its_default():
+    schema = schema_defaults(yaml.safe_load(SCHEMA.read_text()))
+    documented = {code(key)[0]: code(default)[0] for key, default, *_ in block_rows("config")}
+    assert sorted(set(schema) - set(documented)) == [], "keys of the schema missing from docs/reference.md#config"
+    assert sorted(set(documented) - set(schema)) == [], "keys documented in docs/reference.md#config but not in the schema"
+    wrong = {k: (v, schema[k]) for k, v in documented.items() if yaml.safe_load(v) != schema[k]}
+    assert wrong == {}, "defaults in docs/reference.md#config (documented, schema) that differ"
+
+
+# --------------------------------------------------------------------------------------------------
+# the attention store
+
+
+def test_store_variables_are_documented():
+    from bertology.store import DIMS, DTYPES
+
+    documented = {code(var)[0]: (tuple(column_list(dims)), code(dtype)[0])
+                  for var, dims, dtype, *_ in block_rows("store-variables")}
+    assert documented == {v: (tuple(DIMS[v]), DTYPES[v]) for v in DIMS}
+
+
+def test_store_identity_and_layout_attributes_are_documented():
+    from bertology.store import IDENTITY_ATTRS, LAYOUT_ATTRS
+
+    text = section("store-attributes")
+    missing = [a for a in IDENTITY_ATTRS + LAYOUT_ATTRS + ("complete", "chunks_done") if f"`{a}`" not in text]
+    assert missing == [], "store attributes missing from docs/reference.md#store-attributes"
+
+
+# --------------------------------------------------------------------------------------------------
+# table columns: every documented table against what the code builds
+
+
+def _kovaleva_tables() -> dict[str, list[str]]:
+    from bertology.kovaleva import reduce as red
+
+    part = red.empty_partial(2, 3)
+    pair = red.PairPartial(red.Moments.zeros((2, 3)), red.Moments.zeros((2, 3, part.features.total.shape[-1])))
+    relations = red.relations_table(part.dependency, "dependency", 99.0)
+    return {"stats/{task}/{variant}/patterns.csv": red.patterns_table(np.ones((2, 3, part.patterns.shape[-1]), int)),
+            "stats/{task}/{variant}/features.csv": red.features_table(part),
+            "stats/{task}/{variant}/cls.csv": red.cls_table(part, 2),
+            "stats/{task}/{variant}/relations.csv": relations,
+            "stats/{task}/{variant}/relations_framenet.csv": relations,
+            "stats/{task}/{variant}/entropy.csv": red.entropy_table(part),
+            "stats/{task}/{variant}/parser.csv": red.parser_table(part),
+            "stats/syntax/{model}.csv": red.parser_table(part),
+            "stats/{task}/cosine.csv": red.moments_table(pair.cosine),
+            "stats/{task}/features_diff.csv": red.features_diff_table(pair)}
+
+
+def _sieve_tables(tmp_path: Path) -> dict[str, object]:
+    import xarray as xr
+
+    from bertology.sieve import roles_for
+    from bertology.sieve.reduce import sieve_table
+    from bertology.sieve.summary import sieve_delta, summarize
+    from bertology.steps.sieve import write_scores
+
+    roles = roles_for(True)
+    rng = np.random.default_rng(0)
+    scores = rng.uniform(0.5, 6.0, size=(5, 2, 2, len(roles)))
+    pre = sieve_table(scores, roles, tau=3.0, alpha=0.05, correction="none")
+    fine = sieve_table(scores[::-1] * 1.1, roles, tau=3.0, alpha=0.05, correction="fdr_bh")
+    arr = xr.DataArray(scores, dims=("example", "layer", "head", "role"),
+                       coords={"example_idx": ("example", np.arange(5)), "layer": [0, 1], "head": [0, 1],
+                               "role": list(roles)})
+    npz = write_scores(tmp_path / "sieve_scores.npz", arr, task="mrpc")
+    with np.load(npz) as z:
+        arrays = list(z.files)
+    return {"stats/{task}/{variant}/sieve.csv": pre,
+            "stats/{task}/{variant}/sieve_scores.npz": arrays,
+            "stats/sieve_delta.csv": sieve_delta(pre, fine, "mrpc"),
+            "stats/sieve_summary.csv": list(summarize(pre, arr, task="mrpc", variant="pretrained"))}
+
+
+def _ablation_tables() -> dict[str, object]:
+    from bertology.ablation.importance import Importance
+    from bertology.ablation.pruning import pruning_fractions, pruning_plan, pruning_table
+    from bertology.ablation.stats import sweep_tables
+    from bertology.ablation.sweep import sweep_configurations
+
+    rng = np.random.default_rng(0)
+    labels = np.array([0, 1, 0, 1, 1, 0, 1, 0])
+    logits = rng.normal(size=(len(sweep_configurations(2, 2)), len(labels), 2))
+    tables = sweep_tables("mrpc", labels, logits, 2, 2, n_boot=5, seed=0, alpha=0.05)
+    raw = rng.uniform(size=(2, 2))
+    importance = Importance(raw=raw, importance=raw / np.linalg.norm(raw, axis=1, keepdims=True), n=8)
+    plan, masks = pruning_plan(raw, pruning_fractions(0.5), [43])
+    pruning = pruning_table(plan, rng.normal(size=(len(plan), len(labels), 2)), labels, ("f1", "accuracy"), False,
+                            "zero")
+    return {"ablation/{task}/heads.csv": tables.heads, "ablation/{task}/layers.csv": tables.layers,
+            "ablation/{task}/summary.csv": tables.summary, "ablation/{task}/importance.csv": importance.frame("train"),
+            "ablation/{task}/pruning.csv": pruning}
+
+
+def _table1_tables() -> dict[str, object]:
+    from bertology.table1 import aggregate_seeds, scores_frame, variant_tests
+
+    records = [{"task": "rte", "variant": v, "seed": s, "metrics": {"accuracy": 0.5 + 0.01 * s + 0.1 * i}, "n": 10}
+               for i, v in enumerate(("pretrained", "finetuned")) for s in (1, 2, 3)]
+    per_seed = scores_frame(records)
+    return {"tables/table1.csv": aggregate_seeds(per_seed), "tables/table1_tests.csv": variant_tests(per_seed, alpha=0.05)}
+
+
+def _data_tables() -> dict[str, object]:
+    from bertology.annotate import WORD_COLUMNS
+    from bertology.clark.conllu import SENTENCE_COLUMNS
+    from bertology.data import COLUMNS
+    from bertology.kovaleva.framenet import COUNT_KEYS, links_table
+
+    return {"data/{task}/{split}.parquet": COLUMNS, "attention/{task}/sample.parquet": COLUMNS,
+            "attention/{task}/words.parquet": WORD_COLUMNS, "attention/syntax/sentences.csv": SENTENCE_COLUMNS,
+            "stats/framenet/links.parquet": links_table([]), "stats/framenet/counts.json": list(COUNT_KEYS)}
+
+
+def _best_heads(tmp_path: Path) -> dict[str, object]:
+    """best_heads.csv as the syntax_figures step writes it (through the command line, as its rule runs it)."""
+    from bertology.cli import STEPS, main
+    from bertology.clark.parser import COLUMNS
+    from bertology.config import sections_json, validate_config
+
+    rows = [{"relation": r, "direction": d, "layer": 0, "head": h, "accuracy": 0.1 * (h + 1), "n": 25,
+             "baseline_offset": -1, "baseline_accuracy": 0.2}
+            for r in ("nsubj", "obj") for d in ("dep_to_head", "head_to_dep") for h in range(2)]
+    tables = []
+    for model in ("pretrained", "rte-finetuned"):
+        path = tmp_path / f"{model}.csv"
+        pd.DataFrame(rows, columns=COLUMNS).to_csv(path, index=False)
+        tables += ["--input", f"tables={path}"]
+    best = tmp_path / "best_heads.csv"
+    cfg = sections_json(validate_config({}), STEPS["syntax_figures"].sections)
+    assert main(["syntax-figures", *tables, "--output", f"figure={tmp_path / 'parser-syntax.png'}",
+                 "--output", f"best={best}", "--config", cfg, "--no-mlflow"]) == 0
+    return {"stats/syntax/best_heads.csv": pd.read_csv(best)}
+
+
+@pytest.fixture(scope="module")
+def code_tables(tmp_path_factory) -> dict[str, list[str]]:
+    """Every table the reference documents -> the columns (arrays, keys) the code gives it."""
+    tmp = tmp_path_factory.mktemp("reference")
+    built: dict[str, object] = {**_kovaleva_tables(), **_sieve_tables(tmp), **_ablation_tables(), **_table1_tables(),
+                                **_data_tables(), **_best_heads(tmp)}
+    return {k: list(v.columns) if isinstance(v, pd.DataFrame) else list(v) for k, v in built.items()}
+
+
+def test_every_documented_table_has_the_columns_the_code_writes(code_tables):
+    documented = {code(table)[0]: column_list(columns) for table, columns, *_ in block_rows("columns")}
+    assert sorted(set(documented) - set(code_tables)) == [], "tables documented but not checked by this test"
+    assert sorted(set(code_tables) - set(documented)) == [], "tables the code writes missing from the reference"
+    wrong = {t: {"documented": documented[t], "code": code_tables[t]} for t in documented
+             if documented[t] != code_tables[t]}
+    assert wrong == {}, "docs/reference.md#columns differs from the code"
+
+
+# --------------------------------------------------------------------------------------------------
+# result paths: every output of the workflow matches a documented path
+
+
+def layout_patterns() -> list[str]:
+    return [p for cell, *_ in block_rows("layout") for p in code(cell)]
+
+
+def pattern_regex(pattern: str) -> re.Pattern:
+    """A documented path -> a regex: wildcards and {a,b} alternatives as groups, '...' as anything."""
+    from bertology.tasks import SCORE_VARIANTS, SPLITS, TASKS
+
+    tasks = "|".join(TASKS)
+    values = {"task": tasks, "split": "|".join(SPLITS), "init": "pretrained|random",
+              "variant": "|".join(SCORE_VARIANTS), "seedtag": r"(?:-seed\d+)?", "rule": "[a-z_]+",
+              "model": f"pretrained|(?:{tasks})-finetuned"}
+    out = ""
+    for part in re.split(r"(\{[^}]*\}|\.\.\.)", pattern.rstrip("/")):
+        if part == "...":
+            out += ".*"
+        elif part.startswith("{"):
+            name = part[1:-1]
+            out += f"(?:{values[name]})" if name in values else "(?:" + "|".join(map(re.escape, name.split(","))) + ")"
+        else:
+            out += re.escape(part)
+    return re.compile(out + "/?")
+
+
+def test_layout_names_every_output_of_the_workflow(tmp_path, config_file, snakemake_run):
+    """Every file and directory a run would write (default config plus seeds and FrameNet, as `snakemake
+    --summary` lists them) matches a path of docs/reference.md#layout."""
+    release = tmp_path / "framenet"
+    release.mkdir()
+    cfg = yaml.safe_load(Path(config_file(tmp_path)).read_text())
+    cfg["train"]["seeds"] = [42, 43]
+    cfg["analysis"] = {"relations": {"framenet": str(release)}}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
+    proc = snakemake_run(tmp_path, "--summary", "--cores", "1")
+    outputs = [line.split("\t")[0] for line in proc.stdout.splitlines()[1:] if line.startswith("results/")]
+    assert len(outputs) > 50, proc.stdout[-2000:]
+    patterns = [pattern_regex(p) for p in layout_patterns()]
+    undocumented = sorted(p for p in outputs if not any(r.fullmatch(p) for r in patterns))
+    assert undocumented == [], "outputs missing from docs/reference.md#layout"
+    for seeded in ("results/scores/mrpc/finetuned-seed43.json", "results/stats/framenet/counts.json"):
+        assert seeded in outputs  # the config above reached the workflow
+
+
+def test_every_documented_table_has_a_documented_path():
+    paths = set(layout_patterns())
+    orphans = [t for t in (code(table)[0] for table, *_ in block_rows("columns")) if f"results/{t}" not in paths]
+    assert orphans == [], "tables of docs/reference.md#columns with no row in #layout"
+
+
+def test_the_code_cites_the_reference_not_an_outside_file():
+    """The code's citations point into docs/reference.md, and every anchor cited exists."""
+    text = REFERENCE.read_text(encoding="utf-8")
+    anchors = set(re.findall(r'<a id="([^"]+)"></a>', text))
+    cited, outside = set(), []
+    for path in [*REPO.glob("src/**/*.py"), *REPO.glob("rules/*.smk"), *REPO.glob("tests/**/*.py"),
+                 *REPO.glob("bench/*.py"), REPO / "Snakefile", REPO / "README.md", REPO / "CONTRIBUTING.md"]:
+        body = path.read_text(encoding="utf-8")
+        cited |= set(re.findall(r"docs/reference\.md#([A-Za-z0-9_-]+)", body))
+        if path.name != "test_reference.py" and re.search(r"DESIGN(\.md| section)", body):
+            outside.append(str(path.relative_to(REPO)))
+    assert outside == [], "files citing DESIGN.md, a file outside the repository: cite docs/reference.md"
+    assert sorted(cited - anchors) == [], "anchors cited in the code that docs/reference.md lacks"
