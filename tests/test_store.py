@@ -115,9 +115,14 @@ def test_schema(built, sample):
     assert {name: str(ds[name].dtype) for name in st.DTYPES} == st.DTYPES
     assert dict(ds.sizes) == {"example": N_EXAMPLES, "layer": 2, "head": 4, "query": MAX_LENGTH, "key": MAX_LENGTH}
     assert ds["layer"].values.tolist() == [0, 1] and ds["head"].values.tolist() == [0, 1, 2, 3]
-    for name in st.DIMS:  # chunked along example only
-        chunks = ds[name].data.chunks
-        assert chunks[0] == (4, 4, 3) and all(len(c) == 1 for c in chunks[1:])
+    for name in st.DIMS:  # chunk files along example only
+        enc = ds[name].encoding
+        files = enc.get("shards") or enc["chunks"]
+        assert files[0] == 4 and files[1:] == ds[name].shape[1:]
+    # attention: one shard file per example chunk, one inner chunk (a dask chunk of the view) per example
+    assert ds.attrs["layout"] == st.LAYOUT
+    assert ds["attention"].encoding["chunks"] == (1, 2, 4, MAX_LENGTH, MAX_LENGTH)
+    assert ds["attention"].data.chunks[0] == (1,) * N_EXAMPLES
     attrs = ds.attrs
     assert attrs["complete"] is True
     for key in ("model", "variant", "task", "split", "cls_token_id", "sep_token_id", "pad_token_id", "max_length",

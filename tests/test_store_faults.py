@@ -176,14 +176,14 @@ def test_the_sieve_runs_on_the_intact_store(tmp_path, damaged, inputs):
 def test_a_deleted_chunk_is_an_error_naming_store_chunk_and_fix(tmp_path, damaged, inputs, capsys):
     inputs[2].to_parquet(damaged.parent / "words.parquet", index=False)
     (damaged / "attention" / "c" / "1" / "0" / "0" / "0" / "0").unlink()
-    with pytest.raises(st.StoreError, match=r"`attention` chunk 1 \(examples 4\.\.7, file attention/c/1/0/0/0/0\)"):
+    with pytest.raises(st.StoreError, match=r"`attention` shard 1 \(examples 4\.\.7, file attention/c/1/0/0/0/0\)"):
         st.open_store(damaged)
-    with pytest.raises(st.StoreError, match=r"chunk 1 .* is missing.*delete .* re-run the extraction"):
+    with pytest.raises(st.StoreError, match=r"shard 1 .* is missing.*delete .* re-run the extraction"):
         st.read_chunk(str(damaged), 4, 8, ["attention", "length"])
     st.read_chunk(str(damaged), 0, 4, ["attention", "length"])  # the other chunks read as before
     assert run_sieve_step(damaged, tmp_path) == 1
     err = one_line_error(capsys)
-    assert str(damaged) in err and "`attention` chunk 1" in err and "delete" in err
+    assert str(damaged) in err and "`attention` shard 1" in err and "delete" in err
     assert not (tmp_path / "stats" / "sieve.csv").exists()
     (damaged / "length" / "c" / "2").unlink()
     with pytest.raises(st.StoreError, match=r"`length` chunk 2 \(examples 8\.\.10"):
@@ -194,11 +194,11 @@ def test_a_garbage_chunk_is_an_error_naming_store_chunk_and_fix(tmp_path, damage
     inputs[2].to_parquet(damaged.parent / "words.parquet", index=False)
     chunk = damaged / "attention" / "c" / "2" / "0" / "0" / "0" / "0"
     chunk.write_bytes(np.random.default_rng(0).bytes(chunk.stat().st_size))
-    with pytest.raises(st.StoreError, match=r"`attention` chunk 2 .* cannot be decoded .*delete .* re-run"):
+    with pytest.raises(st.StoreError, match=r"`attention` shard 2 .* cannot be decoded .*delete .* re-run"):
         st.read_chunk(str(damaged), 8, 11, ["attention"])
     assert run_sieve_step(damaged, tmp_path) == 1
     err = one_line_error(capsys)
-    assert str(damaged) in err and "`attention` chunk 2" in err and "cannot be decoded" in err
+    assert str(damaged) in err and "`attention` shard 2" in err and "does not match its checksum" in err
 
 
 def test_nan_inside_a_length_is_an_error_everywhere(tmp_path, damaged, inputs, capsys):
@@ -211,7 +211,7 @@ def test_nan_inside_a_length_is_an_error_everywhere(tmp_path, damaged, inputs, c
     g = zarr.open_group(str(damaged), mode="r+")
     idx = int(g["example_idx"][5])
     g["attention"][5, 1, 2, 3, 0] = np.nan  # inside example 5's length (>= 4)
-    with pytest.raises(st.StoreError, match=rf"chunk 1 .*example 1 \(example_idx {idx}\) has NaN inside its length"):
+    with pytest.raises(st.StoreError, match=rf"shard 1 .*example 1 \(example_idx {idx}\) has NaN inside its length"):
         st.read_chunk(str(damaged), 4, 8, ["attention"])
     with pytest.raises(st.StoreError, match="NaN inside its length"):
         store_stats(damaged, None, compute_kwargs={"scheduler": "synchronous"})

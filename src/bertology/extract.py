@@ -3,7 +3,8 @@
 Per chunk of the sample (in sample order): tokenise (with offsets, aligned to the spaCy words), sort the
 chunk's examples by length, run batches padded to their own longest example with ``output_attentions=True``
 and copy each example's n x n maps, cast to float16 and nothing else, straight into a NaN-filled
-(e, L, H, max_length, max_length) chunk buffer, then compress and write the chunk with Blosc on as many
+(e, L, H, max_length, max_length) chunk buffer, then compress and write the chunk (one shard file of
+`attention`, one inner chunk per example: :func:`bertology.store.write_chunk`) with Blosc on as many
 threads as torch has (:func:`bertology.store.blosc_threads`). On a CPU the write follows the chunk's forward
 passes (both use every core; a writer running beside the forward only made the two wait on each other:
 on 2 cores and 1536 MRPC pairs it reached 0.83x of a plain forward's examples/s, writing after the forward
@@ -288,7 +289,8 @@ def extract_store(output: str | Path, *, frame: pd.DataFrame, words: pd.DataFram
         raise ValueError(f"the words table has no words for example_idx {lost[:5]}: it does not belong to this "
                          f"sample; re-create it (snakemake --forcerun annotate_words)")
     partial = st.partial_path(output)
-    attrs_full = dict(attrs, chunk_size=int(chunk_size), n_chunks=-(-E // chunk_size), codec=st.ATTENTION_CODEC)
+    attrs_full = dict(attrs, chunk_size=int(chunk_size), n_chunks=-(-E // chunk_size), codec=st.ATTENTION_CODEC,
+                      layout=st.LAYOUT)
     resumed = st.resume_point(partial, attrs_full)
     if resumed is None:
         root, done = st.create_store(partial, example_idx=example_idx, layers=L, heads=H, max_length=max_length,

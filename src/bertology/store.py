@@ -11,7 +11,15 @@ One Zarr v3 store per task and variant, ``results/attention/{task}/{variant}.zar
     example_idx     (example,)                         int64    `idx` in results/data/{task}/{split}.parquet
     layer, head     coordinates, 0-based
 
-Query/key have size max_length; every variable is chunked along ``example`` only (chunk = attention.chunk_size).
+Query/key have size max_length. Layout on disk (attribute ``layout``, :data:`LAYOUT`): ``attention`` is one
+Zarr v3 shard file per example chunk (chunk = attention.chunk_size examples) holding one inner chunk per example
+(1, L, H, Q, K), Blosc-compressed with a CRC32C checksum (the shard index has its own), so one map or one
+example is read and decompressed alone and a reduction reads each example cropped to its own length
+(:func:`read_chunk` with ``crop``); the small variables are chunked along ``example`` (one file per example
+chunk). The extraction writes and the reductions read the shard files directly (:func:`write_shard`,
+:func:`read_shard_cropped`); any Zarr v3 reader reads them. Stores written before the ``layout`` attribute
+(:data:`LEGACY_LAYOUT`: ``attention`` chunked along ``example`` only, a whole chunk decompressed for any read) are
+still read, with the same checks (bench/bench_store_layout.py compares the two).
 
 Lifecycle: :func:`create_store` writes the empty layout to ``{path}.partial`` with ``complete=False``;
 :func:`write_chunk` fills whole example chunks and then raises the ``chunks_done`` attribute; a killed run
@@ -19,10 +27,11 @@ resumes from ``chunks_done`` (:func:`resume_point`); :func:`finalize` sets ``com
 consolidates the metadata and renames ``.partial`` to the final path.
 
 Reading: :func:`open_store` refuses anything without ``complete=True``, with attributes other than the expected
-ones (:func:`expected_attrs`), with a missing chunk file, or whose first examples are not post-softmax rows
-with NaN padding. Every chunk an analysis reads (:func:`read_chunk`, :func:`map_chunks`) is checked again: a
-missing or undecodable chunk, a length outside 1..max_length, NaN inside an example's length or rows that do
-not sum to 1 raise :class:`StoreError` naming the store, the chunk and the fix.
+ones (:func:`expected_attrs`), with a missing chunk or shard file, or whose first examples are not post-softmax
+rows with NaN padding. Every chunk an analysis reads (:func:`read_chunk`, :func:`map_chunks`) is checked again: a
+missing or undecodable chunk, shard or inner chunk (a checksum that does not match), a length outside
+1..max_length, NaN inside an example's length or rows that do not sum to 1 raise :class:`StoreError` naming the
+store, the chunk (and the example) and the fix.
 
 Precision (:func:`precision_attrs`): by default ``attention`` is the eager forward's float32 attention cast to
 float16 and nothing else (lossless with respect to float16). ``attention.keepbits = k`` opts in to relative
@@ -73,7 +82,18 @@ IDENTITY_ATTRS = ("model", "variant", "task", "split", "examples", "seed", "max_
                   "sample_hash", "keepbits", "spacy_model", "cls_token_id", "sep_token_id", "pad_token_id",
                   "layers", "heads", "n_examples")
 # Layout attributes that must also match to resume a partial store.
-LAYOUT_ATTRS = ("chunk_size", "n_chunks", "codec")
+LAYOUT_ATTRS = ("chunk_size", "n_chunks", "codec", "layout")
+
+#: the layout of `attention` (attribute ``layout``): one shard file per example chunk, one inner chunk per example
+LAYOUT = "example-shards"
+#: stores without a ``layout`` attribute: `attention` chunked along ``example`` only (bertology <= 0.1 stores)
+LEGACY_LAYOUT = "example-chunks"
+LAYOUTS = (LAYOUT, LEGACY_LAYOUT)
+
+
+def store_layout(attrs: Mapping[str, Any]) -> str:
+    """The layout a store's attributes declare (:data:`LEGACY_LAYOUT` for stores written before it was recorded)."""
+    return str(attrs.get("layout", LEGACY_LAYOUT))
 
 
 class StoreError(UserError, ValueError):
@@ -119,6 +139,14 @@ def attention_codec():
     import zarr
 
     return zarr.codecs.BloscCodec(cname="zstd", clevel=1, shuffle="shuffle", typesize=2, blocksize=1 << 20)
+
+
+def attention_compressors(layout: str) -> list:
+    """The bytes-to-bytes codecs of `attention`'s chunks: Blosc (ATTENTION_CODEC), then, in :data:`LAYOUT`, a
+    CRC32C of each inner chunk (4 bytes per example), so a damaged example is an error, never silent values."""
+    import zarr
+
+    return [attention_codec()] + ([zarr.codecs.Crc32cCodec()] if layout == LAYOUT else [])
 
 
 @contextlib.contextmanager
@@ -180,12 +208,13 @@ def _jsonable(attrs: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def create_store(path: str | Path, *, example_idx: np.ndarray, layers: int, heads: int, max_length: int,
-                 chunk_size: int, attrs: Mapping[str, Any]):
+                 chunk_size: int, attrs: Mapping[str, Any], layout: str = LAYOUT):
     """Create an empty store at `path` (overwriting), with example_idx and the coordinates written.
 
     example_idx: (E,) the sample. attrs: the store's attributes (identity + provenance, with `keepbits`:
     None or the BitRound filter of `attention`); `complete`, `chunks_done`, `n_chunks`, `chunk_size`,
-    `codec` are set here. Returns the zarr Group.
+    `codec`, `layout` are set here. layout: :data:`LAYOUT`, or :data:`LEGACY_LAYOUT` (what earlier versions
+    wrote: only to compare with, in tests and bench/bench_store_layout.py). Returns the zarr Group.
     """
     import zarr
 
@@ -196,22 +225,177 @@ def create_store(path: str | Path, *, example_idx: np.ndarray, layers: int, head
     Q = int(max_length)
     shapes = {"attention": (E, layers, heads, Q, Q), "input_ids": (E, Q), "token_type_ids": (E, Q),
               "segment": (E, Q), "word_ids": (E, Q), "length": (E,), "example_idx": (E,)}
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown store layout {layout!r}; one of {LAYOUTS}")
     all_attrs = dict(attrs, complete=False, chunks_done=0, n_chunks=-(-E // chunk_size), chunk_size=int(chunk_size),
                      codec=ATTENTION_CODEC)
+    if layout == LAYOUT:  # stores without the attribute are LEGACY_LAYOUT
+        all_attrs["layout"] = layout
     root = zarr.open_group(str(path), mode="w", zarr_format=3, attributes=_jsonable(all_attrs))
     for name, shape in shapes.items():
         chunks = (min(chunk_size, max(E, 1)),) + shape[1:]
-        compressors = [attention_codec()] if name == "attention" else \
-            [zarr.codecs.BloscCodec(cname="zstd", clevel=3, shuffle="shuffle")]
+        shards = None
+        if name == "attention":
+            compressors = attention_compressors(layout)
+            if layout == LAYOUT:  # one shard file per example chunk, one inner chunk per example
+                shards, chunks = chunks, (1,) + shape[1:]
+        else:
+            # zstd 9 (3 before LAYOUT): the small variables' bytes pay for the shard index (16 bytes an example)
+            compressors = [zarr.codecs.BloscCodec(cname="zstd", clevel=9 if layout == LAYOUT else 3, shuffle="shuffle")]
         # write_empty_chunks: skip zarr's scan of every chunk for all-fill values (a third of the write cost)
         filters = attention_filters(attrs.get("keepbits")) if name == "attention" else []
-        root.create_array(name, shape=shape, chunks=chunks, dtype=DTYPES[name], fill_value=FILL[name],
-                          filters=filters, compressors=compressors, dimension_names=DIMS[name], config={"write_empty_chunks": True})
+        root.create_array(name, shape=shape, chunks=chunks, shards=shards, dtype=DTYPES[name], fill_value=FILL[name],
+                          filters=filters, compressors=compressors, dimension_names=DIMS[name],
+                          config={"write_empty_chunks": True})
     for coord, size in (("layer", layers), ("head", heads)):
         arr = root.create_array(coord, shape=(size,), dtype="int64", dimension_names=(coord,), fill_value=0)
         arr[:] = np.arange(size)
     root["example_idx"][:] = np.asarray(example_idx, dtype=np.int64)
     return root
+
+
+# --------------------------------------------------------------------------------------------------
+# shard files of `attention` (LAYOUT): written and read here directly, in Zarr v3's sharding format
+#
+# zarr-python writes and reads these files too (xr.open_zarr, any Zarr v3 reader); the extraction and the
+# reductions do it here because zarr-python's per-inner-chunk overhead made a shard slower to write than one
+# big chunk (extraction 0.84x of a plain forward instead of 0.93x) and a reduction's per-example reads no faster
+# than today's (bench/bench_store_layout.py). A shard file: the encoded inner chunks one after another (each: the
+# array's filters, little-endian bytes, Blosc, then its CRC32C, 4 bytes little-endian), then the index, one
+# (offset, size) little-endian uint64 pair per inner chunk in C order (2**64 - 1 twice: absent), and the
+# index's CRC32C. tests/test_store_layout.py checks that a file written here is byte for byte the one
+# zarr-python writes.
+
+ABSENT = 2 ** 64 - 1
+
+
+@dataclass(frozen=True)
+class ShardFormat:
+    """`attention`'s sharding, when it is exactly the one :func:`create_store` writes (:func:`shard_format`).
+
+    per_shard: inner chunks (examples) per shard file; inner: an inner chunk's shape without its example
+    axis (L, H, Q, K); blosc: the numcodecs Blosc of the array's settings; keepbits: of its BitRound filter.
+    """
+
+    per_shard: int
+    inner: tuple[int, ...]
+    dtype: str
+    blosc: Any
+    keepbits: int | None
+
+    @property
+    def index_bytes(self) -> int:
+        return self.per_shard * 16 + 4
+
+
+def shard_format(arr) -> ShardFormat | None:
+    """The ShardFormat of a zarr array, or None for any other layout (which zarr-python then reads)."""
+    import numcodecs
+    import zarr
+
+    codecs = arr.metadata.codecs if getattr(arr.metadata, "zarr_format", 3) == 3 else ()
+    if len(codecs) != 1 or not isinstance(codecs[0], zarr.codecs.ShardingCodec):
+        return None
+    sh = codecs[0]
+    little = zarr.codecs.BytesCodec(endian="little")
+    inner = list(sh.codecs)
+    keepbits = None
+    if inner and isinstance(inner[0], zarr.codecs.BitRound):
+        keepbits = int(inner.pop(0).codec_config["keepbits"])
+    ok = (sh.index_location.value == "end" and tuple(sh.index_codecs) == (little, zarr.codecs.Crc32cCodec())
+          and len(inner) == 3 and inner[0] == little and isinstance(inner[1], zarr.codecs.BloscCodec)
+          and inner[2] == zarr.codecs.Crc32cCodec() and sh.chunk_shape == (1,) + tuple(arr.shape[1:])
+          and arr.metadata.chunk_grid.chunk_shape == (arr.metadata.chunk_grid.chunk_shape[0],) + tuple(arr.shape[1:]))
+    if not ok:
+        return None
+    b = inner[1]
+    blosc = numcodecs.Blosc(cname=b.cname.value, clevel=b.clevel, blocksize=b.blocksize, typesize=b.typesize,
+                            shuffle={"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}[b.shuffle.value])
+    return ShardFormat(int(arr.metadata.chunk_grid.chunk_shape[0]), tuple(arr.shape[1:]), str(arr.dtype), blosc,
+                       keepbits)
+
+
+def _crc32c(data: bytes) -> bytes:
+    import google_crc32c
+
+    return int(google_crc32c.value(data)).to_bytes(4, "little")
+
+
+def encode_shard(block: np.ndarray, fmt: ShardFormat) -> bytes:
+    """One shard file of `attention`: block (e, L, H, Q, K), e <= per_shard examples (the last shard may be short).
+
+    Compression runs on the Blosc threads of the caller's :func:`blosc_threads` context (the extraction's).
+    """
+    import numcodecs
+
+    block = np.ascontiguousarray(block, dtype=fmt.dtype)
+    if fmt.keepbits is not None:
+        block = numcodecs.BitRound(keepbits=fmt.keepbits).encode(block).reshape(block.shape)
+    index = np.full((fmt.per_shard, 2), ABSENT, dtype="<u8")
+    parts, offset = [], 0
+    for i in range(block.shape[0]):
+        data = fmt.blosc.encode(block[i])
+        parts += [data, _crc32c(data)]
+        index[i] = (offset, len(data) + 4)
+        offset += len(data) + 4
+    raw = index.tobytes()
+    return b"".join(parts) + raw + _crc32c(raw)
+
+
+def _shard_key(arr, k: int) -> str:
+    return arr.metadata.encode_chunk_key((k,) + (0,) * (arr.ndim - 1))
+
+
+def write_shard(arr, k: int, block: np.ndarray, fmt: ShardFormat) -> None:
+    """Write shard file k of `attention` (examples k * per_shard ...) through the array's store."""
+    from zarr.core.buffer import default_buffer_prototype
+    from zarr.core.sync import sync
+
+    data = default_buffer_prototype().buffer.from_bytes(encode_shard(block, fmt))
+    sync((arr.store_path / _shard_key(arr, k)).set(data))
+
+
+def read_shard_cropped(arr, fmt: ShardFormat, start: int, length: np.ndarray, where: str,
+                       path: str | Path) -> np.ndarray:
+    """Examples start.. (one per length, all in one shard) of `attention`, each decoded alone and cropped:
+    (e, L, H, m, m) with m the longest length, NaN past each example's length.
+
+    Reads the shard file once; checks the index's and each inner chunk's CRC32C. A missing file, an absent
+    inner chunk, a checksum that does not match or an undecodable chunk raise StoreError naming them and the fix.
+    """
+    from zarr.core.buffer import default_buffer_prototype
+    from zarr.core.sync import sync
+
+    k, first = divmod(int(start), fmt.per_shard)
+    e = len(length)
+    m = int(length.max()) if e else 0
+    out = np.full((e,) + fmt.inner[:-2] + (m, m), np.nan, dtype=fmt.dtype)
+    if not e:
+        return out
+    buf = sync((arr.store_path / _shard_key(arr, k)).get(prototype=default_buffer_prototype()))
+    if buf is None:
+        raise StoreError(f"{where} is missing: the store is incomplete or damaged; {refix(path)}")
+    raw = buf.to_bytes()
+    tail = raw[-fmt.index_bytes:]
+    if len(raw) < fmt.index_bytes or _crc32c(tail[:-4]) != tail[-4:]:
+        raise StoreError(f"{where}: the shard index does not match its checksum; the store is corrupt: {refix(path)}")
+    index = np.frombuffer(tail[:-4], dtype="<u8").reshape(fmt.per_shard, 2)
+    scratch = np.empty(fmt.inner, dtype=fmt.dtype)
+    for i, n in enumerate(length.tolist()):
+        offset, size = (int(x) for x in index[first + i])
+        what = f"{where}: the inner chunk of example {start + i}"
+        if offset == ABSENT:
+            raise StoreError(f"{what} is missing; the store is damaged: {refix(path)}")
+        data = raw[offset:offset + size - 4]
+        if offset + size > len(raw) - fmt.index_bytes or _crc32c(data) != raw[offset + size - 4:offset + size]:
+            raise StoreError(f"{what} does not match its checksum; the store is corrupt: {refix(path)}")
+        try:
+            fmt.blosc.decode(data, out=scratch)
+        except Exception as err:  # noqa: BLE001 - whatever Blosc says
+            raise StoreError(f"{what} cannot be decoded ({type(err).__name__}: {err}); the store is corrupt: "
+                             f"{refix(path)}") from None
+        out[i, ..., :n, :n] = scratch[..., :n, :n]
+    return out
 
 
 def write_chunk(root, chunk: int, arrays: Mapping[str, np.ndarray]) -> None:
@@ -231,7 +415,12 @@ def write_chunk(root, chunk: int, arrays: Mapping[str, np.ndarray]) -> None:
 
     with zarr.config.set({"array.write_empty_chunks": True}):  # every chunk file exists, even an all-fill one
         for name in ("attention", "input_ids", "token_type_ids", "segment", "word_ids", "length"):
-            root[name][start:stop] = np.asarray(arrays[name], dtype=DTYPES[name])
+            arr = root[name]
+            fmt = shard_format(arr) if name == "attention" else None
+            if fmt is not None and start % fmt.per_shard == 0:
+                write_shard(arr, start // fmt.per_shard, arrays[name], fmt)
+            else:
+                arr[start:stop] = np.asarray(arrays[name], dtype=DTYPES[name])
     root.attrs["chunks_done"] = chunk + 1
 
 
@@ -310,30 +499,45 @@ def refix(path: str | Path) -> str:
     return f"delete {path} and re-run the extraction (`snakemake {path}` re-creates it)"
 
 
+def check_lengths(length: np.ndarray, max_length: int, where: str = "store", example_idx: np.ndarray | None = None,
+                  store: str | Path | None = None) -> None:
+    """Every length in 1..max_length, else StoreError naming `where`, the first bad example and the fix."""
+    length = np.asarray(length, dtype=np.int64)
+    bad = np.flatnonzero((length < 1) | (length > int(max_length)))
+    if bad.size:
+        e = int(bad[0])
+        name = f"example {e}" if example_idx is None else f"example {e} (example_idx {int(example_idx[e])})"
+        fix = refix(where if store is None else store)
+        raise StoreError(f"{where}: {name} has length {int(length[e])}, outside 1..{int(max_length)} (a missing or "
+                         f"damaged chunk of `length`?); the store is corrupt: {fix}")
+
+
 def check_block(attention: np.ndarray, length: np.ndarray, attrs: Mapping[str, Any] | None = None,
                 where: str = "store", padding: bool = True, example_idx: np.ndarray | None = None,
-                store: str | Path | None = None) -> None:
-    """Check one block: lengths in 1..Q, no NaN inside each example's length, rows sum to 1 over the real keys,
-    and (padding=True) NaN everywhere outside the length.
+                store: str | Path | None = None, max_length: int | None = None) -> None:
+    """Check one block: lengths in 1..max_length, no NaN inside each example's length, rows sum to 1 over the real
+    keys, and (padding=True) NaN everywhere outside the length.
 
-    attention: (e, L, H, Q, K) float16/32; length: (e,); example_idx: (e,) to name a bad example by its idx.
-    Raises StoreError naming `where`, the first bad example and the fix (for `store`, default `where`). Only
-    the real n x n blocks are converted (the padding test, when asked, reads the rest once).
+    attention: (e, L, H, Q, K) float16/32, Q = K >= every length (a block cropped to its longest example, or padded
+    to max_length); length: (e,); max_length: the store's (default Q); example_idx: (e,) to name a bad example by
+    its idx. Raises StoreError naming `where`, the first bad example and the fix (for `store`, default `where`).
+    Only the real n x n blocks are read (the padding test, when asked, reads the rest once); the row sums are
+    accumulated in float64 straight from the stored dtype.
     """
     attrs = attrs or {}
     attention = np.asarray(attention)
     Q = attention.shape[-1]
     fix = refix(where if store is None else store)
+    check_lengths(length, Q if max_length is None else int(max_length), where, example_idx, store)
     for e, n in enumerate(np.asarray(length, dtype=np.int64)):
         name = f"example {e}" if example_idx is None else f"example {e} (example_idx {int(example_idx[e])})"
-        if not 1 <= n <= Q:
-            raise StoreError(f"{where}: {name} has length {n}, outside 1..{Q} (a missing or damaged chunk of "
-                             f"`length`?); the store is corrupt: {fix}")
+        if n > Q:
+            raise StoreError(f"{where}: {name} has length {n} but the block read has {Q} positions; {fix}")
         a = attention[e]
-        real = a[..., :n, :n].astype(np.float32)
+        real = a[..., :n, :n]
         if np.isnan(real).any():
-            raise StoreError(f"{where}: {name} has NaN inside its length {n}; the store is corrupt or "
-                             f"unfinished: {fix}")
+            raise StoreError(f"{where}: {name} has NaN inside its length {n} (a missing or damaged chunk?); the "
+                             f"store is corrupt or unfinished: {fix}")
         if padding and not (np.isnan(a[..., n:, :]).all() and np.isnan(a[..., :n, n:]).all()):
             raise StoreError(f"{where}: {name} has values outside its length {n} (expected NaN); "
                              f"{fix}")
@@ -374,6 +578,12 @@ def _stored_chunks(arr) -> set[str]:
     return {k[len(prefix):] for k in sync(keys())}
 
 
+def _file_examples(arr) -> int:
+    """Examples per chunk file of an array: its shard (sharded `attention`) or its chunk along `example`."""
+    shards = getattr(arr, "shards", None)
+    return int((shards or arr.chunks)[0])
+
+
 def _has_chunk(arr, key: str) -> bool:
     from zarr.core.sync import sync
 
@@ -392,7 +602,8 @@ def _required(group, name: str) -> bool:
 
 
 def missing_chunks(path: str | Path, variables: Sequence[str] = tuple(DIMS), group=None) -> list[str]:
-    """'variable chunk k (examples a..b, file ...)' for every required example chunk file the store lacks."""
+    """'variable chunk k (examples a..b, file ...)' for every required example chunk (or shard) file the store
+    lacks."""
     group = group if group is not None else _open_group(path)
     out = []
     for name in variables:
@@ -400,49 +611,94 @@ def missing_chunks(path: str | Path, variables: Sequence[str] = tuple(DIMS), gro
             continue
         arr = _array(group, name, path)
         have = _stored_chunks(arr)
-        size, E = arr.chunks[0], arr.shape[0]
+        size, E = _file_examples(arr), arr.shape[0]
+        kind = "shard" if getattr(arr, "shards", None) else "chunk"
         for k in range(-(-E // size)):
             key = arr.metadata.encode_chunk_key((k,) + (0,) * (arr.ndim - 1))
             if key not in have:
-                out.append(f"`{name}` chunk {k} (examples {k * size}..{min((k + 1) * size, E) - 1}, file "
+                out.append(f"`{name}` {kind} {k} (examples {k * size}..{min((k + 1) * size, E) - 1}, file "
                            f"{name}/{key})")
     return out
 
 
 def read_chunk(path: str, start: int, stop: int, variables: Sequence[str], check: bool = True,
-               group=None) -> dict[str, np.ndarray]:
+               group=None, crop: bool = False) -> dict[str, np.ndarray]:
     """Examples [start, stop) of `variables` of a store (path or fsspec URL) as numpy arrays, checked.
 
-    A missing or undecodable chunk raises StoreError naming the store, the variable, the chunk and the fix.
-    check: when `attention` is read, every example's length is in 1..Q, its n x n block holds no NaN and its
-    rows sum to 1 (:func:`check_block`, padding not rescanned), so no analysis ever computes on a hole.
+    A missing or undecodable chunk, shard or inner chunk raises StoreError naming the store, the variable, the
+    chunk (file) and the fix. check: when `attention` is read, every example's length is in 1..max_length, its
+    n x n block holds no NaN and its rows sum to 1 (:func:`check_block`, padding not rescanned), so no analysis
+    ever computes on a hole. crop: `attention` comes cropped to the block's longest example m,
+    (e, L, H, m, m), NaN past each example's length; in :data:`LAYOUT` each example is read and decompressed
+    alone up to its own length (one inner chunk each), so memory and copies scale with the real tokens.
     """
     group = group if group is not None else _open_group(path)
-    names = list(dict.fromkeys(list(variables) + (["length", "example_idx"] if check and "attention" in variables
-                                                  else [])))
+    want_att = "attention" in variables
+    names = list(dict.fromkeys(list(variables) + (["length", "example_idx"] if check and want_att else [])
+                               + (["length"] if crop and want_att else [])))
+    names.sort(key=lambda v: v == "attention")  # length first: a cropped read needs it
     out: dict[str, np.ndarray] = {}
     for name in names:
         arr = _array(group, name, path)
-        k = start // arr.chunks[0]
+        k = start // _file_examples(arr)
         key = arr.metadata.encode_chunk_key((k,) + (0,) * (arr.ndim - 1))
-        where = f"{path}: `{name}` chunk {k} (examples {start}..{stop - 1}, file {name}/{key})"
+        kind = "shard" if getattr(arr, "shards", None) else "chunk"
+        where = f"{path}: `{name}` {kind} {k} (examples {start}..{stop - 1}, file {name}/{key})"
         if _required(group, name) and not _has_chunk(arr, key):
             raise StoreError(f"{where} is missing: the store is incomplete or damaged; {refix(path)}")
+        if name == "attention" and crop:
+            Q = int(arr.shape[-1])
+            if check:
+                check_lengths(out["length"], Q, where, out.get("example_idx"), path)
+            out[name] = _read_cropped(arr, start, np.clip(out["length"], 0, Q).astype(np.int64), where, path)
+            continue
         try:
             out[name] = np.asarray(arr[start:stop])
         except Exception as err:  # noqa: BLE001 - a corrupt chunk, whatever the codec says
             raise StoreError(f"{where} cannot be decoded ({type(err).__name__}: {err}); the store is corrupt: "
                              f"{refix(path)}") from None
-    if check and "attention" in variables:
+    if check and want_att:
+        att = group["attention"]
+        k = start // _file_examples(att)
+        kind = "shard" if getattr(att, "shards", None) else "chunk"
         check_block(out["attention"], out["length"], dict(group.attrs), padding=False,
-                    where=f"{path} chunk {start // group['attention'].chunks[0]} (examples {start}..{stop - 1})",
-                    example_idx=out["example_idx"], store=path)
+                    where=f"{path} `attention` {kind} {k} (examples {start}..{stop - 1})",
+                    example_idx=out["example_idx"], store=path, max_length=int(att.shape[-1]))
     return {name: out[name] for name in variables}
+
+
+def _read_cropped(arr, start: int, length: np.ndarray, where: str, path: str | Path) -> np.ndarray:
+    """attention of examples start.. (one per length), cropped to the longest: (e, L, H, m, m), NaN padded.
+
+    :data:`LAYOUT`: one read of the shard file, each example's inner chunk decoded alone and cropped
+    (:func:`read_shard_cropped`); another sharding: zarr reads each example's n x n block; unsharded: one read of
+    the block [start:stop, ..., :m, :m] (the whole chunk is decompressed).
+    """
+    fmt = shard_format(arr)
+    if fmt is not None and start // fmt.per_shard == (start + len(length) - 1) // fmt.per_shard:
+        return read_shard_cropped(arr, fmt, start, length, where, path)
+    e = len(length)
+    m = int(length.max()) if e else 0
+    if not getattr(arr, "shards", None):
+        try:
+            return np.asarray(arr[start:start + e, ..., :m, :m])
+        except Exception as err:  # noqa: BLE001
+            raise StoreError(f"{where} cannot be decoded ({type(err).__name__}: {err}); the store is corrupt: "
+                             f"{refix(path)}") from None
+    out = np.full((e,) + tuple(arr.shape[1:-2]) + (m, m), np.nan, dtype=arr.dtype)
+    for i, n in enumerate(length):
+        try:
+            out[i, ..., :n, :n] = arr[start + i, ..., :n, :n]
+        except Exception as err:  # noqa: BLE001 - a damaged shard index or inner chunk
+            raise StoreError(f"{where}: the inner chunk of example {start + i} cannot be decoded "
+                             f"({type(err).__name__}: {err}); the store is corrupt: {refix(path)}") from None
+    return out
 
 
 def open_store(path: str | Path, expect: Mapping[str, Any] | None = None, check_rows: bool = True):
     """Open a complete attention store lazily (xarray over Dask), refusing anything else.
 
+    Both layouts are read (:data:`LAYOUT`; :data:`LEGACY_LAYOUT`, with a log message: re-extract it for fast reads).
     expect: attribute -> required value (:func:`expected_attrs` for an analysis); any difference raises
     StoreMismatchError naming the attribute, both values and the fix. Every example chunk file must exist.
     check_rows: check on the first chunk's first examples that rows sum to 1 over the real keys and that
@@ -474,12 +730,16 @@ def open_store(path: str | Path, expect: Mapping[str, Any] | None = None, check_
         raise StoreMismatchError(f"{path} was extracted for other settings: {lines}. Delete {path} and re-run the "
                                  f"extraction (snakemake --forcerun extract_attention {path}), or ask for what the "
                                  f"store holds")
+    if store_layout(ds.attrs) == LEGACY_LAYOUT:
+        log.info("%s is in the earlier layout (%s: a read decompresses a whole chunk of %s examples); it is read as "
+                 "before; delete it and re-run the extraction for the faster %s layout", path, LEGACY_LAYOUT,
+                 ds["attention"].encoding.get("chunks", ("?",))[0], LAYOUT)
     holes = missing_chunks(path)
     if holes:
         more = f" and {len(holes) - 1} more" if len(holes) > 1 else ""
         raise StoreError(f"{path} lacks {holes[0]}{more}: the store is damaged; {refix(path)}")
     if check_rows and ds.sizes["example"]:
-        k = min(int(ds["attention"].data.chunksize[0]), 8, ds.sizes["example"])
+        k = min(8, ds.sizes["example"])  # the first examples (of the first chunk file)
         try:
             att, length = ds["attention"][:k].values, ds["length"][:k].values
         except Exception as err:  # noqa: BLE001
@@ -546,29 +806,33 @@ class SpecialTokens:
 # chunked reductions: the one way an analysis reads a store
 
 
-def example_chunks(ds) -> list[tuple[int, int]]:
-    """(start, stop) of a store's own chunks along `example` (so that a task reads whole Zarr chunks)."""
-    chunks = ds["attention"].data.chunks[0]
-    stops = np.cumsum(chunks)
-    return [(int(b - c), int(b)) for b, c in zip(stops, chunks)]
+class _Opaque:
+    """Holds a task's arguments so that Dask neither walks nor hashes them (a chunk's words are thousands of
+    small objects: walking them cost a tenth of a reduction)."""
+
+    def __init__(self, value: Any):
+        self.value = value
 
 
 def _chunk_task(fn: Callable[..., Any], paths: list[str], variables: list[tuple[str, ...]], start: int, stop: int,
-                kwargs: dict[str, Any]) -> Any:
-    blocks = [read_chunk(p, start, stop, names) for p, names in zip(paths, variables)]
-    return fn(*blocks, **kwargs)
+                kwargs: _Opaque, crop: bool = True) -> Any:
+    blocks = [read_chunk(p, start, stop, names, crop=crop) for p, names in zip(paths, variables)]
+    return fn(*blocks, **kwargs.value)
 
 
 def map_chunks(fn: Callable[..., Any], stores: str | Path | Sequence[str | Path], *,
                variables: Sequence[str] | Sequence[Sequence[str]], compute_kwargs: Mapping[str, Any] | None = None,
-               per_chunk: Callable[[int, int], Mapping[str, Any]] | None = None, **shared: Any) -> list[Any]:
+               per_chunk: Callable[[int, int], Mapping[str, Any]] | None = None, crop: bool = True,
+               **shared: Any) -> list[Any]:
     """``fn`` over every example chunk of one store, or of several aligned stores: one Dask task per chunk.
 
     stores: a store (path or fsspec URL) or a sequence of stores holding the same examples in the same order
     (the chunks are the first store's own). variables: the variables read, one sequence of names for every
     store or one sequence per store. A task carries paths, not data: it opens the store(s), reads examples
     [start, stop) as numpy arrays and returns ``fn(*blocks, **shared, **per_chunk(start, stop))`` (blocks:
-    one dict name -> array per store; per_chunk gives small inputs of that chunk, e.g. its words). A chunk
+    one dict name -> array per store; per_chunk gives small inputs of that chunk, e.g. its words). crop
+    (default): `attention` is (e, L, H, m, m), cropped to the chunk's longest example m (:func:`read_chunk`),
+    NaN past each example's length; fn must then index a map only within its example's length. A chunk
     is freed as soon as fn returns: memory holds at most one chunk per worker, whatever the store's size.
     fn must be picklable (a module-level function) for the process and distributed schedulers.
     compute_kwargs: for ``dask.compute`` (:func:`bertology.daskutil.compute_kwargs`).
@@ -587,11 +851,11 @@ def map_chunks(fn: Callable[..., Any], stores: str | Path | Sequence[str | Path]
     if len(names) != len(paths):
         raise ValueError(f"map_chunks: {len(paths)} stores but {len(names)} variable lists")
     att = _array(_open_group(paths[0]), "attention", paths[0])
-    size, E = int(att.chunks[0]), int(att.shape[0])
+    size, E = _file_examples(att), int(att.shape[0])
     bounds = [(start, min(start + size, E)) for start in range(0, E, size)]
-    tasks = [dask.delayed(_chunk_task)(fn, paths, names, start, stop,
-                                       {**shared, **(dict(per_chunk(start, stop)) if per_chunk else {})})
-             for start, stop in bounds]
+    tasks = [dask.delayed(_chunk_task, pure=False)(
+        fn, paths, names, start, stop, _Opaque({**shared, **(dict(per_chunk(start, stop)) if per_chunk else {})}),
+        crop) for start, stop in bounds]
     return list(dask.compute(*tasks, **dict(compute_kwargs or {}))) if tasks else []
 
 

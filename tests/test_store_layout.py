@@ -1,0 +1,249 @@
+"""The store's layout (issue 23): one shard file per example chunk, one inner chunk per example. A map or an
+example is decompressed alone, reductions read each example cropped to its length, stores of the earlier layout
+(`attention` chunked along `example` only) are still read with the same checks, and a missing or damaged shard or
+inner chunk is one line naming it and the fix."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from bertology import store as st
+
+E, L, H, Q, CHUNK = 10, 2, 3, 12, 4
+
+
+def synthetic(seed: int = 0) -> dict[str, np.ndarray]:
+    """Softmax maps of random logits inside random lengths (3..Q, one of them Q), NaN outside."""
+    rng = np.random.default_rng(seed)
+    length = rng.integers(3, Q + 1, size=E).astype(np.int16)
+    length[3] = Q
+    att = np.full((E, L, H, Q, Q), np.nan, np.float16)
+    for e, n in enumerate(length):
+        x = rng.normal(size=(L, H, n, n))
+        p = np.exp(x) / np.exp(x).sum(-1, keepdims=True)
+        att[e, :, :, :n, :n] = p.astype(np.float16)
+    real = np.arange(Q)[None, :] < length[:, None]
+    ids = np.where(real, rng.integers(1000, 2000, size=(E, Q)), 0).astype(np.int32)
+    ids[:, 0] = 101
+    ids[np.arange(E), length - 1] = 102
+    return {"attention": att, "input_ids": ids, "token_type_ids": np.zeros((E, Q), np.int8),
+            "segment": np.where(real, 0, -1).astype(np.int8), "word_ids": np.where(real, 0, -1).astype(np.int16),
+            "length": length, "example_idx": np.arange(500, 500 + E, dtype=np.int64)}
+
+
+ATTRS = {"model": "synthetic", "variant": "pretrained", "task": "mrpc", "cls_token_id": 101, "sep_token_id": 102,
+         "pad_token_id": 0, "max_length": Q, "keepbits": None}
+
+
+def write(path, data, layout=st.LAYOUT):
+    part = st.partial_path(path)
+    root = st.create_store(part, example_idx=data["example_idx"], layers=L, heads=H, max_length=Q, chunk_size=CHUNK,
+                           attrs=ATTRS, layout=layout)
+    for c in range(-(-E // CHUNK)):
+        sl = slice(c * CHUNK, min((c + 1) * CHUNK, E))
+        st.write_chunk(root, c, {k: v[sl] for k, v in data.items() if k != "example_idx"})
+    return st.finalize(root, part, path)
+
+
+@pytest.fixture(scope="module")
+def data():
+    return synthetic()
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory, data):
+    d = tmp_path_factory.mktemp("layout")
+    return write(d / "new.zarr", data), write(d / "old.zarr", data, st.LEGACY_LAYOUT)
+
+
+def bits(a: np.ndarray) -> np.ndarray:
+    return np.asarray(a).view(np.uint16)
+
+
+class DecodeCounter:
+    """The bytes of every Blosc decode of an `attention` chunk (5 dimensions) in a read (patched into zarr's codec)."""
+
+    def __init__(self, monkeypatch):
+        from zarr.codecs import BloscCodec
+
+        self.sizes: list[int] = []
+        original = BloscCodec._decode_single
+
+        async def counting(codec, chunk_bytes, chunk_spec):
+            out = await original(codec, chunk_bytes, chunk_spec)
+            if len(chunk_spec.shape) == 5:
+                self.sizes.append(len(out))
+            return out
+
+        monkeypatch.setattr(BloscCodec, "_decode_single", counting)
+
+
+def test_round_trip_and_the_layout_on_disk(stores, data):
+    new, old = stores
+    import zarr
+
+    g = zarr.open_group(str(new), mode="r")
+    assert g.attrs["layout"] == st.LAYOUT and "layout" not in zarr.open_group(str(old), mode="r").attrs
+    assert g["attention"].shards == (CHUNK, L, H, Q, Q) and g["attention"].chunks == (1, L, H, Q, Q)
+    # one shard file per example chunk, nothing else under attention/c
+    assert sorted(p.relative_to(new / "attention").as_posix() for p in (new / "attention" / "c").rglob("*")
+                  if p.is_file()) == [f"c/{k}/0/0/0/0" for k in range(3)]
+    for path in (new, old):
+        ds = st.open_store(path)
+        assert ds["attention"].dims == st.DIMS["attention"]
+        for name, value in data.items():
+            np.testing.assert_array_equal(ds[name].values, value)  # NaN padding included
+        np.testing.assert_array_equal(bits(xr.open_zarr(path)["attention"].values), bits(data["attention"]))
+
+
+def test_a_cropped_read_holds_each_example_up_to_its_length(stores, data):
+    for path in stores:
+        for start, stop in ((0, 4), (4, 8), (8, 10)):
+            block = st.read_chunk(str(path), start, stop, ["attention", "length"], crop=True)
+            m = int(data["length"][start:stop].max())
+            assert block["attention"].shape == (stop - start, L, H, m, m)
+            np.testing.assert_array_equal(bits(block["attention"]), bits(data["attention"][start:stop, ..., :m, :m]))
+
+
+def test_one_map_decompresses_only_its_example(stores, monkeypatch):
+    new, old = stores
+    per_example = L * H * Q * Q * 2
+    counter = DecodeCounter(monkeypatch)
+    ds = xr.open_zarr(new)
+    m = ds["attention"].isel(example=5).sel(layer=1, head=2).values
+    assert m.shape == (Q, Q) and counter.sizes == [per_example]  # one inner chunk, one example
+    counter.sizes.clear()
+    ds["attention"].isel(example=6).values
+    assert counter.sizes == [per_example]
+    counter.sizes.clear()
+    xr.open_zarr(old)["attention"].isel(example=5).sel(layer=1, head=2).values
+    assert counter.sizes == [CHUNK * per_example]  # earlier layout: the whole example chunk
+
+
+@pytest.mark.parametrize("keepbits", [None, 7])
+def test_shard_files_are_byte_for_byte_what_zarr_writes(tmp_path, data, keepbits):
+    """The extraction writes `attention`'s shard files itself (faster than zarr-python); zarr-python writing the
+    same values into the same array gives the same bytes, the last, short shard included."""
+    import zarr
+
+    attrs = dict(ATTRS, keepbits=keepbits)
+    ours = st.create_store(tmp_path / "ours.zarr", example_idx=data["example_idx"], layers=L, heads=H, max_length=Q,
+                           chunk_size=CHUNK, attrs=attrs)
+    theirs = st.create_store(tmp_path / "theirs.zarr", example_idx=data["example_idx"], layers=L, heads=H,
+                             max_length=Q, chunk_size=CHUNK, attrs=attrs)
+    fmt = st.shard_format(ours["attention"])
+    assert fmt is not None and fmt.per_shard == CHUNK and fmt.keepbits == keepbits
+    for k in range(3):
+        sl = slice(k * CHUNK, min((k + 1) * CHUNK, E))
+        st.write_shard(ours["attention"], k, data["attention"][sl], fmt)
+        with zarr.config.set({"array.write_empty_chunks": True}):
+            theirs["attention"][sl] = data["attention"][sl]
+        key = f"attention/c/{k}/0/0/0/0"
+        assert (tmp_path / "ours.zarr" / key).read_bytes() == (tmp_path / "theirs.zarr" / key).read_bytes()
+    got = zarr.open_array(str(tmp_path / "ours.zarr" / "attention"), mode="r")[:]
+    if keepbits is None:
+        np.testing.assert_array_equal(bits(got), bits(data["attention"]))
+    for start, stop in ((0, 4), (8, 10)):
+        length = data["length"][start:stop].astype(np.int64)
+        block = st.read_shard_cropped(ours["attention"], fmt, start, length, "here", "store")
+        m = int(length.max())
+        np.testing.assert_array_equal(bits(block), bits(got[start:stop, ..., :m, :m]))
+    assert st.shard_format(zarr.open_array(str(tmp_path / "ours.zarr" / "length"), mode="r")) is None
+
+
+def test_reductions_equal_on_both_layouts(stores):
+    from bertology.kovaleva.reduce import features_table, patterns_table, store_stats
+
+    new, old = stores
+    a, b = (store_stats(p, None, compute_kwargs={"scheduler": "synchronous"}) for p in (new, old))
+    assert a.examples == b.examples == E
+    assert features_table(a).equals(features_table(b))
+    np.testing.assert_array_equal(patterns_table(a.patterns)["fraction"], patterns_table(b.patterns)["fraction"])
+    np.testing.assert_array_equal(a.entropy.total, b.entropy.total)
+
+
+def test_a_partial_store_of_the_earlier_layout_is_not_resumed(tmp_path, data):
+    path = tmp_path / "s.zarr"
+    part = st.partial_path(path)
+    root = st.create_store(part, example_idx=data["example_idx"], layers=L, heads=H, max_length=Q, chunk_size=CHUNK,
+                           attrs=ATTRS, layout=st.LEGACY_LAYOUT)
+    st.write_chunk(root, 0, {k: v[:CHUNK] for k, v in data.items() if k != "example_idx"})
+    asked = dict(ATTRS, chunk_size=CHUNK, n_chunks=3, codec=st.ATTENTION_CODEC, layout=st.LAYOUT)
+    assert st.resume_point(part, asked) is None and not part.exists()  # started over in the new layout
+    root = st.create_store(part, example_idx=data["example_idx"], layers=L, heads=H, max_length=Q, chunk_size=CHUNK,
+                           attrs=ATTRS)
+    st.write_chunk(root, 0, {k: v[:CHUNK] for k, v in data.items() if k != "example_idx"})
+    got = st.resume_point(part, asked)
+    assert got is not None and got[1] == 1
+    with pytest.raises(ValueError, match="unknown store layout"):
+        st.create_store(tmp_path / "x.zarr", example_idx=data["example_idx"], layers=L, heads=H, max_length=Q,
+                        chunk_size=CHUNK, attrs=ATTRS, layout="per-map")
+
+
+def shard_index(path):
+    """(shard file bytes, index start) of attention shard 1 (the index, at the end: 16 bytes per inner chunk
+    (offset, size as little-endian uint64) and a CRC32C)."""
+    f = path / "attention" / "c" / "1" / "0" / "0" / "0" / "0"
+    raw = bytearray(f.read_bytes())
+    return f, raw, len(raw) - (CHUNK * 16 + 4)
+
+
+def one_line(err: st.StoreError) -> str:
+    msg = str(err.value)
+    assert "\n" not in msg and "delete" in msg and "re-run the extraction" in msg
+    return msg
+
+
+@pytest.fixture
+def damaged(tmp_path, data):
+    return write(tmp_path / "results" / "attention" / "mrpc" / "pretrained.zarr", data)
+
+
+def test_a_missing_inner_chunk_is_one_line_naming_shard_example_and_fix(damaged, data):
+    import google_crc32c
+
+    f, raw, at = shard_index(damaged)
+    entry = at + 16 * 2  # example 6 = inner chunk 2 of shard 1: marked absent (offset = size = 2**64 - 1)
+    raw[entry:entry + 16] = b"\xff" * 16
+    raw[-4:] = google_crc32c.value(bytes(raw[at:-4])).to_bytes(4, "little")
+    f.write_bytes(bytes(raw))
+    with pytest.raises(st.StoreError, match=r"`attention` shard 1 \(examples 4\.\.7, file attention/c/1/0/0/0/0\): "
+                                            r"the inner chunk of example 6 is missing") as err:
+        st.read_chunk(str(damaged), 4, 8, ["attention"], crop=True)  # what the reductions read
+    one_line(err)
+    with pytest.raises(st.StoreError, match=r"`attention` shard 1 .*example 2 \(example_idx 506\) has NaN inside "
+                                            r"its length") as err:
+        st.read_chunk(str(damaged), 4, 8, ["attention"])  # zarr reads it as NaN: the check names it
+    one_line(err)
+    st.read_chunk(str(damaged), 0, 4, ["attention"], crop=True)  # the other shards read as before
+
+
+def test_a_damaged_inner_chunk_or_shard_index_is_one_line(damaged):
+    f, raw, at = shard_index(damaged)
+    offset = int.from_bytes(raw[at + 16:at + 24], "little")  # example 5's inner chunk
+    raw[offset + 40] ^= 0xFF
+    f.write_bytes(bytes(raw))
+    with pytest.raises(st.StoreError, match=r"file attention/c/1/0/0/0/0\): the inner chunk of example 5 does not "
+                                            r"match its checksum") as err:
+        st.read_chunk(str(damaged), 4, 8, ["attention"], crop=True)
+    one_line(err)
+    with pytest.raises(st.StoreError, match=r"`attention` shard 1 .*cannot be decoded .*checksum") as err:
+        st.read_chunk(str(damaged), 4, 8, ["attention"])  # through zarr: its CRC32C codec says so
+    one_line(err)
+    raw[offset + 40] ^= 0xFF
+    raw[at + 3] ^= 0x01  # the index itself
+    f.write_bytes(bytes(raw))
+    with pytest.raises(st.StoreError, match=r"`attention` shard 1 .*the shard index does not match its checksum"
+                       ) as err:
+        st.read_chunk(str(damaged), 4, 8, ["attention"], crop=True)
+    one_line(err)
+    with pytest.raises(st.StoreError, match=r"`attention` shard 1 .*cannot be decoded") as err:
+        st.read_chunk(str(damaged), 4, 8, ["attention"])
+    one_line(err)
+    f.unlink()
+    with pytest.raises(st.StoreError, match=r"lacks `attention` shard 1 \(examples 4\.\.7, file attention/c/1/0/0/0/0\)"
+                       ) as err:
+        st.open_store(damaged)
+    one_line(err)
