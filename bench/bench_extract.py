@@ -202,14 +202,14 @@ def perturbed_model(model_path: str, dst: Path, scale: float = 0.02, seed: int =
     import torch
     from transformers import AutoModel, AutoTokenizer
 
-    model = AutoModel.from_pretrained(model_path)
+    model = AutoModel.from_pretrained(model_path, trust_remote_code=False)
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in model.named_parameters():
             if name.startswith("encoder.") and p.ndim == 2:
                 p.add_(scale * p.std() * torch.randn(p.shape, generator=g))
     model.save_pretrained(dst)
-    AutoTokenizer.from_pretrained(model_path).save_pretrained(dst)
+    AutoTokenizer.from_pretrained(model_path, trust_remote_code=False).save_pretrained(dst)
     return str(dst)
 
 
@@ -248,8 +248,8 @@ def main() -> int:
     res["annotate_seconds"] = time.perf_counter() - t
 
     tok = load_tokenizer(model_path)
-    plain = AutoModel.from_pretrained(model_path, attn_implementation="sdpa").eval()
-    eager = AutoModel.from_pretrained(model_path, attn_implementation="eager").eval()
+    plain = AutoModel.from_pretrained(model_path, attn_implementation="sdpa", trust_remote_code=False).eval()
+    eager = AutoModel.from_pretrained(model_path, attn_implementation="eager", trust_remote_code=False).eval()
     forward_pass(plain, tok, df.iloc[:64], False)  # warm-up
     runs: dict[str, list[tuple[float, float]]] = {"plain": [], "eager": [], "ours": []}
     store = tmp / "pretrained.zarr"

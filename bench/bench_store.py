@@ -77,8 +77,8 @@ def plain_forward(model_path: str, df: pd.DataFrame, batch_size: int = 32) -> di
     import torch
     from transformers import AutoModel, AutoTokenizer
 
-    tok = AutoTokenizer.from_pretrained(model_path)
-    model = AutoModel.from_pretrained(model_path, attn_implementation="sdpa").eval()
+    tok = AutoTokenizer.from_pretrained(model_path, trust_remote_code=False)
+    model = AutoModel.from_pretrained(model_path, attn_implementation="sdpa", trust_remote_code=False).eval()
     a, b = df["text_a"].tolist(), df["text_b"].tolist()
     with Timer() as t, torch.inference_mode():
         for i in range(0, len(df), batch_size):
@@ -93,8 +93,8 @@ def papers_way(model_path: str, df: pd.DataFrame, path: Path) -> dict:
     import torch
     from transformers import AutoModel, AutoTokenizer
 
-    tok = AutoTokenizer.from_pretrained(model_path)
-    model = AutoModel.from_pretrained(model_path, attn_implementation="eager").eval()
+    tok = AutoTokenizer.from_pretrained(model_path, trust_remote_code=False)
+    model = AutoModel.from_pretrained(model_path, attn_implementation="eager", trust_remote_code=False).eval()
     with Timer() as t, torch.inference_mode(), open(path, "wb") as fh:
         for a, b in zip(df["text_a"], df["text_b"]):
             enc = tok(a, b, truncation=True, max_length=MAX_LENGTH, padding="max_length", return_tensors="pt")

@@ -7,6 +7,7 @@ rule prepare_data:
         source=_source_files,
     output:
         table="results/data/{task}/{split}.parquet",
+        skipped="results/data/{task}/{split}.skipped.csv",
     params:
         step=step("prepare_data"),
         files=step_files,

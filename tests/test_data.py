@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from bertology.data import DataError, load_split, normalise, sample_rows
-from bertology.data.glue_dir import read_glue_split
+from bertology.data.glue_dir import read_glue_rows, read_glue_split
 from bertology.tasks import TASKS, get_task
 
 
@@ -125,25 +125,61 @@ def test_crlf_line_ends_are_accepted(tmp_path):
     assert df["text_a"].tolist() == ["good", "bad"] and df["label"].tolist() == [1, 0]
 
 
-def test_qqp_skips_a_few_malformed_rows(tmp_path, caplog):
-    root = tmp_path / "glue"
+def _qqp_with_a_broken_row(root: Path) -> Path:
     rows = [["id", "qid1", "qid2", "question1", "question2", "is_duplicate"]]
     rows += [[str(i), "1", "2", f"Why {i}?", f"Why not {i}?", str(i % 2)] for i in range(1500)]
-    rows.insert(700, ["699b", "1", "2", "a question cut short by a stray newline"])
-    write_tsv(root / "QQP" / "dev.tsv", rows)
+    rows.insert(700, ["699b", "1", "2", "a question cut short by a stray newline"])  # line 701 of the file
+    return write_tsv(root / "QQP" / "dev.tsv", rows)
+
+
+def test_a_malformed_row_is_an_error_naming_file_and_line(tmp_path):
+    """Issue 27: by default nothing is dropped, however large the file (before: up to 0.1% silently)."""
+    path = _qqp_with_a_broken_row(tmp_path / "glue")
+    with pytest.raises(DataError) as err:
+        read_glue_split(tmp_path / "glue", get_task("qqp"), "validation")
+    message = str(err.value)
+    assert message.startswith(f"{path}:701: 1 of 1501 rows (line(s) 701) have 4 tab-separated field(s) where the "
+                              f"header has 6; fix those lines, or set data.bad_rows: skip") and "QQP" in message
+
+
+def test_bad_rows_skip_drops_and_records_them(tmp_path, caplog):
+    from bertology.data.glue_dir import SkippedRow, read_glue_rows
+
+    path = _qqp_with_a_broken_row(tmp_path / "glue")
     with caplog.at_level(logging.WARNING):
-        df = read_glue_split(root, get_task("qqp"), "validation")
-    assert len(df) == 1500 and df["idx"].tolist() == list(range(1500))
-    assert "malformed" in caplog.text
+        read = read_glue_rows(tmp_path / "glue", get_task("qqp"), "validation", bad_rows="skip")
+    assert len(read.frame) == 1500 and read.frame["idx"].tolist() == list(range(1500))
+    assert read.skipped == (SkippedRow(str(path), 701, 4, 6),)
+    assert f"{path}: skipped 1 of 1501 rows (line(s) 701)" in caplog.text
 
 
-def test_too_many_malformed_rows_is_an_error(tmp_path):
+def test_too_many_malformed_rows_is_an_error_even_with_skip(tmp_path):
     root = tmp_path / "glue"
     rows = [["id", "qid1", "qid2", "question1", "question2", "is_duplicate"]]
-    rows += [[str(i), "1", "2", f"Why {i}?"] if i % 3 == 0 else [str(i), "1", "2", "q?", "q?", "0"] for i in range(30)]
+    rows += [[str(i), "1", "2", f"Why {i}?"] if i % 3 else [str(i), "1", "2", "q?", "q?", "0"] for i in range(30)]
     path = write_tsv(root / "QQP" / "dev.tsv", rows)
-    with pytest.raises(DataError, match=re.escape(str(path)) + r".*10 of 30 rows"):
-        read_glue_split(root, get_task("qqp"), "validation")
+    for bad_rows in ("error", "skip"):
+        with pytest.raises(DataError, match=re.escape(f"{path}: 20 of 30 rows (line(s) 3, 4, 6,") + r".*"
+                                            + re.escape("and 0 more") * 0 + r".*is this a GLUE QQP file\?"):
+            read_glue_rows(root, get_task("qqp"), "validation", bad_rows=bad_rows)
+
+
+def test_many_malformed_lines_are_all_counted_and_the_first_named(tmp_path):
+    root = tmp_path / "glue"
+    rows = [["sentence", "label"]] + [["ok", "1"]] * 100 + [["a\tb", "1"]] * 25
+    write_tsv(root / "SST-2" / "dev.tsv", rows)
+    with pytest.raises(DataError, match=r"dev.tsv:102: 25 of 125 rows \(line\(s\) 102, 103, .*, 121 and 5 more\)"):
+        read_glue_split(root, get_task("sst2"), "validation")
+
+
+def test_a_lone_surrogate_names_file_and_line(tmp_path):
+    root = tmp_path / "glue"
+    path = write_tsv(root / "RTE" / "dev.tsv", [["index", "sentence1", "sentence2", "label"],
+                                                 ["0", "A cafe.", "B.", "entailment"]])
+    path.write_bytes(path.read_bytes() + "1\tbroken \ud83d text\tB.\tentailment\n".encode("utf-8", "surrogatepass"))
+    with pytest.raises(DataError) as err:
+        read_glue_split(root, get_task("rte"), "validation")
+    assert str(err.value).startswith(f"{path}:3:10: a lone surrogate (U+D83D, bytes ed a0 bd) is not Unicode text")
 
 
 def test_missing_directory_names_it_and_the_alternatives(tmp_path):

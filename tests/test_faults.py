@@ -96,7 +96,7 @@ def test_user_error_is_one_line_and_the_traceback_only_with_debug(tmp_path):
     glue.mkdir(parents=True)
     (glue / "dev.tsv").write_bytes(b"index\tsentence1\tsentence2\tlabel\n0\tA caf\xe9.\tB.\tentailment\n")
     config = json.dumps({"data": {"source": str(tmp_path / "glue"), "max_train_examples": None,
-                                  "max_eval_examples": None, "max_length": 32, "seed": 1, "short_split": "error",
+                                  "max_eval_examples": None, "max_length": 32, "seed": 1, "short_split": "error", "bad_rows": "error",
                                   "demo": {"train": 10, "validation": 10}}})
     args = ["prepare-data", "--config", config, "-w", "task=rte", "-w", "split=validation",
             "--output", f"table={tmp_path / 'out.parquet'}", "--no-mlflow"]

@@ -329,11 +329,15 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     debug = "--debug" in argv or os.environ.get("BERTOLOGY_DEBUG", "") not in ("", "0")
+    from bertology.diskspace import disk_full_message, is_disk_full
+
     try:
         return run_step(name, argv[1:])
     except UserError as err:
         if debug:
             raise
+        if is_disk_full(err):  # zarr's other writes in flight failed the same way: asyncio would log each
+            logging.getLogger("asyncio").setLevel(logging.CRITICAL)
         print(f"bertology {name.replace('_', '-')}: error: {_one_line(err)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
@@ -345,6 +349,10 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as err:  # noqa: BLE001 - a bug: summarised here, its traceback kept (report_bug)
         if debug:
             raise
+        if is_disk_full(err):  # "[Errno 28] No space left on device" is the user's to fix: the path, what is free
+            logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+            print(f"bertology {name.replace('_', '-')}: error: {disk_full_message(err)}", file=sys.stderr)
+            return 1
         return report_bug(name, err, argv[1:])
 
 

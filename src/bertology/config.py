@@ -52,6 +52,7 @@ class DataConfig:
     max_length: int
     seed: int
     short_split: str
+    bad_rows: str
     demo: DemoSizes
 
 

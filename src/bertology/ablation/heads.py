@@ -357,7 +357,7 @@ def disabling_unsupported(name_or_path: str) -> str | None:
 
     try:
         path = resolve_model(name_or_path)
-        config = AutoConfig.from_pretrained(path, local_files_only=Path(path).is_dir())
+        config = AutoConfig.from_pretrained(path, local_files_only=Path(path).is_dir(), trust_remote_code=False)
         with torch.device("meta"):
             model = AutoModelForSequenceClassification.from_config(config, attn_implementation="eager")
     except Exception:  # noqa: BLE001 - the jobs that load the model report their own errors

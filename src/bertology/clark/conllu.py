@@ -22,6 +22,7 @@ Glossary: S sentences, W syntactic words of a sentence.
 
 from __future__ import annotations
 
+import io
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -47,6 +48,9 @@ class Treebank:
     counts: Counter = field(default_factory=Counter)
 
 
+FIELDS = ("id", "form", "lemma", "upos", "xpos", "feats", "head", "deprel", "deps", "misc")
+
+
 def _space_after(token) -> bool:
     misc = token.get("misc") or {}
     return misc.get("SpaceAfter") != "No"
@@ -54,6 +58,11 @@ def _space_after(token) -> bool:
 
 def sentence_rows(tokens, example_idx: int, where: str, counts: Counter) -> tuple[str, dict[str, list]]:
     """(text, word rows) of one parsed sentence (a conllu.TokenList). `where` names it in errors."""
+    short = [t for t in tokens if len(t) < len(FIELDS)]
+    if short:
+        raise DataError(f"{where}: token {short[0].get('id')} ({short[0].get('form')!r}) has {len(short[0])} of the "
+                        f"{len(FIELDS)} tab-separated CoNLL-U fields; fix the file or remove it from "
+                        f"analysis.syntax.conllu")
     words = [t for t in tokens if isinstance(t["id"], int)]
     ranges = [t for t in tokens if isinstance(t["id"], tuple) and len(t["id"]) == 3 and t["id"][1] == "-"]
     counts["empty_nodes"] += sum(1 for t in tokens if isinstance(t["id"], tuple) and t["id"][1] == ".")
@@ -128,12 +137,20 @@ def _parse(path: Path) -> Iterator:
     if not path.is_file():
         raise DataError(f"analysis.syntax.conllu names {str(path)!r}, which is not a file; give paths of CoNLL-U "
                         f"files (relative to the working directory)")
-    with path.open(encoding="utf-8") as fh:
-        try:
-            yield from conllu.parse_incr(fh)
-        except Exception as err:  # noqa: BLE001 - conllu raises several types; one line for the user
-            raise DataError(f"{path} is not valid CoNLL-U ({type(err).__name__}: {err}); fix the file or remove it "
-                            f"from analysis.syntax.conllu") from None
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = raw.count(b"\n", 0, err.start) + 1
+        column = err.start - (raw.rfind(b"\n", 0, err.start) + 1) + 1
+        raise DataError(f"{path}:{line}:{column}: byte 0x{raw[err.start]:02x} is not UTF-8; CoNLL-U files are UTF-8: "
+                        f"re-encode the file (e.g. iconv -f latin1 -t utf-8) or remove it from analysis.syntax.conllu") \
+            from None
+    try:
+        yield from conllu.parse_incr(io.StringIO(text))
+    except Exception as err:  # noqa: BLE001 - conllu raises several types; one line for the user
+        raise DataError(f"{path} is not valid CoNLL-U ({type(err).__name__}: {err}); fix the file or remove it "
+                        f"from analysis.syntax.conllu") from None
 
 
 def read_treebanks(paths: Iterable[str | Path]) -> Treebank:

@@ -7,13 +7,14 @@ score for STS-B), written to ``results/data/{task}/{split}.parquet``.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from bertology.data.glue_dir import read_glue_split
+from bertology.data.glue_dir import SkippedRow, read_glue_rows, read_glue_split
 from bertology.data.hub import load_hub_split
 from bertology.config import DataConfig
 from bertology.errors import UserError
@@ -82,7 +83,14 @@ def normalise(df: pd.DataFrame, spec: TaskSpec) -> pd.DataFrame:
 
 def load_split(task: str, split: str, data: DataConfig) -> pd.DataFrame:
     """One split of one task from the configured source, subsampled as configured."""
+    return load_split_rows(task, split, data)[0]
+
+
+def load_split_rows(task: str, split: str, data: DataConfig) -> tuple[pd.DataFrame, tuple[SkippedRow, ...]]:
+    """:func:`load_split` and the malformed rows of a GLUE file skipped under ``data.bad_rows: skip`` (none
+    for the demo and the hub)."""
     spec = get_task(task)
+    skipped: tuple[SkippedRow, ...] = ()
     if split not in SPLITS:
         raise DataError(f"unknown split {split!r}; use one of {SPLITS}")
     if data.source == "demo":
@@ -92,14 +100,20 @@ def load_split(task: str, split: str, data: DataConfig) -> pd.DataFrame:
     elif data.source == "hub":
         df = load_hub_split(spec, split)
     else:
-        df = read_glue_split(Path(data.source), spec, split)
+        read = read_glue_rows(Path(data.source), spec, split, bad_rows=data.bad_rows)
+        df, skipped = read.frame, read.skipped
     if len(df) == 0:
         raise DataError(f"{task}/{split}: data.source {data.source!r} gives no examples for this split; check the "
                         f"source (a file with a header only?)")
     df = normalise(df, spec)
     key = "data.max_train_examples" if split == "train" else "data.max_eval_examples"
     limit = data.max_train_examples if split == "train" else data.max_eval_examples
-    return sample_rows(df, limit, data.seed, what=f"{task}/{split}", key=key, short_split=data.short_split)
+    return sample_rows(df, limit, data.seed, what=f"{task}/{split}", key=key, short_split=data.short_split), skipped
+
+
+def skipped_frame(skipped: tuple[SkippedRow, ...]) -> pd.DataFrame:
+    """The skipped-rows table of the data rule (file, line, fields, expected; one row per skipped row)."""
+    return pd.DataFrame([dataclasses.asdict(s) for s in skipped], columns=["file", "line", "fields", "expected"])
 
 
 def source_version(source: str) -> str:

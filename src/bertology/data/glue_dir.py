@@ -3,7 +3,10 @@
 Quirks handled: a UTF-8 byte-order mark (MRPC), header-less CoLA (source, label, star, sentence),
 STS-B's 10 and MNLI's 12/16 columns (read by header name), quoting off (a `"` is text, fields split on
 tabs only), line breaks only on "\\n" (texts may hold other Unicode line separators), string labels
-(RTE, QNLI, MNLI), and QQP's few malformed rows (skipped with a warning, at most 0.1% of a file).
+(RTE, QNLI, MNLI). A row with the wrong number of fields (QQP's files have a few) is an error naming the file
+and every such line, or, with ``data.bad_rows: skip``, dropped and recorded (file and line) by the data rule.
+A lone surrogate (U+D800..U+DFFF encoded as if it were a character, as CESU-8/WTF-8 writers do: no Unicode
+text) is an error naming file and line.
 """
 
 from __future__ import annotations
@@ -38,7 +41,24 @@ LAYOUTS: dict[str, Layout] = {
     "rte": Layout("sentence1", "sentence2", "label"),
 }
 
-MAX_MALFORMED_SHARE = 0.001
+BAD_ROWS = ("error", "skip")  # data.bad_rows
+MAX_LISTED = 20  # malformed lines named in an error message (all of them are in the skipped-rows table)
+
+
+@dataclass(frozen=True)
+class SkippedRow:
+    """A row of a GLUE file dropped under ``data.bad_rows: skip``: its file, 1-based line and field count."""
+
+    file: str
+    line: int
+    fields: int
+    expected: int
+
+
+@dataclass(frozen=True)
+class GlueSplit:
+    frame: pd.DataFrame  # idx, text_a, text_b, label
+    skipped: tuple[SkippedRow, ...]
 
 
 def _glue_error(msg: str):
@@ -72,6 +92,15 @@ def _decode(path: Path) -> str:
         line = raw.count(b"\n", 0, err.start) + 1
         column = err.start - (raw.rfind(b"\n", 0, err.start) + 1) + 1
         byte = raw[err.start]
+        try:  # a surrogate code point encoded as a character (CESU-8/WTF-8 writers): not Unicode text
+            surrogate = ord(raw[err.start:err.start + 3].decode("utf-8", "surrogatepass"))
+        except (UnicodeDecodeError, TypeError):
+            surrogate = None
+        if surrogate is not None and 0xD800 <= surrogate <= 0xDFFF:
+            raise _glue_error(
+                f"{path}:{line}:{column}: a lone surrogate (U+{surrogate:04X}, bytes "
+                f"{raw[err.start:err.start + 3].hex(' ')}) is not Unicode text: the file was written from broken "
+                f"text (an unpaired \\u{surrogate:04x} escape, CESU-8); fix or delete that line") from None
         raise _glue_error(
             f"{path}:{line}:{column}: byte 0x{byte:02x} is not UTF-8 (it would be {bytes([byte]).decode('cp1252', 'replace')!r} "
             f"in Latin-1/cp1252); GLUE files are UTF-8: re-encode the file, e.g. iconv -f cp1252 -t utf-8 "
@@ -95,8 +124,27 @@ def _label_id(value: str, spec: TaskSpec, path: Path, line_no: int) -> float | i
     raise _glue_error(f"{path}:{line_no}: label {value!r} is not in the {spec.display} label set ({allowed})")
 
 
+def _lines_named(lines: list[int]) -> str:
+    named = ", ".join(map(str, lines[:MAX_LISTED]))
+    return named + (f" and {len(lines) - MAX_LISTED} more" if len(lines) > MAX_LISTED else "")
+
+
 def read_glue_split(root: Path, spec: TaskSpec, split: str) -> pd.DataFrame:
-    """Read one split of a task from a GLUE-layout directory into idx/text_a/text_b/label."""
+    """Read one split of a task from a GLUE-layout directory into idx/text_a/text_b/label, strictly: a
+    malformed row is an error (:func:`read_glue_rows` with bad_rows="error"; for benchmarks and notebooks)."""
+    return read_glue_rows(root, spec, split, bad_rows="error").frame
+
+
+def read_glue_rows(root: Path, spec: TaskSpec, split: str, *, bad_rows: str) -> GlueSplit:
+    """One split of a task from a GLUE-layout directory, and the malformed rows skipped.
+
+    A row whose number of tab-separated fields differs from the header's is malformed. bad_rows
+    (``data.bad_rows``) "error": any malformed row is an error naming the file and every malformed line;
+    "skip": they are dropped and returned (file, line, fields), unless they outnumber the good rows (then the
+    file is not the task's file, an error either way).
+    """
+    if bad_rows not in BAD_ROWS:
+        raise ValueError(f"bad_rows must be one of {BAD_ROWS}, got {bad_rows!r}")
     path = find_file(Path(root), spec, split)
     layout = LAYOUTS[spec.name]
     text = _decode(path)
@@ -116,11 +164,11 @@ def read_glue_split(root: Path, spec: TaskSpec, split: str) -> pd.DataFrame:
                           f"{spec.display} file of GLUE's download script?")
     ia, il = header.index(layout.text_a), header.index(layout.label)
     ib = header.index(layout.text_b) if layout.text_b else None
-    rows, malformed = [], 0
+    rows, malformed = [], []
     for offset, line in enumerate(body):
         fields = line.split("\t")
         if len(fields) != len(header):
-            malformed += 1
+            malformed.append(SkippedRow(str(path), first_line + offset, len(fields), len(header)))
             continue
         label = _label_id(fields[il], spec, path, first_line + offset)
         rows.append((len(rows), fields[ia], fields[ib] if ib is not None else None, label))
@@ -128,9 +176,15 @@ def read_glue_split(root: Path, spec: TaskSpec, split: str) -> pd.DataFrame:
         raise _glue_error(f"{path} holds no examples (only its header); give the complete GLUE "
                           f"{spec.display} {split} file")
     if malformed:
-        share = malformed / max(len(body), 1)
-        if share > MAX_MALFORMED_SHARE:
-            raise _glue_error(f"{path}: {malformed} of {len(body)} rows do not have the {len(header)} tab-separated "
-                              f"fields of the header; is this a GLUE {spec.display} file?")
-        log.warning("%s: skipped %d malformed row(s) of %d (wrong field count)", path, malformed, len(body))
-    return pd.DataFrame(rows, columns=["idx", "text_a", "text_b", "label"])
+        lines_ = [m.line for m in malformed]
+        counts = sorted({m.fields for m in malformed})
+        what = (f"{len(malformed)} of {len(body)} rows (line(s) {_lines_named(lines_)}) have "
+                f"{'/'.join(map(str, counts))} tab-separated field(s) where the header has {len(header)}")
+        if len(malformed) > len(rows):
+            raise _glue_error(f"{path}: {what}; is this a GLUE {spec.display} file?")
+        if bad_rows == "error":
+            raise _glue_error(f"{path}:{lines_[0]}: {what}; fix those lines, or set data.bad_rows: skip to drop "
+                              f"them (they are then listed in results/data/<task>/<split>.skipped.csv; GLUE's QQP "
+                              f"files need this)")
+        log.warning("%s: skipped %s (data.bad_rows: skip)", path, what)
+    return GlueSplit(pd.DataFrame(rows, columns=["idx", "text_a", "text_b", "label"]), tuple(malformed))

@@ -186,9 +186,15 @@ class PatternCNN:
         if not path.is_file():
             raise MissingInputError(f"pattern classifier {str(path)!r} not found: set analysis.patterns.classifier to "
                                     f"'rule' or to a file written by `bertology patterns-train`")
-        blob = torch.load(path, map_location="cpu", weights_only=True)
-        if list(blob.get("classes", [])) != list(CLASSES):
-            raise InputError(f"{path} was trained for classes {blob.get('classes')}, expected {list(CLASSES)}")
+        try:  # weights_only: a pickle that names any other object is refused, never run
+            blob = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as err:  # noqa: BLE001 - UnpicklingError, RuntimeError (not a torch file): one line
+            raise InputError(f"{path} cannot be read as a pattern classifier ({type(err).__name__}: "
+                             f"{' '.join(str(err).split())[:200]}); give a file written by `bertology patterns-train`"
+                             ) from None
+        if not isinstance(blob, dict) or list(blob.get("classes", [])) != list(CLASSES):
+            classes = blob.get("classes") if isinstance(blob, dict) else type(blob).__name__
+            raise InputError(f"{path} was trained for classes {classes}, expected {list(CLASSES)}")
         model = build_cnn(int(blob["size"]))
         model.load_state_dict(blob["state_dict"])
         return cls(model, int(blob["size"]))
@@ -274,8 +280,16 @@ def labelled_maps(labels, stores: list) -> tuple[list[np.ndarray], list[str]]:
         if pos.size == 0:
             raise InputError(f"example {row['example']} is not in the store {ds.attrs.get('task')}/"
                              f"{ds.attrs.get('variant')}")
+        try:
+            layer, head = int(row["layer"]), int(row["head"])
+        except (TypeError, ValueError):
+            layer = head = -1
+        L, H = int(ds.sizes["layer"]), int(ds.sizes["head"])
+        if not (0 <= layer < L and 0 <= head < H):  # a negative index would silently read another head
+            raise InputError(f"label row {row.name} (line {int(row.name) + 2} of the label file): layer "
+                             f"{row['layer']!r}, head {row['head']!r} are not in 0..{L - 1} x 0..{H - 1}")
         ex = ds.isel(example=int(pos[0]))
         n = int(ex["length"])
-        maps.append(ex["attention"].values[int(row["layer"]), int(row["head"]), :n, :n].astype(np.float32))
+        maps.append(ex["attention"][layer, head, :n, :n].values.astype(np.float32))
         names.append(str(row["label"]).strip())
     return maps, names

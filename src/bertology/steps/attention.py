@@ -43,6 +43,7 @@ def extract_attention(ctx: StepContext) -> None:
     """
     import torch
 
+    from bertology.diskspace import human, store_space
     from bertology.extract import extract_store
     from bertology.models import resolve_model
 
@@ -58,9 +59,11 @@ def extract_attention(ctx: StepContext) -> None:
     torch.set_num_threads(ctx.threads)
     frame = read_prepared(ctx.input.sample)
     words = pd.read_parquet(ctx.input.words, columns=SPAN_COLUMNS)
-    stats = extract_store(ctx.output.store, frame=frame, words=words, model=cfg.model, model_path=model_path,
-                          variant=variant, task=ctx.task, attention=cfg.attention, seed=cfg.data.seed,
-                          max_length=cfg.data.max_length, device=ctx.device, progress=ctx.progress)
+    with store_space(ctx.output.store, frame, model_path, cfg.data.max_length) as needed:
+        ctx.log.info("%s: the store needs about %s on disk (estimate)", ctx.output.store, human(needed))
+        stats = extract_store(ctx.output.store, frame=frame, words=words, model=cfg.model, model_path=model_path,
+                              variant=variant, task=ctx.task, attention=cfg.attention, seed=cfg.data.seed,
+                              max_length=cfg.data.max_length, device=ctx.device, progress=ctx.progress)
     metrics = {"examples": stats["n_examples"], "chunks_computed": stats["chunks_computed"],
                "seconds": stats["seconds"], "bytes": stats["bytes"],
                "bytes_per_example": stats["bytes"] / max(stats["n_examples"], 1)}

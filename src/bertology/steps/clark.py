@@ -92,6 +92,7 @@ def extract_syntax(ctx: StepContext) -> None:
     import torch
 
     from bertology.data import read_prepared
+    from bertology.diskspace import store_space
     from bertology.extract import extract_store
     from bertology.models import resolve_model
     from bertology.annotate import SPAN_COLUMNS
@@ -111,9 +112,10 @@ def extract_syntax(ctx: StepContext) -> None:
     frame = read_prepared(ctx.input.sample)
     words = pd.read_parquet(ctx.input.words, columns=SPAN_COLUMNS)
     attention = dataclasses.replace(cfg.attention, examples=None, split="gold")  # recorded in the attributes
-    stats = extract_store(ctx.output.store, frame=frame, words=words, model=cfg.model, model_path=model_path,
-                          variant=model, task="syntax", attention=attention, seed=cfg.data.seed,
-                          max_length=cfg.data.max_length, device=ctx.device, progress=ctx.progress)
+    with store_space(ctx.output.store, frame, model_path, cfg.data.max_length):
+        stats = extract_store(ctx.output.store, frame=frame, words=words, model=cfg.model, model_path=model_path,
+                              variant=model, task="syntax", attention=attention, seed=cfg.data.seed,
+                              max_length=cfg.data.max_length, device=ctx.device, progress=ctx.progress)
     ctx.tracker.metrics({"examples": stats["n_examples"], "seconds": stats["seconds"], "bytes": stats["bytes"]})
 
 

@@ -3,19 +3,32 @@
 from __future__ import annotations
 
 from bertology.cli import StepContext
-from bertology.data import load_split, write_prepared
+from bertology.data import load_split_rows, skipped_frame, write_prepared
 from bertology.tasks import get_task
 
 
 def prepare_data(ctx: StepContext) -> None:
-    """results/data/{task}/{split}.parquet (idx, text_a, text_b, label) from data.source."""
+    """results/data/{task}/{split}.parquet (idx, text_a, text_b, label) from data.source, and (output
+    `skipped`) the table of malformed source rows dropped under data.bad_rows: skip (file, line, fields,
+    expected; empty when none), also counted in the MLflow run (`rows_skipped`) and logged there as an artifact."""
+    from bertology.io import write_csv
+
     task, split = ctx.wildcards["task"], ctx.wildcards["split"]
     spec = get_task(task)
-    df = load_split(task, split, ctx.config.data)
+    df, skipped = load_split_rows(task, split, ctx.config.data)
     write_prepared(df, ctx.output.table)
+    skipped_path = ctx.output.get("skipped")
+    if skipped_path is not None:
+        write_csv(skipped_frame(skipped), skipped_path)
+    if skipped:
+        lines = ", ".join(f"{s.file}:{s.line}" for s in skipped)
+        ctx.log.warning("%s/%s: skipped %d malformed row(s) (data.bad_rows: skip): %s", task, split, len(skipped),
+                        lines)
     labels = df["label"].describe().to_dict() if spec.is_regression else df["label"].value_counts().to_dict()
     ctx.log.info("%s/%s: %d rows -> %s; labels: %s", task, split, len(df), ctx.output.table, labels)
-    metrics = {"rows": len(df)}
+    metrics = {"rows": len(df), "rows_skipped": len(skipped)}
     if not spec.is_regression:
         metrics.update({f"label_{spec.label_names[int(k)]}": v for k, v in sorted(labels.items())})
     ctx.tracker.metrics(metrics)
+    if skipped and skipped_path is not None:
+        ctx.tracker.artifact(skipped_path)

@@ -110,6 +110,18 @@ def kovaleva_cosine(ctx: StepContext) -> None:
 # FrameNet
 
 
+def parse_xml(path: Path) -> ET.Element:
+    """The root of one FrameNet XML file; a malformed file (or one whose entities would expand without bound,
+    or that names an external entity: the parser refuses both) is one line naming file, line and column."""
+    try:
+        return ET.parse(path).getroot()
+    except ET.ParseError as err:
+        line, column = err.position
+        what = str(err).rsplit(": line", 1)[0]
+        raise DataError(f"{path}:{line}:{column}: not well-formed FrameNet XML ({what}); "
+                        f"re-extract the release, or set analysis.relations.framenet: null to skip FrameNet") from None
+
+
 class FrameCoreTypes(Mapping):
     """frame -> FE name -> coreType of a release's frame/ folder, each frame/<frame>.xml read on first use."""
 
@@ -119,7 +131,7 @@ class FrameCoreTypes(Mapping):
 
     def __getitem__(self, frame: str) -> dict[str, str]:
         if frame not in self._cache:
-            self._cache[frame] = fn.frame_core_types(ET.parse(self._files[frame]).getroot())
+            self._cache[frame] = fn.frame_core_types(parse_xml(self._files[frame]))
         return self._cache[frame]
 
     def __iter__(self) -> Iterator[str]:
@@ -136,7 +148,7 @@ def read_release(directory: str | Path) -> list[fn.Item]:
     if not fulltext.is_dir() or not frames.is_dir():
         raise DataError(f"{directory} is not a FrameNet release: it needs fulltext/ and frame/ folders (set "
                         f"analysis.relations.framenet to such a directory, or null to skip FrameNet)")
-    documents = ((p.stem, ET.parse(p).getroot()) for p in sorted(fulltext.glob("*.xml")))
+    documents = ((p.stem, parse_xml(p)) for p in sorted(fulltext.glob("*.xml")))
     items = fn.release_items(documents, FrameCoreTypes(frames))
     if not items:
         raise DataError(f"no annotated sentences under {fulltext}: not a FrameNet release (set "
