@@ -81,6 +81,7 @@ def layer_ratios(alpha: torch.Tensor, dec: Decomposition) -> torch.Tensor:
                         nan if dec.ln is None else mixing_ratio(dec.ln)])
 
 
+@torch.no_grad()
 def example_decomposition(cap: Capture, block: AttentionBlock, alpha: torch.Tensor, row: int,
                           n: int) -> Decomposition:
     """The :class:`Decomposition` of layer `block` for row `row` (real length n) of the last forward pass.
@@ -94,6 +95,7 @@ def example_decomposition(cap: Capture, block: AttentionBlock, alpha: torch.Tens
                      block.post_norm)
 
 
+@torch.no_grad()
 def mixing_ratios(cap: Capture, attentions: tuple[torch.Tensor, ...], lengths: torch.Tensor) -> torch.Tensor:
     """Every layer's mixing ratios for the last forward pass: (B, L, len(MEASURES), T) float64, NaN at padding.
 
