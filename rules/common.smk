@@ -109,6 +109,17 @@ def _extract_inputs(wildcards):
     return inputs
 
 
+def _norms_inputs(wildcards):
+    """The attention sample, the training split (token frequencies) and, for the fine-tuned variant, its model."""
+    inputs = {
+        "sample": f"results/attention/{wildcards.task}/sample.parquet",
+        "train": f"results/data/{wildcards.task}/train.parquet",
+    }
+    if wildcards.variant == "finetuned":
+        inputs["model"] = f"results/models/{wildcards.task}/pretrained"
+    return inputs
+
+
 def _syntax_extract_inputs(wildcards):
     """The gold sentences and, for a `{task}-finetuned` model, its fine-tuned model directory."""
     inputs = {"sample": "results/attention/syntax/sample.parquet", "words": "results/attention/syntax/words.parquet"}

@@ -114,6 +114,19 @@ class SyntaxConfig:
 
 
 @dataclass(frozen=True)
+class NormsConfig:
+    examples: int | None
+    batch_size: int
+
+
+@dataclass(frozen=True)
+class FlowConfig:
+    examples: int | None
+    bootstrap: int
+    confidence: float
+
+
+@dataclass(frozen=True)
 class DaskConfig:
     scheduler: str | None
 
@@ -125,6 +138,8 @@ class AnalysisConfig:
     relations: RelationsConfig
     features: FeaturesConfig
     syntax: SyntaxConfig
+    norms: NormsConfig
+    flow: FlowConfig
     dask: DaskConfig
 
 
