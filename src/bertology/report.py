@@ -132,8 +132,8 @@ SECTIONS: tuple[Section, ...] = (
         "input x gradient) by Spearman's rho: mean over examples with a bootstrap interval "
         "(analysis.flow.examples examples). token_scores.parquet holds every score.",
         "Raw attention of the top layer correlates weakly with both importances; rollout and flow correlate "
-        "clearly better (the paper's Table 2). The table below is this run's: whether rollout and flow beat raw attention here, and by how much "
-        "given the interval.",
+        "clearly better (the paper's Table 2). The table below is this run's: whether rollout and flow beat "
+        "raw attention here, and by how much given the interval.",
         ("faithfulness",), ("stats/*/finetuned/faithfulness.csv",)),
     Section(
         "pruning", "Head importance and pruning (Michel et al. 2019)",
