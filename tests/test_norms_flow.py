@@ -54,3 +54,13 @@ def test_one_layer_flow_equals_the_capacity_into_the_target():
     alpha = rng.dirichlet(np.ones(4), size=(1, 3, 4))
     a = fl.residual_attention(alpha)[0]
     np.testing.assert_allclose(fl.max_flows(a[None], target=1), a[1])
+
+
+def test_reusing_one_residual_network_gives_networkx_maximum_flow_value():
+    import networkx as nx
+
+    rng = np.random.default_rng(3)
+    cap = fl.residual_attention(rng.dirichlet(np.full(7, 0.3), size=(3, 2, 7)))
+    g = fl.flow_graph(cap)
+    want = [nx.maximum_flow_value(g, (0, j), (3, 0)) for j in range(7)]
+    np.testing.assert_allclose(fl.max_flows(cap, target=0), want, rtol=1e-12, atol=1e-12)

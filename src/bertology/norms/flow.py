@@ -9,7 +9,8 @@ input positions as seen from position `target` (0: [CLS]) of the last layer.
   R = A_L A_{L-1} ... A_1 and the score of input j is R[target, j];
 - flow: the layered graph with nodes (l, t) for l = 0..L, an edge (l-1, j) -> (l, i) of capacity A_l[i, j]
   (the same residual-augmented A_l as rollout, as in the authors' code), and the score of input j is the
-  maximum flow from (0, j) to (L, target) (networkx.maximum_flow_value), divided by the sum over j (the
+  maximum flow from (0, j) to (L, target) (networkx's preflow-push, its default maximum-flow algorithm, on one
+  residual network reused for every j), divided by the sum over j (the
   authors' code normalises each output node's flows to sum to 1).
 """
 
@@ -62,11 +63,13 @@ def flow_graph(capacity: np.ndarray):
 
 def max_flows(capacity: np.ndarray, target: int = 0) -> np.ndarray:
     """capacity (L, n, n) -> (n,): the maximum flow from each input node (0, j) to the top node (L, target)."""
-    import networkx as nx
+    from networkx.algorithms.flow import build_residual_network, preflow_push
 
     L, n, _ = capacity.shape
     g = flow_graph(capacity)
-    return np.array([nx.maximum_flow_value(g, (0, j), (L, target)) for j in range(n)], dtype=np.float64)
+    residual = build_residual_network(g, "capacity")  # built once, reset by each run (3x faster than per call)
+    return np.array([preflow_push(g, (0, j), (L, target), residual=residual, value_only=True).graph["flow_value"]
+                     for j in range(n)], dtype=np.float64)
 
 
 def flow_scores(alpha: np.ndarray, target: int = 0) -> np.ndarray:
