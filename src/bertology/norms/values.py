@@ -117,8 +117,8 @@ def head_values(block: AttentionBlock, value_out: torch.Tensor) -> torch.Tensor:
 
 def norms_from_values(v: torch.Tensor, grams: torch.Tensor) -> torch.Tensor:
     """v (B, T, H, dh), grams (H, dh, dh) -> ||f_h(x_t)|| (B, H, T) = sqrt(v^T G_h v)."""
-    sq = torch.einsum("bthi,hij,bthj->bht", v, grams.to(v.dtype), v)
-    return sq.clamp_min(0).sqrt()
+    sq = (torch.einsum("bthi,hij->bthj", v, grams.to(v.dtype)) * v).sum(-1)      # (B, T, H)
+    return sq.clamp_min(0).sqrt().transpose(1, 2)
 
 
 def transformed_vectors(block: AttentionBlock, v: torch.Tensor) -> torch.Tensor:
