@@ -75,15 +75,28 @@ def test_views_faithfulness_and_figures(setup):
     assert all((figs / f"{n}-mrpc.png").stat().st_size > 1000 for n in ("norms", "mixing", "faithfulness"))
 
 
-def test_more_examples_than_the_sample_is_a_one_line_error(setup, capsys):
+def test_more_examples_than_the_attention_sample_takes_all_of_it(setup):
     from bertology.cli import main
 
     tmp, model = setup
-    d = tmp / "err"
-    code = main(["norms-views", "-w", "task=mrpc", "-w", "variant=finetuned", "--input", f"sample={tmp / 'sample.parquet'}",
+    d = tmp / "all"
+    assert main(["norms-views", "-w", "task=mrpc", "-w", "variant=finetuned", "--input", f"sample={tmp / 'sample.parquet'}",
                  "--input", f"train={tmp / 'train.parquet'}", "--input", f"model={model}",
                  "--output", f"norms={d / 'norms.csv'}", "--output", f"mixing={d / 'mixing.csv'}",
                  "--output", f"scores={d / 'token_scores.parquet'}",
-                 "--config", config("norms_views", norms={"examples": 50}), "--no-mlflow"])
+                 "--config", config("norms_views", norms={"examples": 50}, flow={"examples": 1}), "--no-mlflow"]) == 0
+    assert pd.read_parquet(d / "token_scores.parquet")["example_idx"].nunique() == 12
+
+
+def test_a_missing_model_is_a_one_line_error(setup, capsys):
+    from bertology.cli import main
+
+    tmp, _ = setup
+    d = tmp / "err"
+    code = main(["norms-views", "-w", "task=mrpc", "-w", "variant=finetuned", "--input", f"sample={tmp / 'sample.parquet'}",
+                 "--input", f"train={tmp / 'train.parquet'}", "--output", f"norms={d / 'norms.csv'}",
+                 "--output", f"mixing={d / 'mixing.csv'}", "--output", f"scores={d / 'token_scores.parquet'}",
+                 "--config", config("norms_views"), "--no-mlflow"])
     assert code != 0
-    assert "analysis.norms.examples" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--input model=" in err and "Traceback" not in err

@@ -24,8 +24,12 @@ def _sample(ctx: StepContext) -> pd.DataFrame:
 
     cfg = ctx.config
     frame = read_prepared(ctx.input.sample)
-    return sample_rows(frame, cfg.analysis.norms.examples, cfg.data.seed, what=f"{ctx.task}/attention sample",
-                       key="analysis.norms.examples", short_split=cfg.data.short_split)
+    n = cfg.analysis.norms.examples
+    if n is not None and n > len(frame):  # a sub-sample of the attention sample: never more than it holds
+        ctx.log.warning("analysis.norms.examples = %d but the attention sample of %s has %d examples: all of them are "
+                        "used", n, ctx.task, len(frame))
+        n = None
+    return sample_rows(frame, n, cfg.data.seed, what=f"{ctx.task}/attention sample", key="analysis.norms.examples")
 
 
 def _model_path(ctx: StepContext) -> str:
