@@ -29,6 +29,7 @@ envvars:
 
 
 TASK_NAMES = list(config["tasks"])
+NORMS_ENABLED = bool(config["analysis"]["norms"]["enabled"])
 PAIR_TASKS = [t for t in TASK_NAMES if TASKS[t].is_pair]
 INITS = list(config["train"]["inits"])
 # Path tags of the fine-tuning seeds: '' for the first (train.seed: the plain paths, read by every

@@ -84,7 +84,9 @@ rule norms_figures:
         STEP
 
 
-TARGETS.extend(expand("results/stats/{task}/{variant}/{name}", task=TASK_NAMES, variant=STORE_VARIANTS,
-                      name=["norms.csv", "mixing.csv", "token_scores.parquet"]))
-TARGETS.extend(expand("results/stats/{task}/finetuned/faithfulness.csv", task=TASK_NAMES))
-TARGETS.extend(expand("results/figures/{name}-{task}.png", name=["norms", "mixing", "faithfulness"], task=TASK_NAMES))
+if NORMS_ENABLED:
+    TARGETS.extend(expand("results/stats/{task}/{variant}/{name}", task=TASK_NAMES, variant=STORE_VARIANTS,
+                          name=["norms.csv", "mixing.csv", "token_scores.parquet"]))
+    TARGETS.extend(expand("results/stats/{task}/finetuned/faithfulness.csv", task=TASK_NAMES))
+    TARGETS.extend(expand("results/figures/{name}-{task}.png", name=["norms", "mixing", "faithfulness"],
+                          task=TASK_NAMES))

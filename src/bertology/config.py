@@ -115,6 +115,7 @@ class SyntaxConfig:
 
 @dataclass(frozen=True)
 class NormsConfig:
+    enabled: bool
     examples: int | None
     batch_size: int
 

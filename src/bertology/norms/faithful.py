@@ -37,7 +37,8 @@ def replacement_token_id(tokenizer) -> int:
         if value is not None:
             return int(value)
     raise NoReplacementToken(f"the tokenizer {type(tokenizer).__name__} has neither a mask nor an unk token: token "
-                             f"ablation has nothing to replace a token with; set analysis.norms.faithfulness: false")
+                             f"ablation has nothing to replace a token with; use a tokenizer with one, or leave the norm analyses out "
+                             f"(analysis.norms.enabled: false)")
 
 
 def _forward(model, ids: torch.Tensor, mask: torch.Tensor, token_type_ids: torch.Tensor | None, **kwargs):

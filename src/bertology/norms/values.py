@@ -101,8 +101,8 @@ def attention_blocks(model: torch.nn.Module) -> list[AttentionBlock]:
     if len(blocks) != n_layers:
         raise NormsUnsupported(
             f"found {len(blocks)} attention blocks in {type(model).__name__} for {n_layers} layers: bertology computes "
-            f"value norms for BERT, RoBERTa, ELECTRA, DistilBERT, DeBERTa-v2 and ModernBERT layers; drop the "
-            f"analysis.norms analyses for this model (analysis.norms.enabled: false)")
+            f"value norms for BERT, RoBERTa, ELECTRA, DistilBERT, DeBERTa-v2 and ModernBERT layers; leave the norm "
+            f"analyses out for this model (analysis.norms.enabled: false)")
     return blocks
 
 
