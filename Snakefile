@@ -21,6 +21,7 @@ include: "rules/ablation.smk"
 include: "rules/sieve.smk"
 include: "rules/kovaleva.smk"
 include: "rules/clark.smk"
+include: "rules/norms.smk"
 
 
 # Keep last among the includes: the report needs every other rule file's targets.

@@ -29,6 +29,7 @@ envvars:
 
 
 TASK_NAMES = list(config["tasks"])
+NORMS_ENABLED = bool(config["analysis"]["norms"]["enabled"])
 PAIR_TASKS = [t for t in TASK_NAMES if TASKS[t].is_pair]
 INITS = list(config["train"]["inits"])
 # Path tags of the fine-tuning seeds: '' for the first (train.seed: the plain paths, read by every
@@ -103,6 +104,17 @@ def _extract_inputs(wildcards):
     inputs = {
         "sample": f"results/attention/{wildcards.task}/sample.parquet",
         "words": f"results/attention/{wildcards.task}/words.parquet",
+    }
+    if wildcards.variant == "finetuned":
+        inputs["model"] = f"results/models/{wildcards.task}/pretrained"
+    return inputs
+
+
+def _norms_inputs(wildcards):
+    """The attention sample, the training split (token frequencies) and, for the fine-tuned variant, its model."""
+    inputs = {
+        "sample": f"results/attention/{wildcards.task}/sample.parquet",
+        "train": f"results/data/{wildcards.task}/train.parquet",
     }
     if wildcards.variant == "finetuned":
         inputs["model"] = f"results/models/{wildcards.task}/pretrained"

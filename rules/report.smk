@@ -8,6 +8,9 @@ rule explorer:
         reads=explorer_inputs(TASK_NAMES)["required"],
         # optional reads the workflow produces (the importance map is shown when present)
         importance=expand("results/ablation/{task}/importance.csv", task=TASK_NAMES),
+        norms=expand("results/stats/{task}/{variant}/norms.csv", task=TASK_NAMES, variant=STORE_VARIANTS)
+        if NORMS_ENABLED
+        else [],
     output:
         page="results/explorer.html",
     params:

@@ -208,12 +208,28 @@ def _best_heads(tmp_path: Path) -> dict[str, object]:
     return {"stats/syntax/best_heads.csv": pd.read_csv(best)}
 
 
+def _norms_tables() -> dict[str, object]:
+    from bertology.norms.analysis import SCORE_COLUMNS
+    from bertology.norms.faithful import summarise
+    from bertology.norms.stats import MixingStats, NormStats
+
+    norms = NormStats(1, 1)
+    norms.update(np.full((1, 1, 3, 3), 1 / 3), np.ones((1, 1, 3)), np.array([0, 3, 1]), np.array([5.0, 2.0, 7.0]))
+    mixing = MixingStats(1)
+    mixing.update(np.full((1, 5, 3), 0.5))
+    rhos = pd.DataFrame({"example_idx": [0, 1], "view": "raw", "importance": "ablation", "rho": [0.1, 0.3]})
+    return {"stats/{task}/{variant}/norms.csv": norms.table(), "stats/{task}/{variant}/mixing.csv": mixing.table(),
+            "stats/{task}/{variant}/token_scores.parquet": SCORE_COLUMNS,
+            "stats/{task}/finetuned/faithfulness.csv": summarise(rhos, resamples=20),
+            "stats/{task}/finetuned/importance.parquet": SCORE_COLUMNS}
+
+
 @pytest.fixture(scope="module")
 def code_tables(tmp_path_factory) -> dict[str, list[str]]:
     """Every table the reference documents -> the columns (arrays, keys) the code gives it."""
     tmp = tmp_path_factory.mktemp("reference")
     built: dict[str, object] = {**_kovaleva_tables(), **_sieve_tables(tmp), **_ablation_tables(), **_table1_tables(),
-                                **_data_tables(), **_best_heads(tmp)}
+                                **_data_tables(), **_best_heads(tmp), **_norms_tables()}
     return {k: list(v.columns) if isinstance(v, pd.DataFrame) else list(v) for k, v in built.items()}
 
 

@@ -108,6 +108,18 @@ STEPS: dict[str, StepSpec] = {
                               "entropy by layer and best head per relation (spaCy arcs) of one task"),
     "syntax_figures": StepSpec("bertology.steps.clark:syntax_figures", (),
                                "best head per relation on the gold trees, every model (Clark et al. Fig. 5)"),
+    # Kobayashi et al. 2020/2021, Abnar & Zuidema 2020: value norms, mixing, token views, faithfulness
+    "norms_views": StepSpec("bertology.steps.norms:norms_views",
+                            ("model", "data.max_length", "data.seed", "analysis.norms.examples",
+                             "analysis.norms.batch_size", "analysis.flow.examples"),
+                            "value norms, mixing and token views of one variant -> norms.csv, mixing.csv, "
+                            "token_scores.parquet"),
+    "norms_faithfulness": StepSpec("bertology.steps.norms:norms_faithfulness",
+                                   ("data.max_length", "data.seed", "analysis.norms.batch_size", "analysis.flow"),
+                                   "token importance of the fine-tuned model and faithfulness of each view -> "
+                                   "faithfulness.csv, importance.parquet"),
+    "norms_figures": StepSpec("bertology.steps.norms:norms_figures", (),
+                              "weight vs norm-weighted shares, mixing ratios and faithfulness of one task"),
     # Pande et al. sieves
     "sieve": StepSpec("bertology.steps.sieve:sieve", ("analysis.sieve", "analysis.dask", *EXPECT_SECTIONS),
                       "sieve bias tests of one store -> results/stats/{task}/{variant}/sieve.csv"),

@@ -115,6 +115,20 @@ class SyntaxConfig:
 
 
 @dataclass(frozen=True)
+class NormsConfig:
+    enabled: bool
+    examples: int | None
+    batch_size: int
+
+
+@dataclass(frozen=True)
+class FlowConfig:
+    examples: int | None
+    bootstrap: int
+    confidence: float
+
+
+@dataclass(frozen=True)
 class DaskConfig:
     scheduler: str | None
 
@@ -126,6 +140,8 @@ class AnalysisConfig:
     relations: RelationsConfig
     features: FeaturesConfig
     syntax: SyntaxConfig
+    norms: NormsConfig
+    flow: FlowConfig
     dask: DaskConfig
 
 

@@ -71,7 +71,8 @@ def explorer_inputs(tasks: Sequence[str], results: str | Path = "results") -> di
         for v in VARIANTS:
             req += [str(r / f"stats/{t}/{v}/{name}") for name in
                     ("sieve.csv", "sieve_scores.npz", "patterns.csv", "features.csv", "cls.csv", "relations.csv")]
-            opt += [str(r / f"stats/{t}/{v}/entropy.csv"), str(r / f"stats/{t}/{v}/parser.csv")]
+            opt += [str(r / f"stats/{t}/{v}/entropy.csv"), str(r / f"stats/{t}/{v}/parser.csv"),
+                    str(r / f"stats/{t}/{v}/norms.csv")]
         opt += [str(r / f"ablation/{t}/importance.csv"), str(r / f"data/{t}/validation.parquet"),
                 str(r / f"data/{t}/train.parquet")]
     return {"required": req, "optional": opt}
@@ -251,6 +252,14 @@ def _metrics(results: Path, task: str, L: int, H: int, sieve_tables: dict[str, p
                            group="Entropy (Clark et al.)", prefix="entropy", label="entropy: {k}",
                            desc="Mean attention entropy ({k}) in nats; uniform attention = ln n.",
                            source=f"stats/{task}/{{variant}}/entropy.csv")
+    # value-norm statistics (Kobayashi et al. 2020), when present: per head, measure x key category
+    norms = {v: df[df["head"].notna()].assign(key=df["measure"].astype(str) + " " + df["category"].astype(str))
+             for v, df in _variant_tables(results, task, "norms.csv", quiet).items()}
+    ms += _per_key_metrics(norms, "key", "mean", L, H, group="Value norms (Kobayashi et al.)", prefix="norms",
+                           label="{k}", desc="norms.csv, {k}: weight_share / norm_share = share of the attention "
+                           "weight / of alpha ||f(x)|| the category's keys receive (mean over examples); value_norm "
+                           "= mean ||f(x)||; spearman_* = Spearman's rho (docs/reference.md#norms).",
+                           source=f"stats/{task}/{{variant}}/norms.csv")
     # heads as parsers, when present: dependent -> head accuracy of the most frequent relations
     parser = _variant_tables(results, task, "parser.csv", quiet)
     if parser:

@@ -101,6 +101,41 @@ SECTIONS: tuple[Section, ...] = (
         "verbs (82.5%) and possessives to the head of their NP (80.5%), all learnt without syntactic supervision.",
         ("parser",), ("stats/syntax/best_heads.csv",)),
     Section(
+        "norms", "Beyond attention weights: value norms (Kobayashi et al. 2020)",
+        "A head passes on alpha_ij f(x_j), not alpha_ij: per layer, the share of the attention each token "
+        "category ([CLS], [SEP], punctuation, other) receives by weight (solid) and by norm-weighted attention "
+        "alpha ||f(x)|| (dashed), pooled over the layer's heads, for the pretrained and fine-tuned model "
+        "(analysis.norms.examples examples). norms.csv adds per-head shares, the mean ||f(x)|| per category and "
+        "Spearman correlations of alpha with ||f(x)|| and of ||f(x)|| with token frequency.",
+        "In BERT-base the heavy attention to [CLS], [SEP] and punctuation carries vectors of small norm: "
+        "by norm-weighted attention their share shrinks sharply (attention to [SEP] is largely a no-op), "
+        "alpha and ||f(x)|| are negatively correlated for them, and frequent tokens have smaller ||f(x)||. "
+        "This run finds what the dashed lines show against the solid ones: the gap is this model's no-op "
+        "attention.",
+        ("norms",)),
+    Section(
+        "mixing", "Context mixing with the residual and LayerNorm (Kobayashi et al. 2021)",
+        "Per layer, the share of a token's new representation that comes from the other tokens (context-mixing "
+        "ratio, mean ± std over tokens) under attention alone (by weights and by norms), attention + residual, "
+        "and attention + residual + LayerNorm (the paper's decomposition of LayerNorm into per-token terms). "
+        "Pre-LN models (ModernBERT) have no LayerNorm after the residual and no such line.",
+        "In BERT and RoBERTa the residual connection and LayerNorm shrink the mixing far below what attention "
+        "alone suggests: most of a token's representation after the attention block is the token itself. "
+        "The tables give this run's ratios.",
+        ("mixing",), ("stats/*/*/mixing.csv",)),
+    Section(
+        "faithfulness", "Rollout, flow and how faithful each view is (Abnar & Zuidema 2020)",
+        "Token views from the last layer's [CLS]: raw attention (heads averaged), norm-weighted attention, "
+        "rollout (attention mixed half and half with the identity, multiplied through the layers) and flow (max "
+        "flow from each input token to the top [CLS]). Each is compared, per example of the fine-tuned model, "
+        "with two importance scores (drop in the predicted class's probability when the token is masked; "
+        "input x gradient) by Spearman's rho: mean over examples with a bootstrap interval "
+        "(analysis.flow.examples examples). token_scores.parquet holds every score.",
+        "Raw attention of the top layer correlates weakly with both importances; rollout and flow correlate "
+        "clearly better (the paper's Table 2). The table below is this run's: whether rollout and flow beat "
+        "raw attention here, and by how much given the interval.",
+        ("faithfulness",), ("stats/*/finetuned/faithfulness.csv",)),
+    Section(
         "pruning", "Head importance and pruning (Michel et al. 2019)",
         "Importance of a head = mean over examples of |dL/dξ|, the loss's sensitivity to a gate ξ on the head's "
         "output (ξ = 1 is the intact model), normalised per layer (l2), computed on the split named in each "

@@ -1,0 +1,193 @@
+"""One pass of a model over a sample: attention, value norms and mixing in the same forward, then the token views
+(raw, norm-weighted, rollout, flow) and, for a classifier, token importance (docs/reference.md#norms ff.).
+
+:func:`run_views` gives norms.csv, mixing.csv and token_scores.parquet; :func:`run_faithfulness` the importances
+of the flow sample and faithfulness.csv. Both run example rows in length-sorted padded batches.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import torch
+
+from bertology.norms import faithful as ff
+from bertology.norms import flow as fl
+from bertology.norms.mixing import mixing_ratios
+from bertology.norms.stats import MixingStats, NormStats
+from bertology.norms.tokens import TokenKinds
+from bertology.norms.values import Capture, transformed_vectors
+
+SCORE_COLUMNS = ["example_idx", "position", "word", "method", "score"]
+
+
+@dataclass
+class Encoded:
+    """A frame tokenised: idx (E,), input_ids, token_type_ids: lists of (n_e,) int arrays."""
+
+    idx: np.ndarray
+    input_ids: list[np.ndarray]
+    token_type_ids: list[np.ndarray]
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.array([len(i) for i in self.input_ids], np.int64)
+
+
+def encode_frame(tokenizer, frame: pd.DataFrame, max_length: int) -> Encoded:
+    from bertology.encoding import encode
+
+    enc = encode(tokenizer, frame, max_length)
+    ids = [np.asarray(i, np.int64) for i in enc["input_ids"]]
+    tts = [np.asarray(t, np.int64) for t in enc["token_type_ids"]] if "token_type_ids" in enc else \
+        [np.zeros_like(i) for i in ids]
+    return Encoded(frame["idx"].to_numpy(np.int64), ids, tts)
+
+
+def padded(enc: Encoded, rows: np.ndarray, pad_id: int, model) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    """The model inputs of `rows` padded to their longest: (kwargs, lengths (B,))."""
+    from bertology.models import takes_token_type_ids
+
+    lengths = torch.as_tensor(enc.lengths[rows])
+    T = int(lengths.max())
+    ids = torch.full((len(rows), T), int(pad_id), dtype=torch.long)
+    tts = torch.zeros((len(rows), T), dtype=torch.long)
+    for k, r in enumerate(rows):
+        n = len(enc.input_ids[r])
+        ids[k, :n] = torch.from_numpy(enc.input_ids[r])
+        tts[k, :n] = torch.from_numpy(enc.token_type_ids[r])
+    kwargs = {"input_ids": ids, "attention_mask": (torch.arange(T)[None] < lengths[:, None]).long()}
+    if takes_token_type_ids(model):
+        kwargs["token_type_ids"] = tts
+    return kwargs, lengths
+
+
+@dataclass
+class ViewsResult:
+    norms: pd.DataFrame
+    mixing: pd.DataFrame
+    scores: pd.DataFrame
+    seconds: dict[str, float] = field(default_factory=dict)
+    examples: int = 0
+    flow_examples: int = 0
+
+
+def run_views(model, tokenizer, frame: pd.DataFrame, *, max_length: int, batch_size: int, flow_examples: int,
+              frequencies: np.ndarray | None = None, device: str = "cpu") -> ViewsResult:
+    """Attention, value norms, mixing and token views of every example of `frame` (prepared rows, E of them); flow
+    on the first `flow_examples` rows only (None = all). frequencies: (vocab,) token counts of the training split
+    (None: no frequency correlation). The target of the views is position 0 ([CLS])."""
+    kinds = TokenKinds(tokenizer)
+    enc = encode_frame(tokenizer, frame, max_length)
+    L, H = int(model.config.num_hidden_layers), int(model.config.num_attention_heads)
+    norm_stats, mix_stats = NormStats(L, H), MixingStats(L)
+    n_flow = len(frame) if flow_examples is None else min(int(flow_examples), len(frame))
+    seconds = dict.fromkeys(("forward", "mixing", "stats", "raw", "norm", "rollout", "flow"), 0.0)
+    rows_out: list[pd.DataFrame] = []
+    order = np.argsort(-enc.lengths, kind="stable")
+    batches = [b for b in np.array_split(order, -(-len(order) // max(batch_size, 1))) if len(b)] if len(order) else []
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    with Capture(model, vectors=True) as cap, torch.no_grad():
+        last = cap.blocks[-1]
+        for rows in batches:
+            kwargs, lengths = padded(enc, rows, pad, model)
+            kwargs = {k: v.to(device) for k, v in kwargs.items()}
+            t0 = time.perf_counter()
+            out = model(**kwargs, output_attentions=True)
+            seconds["forward"] += time.perf_counter() - t0
+            t0 = time.perf_counter()
+            ratios = mixing_ratios(cap, out.attentions, lengths).numpy()               # (B, L, M, T)
+            seconds["mixing"] += time.perf_counter() - t0
+            norms = cap.value_norms(lengths).cpu().numpy()                             # (B, L, H, T)
+            alpha_all = torch.stack(out.attentions, 1).cpu()                           # (B, L, H, T, T)
+            for k, r in enumerate(rows):
+                n = int(lengths[k])
+                ids = enc.input_ids[r]
+                alpha = alpha_all[k, :, :, :n, :n].double().numpy()
+                cats = kinds.categories(ids[None], np.array([n]))[0]
+                t0 = time.perf_counter()
+                norm_stats.update(alpha, norms[k, :, :, :n], cats,
+                                  None if frequencies is None else frequencies[ids].astype(np.float64))
+                mix_stats.update(ratios[k, :, :, :n])
+                seconds["stats"] += time.perf_counter() - t0
+                views = {}
+                t0 = time.perf_counter()
+                views["raw"] = fl.raw_scores(alpha)
+                t1 = time.perf_counter()
+                f_last = transformed_vectors(last, cap.values[last.index][k:k + 1, :n])[0]
+                views["norm"] = ff.norm_scores(alpha_all[k, -1, :, :n, :n], f_last.cpu())
+                t2 = time.perf_counter()
+                views["rollout"] = fl.rollout_scores(alpha)
+                t3 = time.perf_counter()
+                seconds["raw"] += t1 - t0
+                seconds["norm"] += t2 - t1
+                seconds["rollout"] += t3 - t2
+                if r < n_flow:
+                    views["flow"] = fl.flow_scores(alpha)
+                    seconds["flow"] += time.perf_counter() - t3
+                words = [kinds.tokenizer.convert_ids_to_tokens(int(i)) for i in ids]
+                for method, score in views.items():
+                    rows_out.append(pd.DataFrame({"example_idx": int(enc.idx[r]), "position": np.arange(n),
+                                                  "word": words, "method": method, "score": score}))
+    scores = pd.concat(rows_out, ignore_index=True) if rows_out else pd.DataFrame(columns=SCORE_COLUMNS)
+    scores = scores.sort_values(["example_idx", "method", "position"], kind="stable").reset_index(drop=True)
+    return ViewsResult(norm_stats.table(), mix_stats.table(), scores[SCORE_COLUMNS], seconds, len(frame), n_flow)
+
+
+@dataclass
+class FaithfulnessResult:
+    table: pd.DataFrame
+    importance: pd.DataFrame
+    rhos: pd.DataFrame
+    seconds: dict[str, float] = field(default_factory=dict)
+    examples: int = 0
+
+
+def run_faithfulness(model, tokenizer, frame: pd.DataFrame, scores: pd.DataFrame, *, max_length: int,
+                     batch_size: int, confidence: float, resamples: int, seed: int,
+                     device: str = "cpu") -> FaithfulnessResult:
+    """Importance (ablation, input x gradient) of the ordinary tokens of the examples whose token_scores have a
+    ``flow`` view, and faithfulness.csv: Spearman of every view with every importance, per example, summarised.
+
+    frame: prepared rows containing those examples; scores: token_scores.parquet of the same (classifier) model.
+    """
+    kinds = TokenKinds(tokenizer)
+    flow_idx = scores.loc[scores["method"] == "flow", "example_idx"].unique()
+    sub = frame[frame["idx"].isin(flow_idx)].reset_index(drop=True)
+    enc = encode_frame(tokenizer, sub, max_length)
+    replacement = ff.replacement_token_id(tokenizer)
+    by_example = {k: g for k, g in scores[scores["example_idx"].isin(flow_idx)].groupby("example_idx")}
+    seconds = {"ablation": 0.0, "gradient": 0.0}
+    imp_rows, rho_rows = [], []
+    for r in range(len(sub)):
+        ids = torch.from_numpy(enc.input_ids[r]).to(device)
+        tts = torch.from_numpy(enc.token_type_ids[r]).to(device)
+        mask = torch.ones_like(ids)
+        n = len(ids)
+        cats = kinds.categories(enc.input_ids[r][None], np.array([n]))[0]
+        ordinary = cats >= 2
+        t0 = time.perf_counter()
+        abl, _ = ff.ablation_importance(model, ids, mask, np.flatnonzero(ordinary), replacement, token_type_ids=tts,
+                                        batch_size=batch_size)
+        t1 = time.perf_counter()
+        grad = ff.gradient_importance(model, ids, mask, token_type_ids=tts)
+        seconds["ablation"] += t1 - t0
+        seconds["gradient"] += time.perf_counter() - t1
+        idx = int(enc.idx[r])
+        words = [tokenizer.convert_ids_to_tokens(int(i)) for i in enc.input_ids[r]]
+        importances = {"ablation": abl, "gradient": grad}
+        for method, score in importances.items():
+            imp_rows.append(pd.DataFrame({"example_idx": idx, "position": np.arange(n), "word": words,
+                                          "method": method, "score": score}))
+        g = by_example[idx]
+        views = {v: g.loc[g["method"] == v].sort_values("position")["score"].to_numpy(float) for v in ff.VIEWS
+                 if (g["method"] == v).any()}
+        for (view, imp), rho in ff.example_correlations(views, importances, ordinary).items():
+            rho_rows.append({"example_idx": idx, "view": view, "importance": imp, "rho": rho})
+    rhos = pd.DataFrame(rho_rows, columns=["example_idx", "view", "importance", "rho"])
+    table = ff.summarise(rhos, confidence=confidence, resamples=resamples, seed=seed)
+    importance = pd.concat(imp_rows, ignore_index=True) if imp_rows else pd.DataFrame(columns=SCORE_COLUMNS)
+    return FaithfulnessResult(table, importance[SCORE_COLUMNS], rhos, seconds, len(sub))

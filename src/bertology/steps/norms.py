@@ -1,0 +1,133 @@
+"""Steps of rules/norms.smk: value norms, mixing, token views and their faithfulness (docs/reference.md#norms).
+
+- ``norms_views``: one task and variant; one pass of the model over the seeded sample of the attention sample
+  (``analysis.norms.examples`` rows) -> norms.csv, mixing.csv, token_scores.parquet (flow on the first
+  ``analysis.flow.examples`` of them);
+- ``norms_faithfulness``: the fine-tuned classifier's token importance on the flow examples -> importance.parquet
+  and faithfulness.csv;
+- ``norms_figures``: norms-{task}.png, mixing-{task}.png, faithfulness-{task}.png.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from bertology.cli import StepContext
+from bertology.errors import UserError
+from bertology.io import write_csv, write_parquet
+from bertology.steps.tables import by_variant, read_table
+
+
+def _sample(ctx: StepContext) -> pd.DataFrame:
+    from bertology.data import read_prepared, sample_rows
+
+    cfg = ctx.config
+    frame = read_prepared(ctx.input.sample)
+    n = cfg.analysis.norms.examples
+    if n is not None and n > len(frame):  # a sub-sample of the attention sample: never more than it holds
+        ctx.log.warning("analysis.norms.examples = %d but the attention sample of %s has %d examples: all of them are "
+                        "used", n, ctx.task, len(frame))
+        n = None
+    return sample_rows(frame, n, cfg.data.seed, what=f"{ctx.task}/attention sample", key="analysis.norms.examples")
+
+
+def _model_path(ctx: StepContext) -> str:
+    from bertology.models import resolve_model
+
+    variant = ctx.wildcards.get("variant")
+    if variant == "pretrained":
+        return resolve_model(ctx.config.model)
+    if variant == "finetuned":
+        if ctx.input.get("model") is None:
+            raise UserError(f"variant finetuned needs --input model=results/models/{ctx.task}/pretrained")
+        return str(ctx.input.model)
+    raise UserError(f"unknown variant {variant!r}: the norm analyses run `pretrained` and `finetuned`")
+
+
+def norms_views(ctx: StepContext) -> None:
+    """norms.csv, mixing.csv and token_scores.parquet of one task and variant."""
+    import torch
+
+    from bertology.data import read_prepared
+    from bertology.models import load_encoder, load_tokenizer
+    from bertology.norms.analysis import run_views
+    from bertology.norms.tokens import token_frequencies
+
+    torch.set_num_threads(ctx.threads)
+    cfg = ctx.config
+    frame = _sample(ctx)
+    path = _model_path(ctx)
+    tokenizer = load_tokenizer(path)
+    device = ctx.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    model = load_encoder(path, device=device)
+    freq = token_frequencies(tokenizer, read_prepared(ctx.input.train), cfg.data.max_length)
+    res = run_views(model, tokenizer, frame, max_length=cfg.data.max_length, batch_size=cfg.analysis.norms.batch_size,
+                    flow_examples=cfg.analysis.flow.examples, frequencies=freq, device=device)
+    write_csv(res.norms, ctx.output.norms)
+    write_csv(res.mixing, ctx.output.mixing)
+    write_parquet(res.scores, ctx.output.scores)
+    _views_metrics(ctx, res)
+    ctx.log.info("%s/%s: %d examples (flow on %d); seconds %s", ctx.task, ctx.wildcards.get("variant"), res.examples,
+                 res.flow_examples, {k: round(v, 3) for k, v in res.seconds.items()})
+
+
+def _views_metrics(ctx: StepContext, res) -> None:
+    t = res.norms[res.norms["head"].isna()]
+    for measure in ("weight_share", "norm_share"):
+        for cat in ("cls", "sep", "punctuation"):
+            s = t[(t["measure"] == measure) & (t["category"] == cat)]
+            for _, row in s.iterrows():
+                if np.isfinite(row["mean"]):
+                    ctx.tracker.metric(f"norms.{measure}.{cat}", float(row["mean"]), step=int(row["layer"]))
+    for _, row in res.mixing.iterrows():
+        ctx.tracker.metric(f"mixing.{row['measure']}", float(row["mean"]), step=int(row["layer"]))
+    metrics = {"examples": res.examples, "flow_examples": res.flow_examples}
+    metrics.update({f"seconds.{k}": v for k, v in res.seconds.items()})
+    if res.flow_examples:
+        metrics["seconds_per_example.flow"] = res.seconds["flow"] / res.flow_examples
+    ctx.tracker.metrics(metrics)
+
+
+def norms_faithfulness(ctx: StepContext) -> None:
+    """faithfulness.csv and importance.parquet of the fine-tuned classifier on the flow examples."""
+    import torch
+
+    from bertology.models import load_encoder, load_tokenizer
+
+    from bertology.norms.analysis import run_faithfulness
+
+    torch.set_num_threads(ctx.threads)
+    cfg = ctx.config
+    path = str(ctx.input.model)
+    tokenizer = load_tokenizer(path)
+    device = ctx.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    model = load_encoder(path, classifier=True, device=device)
+    from bertology.data import read_prepared
+
+    frame = read_prepared(ctx.input.sample)
+    scores = pd.read_parquet(ctx.input.scores)
+    flow = cfg.analysis.flow
+    res = run_faithfulness(model, tokenizer, frame, scores, max_length=cfg.data.max_length,
+                           batch_size=cfg.analysis.norms.batch_size, confidence=flow.confidence,
+                           resamples=flow.bootstrap, seed=cfg.data.seed, device=device)
+    write_csv(res.table, ctx.output.table)
+    write_parquet(res.importance, ctx.output.importance)
+    metrics = {f"faithfulness.{r.view}.{r.importance}": float(r.mean) for r in res.table.itertuples()
+               if np.isfinite(r.mean)}
+    metrics.update({"examples": res.examples, **{f"seconds.{k}": v for k, v in res.seconds.items()}})
+    if res.examples:
+        metrics.update({f"seconds_per_example.{k}": v / res.examples for k, v in res.seconds.items()})
+    ctx.tracker.metrics(metrics)
+    ctx.log.info("%s: faithfulness on %d examples\n%s", ctx.task, res.examples, res.table.to_string(index=False))
+
+
+def norms_figures(ctx: StepContext) -> None:
+    """norms-{task}.png, mixing-{task}.png (both variants) and faithfulness-{task}.png."""
+    from bertology.norms import figures as nf
+
+    norms = {v: read_table(p) for v, p in by_variant(ctx, "norms").items()}
+    mixing = {v: read_table(p) for v, p in by_variant(ctx, "mixing").items()}
+    nf.plot_shares(norms, ctx.output.norms)
+    nf.plot_mixing(mixing, ctx.output.mixing)
+    nf.plot_faithfulness(read_table(ctx.input.faithfulness), ctx.output.faithfulness)

@@ -1,0 +1,102 @@
+"""The norm steps through the command line, as their rules run them, on a tiny random fine-tuned BERT."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tests.builders.encoders import build_encoder
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    from bertology.data import write_prepared
+    from bertology.demo import generate
+
+    tmp = tmp_path_factory.mktemp("norms")
+    model = build_encoder("bert", tmp / "model")
+    write_prepared(generate("mrpc", "validation", 12, seed=3), tmp / "sample.parquet")
+    write_prepared(generate("mrpc", "train", 30, seed=4), tmp / "train.parquet")
+    return tmp, model
+
+
+def config(step: str, **analysis) -> str:
+    from bertology.cli import STEPS
+    from bertology.config import sections_json, validate_config
+
+    cfg = validate_config({"data": {"max_length": 48}, "analysis": analysis})
+    return sections_json(cfg, STEPS[step].sections)
+
+
+def test_views_faithfulness_and_figures(setup):
+    from bertology.cli import main
+
+    tmp, model = setup
+    out = tmp / "stats"
+    analysis = {"norms": {"examples": 6, "batch_size": 4}, "flow": {"examples": 3, "bootstrap": 50}}
+    for variant in ("pretrained", "finetuned"):
+        d = out / variant
+        args = ["norms-views", "-w", "task=mrpc", "-w", f"variant={variant}", "--input", f"sample={tmp / 'sample.parquet'}",
+                "--input", f"train={tmp / 'train.parquet'}", "--output", f"norms={d / 'norms.csv'}",
+                "--output", f"mixing={d / 'mixing.csv'}", "--output", f"scores={d / 'token_scores.parquet'}",
+                "--config", config("norms_views", **analysis), "--no-mlflow"]
+        if variant == "finetuned":
+            args += ["--input", f"model={model}"]
+        else:  # the pretrained variant runs the config `model`: here the same tiny directory
+            cfg = json.loads(args[args.index("--config") + 1])
+            cfg["model"] = str(model)
+            args[args.index("--config") + 1] = json.dumps(cfg)
+        assert main(args) == 0
+    scores = pd.read_parquet(out / "finetuned" / "token_scores.parquet")
+    assert scores["example_idx"].nunique() == 6
+    assert scores.loc[scores["method"] == "flow", "example_idx"].nunique() == 3
+    assert main(["norms-faithfulness", "-w", "task=mrpc", "--input", f"sample={tmp / 'sample.parquet'}",
+                 "--input", f"scores={out / 'finetuned' / 'token_scores.parquet'}", "--input", f"model={model}",
+                 "--output", f"table={out / 'finetuned' / 'faithfulness.csv'}",
+                 "--output", f"importance={out / 'finetuned' / 'importance.parquet'}",
+                 "--config", config("norms_faithfulness", **analysis), "--no-mlflow"]) == 0
+    faith = pd.read_csv(out / "finetuned" / "faithfulness.csv")
+    assert len(faith) == 8 and (faith["n"] <= 3).all() and (faith["n"] >= 1).any()
+    imp = pd.read_parquet(out / "finetuned" / "importance.parquet")
+    assert imp["example_idx"].nunique() == 3
+    assert np.isnan(imp.loc[(imp["method"] == "ablation") & (imp["position"] == 0), "score"]).all()  # [CLS] kept
+    figs = tmp / "figures"
+    assert main(["norms-figures", "-w", "task=mrpc",
+                 "--input", f"norms={out / 'pretrained' / 'norms.csv'}", "--input", f"norms={out / 'finetuned' / 'norms.csv'}",
+                 "--input", f"mixing={out / 'pretrained' / 'mixing.csv'}",
+                 "--input", f"mixing={out / 'finetuned' / 'mixing.csv'}",
+                 "--input", f"faithfulness={out / 'finetuned' / 'faithfulness.csv'}",
+                 "--output", f"norms={figs / 'norms-mrpc.png'}", "--output", f"mixing={figs / 'mixing-mrpc.png'}",
+                 "--output", f"faithfulness={figs / 'faithfulness-mrpc.png'}",
+                 "--config", config("norms_figures"), "--no-mlflow"]) == 0
+    assert all((figs / f"{n}-mrpc.png").stat().st_size > 1000 for n in ("norms", "mixing", "faithfulness"))
+
+
+def test_more_examples_than_the_attention_sample_takes_all_of_it(setup):
+    from bertology.cli import main
+
+    tmp, model = setup
+    d = tmp / "all"
+    assert main(["norms-views", "-w", "task=mrpc", "-w", "variant=finetuned", "--input", f"sample={tmp / 'sample.parquet'}",
+                 "--input", f"train={tmp / 'train.parquet'}", "--input", f"model={model}",
+                 "--output", f"norms={d / 'norms.csv'}", "--output", f"mixing={d / 'mixing.csv'}",
+                 "--output", f"scores={d / 'token_scores.parquet'}",
+                 "--config", config("norms_views", norms={"examples": 50}, flow={"examples": 1}), "--no-mlflow"]) == 0
+    assert pd.read_parquet(d / "token_scores.parquet")["example_idx"].nunique() == 12
+
+
+def test_a_missing_model_is_a_one_line_error(setup, capsys):
+    from bertology.cli import main
+
+    tmp, _ = setup
+    d = tmp / "err"
+    code = main(["norms-views", "-w", "task=mrpc", "-w", "variant=finetuned", "--input", f"sample={tmp / 'sample.parquet'}",
+                 "--input", f"train={tmp / 'train.parquet'}", "--output", f"norms={d / 'norms.csv'}",
+                 "--output", f"mixing={d / 'mixing.csv'}", "--output", f"scores={d / 'token_scores.parquet'}",
+                 "--config", config("norms_views"), "--no-mlflow"])
+    assert code != 0
+    err = capsys.readouterr().err
+    assert "--input model=" in err and "Traceback" not in err

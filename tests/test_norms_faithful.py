@@ -1,0 +1,86 @@
+"""Token importance and faithfulness (bertology.norms.faithful) on tiny random classifiers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from bertology.norms import faithful as ff
+from tests.test_norms_values import tiny
+
+
+@pytest.mark.parametrize("arch", ["bert", "distilbert", "roberta", "deberta-v2", "modernbert"])
+def test_a_token_the_classifier_cannot_see_has_zero_importance(arch):
+    model, tok = tiny(arch)
+    enc = tok("the cat sat on the mat and the dog barked at it", return_tensors="pt", return_token_type_ids=True)
+    ids, mask, tt = enc["input_ids"][0], enc["attention_mask"][0].clone(), enc["token_type_ids"][0]
+    hidden = 4
+    mask[hidden] = 0                                           # no query may attend to it: the classifier cannot see it
+    positions = np.arange(1, len(ids) - 1)
+    imp, c = ff.ablation_importance(model, ids, mask, positions, ff.replacement_token_id(tok), token_type_ids=tt,
+                                    batch_size=5)
+    assert abs(imp[hidden]) < 1e-6                              # float32 batches of other shapes: rounding only
+    assert np.isnan(imp[0]) and np.isnan(imp[-1])
+    visible = np.delete(positions, np.flatnonzero(positions == hidden))
+    assert np.abs(imp[visible]).max() > 1e-3, "the visible tokens matter (the test can fail)"
+    grad = ff.gradient_importance(model, ids, mask, token_type_ids=tt)
+    assert abs(grad[hidden]) < 1e-9
+    assert np.abs(grad[visible]).max() > 1e-4
+    # the ablation is what the model says when the token is replaced
+    ablated = ids.clone()
+    ablated[2] = ff.replacement_token_id(tok)
+    with torch.no_grad():
+        p0 = torch.softmax(ff._forward(model, ids[None], mask[None], tt[None]).logits.double(), -1)[0, c]
+        p1 = torch.softmax(ff._forward(model, ablated[None], mask[None], tt[None]).logits.double(), -1)[0, c]
+    assert imp[2] == pytest.approx(float(p0 - p1), abs=1e-6)
+
+
+def test_gradient_times_input_matches_finite_differences():
+    model, tok = tiny("bert")
+    model = model.double()
+    try:
+        enc = tok("a dog barked", return_tensors="pt")
+        ids, mask = enc["input_ids"][0], enc["attention_mask"][0]
+        grad = ff.gradient_importance(model, ids, mask)
+        # d/dt p(e_j * t) at t = 1 is sum_d e_jd dp/de_jd: scale one token's embedding
+        emb = model.base_model.embeddings
+        j, eps = 2, 1e-5
+        vals = []
+        for t in (1 + eps, 1 - eps):
+            h = emb.register_forward_hook(lambda m, a, o: o.index_copy(1, torch.tensor([j]), o[:, j:j + 1] * t))
+            with torch.no_grad():
+                p = torch.softmax(model(input_ids=ids[None], attention_mask=mask[None]).logits, -1)[0]
+            h.remove()
+            vals.append(p)
+        with torch.no_grad():
+            c = int(torch.softmax(model(input_ids=ids[None], attention_mask=mask[None]).logits, -1)[0].argmax())
+        assert grad[j] == pytest.approx(float((vals[0][c] - vals[1][c]) / (2 * eps)), rel=1e-4, abs=1e-9)
+    finally:
+        model.float()
+
+
+def test_replacement_prefers_mask_then_unk():
+    class Tok:
+        mask_token_id, unk_token_id = None, 3
+
+    assert ff.replacement_token_id(Tok()) == 3
+    Tok.unk_token_id = None
+    with pytest.raises(ff.NoReplacementToken):
+        ff.replacement_token_id(Tok())
+
+
+def test_norm_scores_and_summary():
+    alpha = np.array([[[0.5, 0.5], [0.0, 1.0]]])                    # H=1
+    f = np.array([[[3.0, 4.0], [0.0, 2.0]]])                       # ||f(x_0)|| = 5, ||f(x_1)|| = 2
+    np.testing.assert_allclose(ff.norm_scores(alpha, f), [2.5, 1.0])
+    assert ff.spearman(np.array([1, 2, 3, 4]), np.array([2, 4, 6, 9])) == pytest.approx(1.0)
+    assert np.isnan(ff.spearman(np.array([1, 1, 1]), np.array([1, 2, 3])))
+    rhos = pd.DataFrame({"example_idx": [0, 1, 2, 0, 1, 2], "view": ["raw"] * 3 + ["flow"] * 3,
+                         "importance": ["ablation"] * 6, "rho": [0.2, 0.4, np.nan, 0.5, 0.7, 0.9]})
+    table = ff.summarise(rhos, resamples=200, seed=1)
+    raw = table.set_index("view").loc["raw"]
+    assert raw["n"] == 2 and raw["mean"] == pytest.approx(0.3) and raw["std"] == pytest.approx(np.std([0.2, 0.4], ddof=1))
+    flow = table.set_index("view").loc["flow"]
+    assert 0.5 <= flow["ci_low"] <= flow["mean"] <= flow["ci_high"] <= 0.9

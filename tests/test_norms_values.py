@@ -1,0 +1,132 @@
+"""Value norms ||f_h(x_j)|| (bertology.norms.values) on tiny random models of every supported architecture,
+against a direct computation from the weights named per architecture here (not by the code under test)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from bertology.norms import values as nv
+from tests.builders.encoders import ARCHITECTURES, model_config, tokenizer_for
+
+_MODELS: dict[str, tuple] = {}
+
+
+def tiny(arch: str):
+    """(classifier, tokenizer) of a tiny random `arch` (eager attention, eval mode), cached per module."""
+    if arch not in _MODELS:
+        from transformers import AutoModelForSequenceClassification
+
+        tok = tokenizer_for(arch)
+        torch.manual_seed(0)
+        model = AutoModelForSequenceClassification.from_config(model_config(arch, tok), attn_implementation="eager")
+        _MODELS[arch] = (model.eval(), tok)
+    return _MODELS[arch]
+
+
+def batch(tok, model):
+    from bertology.models import forward_inputs
+
+    texts = ["the cat sat on the mat , and the dog barked at it .", "a short one ."]
+    enc = tok(texts, padding=True, return_tensors="pt", return_token_type_ids=True)
+    return forward_inputs(model, enc), enc["attention_mask"].sum(1)
+
+
+def reference_weights(arch: str, layer, D: int):
+    """(W_V (H*dh, D), b_V or None, W_O (D, H*dh), attention input of the layer's input x) by each architecture's
+    own attribute names."""
+    if arch in ("bert", "roberta", "electra"):
+        s = layer.attention.self
+        return s.value.weight, s.value.bias, layer.attention.output.dense.weight, lambda x: x
+    if arch == "deberta-v2":
+        s = layer.attention.self
+        return s.value_proj.weight, s.value_proj.bias, layer.attention.output.dense.weight, lambda x: x
+    if arch == "distilbert":
+        a = layer.attention
+        return a.v_lin.weight, a.v_lin.bias, a.out_lin.weight, lambda x: x
+    if arch == "modernbert":
+        a = layer.attn
+        bias = None if a.Wqkv.bias is None else a.Wqkv.bias[2 * D:]
+        return a.Wqkv.weight[2 * D:], bias, a.Wo.weight, layer.attn_norm
+    raise ValueError(arch)
+
+
+def encoder_layers(model, arch):
+    base = model.base_model
+    if arch == "distilbert":
+        return base.transformer.layer
+    if arch == "modernbert":
+        return base.layers
+    return base.encoder.layer
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_value_norms_equal_a_direct_computation_from_the_weights(arch):
+    model, tok = tiny(arch)
+    inputs, lengths = batch(tok, model)
+    with torch.no_grad(), nv.Capture(model) as cap:
+        out = model(**inputs, output_attentions=True, output_hidden_states=True)
+        norms = cap.value_norms(lengths)
+    L, H = model.config.num_hidden_layers, model.config.num_attention_heads
+    B, T = inputs["input_ids"].shape
+    assert norms.shape == (B, L, H, T)
+    assert lengths.tolist()[1] < T, "the second row is padded"
+    D = out.hidden_states[0].shape[-1]
+    dh = D // H
+    for layer_idx, layer in enumerate(encoder_layers(model, arch)):
+        wv, bv, wo, pre = reference_weights(arch, layer, D)
+        with torch.no_grad():
+            x = pre(out.hidden_states[layer_idx])
+            v = x @ wv.T + (0 if bv is None else bv)                            # (B, T, H*dh)
+            for h in range(H):
+                f = v[..., h * dh:(h + 1) * dh] @ wo[:, h * dh:(h + 1) * dh].T   # (B, T, D)
+                want = f.norm(dim=-1)
+                for b in range(B):
+                    n = int(lengths[b])
+                    torch.testing.assert_close(norms[b, layer_idx, h, :n], want[b, :n], rtol=1e-4, atol=1e-5)
+                    assert torch.isnan(norms[b, layer_idx, h, n:]).all()
+    assert (norms[0] > 0).all()
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_zero_value_weights_give_zero_norm_weighted_attention_whatever_alpha(arch):
+    import copy
+
+    model, tok = tiny(arch)
+    model = copy.deepcopy(model)
+    inputs, lengths = batch(tok, model)
+    blocks = nv.attention_blocks(model)
+    zero_layer, zero_head = 1, 2
+    block = blocks[zero_layer]
+    cols = block.value_cols.start or 0
+    rows = slice(cols + zero_head * block.head_dim, cols + (zero_head + 1) * block.head_dim)
+    with torch.no_grad():
+        block.value.weight[rows] = 0
+        if block.value.bias is not None:
+            block.value.bias[rows] = 0
+        with nv.Capture(model) as cap:
+            out = model(**inputs, output_attentions=True)
+    alpha = torch.stack(out.attentions, dim=1)                                  # (B, L, H, Q, K)
+    weighted = nv.weighted_attention(alpha, cap.value_norms())
+    assert weighted.shape == alpha.shape
+    assert (weighted[:, zero_layer, zero_head] == 0).all()
+    n = int(lengths[0])
+    torch.testing.assert_close(alpha[0, zero_layer, zero_head, :n].sum(-1), torch.ones(n))   # the head attends
+    others = [h for h in range(block.heads) if h != zero_head]
+    assert (weighted[0, zero_layer, others, :n].sum(-1) > 0).all()
+
+
+def test_weighted_attention_is_alpha_times_the_key_norm():
+    alpha = torch.tensor([[[0.5, 0.5], [0.25, 0.75]]])                         # (H=1, Q, K)
+    norms = torch.tensor([[2.0, 4.0]])                                         # (H=1, K)
+    torch.testing.assert_close(nv.weighted_attention(alpha, norms), torch.tensor([[[1.0, 2.0], [0.5, 3.0]]]))
+
+
+def test_an_unknown_architecture_is_refused_in_one_line():
+    class Config:
+        num_attention_heads, num_hidden_layers = 2, 1
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4))
+    model.config = Config()
+    with pytest.raises(nv.NormsUnsupported, match="found 0 attention blocks"):
+        nv.attention_blocks(model)
