@@ -17,7 +17,7 @@ import torch
 from bertology.ablation import heads as dis
 from bertology.ablation import sweep as sw
 from bertology.encoding import segments
-from tests.builders.encoders import ARCHITECTURES, build_encoder
+from tests.builders.encoders import ARCHITECTURES, build_encoder, reference_model
 
 MAX_LENGTH = 48
 FAST = {"bert", "roberta", "electra"}
@@ -173,40 +173,6 @@ def test_kovaleva_statistics(arch, store, words):
 
 
 # ------------------------------------------------------------------------------------------ disabling
-
-def _qk_linears(module):
-    """The query and key projections of an attention module, as (linear, rows of head h) getters."""
-    for q, k in (("query", "key"), ("q_lin", "k_lin"), ("query_proj", "key_proj")):
-        if hasattr(module, q):
-            return [(getattr(module, q), 0), (getattr(module, k), 0)]
-    d = module.Wqkv.out_features // 3  # ModernBERT: q, k, v stacked
-    return [(module.Wqkv, 0), (module.Wqkv, d)]
-
-
-def reference_model(model_dir, disabled: torch.Tensor):
-    """The plain eager model with the disabled heads' query and key weights zeroed: their scores are all 0,
-    so their softmax is uniform over the keys the layer lets them see. A sliding-window layer must then be
-    disabled whole and turned into a global one (so uniform = over the real tokens)."""
-    from bertology.models import load_encoder
-
-    model = load_encoder(str(model_dir), classifier=True)
-    modules, _ = dis.attention_modules(model)
-    H = model.config.num_attention_heads
-    with torch.no_grad():
-        for layer, module in enumerate(modules):
-            for h in np.flatnonzero(disabled[layer].numpy()):
-                for lin, offset in _qk_linears(module):
-                    dh = (lin.out_features // 3 if hasattr(module, "Wqkv") else lin.out_features) // H
-                    rows = slice(offset + h * dh, offset + (h + 1) * dh)
-                    lin.weight[rows] = 0
-                    if lin.bias is not None:
-                        lin.bias[rows] = 0
-            if getattr(module, "sliding_window", None) is not None and bool(disabled[layer].any()):
-                assert bool(disabled[layer].all()), "a reference for a sliding layer needs the whole layer"
-                module.sliding_window = None
-                model.model.layers[layer].attention_type = "full_attention"
-    return model
-
 
 def padded_batch(tok, frame, rows):
     enc = tok(frame.loc[rows, "text_a"].tolist(), frame.loc[rows, "text_b"].tolist(), truncation=True,
