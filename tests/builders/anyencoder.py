@@ -114,7 +114,7 @@ def tiny_config(model_type: str, tok, *, layers: int = LAYERS):
                  attention_probs_dropout_prob=0.0, initializer_range=0.3, num_labels=2,
                  pad_token_id=tok.pad_token_id, type_vocab_size=2, embedding_size=HIDDEN // 2,
                  classifier_dropout=0.0, dropout=0.0, attention_dropout=0.0, layer_norm_eps=1e-12,
-                 head_dim=HIDDEN // HEADS, num_key_value_heads=HEADS)
+                 head_dim=HIDDEN // HEADS, num_key_value_heads=HEADS, entity_vocab_size=16, entity_emb_size=16)
     extra = {
         "albert": dict(num_hidden_layers=ALBERT_LAYERS, num_hidden_groups=1, inner_group_num=1),  # one module
         "mobilebert": dict(embedding_size=HIDDEN, true_hidden_size=HIDDEN, intra_bottleneck_size=HIDDEN,

@@ -147,6 +147,16 @@ def qk_rows(module, head: int, n_heads: int) -> list[tuple]:
     import torch
 
     out = []
+    q_norm, k_norm = getattr(module, "q_norm", None), getattr(module, "k_norm", None)
+    if q_norm is not None and getattr(q_norm, "weight", None) is not None and k_norm is not None and \
+            q_norm.weight.shape[0] == n_heads * getattr(module, "head_dim", -1):
+        # ESM C: a layer norm over all heads' queries (keys): zero head h's slice of its scale (and shift), not
+        # the projection, which would change the other heads' normalisation
+        for norm in (q_norm, k_norm):
+            dh = norm.weight.shape[0] // n_heads
+            out += [(p, slice(head * dh, (head + 1) * dh)) for p in (norm.weight, getattr(norm, "bias", None))
+                    if p is not None]
+        return out
     for q, k in _QK_PAIRS:
         if isinstance(getattr(module, q, None), torch.nn.Linear):
             for lin in (getattr(module, q), getattr(module, k)):
