@@ -47,11 +47,11 @@ NOT_FULL = {
     "nystromformer": "Nystromformer approximates attention with landmarks (exact maps only on short inputs)",
     "tapas": "TAPAS needs table inputs: 7 token-type ids per token (segment, column, row, ranks)",
     "xmod": "X-MOD needs a language id (lang_ids) for its adapters",
+    "convbert": "ConvBERT's mixed attention: part of its heads are convolutions (num_attention_heads / head_ratio maps)",
 }
 
 # Architectures with full maps whose attention bertology cannot reach to disable heads, and why.
 NOT_HOOKED = {
-    "convbert": "ConvBERT's mixed attention: half its heads are convolutions (num_attention_heads / head_ratio maps)",
     "squeezebert": "SqueezeBERT's grouped-convolution attention (its own layout, not hooked)",
     "ibert": "I-BERT's integer-only softmax (its own quantised attention, not hooked)",
     "xlm": "XLM's MultiHeadAttention computes its own attention without a hookable probability step",
@@ -274,7 +274,7 @@ def check_sweep(model_dir, tok, frame) -> str:
     return used
 
 
-def check_table1(model_dir, tok, frame) -> float | None:
+def check_table1(model_dir, tok, frame) -> float | None:  # noqa: D401
     """Table 1 scoring: training.predict's batched logits and compute_metrics' accuracy = one-by-one forward
     passes of load_classifier's model and their argmax. Returns None, or how far padding moves the logits
     where it does (the largest difference; then the accuracy is checked on the batched logits only)."""
@@ -350,7 +350,7 @@ def check_architecture(model_type: str, workdir: Path, frames_: dict) -> Row:
         except Exception as err:  # noqa: BLE001 - a model that cannot even classify token ids: the row says why
             row.table1 = f"no ({_short(err)})"
         else:
-            row.table1 = "yes" if padded is None else f"yes, but padding changes its logits (up to {padded:.1e})"
+            row.table1 = "yes" if padded is None else "yes, but padding changes its logits"
         if dis.shares_attention(model):
             row.notes.append("layers share one attention module: a call's layer is its rank in the forward pass")
         if not any(k == "token_type_ids" for k in _inputs(model, {"token_type_ids": 0})):
