@@ -17,7 +17,7 @@ import inspect
 from functools import lru_cache
 from pathlib import Path
 
-from tests.builders.encoders import _corpus, bpe_tokenizer, model_config, wordpiece_tokenizer
+from tests.builders.encoders import demo_corpus, bpe_tokenizer, model_config, wordpiece_tokenizer
 
 HIDDEN, LAYERS, HEADS = 32, 2, 4
 ALBERT_LAYERS = 5       # one attention module for all: a head disabled in layer 3 must stay intact in layer 4
@@ -62,7 +62,7 @@ def _unigram_vocab(specials: tuple[str, ...], size: int = 400) -> list[tuple[str
     from tokenizers import SentencePieceUnigramTokenizer
 
     sp = SentencePieceUnigramTokenizer()
-    sp.train_from_iterator(_corpus(), vocab_size=size, special_tokens=list(specials), unk_token=specials[0],
+    sp.train_from_iterator(demo_corpus(), vocab_size=size, special_tokens=list(specials), unk_token=specials[0],
                            show_progress=False)
     return [tuple(x) for x in json.loads(sp._tokenizer.to_str())["model"]["vocab"]]
 
@@ -84,7 +84,7 @@ def any_tokenizer(model_type: str):
         from tokenizers import ByteLevelBPETokenizer
 
         bpe = ByteLevelBPETokenizer(add_prefix_space=True)
-        bpe.train_from_iterator(_corpus(), vocab_size=600, min_frequency=1,
+        bpe.train_from_iterator(demo_corpus(), vocab_size=600, min_frequency=1,
                                 special_tokens=list(dict.fromkeys(specials.values())), show_progress=False)
         model = json.loads(bpe._tokenizer.to_str())["model"]
         return cls(vocab=model["vocab"], merges=[tuple(m) for m in model["merges"]], **extra), kind

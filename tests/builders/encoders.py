@@ -13,7 +13,7 @@ from pathlib import Path
 ARCHITECTURES = ("bert", "distilbert", "roberta", "electra", "modernbert", "deberta-v2")
 
 
-def _corpus() -> list[str]:
+def demo_corpus() -> list[str]:
     from bertology.demo import generate
 
     texts: list[str] = []
@@ -50,7 +50,7 @@ def bpe_tokenizer(style: str, vocab_size: int = 600):
     else:
         raise ValueError(style)
     bpe = ByteLevelBPETokenizer(add_prefix_space=True, trim_offsets=True)
-    bpe.train_from_iterator(_corpus(), vocab_size=vocab_size, min_frequency=1, special_tokens=specials,
+    bpe.train_from_iterator(demo_corpus(), vocab_size=vocab_size, min_frequency=1, special_tokens=specials,
                             show_progress=False)
     cls, pad, sep, unk, mask = specials
     if style == "roberta":  # RoBERTa's own tokenizer class (its template, add_prefix_space=False) on that BPE

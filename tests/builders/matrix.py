@@ -74,11 +74,6 @@ class Row:
     table1: str = "-"          # "yes" or why not
     notes: list[str] = field(default_factory=list)
 
-    @property
-    def full(self) -> bool:
-        return self.maps == "full" and self.extraction == "yes" and self.disabling in MECHANISMS and \
-            self.table1 == "yes"
-
 
 MECHANISMS = {"attention_interface": "AttentionInterface", "forward_hook": "forward hook (DeBERTa-v2)",
               "probability_hook": "hook on its attention's probability dropout"}
@@ -274,7 +269,7 @@ def check_sweep(model_dir, tok, frame) -> str:
     return used
 
 
-def check_table1(model_dir, tok, frame) -> float | None:  # noqa: D401
+def check_table1(model_dir, tok, frame) -> float | None:
     """Table 1 scoring: training.predict's batched logits and compute_metrics' accuracy = one-by-one forward
     passes of load_classifier's model and their argmax. Returns None, or how far padding moves the logits
     where it does (the largest difference; then the accuracy is checked on the batched logits only)."""
