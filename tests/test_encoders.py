@@ -17,7 +17,7 @@ import torch
 from bertology.ablation import heads as dis
 from bertology.ablation import sweep as sw
 from bertology.encoding import segments
-from tests.builders.encoders import ARCHITECTURES, build_encoder
+from tests.builders.encoders import ARCHITECTURES, build_encoder, reference_model
 
 MAX_LENGTH = 48
 FAST = {"bert", "roberta", "electra"}
@@ -173,40 +173,6 @@ def test_kovaleva_statistics(arch, store, words):
 
 
 # ------------------------------------------------------------------------------------------ disabling
-
-def _qk_linears(module):
-    """The query and key projections of an attention module, as (linear, rows of head h) getters."""
-    for q, k in (("query", "key"), ("q_lin", "k_lin"), ("query_proj", "key_proj")):
-        if hasattr(module, q):
-            return [(getattr(module, q), 0), (getattr(module, k), 0)]
-    d = module.Wqkv.out_features // 3  # ModernBERT: q, k, v stacked
-    return [(module.Wqkv, 0), (module.Wqkv, d)]
-
-
-def reference_model(model_dir, disabled: torch.Tensor):
-    """The plain eager model with the disabled heads' query and key weights zeroed: their scores are all 0,
-    so their softmax is uniform over the keys the layer lets them see. A sliding-window layer must then be
-    disabled whole and turned into a global one (so uniform = over the real tokens)."""
-    from bertology.models import load_encoder
-
-    model = load_encoder(str(model_dir), classifier=True)
-    modules, _ = dis.attention_modules(model)
-    H = model.config.num_attention_heads
-    with torch.no_grad():
-        for layer, module in enumerate(modules):
-            for h in np.flatnonzero(disabled[layer].numpy()):
-                for lin, offset in _qk_linears(module):
-                    dh = (lin.out_features // 3 if hasattr(module, "Wqkv") else lin.out_features) // H
-                    rows = slice(offset + h * dh, offset + (h + 1) * dh)
-                    lin.weight[rows] = 0
-                    if lin.bias is not None:
-                        lin.bias[rows] = 0
-            if getattr(module, "sliding_window", None) is not None and bool(disabled[layer].any()):
-                assert bool(disabled[layer].all()), "a reference for a sliding layer needs the whole layer"
-                module.sliding_window = None
-                model.model.layers[layer].attention_type = "full_attention"
-    return model
-
 
 def padded_batch(tok, frame, rows):
     enc = tok(frame.loc[rows, "text_a"].tolist(), frame.loc[rows, "text_b"].tolist(), truncation=True,
@@ -379,31 +345,54 @@ def test_models_get_token_type_ids_only_if_their_forward_takes_them(arch, model_
 
 # ------------------------------------------------------------------------------------------ end to end
 
+def _built(arch: str, path):
+    """ModernBERT from encoders.py (3 layers: global, sliding, global); ALBERT (5 layers sharing one attention
+    module, SentencePiece/Unigram) and MPNet (WordPiece, <s> a </s></s> b </s>, relative position bias, heads
+    disabled through its attention's probability dropout) from anyencoder.py."""
+    from tests.builders.anyencoder import build_any
+
+    return build_encoder(arch, path) if arch == "modernbert" else build_any(arch, path)[0]
+
+
 @pytest.mark.slow
-def test_whole_dag_on_modernbert_reaches_the_report(tmp_path, config_file, snakemake_run):
-    """The default DAG on a non-BERT encoder: ModernBERT (byte-level BPE, no token types, sliding-window
-    layers, naive sweep by fallback) on the pair task rte, up to report.html."""
+@pytest.mark.parametrize("arch, layers, heads_mechanism", [
+    ("modernbert", 3, "attention_interface"),
+    ("albert", 5, "attention_interface"),
+    ("mpnet", 2, "probability_hook"),
+])
+def test_whole_dag_reaches_the_report(arch, layers, heads_mechanism, tmp_path, config_file, snakemake_run):
+    """The default DAG on non-BERT encoders, from demo data up to report.html, on the pair task rte: ModernBERT
+    (byte-level BPE, no token types, sliding-window layers), ALBERT (one attention module shared by its layers:
+    every layer's heads disabled one by one), MPNet (its own attention code, hooked); all by the naive sweep
+    (fallback: their layers are not BERT layers)."""
     import json
 
     import xarray as xr
 
-    model = build_encoder("modernbert", tmp_path / "modernbert")
+    from bertology.ablation import heads as dis
+    from bertology.models import load_encoder
+
+    model = _built(arch, tmp_path / arch)
+    assert dis.enable_heads(load_encoder(str(model), classifier=True)).bertology_heads == heads_mechanism
     work = tmp_path / "work"
     work.mkdir()
+    inits = ["pretrained", "random"] if arch == "modernbert" else ["pretrained"]
     config_file(work, model=str(model), tasks=["rte"],
                 data={"source": "demo", "seed": 1, "max_length": 48, "demo": {"train": 24, "validation": 12}},
-                train={"inits": ["pretrained", "random"], "epochs": 1, "batch_size": 8, "learning_rate": 1e-3},
+                train={"inits": inits, "epochs": 1, "batch_size": 8, "learning_rate": 1e-3},
                 attention={"examples": 8, "batch_size": 4, "chunk_size": 4}, ablation={"examples": 8, "bootstrap": 20})
     snakemake_run(work, "--cores", "2")
     r = work / "results"
     assert (r / "report.html").exists()
     heads = pd.read_csv(r / "ablation/rte/heads.csv")
-    assert sorted(set(zip(heads["layer"], heads["head"]))) == [(l, h) for l in range(3) for h in range(4)]
+    assert sorted(set(zip(heads["layer"], heads["head"]))) == [(l, h) for l in range(layers) for h in range(4)]
     assert json.loads((r / "ablation/rte/summary.json").read_text())["sweep"] == "naive"
     log = (r / "logs/ablation_sweep/rte.log").read_text()
     assert "running the naive sweep" in log
+    assert not pd.read_csv(r / "ablation/rte/importance.csv").empty
     for variant in ("pretrained", "finetuned"):
         ds = xr.open_zarr(r / f"attention/rte/{variant}.zarr")
+        assert ds.sizes["layer"] == layers
         assert ((ds["segment"] == 0).any("query") & (ds["segment"] == 1).any("query")).all()
         sieve = pd.read_csv(r / f"stats/rte/{variant}/sieve.csv")
         assert "block" in set(sieve["role"])
@@ -455,25 +444,18 @@ def test_ablation_step_falls_back_to_the_naive_sweep_and_says_so(tmp_path, monke
 
 
 def test_a_model_whose_heads_cannot_be_disabled_still_gets_its_outputs(tmp_path, monkeypatch, frame):
-    """DeBERTa (v1) computes attention itself and has no hook here: said up front, empty tables, figures and
-    a summary that say why; nothing else is lost."""
+    """SqueezeBERT computes its attention itself (grouped convolutions) and has no hook here: said up front,
+    empty tables, figures and a summary that say why; nothing else is lost."""
     import json
 
-    import transformers as tf
-
     from bertology.workflow import capability_notes
-    from tests.builders.encoders import wordpiece_tokenizer
+    from tests.builders.anyencoder import build_any
 
-    tok = wordpiece_tokenizer()
-    path = tmp_path / "deberta"
-    torch.manual_seed(0)
-    tf.DebertaForSequenceClassification(tf.DebertaConfig(
-        vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
-        max_position_embeddings=128, num_labels=2)).save_pretrained(path)
-    tok.save_pretrained(path)
+    path, _ = build_any("squeezebert", tmp_path / "squeezebert")
     (note,) = capability_notes({"model": str(path)})
-    assert "disabling heads" in note and "DebertaForSequenceClassification" in note
+    assert "disabling heads" in note and "SqueezeBertForSequenceClassification" in note
     assert capability_notes({"model": str(build_encoder("deberta-v2", tmp_path / "v2"))}) == []
+    assert capability_notes({"model": str(build_any("deberta", tmp_path / "v1")[0])}) == []
     out = tmp_path / "ablation"
     runs = _sweep_step(path, frame, out, monkeypatch, tmp_path)
     assert pd.read_csv(out / "heads.csv").empty and pd.read_csv(out / "layers.csv").empty

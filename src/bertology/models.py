@@ -106,8 +106,6 @@ def check_encoder(name_or_path: str) -> None:
     ELECTRA, DeBERTa, ModernBERT, ...) that is neither an encoder-decoder nor configured as a decoder.
     """
     from transformers import AutoConfig
-    from transformers.models.auto.modeling_auto import (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
-                                                        MODEL_FOR_MASKED_LM_MAPPING_NAMES)
 
     local = Path(name_or_path).is_dir()
     where = str(Path(name_or_path) / "config.json") if local else f"the config.json of {name_or_path}"
@@ -130,18 +128,46 @@ def check_encoder(name_or_path: str) -> None:
                 raise NotAnEncoderError(f"{weights} cannot be read as safetensors weights ({type(err).__name__}: "
                                         f"{' '.join(str(err).split())[:200]}): the file is truncated or corrupt; "
                                         f"re-save the model (or delete it and re-run the rule that wrote it)") from None
-    kind = getattr(config, "model_type", "?")
-    if getattr(config, "is_encoder_decoder", False):
-        what = f"an encoder-decoder ({kind})"
-    elif getattr(config, "is_decoder", False):
-        what = f"configured as a decoder ({kind}, is_decoder: true)"
-    elif kind not in MODEL_FOR_MASKED_LM_MAPPING_NAMES:
-        what = (f"a decoder ({kind}: causal attention)" if kind in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
-                else f"not a bidirectional encoder (model type {kind})")
-    else:
+    what = not_an_encoder(config)
+    if what is None:
         return
     raise NotAnEncoderError(f"{name_or_path} is {what}, not a bidirectional encoder ({where}); bertology studies "
                             f"encoders such as BERT, RoBERTa, DistilBERT, ALBERT, ELECTRA or DeBERTa")
+
+
+def not_an_encoder(config) -> str | None:
+    """What a transformers config is when it is not a bidirectional encoder ("an encoder-decoder (t5)", "a
+    decoder (gpt2: causal attention)", ...), None when it is one (:func:`check_encoder`'s rule)."""
+    from transformers.models.auto.modeling_auto import (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+                                                        MODEL_FOR_MASKED_LM_MAPPING_NAMES)
+
+    kind = getattr(config, "model_type", "?")
+    if getattr(config, "is_encoder_decoder", False):
+        return f"an encoder-decoder ({kind})"
+    if getattr(config, "is_decoder", False):
+        return f"configured as a decoder ({kind}, is_decoder: true)"
+    if kind not in MODEL_FOR_MASKED_LM_MAPPING_NAMES:
+        return (f"a decoder ({kind}: causal attention)" if kind in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+                else f"not a bidirectional encoder (model type {kind})")
+    return None
+
+
+def encoder_model_types() -> list[str]:
+    """Every model type of the installed transformers' sequence-classification mapping that bertology accepts
+    (:func:`not_an_encoder` of its default config is None): the rows of the compatibility matrix
+    (tests/test_matrix.py, README "Encoders checked")."""
+    from transformers import CONFIG_MAPPING
+    from transformers.models.auto.modeling_auto import MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES
+
+    out = []
+    for kind in MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES:
+        try:
+            config = CONFIG_MAPPING[kind]()
+        except Exception:  # noqa: BLE001 - a config that cannot be built with defaults is not one we can check
+            continue
+        if not_an_encoder(config) is None:
+            out.append(kind)
+    return sorted(out)
 
 
 def load_encoder(name_or_path: str, *, classifier: bool = False, device: str | None = None):

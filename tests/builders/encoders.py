@@ -13,7 +13,7 @@ from pathlib import Path
 ARCHITECTURES = ("bert", "distilbert", "roberta", "electra", "modernbert", "deberta-v2")
 
 
-def _corpus() -> list[str]:
+def demo_corpus() -> list[str]:
     from bertology.demo import generate
 
     texts: list[str] = []
@@ -50,7 +50,7 @@ def bpe_tokenizer(style: str, vocab_size: int = 600):
     else:
         raise ValueError(style)
     bpe = ByteLevelBPETokenizer(add_prefix_space=True, trim_offsets=True)
-    bpe.train_from_iterator(_corpus(), vocab_size=vocab_size, min_frequency=1, special_tokens=specials,
+    bpe.train_from_iterator(demo_corpus(), vocab_size=vocab_size, min_frequency=1, special_tokens=specials,
                             show_progress=False)
     cls, pad, sep, unk, mask = specials
     if style == "roberta":  # RoBERTa's own tokenizer class (its template, add_prefix_space=False) on that BPE
@@ -130,3 +130,116 @@ def build_encoder(arch: str, path: Path, *, seed: int = 0, num_labels: int = 2, 
     model.save_pretrained(path, safe_serialization=True)
     tokenizer.save_pretrained(path)
     return path
+
+
+# ------------------------------------------------------------------------------------------ hand-built references
+
+_QK_PAIRS = (("query", "key"), ("q_lin", "k_lin"), ("query_proj", "key_proj"), ("q", "k"), ("q_proj", "k_proj"))
+_STACKED = ("Wqkv", "qkv_proj", "qkv")
+
+
+def qk_rows(module, head: int, n_heads: int) -> list[tuple]:
+    """(parameter, rows) pairs whose zeroing makes head `head`'s query and key zero, so its attention scores are
+    all 0 (its softmax uniform over the keys the layer lets it see), whatever the module's layout:
+    separate projections (BERT's query/key, DistilBERT's q_lin/k_lin, DeBERTa-v2's query_proj/key_proj, MPNet's
+    q/k, q_proj/k_proj), stacked q|k|v (ModernBERT's Wqkv), DeBERTa v1's per-head interleaved in_proj and q_bias.
+    Rotary embeddings rotate a zero vector to zero; DeBERTa's relative terms are products with q or k."""
+    import torch
+
+    out = []
+    q_norm, k_norm = getattr(module, "q_norm", None), getattr(module, "k_norm", None)
+    if q_norm is not None and getattr(q_norm, "weight", None) is not None and k_norm is not None and \
+            q_norm.weight.shape[0] == n_heads * getattr(module, "head_dim", -1):
+        # ESM C: a layer norm over all heads' queries (keys): zero head h's slice of its scale (and shift), not
+        # the projection, which would change the other heads' normalisation
+        for norm in (q_norm, k_norm):
+            dh = norm.weight.shape[0] // n_heads
+            out += [(p, slice(head * dh, (head + 1) * dh)) for p in (norm.weight, getattr(norm, "bias", None))
+                    if p is not None]
+        return out
+    for q, k in _QK_PAIRS:
+        if isinstance(getattr(module, q, None), torch.nn.Linear):
+            for lin in (getattr(module, q), getattr(module, k)):
+                dh = lin.out_features // n_heads
+                out += [(p, slice(head * dh, (head + 1) * dh)) for p in (lin.weight, lin.bias) if p is not None]
+            return out
+    for name in _STACKED:
+        lin = getattr(module, name, None)
+        if isinstance(lin, torch.nn.Linear):
+            d = lin.out_features // 3
+            dh = d // n_heads
+            for offset in (0, d):
+                out += [(p, slice(offset + head * dh, offset + (head + 1) * dh)) for p in (lin.weight, lin.bias)
+                        if p is not None]
+            return out
+    if hasattr(module, "in_proj"):  # DeBERTa v1: (N, T, H, 3*dh) per head: q | k | v, and a separate q_bias
+        dh = module.in_proj.out_features // 3 // n_heads
+        base = head * 3 * dh
+        return [(module.in_proj.weight, slice(base, base + 2 * dh)), (module.q_bias, slice(head * dh, (head + 1) * dh))]
+    raise AssertionError(f"no query/key projections known on {type(module).__name__}")
+
+
+def unshared(model):
+    """An ALBERT whose layers share one attention module, rebuilt with one group per layer holding a copy of the
+    shared weights: the same function, with every layer's attention its own module (a reference can then change
+    one layer only)."""
+    import copy
+
+    from transformers import AutoModelForSequenceClassification
+
+    config = copy.deepcopy(model.config)
+    groups = config.num_hidden_groups
+    per_group = config.num_hidden_layers // groups
+    config.num_hidden_groups = config.num_hidden_layers
+    out = AutoModelForSequenceClassification.from_config(config, attn_implementation="eager").eval()
+    state = {}
+    for key, value in model.state_dict().items():
+        if ".albert_layer_groups." in key:
+            head, rest = key.split(".albert_layer_groups.")
+            g, tail = rest.split(".", 1)
+            for layer in range(int(g) * per_group, (int(g) + 1) * per_group):
+                state[f"{head}.albert_layer_groups.{layer}.{tail}"] = value
+        else:
+            state[key] = value
+    out.load_state_dict(state)
+    return out.to(next(model.parameters()).dtype)
+
+
+def reference_model(model_dir, disabled, *, dtype=None):
+    """The plain eager model with the disabled heads' query and key weights zeroed (:func:`qk_rows`): their
+    scores are all 0, so their softmax is uniform over the keys the layer lets them see.
+
+    disabled: bool (L, H). A sliding-window layer must then be disabled whole and turned into a global one (so
+    uniform = over the real tokens). Shared attention (ALBERT) is first unshared (:func:`unshared`). MPNet's
+    relative position bias is one table for every layer: its column of a head is zeroed, so that head must be
+    disabled in every layer."""
+    import numpy as np
+    import torch
+
+    from bertology.ablation import heads as dis
+    from bertology.models import load_encoder
+
+    model = load_encoder(str(model_dir), classifier=True)
+    if dtype is not None:
+        model = model.to(dtype)
+    modules, _ = dis.attention_modules(model)
+    if len(modules) < model.config.num_hidden_layers:
+        model = unshared(model)
+        modules, _ = dis.attention_modules(model)
+    H = model.config.num_attention_heads
+    disabled = torch.as_tensor(disabled)
+    with torch.no_grad():
+        for layer, module in enumerate(modules):
+            for h in np.flatnonzero(disabled[layer].numpy()):
+                for param, rows in qk_rows(module, int(h), H):
+                    param[rows] = 0
+            if getattr(module, "sliding_window", None) is not None and bool(disabled[layer].any()):
+                assert bool(disabled[layer].all()), "a reference for a sliding layer needs the whole layer"
+                module.sliding_window = None
+                model.model.layers[layer].attention_type = "full_attention"
+        bias = getattr(getattr(model.base_model, "encoder", None), "relative_attention_bias", None)
+        if bias is not None:  # MPNet: (buckets, H), added to every layer's scores
+            for h in np.flatnonzero(disabled.any(0).numpy()):
+                assert bool(disabled[:, h].all()), "MPNet's position bias is shared: disable the head in every layer"
+                bias.weight[:, h] = 0
+    return model

@@ -20,7 +20,15 @@ shared by its attention modules; one per-layer selector (:func:`layer_selection`
   ``AttentionMaskInterface`` (a custom name otherwise gets *no* mask);
 - DeBERTa-v2, whose DisentangledSelfAttention computes its attention itself: the forward hook
   :func:`head_hook` rewrites the disabled heads' contexts (and probabilities) from the module's own value
-  projection and multiplies the contexts by the gates.
+  projection and multiplies the contexts by the gates;
+- attention modules that compute their own eager attention and pass the probabilities (N, H, Q, K) through
+  their ``dropout`` submodule just before multiplying the values (MPNet, DeBERTa v1; :data:`PROBABILITY_HOOKED`):
+  the forward hook :func:`probability_hook` on that dropout rewrites the probabilities (a disabled head
+  uniform over the real tokens, every head times its gate: context = probabilities @ V is linear in them).
+
+Layers that share one attention module (ALBERT): the module serves every layer of its group, and the layer of
+a call is its rank among the attention calls of the forward pass (the encoder's loop runs the layers in order;
+a forward pre-hook on the base model resets the count, its forward hook checks that every layer was seen once).
 
 Which heads: ``with disabled_heads(model, mask), head_gates(model, gates): model(...)`` on every architecture,
 or the forward keywords ``model(..., bertology_disabled=mask, bertology_gates=gates)`` where the model hands
@@ -150,12 +158,31 @@ class HeadState:
 
     mask: torch.Tensor | None = None
     gates: torch.Tensor | None = None
+    calls: int = 0                        # attention calls in the current forward pass (shared modules)
+    keys: torch.Tensor | None = None      # (N, K) the forward pass's attention_mask (probability hooks)
 
 
 def module_layer(module: torch.nn.Module) -> int | None:
-    """The layer index of an attention module (set by :func:`enable_heads`, else its own ``layer_idx``)."""
+    """The layer index of an attention module (set by :func:`enable_heads`, else its own ``layer_idx``).
+
+    A module shared by several layers (ALBERT) has no fixed index: its layer is the rank of the call among the
+    forward pass's attention calls (:func:`next_call`)."""
     layer = getattr(module, _LAYER, None)
     return getattr(module, "layer_idx", None) if layer is None else layer
+
+
+SHARED = -1   # the _LAYER of a module that serves several layers (its layer is the call's rank)
+
+
+def next_call(module: torch.nn.Module) -> int | None:
+    """The layer of this call of an attention module: its fixed index, or for a shared module (ALBERT) the
+    number of attention calls before it in the forward pass (counted in the model's :class:`HeadState`)."""
+    layer = module_layer(module)
+    if layer != SHARED:
+        return layer
+    state = module_state(module)
+    layer, state.calls = state.calls, state.calls + 1
+    return layer
 
 
 def module_state(module: torch.nn.Module) -> HeadState | None:
@@ -168,7 +195,7 @@ def module_selection(module: torch.nn.Module, kwargs: dict, n_rows: int,
     """(disabled, gates) of the layer of an attention module: (N, H) bool (None when no head of the layer is
     disabled) and (N, H) float (None when no gates are set), from the forward keywords or the model's state."""
     state = module_state(module)
-    layer = module_layer(module)
+    layer = next_call(module)
     selected = []
     for kwarg, field in ((DISABLED_KWARG, "mask"), (GATES_KWARG, "gates")):
         values = kwargs.get(kwarg)
@@ -232,6 +259,53 @@ def head_hook(module: torch.nn.Module, args: tuple, kwargs: dict, output: tuple)
     return (heads.reshape(context.shape), probs, *output[2:])
 
 
+def probability_hook(attention: torch.nn.Module, dropout: torch.nn.Module, args: tuple, output: torch.Tensor):
+    """Forward hook on the dropout an attention module applies to its probabilities (:data:`PROBABILITY_HOOKED`).
+
+    output: probabilities (N, H, Q, K) about to be multiplied by the values. A disabled head's rows become
+    uniform over the real keys (the forward pass's attention_mask, captured by :func:`_capture_keys`; all
+    keys without one); then every head's rows are multiplied by its gate, which multiplies its context.
+    """
+    probs = output
+    n, n_heads = probs.shape[:2]
+    rows, gates = module_selection(attention, {}, n, n_heads)
+    if rows is None and gates is None:
+        return output
+    if rows is not None:
+        state = module_state(attention)
+        keys = state.keys if state is not None else None
+        if keys is None or keys.shape[0] != n:
+            keep = torch.ones(1, 1, 1, probs.shape[-1], dtype=torch.bool, device=probs.device)
+        else:
+            keep = keys[:, None, None, : probs.shape[-1]].to(device=probs.device, dtype=torch.bool)
+        probs = torch.where(rows[:, :, None, None], uniform_weights(keep, probs.dtype).expand_as(probs), probs)
+    if gates is not None:
+        probs = probs * gates[:, :, None, None].to(probs.dtype)
+    return probs
+
+
+def _capture_keys(model: torch.nn.Module, args: tuple, kwargs: dict) -> None:
+    """Forward pre-hook of the base model: a new forward pass (the count of attention calls restarts for shared
+    modules; the attention_mask (N, T) is kept for :func:`probability_hook`)."""
+    state = getattr(model, _STATE, None)
+    if state is None:
+        return
+    state.calls = 0
+    mask = kwargs.get("attention_mask")
+    if mask is None and len(args) > 1 and isinstance(args[1], torch.Tensor):
+        mask = args[1]
+    state.keys = mask.bool() if isinstance(mask, torch.Tensor) and mask.ndim == 2 else None
+
+
+def _check_calls(model: torch.nn.Module, args: tuple, kwargs: dict, output) -> None:
+    """Forward hook of a base model with shared attention modules: every layer was run once, in order."""
+    state = getattr(model, _STATE, None)
+    n_layers = int(model.config.num_hidden_layers)
+    if state is not None and state.calls != n_layers:
+        raise DisablingUnsupported(f"{type(model).__name__} ran its shared attention modules {state.calls} times "
+                                   f"for {n_layers} layers; cannot tell which layer a call belongs to")
+
+
 def register() -> None:
     """Register the attention function and its padding-mask builder (idempotent)."""
     from transformers import AttentionInterface, AttentionMaskInterface
@@ -253,26 +327,84 @@ def _hooked_classes() -> tuple[type, ...]:
     return tuple(classes)
 
 
+# Attention modules (transformers module, class) that compute eager attention themselves and apply their
+# ``dropout`` submodule to the probabilities (N, H, Q, K) once, right before multiplying the values: MPNet's
+# self-attention, DeBERTa v1's DisentangledSelfAttention (without talking heads, which mix the heads after it),
+# and the BERT-copies that kept their own eager code (Megatron-BERT, RemBERT, RoFormer, LUKE's word attention).
+PROBABILITY_HOOKED = (("transformers.models.mpnet.modeling_mpnet", "MPNetSelfAttention"),
+                      ("transformers.models.deberta.modeling_deberta", "DisentangledSelfAttention"),
+                      ("transformers.models.megatron_bert.modeling_megatron_bert", "MegatronBertSelfAttention"),
+                      ("transformers.models.rembert.modeling_rembert", "RemBertSelfAttention"),
+                      ("transformers.models.roformer.modeling_roformer", "RoFormerSelfAttention"),
+                      ("transformers.models.luke.modeling_luke", "LukeSelfAttention"))
+
+
+def _calls_interface(cls: type) -> bool:
+    """Whether an attention class's forward looks its attention function up in AttentionInterface (LayoutLM's
+    does without the model declaring ``_supports_attention_backend``)."""
+    import inspect
+
+    try:
+        return "ALL_ATTENTION_FUNCTIONS" in inspect.getsource(cls.forward)
+    except (OSError, TypeError):  # pragma: no cover - no source available
+        return False
+
+
+def _probability_classes() -> tuple[type, ...]:
+    import importlib
+
+    classes = []
+    for module_name, class_name in PROBABILITY_HOOKED:
+        try:
+            classes.append(getattr(importlib.import_module(module_name), class_name))
+        except (ImportError, AttributeError):  # pragma: no cover - an older or newer transformers
+            continue
+    return tuple(classes)
+
+
 def attention_modules(model: torch.nn.Module) -> tuple[list[torch.nn.Module], str]:
     """The self-attention module of every layer, in layer order, and how interventions reach it.
 
     Returns (modules, mechanism): "attention_interface" when the model's attention goes through transformers'
     AttentionInterface (found by the class the model records attentions from, ``_can_record_outputs``),
-    "forward_hook" for DeBERTa-v2's DisentangledSelfAttention. Raises DisablingUnsupported otherwise.
+    "forward_hook" for DeBERTa-v2's DisentangledSelfAttention, "probability_hook" for the modules of
+    :data:`PROBABILITY_HOOKED`. Raises DisablingUnsupported otherwise.
     """
     hooked = _hooked_classes()
     modules = [m for m in model.modules() if isinstance(m, hooked)]
     if modules:
         return modules, "forward_hook"
+    probability = _probability_classes()
+    modules = [m for m in model.modules() if isinstance(m, probability)]
+    if modules:
+        for m in modules:
+            if getattr(m, "head_weights_proj", None) is not None or getattr(m, "head_logits_proj", None) is not None:
+                raise DisablingUnsupported(f"cannot disable heads of {type(model).__name__}: its talking heads "
+                                           f"(talking_head: true) mix the heads' attention")
+            if not isinstance(getattr(m, "dropout", None), torch.nn.Module):
+                raise DisablingUnsupported(f"cannot disable heads of {type(model).__name__}: {type(m).__name__} "
+                                           f"has no dropout on its probabilities to hook")
+        return modules, "probability_hook"
     recorded = (getattr(model, "_can_record_outputs", None) or {}).get("attentions")
+    if isinstance(recorded, (list, tuple)) and recorded:   # ESM: [OutputRecorder(self-attention), ...]
+        recorded = recorded[0]
     target = getattr(recorded, "target_class", recorded)
-    if getattr(model, "_supports_attention_backend", False) and isinstance(target, type):
+    if isinstance(target, type) and (getattr(model, "_supports_attention_backend", False) or _calls_interface(target)):
         modules = [m for m in model.modules() if isinstance(m, target)]
         if modules:
             return modules, "attention_interface"
     raise DisablingUnsupported(
         f"cannot disable heads of {type(model).__name__}: its attention neither follows transformers' "
-        f"AttentionInterface nor is one bertology knows how to hook (DeBERTa-v2)")
+        f"AttentionInterface nor is one bertology knows how to hook (DeBERTa v1/v2, MPNet)")
+
+
+def shares_attention(model: torch.nn.Module) -> bool:
+    """Whether the model's layers share their attention modules by design: ALBERT's ``num_hidden_groups``
+    groups of ``inner_group_num`` layers each, run in order by the encoder's loop (one attention per layer)."""
+    config = model.config
+    groups = getattr(config, "num_hidden_groups", None)
+    return groups is not None and int(getattr(config, "inner_group_num", 1)) == 1 and \
+        int(config.num_hidden_layers) % int(groups) == 0
 
 
 class DisablingUnsupported(UserError, ValueError):
@@ -284,22 +416,37 @@ def enable_heads(model: torch.nn.Module) -> torch.nn.Module:
 
     Every self-attention module learns its layer index and the model's :class:`HeadState`; models whose
     attention follows AttentionInterface switch to :data:`ATTN_IMPLEMENTATION`, DeBERTa-v2 gets the forward
-    hook :func:`head_hook` on each DisentangledSelfAttention. Idempotent. The mechanism is in
-    ``model.bertology_heads``.
+    hook :func:`head_hook` on each DisentangledSelfAttention, MPNet and DeBERTa v1 :func:`probability_hook` on
+    their attention's probability dropout. Fewer modules than layers (ALBERT's layers share one): each module
+    is marked shared and a call's layer is its rank in the forward pass (:func:`next_call`). Idempotent. The
+    mechanism is in ``model.bertology_heads``.
     """
+    import functools
+
     modules, mechanism = attention_modules(model)
     n_layers = int(model.config.num_hidden_layers)
-    if len(modules) != n_layers:
+    shared = len(modules) < n_layers and n_layers % len(modules) == 0 and shares_attention(model)
+    if len(modules) != n_layers and not shared:
         raise DisablingUnsupported(f"{type(model).__name__} has {len(modules)} attention modules for {n_layers} "
                                    f"layers; cannot tell which heads to disable")
     state = getattr(model, _STATE, None) or HeadState()
     for layer, module in enumerate(modules):
-        setattr(module, _LAYER, layer)
+        setattr(module, _LAYER, SHARED if shared else layer)
         setattr(module, _STATE, state)
         if mechanism == "forward_hook" and not getattr(module, "_bertology_hooked", False):
             module.register_forward_hook(head_hook, with_kwargs=True)
             module._bertology_hooked = True
+        if mechanism == "probability_hook" and not getattr(module, "_bertology_hooked", False):
+            module.dropout.register_forward_hook(functools.partial(probability_hook, module))
+            module._bertology_hooked = True
+    base = model.base_model
+    if not getattr(base, "_bertology_hooked", False):
+        base.register_forward_pre_hook(_capture_keys, with_kwargs=True)
+        if shared:
+            base.register_forward_hook(_check_calls, with_kwargs=True)
+        base._bertology_hooked = True
     setattr(model, _STATE, state)
+    setattr(base, _STATE, state)
     if mechanism == "attention_interface":
         register()
         model.set_attn_implementation(ATTN_IMPLEMENTATION)
@@ -366,7 +513,7 @@ def disabling_unsupported(name_or_path: str) -> str | None:
         modules, _ = attention_modules(model)
     except DisablingUnsupported as err:
         return str(err)
-    if len(modules) != int(model.config.num_hidden_layers):
+    if len(modules) != int(model.config.num_hidden_layers) and not shares_attention(model):
         return (f"{type(model).__name__} has {len(modules)} attention modules for {model.config.num_hidden_layers} "
                 f"layers")
     return None

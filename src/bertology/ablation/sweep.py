@@ -147,7 +147,7 @@ def naive_sweep(model, batches: Sequence[Batch], configs: Sequence[Configuration
 
 @dataclass(frozen=True)
 class FastPlan:
-    """How the fast sweep runs a model piece by piece: BERT-layer encoders (BERT, RoBERTa, ELECTRA).
+    """How the fast sweep runs a model piece by piece: encoders of BERT layers (:func:`fast_plan` states the rule).
 
     layers: the encoder's layers (each with attention.self query/key/value, attention.output and
     feed_forward_chunk); classify: final hidden states (N, Q, d), position 0 = the first token -> (N, K).
@@ -155,6 +155,7 @@ class FastPlan:
 
     model: torch.nn.Module
     layers: Sequence[torch.nn.Module]
+    pooled: bool          # the head reads the base model's pooler output (BERT), else the first token (RoBERTa)
 
     def embed(self, batch: Batch) -> torch.Tensor:
         """(N, T) inputs -> (N, T, d) input of the first layer (ELECTRA's projection included)."""
@@ -165,41 +166,71 @@ class FastPlan:
 
     def classify(self, hidden: torch.Tensor) -> torch.Tensor:
         model = self.model
-        if model.config.model_type == "bert":
+        if self.pooled:
             return model.classifier(model.dropout(model.base_model.pooler(hidden)))
         return model.classifier(hidden)  # RoBERTa's and ELECTRA's heads read hidden[:, 0]
 
 
-FAST_MODEL_TYPES = ("bert", "roberta", "electra")
+def _children(module) -> set[str]:
+    return {name for name, _ in module.named_children()}
+
+
+def _is_bert_layer(layer) -> bool:
+    """A post-LayerNorm BERT layer: attention = self (query, key, value) + output (dense, LayerNorm, dropout),
+    then intermediate + output through feed_forward_chunk, nothing else (no pre-LayerNorm, no cross-attention)."""
+    from torch import nn
+
+    attention = getattr(layer, "attention", None)
+    sa = getattr(attention, "self", None)
+    return (attention is not None and _children(layer) <= {"attention", "intermediate", "output"}
+            and _children(attention) == {"self", "output"}
+            and _children(attention.output) <= {"dense", "LayerNorm", "dropout"}
+            and _children(getattr(layer, "output", attention)) <= {"dense", "LayerNorm", "dropout"}
+            and all(isinstance(getattr(sa, n, None), nn.Linear) for n in ("query", "key", "value"))
+            and hasattr(sa, "scaling") and hasattr(sa, "attention_head_size") and hasattr(layer, "feed_forward_chunk"))
 
 
 def fast_plan(model) -> FastPlan | str:
     """The fast sweep's plan for `model`, or why it cannot run it (then use the naive sweep: same outputs).
 
-    The fast sweep re-runs layers one by one; it supports the BERT layer (BERT, RoBERTa, ELECTRA
-    sequence classifiers whose head reads the first token). Other architectures (DistilBERT, ModernBERT,
-    DeBERTa-v2, ...) are run by the naive sweep.
+    The rule: the fast sweep re-runs the layers one by one, so it runs a sequence classifier whose base model is
+    embeddings (of input_ids and token_type_ids, other inputs only optional ``*_ids``, not LayoutLM's bbox;
+    ELECTRA's projection after them) -> encoder.layer, a list of
+    post-LayerNorm BERT layers (:func:`_is_bert_layer`), one per config layer, nothing between them -> a head that
+    reads the first token: the base model's pooler and a Linear classifier (BERT), or a classification head
+    with ``out_proj`` (RoBERTa, ELECTRA). BERT, RoBERTa, ELECTRA, CamemBERT, XLM-RoBERTa, Data2Vec-text, ERNIE,
+    ... qualify; DistilBERT, ModernBERT, DeBERTa, ALBERT, MPNet, pre-LayerNorm layers and others run the naive
+    sweep. tests/test_matrix.py checks that both sweeps agree on every architecture the rule admits.
     """
+    import inspect
+
     from torch import nn
 
-    mtype = getattr(model.config, "model_type", None)
-    if mtype not in FAST_MODEL_TYPES:
-        return (f"the fast sweep runs BERT-layer encoders ({', '.join(FAST_MODEL_TYPES)}) layer by layer; "
-                f"{type(model).__name__} (model_type {mtype!r}) is not one")
-    if model.config.is_decoder or getattr(model.config, "add_cross_attention", False):
-        return f"{type(model).__name__} is configured as a decoder"
+    name = type(model).__name__
+    if getattr(model.config, "is_decoder", False) or getattr(model.config, "add_cross_attention", False):
+        return f"{name} is configured as a decoder"
     base = model.base_model
     layers = getattr(getattr(base, "encoder", None), "layer", None)
-    if layers is None or not all(hasattr(layer.attention.self, "query") and hasattr(layer, "feed_forward_chunk")
-                                 for layer in layers):
-        return f"{type(model).__name__}'s layers are not BERT layers"
-    if mtype == "bert":
-        ok = getattr(base, "pooler", None) is not None and isinstance(getattr(model, "classifier", None), nn.Linear)
-    else:
-        ok = getattr(model, "classifier", None) is not None and hasattr(model.classifier, "out_proj")
-    if not ok:
-        return f"{type(model).__name__} has a classification head the fast sweep does not know"
-    return FastPlan(model, layers)
+    embeddings = getattr(base, "embeddings", None)
+    if layers is None or len(layers) != model.config.num_hidden_layers or embeddings is None or \
+            not all(_is_bert_layer(layer) for layer in layers):
+        return (f"the fast sweep runs encoders of post-LayerNorm BERT layers one by one; {name}'s layers are "
+                f"not BERT layers")
+    params = inspect.signature(embeddings.forward).parameters
+    others = [p for p in params if p not in ("input_ids", "token_type_ids", "position_ids", "inputs_embeds",
+                                             "past_key_values_length") and not p.endswith("_ids")]
+    if not {"input_ids", "token_type_ids"} <= set(params) or others:
+        return (f"{name}'s embeddings take inputs the fast sweep does not give ({', '.join(others)})" if others
+                else f"{name}'s embeddings do not take input_ids and token_type_ids")
+    extra = _children(base) - {"embeddings", "embeddings_project", "encoder", "pooler"}
+    if extra:
+        return f"{name}'s base model has parts the fast sweep does not run ({', '.join(sorted(extra))})"
+    classifier = getattr(model, "classifier", None)
+    pooled = isinstance(classifier, nn.Linear) and getattr(base, "pooler", None) is not None and \
+        isinstance(getattr(model, "dropout", None), nn.Dropout)
+    if not pooled and not hasattr(classifier, "out_proj"):
+        return f"{name} has a classification head the fast sweep does not know"
+    return FastPlan(model, layers, pooled)
 
 
 def check_fast_supported(model) -> FastPlan:
