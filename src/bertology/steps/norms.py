@@ -29,7 +29,8 @@ def _sample(ctx: StepContext) -> pd.DataFrame:
         ctx.log.warning("analysis.norms.examples = %d but the attention sample of %s has %d examples: all of them are "
                         "used", n, ctx.task, len(frame))
         n = None
-    return sample_rows(frame, n, cfg.data.seed, what=f"{ctx.task}/attention sample", key="analysis.norms.examples")
+    return sample_rows(frame, n, cfg.data.seed, what=f"{ctx.task}/attention sample", key="analysis.norms.examples",
+                       short_split=cfg.data.short_split)
 
 
 def _model_path(ctx: StepContext) -> str:
