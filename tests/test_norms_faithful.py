@@ -79,7 +79,7 @@ def test_norm_scores_and_summary():
     assert np.isnan(ff.spearman(np.array([1, 1, 1]), np.array([1, 2, 3])))
     rhos = pd.DataFrame({"example_idx": [0, 1, 2, 0, 1, 2], "view": ["raw"] * 3 + ["flow"] * 3,
                          "importance": ["ablation"] * 6, "rho": [0.2, 0.4, np.nan, 0.5, 0.7, 0.9]})
-    table = ff.summarise(rhos, resamples=200, seed=1)
+    table = ff.summarise(rhos, confidence=0.95, resamples=200, seed=1)
     raw = table.set_index("view").loc["raw"]
     assert raw["n"] == 2 and raw["mean"] == pytest.approx(0.3) and raw["std"] == pytest.approx(np.std([0.2, 0.4], ddof=1))
     flow = table.set_index("view").loc["flow"]

@@ -220,7 +220,7 @@ def _norms_tables() -> dict[str, object]:
     rhos = pd.DataFrame({"example_idx": [0, 1], "view": "raw", "importance": "ablation", "rho": [0.1, 0.3]})
     return {"stats/{task}/{variant}/norms.csv": norms.table(), "stats/{task}/{variant}/mixing.csv": mixing.table(),
             "stats/{task}/{variant}/token_scores.parquet": SCORE_COLUMNS,
-            "stats/{task}/finetuned/faithfulness.csv": summarise(rhos, resamples=20),
+            "stats/{task}/finetuned/faithfulness.csv": summarise(rhos, confidence=0.95, resamples=20, seed=0),
             "stats/{task}/finetuned/importance.parquet": SCORE_COLUMNS}
 
 

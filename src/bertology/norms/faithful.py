@@ -49,8 +49,8 @@ def _forward(model, ids: torch.Tensor, mask: torch.Tensor, token_type_ids: torch
 
 
 def ablation_importance(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, positions: np.ndarray,
-                        replacement: int, *, token_type_ids: torch.Tensor | None = None,
-                        batch_size: int = 32) -> tuple[np.ndarray, int]:
+                        replacement: int, *, batch_size: int,
+                        token_type_ids: torch.Tensor | None = None) -> tuple[np.ndarray, int]:
     """Drop in the predicted class's probability when each of `positions` is replaced by `replacement`.
 
     input_ids, attention_mask, token_type_ids: one example (n,); positions: (k,) ints. Returns (importance (n,)
@@ -128,7 +128,7 @@ def example_correlations(views: dict[str, np.ndarray], importances: dict[str, np
             for v in views for i in importances}
 
 
-def summarise(rhos: pd.DataFrame, *, confidence: float = 0.95, resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
+def summarise(rhos: pd.DataFrame, *, confidence: float, resamples: int, seed: int) -> pd.DataFrame:
     """rhos: long table (example_idx, view, importance, rho) -> faithfulness.csv rows (view, importance, mean, std,
     n, ci_low, ci_high): the mean of rho over the examples where it is defined, its std (ddof 1) and n, and the
     percentile bootstrap interval of the mean (scipy.stats.bootstrap, `resamples`, seeded; empty for n < 2)."""
