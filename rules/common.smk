@@ -6,6 +6,7 @@ from bertology.cli import STEPS, step_args
 from bertology.config import sections_json
 from bertology.data import source_version
 from bertology.explorer import explorer_inputs
+from bertology.norms.values import norms_unsupported
 from bertology.seeds import SEED_TAG_REGEX, configured_seeds, seed_tags
 from bertology.tasks import SPLITS, STORE_VARIANTS, TASKS, VARIANT_INIT
 from bertology.workflow import check_config, setup_environment
@@ -29,7 +30,9 @@ envvars:
 
 
 TASK_NAMES = list(config["tasks"])
-NORMS_ENABLED = bool(config["analysis"]["norms"]["enabled"])
+# The norm analyses run when asked for and when the model's layers are ones value norms are computed for
+# (norms.values.attention_blocks; otherwise onstart says why in one line and the rest of the workflow runs).
+NORMS_ENABLED = bool(config["analysis"]["norms"]["enabled"]) and norms_unsupported(config["model"]) is None
 PAIR_TASKS = [t for t in TASK_NAMES if TASKS[t].is_pair]
 INITS = list(config["train"]["inits"])
 # Path tags of the fine-tuning seeds: '' for the first (train.seed: the plain paths, read by every

@@ -130,3 +130,19 @@ def test_an_unknown_architecture_is_refused_in_one_line():
     model.config = Config()
     with pytest.raises(nv.NormsUnsupported, match="found 0 attention blocks"):
         nv.attention_blocks(model)
+
+
+def test_the_workflow_knows_before_any_job_which_models_get_value_norms(tmp_path):
+    """norms_unsupported (read by the Snakefile and onstart) builds the classifier on the meta device: a BERT
+    gets value norms, an ALBERT (one attention module shared by every layer) is named with the reason."""
+    from transformers import AlbertConfig, AlbertForSequenceClassification, BertConfig, BertForSequenceClassification
+
+    from bertology.norms.values import norms_unsupported
+
+    sizes = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, vocab_size=120)
+    for name, cls, cfg in (("bert", BertForSequenceClassification, BertConfig(**sizes)),
+                           ("albert", AlbertForSequenceClassification, AlbertConfig(embedding_size=16, **sizes))):
+        cls(cfg).save_pretrained(tmp_path / name)
+    assert norms_unsupported(str(tmp_path / "bert")) is None
+    why = norms_unsupported(str(tmp_path / "albert"))
+    assert why is not None and "AlbertForSequenceClassification" in why and "0 attention blocks" in why

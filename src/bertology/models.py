@@ -336,3 +336,19 @@ def weights_fingerprint(path: str | Path) -> str:
             for block in iter(lambda: fh.read(1 << 22), b""):
                 h.update(block)
     return h.hexdigest()[:16]
+
+
+def meta_classifier(name_or_path: str):
+    """The config's sequence classifier built on the meta device (no weights read, nothing run), for the checks
+    that must say before any job whether an analysis can run on this architecture; None when the model cannot
+    be built yet (a hub name not cached: the jobs that load it report their own errors)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForSequenceClassification
+
+    try:
+        path = resolve_model(name_or_path)
+        config = AutoConfig.from_pretrained(path, local_files_only=Path(path).is_dir(), trust_remote_code=False)
+        with torch.device("meta"):
+            return AutoModelForSequenceClassification.from_config(config, attn_implementation="eager")
+    except Exception:  # noqa: BLE001 - the jobs that load the model report their own errors
+        return None

@@ -496,18 +496,10 @@ def disabling_unsupported(name_or_path: str) -> str | None:
     Builds the model's sequence classifier on the meta device (no weights read) and looks for its attention
     modules as :func:`enable_heads` does, so the workflow can say so before any job runs.
     """
-    from pathlib import Path
+    from bertology.models import meta_classifier
 
-    from transformers import AutoConfig, AutoModelForSequenceClassification
-
-    from bertology.models import resolve_model
-
-    try:
-        path = resolve_model(name_or_path)
-        config = AutoConfig.from_pretrained(path, local_files_only=Path(path).is_dir(), trust_remote_code=False)
-        with torch.device("meta"):
-            model = AutoModelForSequenceClassification.from_config(config, attn_implementation="eager")
-    except Exception:  # noqa: BLE001 - the jobs that load the model report their own errors
+    model = meta_classifier(name_or_path)
+    if model is None:
         return None
     try:
         modules, _ = attention_modules(model)

@@ -106,6 +106,23 @@ def attention_blocks(model: torch.nn.Module) -> list[AttentionBlock]:
     return blocks
 
 
+def norms_unsupported(name_or_path: str) -> str | None:
+    """Why value norms cannot be computed on the config's `model`, or None when they can (or it cannot be told
+    yet): its classifier built on the meta device (:func:`bertology.models.meta_classifier`), searched for the
+    attention blocks :func:`attention_blocks` needs, so the workflow can leave the norm analyses out before any
+    job runs."""
+    from bertology.models import meta_classifier
+
+    model = meta_classifier(name_or_path)
+    if model is None:
+        return None
+    try:
+        attention_blocks(model)
+    except NormsUnsupported as err:
+        return str(err).split("; leave the norm")[0]
+    return None
+
+
 def head_values(block: AttentionBlock, value_out: torch.Tensor) -> torch.Tensor:
     """The value projection's output (B, T, *) -> the value vectors (B, T, H, dh) of every head (bias included)."""
     v = value_out[..., block.value_cols]
