@@ -21,3 +21,7 @@ class InputError(UserError, ValueError):
 
 class MissingInputError(UserError, FileNotFoundError):
     """An input file the step needs does not exist; the message says which rule or command makes it."""
+
+
+class DataError(UserError, ValueError):
+    """Input data is missing or malformed; the message names the file and the fix."""

@@ -17,16 +17,12 @@ import pandas as pd
 from bertology.data.glue_dir import SkippedRow, read_glue_rows, read_glue_split
 from bertology.data.hub import load_hub_split
 from bertology.config import DataConfig
-from bertology.errors import UserError
+from bertology.errors import DataError
 from bertology.tasks import SPLITS, TaskSpec, get_task
 
 log = logging.getLogger(__name__)
 
 COLUMNS = ["idx", "text_a", "text_b", "label"]
-
-
-class DataError(UserError, ValueError):
-    """Input data is missing or malformed; the message names the file and the fix."""
 
 
 def sample_positions(n_total: int, k: int, seed: int) -> np.ndarray:

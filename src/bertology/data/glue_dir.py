@@ -62,7 +62,7 @@ class GlueSplit:
 
 
 def _glue_error(msg: str):
-    from bertology.data import DataError
+    from bertology.errors import DataError
 
     return DataError(msg)
 

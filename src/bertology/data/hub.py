@@ -11,7 +11,7 @@ HUB_DATASET = "nyu-mll/glue"
 
 def load_hub_split(spec: TaskSpec, split: str) -> pd.DataFrame:
     """One split from the hub (or the local datasets cache); fails fast without a network."""
-    from bertology.data import DataError
+    from bertology.errors import DataError
     from bertology.models import hub_reachable
 
     import datasets
