@@ -218,11 +218,19 @@ def test_token_views_in_chromium(browser, views_results, tmp_path):  # noqa: F81
     raw = {v: _scores(tables[v], ex["idx"], "raw") for v in ("pretrained", "finetuned")}
     words = np.array(ex["word_ids"]) >= 0
     top = max(raw[v][words].max() for v in raw)
+    bottom = min(raw[v][words].min() for v in raw)
     shown = pg.eval_on_selector_all('#token-views .tv-cell[data-method="raw"] .tv-tok',
                                     "ts => ts.map(t => [getComputedStyle(t).backgroundColor, t.classList.contains('clipped')])")
     x = np.concatenate([raw["pretrained"], raw["finetuned"]])
-    assert [c for (c, _), v in zip(shown, x) if v == top] == ["rgb(128, 0, 38)"]  # the top of the scale
-    assert [clipped for _, clipped in shown] == list(x > top)                       # specials above it: dashed
+    assert [c for (c, _), v in zip(shown, x) if v == top] == ["rgb(128, 0, 38)"]      # the top of the scale
+    assert [c for (c, _), v in zip(shown, x) if v == bottom] == ["rgb(255, 255, 255)"]  # its bottom
+    assert [clipped for _, clipped in shown] == list((x > top) | (x < bottom))          # specials outside: dashed
+    pg.click('#tvfrom button[data-k="zero"]')  # from 0: the bottom is 0, the row's smallest word is coloured
+    _wait(pg, "example")
+    shown = pg.eval_on_selector_all('#token-views .tv-cell[data-method="raw"] .tv-tok',
+                                    "ts => ts.map(t => [getComputedStyle(t).backgroundColor, t.classList.contains('clipped')])")
+    assert [c for (c, _), v in zip(shown, x) if v == bottom] != ["rgb(255, 255, 255)"]
+    assert [clipped for _, clipped in shown] == list(x > top)
     # hovering a token finds it in every row of both models
     pg.hover('#token-views .tv-cell[data-variant="finetuned"][data-method="rollout"] .tv-tok[data-pos="2"]')
     assert pg.locator("#token-views .tv-tok.hl").count() == 2 * 4 + 2

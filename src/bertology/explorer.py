@@ -2,9 +2,9 @@
 
 Two functions, one for each side of the file system:
 
-- :func:`load_explorer_data` reads the per-head CSVs, the per-example sieve scores, the words table and a
-  seeded sample of examples from each attention store (lazily, one example at a time: a store is never
-  loaded whole) into a plain dict;
+- :func:`load_explorer_data` reads the per-head CSVs, the per-example sieve scores, the words table, the token
+  views of the norm analyses and a sample of examples from each attention store (lazily, one example at a
+  time: a store is never loaded whole) into a plain dict;
 - :func:`render_explorer` turns that dict into one self-contained HTML page (inline CSS and JavaScript from
   ``explorer_assets/``, the data as inline JSON; no server, no network request).
 
@@ -16,7 +16,10 @@ Statistics keep 6 significant digits.
 Views: an overview (layer x head grid of any statistic, pretrained / fine-tuned / difference), a head view
 (the head's maps on the sampled examples as a heatmap, a bertviz-style line view and dependency arcs drawn
 over the attention, its sieve-score distributions against tau and its roles with p-values) and an example
-view (every head's map, pretrained next to fine-tuned). Layers and heads are numbered from 1 on the page,
+view (every head's map, pretrained next to fine-tuned, and the example's tokens coloured by each token view of
+token_scores.parquet, with the fine-tuned model's importance and the per-example Spearman rho of
+faithfulness_examples.csv). The examples are those with token scores first (:func:`pick_examples`), so the
+token views shown are never of examples the page left out. Layers and heads are numbered from 1 on the page,
 as in the papers; the CSVs and the store count from 0.
 
 Shapes: E examples in a store, L layers, H heads, R sieve roles, n an example's real length.
@@ -639,8 +642,9 @@ def load_explorer_data(results: Path, tasks: list[str], *, examples: int, seed: 
     """Everything the explorer page shows, read from a results/ directory (nothing recomputed).
 
     results: the pipeline's results/ directory; tasks: the tasks to include (those without attention
-    stores are skipped with a note). examples: sampled examples per task whose maps are embedded (the same
-    seeded store positions for both variants); seed: the sample's seed. budget_bytes: cap on the embedded
+    stores are skipped with a note). examples: examples per task whose maps are embedded (the same store
+    positions for both variants: those with token scores first, then a seeded sample; :func:`pick_examples`);
+    seed: the sample's seed. budget_bytes: cap on the embedded
     (compressed) maps over all tasks; examples past it are left out and the page says so.
     Reads each store lazily through :func:`bertology.store.open_store`, one sampled example at a time;
     expect(task, variant): the attributes each store must have (:func:`bertology.store.expected_attrs`).

@@ -4,7 +4,9 @@
  *   metrics[]   per-head statistics, values row-major on the (layer, head) grid (index layer * H + head)
  *   sieve       roles, per-variant test table (index (layer * H + head) * R + role), score histograms
  *   examples[]  the sampled examples: tokens, words (text, pos, dep, head), maps per variant as
- *               base64(deflate(uint8 L*H*n*n)), value = level / 255
+ *               base64(deflate(uint8 L*H*n*n)), value = level / 255; views {variant: {view: (n,)}},
+ *               importance {importance: (n,)}, rho {view: {importance: rho}} (token views, when computed)
+ *   token_views views and importances offered, what is missing and why, faithfulness.csv
  * State lives in the URL hash (#task=rte&view=head&layer=3&head=5&example=2...), so a view can be
  * bookmarked; layers and heads are numbered from 1 on the page, 0-based in the hash and the data.
  */
@@ -69,13 +71,13 @@
 
   // ------------------------------------------------------------------ state and routing
   const S = {task: 0, view: 'overview', metric: '', ov: 'finetuned', layer: 0, head: 0, example: 0, hv: 'finetuned',
-    exmode: 'both', thr: 0.1, gamma: 1, tvscale: 'words'};
+    exmode: 'both', thr: 0.1, gamma: 1, tvscale: 'words', tvfrom: 'min'};
   const T = () => D.tasks[S.task];
   function readHash() {
     const q = new URLSearchParams(location.hash.slice(1));
     const ti = D.tasks.findIndex(t => t.task === q.get('task'));
     if (ti >= 0) S.task = ti;
-    for (const k of ['view', 'metric', 'ov', 'hv', 'exmode', 'tvscale']) if (q.has(k)) S[k] = q.get(k);
+    for (const k of ['view', 'metric', 'ov', 'hv', 'exmode', 'tvscale', 'tvfrom']) if (q.has(k)) S[k] = q.get(k);
     for (const k of ['layer', 'head', 'example']) if (q.has(k) && Number.isFinite(+q.get(k))) S[k] = +q.get(k);
     if (q.has('thr') && Number.isFinite(+q.get('thr'))) S.thr = +q.get('thr');
     if (q.has('gamma')) S.gamma = q.get('gamma') === '0.5' ? 0.5 : 1;
@@ -91,6 +93,7 @@
     if (!t.metrics.some(m => m.id === S.metric)) S.metric = defaultMetric(t);
     if (!t.variants.includes(S.hv)) S.hv = t.variants[t.variants.length - 1];
     if (!['words', 'all'].includes(S.tvscale)) S.tvscale = 'words';
+    if (!['min', 'zero'].includes(S.tvfrom)) S.tvfrom = 'min';
   }
   function defaultMetric(t) {
     const pref = ['sieve:delimiter', 'sieve:count', 'cosine'];
@@ -99,7 +102,7 @@
   }
   function writeHash() {
     const q = new URLSearchParams({task: T().task, view: S.view, metric: S.metric, ov: S.ov, layer: S.layer,
-      head: S.head, example: S.example, hv: S.hv, exmode: S.exmode, thr: S.thr, gamma: S.gamma, tvscale: S.tvscale});
+      head: S.head, example: S.example, hv: S.hv, exmode: S.exmode, thr: S.thr, gamma: S.gamma, tvscale: S.tvscale, tvfrom: S.tvfrom});
     history.replaceState(null, '', '#' + q.toString());
   }
   let renderCount = 0;
@@ -685,7 +688,7 @@
     const rows = [...tv.views.map(m => ({m, kind: 'view'})), ...tv.importances.map(m => ({m, kind: 'importance'}))];
     const signed = m => tv.importances.includes(m);   // importance can be negative: diverging scale around 0
     const scoresOf = (v, r) => r.kind === 'view' ? (views[v] || {})[r.m] : (v === 'finetuned' ? imp[r.m] : undefined);
-    const scaleAll = S.tvscale === 'all';
+    const scaleAll = S.tvscale === 'all', fromMin = S.tvfrom === 'min';
     const inScale = p => scaleAll || ex.word_ids[p] >= 0;
     const notes = [];
     for (const v of variants) if (tv.missing[v]) notes.push(`${VN[v]}: ${tv.missing[v]}.`);
@@ -695,21 +698,26 @@
     const scored = variants.filter(v => !tv.missing[v]);
     if (scored.length && !variants.some(v => views[v])) notes.push(`Example idx ${ex.idx} has no token scores: the norm analyses score a seeded sample (analysis.norms.examples, ${scored.map(v => tv.scored[v]).join(' / ')} examples); the examples marked ◆ in the list have them.`);
     card.append(h('p', {class: 'desc'}, 'Each row colours the example\'s wordpieces by one view of how much the last layer\'s [CLS] draws on them; ' +
-      'one colour scale per row, shared by both models (its maximum: the largest score of either model on the ' +
-      (scaleAll ? 'example\'s tokens' : 'example\'s words; [CLS], [SEP] and other specials above it are clipped, dashed') + '). ' +
+      'one colour scale per row, shared by both models, from the smallest (or 0) to the largest score of either model on the ' +
+      (scaleAll ? 'example\'s tokens' : 'example\'s words ([CLS], [SEP] and other specials outside it are clipped, dashed)') +
+      '; importance rows are symmetric around 0. ' +
       'ρ: Spearman\'s correlation of the view with the fine-tuned classifier\'s importance over this example\'s ordinary tokens (faithfulness_examples.csv; mean over examples in faithfulness.csv). Hover a token to find it in every row.'));
     card.append(h('div', {class: 'controls'}, h('label', null, 'colour scale over ',
-      seg('tvscale', [['words', 'words only'], ['all', 'all tokens']], scaleAll ? 'all' : 'words', k => go({tvscale: k})))));
+      seg('tvscale', [['words', 'words only'], ['all', 'all tokens']], scaleAll ? 'all' : 'words', k => go({tvscale: k}))),
+      h('label', null, 'scores from ', seg('tvfrom', [['min', 'the row\'s minimum'], ['zero', '0']], S.tvfrom, k => go({tvfrom: k})))));
     if (notes.length) card.append(h('ul', {class: 'tv-notes'}, notes.map(n => h('li', null, n))));
     const grid = h('div', {class: 'tv-grid', style: `grid-template-columns:minmax(150px,190px) repeat(${variants.length}, minmax(0,1fr))`});
     grid.append(h('div', {class: 'tv-corner'}), ...variants.map(v => h('div', {class: 'tv-vhead', 'data-variant': v, style: `border-color:${VCOL[v]}`}, VN[v])));
     const highlight = p => { for (const e of card.querySelectorAll('.tv-tok')) e.classList.toggle('hl', p !== null && +e.dataset.pos === p); };
     for (const r of rows) {
       const per = Object.fromEntries(variants.map(v => [v, scoresOf(v, r)]));
-      let hi = 0;
-      for (const sc of Object.values(per)) if (sc) sc.forEach((x, p) => { if (x !== null && inScale(p)) hi = Math.max(hi, Math.abs(x)); });
-      const lo = signed(r.m) ? -hi : 0;
-      const colour = x => signed(r.m) ? RDBU(hi ? (x / hi + 1) / 2 : 0.5) : YLORRD(hi ? x / hi : 0);
+      // signed rows: symmetric around 0; the others from 0 or from the row's minimum (rollout and flow are flat)
+      let hi = 0, lo = Infinity;
+      for (const sc of Object.values(per)) if (sc) sc.forEach((x, p) => {
+        if (x !== null && inScale(p)) { hi = Math.max(hi, signed(r.m) ? Math.abs(x) : x); lo = Math.min(lo, x); }
+      });
+      lo = signed(r.m) ? -hi : (fromMin && Number.isFinite(lo) && lo < hi ? lo : 0);
+      const colour = x => signed(r.m) ? RDBU(hi ? (x / hi + 1) / 2 : 0.5) : YLORRD(hi > lo ? (x - lo) / (hi - lo) : 0);
       const anyScores = Object.values(per).some(x => x);
       grid.append(h('div', {class: 'tv-label', 'data-method': r.m}, h('b', {title: (TV[r.m] || ['', ''])[1]}, tvLabel(r.m)),
         h('div', {class: 'muted tv-what'}, (TV[r.m] || ['', ''])[1]),
@@ -736,7 +744,7 @@
         ex.tokens.forEach((tok, p) => {
           const x = sc[p];
           const c = x === null ? null : colour(x);
-          const clipped = x !== null && hi > 0 && Math.abs(x) > hi * (1 + 1e-9);
+          const clipped = x !== null && hi > 0 && (x > hi || x < lo);
           toks.append(h('span', {class: 'tv-tok' + (ex.word_ids[p] < 0 ? ' special' : '') + (clipped ? ' clipped' : ''),
             'data-pos': p, 'data-score': x === null ? '' : x,
             style: c ? `background:${css(c)};color:${luminance(c) < 0.5 ? '#fff' : '#102a43'}` : `background:${NA}`,
