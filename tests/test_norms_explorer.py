@@ -15,7 +15,8 @@ import pytest
 
 from bertology import store as st
 from bertology.data import sample_positions
-from tests.test_explorer import H, L, _open, _wait, browser, build_results  # noqa: F401 - browser is a fixture
+from tests.test_explorer import H, L, _open, _tokenizer, _wait, browser, build_results  # noqa: F401 - a fixture
+from tests.test_untrusted import HOSTILE, hostile_results  # noqa: F401 - a fixture
 
 SCORED = [0, 2, 3, 5, 7, 9]  # store positions of rte's examples with token scores (the norm sample)
 FLOW = 3                     # flow and importance on the first 3 of them, as analysis.flow.examples does
@@ -56,12 +57,10 @@ def add_token_views(results: Path, task: str = "rte") -> dict[str, pd.DataFrame]
     """token_scores.parquet of both variants (views of the SCORED examples, flow on the first FLOW),
     importance.parquet, faithfulness_examples.csv and faithfulness.csv of the fine-tuned model, in the norm
     steps' columns (bertology.norms.analysis.SCORE_COLUMNS), with the store's wordpieces. Returns the tables."""
-    from tokenizers import Tokenizer
-
     from bertology.norms.analysis import SCORE_COLUMNS
     from bertology.norms.faithful import IMPORTANCES, VIEWS, example_correlations, summarise
 
-    tok = Tokenizer.from_file(str(results / "models" / task / "pretrained" / "tokenizer.json"))
+    tok = _tokenizer()
     ds = st.open_store(results / "attention" / task / "finetuned.zarr")
     rng = np.random.default_rng(7)
     out: dict[str, list] = {"pretrained": [], "finetuned": [], "importance": [], "rhos": []}
@@ -250,5 +249,32 @@ def test_token_views_in_chromium(browser, views_results, tmp_path):  # noqa: F81
     notes = pg.inner_text("#token-views .tv-notes")
     assert "stats/sst2/pretrained/token_scores.parquet absent" in notes and "fine-tuned" in notes
     assert pg.locator("#token-views .tv-tok").count() == 0
+    watch.check()
+    pg.close()
+
+
+@pytest.mark.browser
+def test_hostile_token_labels_show_as_text_in_the_token_views(browser, hostile_results):  # noqa: F811
+    from bertology.explorer import load_explorer_data, render_explorer
+
+    add_token_views(hostile_results)
+    data = load_explorer_data(hostile_results, ["rte"], examples=4, seed=3)
+    page = hostile_results / "token-views.html"
+    page.write_text(render_explorer(data), encoding="utf-8")
+    pg, watch = _open(browser, page.resolve().as_uri())
+    _wait(pg, "overview")
+    pg.click('#tabs button[data-view="example"]')
+    _wait(pg, "example")
+    labels = set()
+    for i, ex in enumerate(data["tasks"][0]["examples"]):
+        pg.select_option("#example-select", str(i))
+        _wait(pg, "example")
+        shown = pg.eval_on_selector_all('#token-views .tv-cell[data-variant="finetuned"][data-method="raw"] .tv-tok',
+                                        "ts => ts.map(t => t.textContent)")
+        assert shown == ex["tokens"]
+        labels |= set(shown)
+    assert labels & set(HOSTILE)  # the hostile words are token labels here (no tokenizer.json: labels from words)
+    assert pg.evaluate("document.body.dataset.pwned") is None
+    assert pg.evaluate("document.querySelectorAll('script, img, style').length") == 3
     watch.check()
     pg.close()

@@ -696,7 +696,7 @@
     if (tv.rho_missing) notes.push(tv.rho_missing + '.');
     for (const n of ex.views_note || []) notes.push(n + '.');
     const scored = variants.filter(v => !tv.missing[v]);
-    if (scored.length && !variants.some(v => views[v])) notes.push(`Example idx ${ex.idx} has no token scores: the norm analyses score a seeded sample (analysis.norms.examples, ${scored.map(v => tv.scored[v]).join(' / ')} examples); the examples marked ◆ in the list have them.`);
+    if (scored.length && !variants.some(v => views[v])) notes.push(`Example idx ${ex.idx} has no token scores: the norm analyses score a seeded sample (analysis.norms.examples, ${scored.map(v => tv.scored[v]).join(' / ')} examples); the examples marked ◆ (every view) or ◇ in the list have them.`);
     card.append(h('p', {class: 'desc'}, 'Each row colours the example\'s wordpieces by one view of how much the last layer\'s [CLS] draws on them; ' +
       'one colour scale per row, shared by both models, from the smallest (or 0) to the largest score of either model on the ' +
       (scaleAll ? 'example\'s tokens' : 'example\'s words ([CLS], [SEP] and other specials outside it are clipped, dashed)') +
@@ -756,11 +756,17 @@
         if (r.kind === 'view' && v === 'finetuned') {
           const rho = (ex.rho || {})[r.m] || {};
           const faith = (tv.faith || {})[r.m] || {};
-          const parts = tv.importances.filter(i => i in rho || i in faith).map(i => h('span', {class: 'tv-rho', 'data-importance': i, 'data-rho': rho[i] === undefined || rho[i] === null ? '' : rho[i]},
-            `ρ with ${i === 'gradient' ? 'input × gradient' : i} `, h('b', null, rho[i] === undefined ? '–' : fmt(rho[i], 2)),
-            faith[i] && faith[i].mean !== null ? h('span', {class: 'muted'}, ` (mean ${fmt(faith[i].mean, 2)}, n ${faith[i].n})`) : null));
-          if (parts.length) cell.append(h('div', {class: 'tv-rhos'}, parts));
-          else if (!tv.rho_missing && !(ex.importance && Object.keys(ex.importance).length)) cell.append(h('div', {class: 'tv-rhos muted'}, 'ρ: no importance for this example'));
+          const iname = i => i === 'gradient' ? 'input × gradient' : i;
+          const mean = i => faith[i] && faith[i].mean !== null ? ` (mean ${fmt(faith[i].mean, 2)}, n ${faith[i].n})` : '';
+          if (tv.importances.some(i => i in rho)) {
+            cell.append(h('div', {class: 'tv-rhos'}, tv.importances.filter(i => i in rho).map(i =>
+              h('span', {class: 'tv-rho', 'data-importance': i, 'data-rho': rho[i] === null ? '' : rho[i]},
+                `ρ with ${iname(i)} `, h('b', {title: rho[i] === null ? 'undefined: fewer than 3 tokens or a constant score' : ''}, fmt(rho[i], 2)),
+                h('span', {class: 'muted'}, mean(i))))));
+          } else if (!tv.rho_missing) {
+            cell.append(h('div', {class: 'tv-rhos muted'}, 'ρ: this example has no importance' +
+              (tv.importances.some(i => faith[i]) ? '; over the examples that have it: ' + tv.importances.filter(i => faith[i]).map(i => `${iname(i)}${mean(i)}`).join(', ') : '')));
+          }
         }
         grid.append(cell);
       }
