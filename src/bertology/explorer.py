@@ -621,6 +621,7 @@ def _examples(results: Path, task: str, stores: dict[str, Any], words: pd.DataFr
                 ex["sieve"][v] = [_num(vals[lay, h, have.index(r)]) if r in have else None
                                   for lay in range(L) for h in range(H) for r in sieve_roles]
         _attach_views(ex, look)
+        del ex["tokenized"]  # only for that check
         size = sum(len(m) for m in ex["maps"].values())
         if out and used + size > budget:
             dropped += 1

@@ -318,7 +318,8 @@
     return h('div', {class: 'exnav'}, 'example ',
       h('button', {onclick: () => onpick((S.example + n - 1) % n), title: 'previous example'}, '‹'), sel,
       h('button', {onclick: () => onpick((S.example + 1) % n), title: 'next example'}, '›'),
-      h('span', {class: 'muted'}, `${n} of ${t.store_examples} examples of the store (seeded sample)`));
+      h('span', {class: 'muted'}, `${n} of ${t.store_examples} examples of the store (` +
+        (t.examples.some(tvMark) ? 'those with token views first: ◆ every view, ◇ some; then a seeded sample)' : 'seeded sample)')));
   }
   // ◆ every token view (flow, importance), ◇ some; the list's examples with token scores come first
   function tvMark(ex) {
@@ -826,7 +827,7 @@ n = int(ds.length[123]); one = one[:n, :n].values                  # the real to
     box.replaceChildren(...[h('h3', null, 'What this page holds'),
       h('p', null, `Built from ${D.results} by bertology ${D.bertology_version} on ${D.generated}; model ${D.model || '?'}. ` +
         `Every number is read from the pipeline's CSVs and attention stores; nothing is recomputed. ` +
-        `Attention maps are a seeded sample (seed ${D.seed}) of each store, rounded to 1/255 for display (±0.002); statistics keep 6 significant digits.`),
+        `Attention maps are a sample of each store (the examples with token views first, then seeded by ${D.seed}), rounded to 1/255 for display (±0.002); statistics keep 6 significant digits.`),
       h('ul', null, rows),
       D.skipped.length ? h('p', {class: 'muted'}, 'Skipped: ' + D.skipped.map(x => `${x.task} (${x.why})`).join('; ')) : null,
       h('p', null, 'Every other example, at full float16 precision, is in the stores; open one in a notebook:'),
