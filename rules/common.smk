@@ -5,7 +5,7 @@ import sys
 from bertology.cli import STEPS, step_args
 from bertology.config import sections_json
 from bertology.data import source_version
-from bertology.explorer import explorer_inputs
+from bertology.explorer import TOKEN_VIEW_FILES, explorer_inputs
 from bertology.norms.values import norms_unsupported
 from bertology.seeds import SEED_TAG_REGEX, configured_seeds, seed_tags
 from bertology.tasks import SPLITS, STORE_VARIANTS, TASKS, VARIANT_INIT
