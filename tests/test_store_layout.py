@@ -258,11 +258,12 @@ def test_open_store_reads_lazily_without_dask_and_checks_what_it_reads(damaged, 
         return res
 
     monkeypatch.setattr(numcodecs.Blosc, "decode", counting)
+    per_example = L * H * Q * Q * 2
     ds = st.open_store(damaged, check_rows=False)
-    assert not hasattr(ds["attention"].data, "dask") and decoded == []  # nothing decoded at open
+    assert ds["attention"].chunks is None and per_example not in decoded  # no Dask; no attention read at open
     m = ds["attention"].isel(example=5).sel(layer=1, head=2).values
     np.testing.assert_array_equal(bits(m), bits(data["attention"][5, 1, 2]))
-    assert decoded == [L * H * Q * Q * 2]  # one inner chunk, one example
+    assert [n for n in decoded if n >= per_example] == [per_example]  # one inner chunk, one example
     np.testing.assert_array_equal(bits(ds["attention"][[7, 2], :, 1, :5].values),
                                   bits(data["attention"][[7, 2], :, 1, :5]))
     dask_view = st.open_store(damaged, chunks={"example": 1})

@@ -515,13 +515,14 @@ def refix(path: str | Path) -> str:
 
 
 def check_lengths(length: np.ndarray, max_length: int, where: str = "store", example_idx: np.ndarray | None = None,
-                  store: str | Path | None = None) -> None:
-    """Every length in 1..max_length, else StoreError naming `where`, the first bad example and the fix."""
+                  store: str | Path | None = None, first: int = 0) -> None:
+    """Every length in 1..max_length, else StoreError naming `where`, the first bad example (numbered from
+    `first`) and the fix."""
     length = np.asarray(length, dtype=np.int64)
     bad = np.flatnonzero((length < 1) | (length > int(max_length)))
     if bad.size:
         e = int(bad[0])
-        name = f"example {e}" if example_idx is None else f"example {e} (example_idx {int(example_idx[e])})"
+        name = f"example {first + e}" + ("" if example_idx is None else f" (example_idx {int(example_idx[e])})")
         fix = refix(where if store is None else store)
         raise StoreError(f"{where}: {name} has length {int(length[e])}, outside 1..{int(max_length)} (a missing or "
                          f"damaged chunk of `length`?); the store is corrupt: {fix}")
@@ -529,13 +530,14 @@ def check_lengths(length: np.ndarray, max_length: int, where: str = "store", exa
 
 def check_block(attention: np.ndarray, length: np.ndarray, attrs: Mapping[str, Any] | None = None,
                 where: str = "store", padding: bool = True, example_idx: np.ndarray | None = None,
-                store: str | Path | None = None, max_length: int | None = None) -> None:
+                store: str | Path | None = None, max_length: int | None = None, first: int = 0) -> None:
     """Check one block: lengths in 1..max_length, no NaN inside each example's length, rows sum to 1 over the real
     keys, and (padding=True) NaN everywhere outside the length.
 
     attention: (e, L, H, Q, K) float16/32, Q = K >= every length (a block cropped to its longest example, or padded
     to max_length); length: (e,); max_length: the store's (default Q); example_idx: (e,) to name a bad example by
-    its idx. Raises StoreError naming `where`, the first bad example and the fix (for `store`, default `where`).
+    its idx; first: the number of the block's first example, to name a bad one. Raises StoreError naming `where`,
+    the first bad example and the fix (for `store`, default `where`).
     Only the real n x n blocks are read, once (the padding test, when asked, reads the rest once): the row sums,
     accumulated in float32 straight from the stored dtype (error below 1e-4 for any length up to 512, against a
     tolerance of 1e-3), also find a NaN inside the length (its row's sum is NaN).
@@ -544,9 +546,9 @@ def check_block(attention: np.ndarray, length: np.ndarray, attrs: Mapping[str, A
     attention = np.asarray(attention)
     Q = attention.shape[-1]
     fix = refix(where if store is None else store)
-    check_lengths(length, Q if max_length is None else int(max_length), where, example_idx, store)
+    check_lengths(length, Q if max_length is None else int(max_length), where, example_idx, store, first)
     for e, n in enumerate(np.asarray(length, dtype=np.int64)):
-        name = f"example {e}" if example_idx is None else f"example {e} (example_idx {int(example_idx[e])})"
+        name = f"example {first + e}" + ("" if example_idx is None else f" (example_idx {int(example_idx[e])})")
         if n > Q:
             raise StoreError(f"{where}: {name} has length {n} but the block read has {Q} positions; {fix}")
         a = attention[e]
@@ -748,7 +750,7 @@ class _Reader:
         if k not in self._lengths:
             E = self.arrays["length"].shape[0]
             block = self.zarr_read("length", (slice(k * size, min((k + 1) * size, E)),), k * size)
-            check_lengths(block, self.Q, self.where("length", k * size), store=self.path)
+            check_lengths(block, self.Q, self.where("length", k * size), store=self.path, first=k * size)
             self._lengths[k] = block
         return int(self._lengths[k][e - k * size])
 
@@ -807,7 +809,7 @@ class _Reader:
                 out[j] = self.zarr_read("attention", (slice(e, e + 1),), e)[0]
             if e not in self._checked:
                 check = dict(attrs=self.attrs, padding=False, where=self.where("attention", e), store=self.path,
-                             max_length=self.Q)
+                             max_length=self.Q, first=e)
                 try:
                     check_block(out[j:j + 1], np.array([self.length(e)]), **check)
                 except StoreError:  # again, to name the example by its idx
