@@ -5,11 +5,13 @@ real MRPC train pairs with the embedded MiniLM (6 layers x 12 heads), in one run
      (bench_store.plain_forward), the extraction of --base (today's layout) and of this checkout (new layout);
   2. today's layout built from the same extraction (every value copied; `bertology.store.create_store` with
      layout=LEGACY_LAYOUT writes exactly what earlier versions wrote); bytes on disk of both;
-  3. reads, each in fresh processes (imports, dask.array and distributed included, not timed): `xr.open_zarr(path)`
-     then one map (`ds.attention.isel(example=i).sel(layer=5, head=3).values`), a second map of another example,
-     one example's whole layer x head stack, then 20 more maps (warm, median); the same with
-     `xr.open_zarr(path, chunks=None)` (no Dask) and through `bertology.store.open_store` (with its checks);
-     medians over --fresh processes;
+  3. reads, each in fresh processes (imports, dask.array and distributed included, not timed): open, then one map
+     (`ds.attention.isel(example=i).sel(layer=5, head=3).values`), a second map of another example, one example's
+     whole layer x head stack, then 20 more maps of other examples (warm, median); through `xr.open_zarr(path)`
+     (Dask), `xr.open_zarr(path, chunks=None)`, `bertology.store.open_store(path)` (checked, no Dask) and
+     `open_store(path, chunks={"example": 1})` (checked, Dask), on both layouts, and `open_store` of --read-base
+     (the checks at open of the previous version: xarray over Dask, a chunk decoded at open); medians over --fresh
+     processes;
   4. the one-pass reductions over the whole store, each in a fresh process (wall time and peak RSS): Kovaleva
      (`store_stats`: features, [CLS], dependency relations, patterns, Clark entropy and parser counts), Clark's
      parser pass (`store_parser`) and the sieve scores (`compute_scores`, every role of a pair task, window 2):
@@ -19,6 +21,8 @@ real MRPC train pairs with the embedded MiniLM (6 layers x 12 heads), in one run
      every output table is compared bit for bit (NaN = NaN) across the three.
 
     flock -x /tmp/bertology-cpu.lock .venv/bin/python bench/bench_store_layout.py             # all 3668 pairs
+    flock -x /tmp/bertology-cpu.lock .venv/bin/python bench/bench_store_layout.py --parts reads --fresh 5 \
+        --keep bench/out/layout-stores                                        # reads only, the stores kept
     .venv/bin/python bench/bench_store_layout.py --examples 256 --fresh 1                        # a quick run
 
 Writes bench/out/bench_store_layout.json and bench/out/bench_store_layout.md.
