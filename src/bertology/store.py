@@ -826,12 +826,13 @@ class _Reader:
     def attention(self, examples: np.ndarray) -> np.ndarray:
         """attention of `examples` (e, L, H, Q, K), each checked (once)."""
         att = self.arrays["attention"]
-        out = np.empty((len(examples),) + tuple(att.shape[1:]), dtype=att.dtype)
-        for j, e in enumerate(examples.tolist()):
-            if self.fmt is not None:
+        if self.fmt is None:  # LEGACY_LAYOUT: zarr decodes each example chunk concerned once
+            out = self.zarr_read("attention", (examples,), int(examples.min()) if len(examples) else 0)
+        else:
+            out = np.empty((len(examples),) + tuple(att.shape[1:]), dtype=att.dtype)
+            for j, e in enumerate(examples.tolist()):
                 self.inner_chunk(e, out[j])
-            else:
-                out[j] = self.zarr_read("attention", (slice(e, e + 1),), e)[0]
+        for j, e in enumerate(examples.tolist()):
             if e not in self._checked:
                 check = dict(attrs=self.attrs, padding=False, where=self.where("attention", e), store=self.path,
                              max_length=self.Q, first=e)
@@ -860,21 +861,32 @@ class _Reader:
         return out[0] if np.ndim(key[0]) == 0 and not isinstance(key[0], slice) else out
 
 
-def _lazy(reader: _Reader, name: str):
-    """Variable `name` of the store as an xarray lazily indexed array reading through `reader` (no Dask)."""
+def _checked_array(reader: _Reader, name: str):
+    """Variable `name` of an open store as an xarray ``BackendArray``: every read goes through the store's
+    :class:`_Reader`; picklable (it pickles as this call) for any Dask scheduler."""
     from xarray.backends import BackendArray
     from xarray.core import indexing
 
     arr = reader.arrays[name]
 
-    class Checked(BackendArray):
+    class CheckedArray(BackendArray):
         shape, dtype = tuple(arr.shape), np.dtype(str(arr.dtype))
 
         def __getitem__(self, key):
             return indexing.explicit_indexing_adapter(key, self.shape, indexing.IndexingSupport.OUTER,
                                                       lambda k: reader.read(name, k))
 
-    return indexing.LazilyIndexedArray(Checked())
+        def __reduce__(self):
+            return _checked_array, (reader, name)
+
+    return CheckedArray()
+
+
+def _lazy(reader: _Reader, name: str):
+    """Variable `name` of the store as an xarray lazily indexed array reading through `reader` (no Dask)."""
+    from xarray.core import indexing
+
+    return indexing.LazilyIndexedArray(_checked_array(reader, name))
 
 
 def open_store(path: str | Path, expect: Mapping[str, Any] | None = None, check_rows: bool = True,
