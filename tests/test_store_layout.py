@@ -274,8 +274,9 @@ def test_open_store_reads_lazily_without_dask_and_checks_what_it_reads(damaged, 
 @pytest.mark.parametrize("damage", ["absent", "checksum", "index", "nan"])
 def test_open_store_names_a_damaged_example_when_it_is_read(damaged, data, damage):
     """open_store opens a store whose shard 1 is damaged (its checks at open are the metadata, the files and
-    example 0); reading a damaged example is one line naming the shard file, the example and the fix; the
-    others read as before."""
+    example 0); reading a damaged map or example is one line naming the shard file, the example and the fix (the
+    checksums cover the whole inner chunk; NaN and row sums are checked on the maps read); the others read as
+    before."""
     import google_crc32c
 
     f, raw, at = shard_index(damaged)
@@ -306,10 +307,12 @@ def test_open_store_names_a_damaged_example_when_it_is_read(damaged, data, damag
         want = r"example 5 \(example_idx 505\) has NaN inside its length"
     f.write_bytes(bytes(raw))
     ds = st.open_store(damaged)
-    with pytest.raises(st.StoreError, match=r"`attention` shard 1 \(examples 4\.\.7, file attention/c/1/0/0/0/0\).*"
-                                            + want) as err:
-        ds["attention"].isel(example=5).sel(layer=0, head=0).values
-    one_line(err)
+    for read in (lambda: ds["attention"].isel(example=5).sel(layer=1, head=2).values,  # the damaged map
+                 lambda: ds["attention"].isel(example=5).values):  # the example's stack
+        with pytest.raises(st.StoreError, match=r"`attention` shard 1 \(examples 4\.\.7, file attention/c/1/0/0/0/0\)"
+                                                r".*" + want) as err:
+            read()
+        one_line(err)
     np.testing.assert_array_equal(bits(ds["attention"].isel(example=9).values), bits(data["attention"][9]))
     if damage != "index":
         np.testing.assert_array_equal(bits(ds["attention"].isel(example=4).values), bits(data["attention"][4]))

@@ -711,8 +711,9 @@ class _Reader:
     """What the variables of one :func:`open_store` Dataset read through: every read is checked.
 
     `attention` of :data:`LAYOUT`: each example's inner chunk is read alone from its shard file (the shard's
-    index once, its CRC32C checked), its checksum checked and decoded; then, once per example (remembered),
-    its length is checked against 1..max_length and its n x n block for NaN and row sums (:func:`check_block`).
+    index once, its CRC32C checked), its checksum checked and decoded; then its length is checked against
+    1..max_length and the n x n blocks of the maps read for NaN and row sums (:func:`check_block`; an example
+    whose maps have all been checked is remembered and not checked again).
     :data:`LEGACY_LAYOUT`: zarr reads the examples' chunk, checked the same way. The other variables: zarr reads
     them (their chunk files were seen at open); `length` is checked against 1..max_length. A failure is one
     StoreError naming the store, the file (and the example) and the fix.
@@ -823,8 +824,9 @@ class _Reader:
         data = None if offset == ABSENT else (self._get(k, offset, offset + size) or b"")
         return decode_inner(data, fmt, out, f"{where}: the inner chunk of example {e}", self.path)
 
-    def attention(self, examples: np.ndarray) -> np.ndarray:
-        """attention of `examples` (e, L, H, Q, K), each checked (once)."""
+    def attention(self, examples: np.ndarray, maps: tuple = (slice(None), slice(None))) -> np.ndarray:
+        """attention of `examples` (e, L, H, Q, K), checked: the maps selected by `maps` (layer, head: ints, slices
+        or integer arrays) of each example not yet checked whole (an example is remembered once all its maps are)."""
         att = self.arrays["attention"]
         if self.fmt is None:  # LEGACY_LAYOUT: zarr decodes each example chunk concerned once
             out = self.zarr_read("attention", (examples,), int(examples.min()) if len(examples) else 0)
@@ -832,14 +834,20 @@ class _Reader:
             out = np.empty((len(examples),) + tuple(att.shape[1:]), dtype=att.dtype)
             for j, e in enumerate(examples.tolist()):
                 self.inner_chunk(e, out[j])
+        whole = all(isinstance(k, slice) and k.indices(n) == (0, n, 1) for k, n in zip(maps, att.shape[1:3]))
         for j, e in enumerate(examples.tolist()):
-            if e not in self._checked:
-                check = dict(attrs=self.attrs, padding=False, where=self.where("attention", e), store=self.path,
-                             max_length=self.Q, first=e)
-                try:
-                    check_block(out[j:j + 1], np.array([self.length(e)]), **check)
-                except StoreError:  # again, to name the example by its idx
-                    check_block(out[j:j + 1], np.array([self.length(e)]), example_idx=self.example_idx(e), **check)
+            if e in self._checked:
+                continue
+            block = out[j:j + 1]
+            for axis, k in ((2, maps[1]), (1, maps[0])):  # the maps read, axes kept
+                block = _take(block, axis, k if isinstance(k, slice) else np.atleast_1d(k))
+            check = dict(attrs=self.attrs, padding=False, where=self.where("attention", e), store=self.path,
+                         max_length=self.Q, first=e)
+            try:
+                check_block(block, np.array([self.length(e)]), **check)
+            except StoreError:  # again, to name the example by its idx
+                check_block(block, np.array([self.length(e)]), example_idx=self.example_idx(e), **check)
+            if whole:
                 self._checked.add(e)
         return out
 
@@ -854,11 +862,15 @@ class _Reader:
                 check_lengths(out.ravel(), self.Q, self.where("length", first), store=self.path)
             return out
         examples = np.atleast_1d(np.arange(E)[key[0]])
-        out = self.attention(examples)
+        out = self.attention(examples, key[1:3])
         for axis in range(len(key) - 1, 0, -1):  # outer indexing of the other axes, last first
-            k = key[axis]
-            out = out[(slice(None),) * axis + (k,)] if isinstance(k, slice) else np.take(out, k, axis=axis)
+            out = _take(out, axis, key[axis])
         return out[0] if np.ndim(key[0]) == 0 and not isinstance(key[0], slice) else out
+
+
+def _take(a: np.ndarray, axis: int, k) -> np.ndarray:
+    """Outer indexing of one axis: a slice (a view), an int (the axis dropped) or an integer array."""
+    return a[(slice(None),) * axis + (k,)] if isinstance(k, slice) else np.take(a, k, axis=axis)
 
 
 def _checked_array(reader: _Reader, name: str):
