@@ -26,12 +26,13 @@ Lifecycle: :func:`create_store` writes the empty layout to ``{path}.partial`` wi
 resumes from ``chunks_done`` (:func:`resume_point`); :func:`finalize` sets ``complete=True`` last,
 consolidates the metadata and renames ``.partial`` to the final path.
 
-Reading: :func:`open_store` refuses anything without ``complete=True``, with attributes other than the expected
-ones (:func:`expected_attrs`), with a missing chunk or shard file, or whose first examples are not post-softmax
-rows with NaN padding. Every chunk an analysis reads (:func:`read_chunk`, :func:`map_chunks`) is checked again: a
-missing or undecodable chunk, shard or inner chunk (a checksum that does not match), a length outside
-1..max_length, NaN inside an example's length or rows that do not sum to 1 raise :class:`StoreError` naming the
-store, the chunk (and the example) and the fix.
+Reading: :func:`open_store` refuses anything without ``complete=True`` or ``n_chunks`` (not written by the
+extraction), of a layout it does not read, with attributes other than the expected ones (:func:`expected_attrs`)
+or with a missing chunk or shard file, from the consolidated metadata and a stat of each file; its Dataset reads
+lazily without Dask, each example's inner chunk alone, and checks what it reads. Every read, there and in the
+analyses' chunks (:func:`read_chunk`, :func:`map_chunks`), is checked: a missing or undecodable chunk, shard or
+inner chunk (a checksum that does not match), a length outside 1..max_length, NaN inside an example's length or
+rows that do not sum to 1 raise :class:`StoreError` naming the store, the chunk (and the example) and the fix.
 
 Precision (:func:`precision_attrs`): by default ``attention`` is the eager forward's float32 attention cast to
 float16 and nothing else (lossless with respect to float16). ``attention.keepbits = k`` opts in to relative
@@ -901,16 +902,16 @@ def _lazy(reader: _Reader, name: str):
     return indexing.LazilyIndexedArray(_checked_array(reader, name))
 
 
-def open_store(path: str | Path, expect: Mapping[str, Any] | None = None, check_rows: bool = True,
+def open_store(path: str | Path, expect: Mapping[str, Any] | None = None, check_rows: bool = False,
                chunks: Mapping[str, int] | str | None = None):
     """Open a complete attention store lazily as an xarray Dataset, every read checked; refuse anything else.
 
-    At open (the consolidated metadata, a directory listing and, with check_rows, example 0): the store must
+    At open (the consolidated metadata and a stat of every chunk file; no data is read): the store must
     exist, be marked complete, hold every variable and every chunk (shard) file, and match `expect`
     (attribute -> required value, :func:`expected_attrs` for an analysis; a difference raises
     StoreMismatchError naming the attribute, both values and the fix). Reads are lazy and checked
     (:class:`_Reader`): an indexing such as ``ds.attention.isel(example=i).sel(layer=5, head=3).values`` reads,
-    checks and decompresses that example alone, without Dask. check_rows: read and check example 0 at open.
+    checks and decompresses that example alone, without Dask. check_rows: also read and check example 0 at open.
     chunks: give Dask chunks (as for ``Dataset.chunk``, e.g. ``{"example": 1}``) for a Dask-backed view whose
     chunks read through the same checks. Both layouts are read (:data:`LAYOUT`; :data:`LEGACY_LAYOUT`, with a
     log message: re-extract it for fast reads).
