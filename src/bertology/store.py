@@ -26,12 +26,13 @@ Lifecycle: :func:`create_store` writes the empty layout to ``{path}.partial`` wi
 resumes from ``chunks_done`` (:func:`resume_point`); :func:`finalize` sets ``complete=True`` last,
 consolidates the metadata and renames ``.partial`` to the final path.
 
-Reading: :func:`open_store` refuses anything without ``complete=True``, with attributes other than the expected
-ones (:func:`expected_attrs`), with a missing chunk or shard file, or whose first examples are not post-softmax
-rows with NaN padding. Every chunk an analysis reads (:func:`read_chunk`, :func:`map_chunks`) is checked again: a
-missing or undecodable chunk, shard or inner chunk (a checksum that does not match), a length outside
-1..max_length, NaN inside an example's length or rows that do not sum to 1 raise :class:`StoreError` naming the
-store, the chunk (and the example) and the fix.
+Reading: :func:`open_store` refuses anything without ``complete=True`` or ``n_chunks`` (not written by the
+extraction), of a layout it does not read, with attributes other than the expected ones (:func:`expected_attrs`)
+or with a missing chunk or shard file, from the consolidated metadata and a stat of each file; its Dataset reads
+lazily without Dask, each example's inner chunk alone, and checks what it reads. Every read, there and in the
+analyses' chunks (:func:`read_chunk`, :func:`map_chunks`), is checked: a missing or undecodable chunk, shard or
+inner chunk (a checksum that does not match), a length outside 1..max_length, NaN inside an example's length or
+rows that do not sum to 1 raise :class:`StoreError` naming the store, the chunk (and the example) and the fix.
 
 Precision (:func:`precision_attrs`): by default ``attention`` is the eager forward's float32 attention cast to
 float16 and nothing else (lossless with respect to float16). ``attention.keepbits = k`` opts in to relative
@@ -377,25 +378,39 @@ def read_shard_cropped(arr, fmt: ShardFormat, start: int, length: np.ndarray, wh
     if buf is None:
         raise StoreError(f"{where} is missing: the store is incomplete or damaged; {refix(path)}")
     raw = buf.to_bytes()
-    tail = raw[-fmt.index_bytes:]
-    if len(raw) < fmt.index_bytes or _crc32c(tail[:-4]) != tail[-4:]:
-        raise StoreError(f"{where}: the shard index does not match its checksum; the store is corrupt: {refix(path)}")
-    index = np.frombuffer(tail[:-4], dtype="<u8").reshape(fmt.per_shard, 2)
+    index = shard_index(raw[-fmt.index_bytes:], fmt, where, path)
+    body = len(raw) - fmt.index_bytes
     scratch = np.empty(fmt.inner, dtype=fmt.dtype)
     for i, n in enumerate(length.tolist()):
         offset, size = (int(x) for x in index[first + i])
         what = f"{where}: the inner chunk of example {start + i}"
-        if offset == ABSENT:
-            raise StoreError(f"{what} is missing; the store is damaged: {refix(path)}")
-        data = raw[offset:offset + size - 4]
-        if offset + size > len(raw) - fmt.index_bytes or _crc32c(data) != raw[offset + size - 4:offset + size]:
+        if offset != ABSENT and offset + size > body:
             raise StoreError(f"{what} does not match its checksum; the store is corrupt: {refix(path)}")
-        try:
-            fmt.blosc.decode(data, out=scratch)
-        except Exception as err:  # noqa: BLE001 - whatever Blosc says
-            raise StoreError(f"{what} cannot be decoded ({type(err).__name__}: {err}); the store is corrupt: "
-                             f"{refix(path)}") from None
+        decode_inner(raw[offset:offset + size] if offset != ABSENT else None, fmt, scratch, what, path)
         out[i, ..., :n, :n] = scratch[..., :n, :n]
+    return out
+
+
+def shard_index(tail: bytes, fmt: ShardFormat, where: str, path: str | Path) -> np.ndarray:
+    """The (per_shard, 2) (offset, size) index of a shard file from its last ``fmt.index_bytes`` bytes, its
+    CRC32C checked (StoreError naming `where` and the fix if it does not match)."""
+    if len(tail) != fmt.index_bytes or _crc32c(tail[:-4]) != tail[-4:]:
+        raise StoreError(f"{where}: the shard index does not match its checksum; the store is corrupt: {refix(path)}")
+    return np.frombuffer(tail[:-4], dtype="<u8").reshape(fmt.per_shard, 2)
+
+
+def decode_inner(data: bytes | None, fmt: ShardFormat, out: np.ndarray, what: str, path: str | Path) -> np.ndarray:
+    """Decode one inner chunk (its encoded bytes followed by their CRC32C; None: absent from the index) into
+    `out` (fmt.inner), its checksum checked; StoreError naming `what` (the example) and the fix otherwise."""
+    if data is None:
+        raise StoreError(f"{what} is missing; the store is damaged: {refix(path)}")
+    if len(data) < 4 or _crc32c(data[:-4]) != data[-4:]:
+        raise StoreError(f"{what} does not match its checksum; the store is corrupt: {refix(path)}")
+    try:
+        fmt.blosc.decode(data[:-4], out=out)
+    except Exception as err:  # noqa: BLE001 - whatever Blosc says
+        raise StoreError(f"{what} cannot be decoded ({type(err).__name__}: {err}); the store is corrupt: "
+                         f"{refix(path)}") from None
     return out
 
 
@@ -501,13 +516,14 @@ def refix(path: str | Path) -> str:
 
 
 def check_lengths(length: np.ndarray, max_length: int, where: str = "store", example_idx: np.ndarray | None = None,
-                  store: str | Path | None = None) -> None:
-    """Every length in 1..max_length, else StoreError naming `where`, the first bad example and the fix."""
+                  store: str | Path | None = None, first: int = 0) -> None:
+    """Every length in 1..max_length, else StoreError naming `where`, the first bad example (numbered from
+    `first`) and the fix."""
     length = np.asarray(length, dtype=np.int64)
     bad = np.flatnonzero((length < 1) | (length > int(max_length)))
     if bad.size:
         e = int(bad[0])
-        name = f"example {e}" if example_idx is None else f"example {e} (example_idx {int(example_idx[e])})"
+        name = f"example {first + e}" + ("" if example_idx is None else f" (example_idx {int(example_idx[e])})")
         fix = refix(where if store is None else store)
         raise StoreError(f"{where}: {name} has length {int(length[e])}, outside 1..{int(max_length)} (a missing or "
                          f"damaged chunk of `length`?); the store is corrupt: {fix}")
@@ -515,34 +531,36 @@ def check_lengths(length: np.ndarray, max_length: int, where: str = "store", exa
 
 def check_block(attention: np.ndarray, length: np.ndarray, attrs: Mapping[str, Any] | None = None,
                 where: str = "store", padding: bool = True, example_idx: np.ndarray | None = None,
-                store: str | Path | None = None, max_length: int | None = None) -> None:
+                store: str | Path | None = None, max_length: int | None = None, first: int = 0) -> None:
     """Check one block: lengths in 1..max_length, no NaN inside each example's length, rows sum to 1 over the real
     keys, and (padding=True) NaN everywhere outside the length.
 
     attention: (e, L, H, Q, K) float16/32, Q = K >= every length (a block cropped to its longest example, or padded
     to max_length); length: (e,); max_length: the store's (default Q); example_idx: (e,) to name a bad example by
-    its idx. Raises StoreError naming `where`, the first bad example and the fix (for `store`, default `where`).
-    Only the real n x n blocks are read (the padding test, when asked, reads the rest once); the row sums are
-    accumulated in float64 straight from the stored dtype.
+    its idx; first: the number of the block's first example, to name a bad one. Raises StoreError naming `where`,
+    the first bad example and the fix (for `store`, default `where`).
+    Only the real n x n blocks are read, once (the padding test, when asked, reads the rest once): the row sums,
+    accumulated in float32 straight from the stored dtype (error below 1e-4 for any length up to 512, against a
+    tolerance of 1e-3), also find a NaN inside the length (its row's sum is NaN).
     """
     attrs = attrs or {}
     attention = np.asarray(attention)
     Q = attention.shape[-1]
     fix = refix(where if store is None else store)
-    check_lengths(length, Q if max_length is None else int(max_length), where, example_idx, store)
+    check_lengths(length, Q if max_length is None else int(max_length), where, example_idx, store, first)
     for e, n in enumerate(np.asarray(length, dtype=np.int64)):
-        name = f"example {e}" if example_idx is None else f"example {e} (example_idx {int(example_idx[e])})"
+        name = f"example {first + e}" + ("" if example_idx is None else f" (example_idx {int(example_idx[e])})")
         if n > Q:
             raise StoreError(f"{where}: {name} has length {n} but the block read has {Q} positions; {fix}")
         a = attention[e]
-        real = a[..., :n, :n]
-        if np.isnan(real).any():
+        sums = a[..., :n, :n].sum(axis=-1, dtype=np.float32)  # a NaN inside the length makes its row's sum NaN
+        if np.isnan(sums).any():
             raise StoreError(f"{where}: {name} has NaN inside its length {n} (a missing or damaged chunk?); the "
                              f"store is corrupt or unfinished: {fix}")
         if padding and not (np.isnan(a[..., n:, :]).all() and np.isnan(a[..., :n, n:]).all()):
             raise StoreError(f"{where}: {name} has values outside its length {n} (expected NaN); "
                              f"{fix}")
-        err = float(np.abs(real.sum(axis=-1, dtype=np.float64) - 1.0).max())
+        err = float(np.abs(sums - 1.0).max())
         tol = row_sum_tolerance(attrs, int(n))
         if err > tol:
             raise StoreError(f"{where}: attention rows of {name} sum to 1 +- {err:.4f} over its {n} real keys "
@@ -566,17 +584,25 @@ def _array(group, name: str, path: str | Path):
                          f"{err}); {refix(path)}") from None
 
 
-def _stored_chunks(arr) -> set[str]:
-    """Keys (relative to the array) of the chunk files an array holds."""
+def _missing_keys(arr, keys: list[str]) -> list[str]:
+    """The chunk keys (relative to the array) among `keys` that the array's store lacks: a stat of each file for
+    a local store (a tenth of the cost of zarr's async listing), one listing of the array otherwise."""
+    import os
+
     from zarr.core.sync import sync
+    from zarr.storage import LocalStore
 
     sp = arr.store_path
+    if isinstance(sp.store, LocalStore):
+        base = os.path.join(str(sp.store.root), sp.path)
+        return [k for k in keys if not os.path.isfile(os.path.join(base, k))]
     prefix = f"{sp.path}/" if sp.path else ""
 
-    async def keys() -> list[str]:
+    async def listing() -> list[str]:
         return [k async for k in sp.store.list_prefix(prefix)]
 
-    return {k[len(prefix):] for k in sync(keys())}
+    have = {k[len(prefix):] for k in sync(listing())}
+    return [k for k in keys if k not in have]
 
 
 def _file_examples(arr) -> int:
@@ -591,34 +617,20 @@ def _has_chunk(arr, key: str) -> bool:
     return bool(sync((arr.store_path / key).exists()))
 
 
-# Variables whose fill value cannot fill a whole chunk of a valid store (every example has a length >= 1, real
-# attention, a real idx and real token ids), so a chunk file of theirs is never legitimately absent. The
-# extraction writes every chunk of every variable (write_empty_chunks), and records `n_chunks`: in its stores
-# a chunk file of any variable is required.
-ALWAYS_STORED = ("attention", "length", "example_idx", "input_ids")
-
-
-def _required(group, name: str) -> bool:
-    return name in ALWAYS_STORED or "n_chunks" in group.attrs
-
-
-def missing_chunks(path: str | Path, variables: Sequence[str] = tuple(DIMS), group=None) -> list[str]:
-    """'variable chunk k (examples a..b, file ...)' for every required example chunk (or shard) file the store
-    lacks."""
-    group = group if group is not None else _open_group(path)
+def missing_chunks(path: str | Path, variables: Sequence[str] = tuple(DIMS), group=None,
+                   arrays: Mapping[str, Any] | None = None) -> list[str]:
+    """'variable chunk k (examples a..b, file ...)' for every example chunk (or shard) file the store lacks (the
+    extraction writes every one, all-fill chunks included). arrays: the group's arrays by name, when at hand."""
+    group = group if group is not None or arrays is not None else _open_group(path)
     out = []
     for name in variables:
-        if not _required(group, name):
-            continue
-        arr = _array(group, name, path)
-        have = _stored_chunks(arr)
+        arr = arrays[name] if arrays is not None else _array(group, name, path)
         size, E = _file_examples(arr), arr.shape[0]
         kind = "shard" if getattr(arr, "shards", None) else "chunk"
-        for k in range(-(-E // size)):
-            key = arr.metadata.encode_chunk_key((k,) + (0,) * (arr.ndim - 1))
-            if key not in have:
-                out.append(f"`{name}` {kind} {k} (examples {k * size}..{min((k + 1) * size, E) - 1}, file "
-                           f"{name}/{key})")
+        keys = {arr.metadata.encode_chunk_key((k,) + (0,) * (arr.ndim - 1)): k for k in range(-(-E // size))}
+        for key in _missing_keys(arr, list(keys)):
+            k = keys[key]
+            out.append(f"`{name}` {kind} {k} (examples {k * size}..{min((k + 1) * size, E) - 1}, file {name}/{key})")
     return out
 
 
@@ -645,7 +657,7 @@ def read_chunk(path: str, start: int, stop: int, variables: Sequence[str], check
         key = arr.metadata.encode_chunk_key((k,) + (0,) * (arr.ndim - 1))
         kind = "shard" if getattr(arr, "shards", None) else "chunk"
         where = f"{path}: `{name}` {kind} {k} (examples {start}..{stop - 1}, file {name}/{key})"
-        if _required(group, name) and not _has_chunk(arr, key):
+        if not _has_chunk(arr, key):
             raise StoreError(f"{where} is missing: the store is incomplete or damaged; {refix(path)}")
         if name == "attention" and crop:
             Q = int(arr.shape[-1])
@@ -696,14 +708,213 @@ def _read_cropped(arr, start: int, length: np.ndarray, where: str, path: str | P
     return out
 
 
-def open_store(path: str | Path, expect: Mapping[str, Any] | None = None, check_rows: bool = True):
-    """Open a complete attention store lazily (xarray over Dask), refusing anything else.
+class _Reader:
+    """What the variables of one :func:`open_store` Dataset read through: every read is checked.
 
-    Both layouts are read (:data:`LAYOUT`; :data:`LEGACY_LAYOUT`, with a log message: re-extract it for fast reads).
-    expect: attribute -> required value (:func:`expected_attrs` for an analysis); any difference raises
-    StoreMismatchError naming the attribute, both values and the fix. Every example chunk file must exist.
-    check_rows: check on the first chunk's first examples that rows sum to 1 over the real keys and that
-    padding is NaN (every chunk an analysis reads is checked again by :func:`read_chunk`).
+    `attention` of :data:`LAYOUT`: each example's inner chunk is read alone from its shard file (the shard's
+    index once, its CRC32C checked), its checksum checked and decoded; then its length is checked against
+    1..max_length and the n x n blocks of the maps read for NaN and row sums (:func:`check_block`; an example
+    whose maps have all been checked is remembered and not checked again).
+    :data:`LEGACY_LAYOUT`: zarr reads the examples' chunk, checked the same way. The other variables: zarr reads
+    them (their chunk files were seen at open); `length` is checked against 1..max_length. A failure is one
+    StoreError naming the store, the file (and the example) and the fix.
+    """
+
+    def __init__(self, path: Path, arrays: Mapping[str, Any], attrs: Mapping[str, Any]):
+        self.path, self.attrs = path, dict(attrs)
+        self.arrays = {name: arrays[name] for name in DIMS}
+        att = self.arrays["attention"]
+        self.fmt = shard_format(att)
+        self.Q = int(att.shape[-1])
+        self._lengths: dict[int, np.ndarray] = {}  # chunk file of `length` -> its lengths, checked
+        self._index: dict[int, np.ndarray] = {}  # shard -> its index, checked
+        self._checked: set[int] = set()  # examples whose attention passed check_block
+
+    def where(self, name: str, e: int) -> str:
+        arr = self.arrays[name]
+        size = _file_examples(arr)
+        k = e // size
+        kind = "shard" if getattr(arr, "shards", None) else "chunk"
+        return (f"{self.path}: `{name}` {kind} {k} (examples {k * size}..{min((k + 1) * size, arr.shape[0]) - 1}, "
+                f"file {name}/{_shard_key(arr, k)})")
+
+    def zarr_read(self, name: str, key: tuple, first: int) -> np.ndarray:
+        try:
+            return np.asarray(self.arrays[name].oindex[key])
+        except Exception as err:  # noqa: BLE001 - a corrupt chunk, whatever the codec says
+            raise StoreError(f"{self.where(name, first)} cannot be decoded ({type(err).__name__}: {err}); the store "
+                             f"is corrupt: {refix(self.path)}") from None
+
+    def chunk_file(self, name: str, k: int) -> np.ndarray:
+        """Examples of chunk file k of a 1-d variable: in a local store whose codecs are the writer's (little-endian
+        bytes, Blosc), the file read and decoded here, without zarr's event loop (a thread hand-off per read that
+        costs milliseconds on a loaded machine); otherwise through zarr."""
+        import os
+
+        import numcodecs
+        import zarr
+        from zarr.storage import LocalStore
+
+        arr = self.arrays[name]
+        size, E = _file_examples(arr), int(arr.shape[0])
+        rows = slice(k * size, min((k + 1) * size, E))
+        codecs = tuple(arr.metadata.codecs)
+        sp = arr.store_path
+        if not (arr.ndim == 1 and isinstance(sp.store, LocalStore) and len(codecs) == 2
+                and codecs[0] == zarr.codecs.BytesCodec(endian="little")
+                and isinstance(codecs[1], zarr.codecs.BloscCodec)):
+            return self.zarr_read(name, (rows,), k * size)
+        try:
+            with open(os.path.join(str(sp.store.root), sp.path, _shard_key(arr, k)), "rb") as fh:
+                raw = numcodecs.Blosc().decode(fh.read())
+            return np.frombuffer(raw, dtype=np.dtype(str(arr.dtype)).newbyteorder("<"))[:rows.stop - rows.start]
+        except Exception as err:  # noqa: BLE001 - a missing or corrupt chunk, whatever Blosc says
+            raise StoreError(f"{self.where(name, k * size)} cannot be read ({type(err).__name__}: {err}); the store "
+                             f"is corrupt: {refix(self.path)}") from None
+
+    def length(self, e: int) -> int:
+        size = _file_examples(self.arrays["length"])
+        k = e // size
+        if k not in self._lengths:
+            block = self.chunk_file("length", k)
+            check_lengths(block, self.Q, self.where("length", k * size), store=self.path, first=k * size)
+            self._lengths[k] = block
+        return int(self._lengths[k][e - k * size])
+
+    def example_idx(self, e: int) -> np.ndarray:
+        return self.zarr_read("example_idx", (slice(e, e + 1),), e)
+
+    def _get(self, k: int, start: int | None, stop: int | None) -> bytes | None:
+        """Bytes [start, stop) of shard file k (start None: the last `stop` bytes); None if the file is absent.
+        A local store is read with plain file reads (zarr's async store costs a thread hand-off per read)."""
+        import os
+
+        from zarr.abc.store import RangeByteRequest, SuffixByteRequest
+        from zarr.core.buffer import default_buffer_prototype
+        from zarr.core.sync import sync
+        from zarr.storage import LocalStore
+
+        att = self.arrays["attention"]
+        sp = att.store_path / _shard_key(att, k)
+        if isinstance(sp.store, LocalStore):
+            try:
+                with open(os.path.join(str(sp.store.root), sp.path), "rb") as fh:
+                    if start is None:  # a file shorter than `stop` gives fewer bytes: a damaged index
+                        start = max(0, fh.seek(0, os.SEEK_END) - stop)
+                        stop = start + stop
+                    fh.seek(start)
+                    return fh.read(stop - start)
+            except FileNotFoundError:
+                return None
+        rng = SuffixByteRequest(stop) if start is None else RangeByteRequest(start, stop)
+        buf = sync(sp.get(prototype=default_buffer_prototype(), byte_range=rng))
+        return None if buf is None else buf.to_bytes()
+
+    def inner_chunk(self, e: int, out: np.ndarray) -> np.ndarray:
+        """Example e's attention (L, H, Q, K) of a :data:`LAYOUT` store into `out`: two byte-range reads at most
+        (the shard's index is read once)."""
+        fmt = self.fmt
+        k, i = divmod(e, fmt.per_shard)
+        where = self.where("attention", e)
+        if k not in self._index:
+            tail = self._get(k, None, fmt.index_bytes)
+            if tail is None:
+                raise StoreError(f"{where} is missing: the store is incomplete or damaged; {refix(self.path)}")
+            self._index[k] = shard_index(tail, fmt, where, self.path)
+        offset, size = (int(x) for x in self._index[k][i])
+        data = None if offset == ABSENT else (self._get(k, offset, offset + size) or b"")
+        return decode_inner(data, fmt, out, f"{where}: the inner chunk of example {e}", self.path)
+
+    def attention(self, examples: np.ndarray, maps: tuple = (slice(None), slice(None))) -> np.ndarray:
+        """attention of `examples` (e, L, H, Q, K), checked: the maps selected by `maps` (layer, head: ints, slices
+        or integer arrays) of each example not yet checked whole (an example is remembered once all its maps are)."""
+        att = self.arrays["attention"]
+        if self.fmt is None:  # LEGACY_LAYOUT: zarr decodes each example chunk concerned once
+            out = self.zarr_read("attention", (examples,), int(examples.min()) if len(examples) else 0)
+        else:
+            out = np.empty((len(examples),) + tuple(att.shape[1:]), dtype=att.dtype)
+            for j, e in enumerate(examples.tolist()):
+                self.inner_chunk(e, out[j])
+        whole = all(isinstance(k, slice) and k.indices(n) == (0, n, 1) for k, n in zip(maps, att.shape[1:3]))
+        for j, e in enumerate(examples.tolist()):
+            if e in self._checked:
+                continue
+            block = out[j:j + 1]
+            for axis, k in ((2, maps[1]), (1, maps[0])):  # the maps read, axes kept
+                block = _take(block, axis, k if isinstance(k, slice) else np.atleast_1d(k))
+            check = dict(attrs=self.attrs, padding=False, where=self.where("attention", e), store=self.path,
+                         max_length=self.Q, first=e)
+            try:
+                check_block(block, np.array([self.length(e)]), **check)
+            except StoreError:  # again, to name the example by its idx
+                check_block(block, np.array([self.length(e)]), example_idx=self.example_idx(e), **check)
+            if whole:
+                self._checked.add(e)
+        return out
+
+    def read(self, name: str, key: tuple) -> np.ndarray:
+        """An outer-indexed selection of variable `name` (ints, slices, integer arrays), checked."""
+        E = self.arrays[name].shape[0]
+        if name != "attention":
+            sel = np.arange(E)[key[0]]
+            first = int(np.min(sel)) if np.size(sel) else 0
+            out = self.zarr_read(name, key, first)
+            if name == "length":
+                check_lengths(out.ravel(), self.Q, self.where("length", first), store=self.path)
+            return out
+        examples = np.atleast_1d(np.arange(E)[key[0]])
+        out = self.attention(examples, key[1:3])
+        for axis in range(len(key) - 1, 0, -1):  # outer indexing of the other axes, last first
+            out = _take(out, axis, key[axis])
+        return out[0] if np.ndim(key[0]) == 0 and not isinstance(key[0], slice) else out
+
+
+def _take(a: np.ndarray, axis: int, k) -> np.ndarray:
+    """Outer indexing of one axis: a slice (a view), an int (the axis dropped) or an integer array."""
+    return a[(slice(None),) * axis + (k,)] if isinstance(k, slice) else np.take(a, k, axis=axis)
+
+
+def _checked_array(reader: _Reader, name: str):
+    """Variable `name` of an open store as an xarray ``BackendArray``: every read goes through the store's
+    :class:`_Reader`; picklable (it pickles as this call) for any Dask scheduler."""
+    from xarray.backends import BackendArray
+    from xarray.core import indexing
+
+    arr = reader.arrays[name]
+
+    class CheckedArray(BackendArray):
+        shape, dtype = tuple(arr.shape), np.dtype(str(arr.dtype))
+
+        def __getitem__(self, key):
+            return indexing.explicit_indexing_adapter(key, self.shape, indexing.IndexingSupport.OUTER,
+                                                      lambda k: reader.read(name, k))
+
+        def __reduce__(self):
+            return _checked_array, (reader, name)
+
+    return CheckedArray()
+
+
+def _lazy(reader: _Reader, name: str):
+    """Variable `name` of the store as an xarray lazily indexed array reading through `reader` (no Dask)."""
+    from xarray.core import indexing
+
+    return indexing.LazilyIndexedArray(_checked_array(reader, name))
+
+
+def open_store(path: str | Path, expect: Mapping[str, Any] | None = None, check_rows: bool = False,
+               chunks: Mapping[str, int] | str | None = None):
+    """Open a complete attention store lazily as an xarray Dataset, every read checked; refuse anything else.
+
+    At open (the consolidated metadata and a stat of every chunk file; no data is read): the store must
+    exist, be marked complete, hold every variable and every chunk (shard) file, and match `expect`
+    (attribute -> required value, :func:`expected_attrs` for an analysis; a difference raises
+    StoreMismatchError naming the attribute, both values and the fix). Reads are lazy and checked
+    (:class:`_Reader`): an indexing such as ``ds.attention.isel(example=i).sel(layer=5, head=3).values`` reads,
+    checks and decompresses that example alone, without Dask. check_rows: also read and check example 0 at open.
+    chunks: give Dask chunks (as for ``Dataset.chunk``, e.g. ``{"example": 1}``) for a Dask-backed view whose
+    chunks read through the same checks. Both layouts are read (:data:`LAYOUT`; :data:`LEGACY_LAYOUT`, with a
+    log message: re-extract it for fast reads).
     """
     import xarray as xr
 
@@ -712,43 +923,57 @@ def open_store(path: str | Path, expect: Mapping[str, Any] | None = None, check_
         part = partial_path(path)
         hint = (f" (an unfinished extraction is at {part}; re-run snakemake to resume it)" if part.exists() else "")
         raise MissingInputError(f"no attention store at {str(path)!r}{hint}; run the extraction first: `snakemake {path}`")
-    try:
-        meta = json.loads((path / "zarr.json").read_text()) if (path / "zarr.json").exists() else {}
-        ds = xr.open_zarr(str(path), consolidated=bool(meta.get("consolidated_metadata")))
-    except Exception as err:  # noqa: BLE001
-        raise StoreError(f"{path} is not a readable Zarr store ({err}); {refix(path)}") from None
-    if ds.attrs.get("complete") is not True:
-        raise IncompleteStoreError(f"{path} is not marked complete (complete={ds.attrs.get('complete')!r}): the "
+    group = _open_group(path)
+    attrs = dict(group.attrs)
+    if attrs.get("complete") is not True:
+        raise IncompleteStoreError(f"{path} is not marked complete (complete={attrs.get('complete')!r}): the "
                                    f"extraction was interrupted or is still running; delete it and re-run "
                                    f"`snakemake {path}` (an interrupted run resumes from {partial_path(path)})")
-    missing = [v for v in DIMS if v not in ds.variables]
+    try:
+        arrays = dict(group.arrays())  # from the consolidated metadata
+    except Exception as err:  # noqa: BLE001
+        raise StoreError(f"{path} is not a readable Zarr store ({err}); {refix(path)}") from None
+    missing = [v for v in (*DIMS, "layer", "head") if v not in arrays]
     if missing:
         raise StoreError(f"{path} lacks variable(s) {missing}: not an attention store (docs/reference.md#store); "
                          f"{refix(path)}")
-    diffs = _differences(ds.attrs, expect or {})
+    if "n_chunks" not in attrs:
+        raise StoreError(f"{path} has no `n_chunks` attribute: not a store written by the extraction "
+                         f"(docs/reference.md#store); {refix(path)}")
+    if store_layout(attrs) not in LAYOUTS:
+        raise StoreError(f"{path} has layout {store_layout(attrs)!r}, which this version of bertology does not read "
+                         f"(it reads {', '.join(LAYOUTS)}); {refix(path)}")
+    diffs = _differences(attrs, expect or {})
     if diffs:
         lines = "; ".join(f"attribute {k!r} is {h!r} in the store but {w!r} is asked" for k, h, w in diffs)
         raise StoreMismatchError(f"{path} was extracted for other settings: {lines}. Delete {path} and re-run the "
                                  f"extraction (snakemake --forcerun extract_attention {path}), or ask for what the "
                                  f"store holds")
-    if store_layout(ds.attrs) == LEGACY_LAYOUT:
-        log.info("%s is in the earlier layout (%s: a read decompresses a whole chunk of %s examples); it is read as "
-                 "before; delete it and re-run the extraction for the faster %s layout", path, LEGACY_LAYOUT,
-                 ds["attention"].encoding.get("chunks", ("?",))[0], LAYOUT)
-    holes = missing_chunks(path)
+    holes = missing_chunks(path, group=group, arrays=arrays)
     if holes:
         more = f" and {len(holes) - 1} more" if len(holes) > 1 else ""
         raise StoreError(f"{path} lacks {holes[0]}{more}: the store is damaged; {refix(path)}")
+    reader = _Reader(path, arrays, attrs)
+    if store_layout(attrs) == LEGACY_LAYOUT:
+        log.info("%s is in the earlier layout (%s: a read decompresses a whole chunk of %s examples); it is read as "
+                 "before; delete it and re-run the extraction for the faster %s layout", path, LEGACY_LAYOUT,
+                 reader.arrays["attention"].chunks[0], LAYOUT)
+    variables = {}
+    for name, dims in DIMS.items():
+        arr = reader.arrays[name]
+        var = xr.Variable(dims, _lazy(reader, name))
+        var.encoding = {"chunks": tuple(arr.chunks), "preferred_chunks": dict(zip(dims, arr.chunks)),
+                        "shards": getattr(arr, "shards", None), "dtype": var.dtype}
+        variables[name] = var
+    try:
+        coords = {c: (c, np.asarray(arrays[c][:])) for c in ("layer", "head")}
+    except Exception as err:  # noqa: BLE001
+        raise StoreError(f"{path}: the coordinates layer/head cannot be read ({type(err).__name__}: {err}); "
+                         f"{refix(path)}") from None
+    ds = xr.Dataset(variables, coords=coords, attrs=attrs)
     if check_rows and ds.sizes["example"]:
-        k = min(8, ds.sizes["example"])  # the first examples (of the first chunk file)
-        try:
-            att, length = ds["attention"][:k].values, ds["length"][:k].values
-        except Exception as err:  # noqa: BLE001
-            raise StoreError(f"{path}: chunk 0 cannot be decoded ({type(err).__name__}: {err}); the store is "
-                             f"corrupt: {refix(path)}") from None
-        check_block(att, length, ds.attrs, where=f"{path} chunk 0", example_idx=ds["example_idx"][:k].values,
-                    store=path)
-    return ds
+        reader.attention(np.array([0]))
+    return ds if chunks is None else ds.chunk(chunks)
 
 
 def expected_attrs(config, task: str, variant: str) -> dict[str, Any]:

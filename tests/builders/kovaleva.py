@@ -7,6 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from tests.builders import store as store_builder
+
 CLS_ID, SEP_ID, PAD_ID = 101, 102, 0
 
 
@@ -130,8 +132,8 @@ def words_table(examples: list[Example]) -> pd.DataFrame:
 
 
 def write_store(ds, path, chunk: int = 2):
-    ds.chunk({"example": chunk}).to_zarr(path, mode="w", write_empty_chunks=True)  # as the extraction writes
-    return path
+    """`ds` (:func:`build_store`) written through the extraction's writer (tests/builders/store.py)."""
+    return store_builder.write_store(path, ds, chunk_size=chunk)
 
 
 def long_example(n_a: int = 14, n_b: int | None = 12) -> Example:

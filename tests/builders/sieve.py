@@ -8,6 +8,7 @@ import xarray as xr
 
 from bertology.annotate import WORD_COLUMNS, WORD_DTYPES
 from tests.builders import identity_attrs
+from tests.builders import store as store_builder
 
 CLS, SEP, PAD = 101, 102, 0
 E, L, H, T = 24, 3, 4, 16
@@ -102,7 +103,7 @@ def write_store(path, variant, cls_mass, chunk=5):
         coords={"layer": np.arange(L), "head": np.arange(H)},
         attrs={**identity_attrs("rte", variant, **STORE_CONFIG), "cls_token_id": CLS, "sep_token_id": SEP,
                "pad_token_id": PAD, "complete": True})
-    ds.chunk({"example": chunk}).to_zarr(path, mode="w", write_empty_chunks=True)  # as the extraction writes
+    store_builder.write_store(path, ds, chunk_size=chunk)  # through the extraction's writer
     return words
 
 
