@@ -11,7 +11,7 @@ rule sieve:
         table="results/stats/{task}/{variant}/sieve.csv",
         scores="results/stats/{task}/{variant}/sieve_scores.npz",
     wildcard_constraints:
-        variant="|".join(STORE_VARIANTS),
+        variant=STORE_VARIANT_REGEX,
     params:
         step=step("sieve"),
         files=step_files,
