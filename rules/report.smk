@@ -11,6 +11,7 @@ rule explorer:
         norms=expand("results/stats/{task}/{variant}/norms.csv", task=TASK_NAMES, variant=STORE_VARIANTS)
         if NORMS_ENABLED
         else [],
+        seeds=SEED_EXPLORER_INPUTS,  # the per-seed statistics (rules/seeds.smk; none with one seed)
     output:
         page="results/explorer.html",
     params:

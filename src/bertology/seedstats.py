@@ -160,6 +160,10 @@ def verdict(holding: int, n_seeds: int) -> str:
 # --------------------------------------------------------------------------------------------------
 # per-head tables -> seed tables
 
+#: columns of multibootstrap.csv (metric: the disabling outcome; role: the sieve role; empty where none)
+MULTIBOOTSTRAP_COLUMNS = ("quantity", "metric", "role", "layer", "head", "mean", "ci_low", "ci_high", "n_seeds",
+                          "n_examples", "resamples", "confidence")
+
 
 #: the per-head tables compared across seeds: name -> (the keys of a row, the value compared)
 PER_HEAD: dict[str, tuple[tuple[str, ...], str]] = {

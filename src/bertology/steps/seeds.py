@@ -16,7 +16,7 @@ from bertology.cli import StepContext
 from bertology.errors import UserError
 from bertology.io import write_csv
 from bertology.seeds import configured_seeds
-from bertology.seedstats import (PER_HEAD, disabling_values, findings, head_grid_labels, multibootstrap_table,
+from bertology.seedstats import (MULTIBOOTSTRAP_COLUMNS, PER_HEAD, disabling_values, findings, head_grid_labels, multibootstrap_table,
                                  plot_role_agreement, plot_stability, role_tables, seed_moments)
 from bertology.sieve.scores_io import read_scores
 from bertology.steps.tables import read_table
@@ -86,7 +86,7 @@ def seed_stats(ctx: StepContext) -> None:
     else:
         ctx.log.warning("%s: the disabling sweep was not computed for every seed; no Multi-Bootstrap of its delta",
                         ctx.task)
-    mb = pd.concat(parts, ignore_index=True)
+    mb = pd.concat(parts, ignore_index=True).reindex(columns=list(MULTIBOOTSTRAP_COLUMNS))
     write_csv(mb, ctx.output.multibootstrap)
 
     found = findings(seeds, cosine=tables["cosine"], heads=tables["disabling"], parser=tables["parser"],
