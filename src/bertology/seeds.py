@@ -3,7 +3,7 @@
 ``train.seeds: null`` (the default) trains one model per (task, init), seeded by ``train.seed``;
 ``train.seeds: [s1, s2, ...]`` trains one per seed (and config validation sets ``train.seed`` to s1).
 The first seed keeps the plain paths (``results/models/{task}/{init}``,
-``results/scores/{task}/{variant}.json``): it is the model every analysis reads. Each further seed N adds
+``results/scores/{task}/{variant}.json``). Each further seed N adds
 the path tag ``-seedN`` (``results/models/{task}/{init}-seed43``), the ``seedtag`` wildcard of the
 train_model and score rules (empty for the first seed, whose seed the steps take from ``train.seed``).
 
