@@ -158,3 +158,39 @@ def test_findings_per_seed():
     assert got.loc["parser_best_head", "verdict"] == "every"
     assert got.loc["pruning_importance_order", "verdict"] == "every"
     assert got.loc["sieve_local_heads", "verdict"] == "one"
+
+
+def test_explorer_shows_each_seeds_value(tmp_path):
+    from bertology.explorer import _seed_metrics
+
+    results = tmp_path / "results"
+    assert _seed_metrics(results, "rte", 2, 2) == []  # one seed: no seeds/ tables, nothing shown
+    d = results / "stats" / "rte" / "seeds"
+    d.mkdir(parents=True)
+    frames = [pd.DataFrame({"layer": [0, 0, 1, 1], "head": [0, 1, 0, 1], "mean": v}) for v in
+              ([0.1, 0.2, 0.3, 0.4], [0.3, 0.2, 0.1, 0.0])]
+    ss.seed_moments(frames, [7, 9], ["layer", "head"], "mean").to_csv(d / "cosine.csv", index=False)
+    pd.DataFrame({"layer": [0, 1], "head": [1, 0], "role": "local", "assigned": [2, 1], "n_seeds": 2,
+                  "share": [1.0, 0.5]}).to_csv(d / "roles.csv", index=False)
+    ms = {m["id"]: m for m in _seed_metrics(results, "rte", 2, 2)}
+    cos = ms["seeds:cosine:"]
+    assert cos["single"] == pytest.approx([0.2, 0.2, 0.2, 0.2])
+    assert cos["seeds"]["7"] == pytest.approx([0.1, 0.2, 0.3, 0.4]) and cos["seeds"]["9"][3] == 0.0
+    assert ms["seeds:cosine::std"]["single"][0] == pytest.approx(np.std([0.1, 0.3], ddof=1), rel=1e-5)  # 6 digits kept
+    assert ms["seeds:roles:local"]["single"] == [None, 1.0, 0.5, None]
+
+
+def test_report_has_a_robust_across_seeds_section(tmp_path):
+    from bertology.config import validate_config
+    from bertology.report import build_report
+
+    results = tmp_path / "results"
+    d = results / "stats" / "rte" / "seeds"
+    d.mkdir(parents=True)
+    pd.DataFrame([{"finding": "disabling_gain", "paper": "Kovaleva et al. 2019, 4.6", "statement": "s",
+                   "holds": "1;0", "seeds": "1;2", "holding": 1, "n_seeds": 2, "verdict": "one"}]).to_csv(
+        d / "findings.csv", index=False)
+    html = build_report(results, validate_config({}))
+    section = html[html.index('<section id="seeds">'):]
+    section = section[:section.index("</section>")]
+    assert "Robust across seeds" in section and "disabling_gain" in section and "seeds/findings.csv" in section
