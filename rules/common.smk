@@ -7,8 +7,8 @@ from bertology.config import sections_json
 from bertology.data import source_version
 from bertology.explorer import explorer_inputs
 from bertology.norms.values import norms_unsupported
-from bertology.seeds import (SEED_TAG_REGEX, STORE_VARIANT_REGEX, configured_seeds, finetuned_variants, seed_tags,
-                             store_variants, variant_model)
+from bertology.seeds import (SEED_TAG_REGEX, STORE_VARIANT_REGEX, SYNTAX_MODEL_REGEX, configured_seeds,
+                             finetuned_variants, seed_tags, store_variants, syntax_model_path, variant_model)
 from bertology.tasks import SPLITS, STORE_VARIANTS, TASKS, VARIANT_INIT
 from bertology.workflow import check_config, setup_environment
 
@@ -130,10 +130,11 @@ def _norms_inputs(wildcards):
 
 
 def _syntax_extract_inputs(wildcards):
-    """The gold sentences and, for a `{task}-finetuned` model, its fine-tuned model directory."""
+    """The gold sentences and, for a `{task}-finetuned[-seedN]` model, its fine-tuned model directory."""
     inputs = {"sample": "results/attention/syntax/sample.parquet", "words": "results/attention/syntax/words.parquet"}
-    if wildcards.model != "pretrained":
-        inputs["model"] = f"results/models/{wildcards.model.removesuffix('-finetuned')}/pretrained"
+    path = syntax_model_path(wildcards.model)  # TASK-finetuned[-seedN] -> its checkpoint (bertology.seeds)
+    if path is not None:
+        inputs["model"] = path
     return inputs
 
 

@@ -4,7 +4,7 @@
 # the outputs without a variant in their path add the seed tag (cosine-seedN.csv, ablation/{task}/heads-seedN.csv).
 # The pretrained store is computed once. Only the per-seed tables below are asked for here; the rules that
 # make them are the ordinary ones (attention, kovaleva, sieve, ablation, norms).
-#   results/stats/{task}/seeds/{features,cls,entropy,parser,relations,sieve,cosine,disabling,importance[,norms]}.csv
+#   results/stats/{task}/seeds/{features,cls,entropy,parser,relations,sieve,cosine,disabling,importance[,norms,syntax]}.csv
 #       each per-head statistic's mean, std, n over seeds and each seed's value
 #   results/stats/{task}/seeds/roles.csv, role_agreement.csv   sieve roles: seeds assigning each head; Fleiss' kappa
 #       and mean pairwise Jaccard of the assigned sets (all heads, and by layer)
@@ -13,7 +13,7 @@
 #   results/stats/{task}/seeds/findings.csv          which of the papers' findings hold in every seed, most, one
 #   results/figures/seeds-stability-{task}.png, seeds-roles-{task}.png
 SEED_TABLES = ["features", "cls", "entropy", "parser", "relations", "sieve", "cosine", "disabling", "importance"]
-SEED_TABLES += ["norms"] if NORMS_ENABLED else []
+SEED_TABLES += (["norms"] if NORMS_ENABLED else []) + (["syntax"] if SYNTAX_FILES else [])
 SEED_OUTPUTS = SEED_TABLES + ["roles", "role_agreement", "multibootstrap", "findings"]
 
 
@@ -30,6 +30,10 @@ rule seed_stats:
         ablation_examples=expand("results/ablation/{{task}}/examples{seedtag}.npz", seedtag=SEED_TAGS),
         importance=expand("results/ablation/{{task}}/importance{seedtag}.csv", seedtag=SEED_TAGS),
         pruning=expand("results/ablation/{{task}}/pruning{seedtag}.csv", seedtag=SEED_TAGS),
+        # heads as parsers on the gold trees, one store per seed (rules/clark.smk), when there are gold trees
+        syntax=expand("results/stats/syntax/{{task}}-finetuned{seedtag}.csv", seedtag=SEED_TAGS)
+        if SYNTAX_FILES
+        else [],
     output:
         **{name: f"results/stats/{{task}}/seeds/{name}.csv" for name in SEED_OUTPUTS},
         stability="results/figures/seeds-stability-{task}.png",
@@ -62,6 +66,8 @@ SEED_EXPLORER_INPUTS = (expand("results/stats/{task}/seeds/{name}.csv", task=TAS
 if len(SEED_TAGS) > 1:
     EXTRA_VARIANTS = FINETUNED_VARIANTS[1:]
     TARGETS.extend(expand("results/attention/{task}/{variant}.zarr", task=TASK_NAMES, variant=EXTRA_VARIANTS))
+    if SYNTAX_FILES:
+        TARGETS.extend(expand("results/stats/syntax/{task}-{variant}.csv", task=TASK_NAMES, variant=EXTRA_VARIANTS))
     if NORMS_ENABLED:
         TARGETS.extend(expand("results/stats/{task}/{variant}/faithfulness.csv", task=TASK_NAMES,
                               variant=EXTRA_VARIANTS))

@@ -275,7 +275,7 @@ def pattern_regex(pattern: str) -> re.Pattern:
     tasks = "|".join(TASKS)
     values = {"task": tasks, "split": "|".join(SPLITS), "init": "pretrained|random",
               "variant": "|".join(SCORE_VARIANTS) + r"|finetuned-seed\d+", "seedtag": r"(?:-seed\d+)?", "rule": "[a-z_]+",
-              "model": f"pretrained|(?:{tasks})-finetuned"}
+              "model": rf"pretrained|(?:{tasks})-finetuned(?:-seed\d+)?"}
     out = ""
     for part in re.split(r"(\{[^}]*\}|\.\.\.)", pattern.rstrip("/")):
         if part == "...":

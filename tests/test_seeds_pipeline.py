@@ -31,7 +31,8 @@ def test_every_fine_tuned_analysis_runs_per_seed_and_pretrained_once(seeds_run):
         per_seed += [f"attention/{TASK}/{variant}.zarr", f"stats/{TASK}/cosine{tag}.csv",
                      f"stats/{TASK}/cosine_examples{tag}.npz", f"ablation/{TASK}/heads{tag}.csv",
                      f"ablation/{TASK}/examples{tag}.npz", f"ablation/{TASK}/importance{tag}.csv",
-                     f"ablation/{TASK}/pruning{tag}.csv", f"stats/{TASK}/{variant}/faithfulness.csv"]
+                     f"ablation/{TASK}/pruning{tag}.csv", f"stats/{TASK}/{variant}/faithfulness.csv",
+                     f"attention/syntax/{TASK}-{variant}.zarr", f"stats/syntax/{TASK}-{variant}.csv"]
         per_seed += [f"stats/{TASK}/{variant}/{name}.csv"
                      for name in ("patterns", "features", "cls", "relations", "sieve", "entropy", "parser", "norms")]
     missing = [p for p in per_seed if not (r / p).exists()]
@@ -61,7 +62,8 @@ def test_seed_tables(seeds_run):
     np.testing.assert_allclose(cosine["mean"], (first["mean"] + second["mean"]) / 2)
     np.testing.assert_allclose(cosine["std"], np.abs(first["mean"] - second["mean"]) / np.sqrt(2))
     assert (cosine["n"] == 2).all()
-    for name in ("features", "cls", "entropy", "parser", "relations", "sieve", "disabling", "importance", "norms"):
+    for name in ("features", "cls", "entropy", "parser", "relations", "sieve", "disabling", "importance", "norms",
+                 "syntax"):
         t = pd.read_csv(d / f"{name}.csv")
         assert len(t) and {"mean", "std", "n", "seed3", "seed4"} <= set(t.columns), name
     roles = pd.read_csv(d / "roles.csv")

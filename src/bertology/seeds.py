@@ -83,3 +83,20 @@ def variant_model(task: str, variant: str) -> str | None:
 
     base, tag = split_variant(variant)
     return None if base == PRETRAINED else f"results/models/{task}/{VARIANT_INIT[base]}{tag}"
+
+
+#: the `model` wildcard of the gold-syntax stores: pretrained, or {task}-finetuned with the seed tag of its seed
+SYNTAX_MODEL_REGEX = rf"{PRETRAINED}|[a-z0-9]+-{FINETUNED}{SEED_TAG_REGEX}"
+_SYNTAX_MODEL = re.compile(rf"([a-z0-9]+)-({FINETUNED}{SEED_TAG_REGEX})")
+
+
+def syntax_model_path(model: str) -> str | None:
+    """The fine-tuned model directory a gold-syntax store runs: 'rte-finetuned-seed43' ->
+    results/models/rte/pretrained-seed43; None for 'pretrained' (the config's `model`)."""
+    if model == PRETRAINED:
+        return None
+    match = _SYNTAX_MODEL.fullmatch(model or "")
+    if match is None:
+        raise UserError(f"unknown model {model!r}: gold syntax stores exist for `pretrained`, `TASK-finetuned` and "
+                        f"`TASK-finetuned-seed<N>`")
+    return variant_model(match.group(1), match.group(2))

@@ -177,6 +177,7 @@ PER_HEAD: dict[str, tuple[tuple[str, ...], str]] = {
     "disabling": (("layer", "head", "metric"), "delta"),
     "importance": (("layer", "head"), "importance"),
     "norms": (("layer", "head", "category", "measure"), "mean"),
+    "syntax": (("relation", "direction", "layer", "head"), "accuracy"),  # heads as parsers on the gold trees
 }
 
 
