@@ -66,6 +66,7 @@ SEED_EXPLORER_INPUTS = (expand("results/stats/{task}/seeds/{name}.csv", task=TAS
 if len(SEED_TAGS) > 1:
     EXTRA_VARIANTS = FINETUNED_VARIANTS[1:]
     TARGETS.extend(expand("results/attention/{task}/{variant}.zarr", task=TASK_NAMES, variant=EXTRA_VARIANTS))
+    TARGETS.extend(expand("results/stats/sieve_delta{seedtag}.csv", seedtag=SEED_TAGS[1:]))
     if SYNTAX_FILES:
         TARGETS.extend(expand("results/stats/syntax/{task}-{variant}.csv", task=TASK_NAMES, variant=EXTRA_VARIANTS))
     if NORMS_ENABLED:

@@ -143,7 +143,7 @@ def _sieve_tables(tmp_path: Path) -> dict[str, object]:
         arrays = list(z.files)
     return {"stats/{task}/{variant}/sieve.csv": pre,
             "stats/{task}/{variant}/sieve_scores.npz": arrays,
-            "stats/sieve_delta.csv": sieve_delta(pre, fine, "mrpc"),
+            "stats/sieve_delta{seedtag}.csv": sieve_delta(pre, fine, "mrpc"),
             "stats/sieve_summary.csv": list(summarize(pre, arr, task="mrpc", variant="pretrained"))}
 
 

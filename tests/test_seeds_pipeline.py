@@ -32,7 +32,8 @@ def test_every_fine_tuned_analysis_runs_per_seed_and_pretrained_once(seeds_run):
                      f"stats/{TASK}/cosine_examples{tag}.npz", f"ablation/{TASK}/heads{tag}.csv",
                      f"ablation/{TASK}/examples{tag}.npz", f"ablation/{TASK}/importance{tag}.csv",
                      f"ablation/{TASK}/pruning{tag}.csv", f"stats/{TASK}/{variant}/faithfulness.csv",
-                     f"attention/syntax/{TASK}-{variant}.zarr", f"stats/syntax/{TASK}-{variant}.csv"]
+                     f"attention/syntax/{TASK}-{variant}.zarr", f"stats/syntax/{TASK}-{variant}.csv",
+                     f"stats/sieve_delta{tag}.csv"]
         per_seed += [f"stats/{TASK}/{variant}/{name}.csv"
                      for name in ("patterns", "features", "cls", "relations", "sieve", "entropy", "parser", "norms")]
     missing = [p for p in per_seed if not (r / p).exists()]
