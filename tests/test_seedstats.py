@@ -159,6 +159,9 @@ def test_findings_per_seed():
     assert got.loc["cosine_last_layers", "verdict"] == "most" and got.loc["cosine_last_layers", "holds"] == "1;1;0"
     assert got.loc["disabling_gain", "holds"] == "1;1;0"
     assert got.loc["disabling_worst_head", "holds"] == "1;1;0"
+    costless = ss.findings([1, 2], cosine=[cos(True)] * 2, heads=[heads(0).assign(delta=0.0)] * 2, parser=[parser] * 2,
+                           pruning=[pruning] * 2, sieve=[sieve(True)] * 2).set_index("finding")
+    assert costless.loc["disabling_worst_head", "verdict"] == "not computed"  # no head costs anything: no costliest
     assert got.loc["parser_beats_baseline", "verdict"] == "every"
     assert got.loc["parser_best_head", "verdict"] == "every"
     assert got.loc["pruning_importance_order", "verdict"] == "every"

@@ -203,7 +203,9 @@ def role_tables(sieve: Sequence[pd.DataFrame], seeds: Sequence[int]) -> tuple[pd
             rows.append({"role": role, "layer": layer, "fleiss_kappa": fleiss_kappa_sets(a),
                          "jaccard": mean_pairwise_jaccard(a), "heads_assigned": float(a.sum(axis=1).mean()),
                          "n_heads": a.shape[1], "n_seeds": len(seeds)})
-    return roles, pd.DataFrame(rows)
+    agreement = pd.DataFrame(rows)
+    agreement["layer"] = agreement["layer"].astype("Int64")  # empty = all heads
+    return roles, agreement
 
 
 def multibootstrap_table(values: np.ndarray, labels: pd.DataFrame, *, quantity: str, resamples: int, seed: int,
@@ -287,8 +289,10 @@ def findings(seeds: Sequence[int], *, cosine: Sequence[pd.DataFrame], heads: Seq
                          "disabling some single head raises the headline metric",
                          [bool((t["delta"] > 0).any()) if len(t) else None for t in first], seeds))
 
-    def worst(t: pd.DataFrame):
-        return None if t.empty else tuple(t.loc[t["delta"].idxmin(), ["layer", "head"]].astype(int))
+    def worst(t: pd.DataFrame):  # None when no head's removal costs anything (no costliest head to compare)
+        if t.empty or not (t["delta"] < 0).any():
+            return None
+        return tuple(t.loc[t["delta"].idxmin(), ["layer", "head"]].astype(int))
     ref = worst(first[0])
     rows.append(_finding("disabling_worst_head", "Kovaleva et al. 2019, 4.6",
                          f"the head whose removal costs most is the first seed's (layer {ref[0] + 1}, head "

@@ -79,7 +79,7 @@ def seed_stats(ctx: StepContext) -> None:
     if all(z["predictions"].size for z in sweeps):
         regression = get_task(ctx.task).is_regression
         per = [disabling_values(z["predictions"], z["labels"], z["layer"], z["head"], regression) for z in sweeps]
-        values = _aligned(ctx, [v.T for v, _, _ in per], [z["example_idx"] for z in sweeps], "disabling examples")
+        values = _aligned(ctx, [v for v, _, _ in per], [z["example_idx"] for z in sweeps], "disabling examples")  # (S, E, K)
         table = multibootstrap_table(values, per[0][1], quantity="disabling_delta", **boot)
         table.insert(1, "metric", per[0][2])
         parts.append(table)
