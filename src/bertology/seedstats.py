@@ -383,6 +383,9 @@ def plot_role_agreement(agreement: pd.DataFrame, path, *, task: str):
         number_from_one(ax, "x", layers, label="layer")
         ax.set_ylabel(label)
         ax.set_title(f"{task}: {label} of sieve roles across seeds", fontsize=9)
-    if axes[0].lines:
+    if axes[0].lines or axes[1].lines:
         axes[1].legend(fontsize=6, loc="best")
+    else:
+        axes[0].text(0.5, 0.5, "no role assigned to any head in any seed\n(or one category only): no agreement to show",
+                     ha="center", va="center", transform=axes[0].transAxes, fontsize=8)
     return save_figure(fig, path)
