@@ -346,7 +346,7 @@
         let extra = '';
         if (m.ci) extra = ` [${fmt(m.ci.low[i], 3)}, ${fmt(m.ci.high[i], 3)}]`;
         if (m.marks && m.marks.single && m.marks.single[i]) extra += ' ●';
-        rows.push(h('tr', null, h('td', null, m.label), h('td', {colspan: 2, class: 'muted'}, m.seeds ? seedValues(m, i) : m.id === 'cosine' ? 'pre vs fine-tuned' : 'fine-tuned'), cell(m.single[i], 'single', extra)));
+        rows.push(h('tr', null, h('td', null, m.label), h('td', {colspan: 2, class: 'muted'}, m.seeds ? seedValues(m, i) : m.id.startsWith('seeds:') ? 'over seeds' : m.id === 'cosine' ? 'pre vs fine-tuned' : 'fine-tuned'), cell(m.single[i], 'single', extra)));
       } else {
         const pv = m.variants.pretrained ? m.variants.pretrained[i] : null, fv = m.variants.finetuned ? m.variants.finetuned[i] : null;
         const mk = v => (m.marks && m.marks[v] && m.marks[v][i]) ? ' ●' : '';
