@@ -188,7 +188,7 @@
 
   // ------------------------------------------------------------------ overview
   function metricPanels(t, m) {
-    if (m.single) return [{key: 'single', title: m.id === 'cosine' ? 'pretrained vs fine-tuned' : 'fine-tuned model',
+    if (m.single) return [{key: 'single', title: m.id.startsWith('seeds:') ? 'over the fine-tuning seeds' : m.id === 'cosine' ? 'pretrained vs fine-tuned' : 'fine-tuned model',
       values: m.single, marks: m.marks && m.marks.single, scale: m.scale}];
     const vs = Object.keys(m.variants);
     const diff = () => {
