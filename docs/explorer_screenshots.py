@@ -1,6 +1,6 @@
 """Screenshots of results/explorer.html for the README (docs/explorer-*.png), taken in the system Chromium.
 
-    python docs/explorer_screenshots.py results/explorer.html [--task rte] [--layer 2 --head 7]
+    python docs/explorer_screenshots.py results/explorer.html [--task rte] [--layer 2 --head 7] [--tokens-example 1]
 
 Playwright's Python API drives Debian's Chromium (apt-get install chromium); nothing downloads a browser.
 Each PNG is cut to its view, scaled to at most 1200 px wide and palette-quantised to stay small.
@@ -34,6 +34,8 @@ def main() -> None:
     ap.add_argument("--layer", type=int, default=1, help="0-based, as in the CSVs")
     ap.add_argument("--head", type=int, default=6)
     ap.add_argument("--example", type=int, default=3)
+    ap.add_argument("--tokens-example", type=int, default=0,
+                    help="the example of the token views (the page lists those with every view first)")
     ap.add_argument("--metric", default="sieve:delimiter")
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent)
     args = ap.parse_args()
@@ -43,7 +45,8 @@ def main() -> None:
         "overview": (f"task={args.task}&view=overview&ov=all&metric={args.metric}&layer={args.layer}&head={args.head}",
                      "#overview .card"),
         "head": (f"task={args.task}&view=head&layer={args.layer}&head={args.head}&example={args.example}", "#head"),
-        "example": (f"task={args.task}&view=example&example={args.example}&gamma=0.5", "#example .card"),
+        "example": (f"task={args.task}&view=example&example={args.example}&gamma=0.5", "#example .card:last-child"),
+        "tokens": (f"task={args.task}&view=example&example={args.tokens_example}", "#token-views"),
     }
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=exe, args=["--no-sandbox"])

@@ -5,7 +5,7 @@ import sys
 from bertology.cli import STEPS, step_args
 from bertology.config import sections_json
 from bertology.data import source_version
-from bertology.explorer import explorer_inputs
+from bertology.explorer import TOKEN_VIEW_FILES, explorer_inputs
 from bertology.norms.values import norms_unsupported
 from bertology.seeds import (SEED_TAG_REGEX, STORE_VARIANT_REGEX, SYNTAX_MODEL_REGEX, configured_seeds,
                              finetuned_variants, seed_tags, store_variants, syntax_model_path, variant_model)

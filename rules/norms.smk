@@ -2,8 +2,9 @@
 #   results/stats/{task}/{variant}/norms.csv mixing.csv token_scores.parquet   value norms (Kobayashi et al. 2020),
 #       context mixing (Kobayashi et al. 2021), raw/norm/rollout/flow token views (Abnar & Zuidema 2020): one pass
 #       of each variant over analysis.norms.examples of the attention sample (flow on analysis.flow.examples)
-#   results/stats/{task}/finetuned/faithfulness.csv importance.parquet   token ablation and input x gradient of the
-#       fine-tuned classifier on the flow examples; Spearman of every view with every importance
+#   results/stats/{task}/finetuned/faithfulness.csv faithfulness_examples.csv importance.parquet   token ablation and
+#       input x gradient of the fine-tuned classifier on the flow examples; Spearman of every view with every
+#       importance per example (faithfulness_examples.csv, shown by the explorer) and summarised
 #   results/figures/{norms,mixing,faithfulness}-{task}.png
 
 
@@ -41,6 +42,7 @@ rule norms_faithfulness:
         model="results/models/{task}/pretrained{seedtag}",
     output:
         table="results/stats/{task}/finetuned{seedtag}/faithfulness.csv",
+        examples="results/stats/{task}/finetuned{seedtag}/faithfulness_examples.csv",
         importance="results/stats/{task}/finetuned{seedtag}/importance.parquet",
     params:
         step=step("norms_faithfulness"),

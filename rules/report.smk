@@ -8,7 +8,12 @@ rule explorer:
         reads=explorer_inputs(TASK_NAMES)["required"],
         # optional reads the workflow produces (the importance map is shown when present)
         importance=expand("results/ablation/{task}/importance.csv", task=TASK_NAMES),
-        norms=expand("results/stats/{task}/{variant}/norms.csv", task=TASK_NAMES, variant=STORE_VARIANTS)
+        norms=expand("results/stats/{task}/{variant}/{name}", task=TASK_NAMES, variant=STORE_VARIANTS,
+                     name=["norms.csv", "token_scores.parquet"])
+        if NORMS_ENABLED
+        else [],
+        # the example view's token importance and the per-example agreement of each view with it
+        faithfulness=expand("results/stats/{task}/finetuned/{name}", task=TASK_NAMES, name=TOKEN_VIEW_FILES)
         if NORMS_ENABLED
         else [],
         seeds=SEED_EXPLORER_INPUTS,  # the per-seed statistics (rules/seeds.smk; none with one seed)

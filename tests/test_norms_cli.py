@@ -57,9 +57,15 @@ def test_views_faithfulness_and_figures(setup):
                  "--input", f"scores={out / 'finetuned' / 'token_scores.parquet'}", "--input", f"model={model}",
                  "--output", f"table={out / 'finetuned' / 'faithfulness.csv'}",
                  "--output", f"importance={out / 'finetuned' / 'importance.parquet'}",
+                 "--output", f"examples={out / 'finetuned' / 'faithfulness_examples.csv'}",
                  "--config", config("norms_faithfulness", **analysis), "--no-mlflow"]) == 0
     faith = pd.read_csv(out / "finetuned" / "faithfulness.csv")
     assert len(faith) == 8 and (faith["n"] <= 3).all() and (faith["n"] >= 1).any()
+    rhos = pd.read_csv(out / "finetuned" / "faithfulness_examples.csv")  # the per-example rhos faith summarises
+    assert list(rhos.columns) == ["example_idx", "view", "importance", "rho"] and rhos["example_idx"].nunique() == 3
+    mean = rhos.groupby(["view", "importance"])["rho"].mean()
+    for r in faith.itertuples():
+        assert mean[(r.view, r.importance)] == pytest.approx(r.mean, nan_ok=True)
     imp = pd.read_parquet(out / "finetuned" / "importance.parquet")
     assert imp["example_idx"].nunique() == 3
     assert np.isnan(imp.loc[(imp["method"] == "ablation") & (imp["position"] == 0), "score"]).all()  # [CLS] kept

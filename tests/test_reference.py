@@ -221,6 +221,7 @@ def _norms_tables() -> dict[str, object]:
     return {"stats/{task}/{variant}/norms.csv": norms.table(), "stats/{task}/{variant}/mixing.csv": mixing.table(),
             "stats/{task}/{variant}/token_scores.parquet": SCORE_COLUMNS,
             "stats/{task}/finetuned{seedtag}/faithfulness.csv": summarise(rhos, confidence=0.95, resamples=20, seed=0),
+            "stats/{task}/finetuned{seedtag}/faithfulness_examples.csv": rhos,
             "stats/{task}/finetuned{seedtag}/importance.parquet": SCORE_COLUMNS}
 
 

@@ -117,7 +117,7 @@ STEPS: dict[str, StepSpec] = {
     "norms_faithfulness": StepSpec("bertology.steps.norms:norms_faithfulness",
                                    ("data.max_length", "data.seed", "analysis.norms.batch_size", "analysis.flow"),
                                    "token importance of the fine-tuned model and faithfulness of each view -> "
-                                   "faithfulness.csv, importance.parquet"),
+                                   "faithfulness.csv, faithfulness_examples.csv, importance.parquet"),
     "norms_figures": StepSpec("bertology.steps.norms:norms_figures", (),
                               "weight vs norm-weighted shares, mixing ratios and faithfulness of one task"),
     # Pande et al. sieves

@@ -2,9 +2,9 @@
 
 Two functions, one for each side of the file system:
 
-- :func:`load_explorer_data` reads the per-head CSVs, the per-example sieve scores, the words table and a
-  seeded sample of examples from each attention store (lazily, one example at a time: a store is never
-  loaded whole) into a plain dict;
+- :func:`load_explorer_data` reads the per-head CSVs, the per-example sieve scores, the words table, the token
+  views of the norm analyses and a sample of examples from each attention store (lazily, one example at a
+  time: a store is never loaded whole) into a plain dict;
 - :func:`render_explorer` turns that dict into one self-contained HTML page (inline CSS and JavaScript from
   ``explorer_assets/``, the data as inline JSON; no server, no network request).
 
@@ -16,7 +16,10 @@ Statistics keep 6 significant digits.
 Views: an overview (layer x head grid of any statistic, pretrained / fine-tuned / difference), a head view
 (the head's maps on the sampled examples as a heatmap, a bertviz-style line view and dependency arcs drawn
 over the attention, its sieve-score distributions against tau and its roles with p-values) and an example
-view (every head's map, pretrained next to fine-tuned). Layers and heads are numbered from 1 on the page,
+view (every head's map, pretrained next to fine-tuned, and the example's tokens coloured by each token view of
+token_scores.parquet, with the fine-tuned model's importance and the per-example Spearman rho of
+faithfulness_examples.csv). The examples are those with token scores first (:func:`pick_examples`), so the
+token views shown are never of examples the page left out. Layers and heads are numbered from 1 on the page,
 as in the papers; the CSVs and the store count from 0.
 
 Shapes: E examples in a store, L layers, H heads, R sieve roles, n an example's real length.
@@ -31,7 +34,7 @@ import json
 import logging
 import math
 import zlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -52,6 +55,8 @@ QUANT = 255  # display quantisation of attention: uint8 levels
 HIST_BINS = 30  # bins of the per-head sieve-score histograms
 SIG = 6  # significant digits kept for statistics
 VARIANTS = ("pretrained", "finetuned")
+# the fine-tuned model's token importance and the per-example agreement of each view with it (norms_faithfulness)
+TOKEN_VIEW_FILES = ("importance.parquet", "faithfulness.csv", "faithfulness_examples.csv")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -72,7 +77,8 @@ def explorer_inputs(tasks: Sequence[str], results: str | Path = "results") -> di
             req += [str(r / f"stats/{t}/{v}/{name}") for name in
                     ("sieve.csv", "sieve_scores.npz", "patterns.csv", "features.csv", "cls.csv", "relations.csv")]
             opt += [str(r / f"stats/{t}/{v}/entropy.csv"), str(r / f"stats/{t}/{v}/parser.csv"),
-                    str(r / f"stats/{t}/{v}/norms.csv")]
+                    str(r / f"stats/{t}/{v}/norms.csv"), str(r / f"stats/{t}/{v}/token_scores.parquet")]
+        opt += [str(r / f"stats/{t}/finetuned/{name}") for name in TOKEN_VIEW_FILES]
         opt += [str(r / f"ablation/{t}/importance.csv"), str(r / f"data/{t}/validation.parquet"),
                 str(r / f"data/{t}/train.parquet")]
     return {"required": req, "optional": opt}
@@ -478,13 +484,133 @@ def _label_text(task: str, label: Any) -> str:
     return "" if label is None or (isinstance(label, float) and math.isnan(label)) else str(label)
 
 
+def pick_examples(example_idx: np.ndarray, preferred: Sequence[Collection[int]], k: int, seed: int) -> np.ndarray:
+    """Store positions of the k examples the page embeds. Pure.
+
+    example_idx: (E,) the store's example_idx. The examples whose example_idx is in preferred[0] come first, then
+    those in preferred[1], ..., then the rest of the store; a group that does not fit whole is cut to a seeded
+    sample of itself (:func:`bertology.data.sample_positions`, `seed`). Returns (min(k, E),) int64 positions,
+    group by group, sorted within each group. With no preferred group this is ``sample_positions(E, k, seed)``,
+    the page's plain seeded sample."""
+    example_idx = np.asarray(example_idx)
+    E = len(example_idx)
+    k = min(int(k), E)
+    taken = np.zeros(E, bool)
+    out: list[np.ndarray] = []
+    for group in [*preferred, None]:
+        left = k - int(taken.sum())
+        if left <= 0:
+            break
+        member = ~taken if group is None else ~taken & np.isin(example_idx, np.fromiter(group, np.int64))
+        cand = np.flatnonzero(member)
+        if len(cand) > left:
+            cand = cand[sample_positions(len(cand), left, seed)]
+        taken[cand] = True
+        out.append(cand.astype(np.int64))
+    return np.concatenate(out) if out else np.zeros(0, np.int64)
+
+
+def _by_example(df: pd.DataFrame) -> dict[int, dict[str, tuple[np.ndarray, np.ndarray, list[str]]]]:
+    """A token-score table (example_idx, position, word, method, score) -> {example_idx: {method: (positions,
+    scores, words)}}, positions sorted."""
+    out: dict[int, dict[str, tuple[np.ndarray, np.ndarray, list[str]]]] = {}
+    for (idx, method), g in df.groupby(["example_idx", "method"], sort=False):
+        g = g.sort_values("position")
+        out.setdefault(int(idx), {})[str(method)] = (g["position"].to_numpy(np.int64), g["score"].to_numpy(float),
+                                                     g["word"].astype(str).tolist())
+    return out
+
+
+def _token_views(results: Path, task: str, variants: Sequence[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The token views of the norm analyses (Abnar & Zuidema 2020; docs/reference.md#token-views): (the page's
+    block: methods, importances, what is missing and why, faithfulness.csv; the lookups `_examples` attaches per
+    example: {"scores": {variant: by example}, "importance": by example, "rho": {example_idx: {view: {importance:
+    rho}}}})."""
+    from bertology.norms.faithful import IMPORTANCES, VIEWS
+
+    block: dict[str, Any] = {"views": list(VIEWS), "importances": list(IMPORTANCES), "missing": {}, "scored": {},
+                             "flow": {}, "faith": {}, "importance_missing": None, "rho_missing": None,
+                             "sources": {}}
+    look: dict[str, Any] = {"scores": {}, "importance": {}, "rho": {}}
+    for v in variants:
+        path = results / "stats" / task / v / "token_scores.parquet"
+        block["sources"][v] = _rel(path, results)
+        if not path.exists():
+            block["missing"][v] = (f"{_rel(path, results)} absent: the norm analyses did not run for the {v} model "
+                                   "(analysis.norms.enabled: false, or a model whose layers get no value norms; "
+                                   "the workflow says which at start)")
+            continue
+        df = pd.read_parquet(path)
+        look["scores"][v] = _by_example(df)
+        block["scored"][v] = int(df["example_idx"].nunique())
+        block["flow"][v] = int(df.loc[df["method"] == "flow", "example_idx"].nunique())
+    fin = results / "stats" / task / "finetuned"
+    imp = fin / "importance.parquet"
+    if imp.exists():
+        look["importance"] = _by_example(pd.read_parquet(imp))
+    else:
+        block["importance_missing"] = (f"{_rel(imp, results)} absent: the fine-tuned model's token importance "
+                                       "(norms_faithfulness) was not computed")
+    rhos = fin / "faithfulness_examples.csv"
+    if rhos.exists():
+        for r in pd.read_csv(rhos).itertuples(index=False):
+            look["rho"].setdefault(int(r.example_idx), {}).setdefault(str(r.view), {})[str(r.importance)] = _num(r.rho)
+    else:
+        block["rho_missing"] = f"{_rel(rhos, results)} absent: no per-example agreement with the importance"
+    faith = fin / "faithfulness.csv"
+    if faith.exists():
+        for r in pd.read_csv(faith).itertuples(index=False):
+            block["faith"].setdefault(str(r.view), {})[str(r.importance)] = {
+                "mean": _num(r.mean), "std": _num(r.std), "n": int(r.n), "ci_low": _num(r.ci_low),
+                "ci_high": _num(r.ci_high)}
+    return block, look
+
+
+def _preferred(look: dict[str, Any]) -> list[set[int]]:
+    """The groups :func:`pick_examples` fills the page with: the examples with every view (flow, importance),
+    then those with any token score."""
+    scored: set[int] = set()
+    full: set[int] = set(look["importance"])
+    for by in look["scores"].values():
+        scored |= set(by)
+        full |= {i for i, m in by.items() if "flow" in m}
+    return [full, scored] if scored or full else []
+
+
+def _attach_views(ex: dict[str, Any], look: dict[str, Any]) -> None:
+    """ex["views"] {variant: {method: scores (n,)}}, ex["importance"] {importance: scores (n,)}, ex["rho"] {view:
+    {importance: rho}} of one example, where its token scores cover exactly its n store positions (with the same
+    wordpieces when the page has them); a mismatch is said in ex["views_note"] instead."""
+    idx, n = ex["idx"], ex["n"]
+    notes: list[str] = []
+
+    def aligned(by: dict, what: str) -> dict[str, list]:
+        got = {}
+        for method, (positions, scores, words) in by.get(idx, {}).items():
+            if not np.array_equal(positions, np.arange(n)) or (ex.get("tokenized") and words != ex["tokens"]):
+                notes.append(f"{what} {method}: its {len(positions)} positions are not the store's {n} wordpieces")
+                continue
+            got[method] = [_num(x) for x in scores]
+        return got
+
+    ex["views"] = {v: got for v, by in look["scores"].items() if (got := aligned(by, f"{v} token scores"))}
+    ex["importance"] = aligned(look["importance"], "importance")
+    ex["rho"] = look["rho"].get(idx, {})
+    if notes:
+        ex["views_note"] = notes
+        log.warning("explorer: example_idx %d: %s", idx, "; ".join(notes))
+
+
 def _examples(results: Path, task: str, stores: dict[str, Any], words: pd.DataFrame | None, scores: dict,
-              sieve_roles: list[str], examples: int, seed: int, budget: int) -> tuple[list[dict], int]:
-    """The sampled examples with tokens, words, text and their quantised maps (one store read per example)."""
+              sieve_roles: list[str], examples: int, seed: int, budget: int,
+              views: dict[str, Any] | None = None) -> tuple[list[dict], int]:
+    """The sampled examples with tokens, words, text, their quantised maps (one store read per example) and, from
+    `views` (:func:`_token_views`' lookups), their token views. The sample (:func:`pick_examples`) takes the
+    examples with token scores first, so the token views of the page are never of examples it left out."""
     ref = next(iter(stores.values()))
-    E = int(ref.sizes["example"])
     L, H = int(ref.sizes["layer"]), int(ref.sizes["head"])
-    pos = sample_positions(E, examples, seed)
+    look = views or {"scores": {}, "importance": {}, "rho": {}}
+    pos = pick_examples(ref["example_idx"].values, _preferred(look), examples, seed)
     tok = _tokenizer(results, task, dict(ref.attrs))
     split = str(ref.attrs.get("split", "validation"))
     data_path = results / "data" / task / f"{split}.parquet"
@@ -510,6 +636,7 @@ def _examples(results: Path, task: str, stores: dict[str, Any], words: pd.DataFr
                            for r in wrows.itertuples(index=False)]
         else:
             ex["words"] = []
+        ex["tokenized"] = tok is not None
         if tok is not None:
             ex["tokens"] = [tok.id_to_token(int(i)) or f"<{i}>" for i in ids]
         else:  # no tokenizer: label wordpieces by their word (continuations as ##)
@@ -543,6 +670,8 @@ def _examples(results: Path, task: str, stores: dict[str, Any], words: pd.DataFr
                 vals = s.values[int(hit[0])]  # (L, H, R_npz)
                 ex["sieve"][v] = [_num(vals[lay, h, have.index(r)]) if r in have else None
                                   for lay in range(L) for h in range(H) for r in sieve_roles]
+        _attach_views(ex, look)
+        del ex["tokenized"]  # only for that check
         size = sum(len(m) for m in ex["maps"].values())
         if out and used + size > budget:
             dropped += 1
@@ -564,8 +693,9 @@ def load_explorer_data(results: Path, tasks: list[str], *, examples: int, seed: 
     """Everything the explorer page shows, read from a results/ directory (nothing recomputed).
 
     results: the pipeline's results/ directory; tasks: the tasks to include (those without attention
-    stores are skipped with a note). examples: sampled examples per task whose maps are embedded (the same
-    seeded store positions for both variants); seed: the sample's seed. budget_bytes: cap on the embedded
+    stores are skipped with a note). examples: examples per task whose maps are embedded (the same store
+    positions for both variants: those with token scores first, then a seeded sample; :func:`pick_examples`);
+    seed: the sample's seed. budget_bytes: cap on the embedded
     (compressed) maps over all tasks; examples past it are left out and the page says so.
     Reads each store lazily through :func:`bertology.store.open_store`, one sampled example at a time;
     expect(task, variant): the attributes each store must have (:func:`bertology.store.expected_attrs`).
@@ -603,8 +733,9 @@ def load_explorer_data(results: Path, tasks: list[str], *, examples: int, seed: 
         sieve_tables = _variant_tables(results, task, "sieve.csv", notes)
         sieve, scores = _sieve(results, task, L, H, sieve_tables, notes)
         metrics = _metrics(results, task, L, H, sieve_tables, notes) + _seed_metrics(results, task, L, H)
+        views, look = _token_views(results, task, list(stores))
         exs, dropped = _examples(results, task, stores, words, scores, sieve["roles"] if sieve else [],
-                                 examples, seed, share)
+                                 examples, seed, share, look)
         try:
             spec = get_task(task)
             display, pair = spec.display, spec.is_pair
@@ -615,6 +746,7 @@ def load_explorer_data(results: Path, tasks: list[str], *, examples: int, seed: 
             "split": str(ref.attrs.get("split", "")), "store_examples": int(ref.sizes["example"]),
             "variants": list(stores), "stores": {v: f"{results.name}/attention/{task}/{v}.zarr" for v in stores},
             "metrics": metrics, "sieve": sieve, "examples": exs, "dropped": dropped, "notes": notes,
+            "token_views": views,
         })
     return out
 
@@ -661,5 +793,5 @@ def write_explorer(results: Path, tasks: list[str], output: Path, **kwargs: Any)
     return output
 
 
-__all__ = ["load_explorer_data", "render_explorer", "script_json", "write_explorer", "explorer_inputs",
+__all__ = ["load_explorer_data", "render_explorer", "script_json", "write_explorer", "explorer_inputs", "pick_examples",
            "quantise", "encode_maps", "decode_maps", "DEFAULT_EXAMPLES"]

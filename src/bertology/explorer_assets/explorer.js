@@ -4,7 +4,9 @@
  *   metrics[]   per-head statistics, values row-major on the (layer, head) grid (index layer * H + head)
  *   sieve       roles, per-variant test table (index (layer * H + head) * R + role), score histograms
  *   examples[]  the sampled examples: tokens, words (text, pos, dep, head), maps per variant as
- *               base64(deflate(uint8 L*H*n*n)), value = level / 255
+ *               base64(deflate(uint8 L*H*n*n)), value = level / 255; views {variant: {view: (n,)}},
+ *               importance {importance: (n,)}, rho {view: {importance: rho}} (token views, when computed)
+ *   token_views views and importances offered, what is missing and why, faithfulness.csv
  * State lives in the URL hash (#task=rte&view=head&layer=3&head=5&example=2...), so a view can be
  * bookmarked; layers and heads are numbered from 1 on the page, 0-based in the hash and the data.
  */
@@ -69,13 +71,13 @@
 
   // ------------------------------------------------------------------ state and routing
   const S = {task: 0, view: 'overview', metric: '', ov: 'finetuned', layer: 0, head: 0, example: 0, hv: 'finetuned',
-    exmode: 'both', thr: 0.1, gamma: 1};
+    exmode: 'both', thr: 0.1, gamma: 1, tvscale: 'words', tvfrom: 'min'};
   const T = () => D.tasks[S.task];
   function readHash() {
     const q = new URLSearchParams(location.hash.slice(1));
     const ti = D.tasks.findIndex(t => t.task === q.get('task'));
     if (ti >= 0) S.task = ti;
-    for (const k of ['view', 'metric', 'ov', 'hv', 'exmode']) if (q.has(k)) S[k] = q.get(k);
+    for (const k of ['view', 'metric', 'ov', 'hv', 'exmode', 'tvscale', 'tvfrom']) if (q.has(k)) S[k] = q.get(k);
     for (const k of ['layer', 'head', 'example']) if (q.has(k) && Number.isFinite(+q.get(k))) S[k] = +q.get(k);
     if (q.has('thr') && Number.isFinite(+q.get('thr'))) S.thr = +q.get('thr');
     if (q.has('gamma')) S.gamma = q.get('gamma') === '0.5' ? 0.5 : 1;
@@ -90,6 +92,8 @@
     S.example = clamp(S.example | 0, 0, Math.max(0, t.examples.length - 1));
     if (!t.metrics.some(m => m.id === S.metric)) S.metric = defaultMetric(t);
     if (!t.variants.includes(S.hv)) S.hv = t.variants[t.variants.length - 1];
+    if (!['words', 'all'].includes(S.tvscale)) S.tvscale = 'words';
+    if (!['min', 'zero'].includes(S.tvfrom)) S.tvfrom = 'min';
   }
   function defaultMetric(t) {
     const pref = ['sieve:delimiter', 'sieve:count', 'cosine'];
@@ -98,7 +102,7 @@
   }
   function writeHash() {
     const q = new URLSearchParams({task: T().task, view: S.view, metric: S.metric, ov: S.ov, layer: S.layer,
-      head: S.head, example: S.example, hv: S.hv, exmode: S.exmode, thr: S.thr, gamma: S.gamma});
+      head: S.head, example: S.example, hv: S.hv, exmode: S.exmode, thr: S.thr, gamma: S.gamma, tvscale: S.tvscale, tvfrom: S.tvfrom});
     history.replaceState(null, '', '#' + q.toString());
   }
   let renderCount = 0;
@@ -168,9 +172,9 @@
 
   // ------------------------------------------------------------------ legends
   let gradId = 0;
-  function legend(scale, lo, hi, {width = 260, label = '', ref = null, refLabel = '', gamma = false} = {}) {
+  function legend(scale, lo, hi, {width = 260, label = '', ref = null, refLabel = '', gamma = false, rgb = null} = {}) {
     const id = 'g' + (gradId++);
-    const f = scale === 'div' ? RDBU : (scale === 'attn' ? attnRGB : VIRIDIS);
+    const f = rgb || (scale === 'div' ? RDBU : (scale === 'attn' ? attnRGB : VIRIDIS));
     const stops = [];
     for (let i = 0; i <= 10; i++) stops.push(s('stop', {offset: `${i * 10}%`, 'stop-color': css(f(i / 10))}));
     const x0 = 8, w = width - 16;
@@ -314,12 +318,19 @@
   function exampleNav(t, onpick) {
     const sel = h('select', {id: 'example-select', onchange: e => onpick(+e.target.value)},
       t.examples.map((ex, i) => h('option', {value: i, selected: i === S.example},
-        `#${i + 1} (idx ${ex.idx}, n=${ex.n}) ${(ex.text_a || ex.tokens.slice(1, 9).join(' ')).slice(0, 70)}`)));
+        `${tvMark(ex)}#${i + 1} (idx ${ex.idx}, n=${ex.n}) ${(ex.text_a || ex.tokens.slice(1, 9).join(' ')).slice(0, 70)}`)));
     const n = t.examples.length;
     return h('div', {class: 'exnav'}, 'example ',
       h('button', {onclick: () => onpick((S.example + n - 1) % n), title: 'previous example'}, '‹'), sel,
       h('button', {onclick: () => onpick((S.example + 1) % n), title: 'next example'}, '›'),
-      h('span', {class: 'muted'}, `${n} of ${t.store_examples} examples of the store (seeded sample)`));
+      h('span', {class: 'muted'}, `${n} of ${t.store_examples} examples of the store (` +
+        (t.examples.some(tvMark) ? 'those with token views first: ◆ every view, ◇ some; then a seeded sample)' : 'seeded sample)')));
+  }
+  // ◆ every token view (flow, importance), ◇ some; the list's examples with token scores come first
+  function tvMark(ex) {
+    const vs = Object.values(ex.views || {});
+    if (!vs.length) return '';
+    return (vs.some(m => m.flow) && ex.importance && Object.keys(ex.importance).length) ? '◆ ' : '◇ ';
   }
   function exampleText(t, ex) {
     const parts = [];
@@ -662,6 +673,114 @@
     ctx.drawImage(off, 0, 0, size, size);
     return cv;
   }
+  // ------------------------------------------------------------------ token views (Abnar & Zuidema 2020; Kobayashi et al. 2020)
+  const YLORRD = ramp(['#ffffff', '#ffeda0', '#fed976', '#feb24c', '#fd8d3c', '#fc4e2a', '#e31a1c', '#bd0026', '#800026']);
+  const TV = {
+    raw: ['raw attention', 'the last layer\'s [CLS] row, heads averaged'],
+    norm: ['norm-weighted', '‖Σ_h α_h[CLS, j] f_h(x_j)‖ of the last layer (Kobayashi et al. 2020)'],
+    rollout: ['rollout', 'each layer\'s head-averaged attention mixed half and half with the identity, multiplied through the layers'],
+    flow: ['flow', 'maximum flow from the token to the top [CLS] through the layered attention graph'],
+    ablation: ['ablation importance', 'drop in the predicted class\'s probability when the token is replaced by the mask token'],
+    gradient: ['input × gradient', 'Σ_d e_jd ∂p_c/∂e_jd at the embeddings\' output'],
+  };
+  const tvLabel = m => (TV[m] || [m])[0];
+  const luminance = c => (0.299 * c[0] + 0.587 * c[1] + 0.114 * c[2]) / 255;
+  function tokenViews(t, ex) {
+    const tv = t.token_views;
+    const card = h('div', {class: 'card', id: 'token-views'});
+    card.append(h('h3', null, 'Token views: what the top [CLS] sees of each token, pretrained next to fine-tuned'));
+    if (!tv) { card.append(h('p', {class: 'muted'}, 'This page was built without token views.')); return card; }
+    const variants = t.variants, views = ex.views || {}, imp = ex.importance || {};
+    const rows = [...tv.views.map(m => ({m, kind: 'view'})), ...tv.importances.map(m => ({m, kind: 'importance'}))];
+    const signed = m => tv.importances.includes(m);   // importance can be negative: diverging scale around 0
+    const scoresOf = (v, r) => r.kind === 'view' ? (views[v] || {})[r.m] : (v === 'finetuned' ? imp[r.m] : undefined);
+    const scaleAll = S.tvscale === 'all', fromMin = S.tvfrom === 'min';
+    const inScale = p => scaleAll || ex.word_ids[p] >= 0;
+    const notes = [];
+    for (const v of variants) if (tv.missing[v]) notes.push(`${VN[v]}: ${tv.missing[v]}.`);
+    if (tv.importance_missing) notes.push(tv.importance_missing + '.');
+    if (tv.rho_missing) notes.push(tv.rho_missing + '.');
+    for (const n of ex.views_note || []) notes.push(n + '.');
+    const scored = variants.filter(v => !tv.missing[v]);
+    if (scored.length && !variants.some(v => views[v])) notes.push(`Example idx ${ex.idx} has no token scores: the norm analyses score a seeded sample (analysis.norms.examples, ${scored.map(v => tv.scored[v]).join(' / ')} examples); the examples marked ◆ (every view) or ◇ in the list have them.`);
+    card.append(h('p', {class: 'desc'}, 'Each row colours the example\'s wordpieces by one view of how much the last layer\'s [CLS] draws on them; ' +
+      'one colour scale per row, shared by both models, from the smallest (or 0) to the largest score of either model on the ' +
+      (scaleAll ? 'example\'s tokens' : 'example\'s words ([CLS], [SEP] and other specials outside it are clipped, dashed)') +
+      '; importance rows are symmetric around 0. ' +
+      'ρ: Spearman\'s correlation of the view with the fine-tuned classifier\'s importance over this example\'s ordinary tokens (faithfulness_examples.csv; mean over examples in faithfulness.csv). Hover a token to find it in every row.'));
+    card.append(h('div', {class: 'controls'}, h('label', null, 'colour scale over ',
+      seg('tvscale', [['words', 'words only'], ['all', 'all tokens']], scaleAll ? 'all' : 'words', k => go({tvscale: k}))),
+      h('label', null, 'scores from ', seg('tvfrom', [['min', 'the row\'s minimum'], ['zero', '0']], S.tvfrom, k => go({tvfrom: k})))));
+    if (notes.length) card.append(h('ul', {class: 'tv-notes'}, notes.map(n => h('li', null, n))));
+    const grid = h('div', {class: 'tv-grid', style: `grid-template-columns:minmax(150px,190px) repeat(${variants.length}, minmax(0,1fr))`});
+    grid.append(h('div', {class: 'tv-corner'}), ...variants.map(v => h('div', {class: 'tv-vhead', 'data-variant': v, style: `border-color:${VCOL[v]}`}, VN[v])));
+    const highlight = p => { for (const e of card.querySelectorAll('.tv-tok')) e.classList.toggle('hl', p !== null && +e.dataset.pos === p); };
+    for (const r of rows) {
+      const per = Object.fromEntries(variants.map(v => [v, scoresOf(v, r)]));
+      // signed rows: symmetric around 0; the others from 0 or from the row's minimum (rollout and flow are flat)
+      let hi = 0, lo = Infinity;
+      for (const sc of Object.values(per)) if (sc) sc.forEach((x, p) => {
+        if (x !== null && inScale(p)) { hi = Math.max(hi, signed(r.m) ? Math.abs(x) : x); lo = Math.min(lo, x); }
+      });
+      lo = signed(r.m) ? -hi : (fromMin && Number.isFinite(lo) && lo < hi ? lo : 0);
+      const colour = x => signed(r.m) ? RDBU(hi ? (x / hi + 1) / 2 : 0.5) : YLORRD(hi > lo ? (x - lo) / (hi - lo) : 0);
+      const anyScores = Object.values(per).some(x => x);
+      grid.append(h('div', {class: 'tv-label', 'data-method': r.m}, h('b', {title: (TV[r.m] || ['', ''])[1]}, tvLabel(r.m)),
+        h('div', {class: 'muted tv-what'}, (TV[r.m] || ['', ''])[1]),
+        anyScores && hi > 0 ? legend(signed(r.m) ? 'div' : 'seq', lo, hi, {width: 170, label: '', rgb: signed(r.m) ? RDBU : YLORRD}) : null));
+      for (const v of variants) {
+        const sc = per[v];
+        const cell = h('div', {class: 'tv-cell', 'data-variant': v, 'data-method': r.m});
+        if (!sc) {
+          let why;
+          if (r.kind === 'importance' && v !== 'finetuned') why = 'importance is the fine-tuned classifier\'s only';
+          else if (r.kind === 'importance') why = tv.importance_missing ? 'not computed (see above)' : 'not computed for this example: the importance runs on the flow examples (analysis.flow.examples)';
+          else if (tv.missing[v]) why = 'no token scores for this model (see above)';
+          else if (!views[v]) why = 'this example has no token scores';
+          else if (r.m === 'flow') why = `not computed for this example: flow runs on a capped sample (analysis.flow.examples; ${tv.flow[v]} of ${tv.scored[v]} scored examples, marked ◆)`;
+          else why = 'not computed for this example';
+          cell.classList.add('tv-missing');
+          cell.append(h('span', {class: 'muted'}, why));
+          grid.append(cell);
+          continue;
+        }
+        const order = sc.map((x, p) => [x, p]).filter(([x]) => x !== null).sort((a, b) => b[0] - a[0]).map(([, p]) => p);
+        const rank = new Map(order.map((p, k) => [p, k + 1]));
+        const toks = h('div', {class: 'tv-toks'});
+        ex.tokens.forEach((tok, p) => {
+          const x = sc[p];
+          const c = x === null ? null : colour(x);
+          const clipped = x !== null && hi > 0 && (x > hi || x < lo);
+          toks.append(h('span', {class: 'tv-tok' + (ex.word_ids[p] < 0 ? ' special' : '') + (clipped ? ' clipped' : ''),
+            'data-pos': p, 'data-score': x === null ? '' : x,
+            style: c ? `background:${css(c)};color:${luminance(c) < 0.5 ? '#fff' : '#102a43'}` : `background:${NA}`,
+            onmouseenter: e => { highlight(p); showTip(e, `“${tok}” · position ${p}\n${tvLabel(r.m)} (${VN[v]}): ${x === null ? 'no value' : fmt(x, 4)}` +
+              (x === null ? '' : `\nrank ${rank.get(p)} of ${order.length}`) + (clipped ? '\nabove the scale (clipped)' : '')); },
+            onmouseleave: () => { highlight(null); hideTip(); }}, tok));
+        });
+        cell.append(toks);
+        if (r.kind === 'view' && v === 'finetuned') {
+          const rho = (ex.rho || {})[r.m] || {};
+          const faith = (tv.faith || {})[r.m] || {};
+          const iname = i => i === 'gradient' ? 'input × gradient' : i;
+          const mean = i => faith[i] && faith[i].mean !== null ? ` (mean ${fmt(faith[i].mean, 2)}, n ${faith[i].n})` : '';
+          if (tv.importances.some(i => i in rho)) {
+            cell.append(h('div', {class: 'tv-rhos'}, tv.importances.filter(i => i in rho).map(i =>
+              h('span', {class: 'tv-rho', 'data-importance': i, 'data-rho': rho[i] === null ? '' : rho[i]},
+                `ρ with ${iname(i)} `, h('b', {title: rho[i] === null ? 'undefined: fewer than 3 tokens or a constant score' : ''}, fmt(rho[i], 2)),
+                h('span', {class: 'muted'}, mean(i))))));
+          } else if (!tv.rho_missing) {
+            cell.append(h('div', {class: 'tv-rhos muted'}, 'ρ: this example has no importance' +
+              (tv.importances.some(i => faith[i]) ? '; over the examples that have it: ' + tv.importances.filter(i => faith[i]).map(i => `${iname(i)}${mean(i)}`).join(', ') : '')));
+          }
+        }
+        grid.append(cell);
+      }
+    }
+    card.append(h('div', {style: 'overflow-x:auto'}, grid));
+    return card;
+  }
+
   async function renderExample() {
     const t = T(), root = $('#example');
     root.replaceChildren();
@@ -686,7 +805,9 @@
         shown.map(v => smallMap(ex, headMap(bufs[v], t, ex, l, hd), size, v))));
       }
     }
-    root.append(h('div', {class: 'card'}, h('h3', null, `Every head on one example — ${t.display}`), exampleNav(t, i => go({example: i})), exampleText(t, ex),
+    root.append(h('div', {class: 'card'}, h('h3', null, `One example — ${t.display}`), exampleNav(t, i => go({example: i})), exampleText(t, ex)));
+    root.append(tokenViews(t, ex));
+    root.append(h('div', {class: 'card'}, h('h3', null, 'Every head on this example'),
       h('div', {class: 'controls'}, seg('exmode', modes, shown.length === 2 ? 'both' : shown[0], k => go({exmode: k})),
         h('span', {class: 'keys'}, t.variants.map(v => h('span', null, h('i', {class: 'sw', style: `background:${VCOL[v]}`}), `${VN[v]} (frame)`))),
         legend('attn', 0, 1, {label: 'attention', width: 200, gamma: true}), gammaSeg()),
@@ -711,7 +832,7 @@ n = int(ds.length[123]); one = one[:n, :n].values                  # the real to
     box.replaceChildren(...[h('h3', null, 'What this page holds'),
       h('p', null, `Built from ${D.results} by bertology ${D.bertology_version} on ${D.generated}; model ${D.model || '?'}. ` +
         `Every number is read from the pipeline's CSVs and attention stores; nothing is recomputed. ` +
-        `Attention maps are a seeded sample (seed ${D.seed}) of each store, rounded to 1/255 for display (±0.002); statistics keep 6 significant digits.`),
+        `Attention maps are a sample of each store (the examples with token views first, then seeded by ${D.seed}), rounded to 1/255 for display (±0.002); statistics keep 6 significant digits.`),
       h('ul', null, rows),
       D.skipped.length ? h('p', {class: 'muted'}, 'Skipped: ' + D.skipped.map(x => `${x.task} (${x.why})`).join('; ')) : null,
       h('p', null, 'Every other example, at full float16 precision, is in the stores; open one in a notebook:'),

@@ -3,8 +3,8 @@
 - ``norms_views``: one task and variant; one pass of the model over the seeded sample of the attention sample
   (``analysis.norms.examples`` rows) -> norms.csv, mixing.csv, token_scores.parquet (flow on the first
   ``analysis.flow.examples`` of them);
-- ``norms_faithfulness``: the fine-tuned classifier's token importance on the flow examples -> importance.parquet
-  and faithfulness.csv;
+- ``norms_faithfulness``: the fine-tuned classifier's token importance on the flow examples -> importance.parquet,
+  faithfulness.csv and the per-example Spearman rhos behind it (faithfulness_examples.csv, which the explorer shows);
 - ``norms_figures``: norms-{task}.png, mixing-{task}.png, faithfulness-{task}.png.
 """
 
@@ -91,7 +91,8 @@ def _views_metrics(ctx: StepContext, res) -> None:
 
 
 def norms_faithfulness(ctx: StepContext) -> None:
-    """faithfulness.csv and importance.parquet of the fine-tuned classifier on the flow examples."""
+    """faithfulness.csv, faithfulness_examples.csv and importance.parquet of the fine-tuned classifier on the flow
+    examples."""
     import torch
 
     from bertology.models import load_encoder, load_tokenizer
@@ -113,6 +114,7 @@ def norms_faithfulness(ctx: StepContext) -> None:
                            batch_size=cfg.analysis.norms.batch_size, confidence=flow.confidence,
                            resamples=flow.bootstrap, seed=cfg.data.seed, device=device)
     write_csv(res.table, ctx.output.table)
+    write_csv(res.rhos, ctx.output.examples)
     write_parquet(res.importance, ctx.output.importance)
     metrics = {f"faithfulness.{r.view}.{r.importance}": float(r.mean) for r in res.table.itertuples()
                if np.isfinite(r.mean)}
