@@ -22,6 +22,7 @@ include: "rules/sieve.smk"
 include: "rules/kovaleva.smk"
 include: "rules/clark.smk"
 include: "rules/norms.smk"
+include: "rules/seeds.smk"
 
 
 # Keep last among the includes: the report needs every other rule file's targets.

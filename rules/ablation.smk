@@ -10,22 +10,24 @@
 #   results/figures/importance-{task}.png, pruning-{task}.png
 
 
+# seedtag: '' for the first fine-tuning seed, -seedN for each further one (rules/seeds.smk asks for those)
 rule ablation_sweep:
     input:
-        model="results/models/{task}/pretrained",
+        model="results/models/{task}/pretrained{seedtag}",
         validation="results/data/{task}/validation.parquet",
     output:
-        heads="results/ablation/{task}/heads.csv",
-        layers="results/ablation/{task}/layers.csv",
-        summary="results/ablation/{task}/summary.csv",
-        info="results/ablation/{task}/summary.json",
+        heads="results/ablation/{task}/heads{seedtag}.csv",
+        layers="results/ablation/{task}/layers{seedtag}.csv",
+        summary="results/ablation/{task}/summary{seedtag}.csv",
+        info="results/ablation/{task}/summary{seedtag}.json",
+        examples="results/ablation/{task}/examples{seedtag}.npz",
     params:
         step=step("ablation_sweep"),
         files=step_files,
     log:
-        "results/logs/ablation_sweep/{task}.log",
+        "results/logs/ablation_sweep/{task}{seedtag}.log",
     benchmark:
-        "results/benchmarks/ablation_sweep/{task}.tsv"
+        "results/benchmarks/ablation_sweep/{task}{seedtag}.tsv"
     threads: 4  # capped to --cores locally, to max-threads in profiles/slurm
     resources:
         mem_mb=8000,
@@ -64,22 +66,22 @@ rule ablation_figures:
 
 rule ablation_pruning:
     input:
-        model="results/models/{task}/pretrained",
+        model="results/models/{task}/pretrained{seedtag}",
         validation="results/data/{task}/validation.parquet",
         # the paper computes importance on the training data; ablation.pruning.importance_split chooses
         importance_data="results/data/{task}/"
         + config["ablation"]["pruning"]["importance_split"]
         + ".parquet",
     output:
-        importance="results/ablation/{task}/importance.csv",
-        pruning="results/ablation/{task}/pruning.csv",
+        importance="results/ablation/{task}/importance{seedtag}.csv",
+        pruning="results/ablation/{task}/pruning{seedtag}.csv",
     params:
         step=step("ablation_pruning"),
         files=step_files,
     log:
-        "results/logs/ablation_pruning/{task}.log",
+        "results/logs/ablation_pruning/{task}{seedtag}.log",
     benchmark:
-        "results/benchmarks/ablation_pruning/{task}.tsv"
+        "results/benchmarks/ablation_pruning/{task}{seedtag}.tsv"
     threads: 4  # capped to --cores locally, to max-threads in profiles/slurm
     resources:
         mem_mb=8000,

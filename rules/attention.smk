@@ -56,7 +56,7 @@ rule extract_attention:
     output:
         store=directory("results/attention/{task}/{variant}.zarr"),
     wildcard_constraints:
-        variant="|".join(STORE_VARIANTS),
+        variant=STORE_VARIANT_REGEX,
     params:
         step=step("extract_attention"),
         files=step_files,

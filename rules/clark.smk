@@ -87,7 +87,7 @@ rule extract_syntax:
     output:
         store=directory("results/attention/syntax/{model}.zarr"),
     wildcard_constraints:
-        model="|".join(["pretrained"] + [f"{t}-finetuned" for t in TASKS]),
+        model=SYNTAX_MODEL_REGEX,
     params:
         step=step("extract_syntax"),
         files=step_files,
@@ -114,7 +114,7 @@ rule syntax_parser:
         table="results/stats/syntax/{model}.csv",
         summary="results/stats/syntax/{model}.json",
     wildcard_constraints:
-        model="|".join(["pretrained"] + [f"{t}-finetuned" for t in TASKS]),
+        model=SYNTAX_MODEL_REGEX,
     params:
         step=step("syntax_parser"),
         files=step_files,

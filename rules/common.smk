@@ -7,7 +7,8 @@ from bertology.config import sections_json
 from bertology.data import source_version
 from bertology.explorer import TOKEN_VIEW_FILES, explorer_inputs
 from bertology.norms.values import norms_unsupported
-from bertology.seeds import SEED_TAG_REGEX, configured_seeds, seed_tags
+from bertology.seeds import (SEED_TAG_REGEX, STORE_VARIANT_REGEX, SYNTAX_MODEL_REGEX, configured_seeds,
+                             finetuned_variants, seed_tags, store_variants, syntax_model_path, variant_model)
 from bertology.tasks import SPLITS, STORE_VARIANTS, TASKS, VARIANT_INIT
 from bertology.workflow import check_config, setup_environment
 
@@ -38,6 +39,10 @@ INITS = list(config["train"]["inits"])
 # Path tags of the fine-tuning seeds: '' for the first (train.seed: the plain paths, read by every
 # analysis), '-seedN' for each further one of train.seeds.
 SEED_TAGS = seed_tags(configured_seeds(config["train"]))
+# Every fine-tuned analysis runs once per seed: the seed is part of the store variant's name (bertology.seeds):
+# `finetuned` (the first seed), `finetuned-seedN`; `pretrained` has no fine-tuning seed and is computed once.
+FINETUNED_VARIANTS = finetuned_variants(SEED_TAGS)
+SEED_VARIANTS = store_variants(SEED_TAGS)
 
 # Every rule file appends the final outputs it contributes; `rule all` asks for all of them.
 TARGETS = []
@@ -96,39 +101,40 @@ def _kovaleva_stats_inputs(wildcards):
     return inputs
 
 
+def _variant_model(wildcards):
+    """The one variant -> checkpoint mapping: a fine-tuned store variant (`finetuned`, `finetuned-seedN`) -> its
+    model directory, as {"model": path}; {} for `pretrained` (the config's `model`)."""
+    path = variant_model(wildcards.task, wildcards.variant)
+    return {} if path is None else {"model": path}
+
+
 def _framenet_model_inputs(wildcards):
-    inputs = {"links": "results/stats/framenet/links.parquet"}
-    if wildcards.variant in VARIANT_INIT:  # a fine-tuned variant: its model; the pretrained one is config `model`
-        inputs["model"] = f"results/models/{wildcards.task}/{VARIANT_INIT[wildcards.variant]}"
-    return inputs
+    return {"links": "results/stats/framenet/links.parquet", **_variant_model(wildcards)}
 
 
 def _extract_inputs(wildcards):
-    inputs = {
+    return {
         "sample": f"results/attention/{wildcards.task}/sample.parquet",
         "words": f"results/attention/{wildcards.task}/words.parquet",
+        **_variant_model(wildcards),
     }
-    if wildcards.variant == "finetuned":
-        inputs["model"] = f"results/models/{wildcards.task}/pretrained"
-    return inputs
 
 
 def _norms_inputs(wildcards):
-    """The attention sample, the training split (token frequencies) and, for the fine-tuned variant, its model."""
-    inputs = {
+    """The attention sample, the training split (token frequencies) and, for a fine-tuned variant, its model."""
+    return {
         "sample": f"results/attention/{wildcards.task}/sample.parquet",
         "train": f"results/data/{wildcards.task}/train.parquet",
+        **_variant_model(wildcards),
     }
-    if wildcards.variant == "finetuned":
-        inputs["model"] = f"results/models/{wildcards.task}/pretrained"
-    return inputs
 
 
 def _syntax_extract_inputs(wildcards):
-    """The gold sentences and, for a `{task}-finetuned` model, its fine-tuned model directory."""
+    """The gold sentences and, for a `{task}-finetuned[-seedN]` model, its fine-tuned model directory."""
     inputs = {"sample": "results/attention/syntax/sample.parquet", "words": "results/attention/syntax/words.parquet"}
-    if wildcards.model != "pretrained":
-        inputs["model"] = f"results/models/{wildcards.model.removesuffix('-finetuned')}/pretrained"
+    path = syntax_model_path(wildcards.model)  # TASK-finetuned[-seedN] -> its checkpoint (bertology.seeds)
+    if path is not None:
+        inputs["model"] = path
     return inputs
 
 

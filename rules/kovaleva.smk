@@ -21,7 +21,7 @@ rule kovaleva_stats:
         entropy="results/stats/{task}/{variant}/entropy.csv",
         parser="results/stats/{task}/{variant}/parser.csv",
     wildcard_constraints:
-        variant="|".join(STORE_VARIANTS),
+        variant=STORE_VARIANT_REGEX,
     params:
         step=step("kovaleva_stats"),
         files=step_files,
@@ -39,21 +39,23 @@ rule kovaleva_stats:
         STEP
 
 
+# seedtag: '' compares the first fine-tuning seed, -seedN seed N (rules/seeds.smk), with the one pretrained store
 rule kovaleva_cosine:
     input:
         pretrained="results/attention/{task}/pretrained.zarr",
-        finetuned="results/attention/{task}/finetuned.zarr",
+        finetuned="results/attention/{task}/finetuned{seedtag}.zarr",
         words="results/attention/{task}/words.parquet",
     output:
-        cosine="results/stats/{task}/cosine.csv",
-        features_diff="results/stats/{task}/features_diff.csv",
+        cosine="results/stats/{task}/cosine{seedtag}.csv",
+        features_diff="results/stats/{task}/features_diff{seedtag}.csv",
+        examples="results/stats/{task}/cosine_examples{seedtag}.npz",
     params:
         step=step("kovaleva_cosine"),
         files=step_files,
     log:
-        "results/logs/kovaleva_cosine/{task}.log",
+        "results/logs/kovaleva_cosine/{task}{seedtag}.log",
     benchmark:
-        "results/benchmarks/kovaleva_cosine/{task}.tsv"
+        "results/benchmarks/kovaleva_cosine/{task}{seedtag}.tsv"
     threads: 2
     resources:
         mem_mb=6000,
@@ -93,7 +95,7 @@ rule framenet_relations:
     output:
         table="results/stats/{task}/{variant}/relations_framenet.csv",
     wildcard_constraints:
-        variant="|".join(STORE_VARIANTS),
+        variant=STORE_VARIANT_REGEX,
     params:
         step=step("framenet_relations"),
         files=step_files,

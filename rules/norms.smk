@@ -16,7 +16,7 @@ rule norms_views:
         mixing="results/stats/{task}/{variant}/mixing.csv",
         scores="results/stats/{task}/{variant}/token_scores.parquet",
     wildcard_constraints:
-        variant="|".join(STORE_VARIANTS),
+        variant=STORE_VARIANT_REGEX,
     params:
         step=step("norms_views"),
         files=step_files,
@@ -34,22 +34,23 @@ rule norms_views:
         STEP
 
 
+# seedtag: '' for the first fine-tuning seed, -seedN for each further one (rules/seeds.smk asks for those)
 rule norms_faithfulness:
     input:
         sample="results/attention/{task}/sample.parquet",
-        scores="results/stats/{task}/finetuned/token_scores.parquet",
-        model="results/models/{task}/pretrained",
+        scores="results/stats/{task}/finetuned{seedtag}/token_scores.parquet",
+        model="results/models/{task}/pretrained{seedtag}",
     output:
-        table="results/stats/{task}/finetuned/faithfulness.csv",
-        examples="results/stats/{task}/finetuned/faithfulness_examples.csv",
-        importance="results/stats/{task}/finetuned/importance.parquet",
+        table="results/stats/{task}/finetuned{seedtag}/faithfulness.csv",
+        examples="results/stats/{task}/finetuned{seedtag}/faithfulness_examples.csv",
+        importance="results/stats/{task}/finetuned{seedtag}/importance.parquet",
     params:
         step=step("norms_faithfulness"),
         files=step_files,
     log:
-        "results/logs/norms_faithfulness/{task}.log",
+        "results/logs/norms_faithfulness/{task}{seedtag}.log",
     benchmark:
-        "results/benchmarks/norms_faithfulness/{task}.tsv"
+        "results/benchmarks/norms_faithfulness/{task}{seedtag}.tsv"
     threads: 2
     resources:
         mem_mb=4000,

@@ -16,6 +16,7 @@ rule explorer:
         faithfulness=expand("results/stats/{task}/finetuned/{name}", task=TASK_NAMES, name=TOKEN_VIEW_FILES)
         if NORMS_ENABLED
         else [],
+        seeds=SEED_EXPLORER_INPUTS,  # the per-seed statistics (rules/seeds.smk; none with one seed)
     output:
         page="results/explorer.html",
     params:

@@ -11,7 +11,7 @@ rule sieve:
         table="results/stats/{task}/{variant}/sieve.csv",
         scores="results/stats/{task}/{variant}/sieve_scores.npz",
     wildcard_constraints:
-        variant="|".join(STORE_VARIANTS),
+        variant=STORE_VARIANT_REGEX,
     params:
         step=step("sieve"),
         files=step_files,
@@ -54,20 +54,21 @@ rule sieve_figures:
         STEP
 
 
+# seedtag: '' for the first fine-tuning seed, -seedN for each further one (rules/seeds.smk asks for those)
 rule sieve_delta:
     input:
-        **{variant: expand(f"results/stats/{{task}}/{variant}/sieve.csv", task=TASK_NAMES)
-           for variant in STORE_VARIANTS},
+        pretrained=expand("results/stats/{task}/pretrained/sieve.csv", task=TASK_NAMES),
+        finetuned=expand("results/stats/{task}/finetuned{{seedtag}}/sieve.csv", task=TASK_NAMES),
     output:
-        table="results/stats/sieve_delta.csv",
-        figure="results/figures/sieve-delta.png",
+        table="results/stats/sieve_delta{seedtag}.csv",
+        figure="results/figures/sieve-delta{seedtag}.png",
     params:
         step=step("sieve_delta"),
         files=step_files,
     log:
-        "results/logs/sieve_delta/sieve_delta.log",
+        "results/logs/sieve_delta/sieve_delta{seedtag}.log",
     benchmark:
-        "results/benchmarks/sieve_delta/sieve_delta.tsv"
+        "results/benchmarks/sieve_delta/sieve_delta{seedtag}.tsv"
     threads: 1
     resources:
         mem_mb=2000,

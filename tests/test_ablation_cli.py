@@ -139,10 +139,11 @@ def test_snakemake_dag_has_the_ablation_steps(tmp_path, config_file, snakemake_r
     assert "rule ablation_sweep:" in proc.stdout and "rule ablation_figures:" in proc.stdout
     assert ("bertology ablation_sweep --config '{\"ablation\": {\"alpha\": 0.05, \"batch_size\": 64, \"bootstrap\": 50, "
             "\"config_batch\": 8, \"examples\": 16, \"seed\": 42, \"sweep\": \"fast\"}, \"data\": {\"max_length\": 64, \"short_split\": \"error\"}}' "
-            "-w task=rte --input model=results/models/rte/pretrained "
+            "-w task=rte -w seedtag= --input model=results/models/rte/pretrained "
             "--input validation=results/data/rte/validation.parquet --output heads=results/ablation/rte/heads.csv "
             "--output layers=results/ablation/rte/layers.csv --output summary=results/ablation/rte/summary.csv "
-            "--output info=results/ablation/rte/summary.json --threads ") in proc.stdout
+            "--output info=results/ablation/rte/summary.json --output examples=results/ablation/rte/examples.npz "
+            "--threads ") in proc.stdout
 
 
 def _pruning_argv(model, validation, train, out, config):

@@ -118,8 +118,8 @@ def _kovaleva_tables() -> dict[str, list[str]]:
             "stats/{task}/{variant}/entropy.csv": red.entropy_table(part),
             "stats/{task}/{variant}/parser.csv": red.parser_table(part),
             "stats/syntax/{model}.csv": red.parser_table(part),
-            "stats/{task}/cosine.csv": red.moments_table(pair.cosine),
-            "stats/{task}/features_diff.csv": red.features_diff_table(pair)}
+            "stats/{task}/cosine{seedtag}.csv": red.moments_table(pair.cosine),
+            "stats/{task}/features_diff{seedtag}.csv": red.features_diff_table(pair)}
 
 
 def _sieve_tables(tmp_path: Path) -> dict[str, object]:
@@ -143,7 +143,7 @@ def _sieve_tables(tmp_path: Path) -> dict[str, object]:
         arrays = list(z.files)
     return {"stats/{task}/{variant}/sieve.csv": pre,
             "stats/{task}/{variant}/sieve_scores.npz": arrays,
-            "stats/sieve_delta.csv": sieve_delta(pre, fine, "mrpc"),
+            "stats/sieve_delta{seedtag}.csv": sieve_delta(pre, fine, "mrpc"),
             "stats/sieve_summary.csv": list(summarize(pre, arr, task="mrpc", variant="pretrained"))}
 
 
@@ -162,9 +162,9 @@ def _ablation_tables() -> dict[str, object]:
     plan, masks = pruning_plan(raw, pruning_fractions(0.5), [43])
     pruning = pruning_table(plan, rng.normal(size=(len(plan), len(labels), 2)), labels, ("f1", "accuracy"), False,
                             "zero")
-    return {"ablation/{task}/heads.csv": tables.heads, "ablation/{task}/layers.csv": tables.layers,
-            "ablation/{task}/summary.csv": tables.summary, "ablation/{task}/importance.csv": importance.frame("train"),
-            "ablation/{task}/pruning.csv": pruning}
+    return {"ablation/{task}/heads{seedtag}.csv": tables.heads, "ablation/{task}/layers{seedtag}.csv": tables.layers,
+            "ablation/{task}/summary{seedtag}.csv": tables.summary, "ablation/{task}/importance{seedtag}.csv": importance.frame("train"),
+            "ablation/{task}/pruning{seedtag}.csv": pruning}
 
 
 def _table1_tables() -> dict[str, object]:
@@ -220,9 +220,27 @@ def _norms_tables() -> dict[str, object]:
     rhos = pd.DataFrame({"example_idx": [0, 1], "view": "raw", "importance": "ablation", "rho": [0.1, 0.3]})
     return {"stats/{task}/{variant}/norms.csv": norms.table(), "stats/{task}/{variant}/mixing.csv": mixing.table(),
             "stats/{task}/{variant}/token_scores.parquet": SCORE_COLUMNS,
-            "stats/{task}/finetuned/faithfulness.csv": summarise(rhos, confidence=0.95, resamples=20, seed=0),
-            "stats/{task}/finetuned/faithfulness_examples.csv": rhos,
-            "stats/{task}/finetuned/importance.parquet": SCORE_COLUMNS}
+            "stats/{task}/finetuned{seedtag}/faithfulness.csv": summarise(rhos, confidence=0.95, resamples=20, seed=0),
+            "stats/{task}/finetuned{seedtag}/faithfulness_examples.csv": rhos,
+            "stats/{task}/finetuned{seedtag}/importance.parquet": SCORE_COLUMNS}
+
+
+def _seed_tables() -> dict[str, object]:
+    from bertology import seedstats as ss
+
+    sieve = [pd.DataFrame({"layer": [0, 0], "head": [0, 1], "role": "local", "mean": [1.0, 2.0],
+                           "assigned": [True, s == 2]}) for s in (1, 2)]
+    roles, agreement = ss.role_tables(sieve, [1, 2])
+    mb = ss.multibootstrap_table(np.ones((2, 3, 2)), ss.head_grid_labels(1, 2), quantity="cosine", resamples=10,
+                                 seed=0, confidence=0.9).reindex(columns=list(ss.MULTIBOOTSTRAP_COLUMNS))
+    cos = [pd.DataFrame({"layer": [0, 1], "head": [0, 0], "mean": [0.9, 0.5]})] * 2
+    found = ss.findings([1, 2], cosine=cos, heads=[pd.DataFrame({"layer": [0], "head": [0], "metric": "accuracy",
+                                                                 "delta": [0.1]})] * 2,
+                        parser=[pd.DataFrame(columns=["relation", "direction", "layer", "head", "accuracy", "n",
+                                                      "baseline_accuracy"])] * 2,
+                        pruning=[pd.DataFrame(columns=["order", "fraction", "metric", "value"])] * 2, sieve=sieve)
+    return {"stats/{task}/seeds/roles.csv": roles, "stats/{task}/seeds/role_agreement.csv": agreement,
+            "stats/{task}/seeds/multibootstrap.csv": mb, "stats/{task}/seeds/findings.csv": found}
 
 
 @pytest.fixture(scope="module")
@@ -230,7 +248,7 @@ def code_tables(tmp_path_factory) -> dict[str, list[str]]:
     """Every table the reference documents -> the columns (arrays, keys) the code gives it."""
     tmp = tmp_path_factory.mktemp("reference")
     built: dict[str, object] = {**_kovaleva_tables(), **_sieve_tables(tmp), **_ablation_tables(), **_table1_tables(),
-                                **_data_tables(), **_best_heads(tmp), **_norms_tables()}
+                                **_data_tables(), **_best_heads(tmp), **_norms_tables(), **_seed_tables()}
     return {k: list(v.columns) if isinstance(v, pd.DataFrame) else list(v) for k, v in built.items()}
 
 
@@ -257,8 +275,8 @@ def pattern_regex(pattern: str) -> re.Pattern:
 
     tasks = "|".join(TASKS)
     values = {"task": tasks, "split": "|".join(SPLITS), "init": "pretrained|random",
-              "variant": "|".join(SCORE_VARIANTS), "seedtag": r"(?:-seed\d+)?", "rule": "[a-z_]+",
-              "model": f"pretrained|(?:{tasks})-finetuned"}
+              "variant": "|".join(SCORE_VARIANTS) + r"|finetuned-seed\d+", "seedtag": r"(?:-seed\d+)?", "rule": "[a-z_]+",
+              "model": rf"pretrained|(?:{tasks})-finetuned(?:-seed\d+)?"}
     out = ""
     for part in re.split(r"(\{[^}]*\}|\.\.\.)", pattern.rstrip("/")):
         if part == "...":

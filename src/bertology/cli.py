@@ -142,6 +142,10 @@ STEPS: dict[str, StepSpec] = {
                                  "head importance and pruning curves (Michel et al.) -> importance.csv, pruning.csv"),
     "pruning_figures": StepSpec("bertology.steps.ablation:pruning_figures", (),
                                 "importance map and pruning curves of one task"),
+    # statistics over fine-tuning seeds (two or more train.seeds)
+    "seed_stats": StepSpec("bertology.steps.seeds:seed_stats",
+                           ("train.seed", "train.seeds", "data.seed", "analysis.seeds"),
+                           "every per-head statistic of a task across fine-tuning seeds -> results/stats/{task}/seeds/"),
     # the report
     "report": StepSpec("bertology.steps.report:report",
                        ("model", "tasks", "data", "train", "attention", "analysis", "ablation", "mlflow"),

@@ -129,6 +129,12 @@ class FlowConfig:
 
 
 @dataclass(frozen=True)
+class SeedsConfig:
+    bootstrap: int
+    confidence: float
+
+
+@dataclass(frozen=True)
 class DaskConfig:
     scheduler: str | None
 
@@ -142,6 +148,7 @@ class AnalysisConfig:
     syntax: SyntaxConfig
     norms: NormsConfig
     flow: FlowConfig
+    seeds: SeedsConfig
     dask: DaskConfig
 
 

@@ -303,6 +303,56 @@ def _metrics(results: Path, task: str, L: int, H: int, sieve_tables: dict[str, p
     return ms
 
 
+# --- issue 26: statistics over fine-tuning seeds (results/stats/{task}/seeds/, two or more train.seeds) ---
+#: seed tables shown in the catalogue: file, the key column of one metric per value (None: one metric), value
+#: description; each metric is the mean over seeds, with each seed's value (`seeds`) for the head view
+SEED_CATALOGUE = (
+    ("cosine.csv", None, "cosine pretrained vs fine-tuned"),
+    ("disabling.csv", "metric", "disabling Δ {k}"),
+    ("importance.csv", None, "importance"),
+    ("entropy.csv", "feature", "entropy: {k}"),
+    ("sieve.csv", "role", "bias: {k}"),
+)
+
+
+def _seed_metrics(results: Path, task: str, L: int, H: int) -> list[dict]:
+    """The 'Across fine-tuning seeds' group: per SEED_CATALOGUE table, the mean over seeds on the grid with each
+    seed's values (`seeds`: seed -> grid) and the std over seeds as its own metric; the share of seeds assigning
+    each sieve role (roles.csv). Nothing when the run has one seed (no seeds/ tables)."""
+    d = results / "stats" / task / "seeds"
+    if not d.is_dir():
+        return []
+    group, ms = "Across fine-tuning seeds", []
+    for name, key, label in SEED_CATALOGUE:
+        path = d / name
+        if not path.exists():
+            continue
+        df = pd.read_csv(path)
+        seed_cols = [c for c in df.columns if c.startswith("seed") and c[4:].isdigit()]
+        keys = [None] if key is None else list(dict.fromkeys(df[key].astype(str)))
+        for k in keys:
+            sub = df if k is None else df[df[key].astype(str) == k]
+            text = label.format(k=k)
+            source = f"stats/{task}/seeds/{name}"
+            m = _metric(f"seeds:{name[:-4]}:{k or ''}", group, f"{text}, mean over seeds",
+                        f"{text}: mean over the fine-tuning seeds; the head view lists each seed's value.", source,
+                        scale="div" if name == "disabling.csv" else "seq", single=_grid(sub, "mean", L, H))
+            m["seeds"] = {c[4:]: _grid(sub, c, L, H) for c in seed_cols}
+            ms.append(m)
+            ms.append(_metric(f"seeds:{name[:-4]}:{k or ''}:std", group, f"{text}, std over seeds",
+                              f"{text}: standard deviation over the fine-tuning seeds (ddof 1).", source,
+                              single=_grid(sub, "std", L, H)))
+    roles = d / "roles.csv"
+    if roles.exists():
+        df = pd.read_csv(roles)
+        for role in dict.fromkeys(df["role"].astype(str)):
+            ms.append(_metric(f"seeds:roles:{role}", group, f"seeds assigning {role}",
+                              f"Share of the fine-tuning seeds whose sieve test assigns the {role} role to the head.",
+                              f"stats/{task}/seeds/roles.csv", single=_grid(df[df["role"].astype(str) == role],
+                                                                            "share", L, H)))
+    return ms
+
+
 # --------------------------------------------------------------------------------------------------
 # sieve: the per-head test table and the distribution of per-example scores
 
@@ -682,7 +732,7 @@ def load_explorer_data(results: Path, tasks: list[str], *, examples: int, seed: 
             notes.append(f"{_rel(words_path, results)} absent: no dependency arcs")
         sieve_tables = _variant_tables(results, task, "sieve.csv", notes)
         sieve, scores = _sieve(results, task, L, H, sieve_tables, notes)
-        metrics = _metrics(results, task, L, H, sieve_tables, notes)
+        metrics = _metrics(results, task, L, H, sieve_tables, notes) + _seed_metrics(results, task, L, H)
         views, look = _token_views(results, task, list(stores))
         exs, dropped = _examples(results, task, stores, words, scores, sieve["roles"] if sieve else [],
                                  examples, seed, share, look)

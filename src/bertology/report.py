@@ -155,6 +155,20 @@ SECTIONS: tuple[Section, ...] = (
         "Most heads are multi-skilled; delimiter heads are common, syntactic heads overlap heavily with local "
         "ones, and fine-tuning changes the bias of the final layers most.",
         ("sieve",), ("stats/sieve_summary.csv", "stats/sieve_delta.csv")),
+    # --- issue 26: statistics over fine-tuning seeds (bertology.seedstats; needs two or more train.seeds) ---
+    Section(
+        "seeds", "Robust across seeds",
+        "With train.seeds: [s1, s2, ...] every fine-tuned analysis runs once per seed (the pretrained model once). "
+        "findings.csv: which of the papers' findings hold in every seed, in most, in some, in one only or in none "
+        "(head identities compared with the first seed's). Stability maps: each per-head statistic's mean and "
+        "std over seeds. Role agreement: Fleiss' kappa (seeds as raters) and mean pairwise Jaccard of the heads "
+        "each sieve role is assigned to, per layer. stats/{task}/seeds/multibootstrap.csv gives every fine-tuned "
+        "- pretrained difference (cosine, sieve bias, disabling delta) with a Multi-Bootstrap interval.",
+        "The papers fine-tuned once. McCoy et al. 2020 and Sellam et al. 2022 (The MultiBERTs) show that "
+        "fine-tuning and pre-training seeds alone move results, so a per-head finding is a property of fine-tuning "
+        "only where it holds in every seed; the Multi-Bootstrap (seeds and examples resampled together) gives "
+        "intervals that carry both sources of variance.",
+        ("seeds",), ("stats/*/seeds/findings.csv", "stats/*/seeds/role_agreement.csv")),
 )
 
 

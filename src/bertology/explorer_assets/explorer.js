@@ -192,7 +192,7 @@
 
   // ------------------------------------------------------------------ overview
   function metricPanels(t, m) {
-    if (m.single) return [{key: 'single', title: m.id === 'cosine' ? 'pretrained vs fine-tuned' : 'fine-tuned model',
+    if (m.single) return [{key: 'single', title: m.id.startsWith('seeds:') ? 'over the fine-tuning seeds' : m.id === 'cosine' ? 'pretrained vs fine-tuned' : 'fine-tuned model',
       values: m.single, marks: m.marks && m.marks.single, scale: m.scale}];
     const vs = Object.keys(m.variants);
     const diff = () => {
@@ -220,6 +220,10 @@
     const R = sv.roles.length, base = (l * t.heads + hd) * R;
     return sv.roles.filter((r, k) => st.assigned[base + k]);
   }
+  // issue 26: a seed-statistics metric carries each fine-tuning seed's grid (m.seeds: seed -> values)
+  function seedValues(m, i) {
+    return 'per seed: ' + Object.entries(m.seeds).map(([sd, xs]) => `${sd}: ${fmt(xs[i], 3)}`).join(' · ');
+  }
   function cellTip(t, m, l, hd) {
     const i = l * t.heads + hd;
     const lines = [`layer ${l + 1} · head ${hd + 1} — ${m.label}`];
@@ -228,6 +232,7 @@
       lines.push(`value ${ff(m.single[i])}`);
       if (m.ci) lines.push(`interval [${fmt(m.ci.low[i], 4)}, ${fmt(m.ci.high[i], 4)}]`);
       if (m.marks && m.marks.single && m.marks.single[i]) lines.push(m.mark_label);
+      if (m.seeds) lines.push(seedValues(m, i));
     } else {
       for (const v of Object.keys(m.variants)) {
         let line = `${VN[v]}: ${ff(m.variants[v][i])}`;
@@ -352,7 +357,7 @@
         let extra = '';
         if (m.ci) extra = ` [${fmt(m.ci.low[i], 3)}, ${fmt(m.ci.high[i], 3)}]`;
         if (m.marks && m.marks.single && m.marks.single[i]) extra += ' ●';
-        rows.push(h('tr', null, h('td', null, m.label), h('td', {colspan: 2, class: 'muted'}, m.id === 'cosine' ? 'pre vs fine-tuned' : 'fine-tuned'), cell(m.single[i], 'single', extra)));
+        rows.push(h('tr', null, h('td', null, m.label), h('td', {colspan: 2, class: 'muted'}, m.seeds ? seedValues(m, i) : m.id.startsWith('seeds:') ? 'over seeds' : m.id === 'cosine' ? 'pre vs fine-tuned' : 'fine-tuned'), cell(m.single[i], 'single', extra)));
       } else {
         const pv = m.variants.pretrained ? m.variants.pretrained[i] : null, fv = m.variants.finetuned ? m.variants.finetuned[i] : null;
         const mk = v => (m.marks && m.marks[v] && m.marks[v][i]) ? ' ●' : '';

@@ -294,13 +294,20 @@ def store_stats(store: str | Path, words: pd.DataFrame | None, *, classifier: st
 @dataclass
 class PairPartial:
     """What one chunk of the two stores contributes: cosine (L, H) and the paired fine-tuned minus
-    pretrained feature differences (L, H, F)."""
+    pretrained feature differences (L, H, F); and each example's cosine, cosine_examples (E, L, H) with its
+    example_idx (E,) (NaN rows for examples of length 0), which the seed statistics resample."""
 
     cosine: Moments
     features_diff: Moments
+    cosine_examples: np.ndarray | None = None
+    example_idx: np.ndarray | None = None
 
     def __add__(self, other: "PairPartial") -> "PairPartial":
-        return PairPartial(self.cosine + other.cosine, self.features_diff + other.features_diff)
+        per = None if self.cosine_examples is None or other.cosine_examples is None else (
+            np.concatenate([self.cosine_examples, other.cosine_examples]))
+        idx = None if self.example_idx is None or other.example_idx is None else (
+            np.concatenate([self.example_idx, other.example_idx]))
+        return PairPartial(self.cosine + other.cosine, self.features_diff + other.features_diff, per, idx)
 
 
 def pair_chunk(a: np.ndarray, b: np.ndarray, length_a: np.ndarray, length_b: np.ndarray, input_ids: np.ndarray,
@@ -314,18 +321,20 @@ def pair_chunk(a: np.ndarray, b: np.ndarray, length_a: np.ndarray, length_b: np.
                          "examples with the same tokenizer (re-extract both)")
     cos = Moments.zeros(a.shape[1:3])
     diff = Moments.zeros(a.shape[1:3] + (len(feat.FEATURES),))
+    per_example = np.full((a.shape[0],) + a.shape[1:3], np.nan)
     for e in range(a.shape[0]):
         n = int(length_a[e])
         if n < 1:
             continue
         x = cos_mod.crop(a[e], n).astype(np.float32)
         y = cos_mod.crop(b[e], n).astype(np.float32)
-        cos.add(cos_mod.cosine_per_head(x, y))
+        per_example[e] = cos_mod.cosine_per_head(x, y)
+        cos.add(per_example[e])
         ew = (words or {}).get(int(example_idx[e]))
         cls, sep = specials.masks(input_ids[e, :n], n)
         tokens = feat.feature_tokens(word_ids[e], cls, sep, ew.flags if ew else None)
         diff.add(feat.feature_scores(y, tokens) - feat.feature_scores(x, tokens))
-    return PairPartial(cos, diff)
+    return PairPartial(cos, diff, per_example, np.asarray(example_idx, dtype=np.int64))
 
 
 PAIR_VARS = (("attention", "length", "input_ids", "word_ids", "example_idx"), ("attention", "length"))

@@ -91,6 +91,8 @@ def ablation_sweep(ctx: StepContext) -> None:
     write_csv(tables.layers, ctx.output.layers)
     write_csv(tables.summary, ctx.output.summary)
     _write_json(info, ctx.output.info)
+    if ctx.output.get("examples") is not None:
+        _write_examples(ctx.output.examples, task, df, logits, n_layers, n_heads)
     ctx.log.info("%s", info["verdict"])
 
     tracker = ctx.tracker
@@ -111,6 +113,24 @@ def ablation_sweep(ctx: StepContext) -> None:
         tracker.artifact(path)
 
 
+def _write_examples(path: Path, task: str, df, logits, n_layers: int, n_heads: int) -> None:
+    """examples.npz of the sweep: each configuration's prediction of each example, what the seed statistics
+    resample. predictions (C, E) in the order of sweep_configurations (baseline, every head, every layer),
+    layer and head (C,) (-1 where none), labels and example_idx (E,)."""
+    import numpy as np
+
+    from bertology.ablation.sweep import sweep_configurations
+    from bertology.io import write_npz
+    from bertology.metrics import predictions_from_logits
+    from bertology.tasks import get_task
+
+    configs = sweep_configurations(n_layers, n_heads)
+    write_npz({"predictions": predictions_from_logits(logits, get_task(task).is_regression),
+               "labels": df["label"].to_numpy(), "example_idx": df["idx"].to_numpy(),
+               "layer": np.asarray([-1 if c.layer is None else c.layer for c in configs]),
+               "head": np.asarray([-1 if c.head is None else c.head for c in configs])}, path)
+
+
 def _write_unsupported(ctx: StepContext, task: str, reason: str) -> None:
     """The sweep's outputs when the model's heads cannot be disabled: empty tables and the reason."""
     import pandas as pd
@@ -124,6 +144,13 @@ def _write_unsupported(ctx: StepContext, task: str, reason: str) -> None:
     write_csv(pd.DataFrame({"task": [task], "not_computed": [reason]}), ctx.output.summary)
     _write_json({"task": task, "unsupported": reason, "verdict": f"not computed: {reason}", "columns": COLUMN_DOCS},
                 ctx.output.info)
+    if ctx.output.get("examples") is not None:  # no configuration was run: empty arrays
+        import numpy as np
+
+        from bertology.io import write_npz
+
+        write_npz({k: np.zeros((0,) * (2 if k == "predictions" else 1)) for k in
+                   ("predictions", "labels", "example_idx", "layer", "head")}, ctx.output.examples)
     ctx.tracker.tags({"variant": "finetuned", "sweep": "none", "unsupported": reason})
 
 

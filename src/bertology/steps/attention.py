@@ -10,7 +10,8 @@ from bertology.annotate import SPAN_COLUMNS, annotate_frame, load_spacy, write_w
 from bertology.cli import StepContext
 from bertology.data import COLUMNS, read_prepared, sample_rows, write_prepared
 from bertology.errors import UserError
-from bertology.tasks import STORE_VARIANTS, VARIANT_INIT
+from bertology.seeds import split_variant
+from bertology.tasks import VARIANT_INIT
 
 
 def attention_sample(ctx: StepContext) -> None:
@@ -48,9 +49,7 @@ def extract_attention(ctx: StepContext) -> None:
     from bertology.models import resolve_model
 
     cfg, variant = ctx.config, ctx.variant
-    if variant not in STORE_VARIANTS:
-        raise UserError(f"unknown variant {variant!r}; attention stores exist for {', '.join(STORE_VARIANTS)}")
-    if variant in VARIANT_INIT:
+    if split_variant(variant)[0] in VARIANT_INIT:  # finetuned or finetuned-seedN (bertology.seeds)
         model_path = str(ctx.input.model)  # the fine-tuned model; one path is required
     else:
         if ctx.input.get("model") is not None:

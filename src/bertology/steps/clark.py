@@ -97,17 +97,18 @@ def extract_syntax(ctx: StepContext) -> None:
     from bertology.models import resolve_model
     from bertology.annotate import SPAN_COLUMNS
 
+    from bertology.seeds import syntax_model_path
+
     cfg, model = ctx.config, ctx.wildcards.get("model")
-    if model == "pretrained":
+    wanted = syntax_model_path(model)  # TASK-finetuned[-seedN] -> its model dir (bertology.seeds); None: pretrained
+    if wanted is None:
         if ctx.input.get("model") is not None:
             raise UserError("model `pretrained` runs the config `model`; it takes no --input model")
         model_path = resolve_model(cfg.model)
-    elif model and model.endswith("-finetuned"):
-        if ctx.input.get("model") is None:
-            raise UserError(f"model {model} needs --input model=results/models/{model.split('-')[0]}/pretrained")
-        model_path = str(ctx.input.model)
     else:
-        raise UserError(f"unknown model {model!r}: gold syntax stores exist for `pretrained` and `TASK-finetuned`")
+        if ctx.input.get("model") is None:
+            raise UserError(f"model {model} needs --input model={wanted}")
+        model_path = str(ctx.input.model)
     torch.set_num_threads(ctx.threads)
     frame = read_prepared(ctx.input.sample)
     words = pd.read_parquet(ctx.input.words, columns=SPAN_COLUMNS)

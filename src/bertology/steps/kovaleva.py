@@ -34,13 +34,14 @@ from bertology.steps.clark import clark_metrics
 from bertology.cli import StepContext
 from bertology.daskutil import compute_kwargs
 from bertology.data import DataError
-from bertology.io import write_csv, write_json, write_parquet
+from bertology.io import write_csv, write_json, write_npz, write_parquet
 from bertology.kovaleva import figures as fig
 from bertology.kovaleva import framenet as fn
 from bertology.kovaleva import patterns as pat
 from bertology.kovaleva import reduce as red
 from bertology.steps.tables import by_task, by_variant, read_table
 from bertology.store import check_block, expected_attrs, open_store, read_words
+from bertology.seeds import FINETUNED
 from bertology.tasks import STORE_VARIANTS
 
 #: attention maps in a label sheet (patterns_sheet), and the seed of their sample
@@ -93,15 +94,21 @@ def kovaleva_stats(ctx: StepContext) -> None:
 
 def kovaleva_cosine(ctx: StepContext) -> None:
     """The pretrained and fine-tuned stores, read chunk-aligned once -> cosine.csv and the paired fine-tuned minus
-    pretrained feature differences, features_diff.csv."""
+    pretrained feature differences, features_diff.csv; with output `examples`, each example's cosine per head
+    (cosine (E, L, H), example_idx (E,): what the seed statistics resample). Wildcard `seedtag` ('' or -seedN)
+    names the fine-tuning seed of the fine-tuned store (bertology.seeds)."""
     cfg = ctx.config.analysis
+    finetuned = f"{FINETUNED}{ctx.wildcards.get('seedtag', '')}"
     part = red.store_pair(ctx.input.pretrained, ctx.input.finetuned, read_words(ctx.input.words),
                           expect=(expected_attrs(ctx.config, ctx.task, "pretrained"),
-                                  expected_attrs(ctx.config, ctx.task, "finetuned")),
+                                  expected_attrs(ctx.config, ctx.task, finetuned)),
                           compute_kwargs=compute_kwargs(cfg.dask, ctx.threads), negation=cfg.features.negation)
     cosine = red.moments_table(part.cosine)
     write_csv(cosine, ctx.output.cosine)
     write_csv(red.features_diff_table(part), ctx.output.features_diff)
+    if ctx.output.get("examples") is not None:
+        write_npz({"cosine": part.cosine_examples.astype(np.float32), "example_idx": part.example_idx},
+                  ctx.output.examples)
     for layer, value in cosine.groupby("layer")["mean"].mean().items():
         ctx.tracker.metric("cosine_by_layer", float(value), step=int(layer))
 

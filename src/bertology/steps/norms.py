@@ -16,6 +16,7 @@ import pandas as pd
 from bertology.cli import StepContext
 from bertology.errors import UserError
 from bertology.io import write_csv, write_parquet
+from bertology.seeds import variant_model
 from bertology.steps.tables import by_variant, read_table
 
 
@@ -37,13 +38,12 @@ def _model_path(ctx: StepContext) -> str:
     from bertology.models import resolve_model
 
     variant = ctx.wildcards.get("variant")
-    if variant == "pretrained":
+    wanted = variant_model(ctx.task, variant)  # None for pretrained; one model per fine-tuning seed (bertology.seeds)
+    if wanted is None:
         return resolve_model(ctx.config.model)
-    if variant == "finetuned":
-        if ctx.input.get("model") is None:
-            raise UserError(f"variant finetuned needs --input model=results/models/{ctx.task}/pretrained")
-        return str(ctx.input.model)
-    raise UserError(f"unknown variant {variant!r}: the norm analyses run `pretrained` and `finetuned`")
+    if ctx.input.get("model") is None:
+        raise UserError(f"variant {variant} needs --input model={wanted}")
+    return str(ctx.input.model)
 
 
 def norms_views(ctx: StepContext) -> None:
