@@ -500,10 +500,9 @@ def test_a_locked_tracking_store_is_one_line_at_the_end(tmp_path, monkeypatch):
         time.sleep(120)
         """)], stdout=subprocess.PIPE, text=True)
     end = textwrap.dedent("""
-        import functools
-        from bertology import tracking
+        from bertology.tracking import calls
         from bertology.workflow import on_end
-        tracking._retry = functools.partial(tracking._retry, tries=1)  # one try, not eight: a quicker test
+        calls.RETRY_TRIES = 1  # one try, not eight: a quicker test
         on_end("inv-locked", "FINISHED")
         """)
     try:
@@ -612,7 +611,7 @@ def test_a_workflow_run_kept_at_start_ends_finished_after_replay(tmp_path, monke
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow.db")
     monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "t")
-    tracking._keep_parent("inv-kept", {"model": "m"}, [])  # what start_invocation keeps when the store fails
+    tracking.keep_parent("inv-kept", {"model": "m"}, [])  # what start_invocation keeps when the store fails
     tracking.init_store()
     tracking.end_invocation("inv-kept", "FINISHED")
     assert tracking.replay_pending() == (2, 0)
