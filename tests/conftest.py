@@ -18,6 +18,23 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 
+def pytest_collection_modifyitems(session, config, items):
+    """Test files with end-to-end tests (marked ``slow``) first, each file's tests in their order: under
+    pytest-xdist (``make test``: ``--dist loadfile --no-loadscope-reorder``) the longest files start at once
+    and the short ones fill the gaps, so the workers finish together."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)  # stable: the rest keeps its order
+
+
+def pytest_configure(config):
+    """Under pytest-xdist each worker gets its share of the cores for torch (not every core each)."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1:
+        import torch
+
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
+
+
 def build_tiny_bert(path: Path, *, layers: int = 2, heads: int = 4, hidden: int = 32, seed: int = 0) -> Path:
     """Save a random-weight BERT (real uncased WordPiece tokenizer of the embedded model) to `path`."""
     import torch
@@ -39,6 +56,14 @@ def build_tiny_bert(path: Path, *, layers: int = 2, heads: int = 4, hidden: int 
 def tiny_model_dir(tmp_path_factory) -> Path:
     """A tiny BERT: 2 layers x 4 heads, hidden 32, random weights, the embedded model's tokenizer."""
     return build_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """A headless system Chromium driven by Playwright (tests.builders.browser); skips without one."""
+    from tests.builders.browser import launch
+
+    yield from launch()
 
 
 @pytest.fixture(scope="session")

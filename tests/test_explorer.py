@@ -10,7 +10,6 @@ example are clicked and the maps and values on screen are compared with the stor
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 from pathlib import Path
@@ -23,13 +22,12 @@ from bertology import store as st
 from bertology.data import sample_positions
 from bertology.explorer import (decode_maps, explorer_inputs, load_explorer_data, quantise, render_explorer,
                                 write_explorer)
+from tests.builders.browser import open_page as _open
+from tests.builders.browser import wait_view as _wait
 
 L, H, Q, E = 2, 3, 16, 10
 CLS, SEP, PAD = 101, 102, 0
 WORDS = ["the", "cat", "sat", "on", "a", "mat", "dog", "ran", "home", "never", "saw", "big", "red", "ball"]
-CHROMIUM_HINT = ("Chromium is not installed: the browser test drives Debian's system browser. Install it with "
-                 "`sudo apt-get install chromium` (or set BERTOLOGY_CHROMIUM=/path/to/chromium); "
-                 "`make install` installs Playwright's Python package, which never downloads a browser here.")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -329,63 +327,6 @@ def test_inputs_for_the_rule():
 
 # --------------------------------------------------------------------------------------------------
 # in the browser
-
-
-def _chromium() -> str:
-    path = os.environ.get("BERTOLOGY_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
-    if not path or not Path(path).exists():
-        pytest.skip(CHROMIUM_HINT)
-    return path
-
-
-@pytest.fixture(scope="module")
-def browser():
-    exe = _chromium()
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.skip("Playwright's Python package is missing: pip install -e '.[test]' (it drives the system "
-                    "Chromium; never run `playwright install`)")
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=exe, args=["--no-sandbox", "--disable-gpu"])
-        yield b
-        b.close()
-
-
-class Watch:
-    """Console errors, page errors and every request of a page."""
-
-    def __init__(self, pg, url: str):
-        self.url, self.errors, self.requests = url, [], []
-        pg.on("console", lambda m: self.errors.append(f"console.{m.type}: {m.text}") if m.type == "error" else None)
-        pg.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
-        pg.on("request", lambda r: self.requests.append(r.url))
-
-    def check(self):
-        assert not self.errors, self.errors
-        foreign = [u for u in self.requests if u.split("#")[0] != self.url and not u.startswith("data:")]
-        assert not foreign, f"requests left the page: {foreign}"
-
-
-def _open(browser, url: str, width: int = 1400):
-    pg = browser.new_page(viewport={"width": width, "height": 1000})
-    watch = Watch(pg, url)
-    pg.goto(url)
-    return pg, watch
-
-
-def _wait(pg, view: str, timeout: float = 20.0):
-    """Until the page shows `view` and no render is under way (polled: the page's CSP forbids the eval that
-    Playwright's wait_for_function would need, and the test keeps that CSP on)."""
-    import time
-
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        busy, rendered = pg.evaluate("[document.body.dataset.busy, document.body.dataset.rendered || '']")
-        if busy == "0" and rendered.startswith(view + ":"):
-            return
-        pg.wait_for_timeout(25)
-    raise AssertionError(f"the page did not render the {view} view within {timeout} s")
 
 
 def _pixels(pg, selector: str) -> dict:

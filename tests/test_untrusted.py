@@ -298,11 +298,12 @@ def hostile_results(tmp_path_factory):
     return results
 
 
-from tests.test_explorer import _open, _wait, browser  # noqa: E402,F401 - the browser fixture and helpers
+from tests.builders.browser import open_page as _open  # noqa: E402
+from tests.builders.browser import wait_view as _wait  # noqa: E402
 
 
 @pytest.mark.browser
-def test_hostile_texts_show_as_text_in_the_explorer(browser, hostile_results):  # noqa: F811
+def test_hostile_texts_show_as_text_in_the_explorer(browser, hostile_results):
     from bertology.explorer import load_explorer_data, render_explorer
 
     data = load_explorer_data(hostile_results, ["rte", "sst2"], examples=6, seed=3)
@@ -332,7 +333,7 @@ def test_hostile_texts_show_as_text_in_the_explorer(browser, hostile_results):  
 
 
 @pytest.mark.browser
-def test_hostile_texts_show_as_text_in_the_report(browser, hostile_results):  # noqa: F811
+def test_hostile_texts_show_as_text_in_the_report(browser, hostile_results):
     import pandas as pd
 
     from bertology.report import build_report
