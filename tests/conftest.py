@@ -26,6 +26,25 @@ def pytest_collection_modifyitems(session, config, items):
     items.sort(key=lambda item: item.path not in slow_files)  # stable: the rest keeps its order
 
 
+# Parametrised end-to-end tests without module fixtures: under `--dist loadfile` each of their cases is a
+# work unit of its own, so the cases run on several workers at once instead of one after the other.
+OWN_UNITS = ("tests/test_encoders.py::test_whole_dag_reaches_the_report",)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadfile`` with the cases of :data:`OWN_UNITS` split off (see there); other modes as xdist has them."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class Scheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return nodeid if nodeid.split("[", 1)[0] in OWN_UNITS else super()._split_scope(nodeid)
+
+    return Scheduling(config, log)
+
+
 def pytest_configure(config):
     """Under pytest-xdist each worker gets its share of the cores for torch (not every core each)."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
