@@ -215,3 +215,19 @@ def test_dask_options_become_slurmcluster_arguments():
     assert kwargs["cores"] == 4 and kwargs["memory"] == "16GB" and kwargs["processes"] == 1
     assert kwargs["queue"] == "cpu" and "account" not in kwargs
     assert kwargs["scheduler_options"] == {"host": "127.0.0.1"} and kwargs["job_script_prologue"] == ["module load x"]
+
+
+def test_cluster_modules_import_one_way():
+    """bertology.cluster is one job per module: the fit check, the tracking warning and the Dask launcher import
+    no other module of the package; only the workflow's start-up check (onstart) combines the first two."""
+    import ast
+    from pathlib import Path
+
+    allowed = {"fit": set(), "tracking_warning": set(), "dask_launcher": set(), "onstart": {"fit", "tracking_warning"}}
+    root = Path(cluster.__file__).parent
+    assert {p.stem for p in root.glob("*.py")} - {"__init__"} == set(allowed)
+    for name, ok in allowed.items():
+        tree = ast.parse((root / f"{name}.py").read_text())
+        used = {node.module.removeprefix("bertology.cluster").lstrip(".") for node in ast.walk(tree)
+                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("bertology.cluster")}
+        assert used <= ok, (name, used)
