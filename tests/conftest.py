@@ -31,7 +31,7 @@ def pytest_collection_modifyitems(session, config, items):
 OWN_UNITS = ("tests/test_encoders.py::test_whole_dag_reaches_the_report",)
 
 
-@pytest.hookimpl(tryfirst=True)
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # optional: pytest without xdist (-p no:xdist) runs too
 def pytest_xdist_make_scheduler(config, log):
     """``--dist loadfile`` with the cases of :data:`OWN_UNITS` split off (see there); other modes as xdist has them."""
     if config.getvalue("dist") != "loadfile":
