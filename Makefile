@@ -29,10 +29,10 @@ $(STAMP): pyproject.toml constraints.txt
 run: install
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/snakemake --cores $(CORES)
 
-# The suite runs on every core (pytest-xdist): whole test files go to the workers, the files with end-to-end
+# The suite runs on every logical CPU (pytest-xdist, `logical`: a 2-vCPU machine gets 2 workers): whole test files go to the workers, the files with end-to-end
 # (slow) tests first (tests/conftest.py orders them), so module fixtures are built once.
 # TEST_WORKERS=0 runs it in one process; PYTEST_ARGS adds pytest options (PYTEST_ARGS='-m "not slow"').
-TEST_WORKERS ?= auto
+TEST_WORKERS ?= logical
 test: install
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
