@@ -29,8 +29,9 @@ $(STAMP): pyproject.toml constraints.txt
 run: install
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/snakemake --cores $(CORES)
 
-# The suite runs on every logical CPU (pytest-xdist, `logical`: a 2-vCPU machine gets 2 workers): whole test files go to the workers, the files with end-to-end
-# (slow) tests first (tests/conftest.py orders them), so module fixtures are built once.
+# The suite runs on every logical CPU (pytest-xdist; `logical`, as `auto` counts physical cores): whole test
+# files go to the workers, the files with end-to-end (slow) tests first (tests/conftest.py orders them), so
+# module fixtures are built once.
 # TEST_WORKERS=0 runs it in one process; PYTEST_ARGS adds pytest options (PYTEST_ARGS='-m "not slow"').
 TEST_WORKERS ?= logical
 test: install
