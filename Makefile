@@ -29,8 +29,13 @@ $(STAMP): pyproject.toml constraints.txt
 run: install
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/snakemake --cores $(CORES)
 
+# The suite runs on every logical CPU (pytest-xdist; `logical`, as `auto` counts physical cores): whole test
+# files go to the workers, the files with end-to-end (slow) tests first (tests/conftest.py orders them), so
+# module fixtures are built once.
+# TEST_WORKERS=0 runs it in one process; PYTEST_ARGS adds pytest options (PYTEST_ARGS='-m "not slow"').
+TEST_WORKERS ?= logical
 test: install
-	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 # A single-node Slurm with accounting (installs Debian packages, needs root), the small DAG of
 # tests/cluster/config.yaml through profiles/slurm, compared with a local run; see tests/cluster/run.sh.

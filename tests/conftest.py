@@ -18,6 +18,42 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 
+def pytest_collection_modifyitems(session, config, items):
+    """Test files with end-to-end tests (marked ``slow``) first, each file's tests in their order: under
+    pytest-xdist (``make test``: ``--dist loadfile --no-loadscope-reorder``) the longest files start at once
+    and the short ones fill the gaps, so the workers finish together."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)  # stable: the rest keeps its order
+
+
+# Parametrised end-to-end tests without module fixtures: under `--dist loadfile` each of their cases is a
+# work unit of its own, so the cases run on several workers at once instead of one after the other.
+OWN_UNITS = ("tests/test_encoders.py::test_whole_dag_reaches_the_report",)
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # optional: pytest without xdist (-p no:xdist) runs too
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadfile`` with the cases of :data:`OWN_UNITS` split off (see there); other modes as xdist has them."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class Scheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return nodeid if nodeid.split("[", 1)[0] in OWN_UNITS else super()._split_scope(nodeid)
+
+    return Scheduling(config, log)
+
+
+def pytest_configure(config):
+    """Under pytest-xdist each worker gets its share of the cores for torch (not every core each)."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1:
+        import torch
+
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
+
+
 def build_tiny_bert(path: Path, *, layers: int = 2, heads: int = 4, hidden: int = 32, seed: int = 0) -> Path:
     """Save a random-weight BERT (real uncased WordPiece tokenizer of the embedded model) to `path`."""
     import torch
@@ -39,6 +75,14 @@ def build_tiny_bert(path: Path, *, layers: int = 2, heads: int = 4, hidden: int 
 def tiny_model_dir(tmp_path_factory) -> Path:
     """A tiny BERT: 2 layers x 4 heads, hidden 32, random weights, the embedded model's tokenizer."""
     return build_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """A headless system Chromium driven by Playwright (tests.builders.browser); skips without one."""
+    from tests.builders.browser import launch
+
+    yield from launch()
 
 
 @pytest.fixture(scope="session")
@@ -104,3 +148,11 @@ def run_snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.C
     if check and proc.returncode != 0:
         raise AssertionError(f"snakemake failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}")
     return proc
+
+
+@pytest.fixture(scope="module")
+def hostile_results(tmp_path_factory) -> Path:
+    """A small results/ directory (tests.builders.explorer) whose texts, words and token labels are hostile strings."""
+    from tests.builders.explorer import build_hostile_results
+
+    return build_hostile_results(tmp_path_factory.mktemp("hostile"))

@@ -12,6 +12,7 @@ import torch
 
 from bertology import cli
 from bertology.config import sections_json, validate_config
+from tests.builders.steps import run_step
 
 HEAD_COLUMNS = ["layer", "head", "metric", "value", "baseline", "delta", "ci_low", "ci_high", "p_value", "p_adj",
                 "significant", "test", "n"]
@@ -63,17 +64,19 @@ def _config(step, **ablation):
     return sections_json(cfg, cli.STEPS[step].sections)
 
 
-def _sweep_argv(task, model, data, out, config):
-    return ["ablation-sweep", "-w", f"task={task}", "--input", f"model={model}", "--input", f"validation={data}",
-            "--output", f"heads={out / 'heads.csv'}", "--output", f"layers={out / 'layers.csv'}",
-            "--output", f"summary={out / 'summary.csv'}", "--output", f"info={out / 'summary.json'}",
-            "--config", config, "--threads", "1", "--device", "cpu", "--no-progress"]
+TRACKED = ("--threads", "1", "--device", "cpu", "--no-progress")  # recorded to MLflow (the mlflow_store fixture)
+
+
+def _sweep(task, model, data, out, config, options=TRACKED) -> int:
+    return run_step("ablation_sweep", config, {"task": task}, inputs={"model": model, "validation": data},
+                    outputs={"heads": out / "heads.csv", "layers": out / "layers.csv",
+                             "summary": out / "summary.csv", "info": out / "summary.json"}, options=options)
 
 
 def test_sweep_and_figures_steps(tiny_classifier_dir, tmp_path, mlflow_store):
     data = _validation(tmp_path / "validation.parquet")
     out = tmp_path / "ablation"
-    assert cli.main(_sweep_argv("rte", tiny_classifier_dir, data, out, _config("ablation_sweep"))) == 0
+    assert _sweep("rte", tiny_classifier_dir, data, out, _config("ablation_sweep")) == 0
     heads, layers = pd.read_csv(out / "heads.csv"), pd.read_csv(out / "layers.csv")
     assert list(heads.columns) == HEAD_COLUMNS
     assert len(heads) == 8 and len(layers) == 2 and "head" not in layers.columns
@@ -98,23 +101,23 @@ def test_sweep_and_figures_steps(tiny_classifier_dir, tmp_path, mlflow_store):
 
     # the naive sweep gives the same tables (up to float rounding of the logits)
     naive = tmp_path / "naive"
-    assert cli.main(_sweep_argv("rte", tiny_classifier_dir, data, naive, _config("ablation_sweep", sweep="naive"))) == 0
+    assert _sweep("rte", tiny_classifier_dir, data, naive, _config("ablation_sweep", sweep="naive")) == 0
     pd.testing.assert_frame_equal(pd.read_csv(naive / "heads.csv"), heads, check_exact=False, atol=1e-9)
 
     figs = tmp_path / "figures"
-    assert cli.main(["ablation-figures", "-w", "task=rte", "--input", f"heads={out / 'heads.csv'}",
-                     "--input", f"layers={out / 'layers.csv'}", "--input", f"summary={out / 'summary.csv'}",
-                     "--output", f"heads={figs / 'ablation-heads-rte.png'}",
-                     "--output", f"layers={figs / 'ablation-layers-rte.png'}", "--config", "{}"]) == 0
+    assert run_step("ablation_figures", "{}", {"task": "rte"},
+                    inputs={"heads": out / "heads.csv", "layers": out / "layers.csv", "summary": out / "summary.csv"},
+                    outputs={"heads": figs / "ablation-heads-rte.png", "layers": figs / "ablation-layers-rte.png"},
+                    options=()) == 0
     for name in ("ablation-heads-rte.png", "ablation-layers-rte.png"):
         assert (figs / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_wrong_label_count_is_one_line(tiny_classifier_dir, tmp_path, capsys):
     data = _validation(tmp_path / "v.parquet", n=25)
-    argv = _sweep_argv("mnli", tiny_classifier_dir, data, tmp_path / "out", _config("ablation_sweep")) + ["--no-mlflow"]
     capsys.readouterr()
-    assert cli.main(argv) == 1
+    assert _sweep("mnli", tiny_classifier_dir, data, tmp_path / "out", _config("ablation_sweep"),
+                  options=(*TRACKED, "--no-mlflow")) == 1
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err == (f"bertology ablation-sweep: error: {tiny_classifier_dir} has 2 output(s) but mnli needs 3: "
@@ -123,9 +126,8 @@ def test_wrong_label_count_is_one_line(tiny_classifier_dir, tmp_path, capsys):
 
 
 def test_missing_input_is_one_line(tmp_path, mlflow_store, capsys):
-    argv = ["ablation-sweep", "-w", "task=rte", "--input", f"model={tmp_path}", "--config",
-            _config("ablation_sweep"), "--no-mlflow"]
-    assert cli.main(argv) == 1
+    assert run_step("ablation_sweep", _config("ablation_sweep"), {"task": "rte"}, inputs={"model": tmp_path},
+                    options=("--no-mlflow",)) == 1
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err == "bertology ablation-sweep: error: step ablation_sweep needs --input validation=PATH (has: model)\n"
@@ -146,11 +148,10 @@ def test_snakemake_dag_has_the_ablation_steps(tmp_path, config_file, snakemake_r
             "--threads ") in proc.stdout
 
 
-def _pruning_argv(model, validation, train, out, config):
-    return ["ablation-pruning", "-w", "task=rte", "--input", f"model={model}", "--input", f"validation={validation}",
-            "--input", f"importance_data={train}", "--output", f"importance={out / 'importance.csv'}",
-            "--output", f"pruning={out / 'pruning.csv'}", "--config", config, "--threads", "1", "--device", "cpu",
-            "--no-progress"]
+def _pruning(model, validation, train, out, config) -> int:
+    return run_step("ablation_pruning", config, {"task": "rte"},
+                    inputs={"model": model, "validation": validation, "importance_data": train},
+                    outputs={"importance": out / "importance.csv", "pruning": out / "pruning.csv"}, options=TRACKED)
 
 
 def test_pruning_and_figures_steps(tiny_classifier_dir, tmp_path, mlflow_store):
@@ -162,7 +163,7 @@ def test_pruning_and_figures_steps(tiny_classifier_dir, tmp_path, mlflow_store):
     config = _config("ablation_pruning", pruning={"random_orders": 3, "step": 0.25, "importance_examples": 12})
     assert json.loads(config)["ablation"].keys() == {"examples", "batch_size", "seed", "config_batch", "sweep",
                                                      "pruning"}
-    assert cli.main(_pruning_argv(tiny_classifier_dir, validation, train, out, config)) == 0
+    assert _pruning(tiny_classifier_dir, validation, train, out, config) == 0
     imp = pd.read_csv(out / "importance.csv")
     assert list(imp.columns) == ["layer", "head", "importance", "raw", "n", "split"] and len(imp) == 8
     assert (imp["n"] == 12).all() and (imp["split"] == "train").all()
@@ -175,7 +176,7 @@ def test_pruning_and_figures_steps(tiny_classifier_dir, tmp_path, mlflow_store):
     assert pruning.loc[pruning["fraction"] == 1, "value"].nunique() == 1            # and ends with no head
     # 0% pruned is the disabling sweep's baseline on the same examples
     sweep_out = tmp_path / "sweep"
-    assert cli.main(_sweep_argv("rte", tiny_classifier_dir, validation, sweep_out, _config("ablation_sweep"))) == 0
+    assert _sweep("rte", tiny_classifier_dir, validation, sweep_out, _config("ablation_sweep")) == 0
     base = pd.read_csv(sweep_out / "heads.csv")["baseline"].iloc[0]
     assert pruning.loc[pruning["fraction"] == 0, "value"].iloc[0] == pytest.approx(base)
     import mlflow
@@ -195,17 +196,17 @@ def test_pruning_and_figures_steps(tiny_classifier_dir, tmp_path, mlflow_store):
                                                  "mode": "uniform"})
     cfg_n = _config("ablation_pruning", sweep="naive", pruning={"random_orders": 3, "step": 0.25,
                                                                 "importance_examples": 12, "mode": "uniform"})
-    assert cli.main(_pruning_argv(tiny_classifier_dir, validation, train, uni, cfg_u)) == 0
-    assert cli.main(_pruning_argv(tiny_classifier_dir, validation, train, naive, cfg_n)) == 0
+    assert _pruning(tiny_classifier_dir, validation, train, uni, cfg_u) == 0
+    assert _pruning(tiny_classifier_dir, validation, train, naive, cfg_n) == 0
     fast_u, naive_u = pd.read_csv(uni / "pruning.csv"), pd.read_csv(naive / "pruning.csv")
     assert (fast_u["mode"] == "uniform").all()
     pd.testing.assert_frame_equal(fast_u, naive_u, check_exact=False, atol=1e-9)
 
     figs = tmp_path / "figures"
-    assert cli.main(["pruning-figures", "-w", "task=rte", "--input", f"importance={out / 'importance.csv'}",
-                     "--input", f"pruning={out / 'pruning.csv'}",
-                     "--output", f"importance={figs / 'importance-rte.png'}",
-                     "--output", f"pruning={figs / 'pruning-rte.png'}", "--config", "{}"]) == 0
+    assert run_step("pruning_figures", "{}", {"task": "rte"},
+                    inputs={"importance": out / "importance.csv", "pruning": out / "pruning.csv"},
+                    outputs={"importance": figs / "importance-rte.png", "pruning": figs / "pruning-rte.png"},
+                    options=()) == 0
     for name in ("importance-rte.png", "pruning-rte.png"):
         assert (figs / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

@@ -159,8 +159,8 @@ def _check(repo, tmp_path, profile, *args):
     sinfo.write_text(SINFO_ONE_NODE)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo / "src"), os.environ.get("PYTHONPATH", "")])}
     return subprocess.run(
-        [sys.executable, "-m", "bertology.cluster", "check", "--profile", str(profile), "--sinfo-file", str(sinfo),
-         "--snakefile", str(repo / "Snakefile"), "--directory", str(tmp_path / "wf"),
+        [sys.executable, "-m", "bertology.cli", "cluster-check", "--profile", str(profile), "--sinfo-file", str(sinfo),
+         "--", "--snakefile", str(repo / "Snakefile"), "--directory", str(tmp_path / "wf"),
          "--configfile", str(repo / "tests/cluster/config.yaml"), *args],
         cwd=repo, env=env, capture_output=True, text=True, timeout=600)
 
@@ -188,3 +188,46 @@ def test_profile_partition_reaches_the_jobs(repo, tmp_path):
     run = _check(repo, tmp_path, profile, "--max-threads", "2")
     assert run.returncode == 1, run.stdout + run.stderr
     assert "rule prepare_data" in run.stdout and "asks for partition nosuch" in run.stdout
+
+
+def test_cluster_steps_are_in_the_one_cli_and_fail_in_one_line(tmp_path, capsys):
+    """cluster-check and cluster-dask are steps of bertology.cli.STEPS (not a second command line): a
+    missing sinfo capture and a missing dask-jobqueue are one line each, exit 1."""
+    from bertology import cli
+
+    assert {"cluster_check", "cluster_dask"} <= set(cli.STEPS)
+    assert cli.main(["cluster-check", "--sinfo-file", str(tmp_path / "none.txt"), "--", "--configfile", "x.yaml"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("bertology cluster-check: error: --sinfo-file"), err
+    try:
+        import dask_jobqueue  # noqa: F401
+    except ImportError:
+        assert cli.main(["cluster-dask", "--workers", "1"]) == 1
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "needs dask-jobqueue" in err[0], err
+
+
+def test_dask_options_become_slurmcluster_arguments():
+    from bertology.cluster.dask_launcher import DaskSlurm
+
+    kwargs = DaskSlurm(workers=2, cores=4, memory="16GB", walltime="01:00:00", partition="cpu", host="127.0.0.1",
+                       prologue=("module load x",)).cluster_kwargs()
+    assert kwargs["cores"] == 4 and kwargs["memory"] == "16GB" and kwargs["processes"] == 1
+    assert kwargs["queue"] == "cpu" and "account" not in kwargs
+    assert kwargs["scheduler_options"] == {"host": "127.0.0.1"} and kwargs["job_script_prologue"] == ["module load x"]
+
+
+def test_cluster_modules_import_one_way():
+    """bertology.cluster is one job per module: the fit check, the tracking warning and the Dask launcher import
+    no other module of the package; only the workflow's start-up check (onstart) combines the first two."""
+    import ast
+    from pathlib import Path
+
+    allowed = {"fit": set(), "tracking_warning": set(), "dask_launcher": set(), "onstart": {"fit", "tracking_warning"}}
+    root = Path(cluster.__file__).parent
+    assert {p.stem for p in root.glob("*.py")} - {"__init__"} == set(allowed)
+    for name, ok in allowed.items():
+        tree = ast.parse((root / f"{name}.py").read_text())
+        used = {node.module.removeprefix("bertology.cluster").lstrip(".") for node in ast.walk(tree)
+                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("bertology.cluster")}
+        assert used <= ok, (name, used)

@@ -401,8 +401,8 @@ def test_whole_dag_reaches_the_report(arch, layers, heads_mechanism, tmp_path, c
 # ------------------------------------------------------------------------------------------ the ablation step
 
 def _sweep_step(model_dir, frame, out, monkeypatch, tmp_path):
-    from bertology import cli
-    from bertology.config import sections_json, validate_config
+    from bertology.config import validate_config
+    from tests.builders.steps import run_step
 
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
@@ -411,18 +411,13 @@ def _sweep_step(model_dir, frame, out, monkeypatch, tmp_path):
     data = tmp_path / "validation.parquet"
     frame.to_parquet(data, index=False)
     cfg = validate_config({"ablation": {"examples": 6, "batch_size": 4, "bootstrap": 10}, "data": {"max_length": 32}})
-    argv = ["ablation-sweep", "-w", "task=mrpc", "--input", f"model={model_dir}", "--input", f"validation={data}",
-            "--config", sections_json(cfg, cli.STEPS["ablation_sweep"].sections), "--threads", "1",
-            "--device", "cpu", "--no-progress"]
-    for name in ("heads", "layers", "summary"):
-        argv += ["--output", f"{name}={out / (name + '.csv')}"]
-    argv += ["--output", f"info={out / 'summary.json'}"]
-    assert cli.main(argv) == 0
-    figs = ["ablation-figures", "-w", "task=mrpc", "--config", "{}"]
-    for name in ("heads", "layers", "summary"):
-        figs += ["--input", f"{name}={out / (name + '.csv')}"]
-    figs += ["--output", f"heads={out / 'heads.png'}", "--output", f"layers={out / 'layers.png'}"]
-    assert cli.main(figs) == 0
+    tracked = ("--threads", "1", "--device", "cpu", "--no-progress")
+    assert run_step("ablation_sweep", cfg, {"task": "mrpc"}, inputs={"model": model_dir, "validation": data},
+                    outputs={**{name: out / f"{name}.csv" for name in ("heads", "layers", "summary")},
+                             "info": out / "summary.json"}, options=tracked) == 0
+    assert run_step("ablation_figures", "{}", {"task": "mrpc"},
+                    inputs={name: out / f"{name}.csv" for name in ("heads", "layers", "summary")},
+                    outputs={"heads": out / "heads.png", "layers": out / "layers.png"}, options=()) == 0
     import mlflow
 
     client = mlflow.MlflowClient(tracking_uri=uri)

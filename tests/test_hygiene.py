@@ -46,7 +46,7 @@ def _schema_defaults() -> dict[str, list[tuple[str, object]]]:
 
 # A parameter that only shares its name with a config key: job_run's `enabled` switches tracking off for one job,
 # it is not analysis.norms.enabled.
-NOT_A_CONFIG_KEY = {("bertology/tracking.py", "job_run", "enabled")}
+NOT_A_CONFIG_KEY = {("bertology/tracking/tracker.py", "job_run", "enabled")}
 
 
 def test_no_function_default_repeats_a_schema_default():

@@ -210,16 +210,15 @@ def test_framenet_links_command(release, tmp_path, capsys, monkeypatch):
     import mlflow
     import pandas as pd
 
-    from bertology.cli import main
+    from tests.builders.steps import run_step
 
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.delenv("BERTOLOGY_INVOCATION", raising=False)
     monkeypatch.delenv("MLFLOW_EXPERIMENT_NAME", raising=False)
     out = tmp_path / "out"
-    args = ["--input", f"release={release}", "--output", f"links={out / 'links.parquet'}",
-            "--output", f"counts={out / 'counts.json'}"]
-    assert main(["framenet-links", *args, "--config", _config("framenet_links")]) == 0   # the default: sentence
+    files = dict(inputs={"release": release}, outputs={"links": out / "links.parquet", "counts": out / "counts.json"})
+    assert run_step("framenet_links", _config("framenet_links"), **files, options=()) == 0   # the default: sentence
     counts = json.loads((out / "counts.json").read_text())
     assert counts["surviving_sentences"] == 2 and counts["links"] == 3 and counts["close_links"] == 1
     assert len(pd.read_parquet(out / "links.parquet")) == 3
@@ -231,13 +230,13 @@ def test_framenet_links_command(release, tmp_path, capsys, monkeypatch):
     assert run.data.params["analysis.relations.framenet_filter"] == "sentence"
     assert {k: run.data.metrics[f"framenet.{k}"] for k in fn.COUNT_KEYS} == counts
 
-    assert main(["framenet-links", *args, "--config", _config("framenet_links", framenet_filter="link"),
-                 "--no-mlflow"]) == 0
+    assert run_step("framenet_links", _config("framenet_links", framenet_filter="link"), **files,
+                    options=("--no-mlflow",)) == 0
     counts = json.loads((out / "counts.json").read_text())
     assert counts["surviving_sentences"] == 3 and counts["links"] == 4
     capsys.readouterr()
-    assert main(["framenet-links", "--input", f"release={tmp_path / 'none'}", "--output", f"links={out / 'l.parquet'}",
-                 "--output", f"counts={out / 'c.json'}", "--config", _config("framenet_links"), "--no-mlflow"]) == 1
+    assert run_step("framenet_links", _config("framenet_links"), inputs={"release": tmp_path / "none"},
+                    outputs={"links": out / "l.parquet", "counts": out / "c.json"}, options=("--no-mlflow",)) == 1
     assert capsys.readouterr().err == (f"bertology framenet-links: error: {tmp_path / 'none'} is not a FrameNet "
                                        f"release: it needs fulltext/ and frame/ folders (set "
                                        f"analysis.relations.framenet to such a directory, or null to skip FrameNet)\n")
@@ -246,16 +245,16 @@ def test_framenet_links_command(release, tmp_path, capsys, monkeypatch):
 def test_framenet_relations_command_writes_both_directions(release, tiny_model_dir, tmp_path):
     import pandas as pd
 
-    from bertology.cli import main
+    from tests.builders.steps import run_step
 
     out = tmp_path / "out"
-    assert main(["framenet-links", "--input", f"release={release}", "--output", f"links={out / 'links.parquet'}",
-                 "--output", f"counts={out / 'counts.json'}", "--config", _config("framenet_links"),
-                 "--no-mlflow"]) == 0
-    assert main(["framenet-relations", "-w", "task=mrpc", "-w", "variant=pretrained",
-                 "--input", f"links={out / 'links.parquet'}", "--input", f"model={tiny_model_dir}",
-                 "--output", f"table={out / 'rel.csv'}", "--config", _config("framenet_relations", percentile=90),
-                 "--threads", "1", "--no-mlflow"]) == 0
+    assert run_step("framenet_links", _config("framenet_links"), inputs={"release": release},
+                    outputs={"links": out / "links.parquet", "counts": out / "counts.json"},
+                    options=("--no-mlflow",)) == 0
+    assert run_step("framenet_relations", _config("framenet_relations", percentile=90),
+                    {"task": "mrpc", "variant": "pretrained"},
+                    inputs={"links": out / "links.parquet", "model": tiny_model_dir},
+                    outputs={"table": out / "rel.csv"}, options=("--threads", "1", "--no-mlflow")) == 0
     rel = pd.read_csv(out / "rel.csv")
     assert rel.groupby("source").size().to_dict() == {"framenet": 8, "framenet_fe_target": 8}   # 2 layers x 4 heads
     assert (rel["n"] == 2).all() and rel.groupby("source")["flagged"].sum().to_dict() == {"framenet": 1,

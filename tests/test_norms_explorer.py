@@ -15,8 +15,11 @@ import pytest
 
 from bertology import store as st
 from bertology.data import sample_positions
-from tests.test_explorer import H, L, _open, _tokenizer, _wait, browser, build_results  # noqa: F401 - a fixture
-from tests.test_untrusted import HOSTILE, hostile_results  # noqa: F401 - a fixture
+from tests.builders.browser import open_page as _open
+from tests.builders.browser import wait_view as _wait
+from tests.builders.explorer import H, L, build_results
+from tests.builders.explorer import tokenizer as _tokenizer
+from tests.builders.explorer import HOSTILE
 
 SCORED = [0, 2, 3, 5, 7, 9]  # store positions of rte's examples with token scores (the norm sample)
 FLOW = 3                     # flow and importance on the first 3 of them, as analysis.flow.examples does
@@ -254,7 +257,7 @@ def test_token_views_in_chromium(browser, views_results, tmp_path):  # noqa: F81
 
 
 @pytest.mark.browser
-def test_hostile_token_labels_show_as_text_in_the_token_views(browser, hostile_results):  # noqa: F811
+def test_hostile_token_labels_show_as_text_in_the_token_views(browser, hostile_results):
     from bertology.explorer import load_explorer_data, render_explorer
 
     add_token_views(hostile_results)

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from bertology.norms import faithful as ff
-from tests.test_norms_values import tiny
+from tests.builders.norms import tiny
 
 
 @pytest.mark.parametrize("arch", ["bert", "distilbert", "roberta", "deberta-v2", "modernbert"])

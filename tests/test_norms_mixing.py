@@ -9,7 +9,7 @@ import torch
 from bertology.norms import mixing as mx
 from bertology.norms import values as nv
 from tests.builders.encoders import ARCHITECTURES
-from tests.test_norms_values import batch, tiny
+from tests.builders.norms import batch, tiny
 
 
 @pytest.mark.parametrize("arch", ARCHITECTURES)

@@ -9,7 +9,7 @@ import pytest
 
 from bertology.norms import stats as ns
 from bertology.norms.tokens import CATEGORIES, TokenKinds
-from tests.test_norms_values import tiny
+from tests.builders.norms import tiny
 
 
 def _row(table, layer, head, cat, measure):

@@ -7,29 +7,8 @@ import pytest
 import torch
 
 from bertology.norms import values as nv
-from tests.builders.encoders import ARCHITECTURES, model_config, tokenizer_for
-
-_MODELS: dict[str, tuple] = {}
-
-
-def tiny(arch: str):
-    """(classifier, tokenizer) of a tiny random `arch` (eager attention, eval mode), cached per module."""
-    if arch not in _MODELS:
-        from transformers import AutoModelForSequenceClassification
-
-        tok = tokenizer_for(arch)
-        torch.manual_seed(0)
-        model = AutoModelForSequenceClassification.from_config(model_config(arch, tok), attn_implementation="eager")
-        _MODELS[arch] = (model.eval(), tok)
-    return _MODELS[arch]
-
-
-def batch(tok, model):
-    from bertology.models import forward_inputs
-
-    texts = ["the cat sat on the mat , and the dog barked at it .", "a short one ."]
-    enc = tok(texts, padding=True, return_tensors="pt", return_token_type_ids=True)
-    return forward_inputs(model, enc), enc["attention_mask"].sum(1)
+from tests.builders.encoders import ARCHITECTURES
+from tests.builders.norms import batch, tiny
 
 
 def reference_weights(arch: str, layer, D: int):

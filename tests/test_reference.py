@@ -189,9 +189,10 @@ def _data_tables() -> dict[str, object]:
 
 def _best_heads(tmp_path: Path) -> dict[str, object]:
     """best_heads.csv as the syntax_figures step writes it (through the command line, as its rule runs it)."""
-    from bertology.cli import STEPS, main
+    from bertology.cli import STEPS
     from bertology.clark.parser import COLUMNS
     from bertology.config import sections_json, validate_config
+    from tests.builders.steps import run_step
 
     rows = [{"relation": r, "direction": d, "layer": 0, "head": h, "accuracy": 0.1 * (h + 1), "n": 25,
              "baseline_offset": -1, "baseline_accuracy": 0.2}
@@ -200,11 +201,11 @@ def _best_heads(tmp_path: Path) -> dict[str, object]:
     for model in ("pretrained", "rte-finetuned"):
         path = tmp_path / f"{model}.csv"
         pd.DataFrame(rows, columns=COLUMNS).to_csv(path, index=False)
-        tables += ["--input", f"tables={path}"]
+        tables.append(path)
     best = tmp_path / "best_heads.csv"
     cfg = sections_json(validate_config({}), STEPS["syntax_figures"].sections)
-    assert main(["syntax-figures", *tables, "--output", f"figure={tmp_path / 'parser-syntax.png'}",
-                 "--output", f"best={best}", "--config", cfg, "--no-mlflow"]) == 0
+    assert run_step("syntax_figures", cfg, inputs={"tables": tables},
+                    outputs={"figure": tmp_path / "parser-syntax.png", "best": best}, options=("--no-mlflow",)) == 0
     return {"stats/syntax/best_heads.csv": pd.read_csv(best)}
 
 

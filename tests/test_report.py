@@ -69,7 +69,7 @@ def _report_config() -> str:
 
 
 def test_report_step_reads_the_directory_of_its_output(tmp_path, monkeypatch):
-    from bertology import cli
+    from tests.builders.steps import run_step
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow.db")
     monkeypatch.delenv("BERTOLOGY_INVOCATION", raising=False)
@@ -81,10 +81,8 @@ def test_report_step_reads_the_directory_of_its_output(tmp_path, monkeypatch):
         results / "ablation" / "rte" / "summary.csv", index=False)
     monkeypatch.chdir(tmp_path)
     out = results / "report.html"
-    argv = ["report", "--input", f"targets={results / 'figures' / 'cosine-rte.png'}",
-            "--input", f"targets={results / 'ablation' / 'rte' / 'summary.csv'}",
-            "--output", f"report={out}", "--config", _report_config()]
-    assert cli.main(argv) == 0
+    targets = [results / "figures" / "cosine-rte.png", results / "ablation" / "rte" / "summary.csv"]
+    assert run_step("report", _report_config(), inputs={"targets": targets}, outputs={"report": out}, options=()) == 0
     text = out.read_text()
     assert text.count("data:image/png;base64,") == 1 and "cosine-rte" in text and "sieve-roles-rte" not in text
     assert "-0.0123" in text
@@ -93,12 +91,11 @@ def test_report_step_reads_the_directory_of_its_output(tmp_path, monkeypatch):
 
 
 def test_report_step_names_a_missing_input(tmp_path, capsys):
-    from bertology import cli
+    from tests.builders.steps import run_step
 
     missing = tmp_path / "results" / "tables" / "table1.csv"
-    argv = ["report", "--input", f"targets={missing}", "--output", f"report={tmp_path / 'results' / 'report.html'}",
-            "--config", _report_config(), "--no-mlflow"]
-    assert cli.main(argv) == 1
+    assert run_step("report", _report_config(), inputs={"targets": missing},
+                    outputs={"report": tmp_path / "results" / "report.html"}, options=("--no-mlflow",)) == 1
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err == (f"bertology report: error: the report needs 1 missing input(s), e.g. {missing}: run the "

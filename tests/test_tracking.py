@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import mlflow
 import pytest
@@ -214,3 +215,22 @@ def test_start_fails_runs_an_interrupted_workflow_left_running(store, tmp_path):
     assert client.get_run(here.info.run_id).info.status == "FAILED"
     assert client.get_run(elsewhere.info.run_id).info.status == "RUNNING"
     assert client.get_run(tracking.parent_run_id("inv-new", create=False)).info.status == "RUNNING"
+
+
+def test_tracking_modules_import_one_way():
+    """bertology.tracking is one job per module, each importing only the modules above it in this order (no
+    cycle, no module reaching back into the package's __init__)."""
+    import ast
+
+    order = ["calls", "uri", "probe", "parent", "pending", "tracker", "invocation"]
+    root = Path(tracking.__file__).parent
+    assert sorted(p.stem for p in root.glob("*.py") if p.stem != "__init__") == sorted(order)
+    back = []
+    for i, name in enumerate(order):
+        tree = ast.parse((root / f"{name}.py").read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("bertology.tracking"):
+                other = node.module.removeprefix("bertology.tracking").lstrip(".")
+                if other not in order[:i]:
+                    back.append(f"{name} imports bertology.tracking{'.' + other if other else ''}")
+    assert not back, back

@@ -17,6 +17,7 @@ import pytest
 
 from bertology.metrics import compute_metrics
 from bertology.tasks import get_task
+from tests.builders.steps import run_step
 
 
 def validated(**overrides) -> dict:
@@ -483,21 +484,16 @@ def _write_scores(root: Path) -> list[str]:
     return paths
 
 
-def _table1_argv(scores: list[str], train: list[str], out: Path, *extra: str) -> list[str]:
-    argv = ["table1"]
-    for path in scores:
-        argv += ["--input", f"scores={path}"]
-    for path in train:
-        argv += ["--input", f"train={path}"]
-    for name, file in (("csv", "t.csv"), ("md", "t.md"), ("tests", "tests.csv"), ("figure", "t.png")):
-        argv += ["--output", f"{name}={out / file}"]
-    return [*argv, "--config", step_config("table1", model="minilm-l6"), *extra]
+def _table1(scores: list[str], train: list[str], out: Path, options=()) -> int:
+    return run_step("table1", step_config("table1", model="minilm-l6"), inputs={"scores": scores, "train": train},
+                    outputs={name: out / file for name, file in (("csv", "t.csv"), ("md", "t.md"),
+                                                                 ("tests", "tests.csv"), ("figure", "t.png"))},
+                    options=options)
 
 
 def test_table1_step_writes_csv_md_and_figure(tmp_path, monkeypatch):
     import mlflow
 
-    from bertology.cli import main
     from bertology.table1 import aggregate_seeds, scores_frame
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow.db")
@@ -510,7 +506,7 @@ def test_table1_step_writes_csv_md_and_figure(tmp_path, monkeypatch):
         keyword_frame(n, 0, pair=True).to_parquet(path)
         train.append(str(path))
     out = tmp_path / "out"
-    rc = main(_table1_argv(_write_scores(tmp_path), train, out))
+    rc = _table1(_write_scores(tmp_path), train, out, options=())
     assert rc == 0
     df = pd.read_csv(out / "t.csv")
     assert len(df) == 8 and df["value"].between(0, 1).all()
@@ -530,11 +526,9 @@ def test_table1_step_writes_csv_md_and_figure(tmp_path, monkeypatch):
 
 
 def test_table1_step_names_a_broken_score_file(tmp_path, capsys):
-    from bertology.cli import main
-
     scores = _write_scores(tmp_path)
     Path(scores[0]).write_text("{")
-    rc = main(_table1_argv(scores, [], tmp_path / "out", "--no-mlflow"))
+    rc = _table1(scores, [], tmp_path / "out", options=("--no-mlflow",))
     assert rc == 1
     captured = capsys.readouterr()
     assert captured.out == ""
@@ -550,7 +544,6 @@ def test_train_and_score_steps_log_to_mlflow(tiny_model_dir, tmp_path, monkeypat
     """train_model / score: model dir, score JSON, MLflow loss per step, eval per epoch, tags."""
     import mlflow
 
-    from bertology.cli import main
     from bertology.training import checkpoint_dir
 
     monkeypatch.chdir(tmp_path)
@@ -565,19 +558,18 @@ def test_train_and_score_steps_log_to_mlflow(tiny_model_dir, tmp_path, monkeypat
                     train={"epochs": 2, "batch_size": 16, "learning_rate": 3e-3, "seed": 1})
     out, ckpt = "results/models/sst2/pretrained", checkpoint_dir("sst2", "pretrained")
     assert ckpt == Path("results/checkpoints/sst2/pretrained")
-    rc = main(["train_model", "-w", "task=sst2", "-w", "init=pretrained",
-               "--input", f"train={data / 'train.parquet'}", "--input", f"validation={data / 'validation.parquet'}",
-               "--output", f"model={out}", "--config", step_config("train_model", **settings), "--no-progress"])
+    rc = run_step("train_model", step_config("train_model", **settings), {"task": "sst2", "init": "pretrained"},
+                  inputs={"train": data / "train.parquet", "validation": data / "validation.parquet"},
+                  outputs={"model": out}, options=("--no-progress",))
     assert rc == 0
     assert (tmp_path / out / "model.safetensors").exists() and not (tmp_path / ckpt).exists()
     info = json.loads((tmp_path / out / "training.json").read_text())
     assert info["history"]["steps"] == list(range(1, 9)) and info["init"] == "pretrained"
     assert info["train"]["learning_rate"] == 3e-3 and "inits" not in info["train"]
 
-    rc = main(["score", "-w", "task=sst2", "-w", "variant=finetuned",
-               "--input", f"validation={data / 'validation.parquet'}", "--input", f"model={out}",
-               "--output", "score=results/scores/sst2/finetuned.json",
-               "--config", step_config("score", **settings), "--no-progress"])
+    rc = run_step("score", step_config("score", **settings), {"task": "sst2", "variant": "finetuned"},
+                  inputs={"validation": data / "validation.parquet", "model": out},
+                  outputs={"score": "results/scores/sst2/finetuned.json"}, options=("--no-progress",))
     assert rc == 0
     score = json.loads((tmp_path / "results/scores/sst2/finetuned.json").read_text())
     assert score["variant"] == "finetuned" and score["n"] == 32 and set(score["metrics"]) == {"accuracy"}
@@ -603,27 +595,25 @@ def test_train_and_score_steps_log_to_mlflow(tiny_model_dir, tmp_path, monkeypat
     assert runs["score"].data.metrics["eval_n"] == 32
 
 
-def _score_argv(tmp_path: Path, model: str, variant: str, *extra: str) -> list[str]:
+def _score(tmp_path: Path, model_name: str, variant: str, **inputs) -> int:
     keyword_frame(8, 0).to_parquet(tmp_path / "v.parquet")
-    return ["score", "-w", "task=sst2", "-w", f"variant={variant}", "--input", f"validation={tmp_path / 'v.parquet'}",
-            *extra, "--output", f"score={tmp_path / 'score.json'}",
-            "--config", step_config("score", model=model, data={"max_length": 32}), "--no-mlflow", "--no-progress"]
+    return run_step("score", step_config("score", model=model_name, data={"max_length": 32}),
+                    {"task": "sst2", "variant": variant}, inputs={"validation": tmp_path / "v.parquet", **inputs},
+                    outputs={"score": tmp_path / "score.json"}, options=("--no-mlflow", "--no-progress"))
 
 
 def test_score_step_errors_clearly(tiny_model_dir, tmp_path, capsys):
-    from bertology.cli import main
-
     model = str(tiny_model_dir)
-    assert main(_score_argv(tmp_path, model, "finetuned")) == 1
+    assert _score(tmp_path, model, "finetuned") == 1
     assert capsys.readouterr().err == ("bertology score: error: variant 'finetuned' needs --input "
                                        "model=results/models/sst2/pretrained (the train_model rule's output)\n")
-    assert main(_score_argv(tmp_path, model, "random-finetuned", "--input", f"model={tmp_path / 'nope'}")) == 1
+    assert _score(tmp_path, model, "random-finetuned", model=tmp_path / "nope") == 1
     assert capsys.readouterr().err == (f"bertology score: error: {tmp_path / 'nope'} holds no fine-tuned model; run "
                                        f"the train_model rule first (snakemake results/models/sst2/random)\n")
-    assert main(_score_argv(tmp_path, model, "tuned")) == 1
+    assert _score(tmp_path, model, "tuned") == 1
     assert capsys.readouterr().err == ("bertology score: error: unknown variant 'tuned'; use one of pretrained, "
                                        "finetuned, random-finetuned\n")
-    assert main(_score_argv(tmp_path, model, "pretrained")) == 0
+    assert _score(tmp_path, model, "pretrained") == 0
     pre = json.loads((tmp_path / "score.json").read_text())
     assert pre["variant"] == "pretrained" and pre["n"] == 8 and 0 <= pre["metrics"]["accuracy"] <= 1
     assert pre["model_path"] == str(tiny_model_dir.resolve())

@@ -22,6 +22,7 @@ import pytest
 
 from bertology.models import (CustomCodeError, TokenizerError, check_encoder, check_no_custom_code, check_tokenizer,
                               load_tokenizer)
+from tests.builders.explorer import HOSTILE
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -237,34 +238,6 @@ def test_bad_rows_skip_is_recorded_in_the_rule_outputs_and_mlflow(tmp_path, conf
 
 # ---- 2. hostile texts show as text in the explorer and the report -------------------------------------------
 
-HOSTILE = [
-    "<!--<script> the row that blanked the explorer",
-    "<!--",
-    "<script>document.body.dataset.pwned = 'script'</script>",
-    "</script><script>document.body.dataset.pwned = 'end'</script>",
-    "</SCRIPT ><img src=x onerror=\"document.body.dataset.pwned='img'\">",
-    "]]> <![CDATA[ x ]]>",
-    "line\u2028separator and paragraph\u2029separator",
-    "&amp; &lt;b&gt; & &#x3c; {{DATA}} {{JS}} ${x} `tick` \"quote\" 'apostrophe' \\u003c",
-    "x" * 3000,  # a very long token
-    "<style>body{display:none}</style> -->",
-]
-
-
-def _prepared_hostile_rows(root: Path, typed_config):
-    """The hostile corpus through data preparation: a GLUE RTE dev.tsv -> the data rule's frame."""
-    from bertology.data import load_split
-
-    path = root / "RTE" / "dev.tsv"
-    path.parent.mkdir(parents=True)
-    rows = ["index\tsentence1\tsentence2\tlabel"]
-    rows += [f"{i}\t{HOSTILE[i % len(HOSTILE)]}\t{HOSTILE[(i + 3) % len(HOSTILE)]}\tentailment" for i in range(10)]
-    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
-    df = load_split("rte", "validation", typed_config({"data": {"source": str(root)}}).data)
-    assert df["text_a"].tolist() == [HOSTILE[i % len(HOSTILE)] for i in range(10)]  # every string intact
-    return df
-
-
 def test_script_json_escapes_every_markup_character():
     from bertology.explorer import script_json
 
@@ -273,36 +246,12 @@ def test_script_json_escapes_every_markup_character():
     assert json.loads(text) == {"t": HOSTILE}
 
 
-@pytest.fixture(scope="module")
-def hostile_results(tmp_path_factory):
-    """test_explorer's results/ (real stores) with the hostile corpus as the RTE texts, words and token labels."""
-    import pandas as pd
-
-    from bertology.config import sections_from_json, validate_config
-    from tests.test_explorer import build_results
-
-    root = tmp_path_factory.mktemp("hostile")
-    typed = lambda o: sections_from_json(json.dumps(validate_config(dict(o))))  # noqa: E731
-    prepared = _prepared_hostile_rows(root / "glue", typed)
-    results = build_results(root / "run")
-    data_path = results / "data" / "rte" / "validation.parquet"
-    data = pd.read_parquet(data_path)
-    data["text_a"] = prepared["text_a"].to_numpy()[: len(data)]
-    data["text_b"] = prepared["text_b"].to_numpy()[: len(data)]
-    data.to_parquet(data_path)
-    words_path = results / "attention" / "rte" / "words.parquet"
-    words = pd.read_parquet(words_path)
-    words["text"] = [HOSTILE[i % len(HOSTILE)] for i in range(len(words))]
-    words.to_parquet(words_path)
-    (results / "models" / "rte" / "pretrained" / "tokenizer.json").unlink()  # token labels from the words
-    return results
-
-
-from tests.test_explorer import _open, _wait, browser  # noqa: E402,F401 - the browser fixture and helpers
+from tests.builders.browser import open_page as _open  # noqa: E402
+from tests.builders.browser import wait_view as _wait  # noqa: E402
 
 
 @pytest.mark.browser
-def test_hostile_texts_show_as_text_in_the_explorer(browser, hostile_results):  # noqa: F811
+def test_hostile_texts_show_as_text_in_the_explorer(browser, hostile_results):
     from bertology.explorer import load_explorer_data, render_explorer
 
     data = load_explorer_data(hostile_results, ["rte", "sst2"], examples=6, seed=3)
@@ -332,7 +281,7 @@ def test_hostile_texts_show_as_text_in_the_explorer(browser, hostile_results):  
 
 
 @pytest.mark.browser
-def test_hostile_texts_show_as_text_in_the_report(browser, hostile_results):  # noqa: F811
+def test_hostile_texts_show_as_text_in_the_report(browser, hostile_results):
     import pandas as pd
 
     from bertology.report import build_report
@@ -500,10 +449,9 @@ def test_a_locked_tracking_store_is_one_line_at_the_end(tmp_path, monkeypatch):
         time.sleep(120)
         """)], stdout=subprocess.PIPE, text=True)
     end = textwrap.dedent("""
-        import functools
-        from bertology import tracking
+        from bertology.tracking import calls
         from bertology.workflow import on_end
-        tracking._retry = functools.partial(tracking._retry, tries=1)  # one try, not eight: a quicker test
+        calls.RETRY_TRIES = 1  # one try, not eight: a quicker test
         on_end("inv-locked", "FINISHED")
         """)
     try:
@@ -612,7 +560,7 @@ def test_a_workflow_run_kept_at_start_ends_finished_after_replay(tmp_path, monke
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow.db")
     monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "t")
-    tracking._keep_parent("inv-kept", {"model": "m"}, [])  # what start_invocation keeps when the store fails
+    tracking.keep_parent("inv-kept", {"model": "m"}, [])  # what start_invocation keeps when the store fails
     tracking.init_store()
     tracking.end_invocation("inv-kept", "FINISHED")
     assert tracking.replay_pending() == (2, 0)

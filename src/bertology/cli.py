@@ -10,6 +10,8 @@ Every rule calls its step the same way (``rules/common.smk``: ``shell: STEP``)::
 - A step is a function ``step(ctx: StepContext) -> None``: read the declared inputs, call kernels, write
   the declared outputs, record to MLflow through ``ctx.tracker``. Steps live in ``bertology.steps.*``;
   kernels (everything else) import neither argparse nor mlflow nor Snakemake.
+- Tool steps (no rule runs them, e.g. ``cluster-check``) may add options of their own (``StepSpec.options``,
+  in ``ctx.options``) and take the arguments after ``--`` as they are (``StepSpec.passthrough``, ``ctx.rest``).
 - Each tracked step runs inside one MLflow child run (params = its config sections, tags = its
   wildcards), opened here and nowhere else.
 - Errors of the user's making (:class:`bertology.errors.UserError` and its subclasses, and nothing else)
@@ -43,6 +45,8 @@ class StepSpec:
     sections: tuple[str, ...]  # config keys the step reads (dotted), handed over by its rule
     help: str
     tracked: bool = True  # one MLflow run per job
+    options: str | None = None  # "module:function(parser)" adding a tool step's own options (-> ctx.options)
+    passthrough: bool = False  # arguments after "--" go to the step as they are (-> ctx.rest)
 
 
 _TRAIN_KEYS = tuple(f"train.{k}" for k in ("epochs", "batch_size", "learning_rate", "weight_decay", "warmup_ratio",
@@ -161,6 +165,13 @@ STEPS: dict[str, StepSpec] = {
     "tracking_replay": StepSpec("bertology.steps.admin:tracking_replay", (),
                                 "send the MLflow records kept under .bertology/pending/ while tracking was down",
                                 tracked=False),
+    "cluster_check": StepSpec("bertology.steps.cluster:cluster_check", (),
+                              "do the jobs of the workflow fit the nodes sinfo lists? (dry-runs snakemake with "
+                              "--profile and the snakemake arguments after --)",
+                              tracked=False, options="bertology.steps.cluster:check_options", passthrough=True),
+    "cluster_dask": StepSpec("bertology.steps.cluster:cluster_dask", (),
+                             "a Dask scheduler here with workers as Slurm jobs (dask-jobqueue), for "
+                             "analysis.dask.scheduler", tracked=False, options="bertology.steps.cluster:dask_options"),
 }
 
 #: where a bug's traceback goes when the command runs in a terminal (relative to the working directory)
@@ -215,6 +226,8 @@ class StepContext:
     progress: bool = True
     tracker: Any = None  # bertology.tracking.Tracker
     extra: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)  # a tool step's own options (StepSpec.options)
+    rest: list[str] = field(default_factory=list)  # the arguments after "--" (StepSpec.passthrough)
 
     @property
     def task(self) -> str | None:
@@ -251,8 +264,15 @@ def _pairs(items: list[str], flag: str) -> dict[str, list[str]]:
     return out
 
 
+def _target(target: str) -> Any:
+    """The function a "module:function" names."""
+    module, func = target.split(":")
+    return getattr(importlib.import_module(module), func)
+
+
 def parser(name: str, spec: StepSpec) -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog=f"bertology {name}", description=spec.help)
+    ap = argparse.ArgumentParser(prog=f"bertology {name}", description=spec.help,
+                                 epilog="arguments after -- go to the step as they are" if spec.passthrough else None)
     ap.add_argument("-w", "--wildcard", action="append", default=[], metavar="NAME=VALUE",
                     help="a wildcard of the job (task=rte, variant=finetuned, ...)")
     ap.add_argument("--input", action="append", default=[], metavar="NAME=PATH", help="a named input (repeatable)")
@@ -264,6 +284,8 @@ def parser(name: str, spec: StepSpec) -> argparse.ArgumentParser:
     ap.add_argument("--no-mlflow", action="store_true", help="do not record to MLflow")
     ap.add_argument("--no-progress", action="store_true", help="no progress bars")
     ap.add_argument("--debug", action="store_true", help="full traceback on errors")
+    if spec.options:
+        _target(spec.options)(ap.add_argument_group(f"options of {name.replace('_', '-')}"))
     return ap
 
 
@@ -280,15 +302,21 @@ def run_step(name: str, argv: list[str]) -> int:
     from bertology.tracking import job_run
 
     spec = STEPS[name]
-    args = parser(name, spec).parse_args(argv)
+    rest: list[str] = []
+    if spec.passthrough and "--" in argv:
+        argv, rest = argv[:argv.index("--")], argv[argv.index("--") + 1:]
+    ap = parser(name, spec)
+    common = {action.dest for action in parser(name, StepSpec(spec.target, spec.sections, spec.help))._actions}
+    args = ap.parse_args(argv)
     setup_logging(args.debug)
     config = sections_from_json(args.config)
     files = {kind: Files(kind, name, {k: [Path(p) for p in v] for k, v in _pairs(items, f"--{kind}").items()})
              for kind, items in (("input", args.input), ("output", args.output))}
     wildcards = {k: v[-1] for k, v in _pairs(args.wildcard, "--wildcard").items()}
     ctx = StepContext(step=name, wildcards=wildcards, input=files["input"], output=files["output"], config=config,
-                      threads=max(1, args.threads), device=args.device, progress=not args.no_progress)
-    func = getattr(importlib.import_module(spec.target.split(":")[0]), spec.target.split(":")[1])
+                      threads=max(1, args.threads), device=args.device, progress=not args.no_progress,
+                      options={k: v for k, v in vars(args).items() if k not in common}, rest=rest)
+    func = _target(spec.target)
     params = select_sections(plain_config(config), spec.sections) if spec.sections else {}
     with job_run(name, task=ctx.task, variant=ctx.variant or wildcards.get("init") or wildcards.get("split"),
                  params=params, tags={f"wildcard.{k}": v for k, v in wildcards.items()},

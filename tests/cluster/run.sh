@@ -5,12 +5,12 @@
 #     cache dir) and runs the small DAG of tests/cluster/config.yaml locally with --cores 2 (the reference);
 #  2. starts Slurm with accounting (munged, mariadbd, slurmdbd, slurmctld, slurmd; tests/cluster/slurm-up.sh)
 #     and an MLflow tracking server on this (login) node;
-#  3. bertology.cluster check: the profile as shipped (max-threads 8) and a GPU request are reported as
+#  3. bertology cluster-check: the profile as shipped (max-threads 8) and a GPU request are reported as
 #     unrunnable on this 2-CPU, GPU-less node; with max-threads 2 every job fits; the workflow itself with
 #     the shipped profile stops in onstart before submitting anything;
 #  4. runs the same DAG through `--profile profiles/slurm --max-threads 2`, tracking to the server;
 #     compares stats/ablation/scores/table1 with the local run (exactly) and the MLflow runs with the local ones;
-#  5. Dask: a scheduler here with one worker as a Slurm job (python -m bertology.cluster dask, i.e.
+#  5. Dask: a scheduler here with one worker as a Slurm job (bertology cluster-dask, i.e.
 #     dask-jobqueue's SLURMCluster); reruns the Dask reductions (sieve, kovaleva_stats, kovaleva_cosine and
 #     what depends on them) with analysis.dask.scheduler pointing at it; compares again;
 #  6. stops every daemon it started (also on failure or Ctrl-C).
@@ -117,9 +117,9 @@ mlflow: {tracking_uri: "$MLFLOW_URI", experiment: bertology-cluster}
 EOF
 lap "start Slurm + MLflow server" "$t"
 
-say "3. bertology.cluster check against sinfo"
+say "3. bertology cluster-check against sinfo"
 t=$SECONDS
-check() { "$PY" -m bertology.cluster check --profile "$REPO/profiles/slurm" --snakefile "$REPO/Snakefile" \
+check() { "$PY" -m bertology.cli cluster-check --profile "$REPO/profiles/slurm" -- --snakefile "$REPO/Snakefile" \
     --directory "$STATE/slurm" --configfile "$HERE/config.yaml" "$STATE/tracking.yaml" "$@"; }
 mkdir -p "$STATE/slurm"
 set +e
@@ -170,7 +170,7 @@ t=$SECONDS
 mkdir -p "$STATE/dask"
 # Started from the workflow's directory: the worker jobs run where they were submitted from, and the
 # reductions open the stores by the workflow's relative paths.
-(cd "$STATE/slurm" && exec "$PY" -m bertology.cluster dask --workers 1 --cores 1 --memory 2GB --walltime 00:30:00 \
+(cd "$STATE/slurm" && exec "$PY" -m bertology.cli cluster-dask --workers 1 --cores 1 --memory 2GB --walltime 00:30:00 \
     --host 127.0.0.1 --address-file "$STATE/dask/address" --log-directory "$STATE/dask" --wait 300) \
     >"$STATE/dask/scheduler.log" 2>&1 &
 BG_PIDS+=($!)

@@ -1,36 +1,22 @@
-"""Running on a Slurm cluster: does every job fit a node, and a Dask cluster for the reductions.
-
-A Slurm job that asks for more CPUs, memory, GPUs or time than any node of its partition offers is
-accepted by ``sbatch`` and then pends forever (reason ``PartitionConfig``, ``Resources`` or
-``PartitionTimeLimit``); Snakemake waits with it, and nothing says why. :func:`check` compares what the
-jobs ask for with what ``sinfo`` reports and returns one message per rule that cannot run anywhere.
-
-- In the workflow, at start-up: :func:`check_workflow` (a no-op unless the executor is ``slurm``).
-- From a shell: ``python -m bertology.cluster check --profile profiles/slurm [snakemake args...]``
-  dry-runs the workflow with that profile and checks the jobs it would submit (exit 1 with the messages).
-- ``python -m bertology.cluster dask --workers 2 --cores 4 --memory 16GB --address-file dask.addr``
-  starts a Dask scheduler here (the login node) with workers as Slurm jobs (dask-jobqueue's
-  ``SLURMCluster``), writes its address for ``analysis.dask.scheduler``, and runs until interrupted.
-  Start it from the workflow's directory: the workers run where they were submitted from, and the
-  reductions open the stores by the workflow's relative paths.
-"""
+"""Does every job fit a node? A Slurm job that asks for more CPUs, memory, GPUs or time than any node of
+its partition offers is accepted by ``sbatch`` and then pends forever (reason ``PartitionConfig``,
+``Resources`` or ``PartitionTimeLimit``); Snakemake waits with it, and nothing says why. :func:`check`
+compares what the jobs ask for (:class:`Request`, read from a Snakemake DAG or a dry run's text) with what
+``sinfo`` reports (:class:`Node`) and returns one message per rule that cannot run anywhere."""
 
 from __future__ import annotations
 
-import argparse
 import logging
 import math
 import re
 import shutil
-import signal
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from bertology.io import write_text
+from bertology.errors import UserError
 
 log = logging.getLogger(__name__)
 
@@ -127,12 +113,12 @@ def parse_sinfo(text: str) -> list[Node]:
 def read_sinfo() -> list[Node]:
     """The nodes of the cluster ``sinfo`` talks to."""
     if shutil.which("sinfo") is None:
-        raise RuntimeError("sinfo not found: run this on the cluster's login node")
+        raise UserError("sinfo not found: run this on the cluster's login node (or give a captured sinfo output)")
     out = subprocess.run(SINFO_COMMAND, check=True, capture_output=True, text=True).stdout
     return parse_sinfo(out)
 
 
-def _describe(cpus: int, mem_mb: int, gpus: int, minutes: float | None = None) -> str:
+def describe(cpus: int, mem_mb: int, gpus: int, minutes: float | None = None) -> str:
     text = f"{cpus} CPUs, {mem_mb} MB, {gpus} GPUs"
     if minutes is not None:
         text += ", " + ("no time limit" if math.isinf(minutes) else f"{minutes:g} min")
@@ -179,8 +165,8 @@ def check(requests: Iterable[Request], nodes: Sequence[Node]) -> list[str]:
                                         ("time", req.runtime_min > best.time_limit_min)) if bad]
         why = "too many " + " and ".join(short) if short else "no single node offers all of it at once"
         messages.append(
-            f"{jobs} asks for {_describe(req.cpus, req.mem_mb, req.gpus, req.runtime_min)} on {where}, but its "
-            f"largest node offers {_describe(best.cpus, best.mem_mb, best.gpus, best.time_limit_min)} "
+            f"{jobs} asks for {describe(req.cpus, req.mem_mb, req.gpus, req.runtime_min)} on {where}, but its "
+            f"largest node offers {describe(best.cpus, best.mem_mb, best.gpus, best.time_limit_min)} "
             f"({why}): Slurm would accept the job and leave it pending forever. Fix: {PROFILE_HINT}.")
     return messages
 
@@ -274,127 +260,21 @@ def requests_from_dryrun(text: str) -> list[Request]:
     return requests
 
 
-def tracking_warnings(uri: str | None) -> list[str]:
-    """A warning when cluster jobs would all write one sqlite MLflow database."""
-    if uri and uri.startswith("sqlite:"):
-        return [f"mlflow.tracking_uri is {uri}: jobs on several nodes would share one sqlite file, whose "
-                f"locking is unreliable on shared filesystems. Start `mlflow server --backend-store-uri {uri}` "
-                f"on the login node and set mlflow.tracking_uri to its http:// address (see the README, "
-                f"'From a laptop to a cluster')."]
-    return []
+class DryRunFailed(UserError):
+    """``snakemake --dry-run`` with the profile failed (a bad profile or argument): its output's tail is
+    :attr:`output`."""
+
+    def __init__(self, command: str, output: str):
+        super().__init__(f"the dry run failed ({command}); its output is above")
+        self.output = output
 
 
-def check_workflow(workflow: Any, *, nodes: Sequence[Node] | None = None) -> list[str]:
-    """Check a Snakemake workflow about to submit jobs to Slurm (call it from ``onstart``).
-
-    Does nothing unless the executor is ``slurm``. Logs a warning for sqlite tracking and raises
-    ``WorkflowError`` listing every rule whose jobs no node can run; returns the warnings otherwise.
-    """
-    plugin = getattr(workflow, "executor_plugin", None)
-    if plugin is None or getattr(plugin, "name", "") != "slurm":
-        return []
-    warnings = tracking_warnings(dict(workflow.config.get("mlflow") or {}).get("tracking_uri"))
-    for message in warnings:
-        print(f"WARNING: {message}", file=sys.stderr)
-    problems = check(requests_from_jobs(workflow.dag.needrun_jobs()), read_sinfo() if nodes is None else nodes)
-    if problems:
-        from snakemake_interface_common.exceptions import WorkflowError
-
-        raise WorkflowError("Jobs that no node of the cluster can run (sinfo):\n- " + "\n- ".join(problems))
-    return warnings
-
-
-def _check_main(args: argparse.Namespace, snakemake_args: list[str]) -> int:
-    nodes = parse_sinfo(Path(args.sinfo_file).read_text()) if args.sinfo_file else read_sinfo()
-    cmd = [sys.executable, "-m", "snakemake", "--dry-run", "--cores", "1000000", "--profile", args.profile,
+def dry_run_requests(profile: str, snakemake_args: Sequence[str]) -> list[Request]:
+    """The requests of the jobs ``snakemake --dry-run --profile PROFILE [args]`` would submit (with a huge
+    ``--cores``, so threads are not scaled down). Raises :class:`DryRunFailed` if the dry run fails."""
+    cmd = [sys.executable, "-m", "snakemake", "--dry-run", "--cores", "1000000", "--profile", str(profile),
            *snakemake_args]
     run = subprocess.run(cmd, capture_output=True, text=True)
     if run.returncode != 0:
-        sys.stderr.write(run.stdout[-4000:] + run.stderr[-4000:])
-        print(f"bertology.cluster: the dry run failed ({' '.join(cmd)})", file=sys.stderr)
-        return 2
-    requests = requests_from_dryrun(run.stdout + "\n" + run.stderr)
-    problems = check(requests, nodes)
-    offered = sorted({f"{n.partition}{'*' if n.default else ''}: {_describe(n.cpus, n.mem_mb, n.gpus)}"
-                      for n in nodes})
-    print(f"sinfo: {'; '.join(offered) or 'no nodes'}")
-    print(f"{len(requests)} jobs to submit, {len(set(requests))} distinct requests")
-    for message in problems:
-        print(f"ERROR: {message}")
-    if not problems:
-        print("every job fits a node")
-    return 1 if problems else 0
-
-
-def _dask_main(args: argparse.Namespace) -> int:
-    try:
-        from dask_jobqueue import SLURMCluster
-    except ImportError:
-        print("bertology.cluster dask needs dask-jobqueue: pip install dask-jobqueue", file=sys.stderr)
-        return 2
-    from dask.distributed import Client
-
-    def stop(signum, frame):  # noqa: ARG001 - signal handler signature
-        raise SystemExit(0)
-
-    signal.signal(signal.SIGTERM, stop)
-    kwargs: dict[str, Any] = {
-        "cores": args.cores, "processes": 1, "memory": args.memory, "walltime": args.walltime,
-        "job_name": "bertology-dask", "log_directory": args.log_directory,
-        "scheduler_options": {k: v for k, v in (("host", args.host), ("port", args.port),
-                                                 ("interface", args.interface)) if v},
-        "job_script_prologue": list(args.prologue or []),
-    }
-    if args.partition:
-        kwargs["queue"] = args.partition
-    if args.account:
-        kwargs["account"] = args.account
-    with SLURMCluster(**kwargs) as cluster, Client(cluster) as client:
-        cluster.scale(args.workers)
-        print(f"dask scheduler {cluster.scheduler_address}; waiting for {args.workers} worker(s)", flush=True)
-        client.wait_for_workers(args.workers, timeout=args.wait)
-        if args.address_file:
-            write_text(cluster.scheduler_address + "\n", args.address_file)
-        print(f"ready: set analysis.dask.scheduler to {cluster.scheduler_address}", flush=True)
-        if args.print_job_script:
-            print(cluster.job_script(), flush=True)
-        try:
-            signal.pause()
-        except KeyboardInterrupt:
-            pass
-    return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bertology.cluster", description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    chk = sub.add_parser("check", help="do the jobs of the workflow fit the nodes sinfo lists?",
-                         description="Dry-runs snakemake with the profile (and any further snakemake "
-                                     "arguments, e.g. --configfile) and compares every job's request with sinfo.")
-    chk.add_argument("--profile", default="profiles/slurm")
-    chk.add_argument("--sinfo-file", help="captured output of: " + " ".join(SINFO_COMMAND))
-    dsk = sub.add_parser("dask", help="a Dask scheduler here with workers as Slurm jobs (dask-jobqueue)")
-    dsk.add_argument("--workers", type=int, default=1)
-    dsk.add_argument("--cores", type=int, default=1, help="CPUs per worker job")
-    dsk.add_argument("--memory", default="4GB", help="memory per worker job")
-    dsk.add_argument("--walltime", default="04:00:00")
-    dsk.add_argument("--partition")
-    dsk.add_argument("--account")
-    dsk.add_argument("--host", help="address the scheduler listens on (default: this host's)")
-    dsk.add_argument("--interface", help="network interface the scheduler listens on (e.g. ib0)")
-    dsk.add_argument("--port", type=int, default=0)
-    dsk.add_argument("--address-file", help="write the scheduler address here once the workers are up")
-    dsk.add_argument("--log-directory", default=None, help="where the worker jobs write their Slurm logs")
-    dsk.add_argument("--prologue", action="append", help="shell line run before each worker starts")
-    dsk.add_argument("--wait", type=float, default=600, help="seconds to wait for the workers")
-    dsk.add_argument("--print-job-script", action="store_true")
-    args, rest = parser.parse_known_args(argv)
-    if args.command == "check":
-        return _check_main(args, [a for a in rest if a != "--"])
-    if rest:
-        parser.error(f"unrecognized arguments: {' '.join(rest)}")
-    return _dask_main(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        raise DryRunFailed(" ".join(cmd), run.stdout[-4000:] + run.stderr[-4000:])
+    return requests_from_dryrun(run.stdout + "\n" + run.stderr)

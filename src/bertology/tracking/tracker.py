@@ -1,0 +1,191 @@
+"""A job's MLflow run: :func:`job_run` opens it (a child of the invocation's parent run) and yields the
+:class:`Tracker` a step records through."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from bertology.tracking.calls import INVOCATION_ENV, INVOCATION_TAG, KIND_TAG, WORKDIR_TAG, param_chunks, reason, retry
+from bertology.tracking.parent import parent_run_id
+from bertology.tracking.pending import PENDING_DIR, PendingRecord
+from bertology.tracking.probe import check_reachable
+from bertology.tracking.uri import bound_http_timeouts, experiment_name, init_store, tracking_uri
+
+log = logging.getLogger(__name__)
+
+
+class Tracker:
+    """The one interface a step uses to record to MLflow: params, metrics (with steps), tags, artifacts.
+
+    Never raises: a tracking failure is a warning in the job's log, and the tracker stops calling the
+    server for the rest of the job (so an outage costs one bounded timeout, not one per call). Metrics
+    are sent in batches (one transaction per ``batch`` values, and on :meth:`flush`), so a training loop
+    can log every step while it runs.
+
+    With a `record` (a :class:`~bertology.tracking.pending.PendingRecord`), everything that could not be
+    sent from the failure on is kept in it and written under ``.bertology/pending/`` when the run ends.
+    """
+
+    def __init__(self, client=None, run_id: str | None = None, *, batch: int = 100,
+                 record: PendingRecord | None = None):
+        self.client, self.run_id, self.batch, self.record = client, run_id, batch, record
+        self._pending: list = []
+        self.failed: str | None = None if client is not None else "tracking disabled"
+
+    @property
+    def active(self) -> bool:
+        return self.failed is None
+
+    @property
+    def _off(self) -> bool:
+        """Neither sending nor keeping (tracking disabled)."""
+        return self.failed is not None and self.record is None
+
+    def _keep(self, op: dict[str, Any]) -> None:
+        if self.record is not None:
+            self.record.ops.append(op)
+
+    def _call(self, what: str, op: dict[str, Any], fn, *args, **kwargs) -> None:
+        if not self.active:
+            self._keep(op)
+            return
+        try:
+            retry(fn, *args, **kwargs)
+        except Exception as err:  # noqa: BLE001 - tracking must never fail a job
+            self.failed = f"{what}: {reason(err)}"
+            self._keep(op)
+            kept = (f"what was not sent is kept under {PENDING_DIR}/ and sent by the next workflow run or "
+                    f"`bertology tracking-replay`" if self.record is not None else "nothing more is recorded")
+            log.warning("MLflow tracking failed (%s); the job goes on without tracking, its results on disk are "
+                        "complete; %s.", self.failed, kept)
+
+    def params(self, params: Mapping[str, Any]) -> None:
+        """Nested params, flattened to dotted keys ({'a': {'b': 1}} -> a.b = 1)."""
+        if self._off:
+            return
+        from mlflow.entities import Param
+
+        for chunk in param_chunks(params):
+            self._call("log params", {"params": chunk}, lambda c=chunk: self.client.log_batch(
+                self.run_id, params=[Param(k, v) for k, v in c.items()]))
+
+    def tags(self, tags: Mapping[str, Any]) -> None:
+        if self._off:
+            return
+        from mlflow.entities import RunTag
+
+        chunk = {k: str(v) for k, v in tags.items()}
+        self._call("set tags", {"tags": chunk},
+                   lambda: self.client.log_batch(self.run_id, tags=[RunTag(k, v) for k, v in chunk.items()]))
+
+    def metric(self, key: str, value: float, step: int | None = None) -> None:
+        self.metrics({key: value}, step=step)
+
+    def metrics(self, values: Mapping[str, float], step: int | None = None) -> None:
+        """Queue metrics (at `step`, default 0); sent when `batch` are queued and on flush()."""
+        if self._off:
+            return
+        now = int(time.time() * 1000)
+        self._pending.extend((k, float(v), now, int(step or 0)) for k, v in values.items())
+        if len(self._pending) >= self.batch:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._off or not self._pending:
+            return
+        from mlflow.entities import Metric
+
+        pending, self._pending = self._pending, []
+        for i in range(0, len(pending), 1000):
+            chunk = pending[i:i + 1000]
+            self._call("log metrics", {"metrics": chunk},
+                       lambda c=chunk: self.client.log_batch(self.run_id, metrics=[Metric(*m) for m in c]))
+
+    def artifact(self, path: str | Path, folder: str | None = None) -> None:
+        """Copy a file (a figure, a table) into the run's artifacts (under `folder`)."""
+        if self._off:
+            return
+        self.flush()
+        path = str(Path(path).resolve())
+        self._call(f"log artifact {path}", {"artifact": path, "folder": folder},
+                   lambda: self.client.log_artifact(self.run_id, path, folder))
+
+    def end(self, status: str) -> None:
+        if self._off:
+            return
+        self.flush()
+        self._call("end run", {"end": status}, lambda: self.client.set_terminated(self.run_id, status))
+        if self.record is not None and self.record.ops:
+            path = self.record.save()
+            log.warning("MLflow: %d record(s) of run %s could not be sent; kept in %s (sent by the next workflow "
+                        "run or `bertology tracking-replay`)", len(self.record.ops), self.record.run_name, path)
+
+
+NULL_TRACKER = Tracker()
+
+
+@contextlib.contextmanager
+def job_run(rule: str, *, task: str | None = None, variant: str | None = None,
+            params: Mapping[str, Any] | None = None, tags: Mapping[str, str] | None = None,
+            enabled: bool = True) -> Iterator[Tracker]:
+    """Open the MLflow child run of one Snakemake job and yield its :class:`Tracker`.
+
+    Tagged with rule/task/variant, a child of the invocation's parent run (when BERTOLOGY_INVOCATION is
+    set), with `params` flattened into MLflow params. The run ends FINISHED, or FAILED if the job
+    raises. If the tracking store cannot be reached (a quick probe first, so a server that is down costs
+    seconds) the job still runs, with one warning, and what it would have recorded is kept as a pending
+    record (see :func:`bertology.tracking.pending.replay_pending`).
+    """
+    if not enabled:
+        yield NULL_TRACKER
+        return
+    bound_http_timeouts()
+    all_tags = {"rule": rule, KIND_TAG: "job", WORKDIR_TAG: str(Path.cwd())}
+    if task:
+        all_tags["task"] = task
+    if variant:
+        all_tags["variant"] = variant
+    invocation = os.environ.get(INVOCATION_ENV)
+    if invocation:
+        all_tags[INVOCATION_TAG] = invocation
+    all_tags.update(tags or {})
+    name = ":".join(x for x in (rule, task, variant) if x)
+    uri = tracking_uri()
+    record = PendingRecord(uri=uri, experiment=experiment_name(), run_name=name, tags=all_tags,
+                           invocation=invocation)
+    try:
+        check_reachable(uri)
+        import mlflow
+        from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
+
+        client = mlflow.MlflowClient(tracking_uri=uri)
+        exp_id = init_store(uri)
+        run_tags = dict(all_tags)
+        parent = parent_run_id(invocation, uri) if invocation else None
+        if parent:
+            run_tags[MLFLOW_PARENT_RUN_ID] = parent
+        run_tags[MLFLOW_RUN_NAME] = name
+        run = retry(client.create_run, exp_id, run_name=name, tags=run_tags)
+        record.run_id = run.info.run_id
+        tracker = Tracker(client, run.info.run_id, record=record)
+    except Exception as err:  # noqa: BLE001 - tracking must never fail a job
+        log.warning("MLflow tracking is unavailable (%s); the job runs without it and keeps what it would "
+                    "record under %s/ (sent by the next workflow run or `bertology tracking-replay`)",
+                    reason(err), PENDING_DIR)
+        tracker = Tracker(record=record)
+        tracker.failed = reason(err)
+    if params:
+        tracker.params(params)
+    try:
+        yield tracker
+    except BaseException:
+        tracker.end("FAILED")
+        raise
+    else:
+        tracker.end("FINISHED")
