@@ -174,16 +174,16 @@ def reduce_chunk(block: Mapping[str, np.ndarray], kernels: Sequence[Kernel], wor
     """Every kernel's partial of one chunk. block: the union of the kernels' variables (attention
     (E, L, H, Q, K) float16 with NaN padding, length and example_idx (E,), (E, Q) rows); words: each kernel's
     selection for this chunk, in kernel order."""
-    from threadpoolctl import threadpool_limits
-
     out: list[Any] = [None] * len(kernels)
     per_example = [i for i, k in enumerate(kernels) if isinstance(k, ExampleKernel)]
     if per_example:
-        with threadpool_limits(1):  # tiny matrix products: BLAS threads would only fight Dask's threads
-            parts = {i: kernels[i].empty(info) for i in per_example}
-            _examples(block, [(kernels[i], parts[i], words[i]) for i in per_example], info)
-            for i in per_example:
-                out[i] = kernels[i].finish_chunk(parts[i], info)
+        # No threadpool_limits here: BLAS's thread count is global to the process, and limiting it while another
+        # Dask thread runs the sieve's matrix products would change how those sum (float32, ~1e-7 relative),
+        # from one run to the next. The per-example kernels' products are too small for BLAS to split.
+        parts = {i: kernels[i].empty(info) for i in per_example}
+        _examples(block, [(kernels[i], parts[i], words[i]) for i in per_example], info)
+        for i in per_example:
+            out[i] = kernels[i].finish_chunk(parts[i], info)
     for i, k in enumerate(kernels):
         if isinstance(k, ChunkKernel):
             out[i] = k.chunk(block, words[i], info)
