@@ -1,5 +1,5 @@
 # Clark et al. 2019, "What Does BERT Look At?" (steps: bertology.steps.clark).
-#   results/stats/{task}/{variant}/entropy.csv parser.csv   written by kovaleva_stats in its one read of the store
+#   results/stats/{task}/{variant}/entropy.csv parser.csv   written by store_stats in its one read of the store
 #   results/figures/{entropy,parser}-{task}.png              entropy by layer; best head per relation (spaCy arcs)
 #   gold trees (analysis.syntax.conllu, plus the demo's own trees when data.source is demo):
 #   results/data/syntax/demo.conllu                          the demo grammar's sentences with their gold trees

@@ -1,34 +1,35 @@
 # Kovaleva et al. 2019, sections 4.1-4.5, over the attention stores (steps: bertology.steps.kovaleva).
-#   results/stats/{task}/{variant}/patterns.csv features.csv cls.csv relations.csv   one read of one store
-#     (the same read gives Clark et al.'s entropy.csv and parser.csv: rules/clark.smk has their figures)
+#   results/stats/{task}/{variant}/patterns.csv features.csv cls.csv relations.csv   rule store_stats: one read
+#     of one store gives them, Clark et al.'s entropy.csv and parser.csv and Pande et al.'s sieve.csv and
+#     sieve_scores.npz (bertology.steps.stores; the outputs are bertology.registry.store_outputs())
 #   results/stats/{task}/cosine.csv, features_diff.csv  pretrained vs fine-tuned, both stores read once, aligned
 #   results/stats/framenet/links.parquet, counts.json   FrameNet sentences that survive the paper's filters
 #   results/stats/{task}/{variant}/relations_framenet.csv   FrameNet link scores (merged into relations.csv)
 #   results/figures/{patterns,relations,cosine,features,cls}-{task}.png, {patterns,cosine}-tasks.png
+from bertology.registry import store_outputs
+
 KOVALEVA_TABLES = ["patterns", "features", "cls", "relations"]
 KOVALEVA_FIGURES = ["patterns", "relations", "cosine", "features", "cls"]
 FRAMENET_DIR = config["analysis"]["relations"]["framenet"]
+STORE_OUTPUTS = store_outputs()
 
 
-rule kovaleva_stats:
+# One read of a store for every store analysis of the registry (bertology.registry.store_analyses: Kovaleva's
+# patterns/features/cls/relations, Clark's entropy/parser, Pande's sieve): its outputs are the registry's.
+rule store_stats:
     input:
         unpack(_kovaleva_stats_inputs),
     output:
-        patterns="results/stats/{task}/{variant}/patterns.csv",
-        features="results/stats/{task}/{variant}/features.csv",
-        cls="results/stats/{task}/{variant}/cls.csv",
-        relations="results/stats/{task}/{variant}/relations.csv",
-        entropy="results/stats/{task}/{variant}/entropy.csv",
-        parser="results/stats/{task}/{variant}/parser.csv",
+        **STORE_OUTPUTS,
     wildcard_constraints:
         variant=STORE_VARIANT_REGEX,
     params:
-        step=step("kovaleva_stats"),
+        step=step("store_stats"),
         files=step_files,
     log:
-        "results/logs/kovaleva_stats/{task}/{variant}.log",
+        "results/logs/store_stats/{task}/{variant}.log",
     benchmark:
-        "results/benchmarks/kovaleva_stats/{task}/{variant}.tsv"
+        "results/benchmarks/store_stats/{task}/{variant}.tsv"
     threads: 2
     resources:
         mem_mb=6000,

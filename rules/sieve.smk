@@ -1,32 +1,7 @@
 # Pande et al. 2021, the heads hypothesis (steps: bertology.steps.sieve): sieve bias scores and one-sided
 # t-tests per head and role, then the paper's Figs. 3-6 and a summary (role shares, overlaps, Spearman of
-# local vs syntactic bias).
-
-
-rule sieve:
-    input:
-        store="results/attention/{task}/{variant}.zarr",
-        words="results/attention/{task}/words.parquet",
-    output:
-        table="results/stats/{task}/{variant}/sieve.csv",
-        scores="results/stats/{task}/{variant}/sieve_scores.npz",
-    wildcard_constraints:
-        variant=STORE_VARIANT_REGEX,
-    params:
-        step=step("sieve"),
-        files=step_files,
-    log:
-        "results/logs/sieve/{task}/{variant}.log",
-    benchmark:
-        "results/benchmarks/sieve/{task}/{variant}.tsv"
-    threads: 2
-    resources:
-        mem_mb=6000,
-        runtime=60,
-    conda:
-        "../envs/bertology.yaml"
-    shell:
-        STEP
+# local vs syntactic bias). The scores and sieve.csv of a store come from its one read, rule store_stats
+# (rules/kovaleva.smk).
 
 
 rule sieve_figures:

@@ -13,7 +13,10 @@ from bertology.clark import entropy as ent
 from bertology.clark import parser as prs
 from bertology.clark.conllu import read_treebanks, truncation
 from bertology.config import validate_config
-from bertology.kovaleva import reduce as red
+from bertology.clark import reduce as clred
+from bertology.clark.reduce import ClarkKernel
+from bertology.kovaleva.reduce import KovalevaKernel
+from bertology.onepass import reduce_store
 from tests.builders import kovaleva as kb
 from tests.builders.steps import run_step
 
@@ -60,8 +63,11 @@ def test_entropy_table_from_one_pass_over_a_store(tmp_path):
         return np.stack([np.stack([kb.on_columns(n, [0]), kb.uniform(n)])])
 
     store = kb.write_store(kb.build_store(examples, maps), tmp_path / "s.zarr")
-    part = red.store_stats(store, kb.words_table(examples), compute_kwargs={"scheduler": "synchronous"}, classifier="rule", negation="paper")
-    table = red.entropy_table(part).set_index(["layer", "head", "feature"])
+    kernels = [KovalevaKernel(), ClarkKernel()]  # one read of the store for both
+    res = reduce_store(store, kernels, kb.words_table(examples), compute_kwargs={"scheduler": "synchronous"})
+    part = res["clark"]
+    assert res["kovaleva"].examples == len(examples)
+    table = clred.entropy_table(part).set_index(["layer", "head", "feature"])
     rows = sum(ex.n for ex in examples)
     pooled = sum(ex.n * np.log(ex.n) for ex in examples) / rows
     assert table.loc[(0, 0, "all"), "mean"] == pytest.approx(0.0, abs=1e-9)
@@ -71,7 +77,7 @@ def test_entropy_table_from_one_pass_over_a_store(tmp_path):
     cls_mean = np.mean([np.log(ex.n) for ex in examples])
     assert table.loc[(0, 1, "cls"), "mean"] == pytest.approx(cls_mean, rel=1e-3)
     assert table.loc[(0, 0, "uniform_cls"), "mean"] == pytest.approx(cls_mean, rel=1e-12)
-    assert list(red.entropy_table(part).columns) == ["layer", "head", "feature", "mean", "std", "n"]
+    assert list(clred.entropy_table(part).columns) == ["layer", "head", "feature", "mean", "std", "n"]
 
 
 # --------------------------------------------------------------------------------------------------

@@ -76,7 +76,7 @@ def test_bad_values_are_all_named_in_one_line():
 
 def test_a_step_sees_only_its_sections():
     cfg = validate_config({})
-    typed = sections_from_json(sections_json(cfg, cli.STEPS["sieve"].sections))
+    typed = sections_from_json(sections_json(cfg, cli.STEPS["sieve_figures"].sections))
     assert typed.analysis.sieve.window == 2
     assert isinstance(typed.analysis.patterns, Undeclared)
     with pytest.raises(RuntimeError, match="'analysis.patterns' was not handed to this step"):

@@ -59,12 +59,13 @@ def test_stats_cosine_and_figures(run_dir):
                             "flagged": [False] * 5 + [True]})
     fn_rows.to_csv(run_dir / "fn.csv", index=False)
     names = ("patterns", "features", "cls", "relations")
-    clark = ("entropy", "parser")  # Clark et al.'s tables come from the same read of the store
+    others = ("entropy", "parser", "sieve")  # Clark's and Pande's tables come from the same read of the store
     for variant in ("pretrained", "finetuned"):
         extra = {"framenet": run_dir / "fn.csv"} if variant == "finetuned" else {}
-        assert run("kovaleva_stats", wildcards={"task": "mrpc", "variant": variant},
+        assert run("store_stats", wildcards={"task": "mrpc", "variant": variant},
                    inputs={"store": att / f"{variant}.zarr", "words": att / "words.parquet", **extra},
-                   outputs={name: stats / variant / f"{name}.csv" for name in names + clark}) == 0
+                   outputs={**{name: stats / variant / f"{name}.csv" for name in names + others},
+                            "sieve_scores": stats / variant / "sieve_scores.npz"}) == 0
     assert run("kovaleva_cosine", wildcards={"task": "mrpc"},
                inputs={"pretrained": att / "pretrained.zarr", "finetuned": att / "finetuned.zarr",
                        "words": att / "words.parquet"},
@@ -100,9 +101,9 @@ def test_stats_cosine_and_figures(run_dir):
                                             "cosine": [stats / "cosine.csv"]},
                outputs={"patterns": figs / "patterns-tasks.png", "cosine": figs / "cosine-tasks.png"}) == 0
     assert (figs / "patterns-tasks.png").stat().st_size > 5000 and (figs / "cosine-tasks.png").stat().st_size > 5000
-    clark_figures = {name: figs / f"{name}-mrpc.png" for name in clark}
+    clark_figures = {name: figs / f"{name}-mrpc.png" for name in ("entropy", "parser")}
     assert run("clark_figures", wildcards={"task": "mrpc"},
-               inputs={name: [stats / v / f"{name}.csv" for v in ("pretrained", "finetuned")] for name in clark},
+               inputs={name: [stats / v / f"{name}.csv" for v in ("pretrained", "finetuned")] for name in ("entropy", "parser")},
                outputs=clark_figures) == 0
     for png in clark_figures.values():
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
@@ -149,20 +150,22 @@ def test_export_then_train_round_trip(run_dir, monkeypatch):
 def test_user_errors_are_one_line(run_dir, capsys):
     att = run_dir / "results" / "attention" / "mrpc"
     stats = run_dir / "x"
-    outputs = {name: stats / f"{name}.csv" for name in ("patterns", "features", "cls", "relations")}
+    outputs = {name: stats / f"{name}.csv" for name in ("patterns", "features", "cls", "relations", "entropy",
+                                                          "parser", "sieve")}
+    outputs["sieve_scores"] = stats / "sieve_scores.npz"
     capsys.readouterr()
-    assert run("kovaleva_stats", inputs={"store": run_dir / "nope.zarr", "words": att / "words.parquet"},
+    assert run("store_stats", inputs={"store": run_dir / "nope.zarr", "words": att / "words.parquet"},
                outputs=outputs) == 1
     out = capsys.readouterr()
-    assert out.out == "" and out.err == (f"bertology kovaleva-stats: error: no attention store at "
+    assert out.out == "" and out.err == (f"bertology store-stats: error: no attention store at "
                                          f"'{run_dir / 'nope.zarr'}'; run the extraction first: "
                                          f"`snakemake {run_dir / 'nope.zarr'}`\n")
     pd.DataFrame({"example_idx": [1]}).to_parquet(run_dir / "bad.parquet")
-    assert run("kovaleva_stats", inputs={"store": att / "pretrained.zarr", "words": run_dir / "bad.parquet"},
+    assert run("store_stats", inputs={"store": att / "pretrained.zarr", "words": run_dir / "bad.parquet"},
                outputs=outputs) == 1
     bad = run_dir / "bad.parquet"
     assert capsys.readouterr().err == (
-        f"bertology kovaleva-stats: error: {bad} lacks column(s) ['word', 'segment', 'text', 'lemma', 'pos', 'tag', "
+        f"bertology store-stats: error: {bad} lacks column(s) ['word', 'segment', 'text', 'lemma', 'pos', 'tag', "
         f"'dep', 'head', 'is_punct', 'start_char', 'end_char']: not a words table of the annotation step (columns "
         f"example_idx, word, segment, text, lemma, pos, tag, dep, head, is_punct, start_char, end_char); delete it "
         f"and re-run `snakemake {bad}`\n")

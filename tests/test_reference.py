@@ -105,20 +105,25 @@ def test_store_identity_and_layout_attributes_are_documented():
 
 
 def _kovaleva_tables() -> dict[str, list[str]]:
+    from bertology.clark import reduce as clred
     from bertology.kovaleva import reduce as red
+    from bertology.onepass import StoreInfo
+    from bertology.stats import Moments, moments_table
 
     part = red.empty_partial(2, 3)
-    pair = red.PairPartial(red.Moments.zeros((2, 3)), red.Moments.zeros((2, 3, part.features.total.shape[-1])))
+    info = StoreInfo("s.zarr", None, 2, 3, {}, np.arange(4))
+    clark = clred.ClarkKernel().empty(info)
+    pair = red.PairPartial(Moments.zeros((2, 3)), Moments.zeros((2, 3, part.features.total.shape[-1])))
     relations = red.relations_table(part.dependency, "dependency", 99.0)
     return {"stats/{task}/{variant}/patterns.csv": red.patterns_table(np.ones((2, 3, part.patterns.shape[-1]), int)),
             "stats/{task}/{variant}/features.csv": red.features_table(part),
             "stats/{task}/{variant}/cls.csv": red.cls_table(part, 2),
             "stats/{task}/{variant}/relations.csv": relations,
             "stats/{task}/{variant}/relations_framenet.csv": relations,
-            "stats/{task}/{variant}/entropy.csv": red.entropy_table(part),
-            "stats/{task}/{variant}/parser.csv": red.parser_table(part),
-            "stats/syntax/{model}.csv": red.parser_table(part),
-            "stats/{task}/cosine{seedtag}.csv": red.moments_table(pair.cosine),
+            "stats/{task}/{variant}/entropy.csv": clred.entropy_table(clark),
+            "stats/{task}/{variant}/parser.csv": clred.parser_table(clark),
+            "stats/syntax/{model}.csv": clred.parser_table(clark),
+            "stats/{task}/cosine{seedtag}.csv": moments_table(pair.cosine),
             "stats/{task}/features_diff{seedtag}.csv": red.features_diff_table(pair)}
 
 
@@ -260,6 +265,22 @@ def test_every_documented_table_has_the_columns_the_code_writes(code_tables):
     wrong = {t: {"documented": documented[t], "code": code_tables[t]} for t in documented
              if documented[t] != code_tables[t]}
     assert wrong == {}, "docs/reference.md#columns differs from the code"
+
+
+def test_the_registry_declares_the_documented_columns(code_tables):
+    """Every table of an analysis is declared once, in bertology.registry, with the columns the reference documents
+    and the code writes."""
+    from bertology import registry
+
+    documented = {code(table)[0]: column_list(columns) for table, columns, *_ in block_rows("columns")}
+    declared = {path: list(columns) for path, columns in registry.tables().items()}
+    wrong = {t: {"registry": c, "reference": documented.get(t), "code": code_tables.get(t)} for t, c in declared.items()
+             if documented.get(t) != c or code_tables.get(t) != c}
+    assert wrong == {}, "bertology.registry's columns differ from docs/reference.md#columns or from the code"
+    # the tables outside the registry are inputs and intermediate files, not an analysis's outputs
+    assert sorted(set(documented) - set(declared)) == [
+        "attention/syntax/sentences.csv", "attention/{task}/sample.parquet", "attention/{task}/words.parquet",
+        "data/{task}/{split}.parquet"]
 
 
 # --------------------------------------------------------------------------------------------------

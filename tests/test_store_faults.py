@@ -155,14 +155,16 @@ def test_values_equal_an_eager_forward_cast_to_float16(built, inputs, tiny_model
 def run_sieve_step(store, tmp_path, **config) -> int:
     cfg = validate_config({**CONFIG, **config})
     out = tmp_path / "stats"
-    return run_step("sieve", cfg, {"task": "mrpc", "variant": "pretrained"},
+    outputs = {name: out / f"{name}.csv" for name in ("patterns", "features", "cls", "relations", "entropy",
+                                                       "parser", "sieve")}
+    return run_step("store_stats", cfg, {"task": "mrpc", "variant": "pretrained"},
                     {"store": store, "words": store.parent / "words.parquet"},
-                    {"table": out / "sieve.csv", "scores": out / "sieve_scores.npz"})
+                    {**outputs, "sieve_scores": out / "sieve_scores.npz"})
 
 
 def one_line_error(capsys) -> str:
     err = capsys.readouterr().err
-    assert err.startswith("bertology sieve: error: ") and err.endswith("\n"), err
+    assert err.startswith("bertology store-stats: error: ") and err.endswith("\n"), err
     assert err.count("\n") == 1, err  # one line
     return err
 

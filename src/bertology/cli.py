@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from bertology.errors import UserError
+from bertology.registry import store_sections
 from bertology.store import EXPECT_SECTIONS
 
 
@@ -77,10 +78,11 @@ STEPS: dict[str, StepSpec] = {
                                   ("model", "data.max_length", "data.seed", "attention"),
                                   "the attention store results/attention/{task}/{variant}.zarr (resumable)"),
     # Kovaleva et al. 4.1-4.5
-    "kovaleva_stats": StepSpec("bertology.steps.kovaleva:kovaleva_stats",
-                               ("analysis.patterns", "analysis.relations", "analysis.features", "analysis.dask",
-                                *EXPECT_SECTIONS),
-                               "patterns, features, [CLS], relations from one read of a store"),
+    # every store analysis of the registry (Kovaleva 4.1/4.2/4.4/4.5, Clark 3.3/4.2, Pande) in one read of a store
+    "store_stats": StepSpec("bertology.steps.stores:store_stats",
+                            (*store_sections(), "analysis.dask", *EXPECT_SECTIONS),
+                            "every store analysis (patterns, features, [CLS], relations, entropy, parser, sieve) "
+                            "from one read of a store"),
     "kovaleva_cosine": StepSpec("bertology.steps.kovaleva:kovaleva_cosine",
                                 ("analysis.features", "analysis.dask", *EXPECT_SECTIONS),
                                 "pretrained vs fine-tuned cosine per head and feature differences"),
@@ -98,7 +100,7 @@ STEPS: dict[str, StepSpec] = {
                                "a sample of attention maps as PNGs + a label sheet to annotate"),
     "patterns_train": StepSpec("bertology.steps.kovaleva:patterns_train", (),
                                "train the 8-conv-layer pattern CNN from a label sheet (example, layer, head, label)"),
-    # Clark et al. 2019: entropy and heads as parsers (their tables come from kovaleva_stats' read of a store)
+    # Clark et al. 2019: gold trees (entropy and parser of the task stores come from store_stats)
     "demo_trees": StepSpec("bertology.steps.clark:demo_trees", ("data.seed", "data.demo"),
                            "gold CoNLL-U trees of the demo grammar -> results/data/syntax/demo.conllu"),
     "syntax_sentences": StepSpec("bertology.steps.clark:syntax_sentences", (),
@@ -125,8 +127,6 @@ STEPS: dict[str, StepSpec] = {
     "norms_figures": StepSpec("bertology.steps.norms:norms_figures", (),
                               "weight vs norm-weighted shares, mixing ratios and faithfulness of one task"),
     # Pande et al. sieves
-    "sieve": StepSpec("bertology.steps.sieve:sieve", ("analysis.sieve", "analysis.dask", *EXPECT_SECTIONS),
-                      "sieve bias tests of one store -> results/stats/{task}/{variant}/sieve.csv"),
     "sieve_figures": StepSpec("bertology.steps.sieve:sieve_figures", ("analysis.sieve",),
                               "Pande Figs. 3-5 of one task"),
     "sieve_delta": StepSpec("bertology.steps.sieve:sieve_delta", ("tasks",),

@@ -45,6 +45,7 @@ import pandas as pd
 from bertology import __version__
 from bertology.data import sample_positions
 from bertology.io import write_text
+from bertology.registry import Statistic, analysis, statistics
 from bertology.store import check_block
 
 log = logging.getLogger(__name__)
@@ -171,135 +172,96 @@ def _variant_tables(results: Path, task: str, name: str, notes: list[str]) -> di
     return out
 
 
-def _per_key_metrics(tables: dict[str, pd.DataFrame], key: str, value: str, L: int, H: int, *, group: str,
-                     prefix: str, label: str, desc: str, source: str, mark: str | None = None,
-                     mark_label: str = "", keys: Sequence[str] | None = None, scale: str = "seq") -> list[dict]:
-    """One metric per distinct `key` value (feature, class, source ...) of per-variant long tables."""
-    if not tables:
-        return []
+def _statistic_tables(results: Path, task: str, st: Statistic, notes: list[str],
+                      read: dict[str, dict[str, pd.DataFrame]]) -> dict[str, pd.DataFrame]:
+    """The source tables of a registry statistic: {variant: frame} (tables per variant) or {"single": frame};
+    `read` caches the tables already read (by source template), so each is read (and noted) once."""
+    if st.table not in read:
+        quiet: list[str] = []  # an optional table's absence is no note
+        where = quiet if st.optional else notes
+        if st.per_variant:
+            tables = {}
+            for v in VARIANTS:
+                df = _read_csv(results / st.table.format(task=task, variant=v), where, results)
+                if df is not None:
+                    tables[v] = df
+        else:
+            df = _read_csv(results / st.table.format(task=task), where, results)
+            tables = {"single": df} if df is not None else {}
+        read[st.table] = tables
+    return read[st.table]
+
+
+def _keys(tables: dict[str, pd.DataFrame], st: Statistic) -> list[str]:
+    """The statistic's keys: values of its key column(s) in order of appearance across the tables, or (top) the
+    12 keys whose maximum of the `top` column is largest in the first table."""
+    if st.top:
+        first = next(iter(tables.values()))
+        return first.groupby(st.key[0])[st.top].max().sort_values(ascending=False).head(12).index.tolist()
     found: list[str] = []
     for df in tables.values():
-        for k in df[key].astype(str).unique():
+        for k in df["_key"].unique():
             if k not in found:
                 found.append(k)
-    if keys is not None:
-        found = [k for k in keys if k in found]
-    out = []
-    for k in found:
-        vals, marks = {}, {}
+    return found
+
+
+def _with_key(df: pd.DataFrame, st: Statistic) -> pd.DataFrame:
+    """The rows a statistic keeps (where, notna), with its key as the column `_key` (key columns joined by a space)."""
+    for column, value in st.where:
+        df = df[df[column] == value]
+    if st.notna:
+        df = df[df[st.notna].notna()]
+    if st.key:
+        key = df[st.key[0]].astype(str)
+        for c in st.key[1:]:
+            key = key + " " + df[c].astype(str)
+        df = df.assign(_key=key)
+    return df
+
+
+def _statistic_metrics(st: Statistic, tables: dict[str, pd.DataFrame], task: str, L: int, H: int) -> list[dict]:
+    """The page's metrics of one registry statistic (one per key) from its source tables."""
+    if not tables:
+        return []
+    source = st.table.replace("{task}", task)
+    if st.count:  # how many rows per head have the flag
+        counts = {}
         for v, df in tables.items():
-            sub = df[(df[key].astype(str) == k) & (df["layer"] >= 0)]
-            vals[v] = _grid(sub, value, L, H)
-            if mark and mark in sub.columns:
-                marks[v] = _flags(sub, mark, L, H)
-        out.append(_metric(f"{prefix}:{k}", group, label.format(k=k), desc.format(k=k), source, scale=scale,
-                           variants=vals, marks=marks or None, mark_label=mark_label))
+            flagged = df[df[st.count].astype(str).str.lower().isin(["true", "1"])]
+            grid = [0] * (L * H)
+            for lay, head in zip(flagged["layer"], flagged["head"]):
+                grid[int(lay) * H + int(head)] += 1
+            counts[v] = grid
+        return [_metric(st.id, st.group, st.label, st.desc, source, scale=st.scale, variants=counts, fmt=st.fmt)]
+    ref = float(next(iter(tables.values()))[st.ref].iloc[0]) if st.ref else None
+    kept = {v: _with_key(df, st) for v, df in tables.items()}
+    out = []
+    for k in (_keys(kept, st) if st.key else [None]):
+        vals, marks, ci = {}, {}, None
+        for v, df in kept.items():
+            sub = df if k is None else df[(df["_key"] == str(k)) & (df["layer"] >= 0)]
+            vals[v] = _grid(sub, st.column, L, H)
+            if st.mark and st.mark in sub.columns:
+                marks[v] = _flags(sub, st.mark, L, H)
+            if st.ci and set(st.ci) <= set(sub.columns):
+                ci = {"low": _grid(sub, st.ci[0], L, H), "high": _grid(sub, st.ci[1], L, H)}
+        fill = {"k": k, "ref": f"{ref:g}" if ref is not None else ""}
+        values = {"variants": vals} if st.per_variant else {"single": vals["single"]}
+        out.append(_metric(st.id if k is None else f"{st.id}:{k}", st.group, st.label.format(**fill),
+                           st.desc.format(**fill), source, scale=st.scale, marks=marks or None,
+                           mark_label=st.mark_label, ci=ci, ref=ref, fmt=st.fmt, **values))
     return out
 
 
 def _metrics(results: Path, task: str, L: int, H: int, sieve_tables: dict[str, pd.DataFrame],
              notes: list[str]) -> list[dict]:
+    """The overview's catalogue: every statistic of the registry (:func:`bertology.registry.statistics`), in its
+    order, from the tables this run wrote (sieve_tables: the sieve.csv tables, already read)."""
+    read = {analysis("sieve").tables[0].path: sieve_tables}
     ms: list[dict] = []
-    # Pande sieve roles
-    if sieve_tables:
-        roles: list[str] = []
-        for df in sieve_tables.values():
-            roles += [r for r in df["role"].astype(str).unique() if r not in roles]
-        counts = {}
-        for v, df in sieve_tables.items():
-            assigned = df[df["assigned"].astype(str).str.lower().isin(["true", "1"])]
-            grid = [0] * (L * H)
-            for lay, head in zip(assigned["layer"], assigned["head"]):
-                grid[int(lay) * H + int(head)] += 1
-            counts[v] = grid
-        ms.append(_metric("sieve:count", "Sieve roles (Pande)", "number of roles assigned",
-                          "Roles whose one-sided t-test rejects H0: mean bias <= tau (p < alpha).",
-                          f"stats/{task}/{{variant}}/sieve.csv", variants=counts, fmt="int"))
-        tau = float(next(iter(sieve_tables.values()))["tau"].iloc[0])
-        for role in roles:
-            vals, marks = {}, {}
-            for v, df in sieve_tables.items():
-                sub = df[df["role"].astype(str) == role]
-                vals[v] = _grid(sub, "mean", L, H)
-                marks[v] = _flags(sub, "assigned", L, H)
-            ms.append(_metric(f"sieve:{role}", "Sieve bias per role (Pande)", f"bias: {role}",
-                              f"Mean over examples of the {role} sieve bias n * mean attention to the sieve "
-                              f"(1 = uniform); dots: role assigned (p < alpha); tau = {tau:g}.",
-                              f"stats/{task}/{{variant}}/sieve.csv", variants=vals, marks=marks,
-                              mark_label="role assigned", ref=tau))
-    # Kovaleva 4.3 cosine
-    cos = _read_csv(results / "stats" / task / "cosine.csv", notes, results)
-    if cos is not None:
-        ms.append(_metric("cosine", "Change with fine-tuning (Kovaleva 4.3)", "cosine pretrained vs fine-tuned",
-                          "Mean over examples of the cosine similarity of the pretrained and fine-tuned maps.",
-                          f"stats/{task}/cosine.csv", single=_grid(cos, "mean", L, H)))
-    # Kovaleva 4.1 patterns
-    ms += _per_key_metrics(_variant_tables(results, task, "patterns.csv", notes), "class", "fraction", L, H,
-                           group="Pattern classes (Kovaleva 4.1)", prefix="patterns", label="fraction {k}",
-                           desc="Share of the head's maps classified as {k}.",
-                           source=f"stats/{task}/{{variant}}/patterns.csv")
-    # Kovaleva 4.4 features, 4.5 [CLS]
-    ms += _per_key_metrics(_variant_tables(results, task, "features.csv", notes), "feature", "mean", L, H,
-                           group="Feature attention (Kovaleva 4.4)", prefix="features", label="attention to {k}",
-                           desc="Attention the {k} tokens receive (summed over queries, / n, max over tokens), "
-                                "mean over examples.", source=f"stats/{task}/{{variant}}/features.csv")
-    ms += _per_key_metrics(_variant_tables(results, task, "cls.csv", notes), "feature", "mean", L, H,
-                           group="[CLS] attention, last layer (Kovaleva 4.5)", prefix="cls",
-                           label="[CLS] → {k}", desc="The last layer's [CLS] row: attention to {k} tokens.",
-                           source=f"stats/{task}/{{variant}}/cls.csv")
-    ms += _per_key_metrics(_variant_tables(results, task, "relations.csv", notes), "source", "mean", L, H,
-                           group="Relation attention (Kovaleva 4.2)", prefix="relations", label="{k} links",
-                           desc="Max attention between {k}-linked words, mean over examples; dots: above the "
-                                "99th percentile.", source=f"stats/{task}/{{variant}}/relations.csv",
-                           mark="flagged", mark_label="flagged (> 99th percentile)")
-    # entropy (Clark 3.3), when present
-    quiet: list[str] = []  # entropy and parser tables are optional: their absence is no note
-    ms += _per_key_metrics(_variant_tables(results, task, "entropy.csv", quiet), "feature", "mean", L, H,
-                           group="Entropy (Clark et al.)", prefix="entropy", label="entropy: {k}",
-                           desc="Mean attention entropy ({k}) in nats; uniform attention = ln n.",
-                           source=f"stats/{task}/{{variant}}/entropy.csv")
-    # value-norm statistics (Kobayashi et al. 2020), when present: per head, measure x key category
-    norms = {v: df[df["head"].notna()].assign(key=df["measure"].astype(str) + " " + df["category"].astype(str))
-             for v, df in _variant_tables(results, task, "norms.csv", quiet).items()}
-    ms += _per_key_metrics(norms, "key", "mean", L, H, group="Value norms (Kobayashi et al.)", prefix="norms",
-                           label="{k}", desc="norms.csv, {k}: weight_share / norm_share = share of the attention "
-                           "weight / of alpha ||f(x)|| the category's keys receive (mean over examples); value_norm "
-                           "= mean ||f(x)||; spearman_* = Spearman's rho (docs/reference.md#norms).",
-                           source=f"stats/{task}/{{variant}}/norms.csv")
-    # heads as parsers, when present: dependent -> head accuracy of the most frequent relations
-    parser = _variant_tables(results, task, "parser.csv", quiet)
-    if parser:
-        first = next(iter(parser.values()))
-        top = (first[first["direction"] == "dep_to_head"].groupby("relation")["n"].max()
-               .sort_values(ascending=False).head(12).index.tolist())
-        for rel in top:
-            vals = {v: _grid(df[(df["relation"] == rel) & (df["direction"] == "dep_to_head")], "accuracy", L, H)
-                    for v, df in parser.items()}
-            ms.append(_metric(f"parser:{rel}", "Heads as parsers (Clark et al.)", f"parser accuracy: {rel}",
-                              f"Share of {rel} dependents whose most attended word is their head.",
-                              f"stats/{task}/{{variant}}/parser.csv", variants=vals))
-    # Kovaleva 4.6 disabling
-    heads = _read_csv(results / "ablation" / task / "heads.csv", notes, results)
-    if heads is not None:
-        for metric in heads["metric"].astype(str).unique():
-            sub = heads[heads["metric"].astype(str) == metric]
-            ci = None
-            if {"ci_low", "ci_high"} <= set(sub.columns):
-                ci = {"low": _grid(sub, "ci_low", L, H), "high": _grid(sub, "ci_high", L, H)}
-            marks = {"single": _flags(sub, "significant", L, H)} if "significant" in sub.columns else None
-            ms.append(_metric(f"ablation:{metric}", "Disabling heads (Kovaleva 4.6)", f"disabling Δ {metric}",
-                              f"Fine-tuned model's {metric} with this head attending uniformly, minus the intact "
-                              "model's; interval: paired bootstrap; dots: significant.",
-                              f"ablation/{task}/heads.csv", scale="div", single=_grid(sub, "delta", L, H),
-                              ci=ci, marks=marks, mark_label="significant"))
-    # head importance (Michel et al.), when present
-    imp = results / "ablation" / task / "importance.csv"
-    if imp.exists():
-        df = pd.read_csv(imp)
-        if not df.empty:
-            ms.append(_metric("importance", "Head importance (Michel et al.)", "importance",
-                              "E|dL/dξ| of a gate on the head's output, normalised per layer.",
-                              f"ablation/{task}/importance.csv", single=_grid(df, "importance", L, H)))
+    for st in statistics():
+        ms += _statistic_metrics(st, _statistic_tables(results, task, st, notes, read), task, L, H)
     return ms
 
 

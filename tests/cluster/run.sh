@@ -11,7 +11,7 @@
 #  4. runs the same DAG through `--profile profiles/slurm --max-threads 2`, tracking to the server;
 #     compares stats/ablation/scores/table1 with the local run (exactly) and the MLflow runs with the local ones;
 #  5. Dask: a scheduler here with one worker as a Slurm job (bertology cluster-dask, i.e.
-#     dask-jobqueue's SLURMCluster); reruns the Dask reductions (sieve, kovaleva_stats, kovaleva_cosine and
+#     dask-jobqueue's SLURMCluster); reruns the Dask reductions (store_stats, kovaleva_cosine and
 #     what depends on them) with analysis.dask.scheduler pointing at it; compares again;
 #  6. stops every daemon it started (also on failure or Ctrl-C).
 #
@@ -28,10 +28,10 @@ CACHE=${BERTOLOGY_CLUSTER_CACHE:-/var/cache/bertology-cluster}
 CORES=${CORES:-2}
 PY=$(command -v python || command -v python3)
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false MPLBACKEND=Agg
-# The sieve on one thread in every run: its float32 matrix products sum in an order that depends on the
+# The one read of a store (store_stats: the sieve scores among its kernels) on one thread in every run: the sieve's float32 matrix products sum in an order that depends on the
 # BLAS thread count, which Snakemake sets to the job's threads (OMP_NUM_THREADS...) and Dask's workers to
 # one; a different count moves sieve means by ~1e-6 relative. Pinned, local, Slurm and Dask agree exactly.
-PIN=(--set-threads sieve=1)
+PIN=(--set-threads store_stats=1)
 T0=$SECONDS
 TIMES=()
 
@@ -185,7 +185,7 @@ EOF
 timeout 1800 "$PY" -m snakemake --snakefile "$REPO/Snakefile" --directory "$STATE/slurm" \
     --configfile "$HERE/config.yaml" "$STATE/tracking.yaml" "$STATE/dask.yaml" "${SLURM_ARGS[@]}" --max-threads 1 \
     >"$STATE/slurm-dask.log" 2>&1 || { tail -60 "$STATE/slurm-dask.log"; fail "the Dask run failed"; }
-grep -E "^rule (sieve|kovaleva_stats|kovaleva_cosine):" "$STATE/slurm-dask.log" | sort | uniq -c
+grep -E "^rule (store_stats|kovaleva_cosine):" "$STATE/slurm-dask.log" | sort | uniq -c
 "$PY" - "$DASK" <<'EOF'
 import sys
 from dask.distributed import Client

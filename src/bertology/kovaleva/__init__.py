@@ -1,8 +1,8 @@
 """Kovaleva et al. 2019, "Revealing the Dark Secrets of BERT", sections 4.1-4.5 over the attention stores.
 
 Modules: ``patterns`` (4.1), ``relations`` and ``framenet`` (4.2), ``cosine`` (4.3), ``features`` (4.4 and
-4.5), ``reduce`` (the one-pass reductions over the stores, through ``bertology.store.map_chunks``) and
-``figures``; the steps of rules/kovaleva.smk are in ``bertology.steps.kovaleva``.
+4.5), ``reduce`` (the Kovaleva kernel of the one-pass reduction, :mod:`bertology.onepass`, and the pair
+reduction of two stores) and ``figures``; the steps of rules/kovaleva.smk are in ``bertology.steps.kovaleva``.
 
 Outputs (per-head CSVs are long and tidy; ``layer``/``head`` are 0-based ints; every mean has ``std``
 (ddof=1) and ``n`` beside it):
@@ -25,7 +25,8 @@ Outputs (per-head CSVs are long and tidy; ``layer``/``head`` are 0-based ints; e
 * figures ``results/figures/{patterns,relations,cosine,features,cls}-{task}.png`` (Figs. 2, 3, 5, 6, 7) and
   ``{patterns,cosine}-tasks.png`` (Figs. 2 and 5 across tasks, one colour scale).
 
-Reads: ``kovaleva_stats`` reads a store once for patterns, features, cls and dependency relations;
+Reads: ``store_stats`` reads a store once for patterns, features, cls and dependency relations (and every other
+store analysis of :mod:`bertology.registry`);
 ``kovaleva_cosine`` reads the pretrained and fine-tuned stores once more, chunk-aligned, for cosine and the
 paired feature differences (a pairing of two stores cannot come from the per-variant pass; keeping the
 passes apart means changing the pattern classifier or the percentile never re-reads both stores).

@@ -1,9 +1,11 @@
-"""Sieve scores over an attention store with Dask, and the per-head one-sided t-tests (sieve.csv).
+"""Sieve scores of an attention store, the kernel of the one-pass reduction, and the per-head one-sided t-tests
+(sieve.csv).
 
-One read of the store computes every role: each example chunk of `attention` (E, L, H, Q, K) becomes
-per-example scores (E, L, H, R) — small — and the t-tests run on those. The chunks are read by
-:func:`bertology.store.map_chunks` (a task carries the store's path and reads its own chunk), so memory is
-bounded by a chunk (processed in sub-batches of :data:`BATCH` examples) times the number of Dask workers.
+:class:`SieveKernel` is a per-chunk kernel (:class:`bertology.onepass.ChunkKernel`): each example chunk of
+`attention` (E, L, H, Q, K) becomes per-example scores of every role (E, L, H, R) — small — and the t-tests run
+on those. The workflow runs it in the same read of a store as every other store analysis
+(:func:`bertology.onepass.reduce_store`); :func:`compute_scores` runs it alone. Memory is bounded by a chunk
+(processed in sub-batches of :data:`BATCH` examples) times the number of Dask workers.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import logging
 import warnings
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +23,9 @@ import xarray as xr
 from scipy import stats
 
 from bertology.errors import MissingInputError
+from bertology.onepass import ChunkKernel, StoreInfo, reduce_store
 from bertology.stats import fdr_bh
-from bertology.store import SpecialTokens, StoreError, map_chunks, open_store
+from bertology.store import SpecialTokens, StoreError, open_store
 
 from .masks import ROLES, SYNTACTIC_RELATIONS, check_roles, chunk_masks, roles_for
 from .scores import example_scores
@@ -57,42 +61,61 @@ def _block_scores(attention: np.ndarray, input_ids: np.ndarray, segment: np.ndar
     return out
 
 
-def _scores_task(block: Mapping[str, np.ndarray], *, words: pd.DataFrame | None, specials: SpecialTokens,
-                 window: int, roles: tuple[str, ...], batch: int) -> np.ndarray:
-    """map_chunks function of :func:`compute_scores`: one chunk read -> its scores (E, L, H, R)."""
-    return _block_scores(block["attention"], block["input_ids"], block["segment"], block["word_ids"],
-                         block["length"], block["example_idx"], words, specials=specials, window=window, roles=roles,
-                         batch=batch)
+@dataclass(frozen=True)
+class SieveKernel(ChunkKernel):
+    """Per-example sieve scores of every role, chunk by chunk: (E, L, H, R) per chunk, concatenated.
+
+    roles: the roles scored (:func:`bertology.sieve.masks.roles_for`); window: ``analysis.sieve.window``;
+    batch: examples per sub-batch (the scores do not depend on it).
+    """
+
+    roles: tuple[str, ...] = ()
+    window: int = 2
+    batch: int = BATCH
+    name: str = "sieve"
+    variables: tuple[str, ...] = SCORE_VARS
+
+    @property
+    def needs_words(self) -> bool:
+        return any(r in SYNTACTIC_RELATIONS or r == "syntactic" for r in self.roles)
+
+    def prepare(self, words: pd.DataFrame | None, info: StoreInfo) -> pd.DataFrame | None:
+        if self.needs_words and words is None:
+            raise MissingInputError("the syntactic roles need the words table (results/attention/{task}/words.parquet)")
+        return words if self.needs_words else None
+
+    def select(self, words: pd.DataFrame | None, example_idx: np.ndarray) -> pd.DataFrame | None:
+        return None if words is None else words[words["example_idx"].isin(example_idx)]
+
+    def chunk(self, block: Mapping[str, np.ndarray], words: pd.DataFrame | None, info: StoreInfo) -> np.ndarray:
+        return _block_scores(block["attention"], block["input_ids"], block["segment"], block["word_ids"],
+                             block["length"], block["example_idx"], words, specials=info.specials,
+                             window=self.window, roles=self.roles, batch=self.batch)
+
+    def combine(self, parts: list[np.ndarray], info: StoreInfo) -> xr.DataArray:
+        return scores_array(np.concatenate(parts, axis=0), info.example_idx, self.roles)
+
+
+def scores_array(values: np.ndarray, example_idx: np.ndarray, roles: Sequence[str]) -> xr.DataArray:
+    """Per-example scores (E, L, H, R) as the DataArray (example, layer, head, role) of sieve_scores.npz."""
+    _, L, H, _ = values.shape
+    return xr.DataArray(values, dims=("example", "layer", "head", "role"),
+                        coords={"example_idx": ("example", np.asarray(example_idx, dtype=np.int64)),
+                                "layer": np.arange(L), "head": np.arange(H), "role": list(roles)},
+                        name="sieve_score")
 
 
 def compute_scores(store: str | Path, words: pd.DataFrame | None, *, roles: Sequence[str], window: int,
-                   compute_kwargs: Mapping[str, Any] | None = None, batch: int = BATCH) -> xr.DataArray:
-    """Per-example sieve scores of every role: DataArray (example, layer, head, role), NaN without queries.
+                   compute_kwargs: Mapping[str, Any] | None = None, batch: int = BATCH,
+                   expect: Mapping[str, Any] | None = None) -> xr.DataArray:
+    """Per-example sieve scores of every role: DataArray (example, layer, head, role), NaN without queries (the
+    sieve kernel alone; the workflow runs it with every other store analysis).
 
     store: an attention store (docs/reference.md#store; a path or fsspec URL); words: the words table (needed for the
     syntactic roles). compute_kwargs: for dask.compute (bertology.daskutil.compute_kwargs).
     """
-    roles = check_roles(roles)
-    with xr.open_zarr(store) as ds:  # lazily: attributes, sizes and example_idx only
-        specials = SpecialTokens.of(ds.attrs, str(store))
-        L, H = ds.sizes["layer"], ds.sizes["head"]
-        example_idx = np.asarray(ds["example_idx"].values, dtype=np.int64)
-    need_words = any(r in SYNTACTIC_RELATIONS or r == "syntactic" for r in roles)
-    if need_words and words is None:
-        raise MissingInputError("the syntactic roles need the words table (results/attention/{task}/words.parquet)")
-
-    def chunk_words(start: int, stop: int) -> dict[str, Any]:
-        if not need_words:
-            return {"words": None}
-        return {"words": words[words["example_idx"].isin(example_idx[start:stop])]}
-
-    parts = map_chunks(_scores_task, store, variables=SCORE_VARS, compute_kwargs=compute_kwargs, per_chunk=chunk_words,
-                       specials=specials, window=int(window), roles=roles, batch=int(batch))
-    values = np.concatenate(parts, axis=0) if parts else np.zeros((0, L, H, len(roles)))
-    return xr.DataArray(values, dims=("example", "layer", "head", "role"),
-                        coords={"example_idx": ("example", example_idx), "layer": np.arange(L), "head": np.arange(H),
-                                "role": list(roles)},
-                        name="sieve_score")
+    kernel = SieveKernel(roles=check_roles(roles), window=int(window), batch=int(batch))
+    return reduce_store(store, [kernel], words, expect=expect, compute_kwargs=compute_kwargs)[kernel.name]
 
 
 def one_sided_tests(scores: np.ndarray, tau: float) -> dict[str, np.ndarray]:
@@ -147,17 +170,13 @@ def sieve_table(scores: np.ndarray, roles: Sequence[str], *, tau: float, alpha: 
     return df[SIEVE_COLUMNS + EXTRA_COLUMNS]
 
 
-def run_sieve(store: str | Path, words: pd.DataFrame | None, *, task: str | None = None, tau: float, alpha: float,
-              window: int, correction: str, compute_kwargs: Mapping[str, Any] | None = None,
-              batch: int = BATCH, expect: Mapping[str, Any] | None = None) -> tuple[pd.DataFrame, xr.DataArray]:
-    """Scores and sieve table of one store (validated by open_store). Roles: all, `block` only for pair tasks.
-
-    task: the GLUE task (default: the store's `task` attribute); tau, alpha, window, correction: analysis.sieve;
-    expect: the attributes the store must have (:func:`bertology.store.expected_attrs`).
-    """
+def sieve_kernel(ds, store: str | Path, words: pd.DataFrame | None, *, task: str | None, window: int,
+                 batch: int = BATCH) -> SieveKernel:
+    """The sieve kernel of one opened store (:func:`bertology.store.open_store`): every role, `block` only for
+    pair tasks. task: the GLUE task (default: the store's `task` attribute). Logs a warning when examples of a
+    pair task have no second segment, or when the words table does not cover every example."""
     from bertology.tasks import get_task
 
-    ds = open_store(store, expect=expect)
     task = task or ds.attrs.get("task")
     if not task:
         raise StoreError(f"the task of {store} is unknown: the store has no `task` attribute")
@@ -172,12 +191,33 @@ def run_sieve(store: str | Path, words: pd.DataFrame | None, *, task: str | None
         if covered < 1:
             log.warning("the words table covers %.1f%% of the store's examples; the others have no syntactic "
                         "queries and are left out of the syntactic tests", 100 * covered)
-    scores = compute_scores(store, words, roles=roles, window=int(window), compute_kwargs=compute_kwargs,
-                            batch=batch)
-    table = sieve_table(scores.values, roles, tau=float(tau), alpha=float(alpha), correction=str(correction))
-    scores.attrs.update({"task": task, "variant": str(ds.attrs.get("variant", "")),
-                         "model": str(ds.attrs.get("model", "")), "window": int(window)})
+    return SieveKernel(roles=check_roles(roles), window=int(window), batch=int(batch))
+
+
+def sieve_result(scores: xr.DataArray, attrs: Mapping[str, Any], *, task: str | None, window: int, tau: float,
+                 alpha: float, correction: str) -> tuple[pd.DataFrame, xr.DataArray]:
+    """(sieve.csv, the scores with the attributes sieve_scores.npz records) from the kernel's scores; attrs: the
+    store's attributes."""
+    table = sieve_table(scores.values, [str(r) for r in scores["role"].values], tau=float(tau), alpha=float(alpha),
+                        correction=str(correction))
+    scores.attrs.update({"task": task or attrs.get("task"), "variant": str(attrs.get("variant", "")),
+                         "model": str(attrs.get("model", "")), "window": int(window)})
     return table, scores
+
+
+def run_sieve(store: str | Path, words: pd.DataFrame | None, *, task: str | None = None, tau: float, alpha: float,
+              window: int, correction: str, compute_kwargs: Mapping[str, Any] | None = None,
+              batch: int = BATCH, expect: Mapping[str, Any] | None = None) -> tuple[pd.DataFrame, xr.DataArray]:
+    """Scores and sieve table of one store (validated by open_store), the sieve kernel alone. Roles: all,
+    `block` only for pair tasks.
+
+    task: the GLUE task (default: the store's `task` attribute); tau, alpha, window, correction: analysis.sieve;
+    expect: the attributes the store must have (:func:`bertology.store.expected_attrs`).
+    """
+    ds = open_store(store, expect=expect)
+    kernel = sieve_kernel(ds, store, words, task=task, window=window, batch=batch)
+    scores = reduce_store(store, [kernel], words, compute_kwargs=compute_kwargs, opened=ds)[kernel.name]
+    return sieve_result(scores, ds.attrs, task=task, window=window, tau=tau, alpha=alpha, correction=correction)
 
 
 __all__ = ["ROLES", "compute_scores", "one_sided_tests", "sieve_table", "run_sieve"]

@@ -9,8 +9,10 @@ dependency parsers on them, and the figures of entropy and parsing.
   schema and extraction as every store); model = ``pretrained`` (the config ``model``) or ``{task}-finetuned``;
 - ``syntax_parser``: one pass over that store -> results/stats/syntax/{model}.csv (+ {model}.json: arcs scored,
   skipped, truncation);
+- the Clark kernel of ``store_stats`` (:mod:`bertology.steps.stores`, one read of a store for every store
+  analysis) and its outputs entropy.csv and parser.csv (heads as parsers on the spaCy arcs);
 - ``clark_figures``: entropy-{task}.png and parser-{task}.png (spaCy arcs) from entropy.csv / parser.csv of
-  both variants (those are written by ``kovaleva_stats`` in its one read of the store);
+  both variants;
 - ``syntax_figures``: parser-syntax.png and results/stats/syntax/best_heads.csv, every model on the gold trees.
 """
 
@@ -25,6 +27,8 @@ import pandas as pd
 from bertology.cli import StepContext
 from bertology.clark import figures as cfig
 from bertology.clark import parser as prs
+from bertology.clark import reduce as clred
+from bertology.clark.reduce import ClarkKernel
 from bertology.daskutil import compute_kwargs
 from bertology.errors import UserError
 from bertology.io import write_json, write_text
@@ -57,6 +61,19 @@ def clark_metrics(tracker, entropy: pd.DataFrame, parser: pd.DataFrame, *, skipp
         metrics[f"{prefix}parser.{name}.best"] = float(row["accuracy"])
         metrics[f"{prefix}parser.{name}.baseline"] = float(row["baseline_accuracy"])
     tracker.metrics(metrics)
+
+
+def clark_kernel(ctx: StepContext, ds) -> ClarkKernel:
+    """The Clark kernel of the one-pass reduction (``store_stats``): entropy and parser on the spaCy arcs."""
+    return ClarkKernel()
+
+
+def clark_outputs(ctx: StepContext, part, ds) -> None:
+    """entropy.csv and parser.csv from the Clark kernel's result, and their MLflow metrics."""
+    tables = {"entropy": clred.entropy_table(part), "parser": clred.parser_table(part)}
+    for name, df in tables.items():
+        write_csv(df, getattr(ctx.output, name))
+    clark_metrics(ctx.tracker, tables["entropy"], tables["parser"], skipped=part.parser.skipped)
 
 
 def demo_trees(ctx: StepContext) -> None:
@@ -129,7 +146,7 @@ def syntax_parser(ctx: StepContext) -> None:
     words = read_words(ctx.input.words)
     # the gold-syntax store: every sentence (no sampling), split `gold` (see extract_syntax)
     expect = dict(expected_attrs(ctx.config, "syntax", ctx.wildcards.get("model")), examples=None, split="gold")
-    counts, layers, heads = prs.store_parser(ctx.input.store, words, expect=expect,
+    counts, layers, heads = clred.store_parser(ctx.input.store, words, expect=expect,
                                              compute_kwargs=compute_kwargs(ctx.config.analysis.dask, ctx.threads))
     table = prs.parser_table(counts, layers, heads)
     write_csv(table, ctx.output.table)

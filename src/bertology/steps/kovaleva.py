@@ -1,8 +1,8 @@
 """Steps of rules/kovaleva.smk (Kovaleva et al. 2019, sections 4.1-4.5) and the pattern-annotation tools.
 
-- ``kovaleva_stats``: one read of a store -> patterns.csv, features.csv, cls.csv, relations.csv (dependency
-  arcs, plus the FrameNet rows of ``relations_framenet.csv`` when the rule gives them);
-  and, from the same read, Clark et al.'s entropy.csv and parser.csv (heads as parsers on the spaCy arcs);
+- the Kovaleva kernel of ``store_stats`` (:mod:`bertology.steps.stores`, one read of a store for every store
+  analysis) and its outputs: patterns.csv, features.csv, cls.csv, relations.csv (dependency arcs, plus the
+  FrameNet rows of ``relations_framenet.csv`` when the rule gives them);
 - ``kovaleva_cosine``: the pretrained and fine-tuned stores read chunk-aligned once -> cosine.csv and
   features_diff.csv;
 - ``framenet_links``: a FrameNet release -> the target -> core frame element links that survive the paper's
@@ -30,7 +30,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bertology.steps.clark import clark_metrics
 from bertology.cli import StepContext
 from bertology.daskutil import compute_kwargs
 from bertology.data import DataError
@@ -39,6 +38,7 @@ from bertology.kovaleva import figures as fig
 from bertology.kovaleva import framenet as fn
 from bertology.kovaleva import patterns as pat
 from bertology.kovaleva import reduce as red
+from bertology.stats import Moments, moments_table
 from bertology.steps.tables import by_task, by_variant, read_table
 from bertology.store import check_block, expected_attrs, open_store, read_words
 from bertology.seeds import FINETUNED
@@ -59,17 +59,17 @@ FRAMENET_BATCH = 32
 # the statistics
 
 
-def kovaleva_stats(ctx: StepContext) -> None:
-    """One read of a store -> patterns.csv, features.csv, cls.csv, relations.csv (dependency [+ framenet]),
-    entropy.csv and parser.csv (Clark et al. 3.3 and 4.2)."""
+def kovaleva_kernel(ctx: StepContext, ds) -> red.KovalevaKernel:
+    """The Kovaleva kernel of the one-pass reduction (``store_stats``) for this job's config."""
     cfg = ctx.config.analysis
-    words = read_words(ctx.input.words)
     classifier = "rule" if cfg.patterns.classifier == "rule" else str(ctx.input.classifier)
-    t0 = time.perf_counter()
-    part = red.store_stats(ctx.input.store, words, classifier=classifier,
-                           expect=expected_attrs(ctx.config, ctx.task, ctx.variant),
-                           compute_kwargs=compute_kwargs(cfg.dask, ctx.threads), negation=cfg.features.negation)
-    seconds = time.perf_counter() - t0
+    return red.KovalevaKernel(classifier=classifier, negation=cfg.features.negation)
+
+
+def kovaleva_outputs(ctx: StepContext, part: red.Partial, ds) -> None:
+    """patterns.csv, features.csv, cls.csv, relations.csv (dependency [+ the FrameNet rows of the rule's
+    `framenet` input]) from the Kovaleva kernel's result, and their MLflow metrics."""
+    cfg = ctx.config.analysis
     layers, heads = part.dependency.total.shape
     patterns = red.patterns_table(part.patterns)
     features = red.features_table(part)
@@ -77,19 +77,16 @@ def kovaleva_stats(ctx: StepContext) -> None:
     framenet = ctx.input.get("framenet")
     if framenet is not None:
         relations = pd.concat([read_table(framenet), relations], ignore_index=True)
-    tables = {"patterns": patterns, "features": features, "cls": red.cls_table(part, layers), "relations": relations,
-              "entropy": red.entropy_table(part), "parser": red.parser_table(part)}
+    tables = {"patterns": patterns, "features": features, "cls": red.cls_table(part, layers), "relations": relations}
     for name, df in tables.items():
         write_csv(df, getattr(ctx.output, name))
-    clark_metrics(ctx.tracker, tables["entropy"], tables["parser"], skipped=part.parser.skipped)
-    metrics = {"examples": part.examples, "seconds": seconds}
+    metrics = {}
     for _, row in patterns[patterns["layer"] == -1].iterrows():
         metrics[f"pattern_fraction.{row['class'].replace('+', '_')}"] = float(row["fraction"])
     ctx.tracker.metrics(metrics)
     for f in ("cls", "sep"):
         for layer, value in features[features["feature"] == f].groupby("layer")["mean"].mean().items():
             ctx.tracker.metric(f"feature_by_layer.{f}", float(value), step=int(layer))
-    ctx.log.info("%s: %d examples, %d x %d heads in %.1f s", ctx.input.store, part.examples, layers, heads, seconds)
 
 
 def kovaleva_cosine(ctx: StepContext) -> None:
@@ -103,7 +100,7 @@ def kovaleva_cosine(ctx: StepContext) -> None:
                           expect=(expected_attrs(ctx.config, ctx.task, "pretrained"),
                                   expected_attrs(ctx.config, ctx.task, finetuned)),
                           compute_kwargs=compute_kwargs(cfg.dask, ctx.threads), negation=cfg.features.negation)
-    cosine = red.moments_table(part.cosine)
+    cosine = moments_table(part.cosine)
     write_csv(cosine, ctx.output.cosine)
     write_csv(red.features_diff_table(part), ctx.output.features_diff)
     if ctx.output.get("examples") is not None:
@@ -196,7 +193,7 @@ def framenet_relations(ctx: StepContext) -> None:
                                max_length=ctx.config.data.max_length)
     tables = []
     for direction, source in fn.DIRECTIONS.items():
-        m = red.Moments.zeros(both[direction].shape[1:])
+        m = Moments.zeros(both[direction].shape[1:])
         for s in both[direction]:
             m.add(s)
         tables.append(red.relations_table(m, source, ctx.config.analysis.relations.percentile))

@@ -1,0 +1,93 @@
+"""Clark et al.'s statistics of a store: the kernel of attention entropy (3.3) and heads as dependency parsers
+(4.2) in the one-pass reduction (:mod:`bertology.onepass`), and their tables.
+
+The task stores run it with every other store analysis (entropy.csv and parser.csv of the spaCy arcs, in the same
+read as Kovaleva's statistics and the sieve scores); the gold-syntax stores run its parser alone
+(:func:`store_parser`).
+
+Glossary: L layers, H heads, n real length of one example, F entropy features.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from bertology.clark import entropy as ent
+from bertology.clark import parser as prs
+from bertology.onepass import Example, ExampleKernel, StoreInfo, example_groups, reduce_store
+from bertology.stats import Moments, feature_moments_table
+
+
+@dataclass
+class Partial:
+    """What examples contribute: entropy (L, H, F) pooled over query rows; parser: per-relation counts."""
+
+    entropy: Moments
+    parser: prs.ParserCounts
+
+    def __add__(self, other: "Partial") -> "Partial":
+        return Partial(self.entropy + other.entropy, self.parser + other.parser)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(layers, heads)."""
+        return self.entropy.total.shape[:2]
+
+
+def arcs_by_example(words: pd.DataFrame) -> dict[int, prs.Arcs]:
+    """The words table -> example_idx -> its Arcs (rows in table order)."""
+    exi = words["example_idx"].to_numpy(np.int64)
+    word, head = words["word"].to_numpy(np.int64), words["head"].to_numpy(np.int64)
+    dep = words["dep"].astype(str).to_numpy(object)
+    return {int(exi[g[0]]): prs.Arcs.from_words(word[g], head[g], dep[g]) for g in example_groups(exi)}
+
+
+@dataclass(frozen=True)
+class ClarkKernel(ExampleKernel):
+    """Attention entropy (entropy=False: left out, for the gold-syntax stores) and heads as parsers on the words
+    table's arcs, example by example."""
+
+    entropy: bool = True
+    name: str = "clark"
+    variables: tuple[str, ...] = ("attention", "word_ids", "length", "example_idx")
+
+    def prepare(self, words: pd.DataFrame | None, info: StoreInfo) -> dict[int, prs.Arcs]:
+        return arcs_by_example(words) if words is not None and len(words) else {}
+
+    def select(self, prepared: Mapping[int, prs.Arcs], example_idx: np.ndarray) -> dict[int, prs.Arcs]:
+        return {int(i): prepared[int(i)] for i in example_idx if int(i) in prepared}
+
+    def empty(self, info: StoreInfo) -> Partial:
+        return Partial(Moments.zeros((info.layers, info.heads, len(ent.FEATURES))), prs.ParserCounts())
+
+    def add(self, part: Partial, ex: Example, words: prs.Arcs | None) -> None:
+        if self.entropy:
+            part.entropy.add_sums(*ent.example_entropy(ex.attention, int(np.flatnonzero(ex.cls)[0])
+                                                       if ex.cls.any() else None))
+        if words is not None:
+            part.parser.add_example(ex.attention, ex.word_ids, words)
+
+
+def store_parser(store: str | Path, words: pd.DataFrame, *, compute_kwargs: Mapping[str, Any] | None = None,
+                 expect: Mapping[str, Any] | None = None) -> tuple[prs.ParserCounts, int, int]:
+    """One pass over a store -> (ParserCounts of the words table's arcs, layers, heads): the parser kernel alone
+    (the gold-syntax stores). expect: the attributes the store must have (:func:`bertology.store.expected_attrs`)."""
+    kernel = ClarkKernel(entropy=False)
+    part = reduce_store(store, [kernel], words, expect=expect, compute_kwargs=compute_kwargs)[kernel.name]
+    return (part.parser, *part.shape)
+
+
+def entropy_table(part: Partial) -> pd.DataFrame:
+    """entropy.csv: layer, head, feature, mean, std, n (features of :data:`bertology.clark.entropy.FEATURES`)."""
+    return feature_moments_table(part.entropy, ent.FEATURES)
+
+
+def parser_table(part: Partial) -> pd.DataFrame:
+    """parser.csv: heads as dependency parsers on the words table's arcs (:func:`bertology.clark.parser.parser_table`)."""
+    return prs.parser_table(part.parser, *part.shape)

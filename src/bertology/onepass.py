@@ -1,0 +1,247 @@
+"""One read of an attention store for every store analysis: the one way an analysis reduces a store.
+
+A store analysis is a *kernel* (:class:`ExampleKernel` or :class:`ChunkKernel`) and nothing else: what it
+reads, what one example (or one chunk) adds to its partial result, and how partials combine. The
+registry (:mod:`bertology.registry`) names the kernel of every analysis; :func:`reduce_store` runs any number
+of kernels over one store in ONE read of it: each Dask task reads one chunk of examples
+(:func:`bertology.store.map_chunks`, attention cropped to the chunk's longest example), crops every example
+to its own length once, converts it to float32 once and hands it to every per-example kernel, then gives
+the chunk to every per-chunk kernel; the driver combines the partials in chunk order. Memory is bounded by
+one chunk per worker whatever the store's size.
+
+:func:`run_chunks` is the generic wrapper around :func:`bertology.store.map_chunks` that every reduction
+uses (this one, and the pair reduction of two aligned stores): open and check the store(s), their example
+order, each chunk's small inputs (its words), the map, the empty check.
+
+Glossary: E examples of a chunk, L layers, H heads, Q = K = the chunk's longest length, n real length of one
+example.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+import numpy as np
+import pandas as pd
+
+from bertology.store import SpecialTokens, StoreError, map_chunks, open_store
+
+P = TypeVar("P")
+
+
+@dataclass(frozen=True)
+class StoreInfo:
+    """What a kernel may know about the store it reduces (small and picklable, for any Dask scheduler)."""
+
+    path: str
+    specials: SpecialTokens
+    layers: int
+    heads: int
+    attrs: Mapping[str, Any]
+    example_idx: np.ndarray  # (E,) the store's examples, in store order
+
+
+@dataclass
+class Example:
+    """One example as every per-example kernel sees it.
+
+    attention: (L, H, n, n) float32 cropped to the real length n (no NaN: checked); input_ids, word_ids,
+    segment: (>= n,) the example's rows as stored; cls, sep: (n,) bool, the special-token positions;
+    example_idx: the example's idx (joins the words table); words: the kernel's own per-example words entry
+    (what its :meth:`ExampleKernel.prepare` gave for this example), None without one.
+    """
+
+    attention: np.ndarray
+    n: int
+    input_ids: np.ndarray
+    word_ids: np.ndarray
+    segment: np.ndarray
+    cls: np.ndarray
+    sep: np.ndarray
+    example_idx: int
+
+
+class Kernel(Generic[P]):
+    """What every kernel declares: its name (the registry's analysis name), the store variables it reads,
+    its per-example inputs from the words table, and how partials combine into its result."""
+
+    name: str = ""
+    variables: tuple[str, ...] = ()
+
+    def prepare(self, words: pd.DataFrame | None, info: StoreInfo) -> Any:
+        """Driver side, once: the kernel's inputs from the words table (None: no words). Default: none."""
+        return None
+
+    def select(self, prepared: Any, example_idx: np.ndarray) -> Any:
+        """The part of `prepared` a chunk of examples `example_idx` (E,) needs (it travels with the task)."""
+        return None
+
+    def combine(self, parts: list[P], info: StoreInfo) -> Any:
+        """The result from the partials of every chunk, in chunk order. Default: their sum, left to right."""
+        out = parts[0]
+        for p in parts[1:]:
+            out = out + p
+        return out
+
+
+class ExampleKernel(Kernel[P]):
+    """A reduction built example by example: ``empty`` -> ``add`` each example -> ``finish_chunk``."""
+
+    #: whether ``add`` is called for examples of length < 2 (a lone [CLS]) too
+    short_examples: bool = False
+
+    def empty(self, info: StoreInfo) -> P:
+        raise NotImplementedError
+
+    def add(self, part: P, ex: Example, words: Any) -> None:
+        """Add one example; `words` is this example's entry of the chunk's selection (None if it has none)."""
+        raise NotImplementedError
+
+    def finish_chunk(self, part: P, info: StoreInfo) -> P:
+        """After the chunk's last example (e.g. a batched classifier over the chunk's maps). Default: as is."""
+        return part
+
+
+class ChunkKernel(Kernel[P]):
+    """A reduction of a whole chunk at once (batched arithmetic over examples)."""
+
+    def chunk(self, block: Mapping[str, np.ndarray], words: Any, info: StoreInfo) -> P:
+        """block: the chunk's variables (attention (E, L, H, Q, K) float16, NaN past each length)."""
+        raise NotImplementedError
+
+
+def example_groups(example_idx: np.ndarray) -> list[np.ndarray]:
+    """Row numbers of a words table grouped by example: one (rows,) int array per example, in order of
+    example_idx, each in table order. example_idx: the table's (N,) column."""
+    order = np.argsort(example_idx, kind="stable")
+    return [g for g in np.split(order, np.flatnonzero(np.diff(example_idx[order])) + 1) if g.size]
+
+
+# --------------------------------------------------------------------------------------------------
+# the generic chunk map
+
+
+def run_chunks(fn: Callable[..., Any], stores: str | Path | Sequence[str | Path], *,
+               variables: Sequence[str] | Sequence[Sequence[str]],
+               expect: Mapping[str, Any] | Sequence[Mapping[str, Any] | None] | None = None,
+               select: Callable[[np.ndarray], Mapping[str, Any]] | None = None,
+               compute_kwargs: Mapping[str, Any] | None = None, opened: Sequence[Any] | None = None,
+               **shared: Any) -> tuple[list[Any], list[Any]]:
+    """``fn`` over every example chunk of a store (or of aligned stores): -> (fn's results in chunk order, the
+    opened stores).
+
+    Opens every store with :func:`bertology.store.open_store` (expect: the attributes it must have, one mapping
+    or one per store), refuses stores that do not hold the same examples in the same order or come from models
+    of different shapes, gives each chunk ``select(example_idx of the chunk)`` (its small inputs) besides
+    `shared`, and refuses a store without examples. opened: the stores, already opened by the caller.
+    """
+    paths = [stores] if isinstance(stores, (str, os.PathLike)) else list(stores)
+    if opened is None:
+        expects = list(expect) if isinstance(expect, (list, tuple)) else [expect] * len(paths)
+        opened = [open_store(p, expect=e) for p, e in zip(paths, expects)]
+    example_idx = np.asarray(opened[0]["example_idx"].values, dtype=np.int64)  # small: (E,)
+    for p, ds in zip(paths[1:], opened[1:]):
+        if not np.array_equal(np.asarray(ds["example_idx"].values, dtype=np.int64), example_idx):
+            raise StoreError(f"{paths[0]} and {p} do not hold the same examples in the same order; "
+                             f"re-extract both with the same attention.examples and seed")
+        if (ds.sizes["layer"], ds.sizes["head"]) != (opened[0].sizes["layer"], opened[0].sizes["head"]):
+            raise StoreError(f"{paths[0]} and {p} come from models of different shapes (layers x heads); "
+                             f"re-extract both from the same model")
+    per_chunk = (lambda start, stop: select(example_idx[start:stop])) if select is not None else None
+    parts = map_chunks(fn, paths if len(paths) > 1 else paths[0], variables=variables,
+                       compute_kwargs=compute_kwargs, per_chunk=per_chunk, **shared)
+    if not parts:
+        raise StoreError(f"{paths[0]} holds no examples; re-run the extraction")
+    return parts, opened
+
+
+def store_info(path: str | Path, ds) -> StoreInfo:
+    """The StoreInfo of an opened store."""
+    return StoreInfo(str(path), SpecialTokens.of(ds.attrs, str(path)), int(ds.sizes["layer"]),
+                     int(ds.sizes["head"]), dict(ds.attrs), np.asarray(ds["example_idx"].values, dtype=np.int64))
+
+
+# --------------------------------------------------------------------------------------------------
+# the one pass
+
+
+def reduce_chunk(block: Mapping[str, np.ndarray], kernels: Sequence[Kernel], words: Sequence[Any],
+                 info: StoreInfo) -> list[Any]:
+    """Every kernel's partial of one chunk. block: the union of the kernels' variables (attention
+    (E, L, H, Q, K) float16 with NaN padding, length and example_idx (E,), (E, Q) rows); words: each kernel's
+    selection for this chunk, in kernel order."""
+    out: list[Any] = [None] * len(kernels)
+    per_example = [i for i, k in enumerate(kernels) if isinstance(k, ExampleKernel)]
+    if per_example:
+        # No threadpool_limits here: BLAS's thread count is global to the process, and limiting it while another
+        # Dask thread runs the sieve's matrix products would change how those sum (float32, ~1e-7 relative),
+        # from one run to the next. The per-example kernels' products are too small for BLAS to split.
+        parts = {i: kernels[i].empty(info) for i in per_example}
+        _examples(block, [(kernels[i], parts[i], words[i]) for i in per_example], info)
+        for i in per_example:
+            out[i] = kernels[i].finish_chunk(parts[i], info)
+    for i, k in enumerate(kernels):
+        if isinstance(k, ChunkKernel):
+            out[i] = k.chunk(block, words[i], info)
+    return out
+
+
+def _examples(block: Mapping[str, np.ndarray], work: list[tuple[ExampleKernel, Any, Any]], info: StoreInfo) -> None:
+    attention, length, example_idx = block["attention"], block["length"], block["example_idx"]
+    input_ids, word_ids, segment = block["input_ids"], block["word_ids"], block["segment"]
+    for e in range(attention.shape[0]):
+        n = int(length[e])
+        todo = [(k, p, w) for k, p, w in work if n >= 2 or k.short_examples]
+        if not todo:
+            continue
+        # no NaN inside the length: every chunk read was checked (bertology.store.read_chunk, check_block)
+        a = attention[e, :, :, :n, :n].astype(np.float32)
+        idx = int(example_idx[e])
+        cls, sep = info.specials.masks(input_ids[e, :n], n)
+        ex = Example(a, n, input_ids[e], word_ids[e], segment[e], cls, sep, idx)
+        for k, p, w in todo:
+            k.add(p, ex, w.get(idx) if w is not None else None)
+
+
+def _onepass_task(block: Mapping[str, np.ndarray], *, kernels: Sequence[Kernel], words: Sequence[Any],
+                  info: StoreInfo) -> list[Any]:
+    """map_chunks function of :func:`reduce_store`: one chunk read -> every kernel's partial."""
+    return reduce_chunk(block, kernels, words, info)
+
+
+#: what the example loop itself reads, whatever the kernels
+EXAMPLE_VARS = ("attention", "length", "example_idx", "input_ids", "word_ids", "segment")
+
+
+def reduce_store(store: str | Path, kernels: Sequence[Kernel], words: pd.DataFrame | None = None, *,
+                 expect: Mapping[str, Any] | None = None, compute_kwargs: Mapping[str, Any] | None = None,
+                 opened: Any = None) -> dict[str, Any]:
+    """ONE read of a store -> {kernel name: its result} for every kernel.
+
+    store: an attention store (checked by :func:`bertology.store.open_store`; expect: the attributes it must
+    have, :func:`bertology.store.expected_attrs`); words: the words table beside it (None: no words);
+    compute_kwargs: for ``dask.compute`` (:func:`bertology.daskutil.compute_kwargs`); opened: the store, already
+    opened (and checked) by the caller.
+    """
+    kernels = list(kernels)
+    if len({k.name for k in kernels}) != len(kernels):
+        raise ValueError(f"kernels need distinct names: {[k.name for k in kernels]}")
+    ds = opened if opened is not None else open_store(store, expect=expect)
+    info = store_info(store, ds)
+    prepared = [k.prepare(words, info) for k in kernels]
+    names: list[str] = []
+    for k in kernels:
+        for v in (EXAMPLE_VARS if isinstance(k, ExampleKernel) else ()) + tuple(k.variables):
+            if v not in names:
+                names.append(v)
+
+    def select(idx: np.ndarray) -> dict[str, Any]:
+        return {"words": [k.select(p, idx) for k, p in zip(kernels, prepared)]}
+
+    parts, _ = run_chunks(_onepass_task, store, variables=names, select=select, compute_kwargs=compute_kwargs,
+                          opened=[ds], kernels=kernels, info=info)
+    return {k.name: k.combine([p[i] for p in parts], info) for i, k in enumerate(kernels)}

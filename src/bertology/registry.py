@@ -1,0 +1,507 @@
+"""Every analysis, declared once: what it reads, computes, writes, shows and says.
+
+One :class:`Analysis` per analysis names
+
+- ``config``: the config sections it reads;
+- ``kernel``: for an analysis over the attention store, its :class:`StoreKernel` (the pure kernel, per example or
+  per chunk with its combine, :mod:`bertology.onepass`, and the step functions that build it for a job and write
+  its outputs). Every store analysis runs in the ONE read of a store of the rule ``store_stats``
+  (:mod:`bertology.steps.stores`), whose outputs and config sections come from here; analyses sharing a kernel
+  (Kovaleva's four, Clark's two) share its work;
+- ``tables``: its output tables (path under ``results/``, columns; ``tests/test_reference.py`` checks them against
+  docs/reference.md and against what the code writes);
+- ``figures``: the file-name prefixes of its figures (``results/figures/{prefix}-*.png``);
+- ``section``: its report section (title, what it measures, what the paper found), built into
+  ``results/report.html`` by :mod:`bertology.report` in :data:`REPORT_ORDER`;
+- ``statistics``: what it offers the explorer's layer x head grid (label, source table and column, colour scale,
+  diverging or not), built into the page by :mod:`bertology.explorer` in the order of :data:`ANALYSES`.
+
+Adding an analysis that reads a store is one kernel module, one entry here and its tests (CONTRIBUTING.md).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Table:
+    """An output table: its path under results/ (with {task}, {variant}, ...) and its columns (for .npz the
+    arrays it holds, for .json its keys)."""
+
+    path: str
+    columns: tuple[str, ...]
+    #: the rule output's name, for a table the one-pass rule writes
+    output: str = ""
+
+
+@dataclass(frozen=True)
+class Section:
+    """A section of results/report.html. tables: globs under results/ shown as tables."""
+
+    key: str
+    title: str
+    measures: str
+    paper: str
+    figure_prefixes: tuple[str, ...] = ()
+    tables: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Statistic:
+    """A per-head statistic the explorer offers (one, or one per distinct value of `key`).
+
+    id: the statistic's id (``id:key`` per key); group, label, desc: what the page shows (``{k}``: the key,
+    ``{ref}``: the reference value); table: its source under results/ (``{task}``, and ``{variant}`` for one table
+    per variant: pretrained, fine-tuned and their difference; without it one table for the task); column: the
+    value; key: the column (or columns, joined by a space) whose values each make a statistic; where: rows kept
+    (column, value); notna: rows kept where this column has a value; top: keep the keys with the 12 largest
+    maxima of this column; diverging: a colour scale centred on 0 (else sequential); mark: a boolean column
+    whose true cells get a dot (mark_label says what it means); ci: (low, high) interval columns; ref: a
+    column whose first value is the reference (drawn on the scale, ``{ref}`` in desc); count: count, per head,
+    the rows where this boolean column is true (instead of `column`); fmt: ``int`` for counts; optional: an
+    absent table is no note on the page.
+    """
+
+    id: str
+    group: str
+    label: str
+    desc: str
+    table: str
+    column: str = "mean"
+    key: tuple[str, ...] = ()
+    where: tuple[tuple[str, str], ...] = ()
+    notna: str = ""
+    top: str = ""
+    diverging: bool = False
+    mark: str = ""
+    mark_label: str = ""
+    ci: tuple[str, str] | None = None
+    ref: str = ""
+    count: str = ""
+    fmt: str = ""
+    optional: bool = False
+
+    @property
+    def scale(self) -> str:
+        return "div" if self.diverging else "seq"
+
+    @property
+    def per_variant(self) -> bool:
+        return "{variant}" in self.table
+
+
+@dataclass(frozen=True)
+class StoreKernel:
+    """How a store analysis runs in the one-pass rule: ``make`` builds its kernel for a job
+    (``(ctx, opened store) -> bertology.onepass.Kernel``), ``write`` writes its outputs and metrics from the
+    kernel's result (``(ctx, result, opened store) -> None``); both "module:function". Analyses that share a
+    kernel name the same StoreKernel; it runs once."""
+
+    name: str
+    make: str
+    write: str
+
+    def load(self, what: str) -> Callable[..., Any]:
+        module, func = getattr(self, what).split(":")
+        return getattr(importlib.import_module(module), func)
+
+
+@dataclass(frozen=True)
+class Analysis:
+    name: str
+    config: tuple[str, ...]
+    tables: tuple[Table, ...] = ()
+    figures: tuple[str, ...] = ()
+    section: Section | None = None
+    statistics: tuple[Statistic, ...] = ()
+    kernel: StoreKernel | None = None
+    paper: str = ""
+
+
+# --------------------------------------------------------------------------------------------------
+# the kernels over a store (one read of a store runs them all)
+
+KOVALEVA = StoreKernel("kovaleva", "bertology.steps.kovaleva:kovaleva_kernel", "bertology.steps.kovaleva:kovaleva_outputs")
+CLARK = StoreKernel("clark", "bertology.steps.clark:clark_kernel", "bertology.steps.clark:clark_outputs")
+SIEVE = StoreKernel("sieve", "bertology.steps.sieve:sieve_kernel", "bertology.steps.sieve:sieve_outputs")
+
+MOMENTS = ("layer", "head", "feature", "mean", "std", "n")
+PARSER = ("relation", "direction", "layer", "head", "accuracy", "n", "baseline_offset", "baseline_accuracy")
+VARIANT = "stats/{task}/{variant}"
+
+ANALYSES: tuple[Analysis, ...] = (
+    Analysis(
+        "sieve", ("analysis.sieve",), kernel=SIEVE, paper="Pande 2021",
+        tables=(Table(f"{VARIANT}/sieve.csv", ("layer", "head", "role", "n", "mean", "std", "t", "p_value", "assigned",
+                                               "tau", "p_adjusted", "alpha", "correction"), output="sieve"),
+                Table(f"{VARIANT}/sieve_scores.npz", ("scores", "example_idx", "layer", "head", "role", "attrs"),
+                      output="sieve_scores")),
+        figures=("sieve",),
+        section=Section(
+            "sieve", "Functional roles of heads (Pande et al. 2021)",
+            "Sieve bias: for each role (local, block, delimiter, syntactic, ...) how much more attention a head "
+            "puts on the role's tokens than uniform attention would (n × mean attention); a one-sided t-test "
+            "over examples (H0: bias ≤ τ) assigns the role.",
+            "Most heads are multi-skilled; delimiter heads are common, syntactic heads overlap heavily with local "
+            "ones, and fine-tuning changes the bias of the final layers most.",
+            ("sieve",), ("stats/sieve_summary.csv", "stats/sieve_delta.csv")),
+        statistics=(
+            Statistic("sieve:count", "Sieve roles (Pande)", "number of roles assigned",
+                      "Roles whose one-sided t-test rejects H0: mean bias <= tau (p < alpha).",
+                      f"{VARIANT}/sieve.csv", count="assigned", fmt="int"),
+            Statistic("sieve", "Sieve bias per role (Pande)", "bias: {k}",
+                      "Mean over examples of the {k} sieve bias n * mean attention to the sieve (1 = uniform); dots: "
+                      "role assigned (p < alpha); tau = {ref}.", f"{VARIANT}/sieve.csv", key=("role",),
+                      mark="assigned", mark_label="role assigned", ref="tau"),
+        )),
+    Analysis(
+        "sieve_delta", ("tasks",), paper="Pande 2021",
+        tables=(Table("stats/sieve_delta{seedtag}.csv", ("task", "role", "layer_group", "pretrained", "finetuned", "delta",
+                                                "n_heads")),)),
+    Analysis(
+        "sieve_summary", ("tasks",), paper="Pande 2021",
+        tables=(Table("stats/sieve_summary.csv", ("task", "variant", "n_heads", "delimiter_heads", "share_delimiter",
+                                                  "no_role_heads", "share_no_role", "multi_skilled_heads",
+                                                  "syntactic_heads", "local_heads", "syntactic_and_local",
+                                                  "overlap_syntactic_local", "jaccard_syntactic_local",
+                                                  "spearman_rho", "spearman_p", "spearman_n_heads",
+                                                  "spearman_rho_examples", "spearman_p_examples", "spearman_n_pairs",
+                                                  "heads_local", "heads_prev_local", "heads_next_local",
+                                                  "heads_block", "heads_delimiter", "heads_cls", "heads_sep",
+                                                  "heads_nsubj", "heads_dobj", "heads_amod", "heads_advmod",
+                                                  "heads_syntactic")),)),
+    Analysis(
+        "cosine", ("analysis.features",), paper="Kovaleva 4.3",
+        tables=(Table("stats/{task}/cosine{seedtag}.csv", ("layer", "head", "mean", "std", "n")),
+                Table("stats/{task}/features_diff{seedtag}.csv", MOMENTS)),
+        figures=("cosine",),
+        section=Section(
+            "cosine", "Change with fine-tuning (Kovaleva §4.3, Fig. 5)",
+            "Per-head cosine similarity between the pretrained and fine-tuned attention maps of the same "
+            "examples (padding excluded), averaged over examples; low values mean fine-tuning changed the head.",
+            "The last two layers change most with fine-tuning on every task but QQP: they encode task-specific "
+            "features, earlier layers keep the pretrained ones.",
+            ("cosine",)),
+        statistics=(
+            Statistic("cosine", "Change with fine-tuning (Kovaleva 4.3)", "cosine pretrained vs fine-tuned",
+                      "Mean over examples of the cosine similarity of the pretrained and fine-tuned maps.",
+                      "stats/{task}/cosine.csv"),
+        )),
+    Analysis(
+        "patterns", ("analysis.patterns",), kernel=KOVALEVA, paper="Kovaleva 4.1",
+        tables=(Table(f"{VARIANT}/patterns.csv", ("layer", "head", "class", "fraction", "n"), output="patterns"),),
+        figures=("patterns",),
+        section=Section(
+            "patterns", "Attention patterns (Kovaleva §4.1, Fig. 2)",
+            "Every (example, layer, head) map is classified as vertical, diagonal, vertical+diagonal, block or "
+            "heterogeneous; bars give the share of each class.",
+            "Vertical maps (attention to [CLS]/[SEP]) are the most frequent class; the heterogeneous share, the "
+            "only one likely to carry linguistic structure, is at most about half and varies by task.",
+            ("patterns",)),
+        statistics=(
+            Statistic("patterns", "Pattern classes (Kovaleva 4.1)", "fraction {k}",
+                      "Share of the head's maps classified as {k}.", f"{VARIANT}/patterns.csv", column="fraction",
+                      key=("class",)),
+        )),
+    Analysis(
+        "features", ("analysis.features",), kernel=KOVALEVA, paper="Kovaleva 4.4",
+        tables=(Table(f"{VARIANT}/features.csv", MOMENTS, output="features"),),
+        figures=("features",),
+        section=Section(
+            "features", "Attention to linguistic features (Kovaleva §4.4, Fig. 6)",
+            "Per head, the attention a token type receives (summed over queries, divided by length, maximum over "
+            "tokens of the type), averaged over examples, for both variants and their difference.",
+            "Vertical attention is mostly to [CLS] and [SEP]; heads attending to nouns, objects or negation exist "
+            "but their weights are small next to the special tokens, and they come from pre-training.",
+            ("features",)),
+        statistics=(
+            Statistic("features", "Feature attention (Kovaleva 4.4)", "attention to {k}",
+                      "Attention the {k} tokens receive (summed over queries, / n, max over tokens), mean over "
+                      "examples.", f"{VARIANT}/features.csv", key=("feature",)),
+        )),
+    Analysis(
+        "cls", ("analysis.features",), kernel=KOVALEVA, paper="Kovaleva 4.5",
+        tables=(Table(f"{VARIANT}/cls.csv", MOMENTS, output="cls"),),
+        figures=("cls",),
+        section=Section(
+            "cls", "[CLS] attention in the last layer (Kovaleva §4.5, Fig. 7)",
+            "The last layer's [CLS] row: how much of its attention each token type gets, per head.",
+            "[SEP] gets most of [CLS]'s attention on most tasks; punctuation is attended about as much as [SEP] "
+            "on some.",
+            ("cls",)),
+        statistics=(
+            Statistic("cls", "[CLS] attention, last layer (Kovaleva 4.5)", "[CLS] → {k}",
+                      "The last layer's [CLS] row: attention to {k} tokens.", f"{VARIANT}/cls.csv", key=("feature",)),
+        )),
+    Analysis(
+        "relations", ("analysis.relations",), kernel=KOVALEVA, paper="Kovaleva 4.2",
+        tables=(Table(f"{VARIANT}/relations.csv", ("layer", "head", "source", "mean", "std", "n", "flagged"),
+                      output="relations"),
+                Table(f"{VARIANT}/relations_framenet.csv", ("layer", "head", "source", "mean", "std", "n", "flagged")),
+                Table("stats/framenet/links.parquet", ("item", "sentence_id", "doc", "text", "n_tokens", "frame",
+                                                       "fe", "fe_tokens", "target_tokens", "distance")),
+                Table("stats/framenet/counts.json", ("sentences", "annotation_sets", "short_sentences_sets",
+                                                     "short_sentences_sentences", "with_core_fe_sets",
+                                                     "with_core_fe_sentences", "short_core_fes_sets",
+                                                     "short_core_fes_sentences", "links_2_apart_sets",
+                                                     "links_2_apart_sentences", "core_links", "close_links", "links",
+                                                     "surviving_sets", "surviving_sentences"))),
+        figures=("relations",),
+        section=Section(
+            "relations", "Relation-specific heads (Kovaleva §4.2, Fig. 3)",
+            "Mean over examples of the maximum attention between linked words (FrameNet: from the frame-evoking "
+            "target to its core frame elements, the target's wordpieces being the queries; dependency arcs: from "
+            "the dependent to its head), per head; heads above the 99th percentile are flagged.",
+            "Only a couple of heads of 144 in BERT-base attend to FrameNet-linked words more than the rest.",
+            ("relations",)),
+        statistics=(
+            Statistic("relations", "Relation attention (Kovaleva 4.2)", "{k} links",
+                      "Max attention between {k}-linked words, mean over examples; dots: above the 99th percentile.",
+                      f"{VARIANT}/relations.csv", key=("source",), mark="flagged",
+                      mark_label="flagged (> 99th percentile)"),
+        )),
+    Analysis(
+        "entropy", (), kernel=CLARK, paper="Clark 3.3",
+        tables=(Table(f"{VARIANT}/entropy.csv", MOMENTS, output="entropy"),),
+        figures=("entropy",),
+        section=Section(
+            "entropy", "Attention entropy (Clark et al. 2019, §3.3)",
+            "Per head, the mean entropy (nats) of its attention rows over every real query of the sampled "
+            "examples, and of the [CLS] row alone; the dashed line is uniform attention over the same examples "
+            "(ln n). Low entropy = focused attention, near the line = broad, bag-of-words attention.",
+            "Some heads in the lower layers attend very broadly (entropy close to uniform, at most about 10% of "
+            "the mass on any single word); in the last layer the [CLS] row has high entropy, i.e. broad attention.",
+            ("entropy",)),
+        statistics=(
+            Statistic("entropy", "Entropy (Clark et al.)", "entropy: {k}",
+                      "Mean attention entropy ({k}) in nats; uniform attention = ln n.", f"{VARIANT}/entropy.csv",
+                      key=("feature",), optional=True),
+        )),
+    Analysis(
+        "norms", ("analysis.norms",), paper="Kobayashi 2020",
+        tables=(Table(f"{VARIANT}/norms.csv", ("layer", "head", "category", "measure", "mean", "std", "n")),),
+        figures=("norms",),
+        section=Section(
+            "norms", "Beyond attention weights: value norms (Kobayashi et al. 2020)",
+            "A head passes on alpha_ij f(x_j), not alpha_ij: per layer, the share of the attention each token "
+            "category ([CLS], [SEP], punctuation, other) receives by weight (solid) and by norm-weighted attention "
+            "alpha ||f(x)|| (dashed), pooled over the layer's heads, for the pretrained and fine-tuned model "
+            "(analysis.norms.examples examples). norms.csv adds per-head shares, the mean ||f(x)|| per category and "
+            "Spearman correlations of alpha with ||f(x)|| and of ||f(x)|| with token frequency.",
+            "In BERT-base the heavy attention to [CLS], [SEP] and punctuation carries vectors of small norm: "
+            "by norm-weighted attention their share shrinks sharply (attention to [SEP] is largely a no-op), "
+            "alpha and ||f(x)|| are negatively correlated for them, and frequent tokens have smaller ||f(x)||. "
+            "This run finds what the dashed lines show against the solid ones: the gap is this model's no-op "
+            "attention.",
+            ("norms",)),
+        statistics=(
+            Statistic("norms", "Value norms (Kobayashi et al.)", "{k}",
+                      "norms.csv, {k}: weight_share / norm_share = share of the attention weight / of alpha ||f(x)|| "
+                      "the category's keys receive (mean over examples); value_norm = mean ||f(x)||; spearman_* = "
+                      "Spearman's rho (docs/reference.md#norms).", f"{VARIANT}/norms.csv",
+                      key=("measure", "category"), notna="head", optional=True),
+        )),
+    Analysis(
+        "parser", (), kernel=CLARK, paper="Clark 4.2",  # the gold trees' rules read analysis.syntax
+        tables=(Table(f"{VARIANT}/parser.csv", PARSER, output="parser"),
+                Table("stats/syntax/{model}.csv", PARSER),
+                Table("stats/syntax/best_heads.csv", ("model",) + PARSER)),
+        figures=("parser",),
+        section=Section(
+            "parser", "Heads as dependency parsers (Clark et al. 2019, §4.2, Fig. 5)",
+            "For each relation and head, how often the word a word attends to most (dep → head), or the word that "
+            "attends most to it (head → dep), is its syntactic head; word-level attention sums over the wordpieces "
+            "attended to and averages over those attending. Bars: the best head per relation; black marks: the "
+            "fixed-offset baseline (always the relation's most common relative position). Gold CoNLL-U trees "
+            "(`parser-syntax`, analysis.syntax.conllu and the demo's own trees) and each task's spaCy parses.",
+            "No single head does well at syntax overall, but in BERT-base specific heads track specific relations "
+            "far above the baseline: direct objects attend to their verbs (head 8-10, 86.8% vs 40.0%), determiners "
+            "to their nouns (8-11, 94.3%), prepositions to their objects (9-6, 76.3%), passive auxiliaries to their "
+            "verbs (82.5%) and possessives to the head of their NP (80.5%), all learnt without syntactic "
+            "supervision.",
+            ("parser",), ("stats/syntax/best_heads.csv",)),
+        statistics=(
+            Statistic("parser", "Heads as parsers (Clark et al.)", "parser accuracy: {k}",
+                      "Share of {k} dependents whose most attended word is their head.", f"{VARIANT}/parser.csv",
+                      column="accuracy", key=("relation",), where=(("direction", "dep_to_head"),), top="n",
+                      optional=True),
+        )),
+    Analysis(
+        "disabling", ("ablation",), paper="Kovaleva 4.6",
+        tables=(Table("ablation/{task}/heads{seedtag}.csv", ("layer", "head", "metric", "value", "baseline", "delta", "ci_low",
+                                                    "ci_high", "p_value", "p_adj", "significant", "test", "n")),
+                Table("ablation/{task}/layers{seedtag}.csv", ("layer", "metric", "value", "baseline", "delta", "ci_low",
+                                                     "ci_high", "p_value", "p_adj", "significant", "test", "n")),
+                Table("ablation/{task}/summary{seedtag}.csv", ("task", "metric", "finding", "layer", "head", "value",
+                                                      "baseline", "delta", "ci_low", "ci_high", "p_value", "p_adj",
+                                                      "n"))),
+        figures=("ablation",),
+        section=Section(
+            "ablation", "Disabling heads and layers (Kovaleva §4.6, Figs. 8–9)",
+            "The fine-tuned model's score with one head (or one whole layer) attending uniformly to all real "
+            "tokens, against the intact baseline, with paired bootstrap intervals and p-values over the same "
+            "examples.",
+            "Disabling single heads or whole layers often changes little, and some disabled heads or layers "
+            "even improve the score; the paper gave no uncertainty, so check which gains survive here.",
+            ("ablation",), ("ablation/*/summary.csv",)),
+        statistics=(
+            Statistic("ablation", "Disabling heads (Kovaleva 4.6)", "disabling Δ {k}",
+                      "Fine-tuned model's {k} with this head attending uniformly, minus the intact model's; "
+                      "interval: paired bootstrap; dots: significant.", "ablation/{task}/heads.csv", column="delta",
+                      key=("metric",), diverging=True, ci=("ci_low", "ci_high"), mark="significant",
+                      mark_label="significant"),
+        )),
+    Analysis(
+        "importance", ("ablation.pruning",), paper="Michel 4.1",
+        tables=(Table("ablation/{task}/importance{seedtag}.csv", ("layer", "head", "importance", "raw", "n", "split")),),
+        figures=("importance", "pruning"),
+        section=Section(
+            "pruning", "Head importance and pruning (Michel et al. 2019)",
+            "Importance of a head = mean over examples of |dL/dξ|, the loss's sensitivity to a gate ξ on the "
+            "head's output (ξ = 1 is the intact model), normalised per layer (l2), computed on the split named in "
+            "each map's title (ablation.pruning.importance_split; the paper and the default: training data). "
+            "Pruning curves: the validation score with 0, 10, ..., 100% of all heads removed, least important "
+            "first, against random orders (mean, ±1 std, range); removal zeroes the head's output (the paper) or, "
+            "with ablation.pruning.mode: uniform, makes it attend uniformly (as the disabling above).",
+            "Michel et al.: most heads can be removed at test time; pruning by importance, 20% (WMT) and 40% (BERT "
+            "on MNLI) of the heads go without a noticeable loss, after which the score drops sharply. Their curves "
+            "have no random baseline; the gap to the random orders here says how much the importance order buys.",
+            ("importance", "pruning")),
+        statistics=(
+            Statistic("importance", "Head importance (Michel et al.)", "importance",
+                      "E|dL/dξ| of a gate on the head's output, normalised per layer.",
+                      "ablation/{task}/importance.csv", column="importance", optional=True),
+        )),
+    Analysis(
+        "pruning", ("ablation.pruning",), paper="Michel 4",
+        tables=(Table("ablation/{task}/pruning{seedtag}.csv", ("order", "seed", "fraction", "n_pruned", "metric", "value",
+                                                      "mode")),)),
+    Analysis(
+        "mixing", ("analysis.norms",), paper="Kobayashi 2021",
+        tables=(Table(f"{VARIANT}/mixing.csv", ("layer", "measure", "mean", "std", "n")),),
+        figures=("mixing",),
+        section=Section(
+            "mixing", "Context mixing with the residual and LayerNorm (Kobayashi et al. 2021)",
+            "Per layer, the share of a token's new representation that comes from the other tokens (context-mixing "
+            "ratio, mean ± std over tokens) under attention alone (by weights and by norms), attention + residual, "
+            "and attention + residual + LayerNorm (the paper's decomposition of LayerNorm into per-token terms). "
+            "Pre-LN models (ModernBERT) have no LayerNorm after the residual and no such line.",
+            "In BERT and RoBERTa the residual connection and LayerNorm shrink the mixing far below what attention "
+            "alone suggests: most of a token's representation after the attention block is the token itself. "
+            "The tables give this run's ratios.",
+            ("mixing",), ("stats/*/*/mixing.csv",))),
+    Analysis(
+        "token_scores", ("analysis.norms", "analysis.flow"), paper="Abnar 2020",
+        tables=(Table(f"{VARIANT}/token_scores.parquet", ("example_idx", "position", "word", "method", "score")),)),
+    Analysis(
+        "faithfulness", ("analysis.flow",), paper="Abnar 2020",
+        tables=(Table("stats/{task}/finetuned{seedtag}/faithfulness.csv", ("view", "importance", "mean", "std", "n", "ci_low",
+                                                                  "ci_high")),
+                Table("stats/{task}/finetuned{seedtag}/faithfulness_examples.csv", ("example_idx", "view", "importance",
+                                                                             "rho")),
+                Table("stats/{task}/finetuned{seedtag}/importance.parquet", ("example_idx", "position", "word", "method",
+                                                                    "score"))),
+        figures=("faithfulness",),
+        section=Section(
+            "faithfulness", "Rollout, flow and how faithful each view is (Abnar & Zuidema 2020)",
+            "Token views from the last layer's [CLS]: raw attention (heads averaged), norm-weighted attention, "
+            "rollout (attention mixed half and half with the identity, multiplied through the layers) and flow (max "
+            "flow from each input token to the top [CLS]). Each is compared, per example of the fine-tuned model, "
+            "with two importance scores (drop in the predicted class's probability when the token is masked; "
+            "input x gradient) by Spearman's rho: mean over examples with a bootstrap interval "
+            "(analysis.flow.examples examples). token_scores.parquet holds every score.",
+            "Raw attention of the top layer correlates weakly with both importances; rollout and flow correlate "
+            "clearly better (the paper's Table 2). The table below is this run's: whether rollout and flow beat "
+            "raw attention here, and by how much given the interval.",
+            ("faithfulness",), ("stats/*/finetuned/faithfulness.csv",))),
+    Analysis(
+        "seeds", ("analysis.seeds",), paper="Sellam 2022",
+        tables=(Table("stats/{task}/seeds/roles.csv", ("layer", "head", "role", "assigned", "n_seeds", "share")),
+                Table("stats/{task}/seeds/role_agreement.csv", ("role", "layer", "fleiss_kappa", "jaccard",
+                                                                "heads_assigned", "n_heads", "n_seeds")),
+                Table("stats/{task}/seeds/multibootstrap.csv", ("quantity", "metric", "role", "layer", "head", "mean",
+                                                                "ci_low", "ci_high", "n_seeds", "n_examples",
+                                                                "resamples", "confidence")),
+                Table("stats/{task}/seeds/findings.csv", ("finding", "paper", "statement", "holds", "seeds", "holding",
+                                                          "n_seeds", "verdict"))),
+        figures=("seeds",),
+        section=Section(
+            "seeds", "Robust across seeds",
+            "With train.seeds: [s1, s2, ...] every fine-tuned analysis runs once per seed (the pretrained model once). "
+            "findings.csv: which of the papers' findings hold in every seed, in most, in some, in one only or in none "
+            "(head identities compared with the first seed's). Stability maps: each per-head statistic's mean and "
+            "std over seeds. Role agreement: Fleiss' kappa (seeds as raters) and mean pairwise Jaccard of the heads "
+            "each sieve role is assigned to, per layer. stats/{task}/seeds/multibootstrap.csv gives every fine-tuned "
+            "- pretrained difference (cosine, sieve bias, disabling delta) with a Multi-Bootstrap interval.",
+            "The papers fine-tuned once. McCoy et al. 2020 and Sellam et al. 2022 (The MultiBERTs) show that "
+            "fine-tuning and pre-training seeds alone move results, so a per-head finding is a property of fine-tuning "
+            "only where it holds in every seed; the Multi-Bootstrap (seeds and examples resampled together) gives "
+            "intervals that carry both sources of variance.",
+            ("seeds",), ("stats/*/seeds/findings.csv", "stats/*/seeds/role_agreement.csv"))),
+    Analysis(
+        "table1", ("train.alpha",), paper="Kovaleva Table 1",
+        tables=(Table("tables/table1.csv", ("task", "variant", "metric", "value", "n", "std", "n_seeds")),
+                Table("tables/table1_tests.csv", ("task", "metric", "variant_a", "variant_b", "mean_a", "mean_b",
+                                                  "difference", "n_a", "n_b", "test", "statistic", "df", "p",
+                                                  "significant"))),
+        figures=("table1",),
+        section=Section(
+            "table1", "Table 1 — what fine-tuning buys",
+            "Validation scores of the pretrained encoder with an untrained classification head, the same "
+            "architecture fine-tuned from a random (normal) initialisation, and the pretrained encoder fine-tuned.",
+            "Kovaleva et al. (Table 1): fine-tuning the pretrained model wins on every task (35.9 points on "
+            "average over the untrained head); random initialisation is consistently worse than pretrained.",
+            ("table1",), ("tables/table1.csv",))),
+)
+
+#: the report's sections, in this order (every analysis with a section, once)
+REPORT_ORDER: tuple[str, ...] = ("table1", "patterns", "relations", "cosine", "features", "cls", "disabling",
+                                 "entropy", "parser", "norms", "mixing", "faithfulness", "importance", "sieve",
+                                 "seeds")
+
+
+def analysis(name: str) -> Analysis:
+    """The analysis named `name`."""
+    for a in ANALYSES:
+        if a.name == name:
+            return a
+    raise KeyError(f"no analysis {name!r}; analyses: {', '.join(a.name for a in ANALYSES)}")
+
+
+def store_analyses() -> tuple[Analysis, ...]:
+    """The analyses computed in the one read of a store (rule ``store_stats``), in registry order."""
+    return tuple(a for a in ANALYSES if a.kernel is not None)
+
+
+def store_kernels() -> tuple[StoreKernel, ...]:
+    """The distinct kernels of the store analyses, in order of first use."""
+    return tuple(dict.fromkeys(a.kernel for a in store_analyses() if a.kernel is not None))
+
+
+def store_outputs() -> dict[str, str]:
+    """The one-pass rule's outputs: output name -> path under the working directory (results/...)."""
+    return {t.output: f"results/{t.path}" for a in store_analyses() for t in a.tables if t.output}
+
+
+def store_sections() -> tuple[str, ...]:
+    """The config sections the store analyses read (without the store's identity and Dask)."""
+    return tuple(dict.fromkeys(s for a in store_analyses() for s in a.config))
+
+
+def report_sections() -> tuple[Section, ...]:
+    """The report's sections in :data:`REPORT_ORDER`."""
+    return tuple(analysis(n).section for n in REPORT_ORDER)
+
+
+def statistics() -> tuple[Statistic, ...]:
+    """Every statistic the explorer offers, in registry order."""
+    return tuple(s for a in ANALYSES for s in a.statistics)
+
+
+def tables() -> dict[str, tuple[str, ...]]:
+    """Every table of every analysis: path under results/ -> columns."""
+    return {t.path: t.columns for a in ANALYSES for t in a.tables}

@@ -1,0 +1,179 @@
+"""The one read of a store (bertology.onepass) and the registry of analyses (bertology.registry)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from bertology import registry
+from bertology.clark.reduce import ClarkKernel
+from bertology.kovaleva.reduce import KovalevaKernel
+from bertology.onepass import ChunkKernel, ExampleKernel, reduce_store, run_chunks
+from bertology.sieve.masks import roles_for
+from bertology.sieve.reduce import SieveKernel
+from bertology.stats import Moments, moments_table
+from bertology.store import StoreError
+from tests.builders import kovaleva as kb
+
+SYNC = {"scheduler": "synchronous"}
+EXAMPLES = [kb.pair_example(), kb.single_example(), kb.long_example(5, 4), kb.pair_example(), kb.single_example()]
+
+
+def same(a, b) -> bool:
+    """Equal bit for bit (NaN = NaN)."""
+    a, b = np.asarray(a), np.asarray(b)
+    return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    path = tmp_path_factory.mktemp("onepass") / "s.zarr"
+    return kb.write_store(kb.build_store(EXAMPLES, kb.maps), path, chunk=2)  # chunks of 2, 2, 1 examples
+
+
+@dataclass(frozen=True)
+class RowSums(ExampleKernel):
+    """Per example: its idx, its length and the sum of its attention per head (= n: every row sums to 1)."""
+
+    name: str = "rows"
+
+    def empty(self, info):
+        return []
+
+    def add(self, part, ex, words):
+        part.append((ex.example_idx, ex.n, ex.attention.sum(axis=(-2, -1), dtype=np.float64), words))
+
+    def combine(self, parts, info):
+        return [x for p in parts for x in p]
+
+
+@dataclass(frozen=True)
+class ChunkSizes(ChunkKernel):
+    """Per chunk: how many examples it holds, and the shape of the attention it was given."""
+
+    name: str = "chunks"
+    variables: tuple[str, ...] = ("attention",)
+
+    def chunk(self, block, words, info):
+        return [block["attention"].shape]
+
+    def combine(self, parts, info):
+        return [s for p in parts for s in p]
+
+
+def test_a_kernel_gets_every_example_cropped_and_every_chunk(store):
+    res = reduce_store(store, [RowSums(), ChunkSizes()], kb.words_table(EXAMPLES), compute_kwargs=SYNC)
+    rows = res["rows"]
+    assert [r[0] for r in rows] == list(range(100, 100 + len(EXAMPLES)))  # store order
+    for (_, n, sums, words), ex in zip(rows, EXAMPLES):
+        assert n == ex.n and sums.shape == (2, 3)
+        assert np.allclose(sums, n, rtol=2e-3)  # every real row sums to 1, float16 in the store
+        assert words is None  # the kernel prepared no words
+    # chunks of 2, 2 and 1 examples, each cropped to its longest example
+    assert [s[0] for s in res["chunks"]] == [2, 2, 1]
+    assert res["chunks"][0][-1] == max(EXAMPLES[0].n, EXAMPLES[1].n)
+
+
+def test_every_store_analysis_in_one_read_equals_each_run_alone(store, monkeypatch):
+    """Kovaleva, Clark and the sieve in one read of the store: the same numbers, bit for bit, as each kernel alone,
+    and the store's chunks are each read once."""
+    import bertology.store as st
+
+    words = kb.words_table(EXAMPLES)
+    kernels = [KovalevaKernel(), ClarkKernel(), SieveKernel(roles=tuple(roles_for(True)), window=2)]
+    reads = []
+    real = st.read_chunk
+
+    def counting(path, start, stop, variables, *a, **k):
+        reads.append((start, stop))
+        return real(path, start, stop, variables, *a, **k)
+
+    monkeypatch.setattr(st, "read_chunk", counting)
+    together = reduce_store(store, kernels, words, compute_kwargs=SYNC)
+    assert sorted(reads) == [(0, 2), (2, 4), (4, 5)]  # one read of each chunk for the three analyses
+    for k in kernels:
+        alone = reduce_store(store, [k], words, compute_kwargs=SYNC)[k.name]
+        a, b = together[k.name], alone
+        if k.name == "sieve":
+            assert same(a.values, b.values) and list(a["example_idx"].values) == list(range(100, 105))
+        elif k.name == "kovaleva":
+            assert a.examples == b.examples == len(EXAMPLES)
+            for field in ("features", "cls", "dependency"):
+                for arr in ("total", "sumsq", "count"):
+                    assert same(getattr(getattr(a, field), arr), getattr(getattr(b, field), arr))
+            assert same(a.patterns, b.patterns)
+        else:
+            assert same(a.entropy.total, b.entropy.total) and same(a.entropy.count, b.entropy.count)
+            assert a.parser.n == b.parser.n and a.parser.skipped == b.parser.skipped
+            assert all(same(a.parser.correct[r], b.parser.correct[r]) for r in a.parser.correct)
+
+
+def test_kernels_need_distinct_names(store):
+    with pytest.raises(ValueError, match="distinct names"):
+        reduce_store(store, [ClarkKernel(), ClarkKernel(entropy=False)], None, compute_kwargs=SYNC)
+
+
+def test_stores_of_other_examples_are_refused(store, tmp_path):
+    other = kb.write_store(kb.build_store(EXAMPLES[:3], kb.maps), tmp_path / "o.zarr", chunk=2)
+    with pytest.raises(StoreError, match="do not hold the same examples"):
+        run_chunks(lambda a, b: 0, [store, other], variables=["length"], compute_kwargs=SYNC)
+
+
+# --------------------------------------------------------------------------------------------------
+# the registry
+
+
+def test_the_registry_declares_every_analysis_once():
+    names = [a.name for a in registry.ANALYSES]
+    assert len(names) == len(set(names))
+    with_section = sorted(a.name for a in registry.ANALYSES if a.section is not None)
+    assert sorted(registry.REPORT_ORDER) == with_section  # every section in the report, once
+    ids = [s.id for s in registry.statistics()]
+    assert len(ids) == len(set(ids))
+    paths = [t.path for a in registry.ANALYSES for t in a.tables]
+    assert len(paths) == len(set(paths))
+    for st in registry.statistics():  # a statistic reads a table the registry declares, and one of its columns
+        table = registry.tables().get(st.table)
+        assert table is not None, st
+        assert {c for c in (st.column, *st.key, st.mark, st.count, st.ref, st.notna, st.top, *(st.ci or ()))
+                if c} <= set(table), st
+
+
+def test_the_store_rule_and_step_come_from_the_registry():
+    from bertology.cli import STEPS
+
+    outputs = registry.store_outputs()
+    assert set(outputs) == {"patterns", "features", "cls", "relations", "entropy", "parser", "sieve", "sieve_scores"}
+    assert outputs["sieve_scores"] == "results/stats/{task}/{variant}/sieve_scores.npz"
+    assert [k.name for k in registry.store_kernels()] == ["sieve", "kovaleva", "clark"]
+    for k in registry.store_kernels():
+        assert callable(k.load("make")) and callable(k.load("write"))
+    sections = STEPS["store_stats"].sections
+    assert set(registry.store_sections()) <= set(sections) and "analysis.dask" in sections
+
+
+@dataclass(frozen=True)
+class ClsSepKernel(ExampleKernel):
+    """CONTRIBUTING.md's recipe, as written there: the attention each head's [CLS] row gives to [SEP]."""
+
+    name: str = "cls_sep"
+
+    def empty(self, info):
+        return Moments.zeros((info.layers, info.heads))
+
+    def add(self, part, ex, words):
+        part.add(ex.attention[:, :, np.flatnonzero(ex.cls)[0], ex.sep].sum(-1))
+
+
+def test_the_contributing_recipe_kernel(store):
+    """kb.maps: layer 0 head 0 attends to [CLS] (0 to [SEP]), layer 1 head 0 to the last [SEP] (1), the uniform
+    heads give [SEP] its share (#SEP / n)."""
+    table = moments_table(reduce_store(store, [ClsSepKernel()], None, compute_kwargs=SYNC)["cls_sep"])
+    got = table.set_index(["layer", "head"])
+    share = np.mean([sum(w == -1 for w in ex.word_ids[1:]) / ex.n for ex in EXAMPLES])
+    assert got.loc[(0, 0), "mean"] == pytest.approx(0, abs=1e-6)
+    assert got.loc[(1, 0), "mean"] == pytest.approx(1, rel=1e-3)
+    assert got.loc[(1, 1), "mean"] == pytest.approx(share, rel=1e-3) and (got["n"] == len(EXAMPLES)).all()
+    assert list(table.columns) == ["layer", "head", "mean", "std", "n"]
