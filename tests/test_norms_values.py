@@ -98,8 +98,9 @@ def test_zero_value_weights_give_zero_norm_weighted_attention_whatever_alpha(arc
     blocks = nv.attention_blocks(model)
     zero_layer, zero_head = 1, 2
     block = blocks[zero_layer]
-    cols = block.value_cols.start or 0
+    cols = 2 * block.heads * block.head_dim if block.layout == "blocks" else 0
     rows = slice(cols + zero_head * block.head_dim, cols + (zero_head + 1) * block.head_dim)
+    assert block.layout != "per_head"
     with torch.no_grad():
         block.value.weight[rows] = 0
         if block.value.bias is not None:
@@ -133,16 +134,19 @@ def test_an_unknown_architecture_is_refused_in_one_line():
 
 
 def test_the_workflow_knows_before_any_job_which_models_get_value_norms(tmp_path):
-    """norms_unsupported (read by the Snakefile and onstart) builds the classifier on the meta device: a BERT
-    gets value norms, an ALBERT (one attention module shared by every layer) is named with the reason."""
-    from transformers import AlbertConfig, AlbertForSequenceClassification, BertConfig, BertForSequenceClassification
+    """norms_unsupported (read by the Snakefile and onstart) builds the classifier on the meta device: a BERT and
+    an ALBERT (one attention module shared by every layer) get value norms, an FNet (no attention) is named."""
+    from transformers import (AlbertConfig, AlbertForSequenceClassification, BertConfig, BertForSequenceClassification,
+                              FNetConfig, FNetForSequenceClassification)
 
     from bertology.norms.values import norms_unsupported
 
     sizes = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, vocab_size=120)
     for name, cls, cfg in (("bert", BertForSequenceClassification, BertConfig(**sizes)),
-                           ("albert", AlbertForSequenceClassification, AlbertConfig(embedding_size=16, **sizes))):
+                           ("albert", AlbertForSequenceClassification, AlbertConfig(embedding_size=16, **sizes)),
+                           ("fnet", FNetForSequenceClassification, FNetConfig(**sizes))):
         cls(cfg).save_pretrained(tmp_path / name)
     assert norms_unsupported(str(tmp_path / "bert")) is None
-    why = norms_unsupported(str(tmp_path / "albert"))
-    assert why is not None and "AlbertForSequenceClassification" in why and "0 attention blocks" in why
+    assert norms_unsupported(str(tmp_path / "albert")) is None
+    why = norms_unsupported(str(tmp_path / "fnet"))
+    assert why is not None and "FNetForSequenceClassification" in why and "0 attention blocks" in why
