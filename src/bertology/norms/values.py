@@ -9,8 +9,8 @@ own modules, so the norms come out of the same forward pass that gives the atten
         out = model(input_ids=..., attention_mask=..., output_attentions=True)
     norms = cap.value_norms(lengths)            # (B, L, H, T), NaN at t >= length
 
-The norm is computed from the value projection's output v (B, T, H, dh) and the Gram matrices
-G_h = W_O^h^T W_O^h (dh x dh) as ||f_h(x_j)||^2 = v_j^T G_h v_j: dh/D of the cost of forming f.
+The norm is computed from the value projection's output v (B, T, H, dh) and the triangular factor R_h of
+W_O^h = Q_h R_h (dh x dh, once per capture) as ||f_h(x_j)|| = ||R_h v_j||: dh/D of the cost of forming f.
 With ``vectors=True`` the capture also keeps what the mixing analysis needs (the value vectors, the residual
 stream entering each layer, and the post-LayerNorm's input and output).
 
@@ -87,10 +87,11 @@ class AttentionBlock:
         w = self.output.weight                                   # (D, H*dh)
         return w.view(w.shape[0], self.heads, self.head_dim).permute(1, 0, 2)
 
-    def grams(self) -> torch.Tensor:
-        """(H, dh, dh): G_h = W_O^h^T W_O^h, so that ||v W_O^h^T||^2 = v^T G_h v."""
-        w = self.head_weights().double()
-        return (w.transpose(1, 2) @ w).to(self.output.weight.dtype)
+    def factors(self) -> torch.Tensor:
+        """(H, dh, dh): M_h = R_h^T with W_O^h = Q_h R_h (reduced QR), so that ||v W_O^h^T|| = ||v M_h||."""
+        w = self.head_weights().double()                          # (H, D, dh)
+        r = torch.linalg.qr(w, mode="r").R                         # (H, min(D, dh), dh)
+        return r.transpose(1, 2).contiguous().to(self.output.weight.dtype)
 
     def value_weights(self) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(W_V (H*dh, D_in), b_V (H*dh,) or None): the rows of the value linear that make V, head after head."""
@@ -248,10 +249,12 @@ def head_values(block: AttentionBlock, value_out) -> torch.Tensor:
     return v
 
 
-def norms_from_values(v: torch.Tensor, grams: torch.Tensor) -> torch.Tensor:
-    """v (B, T, H, dh), grams (H, dh, dh) -> ||f_h(x_t)|| (B, H, T) = sqrt(v^T G_h v)."""
-    sq = (torch.einsum("bthi,hij->bthj", v, grams.to(v.dtype)) * v).sum(-1)      # (B, T, H)
-    return sq.clamp_min(0).sqrt().transpose(1, 2)
+def norms_from_values(v: torch.Tensor, factors: torch.Tensor) -> torch.Tensor:
+    """v (B, T, H, dh), factors (H, dh, r) (:meth:`AttentionBlock.factors`) -> ||f_h(x_t)|| (B, H, T) = ||v_h M_h||
+    (one batched matrix product per layer: dh/D of the cost of forming f)."""
+    B, T, H, dh = v.shape
+    x = v.permute(2, 0, 1, 3).reshape(H, B * T, dh)
+    return torch.linalg.vector_norm(torch.bmm(x, factors.to(v.dtype)), dim=-1).view(H, B, T).transpose(0, 1)
 
 
 def transformed_vectors(block: AttentionBlock, v: torch.Tensor) -> torch.Tensor:
@@ -313,7 +316,8 @@ class Capture:
                 continue
             seen.add(id(block.value))
             users = self._layers_of(block.value, "value")
-            self._handles.append(block.value.register_forward_hook(self._value_hook(users, block.grams().detach())))
+            self._handles.append(block.value.register_forward_hook(self._value_hook(users,
+                                                                                     block.factors().detach())))
             if self.vectors and block.layer is not None:
                 self._handles.append(block.layer.register_forward_pre_hook(self._residual_hook(users),
                                                                            with_kwargs=True))
@@ -334,13 +338,13 @@ class Capture:
         self._calls[key] = k + 1
         return users[k] if k < len(users) else None
 
-    def _value_hook(self, users: list[AttentionBlock], grams: torch.Tensor):
+    def _value_hook(self, users: list[AttentionBlock], factors: torch.Tensor):
         def hook(module, args, output):
             block = self._next("value", users)
             if block is None:
                 return
             v = head_values(block, output).detach()
-            self.norms[block.index] = norms_from_values(v, grams).float()
+            self.norms[block.index] = norms_from_values(v, factors).float()
             if self.vectors:
                 self.values[block.index] = v
         return hook
