@@ -213,3 +213,36 @@ def test_open_store_refuses_value_norms_outside_the_lengths(tmp_path):
     norms[0, ..., 1] = np.nan
     with pytest.raises(st.StoreError, match="example 0 has a value norm that is not finite"):
         st.check_value_norm(norms, np.array([3, 2]), where="s", store=tmp_path)
+
+
+def test_the_views_take_the_value_norms_the_store_holds_instead_of_computing_them():
+    """run_views(stored_norms=...) uses the given norms (here the computed ones doubled: every value_norm mean
+    doubles, the shares are unchanged since they are ratios of one scale) and computes none itself."""
+    import numpy as np
+
+    from bertology.demo import generate
+    from bertology.norms.analysis import encode_frame, run_views
+
+    model, tok = tiny("bert")
+    frame = generate("mrpc", "validation", 4, seed=3)
+    kw = dict(max_length=40, batch_size=2, flow_examples=0)
+    base = run_views(model, tok, frame, **kw)
+    enc = encode_frame(tok, frame, 40)
+    stored = {}
+    for r, ids in enumerate(enc.input_ids):
+        with torch.no_grad(), nv.Capture(model) as cap:
+            model(input_ids=torch.from_numpy(ids)[None], token_type_ids=torch.from_numpy(enc.token_type_ids[r])[None])
+        stored[int(enc.idx[r])] = 2 * cap.value_norms()[0].numpy()
+    got = run_views(model, tok, frame, stored_norms=stored, **kw)
+    b, g = base.norms.set_index(["layer", "head", "category", "measure"]), \
+        got.norms.set_index(["layer", "head", "category", "measure"])
+    rows = b.index.get_level_values("measure") == "value_norm"
+    np.testing.assert_allclose(g.loc[rows, "mean"], 2 * b.loc[rows, "mean"], rtol=1e-4)
+    shares = b.index.get_level_values("measure").isin(["weight_share", "norm_share"])
+    np.testing.assert_allclose(g.loc[shares, "mean"], b.loc[shares, "mean"], rtol=1e-4)
+    assert base.mixing.equals(got.mixing)
+    short = dict(stored)
+    first = next(iter(short))
+    short[first] = short[first][..., :-1]
+    with pytest.raises(ValueError, match="another tokenisation"):
+        run_views(model, tok, frame, stored_norms=short, **kw)

@@ -111,8 +111,8 @@ STEPS: dict[str, StepSpec] = {
                                "best head per relation on the gold trees, every model (Clark et al. Fig. 5)"),
     # Kobayashi et al. 2020/2021, Abnar & Zuidema 2020: value norms, mixing, token views, faithfulness
     "norms_views": StepSpec("bertology.steps.norms:norms_views",
-                            ("model", "data.max_length", "data.seed", "data.short_split", "analysis.norms.examples",
-                             "analysis.norms.batch_size", "analysis.flow.examples"),
+                            ("data.short_split", "analysis.norms.examples", "analysis.norms.batch_size",
+                             "analysis.flow.examples", *EXPECT_SECTIONS),
                             "value norms, mixing and token views of one variant -> norms.csv, mixing.csv, "
                             "token_scores.parquet"),
     "norms_faithfulness": StepSpec("bertology.steps.norms:norms_faithfulness",

@@ -283,15 +283,16 @@ def weighted_attention(alpha: torch.Tensor, norms: torch.Tensor) -> torch.Tensor
 class Capture:
     """Forward hooks on every attention block of `model` while the block is entered (a context manager).
 
-    Always kept, per layer: the value norms ||f_h(x_t)|| (B, H, T) float32. With ``vectors=True`` also: the
+    Kept per layer: the value norms ||f_h(x_t)|| (B, H, T) float32 (unless ``norms=False``: the caller has
+    them already, e.g. from the store's `value_norm`). With ``vectors=True`` also: the
     value vectors (B, T, H, dh), the residual stream entering the layer (B, T, D), and the post-LayerNorm's
     input and output (B, T, D) (pre-LN layers: the input of ``residual_sum``, i.e. x + attention), for the
     blocks whose ``layer`` is known. Each forward pass of `model` starts afresh (a forward pre-hook on it);
     within one, a module's k-th call belongs to the k-th layer that uses it (ALBERT's shared module).
     """
 
-    def __init__(self, model: torch.nn.Module, *, vectors: bool = False):
-        self.model, self.vectors = model, vectors
+    def __init__(self, model: torch.nn.Module, *, vectors: bool = False, norms: bool = True):
+        self.model, self.vectors, self.keep_norms = model, vectors, norms
         self.blocks = attention_blocks(model)
         self._handles: list = []
         self.norms: dict[int, torch.Tensor] = {}
@@ -344,7 +345,8 @@ class Capture:
             if block is None:
                 return
             v = head_values(block, output).detach()
-            self.norms[block.index] = norms_from_values(v, factors).float()
+            if self.keep_norms:
+                self.norms[block.index] = norms_from_values(v, factors).float()
             if self.vectors:
                 self.values[block.index] = v
         return hook
