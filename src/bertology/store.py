@@ -76,9 +76,10 @@ DIMS = {
 # value_norm is float32, not float16: a norm is unbounded (float16 overflows at 65504) and the variable is Q times
 # smaller than `attention`, so float32 adds little to the store.
 OPTIONAL_DIMS = {"value_norm": ("example", "layer", "head", "key")}
+OPTIONAL_DTYPES = {"value_norm": "float32"}
 DTYPES = {"attention": "float16", "input_ids": "int32", "token_type_ids": "int8", "segment": "int8",
           "word_ids": "int16",
-          "length": "int16", "example_idx": "int64", "value_norm": "float32"}
+          "length": "int16", "example_idx": "int64"}
 FILL = {"attention": float("nan"), "input_ids": 0, "token_type_ids": 0, "segment": -1, "word_ids": -1, "length": 0,
         "example_idx": -1, "value_norm": float("nan")}
 
@@ -253,7 +254,8 @@ def create_store(path: str | Path, *, example_idx: np.ndarray, layers: int, head
             compressors = [zarr.codecs.BloscCodec(cname="zstd", clevel=9 if layout == LAYOUT else 3, shuffle="shuffle")]
         # write_empty_chunks: skip zarr's scan of every chunk for all-fill values (a third of the write cost)
         filters = attention_filters(attrs.get("keepbits")) if name == "attention" else []
-        root.create_array(name, shape=shape, chunks=chunks, shards=shards, dtype=DTYPES[name], fill_value=FILL[name],
+        dtype = DTYPES.get(name) or OPTIONAL_DTYPES[name]
+        root.create_array(name, shape=shape, chunks=chunks, shards=shards, dtype=dtype, fill_value=FILL[name],
                           filters=filters, compressors=compressors,
                           dimension_names=DIMS.get(name) or OPTIONAL_DIMS[name],
                           config={"write_empty_chunks": True})
@@ -431,7 +433,7 @@ def write_chunk(root, chunk: int, arrays: Mapping[str, np.ndarray]) -> None:
             if fmt is not None and start % fmt.per_shard == 0:
                 write_shard(arr, start // fmt.per_shard, arrays[name], fmt)
             else:
-                arr[start:stop] = np.asarray(arrays[name], dtype=DTYPES[name])
+                arr[start:stop] = np.asarray(arrays[name], dtype=arr.dtype)
     root.attrs["chunks_done"] = chunk + 1
 
 
@@ -769,8 +771,9 @@ def open_store(path: str | Path, expect: Mapping[str, Any] | None = None, check_
 def check_value_norm(norms: np.ndarray, length: np.ndarray, *, where: str, store: str | Path) -> None:
     """norms (e, L, H, Q) float32 of examples with real lengths (e,): finite and >= 0 at keys < length, NaN at the
     others; else StoreError naming the example."""
-    if norms.dtype != np.dtype(DTYPES["value_norm"]):
-        raise StoreError(f"{where}: `value_norm` is {norms.dtype}, not {DTYPES['value_norm']}; {refix(store)}")
+    if norms.dtype != np.dtype(OPTIONAL_DTYPES["value_norm"]):
+        raise StoreError(f"{where}: `value_norm` is {norms.dtype}, not {OPTIONAL_DTYPES['value_norm']}; "
+                         f"{refix(store)}")
     real = np.arange(norms.shape[-1])[None, :] < np.asarray(length, np.int64)[:, None]        # (e, Q)
     real = np.broadcast_to(real[:, None, None, :], norms.shape)
     bad_in = ~(np.isfinite(norms) & (norms >= 0)) & real
