@@ -13,6 +13,11 @@ thread writes the chunk while the next one is computed. Memory is one chunk buff
 the number of examples, and a killed extraction loses at most the chunk in flight (the chunk being written
 is counted only once on disk; see :func:`bertology.store.write_chunk`).
 
+With the norm analyses on (``value_norms=True``), :class:`bertology.norms.values.Capture` is entered around the
+forward passes: its hooks on the value projections give the value norms ||f_h(x_j)|| (B, L, H, N) of the same
+forward, copied per example into a NaN-filled (e, L, H, max_length) float32 buffer written as the store's
+`value_norm` with the chunk.
+
 Glossary: E examples, e examples of one chunk, B of one batch, L layers, H heads, Q = K = max_length,
 N longest real length in a batch.
 """
