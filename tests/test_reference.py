@@ -85,11 +85,13 @@ def test_every_config_key_is_documented_with_its_default():
 
 
 def test_store_variables_are_documented():
-    from bertology.store import DIMS, DTYPES
+    from bertology.store import DIMS, DTYPES, OPTIONAL_DIMS, OPTIONAL_DTYPES
 
     documented = {code(var)[0]: (tuple(column_list(dims)), code(dtype)[0])
                   for var, dims, dtype, *_ in block_rows("store-variables")}
-    assert documented == {v: (tuple(DIMS[v]), DTYPES[v]) for v in DIMS}
+    every = {**DIMS, **OPTIONAL_DIMS}
+    dtypes = {**DTYPES, **OPTIONAL_DTYPES}
+    assert documented == {v: (tuple(every[v]), dtypes[v]) for v in every}
 
 
 def test_store_identity_and_layout_attributes_are_documented():

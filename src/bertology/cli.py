@@ -75,8 +75,9 @@ STEPS: dict[str, StepSpec] = {
     "annotate_words": StepSpec("bertology.steps.attention:annotate_words", ("attention.spacy_model",),
                                "spaCy words of the sample -> results/attention/{task}/words.parquet"),
     "extract_attention": StepSpec("bertology.steps.attention:extract_attention",
-                                  ("model", "data.max_length", "data.seed", "attention"),
-                                  "the attention store results/attention/{task}/{variant}.zarr (resumable)"),
+                                  ("model", "data.max_length", "data.seed", "attention", "analysis.norms.enabled"),
+                                  "the attention store results/attention/{task}/{variant}.zarr (resumable), with "
+                                  "value norms when the norm analyses are on"),
     # Kovaleva et al. 4.1-4.5
     # every store analysis of the registry (Kovaleva 4.1/4.2/4.4/4.5, Clark 3.3/4.2, Pande) in one read of a store
     "store_stats": StepSpec("bertology.steps.stores:store_stats",
@@ -116,8 +117,8 @@ STEPS: dict[str, StepSpec] = {
                                "best head per relation on the gold trees, every model (Clark et al. Fig. 5)"),
     # Kobayashi et al. 2020/2021, Abnar & Zuidema 2020: value norms, mixing, token views, faithfulness
     "norms_views": StepSpec("bertology.steps.norms:norms_views",
-                            ("model", "data.max_length", "data.seed", "data.short_split", "analysis.norms.examples",
-                             "analysis.norms.batch_size", "analysis.flow.examples"),
+                            ("data.short_split", "analysis.norms.examples", "analysis.norms.batch_size",
+                             "analysis.flow.examples", *EXPECT_SECTIONS),
                             "value norms, mixing and token views of one variant -> norms.csv, mixing.csv, "
                             "token_scores.parquet"),
     "norms_faithfulness": StepSpec("bertology.steps.norms:norms_faithfulness",

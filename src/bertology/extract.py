@@ -13,12 +13,18 @@ thread writes the chunk while the next one is computed. Memory is one chunk buff
 the number of examples, and a killed extraction loses at most the chunk in flight (the chunk being written
 is counted only once on disk; see :func:`bertology.store.write_chunk`).
 
+With the norm analyses on (``value_norms=True``), :class:`bertology.norms.values.Capture` is entered around the
+forward passes: its hooks on the value projections give the value norms ||f_h(x_j)|| (B, L, H, N) of the same
+forward, copied per example into a NaN-filled (e, L, H, max_length) float32 buffer written as the store's
+`value_norm` with the chunk.
+
 Glossary: E examples, e examples of one chunk, B of one batch, L layers, H heads, Q = K = max_length,
 N longest real length in a batch.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import threading
@@ -80,12 +86,15 @@ def length_batches(length: np.ndarray, batch_size: int) -> list[np.ndarray]:
     return [b for b in np.array_split(order, -(-len(order) // max(int(batch_size), 1))) if len(b)] if len(order) else []
 
 
-def run_batches(model, inputs: dict[str, np.ndarray], *, batch_size: int, device: str, out: np.ndarray) -> None:
+def run_batches(model, inputs: dict[str, np.ndarray], *, batch_size: int, device: str, out: np.ndarray,
+                capture=None, norms_out: np.ndarray | None = None) -> None:
     """Forward passes over one chunk's examples in length-sorted batches; float16 maps written into `out`.
 
     inputs: as returned by :func:`chunk_inputs` (e examples); out: (e, L, H, Q, Q) float16, NaN-filled; each
     example's (L, H, n, n) block is set to the eager forward's post-softmax attention cast to float16 (round to
-    nearest), its padding left NaN.
+    nearest), its padding left NaN. capture: a :class:`bertology.norms.values.Capture` entered on `model` (its
+    hooks take the value norms in the same forward pass); then norms_out (e, L, H, Q) float32, NaN-filled, gets
+    each example's (L, H, n) value norms ||f_h(x_j)||.
     """
     import torch
 
@@ -93,6 +102,7 @@ def run_batches(model, inputs: dict[str, np.ndarray], *, batch_size: int, device
 
     length = inputs["length"].astype(np.int64)
     buf = torch.from_numpy(out)
+    nbuf = None if norms_out is None else torch.from_numpy(norms_out)
     with torch.inference_mode():
         for pos in length_batches(length, batch_size):
             N = int(length[pos].max())
@@ -112,6 +122,11 @@ def run_batches(model, inputs: dict[str, np.ndarray], *, batch_size: int, device
                 for j, p in enumerate(pos):
                     n = int(length[p])
                     buf[p, layer, :, :n, :n].copy_(a[j, :, :n, :n])  # the float16 cast, in the copy
+            if nbuf is not None:
+                norms = capture.value_norms().cpu()                  # (B, L, H, N) float32
+                for j, p in enumerate(pos):
+                    n = int(length[p])
+                    nbuf[p, :, :, :n].copy_(norms[j, :, :, :n])
 
 
 class ChunkWriter:
@@ -238,7 +253,7 @@ def extract_store(output: str | Path, *, frame: pd.DataFrame, words: pd.DataFram
                   variant: str, task: str, attention: AttentionConfig, seed: int, max_length: int,
                   device: str | None = None, progress: bool = True,
                   on_chunk: Callable[[int], None] | None = None,
-                  background_writer: bool | None = None) -> dict[str, Any]:
+                  background_writer: bool | None = None, value_norms: bool = False) -> dict[str, Any]:
     """Extract (or resume, or reuse) the attention store of one task and variant.
 
     frame: the attention sample (results/attention/{task}/sample.parquet), E rows in store order; words:
@@ -249,8 +264,10 @@ def extract_store(output: str | Path, *, frame: pd.DataFrame, words: pd.DataFram
     by length within the chunk), and renames it to `output` when complete; an interrupted extraction resumes
     from its last complete chunk. on_chunk(c) is called (in the writer) after chunk c is on disk.
     background_writer: write each chunk in a thread of its own while the next is computed (None: on a GPU
-    only; see :class:`ChunkWriter`). Returns stats:
-    n_examples, chunks_computed, seconds, cpu_seconds, examples_per_s, bytes, reused.
+    only; see :class:`ChunkWriter`). value_norms: also the store's `value_norm` (E, L, H, Q) float32, the value norms
+    ||f_h(x_j)|| taken by :class:`bertology.norms.values.Capture` in the same forward passes (ignored, with a log
+    line, on a model whose attention blocks it cannot find); a complete store without them is then re-extracted.
+    Returns stats: n_examples, chunks_computed, seconds, cpu_seconds, examples_per_s, bytes, reused, value_norms.
     """
     import torch
     import zarr
@@ -264,6 +281,14 @@ def extract_store(output: str | Path, *, frame: pd.DataFrame, words: pd.DataFram
     tokenizer = load_tokenizer(model_path)
     encoder = load_encoder(model_path, device=device)
     cfg = encoder.config
+    capture = None
+    if value_norms:
+        from bertology.norms.values import Capture, NormsUnsupported
+
+        try:
+            capture = Capture(encoder)
+        except NormsUnsupported as err:
+            log.info("no value norms in %s: %s", output, str(err).split("; leave")[0])
     L, H = int(cfg.num_hidden_layers), int(cfg.num_attention_heads)
     if max_length > int(getattr(cfg, "max_position_embeddings", max_length)):
         raise ConfigError(f"data.max_length={max_length} exceeds the model's max_position_embeddings "
@@ -275,10 +300,12 @@ def extract_store(output: str | Path, *, frame: pd.DataFrame, words: pd.DataFram
     identity = {k: attrs[k] for k in st.IDENTITY_ATTRS}
     if output.exists():
         try:
-            st.open_store(output, expect=identity, check_rows=False)
+            ds = st.open_store(output, expect=identity, check_rows=False)
+            if capture is not None and "value_norm" not in ds.variables:
+                raise st.StoreError(f"{output} holds no value norms and they are asked (analysis.norms.enabled)")
             log.info("%s is complete and matches the request: reused, nothing extracted", output)
             return {"n_examples": E, "chunks_computed": 0, "seconds": 0.0, "examples_per_s": float("nan"),
-                    "bytes": dir_bytes(output), "reused": True}
+                    "bytes": dir_bytes(output), "reused": True, "value_norms": "value_norm" in ds.variables}
         except st.StoreError as err:
             log.warning("replacing %s: %s", output, err)
             import shutil
@@ -291,11 +318,11 @@ def extract_store(output: str | Path, *, frame: pd.DataFrame, words: pd.DataFram
                          f"sample; re-create it (snakemake --forcerun annotate_words)")
     partial = st.partial_path(output)
     attrs_full = dict(attrs, chunk_size=int(chunk_size), n_chunks=-(-E // chunk_size), codec=st.ATTENTION_CODEC,
-                      layout=st.LAYOUT)
+                      layout=st.LAYOUT, value_norms=capture is not None)
     resumed = st.resume_point(partial, attrs_full)
     if resumed is None:
         root, done = st.create_store(partial, example_idx=example_idx, layers=L, heads=H, max_length=max_length,
-                                     chunk_size=chunk_size, attrs=attrs), 0
+                                     chunk_size=chunk_size, attrs=attrs, value_norms=capture is not None), 0
     else:
         root, done = resumed
     n_chunks = int(root.attrs["n_chunks"])
@@ -308,12 +335,16 @@ def extract_store(output: str | Path, *, frame: pd.DataFrame, words: pd.DataFram
     bar = tqdm(total=E, initial=min(done * chunk_size, E), desc=f"{task}/{variant}", unit="ex",
                disable=not progress, mininterval=1.0, smoothing=0.1)
     try:
-        with zarr.config.set({"array.write_empty_chunks": True}), st.blosc_threads(torch.get_num_threads()):
+        with zarr.config.set({"array.write_empty_chunks": True}), st.blosc_threads(torch.get_num_threads()), \
+                (capture if capture is not None else contextlib.nullcontext()):
             for c in range(done, n_chunks):
                 rows = frame.iloc[c * chunk_size:(c + 1) * chunk_size]
                 inputs = chunk_inputs(tokenizer, rows, spans, max_length)
                 buf = writer.buffer()
-                run_batches(encoder, inputs, batch_size=batch_size, device=device, out=buf[:len(rows)])
+                if capture is not None:   # small (Q times smaller than the maps): a fresh one per chunk
+                    inputs["value_norm"] = np.full((len(rows), L, H, Q), np.nan, np.float32)
+                run_batches(encoder, inputs, batch_size=batch_size, device=device, out=buf[:len(rows)],
+                            capture=capture, norms_out=inputs.get("value_norm"))
                 writer.submit(c, buf, inputs)
                 computed += 1
                 bar.update(len(rows))
@@ -325,7 +356,8 @@ def extract_store(output: str | Path, *, frame: pd.DataFrame, words: pd.DataFram
     n_done = min((n_chunks - done) * chunk_size, E - done * chunk_size)
     st.finalize(root, partial, output)
     stats = {"n_examples": E, "chunks_computed": computed, "seconds": seconds, "cpu_seconds": cpu_seconds,
-             "examples_per_s": n_done / max(seconds, 1e-9), "bytes": dir_bytes(output), "reused": False}
+             "examples_per_s": n_done / max(seconds, 1e-9), "bytes": dir_bytes(output), "reused": False,
+             "value_norms": capture is not None}
     log.info("%s: %d examples (%d chunks computed) in %.1f s, %.1f examples/s, %.1f kB/example on disk",
              output, E, computed, seconds, stats["examples_per_s"], stats["bytes"] / max(E, 1) / 1e3)
     return stats

@@ -9,6 +9,7 @@ One Zarr v3 store per task and variant, ``results/attention/{task}/{variant}.zar
     word_ids        (example, query)                   int16    spaCy word of each wordpiece; -1 specials/padding
     length          (example,)                         int16    real tokens, [CLS] and [SEP]s included
     example_idx     (example,)                         int64    `idx` in results/data/{task}/{split}.parquet
+    value_norm      (example, layer, head, key)        float32  ||f_h(x_j)|| (optional: attribute value_norms)
     layer, head     coordinates, 0-based
 
 Query/key have size max_length. Layout on disk (attribute ``layout``, :data:`LAYOUT`): ``attention`` is one
@@ -72,11 +73,16 @@ DIMS = {
     "length": ("example",),
     "example_idx": ("example",),
 }
+# Optional variables: written when the extraction computes them (attribute ``value_norms``: true), absent else.
+# value_norm is float32, not float16: a norm is unbounded (float16 overflows at 65504) and the variable is Q times
+# smaller than `attention`, so float32 adds little to the store.
+OPTIONAL_DIMS = {"value_norm": ("example", "layer", "head", "key")}
+OPTIONAL_DTYPES = {"value_norm": "float32"}
 DTYPES = {"attention": "float16", "input_ids": "int32", "token_type_ids": "int8", "segment": "int8",
           "word_ids": "int16",
           "length": "int16", "example_idx": "int64"}
 FILL = {"attention": float("nan"), "input_ids": 0, "token_type_ids": 0, "segment": -1, "word_ids": -1, "length": 0,
-        "example_idx": -1}
+        "example_idx": -1, "value_norm": float("nan")}
 
 # Attributes that define a store's content: a store whose value of any of these differs from what is asked
 # is another store (another model or checkpoint, other examples, other precision) and is never reused.
@@ -84,7 +90,7 @@ IDENTITY_ATTRS = ("model", "variant", "task", "split", "examples", "seed", "max_
                   "sample_hash", "keepbits", "spacy_model", "cls_token_id", "sep_token_id", "pad_token_id",
                   "layers", "heads", "n_examples")
 # Layout attributes that must also match to resume a partial store.
-LAYOUT_ATTRS = ("chunk_size", "n_chunks", "codec", "layout")
+LAYOUT_ATTRS = ("chunk_size", "n_chunks", "codec", "layout", "value_norms")
 
 #: the layout of `attention` (attribute ``layout``): one shard file per example chunk, one inner chunk per example
 LAYOUT = "example-shards"
@@ -210,13 +216,14 @@ def _jsonable(attrs: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def create_store(path: str | Path, *, example_idx: np.ndarray, layers: int, heads: int, max_length: int,
-                 chunk_size: int, attrs: Mapping[str, Any], layout: str = LAYOUT):
+                 chunk_size: int, attrs: Mapping[str, Any], layout: str = LAYOUT, value_norms: bool = False):
     """Create an empty store at `path` (overwriting), with example_idx and the coordinates written.
 
     example_idx: (E,) the sample. attrs: the store's attributes (identity + provenance, with `keepbits`:
     None or the BitRound filter of `attention`); `complete`, `chunks_done`, `n_chunks`, `chunk_size`,
     `codec`, `layout` are set here. layout: :data:`LAYOUT`, or :data:`LEGACY_LAYOUT` (what earlier versions
-    wrote: only to compare with, in tests and bench/bench_store_layout.py). Returns the zarr Group.
+    wrote: only to compare with, in tests and bench/bench_store_layout.py). value_norms: also the optional
+    `value_norm` (E, L, H, Q) float32 (attribute ``value_norms``). Returns the zarr Group.
     """
     import zarr
 
@@ -227,10 +234,12 @@ def create_store(path: str | Path, *, example_idx: np.ndarray, layers: int, head
     Q = int(max_length)
     shapes = {"attention": (E, layers, heads, Q, Q), "input_ids": (E, Q), "token_type_ids": (E, Q),
               "segment": (E, Q), "word_ids": (E, Q), "length": (E,), "example_idx": (E,)}
+    if value_norms:
+        shapes["value_norm"] = (E, layers, heads, Q)
     if layout not in LAYOUTS:
         raise ValueError(f"unknown store layout {layout!r}; one of {LAYOUTS}")
     all_attrs = dict(attrs, complete=False, chunks_done=0, n_chunks=-(-E // chunk_size), chunk_size=int(chunk_size),
-                     codec=ATTENTION_CODEC)
+                     codec=ATTENTION_CODEC, value_norms=bool(value_norms))
     if layout == LAYOUT:  # stores without the attribute are LEGACY_LAYOUT
         all_attrs["layout"] = layout
     root = zarr.open_group(str(path), mode="w", zarr_format=3, attributes=_jsonable(all_attrs))
@@ -241,13 +250,18 @@ def create_store(path: str | Path, *, example_idx: np.ndarray, layers: int, head
             compressors = attention_compressors(layout)
             if layout == LAYOUT:  # one shard file per example chunk, one inner chunk per example
                 shards, chunks = chunks, (1,) + shape[1:]
+        elif name in OPTIONAL_DIMS:
+            # value_norm: zstd 1 (zstd 9 took longer than the forward pass itself: 2.8 s vs 2.4 s for 256 MRPC pairs)
+            compressors = [zarr.codecs.BloscCodec(cname="zstd", clevel=1, shuffle="shuffle")]
         else:
             # zstd 9 (3 before LAYOUT): the small variables' bytes pay for the shard index (16 bytes an example)
             compressors = [zarr.codecs.BloscCodec(cname="zstd", clevel=9 if layout == LAYOUT else 3, shuffle="shuffle")]
         # write_empty_chunks: skip zarr's scan of every chunk for all-fill values (a third of the write cost)
         filters = attention_filters(attrs.get("keepbits")) if name == "attention" else []
-        root.create_array(name, shape=shape, chunks=chunks, shards=shards, dtype=DTYPES[name], fill_value=FILL[name],
-                          filters=filters, compressors=compressors, dimension_names=DIMS[name],
+        dtype = DTYPES.get(name) or OPTIONAL_DTYPES[name]
+        root.create_array(name, shape=shape, chunks=chunks, shards=shards, dtype=dtype, fill_value=FILL[name],
+                          filters=filters, compressors=compressors,
+                          dimension_names=DIMS.get(name) or OPTIONAL_DIMS[name],
                           config={"write_empty_chunks": True})
     for coord, size in (("layer", layers), ("head", heads)):
         arr = root.create_array(coord, shape=(size,), dtype="int64", dimension_names=(coord,), fill_value=0)
@@ -417,8 +431,8 @@ def decode_inner(data: bytes | None, fmt: ShardFormat, out: np.ndarray, what: st
 def write_chunk(root, chunk: int, arrays: Mapping[str, np.ndarray]) -> None:
     """Write one whole example chunk of every per-example variable, then record it in `chunks_done`.
 
-    arrays: attention (e, L, H, Q, Q) float16, input_ids/token_type_ids/segment/word_ids (e, Q), length (e,), with
-    e = chunk_size (or the remainder for the last chunk). Chunks are written in order; `chunks_done`
+    arrays: attention (e, L, H, Q, Q) float16, input_ids/token_type_ids/segment/word_ids (e, Q), length (e,), and
+    value_norm (e, L, H, Q) where the store has it, with e = chunk_size (or the remainder for the last chunk). Chunks are written in order; `chunks_done`
     is raised only after the chunk's data is on disk, so a killed writer never counts a partial chunk.
     """
     size = int(root.attrs["chunk_size"])
@@ -430,13 +444,14 @@ def write_chunk(root, chunk: int, arrays: Mapping[str, np.ndarray]) -> None:
     import zarr
 
     with zarr.config.set({"array.write_empty_chunks": True}):  # every chunk file exists, even an all-fill one
-        for name in ("attention", "input_ids", "token_type_ids", "segment", "word_ids", "length"):
+        optional = [name for name in OPTIONAL_DIMS if name in root]
+        for name in ("attention", "input_ids", "token_type_ids", "segment", "word_ids", "length", *optional):
             arr = root[name]
             fmt = shard_format(arr) if name == "attention" else None
             if fmt is not None and start % fmt.per_shard == 0:
                 write_shard(arr, start // fmt.per_shard, arrays[name], fmt)
             else:
-                arr[start:stop] = np.asarray(arrays[name], dtype=DTYPES[name])
+                arr[start:stop] = np.asarray(arrays[name], dtype=arr.dtype)
     root.attrs["chunks_done"] = chunk + 1
 
 
@@ -716,13 +731,15 @@ class _Reader:
     1..max_length and the n x n blocks of the maps read for NaN and row sums (:func:`check_block`; an example
     whose maps have all been checked is remembered and not checked again).
     :data:`LEGACY_LAYOUT`: zarr reads the examples' chunk, checked the same way. The other variables: zarr reads
-    them (their chunk files were seen at open); `length` is checked against 1..max_length. A failure is one
+    them (their chunk files were seen at open); `length` is checked against 1..max_length, the optional
+    `value_norm` whole examples at a time (:func:`check_value_norm`: finite and >= 0 inside the length, NaN
+    past it). A failure is one
     StoreError naming the store, the file (and the example) and the fix.
     """
 
     def __init__(self, path: Path, arrays: Mapping[str, Any], attrs: Mapping[str, Any]):
         self.path, self.attrs = path, dict(attrs)
-        self.arrays = {name: arrays[name] for name in DIMS}
+        self.arrays = {name: arrays[name] for name in (*DIMS, *OPTIONAL_DIMS) if name in arrays}
         att = self.arrays["attention"]
         self.fmt = shard_format(att)
         self.Q = int(att.shape[-1])
@@ -855,6 +872,16 @@ class _Reader:
     def read(self, name: str, key: tuple) -> np.ndarray:
         """An outer-indexed selection of variable `name` (ints, slices, integer arrays), checked."""
         E = self.arrays[name].shape[0]
+        scalar = np.ndim(key[0]) == 0 and not isinstance(key[0], slice)
+        if name == "value_norm":  # whole examples read and checked against their lengths, then the other axes taken
+            rows = np.atleast_1d(np.arange(E)[key[0]])
+            first = int(rows.min()) if rows.size else 0
+            out = self.zarr_read(name, (rows,), first)
+            check_value_norm(out, np.array([self.length(int(e)) for e in rows], dtype=np.int64),
+                             where=self.where(name, first), store=self.path)
+            for axis in range(len(key) - 1, 0, -1):
+                out = _take(out, axis, key[axis])
+            return out[0] if scalar else out
         if name != "attention":
             sel = np.arange(E)[key[0]]
             first = int(np.min(sel)) if np.size(sel) else 0
@@ -866,7 +893,7 @@ class _Reader:
         out = self.attention(examples, key[1:3])
         for axis in range(len(key) - 1, 0, -1):  # outer indexing of the other axes, last first
             out = _take(out, axis, key[axis])
-        return out[0] if np.ndim(key[0]) == 0 and not isinstance(key[0], slice) else out
+        return out[0] if scalar else out
 
 
 def _take(a: np.ndarray, axis: int, k) -> np.ndarray:
@@ -949,7 +976,10 @@ def open_store(path: str | Path, expect: Mapping[str, Any] | None = None, check_
         raise StoreMismatchError(f"{path} was extracted for other settings: {lines}. Delete {path} and re-run the "
                                  f"extraction (snakemake --forcerun extract_attention {path}), or ask for what the "
                                  f"store holds")
-    holes = missing_chunks(path, group=group, arrays=arrays)
+    optional = [v for v in OPTIONAL_DIMS if v in arrays]
+    if attrs.get("value_norms") and "value_norm" not in optional:
+        raise StoreError(f"{path} says value_norms=true but lacks `value_norm`: the store is damaged; {refix(path)}")
+    holes = missing_chunks(path, tuple(DIMS) + tuple(optional), group=group, arrays=arrays)
     if holes:
         more = f" and {len(holes) - 1} more" if len(holes) > 1 else ""
         raise StoreError(f"{path} lacks {holes[0]}{more}: the store is damaged; {refix(path)}")
@@ -959,7 +989,7 @@ def open_store(path: str | Path, expect: Mapping[str, Any] | None = None, check_
                  "before; delete it and re-run the extraction for the faster %s layout", path, LEGACY_LAYOUT,
                  reader.arrays["attention"].chunks[0], LAYOUT)
     variables = {}
-    for name, dims in DIMS.items():
+    for name, dims in {**DIMS, **{v: OPTIONAL_DIMS[v] for v in optional}}.items():
         arr = reader.arrays[name]
         var = xr.Variable(dims, _lazy(reader, name))
         var.encoding = {"chunks": tuple(arr.chunks), "preferred_chunks": dict(zip(dims, arr.chunks)),
@@ -973,7 +1003,26 @@ def open_store(path: str | Path, expect: Mapping[str, Any] | None = None, check_
     ds = xr.Dataset(variables, coords=coords, attrs=attrs)
     if check_rows and ds.sizes["example"]:
         reader.attention(np.array([0]))
+        if optional:
+            reader.read("value_norm", (np.array([0]),) + (slice(None),) * 3)
     return ds if chunks is None else ds.chunk(chunks)
+
+
+def check_value_norm(norms: np.ndarray, length: np.ndarray, *, where: str, store: str | Path) -> None:
+    """norms (e, L, H, Q) float32 of examples with real lengths (e,): finite and >= 0 at keys < length, NaN at the
+    others; else StoreError naming the example."""
+    if norms.dtype != np.dtype(OPTIONAL_DTYPES["value_norm"]):
+        raise StoreError(f"{where}: `value_norm` is {norms.dtype}, not {OPTIONAL_DTYPES['value_norm']}; "
+                         f"{refix(store)}")
+    real = np.arange(norms.shape[-1])[None, :] < np.asarray(length, np.int64)[:, None]        # (e, Q)
+    real = np.broadcast_to(real[:, None, None, :], norms.shape)
+    bad_in = ~(np.isfinite(norms) & (norms >= 0)) & real
+    bad_out = ~np.isnan(norms) & ~real
+    for bad, what in ((bad_in, "a value norm that is not finite and >= 0 inside"), (bad_out, "a value outside")):
+        if bad.any():
+            e = int(np.argwhere(bad)[0][0])
+            raise StoreError(f"{where}: example {e} has {what} its length {int(length[e])} in `value_norm`: the "
+                             f"store is corrupt; {refix(store)}")
 
 
 def expected_attrs(config, task: str, variant: str) -> dict[str, Any]:

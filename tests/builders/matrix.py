@@ -16,7 +16,13 @@ Checks, in order (each only where the previous ones make sense):
 4. gates: the gates' gradient (float64) equals central finite differences of the loss;
 5. the sweep: :func:`~bertology.ablation.sweep.resolve_sweep` ("fast" where the layers can be run one by one,
    else "naive"), and its logits equal the naive sweep's (fast) or single forward passes (naive);
-6. Table 1 scoring: ``training.evaluate``'s accuracy equals the argmax of one-by-one forward passes.
+6. Table 1 scoring: ``training.evaluate``'s accuracy equals the argmax of one-by-one forward passes;
+7. value norms (on full maps): :class:`~bertology.norms.values.Capture`'s ||f_h(x_j)|| on a padded pair batch
+   equal a direct computation from the weights, f_h(x_j) = (x_j W_V^h + b_V^h) W_O^h (float64, x_j the value
+   projection's own input), NaN on padding; the heads' value vectors weighted by the model's own attention
+   give the input of the output projection (so V's columns and W_O's per-head split are the ones the model
+   uses); where the block names a residual layout, the mixing decomposition adds up to the LayerNorm's input
+   (and output).
 
 Table 1 scoring (6) runs for every model that builds and takes token ids, whatever 1-5 found.
 """
@@ -58,6 +64,12 @@ NOT_HOOKED = {
     "flaubert": "FlauBERT (XLM's MultiHeadAttention) computes its own attention without a hookable probability step",
 }
 
+# Architectures with full maps whose value vectors bertology cannot take through its hooks, and why.
+NOT_NORMED = {
+    "squeezebert": "SqueezeBERT's values and output projection are grouped 1-d convolutions (channels first), not "
+                   "linears",
+}
+
 
 @dataclass
 class Row:
@@ -72,6 +84,7 @@ class Row:
     disabling: str = "-"       # the mechanism or why not
     sweep: str = "-"           # fast / naive / -
     table1: str = "-"          # "yes" or why not
+    norms: str = "-"           # "yes ..." or why not
     notes: list[str] = field(default_factory=list)
 
 
@@ -295,6 +308,64 @@ def check_table1(model_dir, tok, frame) -> float | None:
     return None if gap < 1e-4 else gap
 
 
+def check_value_norms(model_dir, tok, frame) -> str:
+    """Value norms (7. of the module docstring) on the extraction's encoder; returns the row's cell."""
+    from bertology.models import load_encoder
+    from bertology.norms import mixing as mx
+    from bertology.norms import values as nv
+
+    model = load_encoder(str(model_dir))       # float32: ModernBERT's float64 sliding-window mask gives NaN
+    tol = dict(rtol=1e-4, atol=1e-5)
+    enc = tok(frame["text_a"].tolist()[:3], frame["text_b"].tolist()[:3], truncation=True, max_length=MAX_LENGTH,
+              padding=True, return_tensors="pt", return_token_type_ids=True)
+    lengths = enc["attention_mask"].sum(1)
+    assert int(lengths.min()) < enc["input_ids"].shape[1], "a padded row"
+    blocks = nv.attention_blocks(model)
+    seen: dict[str, list] = {"x": [], "ctx": []}
+    handles = []
+    for module in {id(b.value): b.value for b in blocks}.values():
+        handles.append(module.register_forward_hook(lambda m, a, o: seen["x"].append(a[0])))
+    for module in {id(b.output): b.output for b in blocks}.values():
+        handles.append(module.register_forward_hook(lambda m, a, o: seen["ctx"].append(a[0])))
+    try:
+        with torch.no_grad(), nv.Capture(model, vectors=True) as cap:
+            out = model(**_inputs(model, enc), output_attentions=True)
+            norms = cap.value_norms(lengths)                                        # (B, L, H, T)
+            ratios = mx.mixing_ratios(cap, out.attentions, lengths)
+    finally:
+        for h in handles:
+            h.remove()
+    L, H = model.config.num_hidden_layers, model.config.num_attention_heads
+    assert len(seen["x"]) == len(seen["ctx"]) == L, "one value and one output projection call per layer"
+    mixing = set()
+    for block, x, ctx, alpha in zip(blocks, seen["x"], seen["ctx"], out.attentions):
+        wv, bv = block.value_weights()
+        v = x @ wv.T + (0 if bv is None else bv)                                     # (B, T, H*dh)
+        dh = block.head_dim
+        for h in range(H):
+            f = v[..., h * dh:(h + 1) * dh].double() @ block.output.weight[:, h * dh:(h + 1) * dh].T.double()
+            ctx_h = alpha[:, h] @ v[..., h * dh:(h + 1) * dh]                                # (B, T, dh)
+            for b, n in enumerate(lengths.tolist()):
+                torch.testing.assert_close(norms[b, block.index, h, :n], f[b, :n].norm(dim=-1).float(), **tol)
+                assert torch.isnan(norms[b, block.index, h, n:]).all()
+                torch.testing.assert_close(ctx_h[b, :n], ctx[b, :n, h * dh:(h + 1) * dh], **tol)
+        if block.layer is not None:
+            for b, n in enumerate(lengths.tolist()):
+                dec = mx.example_decomposition(cap, block, out.attentions[block.index], b, n)
+                torch.testing.assert_close(dec.attnres.sum(1) + dec.bias, cap.sum_in[block.index][b, :n].double(),
+                                           **tol)
+                if dec.ln is not None:
+                    torch.testing.assert_close(dec.ln.sum(1) + dec.ln_rest, cap.sum_out[block.index][b, :n].double(),
+                                               **tol)
+            mixing.add("residual + LayerNorm" if block.post_norm is not None else "residual (pre-LN)")
+        else:
+            mixing.add("attention only")
+        for b, n in enumerate(lengths.tolist()):
+            assert not torch.isnan(ratios[b, block.index, :2, :n]).any()     # attention measures everywhere
+    assert float(norms.nan_to_num(1.0).min()) > 0
+    return "yes; mixing: " + ", ".join(sorted(mixing))
+
+
 def _short(err: Exception) -> str:
     return f"{type(err).__name__}: {' '.join(str(err).split())[:110]}"
 
@@ -309,6 +380,7 @@ def check_architecture(model_type: str, workdir: Path, frames_: dict) -> Row:
 
     from bertology.ablation import heads as dis
     from bertology.models import TokenizerError, load_encoder, load_tokenizer
+    from bertology.norms import values as nv
     from tests.builders.anyencoder import NOT_BUILDABLE, build_any
 
     row = Row(model_type)
@@ -333,6 +405,12 @@ def check_architecture(model_type: str, workdir: Path, frames_: dict) -> Row:
         if row.maps == "full":
             check_extraction(model_dir, frames_)
             row.extraction = "yes"
+            try:
+                nv.attention_blocks(load_encoder(str(model_dir)))
+            except nv.NormsUnsupported as err:
+                row.norms = NOT_NORMED.get(model_type) or str(err).split(": ", 1)[0].split("; leave")[0]
+            else:
+                row.norms = check_value_norms(model_dir, tok, pair)
             try:
                 dis.enable_heads(load_encoder(str(model_dir), classifier=True))
             except dis.DisablingUnsupported as err:
@@ -365,14 +443,15 @@ def matrix_table(rows: list[Row]) -> str:
     """The README's encoder table (markdown, between TABLE_START and TABLE_END)."""
     lines = [TABLE_START,
              "| model type | classifier | tokenizer (built in the test) | pair template (`segment` 0 then 1) | "
-             "attention maps, extraction | disabling and gates through | ablation sweep, pruning | Table 1 | notes |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "attention maps, extraction | value norms (norms analyses) | disabling and gates through | "
+             "ablation sweep, pruning | Table 1 | notes |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in sorted(rows, key=lambda r: r.model_type):
         maps = "full, extracted" if r.extraction == "yes" else r.maps
         disabling = MECHANISMS.get(r.disabling, r.disabling if r.extraction == "yes" else "-")
         lines.append("| " + " | ".join(_cell(x) for x in (
             r.model_type, r.model_class, r.tokenizer, f"`{r.segments}`" if r.segments != "-" else "-", maps,
-            disabling, r.sweep, r.table1, "; ".join(r.notes) or "-")) + " |")
+            r.norms, disabling, r.sweep, r.table1, "; ".join(r.notes) or "-")) + " |")
     lines.append(TABLE_END)
     return "\n".join(lines)
 

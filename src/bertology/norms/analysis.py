@@ -76,10 +76,13 @@ class ViewsResult:
 
 
 def run_views(model, tokenizer, frame: pd.DataFrame, *, max_length: int, batch_size: int, flow_examples: int,
-              frequencies: np.ndarray | None = None, device: str = "cpu") -> ViewsResult:
+              frequencies: np.ndarray | None = None, device: str = "cpu",
+              stored_norms: dict[int, np.ndarray] | None = None) -> ViewsResult:
     """Attention, value norms, mixing and token views of every example of `frame` (prepared rows, E of them); flow
     on the first `flow_examples` rows only (None = all). frequencies: (vocab,) token counts of the training split
-    (None: no frequency correlation). The target of the views is position 0 ([CLS])."""
+    (None: no frequency correlation). The target of the views is position 0 ([CLS]). stored_norms: example idx ->
+    its value norms (L, H, n) as the attention store holds them (`value_norm`): used instead of computing them
+    again (the forward then keeps only the vectors mixing and the norm view need)."""
     kinds = TokenKinds(tokenizer)
     enc = encode_frame(tokenizer, frame, max_length)
     L, H = int(model.config.num_hidden_layers), int(model.config.num_attention_heads)
@@ -90,7 +93,7 @@ def run_views(model, tokenizer, frame: pd.DataFrame, *, max_length: int, batch_s
     order = np.argsort(-enc.lengths, kind="stable")
     batches = [b for b in np.array_split(order, -(-len(order) // max(batch_size, 1))) if len(b)] if len(order) else []
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    with Capture(model, vectors=True) as cap, torch.no_grad():
+    with Capture(model, vectors=True, norms=stored_norms is None) as cap, torch.no_grad():
         last = cap.blocks[-1]
         for rows in batches:
             kwargs, lengths = padded(enc, rows, pad, model)
@@ -101,7 +104,7 @@ def run_views(model, tokenizer, frame: pd.DataFrame, *, max_length: int, batch_s
             t0 = time.perf_counter()
             ratios = mixing_ratios(cap, out.attentions, lengths).numpy()               # (B, L, M, T)
             seconds["mixing"] += time.perf_counter() - t0
-            norms = cap.value_norms(lengths).cpu().numpy()                             # (B, L, H, T)
+            norms = None if stored_norms is not None else cap.value_norms(lengths).cpu().numpy()   # (B, L, H, T)
             alpha_all = torch.stack(out.attentions, 1).cpu()                           # (B, L, H, T, T)
             for k, r in enumerate(rows):
                 n = int(lengths[k])
@@ -109,7 +112,11 @@ def run_views(model, tokenizer, frame: pd.DataFrame, *, max_length: int, batch_s
                 alpha = alpha_all[k, :, :, :n, :n].double().numpy()
                 cats = kinds.categories(ids[None], np.array([n]))[0]
                 t0 = time.perf_counter()
-                norm_stats.update(alpha, norms[k, :, :, :n], cats,
+                key_norms = norms[k, :, :, :n] if norms is not None else stored_norms[int(enc.idx[r])]
+                if key_norms.shape != (L, H, n):
+                    raise ValueError(f"example {int(enc.idx[r])}: the store's value norms are {key_norms.shape}, the "
+                                     f"model's tokens (L, H, n) = {(L, H, n)}: the store is of another tokenisation")
+                norm_stats.update(alpha, key_norms, cats,
                                   None if frequencies is None else frequencies[ids].astype(np.float64))
                 mix_stats.update(ratios[k, :, :, :n])
                 seconds["stats"] += time.perf_counter() - t0

@@ -13,7 +13,9 @@ context-mixing ratio of token i under a decomposition v_ij is ||sum_{j != i} v_i
 ||v_ii||), as in the authors' code; the weight-based ratios are sum_{j != i} mean_h alpha_h[i, j] (attention)
 and half of it (attention + residual, the residual weighing as much as the attention, Kobayashi et al.'s
 AttnRes-W). Measures, in this order: :data:`MEASURES`. A pre-LN layer (ModernBERT) has no LayerNorm after the
-residual: its ``attnresln_n`` is NaN.
+residual: its ``attnresln_n`` is NaN. A layer whose residual layout bertology does not recognise (its
+:class:`~bertology.norms.values.AttentionBlock` has no ``layer``: MPNet-like and BERT-like layouts, DistilBERT
+and ModernBERT are recognised) gets the attention measures only (``attnres_n`` and ``attnresln_n`` NaN).
 """
 
 from __future__ import annotations
@@ -107,6 +109,12 @@ def mixing_ratios(cap: Capture, attentions: tuple[torch.Tensor, ...], lengths: t
         alpha = attentions[block.index]
         for row in range(B):
             n = int(lengths[row])
-            dec = example_decomposition(cap, block, alpha, row, n)
+            if block.layer is None:            # residual layout not recognised: attention measures only
+                f = transformed_vectors(block, cap.values[block.index][row:row + 1, :n])[0]
+                dec = Decomposition(torch.einsum("hij,hjd->ijd", alpha[row, :, :n, :n].double(), f.double()),
+                                    torch.full((n, n, f.shape[-1]), float("nan"), dtype=torch.float64), None, None,
+                                    torch.zeros(f.shape[-1], dtype=torch.float64))
+            else:
+                dec = example_decomposition(cap, block, alpha, row, n)
             out[row, block.index, :, :n] = layer_ratios(alpha[row, :, :n, :n], dec).cpu()
     return out

@@ -9,15 +9,28 @@ own modules, so the norms come out of the same forward pass that gives the atten
         out = model(input_ids=..., attention_mask=..., output_attentions=True)
     norms = cap.value_norms(lengths)            # (B, L, H, T), NaN at t >= length
 
-The norm is computed from the value projection's output v (B, T, H, dh) and the Gram matrices
-G_h = W_O^h^T W_O^h (dh x dh) as ||f_h(x_j)||^2 = v_j^T G_h v_j: dh/D of the cost of forming f.
+The norm is computed from the value projection's output v (B, T, H, dh) and the triangular factor R_h of
+W_O^h = Q_h R_h (dh x dh, once per capture) as ||f_h(x_j)|| = ||R_h v_j||: dh/D of the cost of forming f.
 With ``vectors=True`` the capture also keeps what the mixing analysis needs (the value vectors, the residual
 stream entering each layer, and the post-LayerNorm's input and output).
 
-Architectures (:func:`attention_blocks`, found from the modules' structure, never from the model's name):
-BERT, RoBERTa, ELECTRA (``attention.self.value``, ``attention.output.dense``, ``attention.output.LayerNorm``),
-DeBERTa-v2 (``value_proj``), DistilBERT (``v_lin``, ``out_lin``, ``sa_layer_norm``), ModernBERT (the fused
-``Wqkv``, whose last third is V; ``Wo``; pre-LayerNorm: no LayerNorm after the residual).
+Architectures (:func:`attention_blocks`), found from the modules' structure, never from the model's name: an
+attention module is one with a value projection among its children (a linear named ``value``, ``v``,
+``v_proj``, ``v_lin`` or ``value_proj``; or a fused query-key-value linear: ``Wqkv``, whose last third is V,
+ModernBERT's layout, or ``in_proj``, whose per-head thirds [q_h k_h v_h] hold V last plus a separate ``v_bias``
+parameter, DeBERTa v1's), and its output projection W_O is the linear that takes the heads' concatenated
+outputs: a child of that module (``o``, ``o_proj``, ``out_lin``, ``out_proj``, ``Wo``, ``dense``) or of its
+sibling ``output`` (BERT's ``attention.output.dense``). A linear is anything with a 2-d ``weight`` (I-BERT's
+QuantLinear included). Modules shared by several layers (ALBERT: ``num_hidden_groups`` groups) serve each of
+their layers: a call's layer is its rank among the calls of the forward pass (the encoder runs its layers in
+order), and :meth:`Capture.value_norms` checks that every layer was seen once.
+
+For the mixing analysis a block also names, where its layout is recognised, the layer whose input is the
+residual stream (the enclosing element of a ModuleList), and either the post-LayerNorm applied to
+(attention + residual) (a LayerNorm beside the output projection, BERT's and ALBERT's; the LayerNorm of the
+attention module's wrapper when the projection is inside the attention module, MPNet's; DistilBERT's
+``sa_layer_norm``) or, in a pre-LN layer, the module whose input is x + attention (ModernBERT's ``mlp_norm``).
+Elsewhere ``layer`` is None and the mixing analysis gives only the attention measures.
 
 Glossary: B rows of a batch, L layers, H heads, T positions, dh head size, D hidden size.
 """
@@ -30,80 +43,171 @@ import torch
 
 from bertology.errors import UserError
 
+VALUE_NAMES = ("value", "v", "v_proj", "v_lin", "value_proj")
+FUSED_NAMES = {"Wqkv": "blocks", "in_proj": "per_head"}       # V's columns: last third; each head's last third
+OUTPUT_NAMES = ("o", "o_proj", "out_lin", "out_proj", "Wo", "dense")
+
 
 class NormsUnsupported(UserError, ValueError):
     """The model's attention blocks cannot be found (an architecture bertology does not know)."""
+
+
+def _linear(module) -> bool:
+    """A linear layer: a module with a 2-d ``weight`` (torch's Linear, I-BERT's QuantLinear, ...)."""
+    w = getattr(module, "weight", None)
+    return isinstance(module, torch.nn.Module) and isinstance(w, torch.Tensor) and w.ndim == 2
 
 
 @dataclass(frozen=True)
 class AttentionBlock:
     """One layer's attention block, as modules of the model.
 
-    layer: the encoder layer (its input is the residual stream x); value: the linear whose output holds V in
-    its columns `value_cols` (B, T, H*dh after slicing); output: the output projection W_O (D x H*dh), b_O;
-    post_norm: the LayerNorm applied to (attention output + residual) in a post-LN layer, None in a pre-LN
-    layer (ModernBERT); residual_sum: in a pre-LN layer, the module whose input is x + attention (ModernBERT's
-    ``mlp_norm``), None otherwise.
+    attention: the module holding the value projection; value: the linear whose output holds V (layout
+    "plain": all of its columns; "blocks": the last third; "per_head": the last third of each head's 3*dh
+    columns, plus `value_bias` (H*dh,) added after); output: the output projection W_O (D x H*dh), b_O;
+    layer: the encoder layer whose input is the residual stream x (None: not recognised, no mixing);
+    post_norm: the LayerNorm applied to (attention output + residual) in a post-LN layer, None otherwise;
+    residual_sum: in a pre-LN layer, the module whose input is x + attention (ModernBERT's ``mlp_norm``).
     """
 
     index: int
-    layer: torch.nn.Module
-    value: torch.nn.Linear
-    value_cols: slice
-    output: torch.nn.Linear
+    attention: torch.nn.Module
+    layer: torch.nn.Module | None
+    value: torch.nn.Module
+    layout: str
+    output: torch.nn.Module
     post_norm: torch.nn.LayerNorm | None
     residual_sum: torch.nn.Module | None
     heads: int
     head_dim: int
+    value_bias: torch.Tensor | None = None
 
     def head_weights(self) -> torch.Tensor:
         """W_O split per head: (H, D, dh), W_O^h = the columns of head h."""
         w = self.output.weight                                   # (D, H*dh)
         return w.view(w.shape[0], self.heads, self.head_dim).permute(1, 0, 2)
 
-    def grams(self) -> torch.Tensor:
-        """(H, dh, dh): G_h = W_O^h^T W_O^h, so that ||v W_O^h^T||^2 = v^T G_h v."""
-        w = self.head_weights().double()
-        return (w.transpose(1, 2) @ w).to(self.output.weight.dtype)
+    def factors(self) -> torch.Tensor:
+        """(H, dh, dh): M_h = R_h^T with W_O^h = Q_h R_h (reduced QR), so that ||v W_O^h^T|| = ||v M_h||."""
+        w = self.head_weights().double()                          # (H, D, dh)
+        r = torch.linalg.qr(w, mode="r").R                         # (H, min(D, dh), dh)
+        return r.transpose(1, 2).contiguous().to(self.output.weight.dtype)
+
+    def value_weights(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(W_V (H*dh, D_in), b_V (H*dh,) or None): the rows of the value linear that make V, head after head."""
+        w, b = self.value.weight, getattr(self.value, "bias", None)
+        hd = self.heads * self.head_dim
+        if self.layout == "blocks":
+            rows = torch.arange(2 * hd, 3 * hd, device=w.device)
+        elif self.layout == "per_head":
+            rows = (torch.arange(self.heads, device=w.device)[:, None] * 3 * self.head_dim + 2 * self.head_dim
+                    + torch.arange(self.head_dim, device=w.device)[None, :]).reshape(-1)
+        else:
+            rows = torch.arange(hd, device=w.device)
+        bias = None if b is None else b[rows]
+        if self.value_bias is not None:
+            bias = self.value_bias if bias is None else bias + self.value_bias
+        return w[rows], bias
 
 
-def _block(index: int, module: torch.nn.Module, heads: int) -> AttentionBlock | None:
-    """The attention block of `module` if it is an encoder layer of a known structure, else None."""
-    att = getattr(module, "attention", None)
-    if att is not None and hasattr(att, "self") and hasattr(att, "output"):       # BERT, RoBERTa, ELECTRA, DeBERTa
-        value = getattr(att.self, "value", None) or getattr(att.self, "value_proj", None)
-        out, norm = getattr(att.output, "dense", None), getattr(att.output, "LayerNorm", None)
-        if isinstance(value, torch.nn.Linear) and isinstance(out, torch.nn.Linear):
-            return AttentionBlock(index, module, value, slice(None), out, norm, None, heads, out.in_features // heads)
-    if att is not None and hasattr(att, "v_lin") and hasattr(att, "out_lin"):      # DistilBERT
-        out = att.out_lin
-        return AttentionBlock(index, module, att.v_lin, slice(None), out, getattr(module, "sa_layer_norm", None), None,
-                              heads, out.in_features // heads)
-    attn = getattr(module, "attn", None)
-    if attn is not None and hasattr(attn, "Wqkv") and hasattr(attn, "Wo"):         # ModernBERT (pre-LN, fused qkv)
-        d = attn.Wo.in_features
-        if attn.Wqkv.out_features != 3 * d:
-            return None
-        return AttentionBlock(index, module, attn.Wqkv, slice(2 * d, 3 * d), attn.Wo, None,
-                              getattr(module, "mlp_norm", None), heads, d // heads)
+def _children(module: torch.nn.Module) -> dict[str, torch.nn.Module]:
+    return dict(module.named_children())
+
+
+def _value(module: torch.nn.Module) -> tuple[torch.nn.Module, str] | None:
+    kids = _children(module)
+    for name in VALUE_NAMES:
+        if _linear(kids.get(name)):
+            return kids[name], "plain"
+    for name, layout in FUSED_NAMES.items():
+        if _linear(kids.get(name)):
+            return kids[name], layout
     return None
 
 
+def _output(module: torch.nn.Module, parent: torch.nn.Module | None, width: int):
+    """(W_O, its container) taking `width` inputs: a child of the attention module, or of its sibling ``output``."""
+    places = [module]
+    if parent is not None and isinstance(getattr(parent, "output", None), torch.nn.Module):
+        places.append(parent.output)
+    for place in places:
+        kids = _children(place)
+        for name in OUTPUT_NAMES:
+            m = kids.get(name)
+            if _linear(m) and m is not module and m.weight.shape[1] == width:
+                return m, place
+    return None
+
+
+def _layer_norms(module: torch.nn.Module) -> list[torch.nn.LayerNorm]:
+    return [m for m in module.children() if isinstance(m, torch.nn.LayerNorm)]
+
+
+def _residual_layout(attention, parent, container, names, modules):
+    """(layer, post_norm, residual_sum) of the mixing analysis where the layout is recognised, else Nones."""
+    layer, name = None, names[attention]
+    while name:                                    # the enclosing element of a ModuleList
+        up = name.rsplit(".", 1)[0] if "." in name else ""
+        if isinstance(modules.get(up), torch.nn.ModuleList):
+            layer = modules[name]
+            break
+        name = up
+    if layer is None:
+        return None, None, None
+    if container is not attention and len(_layer_norms(container)) == 1:             # BERT: output.LayerNorm
+        return layer, _layer_norms(container)[0], None
+    if container is attention:
+        if len(_layer_norms(attention)) == 1:                                         # ALBERT
+            return layer, _layer_norms(attention)[0], None
+        if parent is not None and parent is not layer and len(_layer_norms(parent)) == 1 and \
+                not any(_linear(m) for m in parent.children()):                      # MPNet: a wrapper with a LN
+            return layer, _layer_norms(parent)[0], None
+        if isinstance(getattr(layer, "sa_layer_norm", None), torch.nn.LayerNorm):     # DistilBERT
+            return layer, layer.sa_layer_norm, None
+        if getattr(layer, "attn", None) is attention and isinstance(getattr(layer, "mlp_norm", None), torch.nn.Module):
+            return layer, None, layer.mlp_norm                                        # ModernBERT (pre-LN)
+    return None, None, None
+
+
 def attention_blocks(model: torch.nn.Module) -> list[AttentionBlock]:
-    """Every layer's :class:`AttentionBlock`, in layer order (model: an encoder or a classifier around one)."""
+    """Every layer's :class:`AttentionBlock`, in layer order (model: an encoder or a classifier around one).
+
+    A module shared by several layers (ALBERT's ``num_hidden_groups`` groups of consecutive layers) gives one
+    block per layer, the same modules under each layer's index."""
     heads = int(model.config.num_attention_heads)
-    blocks: list[AttentionBlock] = []
-    for module in model.modules():
-        block = _block(len(blocks), module, heads)
-        if block is not None:
-            blocks.append(block)
+    modules = dict(model.named_modules())
+    names = {m: n for n, m in modules.items()}
+    found = []
+    for name, module in modules.items():
+        value = _value(module)
+        if value is None:
+            continue
+        v, layout = value
+        parent = modules.get(name.rsplit(".", 1)[0] if "." in name else "")
+        width = v.weight.shape[0] // (3 if layout != "plain" else 1)
+        out = _output(module, parent, width)
+        if out is None or width % heads:
+            continue
+        extra = getattr(module, "v_bias", None) if layout == "per_head" else None
+        layer, post_norm, residual_sum = _residual_layout(module, parent, out[1], names, modules)
+        found.append((module, layer, v, layout, out[0], post_norm, residual_sum, width // heads,
+                      extra if isinstance(extra, torch.Tensor) else None))
     n_layers = int(model.config.num_hidden_layers)
-    if len(blocks) != n_layers:
+    if found and len(found) < n_layers and n_layers % len(found) == 0 and \
+            int(getattr(model.config, "num_hidden_groups", 0) or 0) == len(found):
+        found = [found[i * len(found) // n_layers] for i in range(n_layers)]      # shared: consecutive groups
+    if len(found) != n_layers:
         raise NormsUnsupported(
-            f"found {len(blocks)} attention blocks in {type(model).__name__} for {n_layers} layers: bertology computes "
-            f"value norms for BERT, RoBERTa, ELECTRA, DistilBERT, DeBERTa-v2 and ModernBERT layers; leave the norm "
-            f"analyses out for this model (analysis.norms.enabled: false)")
-    return blocks
+            f"found {len(found)} attention blocks in {type(model).__name__} for {n_layers} layers: bertology computes "
+            f"value norms for attention modules with a value projection and an output projection it can find "
+            f"(docs/reference.md#value-norms); leave the norm analyses out for this model "
+            f"(analysis.norms.enabled: false)")
+    quant = getattr(model.config, "quant_mode", False)
+    if quant:
+        raise NormsUnsupported(f"{type(model).__name__} runs in integer mode (quant_mode: true): its value vectors "
+                               f"are quantised after the projection; leave the norm analyses out for this model "
+                               f"(analysis.norms.enabled: false)")
+    return [AttentionBlock(i, *f[:7], heads, f[7], f[8]) for i, f in enumerate(found)]
 
 
 def norms_unsupported(name_or_path: str) -> str | None:
@@ -123,19 +227,34 @@ def norms_unsupported(name_or_path: str) -> str | None:
     return None
 
 
-def head_values(block: AttentionBlock, value_out: torch.Tensor) -> torch.Tensor:
-    """The value projection's output (B, T, *) -> the value vectors (B, T, H, dh) of every head (bias included)."""
-    v = value_out[..., block.value_cols]
-    if v.ndim != 3:
-        raise NormsUnsupported(f"layer {block.index}'s value projection gave a {v.ndim}-d output (unpadded "
+def head_values(block: AttentionBlock, value_out) -> torch.Tensor:
+    """The value projection's output (B, T, *) -> the value vectors (B, T, H, dh) of every head (bias included).
+
+    A tuple output (I-BERT's QuantLinear: (output, scale)) gives its first element."""
+    if isinstance(value_out, (tuple, list)):
+        value_out = value_out[0]
+    if value_out.ndim != 3:
+        raise NormsUnsupported(f"layer {block.index}'s value projection gave a {value_out.ndim}-d output (unpadded "
                                f"sequences?); value norms need (batch, positions, features)")
-    return v.reshape(v.shape[0], v.shape[1], block.heads, block.head_dim)
+    B, T, _ = value_out.shape
+    H, dh = block.heads, block.head_dim
+    if block.layout == "blocks":
+        v = value_out[..., 2 * H * dh:].reshape(B, T, H, dh)
+    elif block.layout == "per_head":
+        v = value_out.reshape(B, T, H, 3 * dh)[..., 2 * dh:]
+    else:
+        v = value_out.reshape(B, T, H, dh)
+    if block.value_bias is not None:
+        v = v + block.value_bias.view(H, dh).to(v.dtype)
+    return v
 
 
-def norms_from_values(v: torch.Tensor, grams: torch.Tensor) -> torch.Tensor:
-    """v (B, T, H, dh), grams (H, dh, dh) -> ||f_h(x_t)|| (B, H, T) = sqrt(v^T G_h v)."""
-    sq = (torch.einsum("bthi,hij->bthj", v, grams.to(v.dtype)) * v).sum(-1)      # (B, T, H)
-    return sq.clamp_min(0).sqrt().transpose(1, 2)
+def norms_from_values(v: torch.Tensor, factors: torch.Tensor) -> torch.Tensor:
+    """v (B, T, H, dh), factors (H, dh, r) (:meth:`AttentionBlock.factors`) -> ||f_h(x_t)|| (B, H, T) = ||v_h M_h||
+    (one batched matrix product per layer: dh/D of the cost of forming f)."""
+    B, T, H, dh = v.shape
+    x = v.permute(2, 0, 1, 3).reshape(H, B * T, dh)
+    return torch.linalg.vector_norm(torch.bmm(x, factors.to(v.dtype)), dim=-1).view(H, B, T).transpose(0, 1)
 
 
 def transformed_vectors(block: AttentionBlock, v: torch.Tensor) -> torch.Tensor:
@@ -164,14 +283,16 @@ def weighted_attention(alpha: torch.Tensor, norms: torch.Tensor) -> torch.Tensor
 class Capture:
     """Forward hooks on every attention block of `model` while the block is entered (a context manager).
 
-    Always kept, per layer: the value norms ||f_h(x_t)|| (B, H, T) float32. With ``vectors=True`` also: the
+    Kept per layer: the value norms ||f_h(x_t)|| (B, H, T) float32 (unless ``norms=False``: the caller has
+    them already, e.g. from the store's `value_norm`). With ``vectors=True`` also: the
     value vectors (B, T, H, dh), the residual stream entering the layer (B, T, D), and the post-LayerNorm's
-    input and output (B, T, D) (pre-LN layers: the input of ``residual_sum``, i.e. x + attention). Each
-    forward pass overwrites what the previous one left (a module called twice in one pass keeps its last call).
+    input and output (B, T, D) (pre-LN layers: the input of ``residual_sum``, i.e. x + attention), for the
+    blocks whose ``layer`` is known. Each forward pass of `model` starts afresh (a forward pre-hook on it);
+    within one, a module's k-th call belongs to the k-th layer that uses it (ALBERT's shared module).
     """
 
-    def __init__(self, model: torch.nn.Module, *, vectors: bool = False):
-        self.model, self.vectors = model, vectors
+    def __init__(self, model: torch.nn.Module, *, vectors: bool = False, norms: bool = True):
+        self.model, self.vectors, self.keep_norms = model, vectors, norms
         self.blocks = attention_blocks(model)
         self._handles: list = []
         self.norms: dict[int, torch.Tensor] = {}
@@ -179,17 +300,31 @@ class Capture:
         self.residual: dict[int, torch.Tensor] = {}
         self.sum_in: dict[int, torch.Tensor] = {}
         self.sum_out: dict[int, torch.Tensor] = {}
+        self._calls: dict[tuple[str, int], int] = {}
+
+    def _reset(self) -> None:
+        for kept in (self._calls, self.norms, self.values, self.residual, self.sum_in, self.sum_out):
+            kept.clear()
+
+    def _layers_of(self, module: torch.nn.Module, field: str) -> list[AttentionBlock]:
+        return [b for b in self.blocks if getattr(b, field) is module]
 
     def __enter__(self) -> "Capture":
+        self._handles.append(self.model.register_forward_pre_hook(lambda *_: self._reset()))
+        seen: set[int] = set()
         for block in self.blocks:
-            grams = block.grams().detach()
-            self._handles.append(block.value.register_forward_hook(self._value_hook(block, grams)))
-            if self.vectors:
-                self._handles.append(block.layer.register_forward_pre_hook(self._residual_hook(block),
+            if id(block.value) in seen:
+                continue
+            seen.add(id(block.value))
+            users = self._layers_of(block.value, "value")
+            self._handles.append(block.value.register_forward_hook(self._value_hook(users,
+                                                                                     block.factors().detach())))
+            if self.vectors and block.layer is not None:
+                self._handles.append(block.layer.register_forward_pre_hook(self._residual_hook(users),
                                                                            with_kwargs=True))
                 after = block.post_norm if block.post_norm is not None else block.residual_sum
                 if after is not None:
-                    self._handles.append(after.register_forward_hook(self._sum_hook(block)))
+                    self._handles.append(after.register_forward_hook(self._sum_hook(users)))
         return self
 
     def __exit__(self, *exc) -> None:
@@ -197,24 +332,39 @@ class Capture:
             h.remove()
         self._handles.clear()
 
-    def _value_hook(self, block: AttentionBlock, grams: torch.Tensor):
+    def _next(self, kind: str, users: list[AttentionBlock]) -> AttentionBlock | None:
+        """The block of this call of a module used by the layers `users` (its k-th call: the k-th user)."""
+        key = (kind, id(users[0].value))
+        k = self._calls.get(key, 0)
+        self._calls[key] = k + 1
+        return users[k] if k < len(users) else None
+
+    def _value_hook(self, users: list[AttentionBlock], factors: torch.Tensor):
         def hook(module, args, output):
+            block = self._next("value", users)
+            if block is None:
+                return
             v = head_values(block, output).detach()
-            self.norms[block.index] = norms_from_values(v, grams).float()
+            if self.keep_norms:
+                self.norms[block.index] = norms_from_values(v, factors).float()
             if self.vectors:
                 self.values[block.index] = v
         return hook
 
-    def _residual_hook(self, block: AttentionBlock):
+    def _residual_hook(self, users: list[AttentionBlock]):
         def hook(module, args, kwargs):
-            x = args[0] if args else kwargs.get("hidden_states", kwargs.get("x"))
-            self.residual[block.index] = x.detach()
+            block = self._next("residual", users)
+            if block is not None:
+                x = args[0] if args else kwargs.get("hidden_states", kwargs.get("x"))
+                self.residual[block.index] = x.detach()
         return hook
 
-    def _sum_hook(self, block: AttentionBlock):
+    def _sum_hook(self, users: list[AttentionBlock]):
         def hook(module, args, output):
-            self.sum_in[block.index] = args[0].detach()
-            self.sum_out[block.index] = output.detach()
+            block = self._next("sum", users)
+            if block is not None:
+                self.sum_in[block.index] = args[0].detach()
+                self.sum_out[block.index] = output.detach()
         return hook
 
     def value_norms(self, lengths: torch.Tensor | None = None) -> torch.Tensor:

@@ -62,7 +62,8 @@ def extract_attention(ctx: StepContext) -> None:
         ctx.log.info("%s: the store needs about %s on disk (estimate)", ctx.output.store, human(needed))
         stats = extract_store(ctx.output.store, frame=frame, words=words, model=cfg.model, model_path=model_path,
                               variant=variant, task=ctx.task, attention=cfg.attention, seed=cfg.data.seed,
-                              max_length=cfg.data.max_length, device=ctx.device, progress=ctx.progress)
+                              max_length=cfg.data.max_length, device=ctx.device, progress=ctx.progress,
+                              value_norms=cfg.analysis.norms.enabled)
     metrics = {"examples": stats["n_examples"], "chunks_computed": stats["chunks_computed"],
                "seconds": stats["seconds"], "bytes": stats["bytes"],
                "bytes_per_example": stats["bytes"] / max(stats["n_examples"], 1)}

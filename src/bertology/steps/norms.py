@@ -46,6 +46,29 @@ def _model_path(ctx: StepContext) -> str:
     return str(ctx.input.model)
 
 
+def _stored_norms(ctx: StepContext, frame: pd.DataFrame) -> dict[int, np.ndarray] | None:
+    """The value norms (L, H, n) of `frame`'s examples from input `store` (its `value_norm`, written by the
+    extraction), or None when no store is given or it holds none (then the forward pass computes them)."""
+    from bertology import store as st
+
+    if ctx.input.get("store") is None:
+        return None
+    ds = st.open_store(ctx.input.store, expect=st.expected_attrs(ctx.config, ctx.task, ctx.wildcards.get("variant")))
+    if "value_norm" not in ds.variables:
+        ctx.log.info("%s holds no value norms: the forward pass computes them", ctx.input.store)
+        return None
+    where = pd.Index(ds["example_idx"].values)
+    pos = where.get_indexer(frame["idx"].to_numpy(np.int64))
+    if (pos < 0).any():
+        raise UserError(f"{ctx.input.store} lacks examples {frame['idx'].to_numpy()[pos < 0][:5].tolist()} of the "
+                        f"norms sample: it is not this task's attention store")
+    order = np.sort(pos)
+    norms = ds["value_norm"].isel(example=order).values                       # (e, L, H, Q), e small
+    length = ds["length"].isel(example=order).values
+    idx = ds["example_idx"].values[order]
+    return {int(i): norms[k, :, :, :int(length[k])] for k, i in enumerate(idx)}
+
+
 def norms_views(ctx: StepContext) -> None:
     """norms.csv, mixing.csv and token_scores.parquet of one task and variant."""
     import torch
@@ -63,8 +86,9 @@ def norms_views(ctx: StepContext) -> None:
     device = ctx.device or ("cuda" if torch.cuda.is_available() else "cpu")
     model = load_encoder(path, device=device)
     freq = token_frequencies(tokenizer, read_prepared(ctx.input.train), cfg.data.max_length)
+    stored = _stored_norms(ctx, frame)
     res = run_views(model, tokenizer, frame, max_length=cfg.data.max_length, batch_size=cfg.analysis.norms.batch_size,
-                    flow_examples=cfg.analysis.flow.examples, frequencies=freq, device=device)
+                    flow_examples=cfg.analysis.flow.examples, frequencies=freq, device=device, stored_norms=stored)
     write_csv(res.norms, ctx.output.norms)
     write_csv(res.mixing, ctx.output.mixing)
     write_parquet(res.scores, ctx.output.scores)
