@@ -149,14 +149,18 @@ def test_shard_files_are_byte_for_byte_what_zarr_writes(tmp_path, data, keepbits
 
 
 def test_reductions_equal_on_both_layouts(stores):
-    from bertology.kovaleva.reduce import features_table, patterns_table, store_stats
+    from bertology.clark.reduce import ClarkKernel
+    from bertology.kovaleva.reduce import KovalevaKernel, features_table, patterns_table
+    from bertology.onepass import reduce_store
 
     new, old = stores
-    a, b = (store_stats(p, None, compute_kwargs={"scheduler": "synchronous"}, classifier="rule", negation="paper") for p in (new, old))
-    assert a.examples == b.examples == E
-    assert features_table(a).equals(features_table(b))
-    np.testing.assert_array_equal(patterns_table(a.patterns)["fraction"], patterns_table(b.patterns)["fraction"])
-    np.testing.assert_array_equal(a.entropy.total, b.entropy.total)
+    kernels = [KovalevaKernel(classifier="rule", negation="paper"), ClarkKernel()]
+    a, b = (reduce_store(p, kernels, None, compute_kwargs={"scheduler": "synchronous"}) for p in (new, old))
+    assert a["kovaleva"].examples == b["kovaleva"].examples == E
+    assert features_table(a["kovaleva"]).equals(features_table(b["kovaleva"]))
+    np.testing.assert_array_equal(patterns_table(a["kovaleva"].patterns)["fraction"],
+                                  patterns_table(b["kovaleva"].patterns)["fraction"])
+    np.testing.assert_array_equal(a["clark"].entropy.total, b["clark"].entropy.total)
 
 
 def test_a_partial_store_of_the_earlier_layout_is_not_resumed(tmp_path, data):
