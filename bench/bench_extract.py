@@ -180,21 +180,26 @@ def rounded_copy(src: Path, dst: Path, keepbits: int) -> Path:
 
 def statistics_of(pre: Path, ft: Path, words: pd.DataFrame) -> dict[str, np.ndarray]:
     """Every statistic of the pair (pre, ft) as flat arrays (per head / role / feature)."""
+    from bertology.clark.reduce import ClarkKernel, entropy_table, parser_table
     from bertology.kovaleva import reduce as red
+    from bertology.onepass import reduce_store
     from bertology.sieve.reduce import run_sieve
+    from bertology.stats import moments_table
 
     kw = {"scheduler": "synchronous"}
     out = {}
     pair = red.store_pair(pre, ft, words, compute_kwargs=kw, negation="paper")
-    out["cosine"] = red.moments_table(pair.cosine)["mean"].to_numpy()
+    out["cosine"] = moments_table(pair.cosine)["mean"].to_numpy()
     for name, path in (("pre", pre), ("ft", ft)):
-        part = red.store_stats(path, words, compute_kwargs=kw, classifier="rule", negation="paper")
+        parts = reduce_store(path, [red.KovalevaKernel(classifier="rule", negation="paper"), ClarkKernel()], words,
+                             compute_kwargs=kw)
+        part, clark = parts["kovaleva"], parts["clark"]
         out[f"features/{name}"] = red.features_table(part)["mean"].to_numpy()
         out[f"cls/{name}"] = red.cls_table(part, part.dependency.total.shape[0])["mean"].to_numpy()
-        out[f"dependency/{name}"] = red.moments_table(part.dependency)["mean"].to_numpy()
+        out[f"dependency/{name}"] = moments_table(part.dependency)["mean"].to_numpy()
         out[f"patterns/{name}"] = red.patterns_table(part.patterns)["fraction"].to_numpy()
-        out[f"entropy/{name}"] = red.entropy_table(part)["mean"].to_numpy()
-        out[f"parser/{name}"] = red.parser_table(part)["accuracy"].to_numpy()
+        out[f"entropy/{name}"] = entropy_table(clark)["mean"].to_numpy()
+        out[f"parser/{name}"] = parser_table(clark)["accuracy"].to_numpy()
         table, _ = run_sieve(path, words, task="mrpc", tau=3.0, alpha=0.05, window=2, correction="none",
                              compute_kwargs=kw)
         out[f"sieve_mean/{name}"] = table["mean"].to_numpy()

@@ -107,18 +107,33 @@ which, store, words_path, out, threads = sys.argv[1:6]
 words = pd.read_parquet(words_path)
 ck = {"scheduler": "threads", "num_workers": int(threads)}
 t = time.perf_counter()
+try:  # the one pass (since the analysis registry); `today` (BASE) has the separate passes
+    from bertology.onepass import reduce_store
+except ImportError:
+    reduce_store = None
 if which == "kovaleva":
     from bertology.kovaleva import reduce as red
-    from bertology.kovaleva import relations as rel
-    part = red.store_stats(store, words, compute_kwargs=ck, classifier="rule", negation="paper")
+    if reduce_store is None:
+        part = clark = red.store_stats(store, words, compute_kwargs=ck, classifier="rule", negation="paper")
+        entropy_table, parser_table, moments_table = red.entropy_table, red.parser_table, red.moments_table
+    else:
+        from bertology.clark.reduce import ClarkKernel, entropy_table, parser_table
+        from bertology.stats import moments_table
+        parts = reduce_store(store, [red.KovalevaKernel(classifier="rule", negation="paper"), ClarkKernel()], words,
+                             compute_kwargs=ck)
+        part, clark = parts["kovaleva"], parts["clark"]
     layers = part.features.total.shape[0]
     res = {"features": red.features_table(part), "cls": red.cls_table(part, layers),
-           "entropy": red.entropy_table(part), "parser": red.parser_table(part),
-           "patterns": red.patterns_table(part.patterns), "dependency": red.moments_table(part.dependency),
+           "entropy": entropy_table(clark), "parser": parser_table(clark),
+           "patterns": red.patterns_table(part.patterns), "dependency": moments_table(part.dependency),
            "examples": part.examples}
 elif which == "parser":
     from bertology.clark import parser as prs
-    counts, layers, heads = prs.store_parser(store, words, compute_kwargs=ck)
+    if reduce_store is None:
+        counts, layers, heads = prs.store_parser(store, words, compute_kwargs=ck)
+    else:
+        from bertology.clark.reduce import store_parser
+        counts, layers, heads = store_parser(store, words, compute_kwargs=ck)
     res = {"parser": prs.parser_table(counts, layers, heads)}
 else:
     from bertology.sieve.masks import roles_for
