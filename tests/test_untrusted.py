@@ -334,13 +334,14 @@ def extraction_inputs(tmp_path_factory):
 
 
 def _extract_args(inputs: Path, store: Path, model: Path) -> list[str]:
+    from bertology.cli import STEPS
     from bertology.config import sections_json, validate_config
 
     config = validate_config({"model": str(model), "tasks": ["mrpc"], "data": {"seed": 3, "max_length": 40},
                               "attention": {"examples": 10, "batch_size": 3, "chunk_size": 4}})
     return ["extract-attention", "-w", "task=mrpc", "-w", "variant=pretrained", "--input",
             f"sample={inputs / 'sample.parquet'}", "--input", f"words={inputs / 'words.parquet'}", "--output",
-            f"store={store}", "--config", sections_json(config, ("model", "data.max_length", "data.seed", "attention")),
+            f"store={store}", "--config", sections_json(config, STEPS["extract_attention"].sections),
             "--no-mlflow", "--no-progress"]
 
 

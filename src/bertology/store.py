@@ -48,6 +48,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import shutil
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -602,7 +603,6 @@ def _array(group, name: str, path: str | Path):
 def _missing_keys(arr, keys: list[str]) -> list[str]:
     """The chunk keys (relative to the array) among `keys` that the array's store lacks: a stat of each file for
     a local store (a tenth of the cost of zarr's async listing), one listing of the array otherwise."""
-    import os
 
     from zarr.core.sync import sync
     from zarr.storage import LocalStore
@@ -737,7 +737,7 @@ class _Reader:
     StoreError naming the store, the file (and the example) and the fix.
     """
 
-    def __init__(self, path: Path, arrays: Mapping[str, Any], attrs: Mapping[str, Any]):
+    def __init__(self, path: Path | str, arrays: Mapping[str, Any], attrs: Mapping[str, Any]):
         self.path, self.attrs = path, dict(attrs)
         self.arrays = {name: arrays[name] for name in (*DIMS, *OPTIONAL_DIMS) if name in arrays}
         att = self.arrays["attention"]
@@ -766,7 +766,6 @@ class _Reader:
         """Examples of chunk file k of a 1-d variable: in a local store whose codecs are the writer's (little-endian
         bytes, Blosc), the file read and decoded here, without zarr's event loop (a thread hand-off per read that
         costs milliseconds on a loaded machine); otherwise through zarr."""
-        import os
 
         import numcodecs
         import zarr
@@ -804,7 +803,6 @@ class _Reader:
     def _get(self, k: int, start: int | None, stop: int | None) -> bytes | None:
         """Bytes [start, stop) of shard file k (start None: the last `stop` bytes); None if the file is absent.
         A local store is read with plain file reads (zarr's async store costs a thread hand-off per read)."""
-        import os
 
         from zarr.abc.store import RangeByteRequest, SuffixByteRequest
         from zarr.core.buffer import default_buffer_prototype
@@ -945,11 +943,20 @@ def open_store(path: str | Path, expect: Mapping[str, Any] | None = None, check_
     """
     import xarray as xr
 
-    path = Path(path).absolute()  # Dask workers may run from another directory
-    if not path.exists():
-        part = partial_path(path)
-        hint = (f" (an unfinished extraction is at {part}; re-run snakemake to resume it)" if part.exists() else "")
-        raise MissingInputError(f"no attention store at {str(path)!r}{hint}; run the extraction first: `snakemake {path}`")
+    if "://" in os.fspath(path):  # an fsspec URL (memory://, s3://, ...): read through zarr's fsspec store
+        import fsspec
+
+        fs, root = fsspec.core.url_to_fs(os.fspath(path))
+        if not fs.exists(root):
+            raise MissingInputError(f"no attention store at {os.fspath(path)!r}: check the URL, or copy the store "
+                                    f"there (an extraction writes it to results/attention/...)")
+    else:
+        path = Path(path).absolute()  # Dask workers may run from another directory
+        if not path.exists():
+            part = partial_path(path)
+            hint = (f" (an unfinished extraction is at {part}; re-run snakemake to resume it)" if part.exists() else "")
+            raise MissingInputError(f"no attention store at {str(path)!r}{hint}; run the extraction first: "
+                                    f"`snakemake {path}`")
     group = _open_group(path)
     attrs = dict(group.attrs)
     if attrs.get("complete") is not True:
@@ -1114,7 +1121,6 @@ def map_chunks(fn: Callable[..., Any], stores: str | Path | Sequence[str | Path]
 
     Returns fn's results in chunk order; the caller combines them.
     """
-    import os
 
     import dask
 
