@@ -63,7 +63,8 @@ class Statistic:
     whose true cells get a dot (mark_label says what it means); ci: (low, high) interval columns; ref: a
     column whose first value is the reference (drawn on the scale, ``{ref}`` in desc); count: count, per head,
     the rows where this boolean column is true (instead of `column`); fmt: ``int`` for counts; optional: an
-    absent table is no note on the page.
+    absent table is no note on the page; per_seed: the table is a statistic over fine-tuning seeds
+    (:func:`bertology.seedstats.seed_moments`) whose ``seed{N}`` columns, each seed's value, the head view lists.
     """
 
     id: str
@@ -84,6 +85,7 @@ class Statistic:
     count: str = ""
     fmt: str = ""
     optional: bool = False
+    per_seed: bool = False
 
     @property
     def scale(self) -> str:
@@ -120,6 +122,26 @@ class Analysis:
     statistics: tuple[Statistic, ...] = ()
     kernel: StoreKernel | None = None
     paper: str = ""
+
+
+# --------------------------------------------------------------------------------------------------
+# statistics over fine-tuning seeds (issue 26: results/stats/{task}/seeds/, two or more train.seeds)
+
+SEEDS = "stats/{task}/seeds"
+OVER_SEEDS = "Across fine-tuning seeds"
+
+
+def over_seeds(name: str, what: str, key: tuple[str, ...] = (), diverging: bool = False) -> tuple[Statistic, ...]:
+    """The explorer's statistics of one table over fine-tuning seeds (``stats/{task}/seeds/{name}.csv``, written by
+    :func:`bertology.seedstats.seed_moments` with two or more train.seeds; absent with one): the mean over seeds,
+    with each seed's value, then the std over seeds. what: the per-head statistic (``{k}``: the key)."""
+    table = f"{SEEDS}/{name}.csv"
+    return (Statistic(f"seeds:{name}", OVER_SEEDS, f"{what}, mean over seeds",
+                      f"{what}: mean over the fine-tuning seeds; the head view lists each seed's value.", table,
+                      key=key, diverging=diverging, optional=True, per_seed=True),
+            Statistic(f"seeds:{name}:std", OVER_SEEDS, f"{what}, std over seeds",
+                      f"{what}: standard deviation over the fine-tuning seeds (ddof 1).", table, column="std", key=key,
+                      optional=True))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -441,7 +463,17 @@ ANALYSES: tuple[Analysis, ...] = (
             "fine-tuning and pre-training seeds alone move results, so a per-head finding is a property of fine-tuning "
             "only where it holds in every seed; the Multi-Bootstrap (seeds and examples resampled together) gives "
             "intervals that carry both sources of variance.",
-            ("seeds",), ("stats/*/seeds/findings.csv", "stats/*/seeds/role_agreement.csv"))),
+            ("seeds",), ("stats/*/seeds/findings.csv", "stats/*/seeds/role_agreement.csv")),
+        statistics=(
+            *over_seeds("cosine", "cosine pretrained vs fine-tuned"),
+            *over_seeds("disabling", "disabling Δ {k}", key=("metric",), diverging=True),
+            *over_seeds("importance", "importance"),
+            *over_seeds("entropy", "entropy: {k}", key=("feature",)),
+            *over_seeds("sieve", "bias: {k}", key=("role",)),
+            Statistic("seeds:roles", OVER_SEEDS, "seeds assigning {k}",
+                      "Share of the fine-tuning seeds whose sieve test assigns the {k} role to the head.",
+                      f"{SEEDS}/roles.csv", column="share", key=("role",), optional=True),
+        )),
     Analysis(
         "table1", ("train.alpha",), paper="Kovaleva Table 1",
         tables=(Table("tables/table1.csv", ("task", "variant", "metric", "value", "n", "std", "n_seeds")),
