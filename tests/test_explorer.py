@@ -335,7 +335,8 @@ def test_report_in_chromium(browser, results, page):
 
     out = results / "report.html"
     config = validate_config({"model": "tiny", "tasks": ["rte", "sst2"], "data": {"source": "demo"}})
-    out.write_text(build_report(results, {**config, "note": "x" * 400}), encoding="utf-8")
+    declared = [p.relative_to(results).as_posix() for p in results.rglob("*") if p.is_file()]
+    out.write_text(build_report(results, {**config, "note": "x" * 400}, declared), encoding="utf-8")
     url = out.resolve().as_uri()
     pg, watch = _open(browser, url, width=1400)
     pg.wait_for_load_state("load")

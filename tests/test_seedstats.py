@@ -219,7 +219,7 @@ def test_report_has_a_robust_across_seeds_section(tmp_path):
     pd.DataFrame([{"finding": "disabling_gain", "paper": "Kovaleva et al. 2019, 4.6", "statement": "s",
                    "holds": "1;0", "seeds": "1;2", "holding": 1, "n_seeds": 2, "verdict": "one"}]).to_csv(
         d / "findings.csv", index=False)
-    html = build_report(results, validate_config({}))
+    html = build_report(results, validate_config({}), ["stats/rte/seeds/findings.csv"])
     section = html[html.index('<section id="seeds">'):]
     section = section[:section.index("</section>")]
     assert "Robust across seeds" in section and "disabling_gain" in section and "seeds/findings.csv" in section

@@ -77,12 +77,11 @@ def split_variant(variant: str) -> tuple[str, str]:
 
 
 def variant_model(task: str, variant: str) -> str | None:
-    """The fine-tuned model directory a store variant runs (None for `pretrained`, which runs the config's
-    `model`): 'finetuned-seed43' -> results/models/{task}/pretrained-seed43 (fine-tuned from the pretrained init)."""
-    from bertology.tasks import VARIANT_INIT
+    """The fine-tuned model directory a store variant runs (None for `pretrained`): bertology.layout.variant_model,
+    the one variant -> checkpoint mapping ('finetuned-seed43' -> results/models/{task}/pretrained-seed43)."""
+    from bertology.layout import variant_model as _variant_model
 
-    base, tag = split_variant(variant)
-    return None if base == PRETRAINED else f"results/models/{task}/{VARIANT_INIT[base]}{tag}"
+    return _variant_model(task, variant)
 
 
 #: the `model` wildcard of the gold-syntax stores: pretrained, or {task}-finetuned with the seed tag of its seed
@@ -90,13 +89,21 @@ SYNTAX_MODEL_REGEX = rf"{PRETRAINED}|[a-z0-9]+-{FINETUNED}{SEED_TAG_REGEX}"
 _SYNTAX_MODEL = re.compile(rf"([a-z0-9]+)-({FINETUNED}{SEED_TAG_REGEX})")
 
 
-def syntax_model_path(model: str) -> str | None:
-    """The fine-tuned model directory a gold-syntax store runs: 'rte-finetuned-seed43' ->
-    results/models/rte/pretrained-seed43; None for 'pretrained' (the config's `model`)."""
+def split_syntax_model(model: str) -> tuple[str | None, str]:
+    """A gold-syntax store's model -> (its task, its store variant): 'rte-finetuned-seed43' ->
+    ('rte', 'finetuned-seed43'); 'pretrained' -> (None, 'pretrained') (the config's `model`, no task)."""
     if model == PRETRAINED:
-        return None
+        return None, PRETRAINED
     match = _SYNTAX_MODEL.fullmatch(model or "")
     if match is None:
         raise UserError(f"unknown model {model!r}: gold syntax stores exist for `pretrained`, `TASK-finetuned` and "
                         f"`TASK-finetuned-seed<N>`")
-    return variant_model(match.group(1), match.group(2))
+    return match.group(1), match.group(2)
+
+
+def syntax_model_path(model: str) -> str | None:
+    """The fine-tuned model directory a gold-syntax store runs (None for 'pretrained'): bertology.layout.syntax_model
+    ('rte-finetuned-seed43' -> results/models/rte/pretrained-seed43)."""
+    from bertology.layout import syntax_model
+
+    return syntax_model(model)

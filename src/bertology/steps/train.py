@@ -12,8 +12,9 @@ from bertology.cli import StepContext
 from bertology.config import Undeclared
 from bertology.errors import UserError
 from bertology.io import write_json, write_text
+from bertology.layout import model_dir as model_dir_of
 from bertology.seeds import seed_from_tag
-from bertology.tasks import INIT_VARIANT, SCORE_VARIANTS, VARIANT_INIT, get_task
+from bertology.tasks import INIT_VARIANT, SCORE_VARIANTS, get_task
 
 
 def _threads(n: int) -> None:
@@ -97,7 +98,7 @@ def score(ctx: StepContext) -> None:
             raise UserError("variant 'pretrained' scores the config's model with an untrained head; "
                             "it takes no --input model")
     else:
-        wanted = f"results/models/{task}/{VARIANT_INIT[variant]}{tag}"
+        wanted = model_dir_of(task, variant, tag)
         if model_dir is None:
             raise UserError(f"variant {variant!r} needs --input model={wanted} (the train_model rule's output)")
         if not (model_dir / "config.json").exists():
