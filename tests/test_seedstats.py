@@ -170,13 +170,14 @@ def test_findings_per_seed():
 
 def test_explorer_shows_each_seeds_value(tmp_path):
     from bertology.explorer.catalogue import catalogue
+    from bertology.explorer.inputs import Inputs
     from bertology.registry import OVER_SEEDS
 
     results = tmp_path / "results"
 
     def seed_metrics() -> list[dict]:
         notes: list[str] = []
-        got = [m for m in catalogue(results, "rte", 2, 2, notes) if m["group"] == OVER_SEEDS]
+        got = [m for m in catalogue(Inputs.of(results), "rte", 2, 2, notes) if m["group"] == OVER_SEEDS]
         assert not any("seeds" in n for n in notes)  # the seed tables are optional: absent with one seed, no note
         return got
 

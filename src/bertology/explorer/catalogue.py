@@ -11,13 +11,13 @@ high}, ref, fmt and, for a statistic over fine-tuning seeds, ``seeds`` {seed: gr
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from bertology import layout
 from bertology.explorer.cells import counts, flags, grid
-from bertology.explorer.inputs import VARIANTS, read_csv
+from bertology.explorer.inputs import VARIANTS, Inputs, statistic_files
 from bertology.registry import Statistic, statistics
 
 TOP_KEYS = 12  # a statistic with `top` keeps this many keys
@@ -47,23 +47,16 @@ def metric(mid: str, group: str, label: str, desc: str, source: str, *, scale: s
     return m
 
 
-def statistic_tables(results: Path, task: str, st: Statistic, notes: list[str],
+def statistic_tables(src: Inputs, task: str, st: Statistic, notes: list[str],
                      read: dict[str, dict[str, pd.DataFrame]]) -> dict[str, pd.DataFrame]:
     """The source tables of a registry statistic: {variant: frame} (tables per variant) or {"single": frame};
     `read` caches the tables already read (by source template), so each is read (and noted) once."""
     if st.table not in read:
         quiet: list[str] = []  # an optional table's absence is no note
         where = quiet if st.optional else notes
-        if st.per_variant:
-            tables = {}
-            for v in VARIANTS:
-                df = read_csv(results / st.table.format(task=task, variant=v), where, results)
-                if df is not None:
-                    tables[v] = df
-        else:
-            df = read_csv(results / st.table.format(task=task), where, results)
-            tables = {"single": df} if df is not None else {}
-        read[st.table] = tables
+        keys = VARIANTS if st.per_variant else ("single",)
+        frames = {k: src.read_csv(src.file(f), where) for k, f in zip(keys, statistic_files(st, task))}
+        read[st.table] = {k: df for k, df in frames.items() if df is not None}
     return read[st.table]
 
 
@@ -104,7 +97,7 @@ def statistic_metrics(st: Statistic, tables: dict[str, pd.DataFrame], task: str,
     """The page's metrics of one registry statistic (one per key) from its source tables."""
     if not tables:
         return []
-    source = st.table.replace("{task}", task)
+    source = layout.fill(st.table, task=task)
     if st.count:  # how many rows per head have the flag
         grids = {v: counts(df, st.count, L, H) for v, df in tables.items()}
         return [metric(st.id, st.group, st.label, st.desc, source, scale=st.scale, variants=grids, fmt=st.fmt)]
@@ -130,13 +123,13 @@ def statistic_metrics(st: Statistic, tables: dict[str, pd.DataFrame], task: str,
     return out
 
 
-def catalogue(results: Path, task: str, L: int, H: int, notes: list[str],
+def catalogue(src: Inputs, task: str, L: int, H: int, notes: list[str],
               read: dict[str, dict[str, pd.DataFrame]] | None = None) -> list[dict]:
     """The overview's catalogue of a task: the metrics of every registry statistic, in registry order, from the
-    tables under `results` (absent tables are skipped, with a note in `notes` unless the statistic is optional).
+    tables of `src` (absent tables are skipped, with a note in `notes` unless the statistic is optional).
     read: tables already read, by the registry's source template (e.g. the sieve tables), reused."""
     read = {} if read is None else read
     ms: list[dict] = []
     for st in statistics():
-        ms += statistic_metrics(st, statistic_tables(results, task, st, notes, read), task, L, H)
+        ms += statistic_metrics(st, statistic_tables(src, task, st, notes, read), task, L, H)
     return ms

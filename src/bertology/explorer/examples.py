@@ -17,7 +17,8 @@ import numpy as np
 import pandas as pd
 
 from bertology.explorer.cells import num
-from bertology.explorer.inputs import data_path, store_path, tokenizer_path
+from bertology import layout
+from bertology.explorer.inputs import Inputs
 from bertology.explorer.maps import encode_maps, quantise
 from bertology.explorer.sampling import pick_examples
 from bertology.explorer.views import attach_views, preferred_groups
@@ -29,12 +30,14 @@ log = logging.getLogger(__name__)
 SPECIAL_LABELS = (("cls_token_id", "[CLS]"), ("sep_token_id", "[SEP]"), ("pad_token_id", "[PAD]"))
 
 
-def tokenizer(results: Path, task: str, attrs: dict):
-    """A `tokenizers.Tokenizer` to turn input ids into wordpiece strings, or None (labels from words)."""
-    candidates = [tokenizer_path(results, task)]
+def tokenizer(src: Inputs, task: str, attrs: dict):
+    """A `tokenizers.Tokenizer` to turn input ids into wordpiece strings, or None (labels from words): the
+    fine-tuned model's (declared), the store's model's (attribute model_path, as it is or relative to the results
+    root's parent) or the embedded model's."""
+    candidates = [Path(layout.variant_model(task, "finetuned", root=src.root)) / "tokenizer.json"]
     if attrs.get("model_path"):
         mp = Path(str(attrs["model_path"]))
-        candidates += [mp / "tokenizer.json", results.parent / mp / "tokenizer.json"]
+        candidates += [mp / "tokenizer.json", src.root.parent / mp / "tokenizer.json"]
     try:
         from bertology.models import EMBEDDED_MODELS, resolve_model
 
@@ -43,7 +46,7 @@ def tokenizer(results: Path, task: str, attrs: dict):
     except Exception:  # noqa: BLE001 - the embedded model is only one candidate
         pass
     for c in candidates:
-        if c.exists():
+        if src.readable(c):
             from tokenizers import Tokenizer
 
             return Tokenizer.from_file(str(c))
@@ -100,7 +103,7 @@ def sieve_scores(scores: dict[str, Any], idx: int, roles: list[str], L: int, H: 
     return out
 
 
-def sampled_examples(results: Path, task: str, stores: dict[str, Any], words: pd.DataFrame | None, scores: dict,
+def sampled_examples(src: Inputs, task: str, stores: dict[str, Any], words: pd.DataFrame | None, scores: dict,
                      sieve_roles: list[str], examples: int, seed: int, budget: int,
                      views: dict[str, Any] | None = None) -> tuple[list[dict], int]:
     """(the page's examples, how many sampled examples the budget left out).
@@ -113,9 +116,9 @@ def sampled_examples(results: Path, task: str, stores: dict[str, Any], words: pd
     L, H = int(ref.sizes["layer"]), int(ref.sizes["head"])
     look = views or {"scores": {}, "importance": {}, "rho": {}}
     pos = pick_examples(ref["example_idx"].values, preferred_groups(look), examples, seed)
-    tok = tokenizer(results, task, dict(ref.attrs))
-    texts_path = data_path(results, task, str(ref.attrs.get("split", "validation")))
-    texts = pd.read_parquet(texts_path).set_index("idx") if texts_path.exists() else None
+    tok = tokenizer(src, task, dict(ref.attrs))
+    texts_path = src.path("data", task=task, split=str(ref.attrs.get("split", "validation")))
+    texts = pd.read_parquet(texts_path).set_index("idx") if src.readable(texts_path) else None
     special = {int(ref.attrs.get(k)): name for k, name in SPECIAL_LABELS if ref.attrs.get(k) is not None}
     out: list[dict] = []
     used = 0
@@ -143,7 +146,7 @@ def sampled_examples(results: Path, task: str, stores: dict[str, Any], words: pd
         ex["maps"] = {}
         for v, ds in stores.items():
             a = ds["attention"][p, :, :, :n, :n].values  # (L, H, n, n): one example, never the store
-            path = store_path(results, task, v)
+            path = src.path("store", task=task, variant=v)
             check_block(a[None], np.array([n]), ds.attrs, where=f"{path} example {p}", padding=False,
                         example_idx=np.array([idx]), store=path)
             ex["maps"][v] = encode_maps(quantise(a))

@@ -6,7 +6,6 @@ Shapes: L layers, H heads, R sieve roles (the union over both variants' tables, 
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -14,7 +13,7 @@ import pandas as pd
 
 from bertology.explorer.cells import num, truthy
 from bertology.explorer.histograms import HIST_BINS, bin_counts, shared_ranges
-from bertology.explorer.inputs import rel, variant_path
+from bertology.explorer.inputs import Inputs
 
 #: sieve.csv columns shown per (layer, head, role)
 TEST_STATISTICS = ("n", "mean", "std", "t", "p_value", "p_adjusted")
@@ -55,7 +54,7 @@ def score_array(scores: Any, roles: list[str], L: int, H: int) -> np.ndarray:
     return a
 
 
-def sieve_block(results: Path, task: str, L: int, H: int, tables: dict[str, pd.DataFrame],
+def sieve_block(src: Inputs, task: str, L: int, H: int, tables: dict[str, pd.DataFrame],
                 notes: list[str]) -> tuple[dict | None, dict[str, Any]]:
     """(sieve block of the page, {variant: scores DataArray}) or (None, {}) without sieve tables.
 
@@ -74,11 +73,11 @@ def sieve_block(results: Path, task: str, L: int, H: int, tables: dict[str, pd.D
                              "bins": HIST_BINS}
     scores = {}
     for v in tables:
-        path = variant_path(results, task, v, "sieve_scores.npz")
-        if path.exists():
+        path = src.stat(task, v, "sieve_scores.npz")
+        if src.readable(path):
             scores[v] = read_scores(path)
         else:
-            notes.append(f"{rel(path, results)} absent: no score distributions for {v}")
+            notes.append(f"{src.absent(path)}: no score distributions for {v}")
     if scores:
         arrays = {v: score_array(s, roles, L, H) for v, s in scores.items()}
         hi = shared_ranges(list(arrays.values()), 1.5 * float(block["tau"]))

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from bertology.explorer.cells import num
-from bertology.explorer.inputs import rel, variant_path
+from bertology.explorer.inputs import TOKEN_SCORES, Inputs
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +32,7 @@ def by_example(df: pd.DataFrame) -> dict[int, dict[str, tuple[np.ndarray, np.nda
     return out
 
 
-def token_views(results: Path, task: str, variants: Sequence[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+def token_views(src: Inputs, task: str, variants: Sequence[str]) -> tuple[dict[str, Any], dict[str, Any]]:
     """The token views of the norm analyses (Abnar & Zuidema 2020; docs/reference.md#token-views): (the page's
     block: methods, importances, what is missing and why, faithfulness.csv; the lookups `attach_views` attaches per
     example: {"scores": {variant: by example}, "importance": by example, "rho": {example_idx: {view: {importance:
@@ -45,10 +44,10 @@ def token_views(results: Path, task: str, variants: Sequence[str]) -> tuple[dict
                              "sources": {}}
     look: dict[str, Any] = {"scores": {}, "importance": {}, "rho": {}}
     for v in variants:
-        path = variant_path(results, task, v, "token_scores.parquet")
-        block["sources"][v] = rel(path, results)
-        if not path.exists():
-            block["missing"][v] = (f"{rel(path, results)} absent: the norm analyses did not run for the {v} model "
+        path = src.stat(task, v, TOKEN_SCORES)
+        block["sources"][v] = src.name(path)
+        if not src.readable(path):
+            block["missing"][v] = (f"{src.absent(path)}: the norm analyses did not run for the {v} model "
                                    "(analysis.norms.enabled: false, or a model whose layers get no value norms; "
                                    "the workflow says which at start)")
             continue
@@ -56,20 +55,20 @@ def token_views(results: Path, task: str, variants: Sequence[str]) -> tuple[dict
         look["scores"][v] = by_example(df)
         block["scored"][v] = int(df["example_idx"].nunique())
         block["flow"][v] = int(df.loc[df["method"] == "flow", "example_idx"].nunique())
-    imp = variant_path(results, task, "finetuned", "importance.parquet")
-    if imp.exists():
+    imp = src.stat(task, "finetuned", "importance.parquet")
+    if src.readable(imp):
         look["importance"] = by_example(pd.read_parquet(imp))
     else:
-        block["importance_missing"] = (f"{rel(imp, results)} absent: the fine-tuned model's token importance "
+        block["importance_missing"] = (f"{src.absent(imp)}: the fine-tuned model's token importance "
                                        "(norms_faithfulness) was not computed")
-    rhos = variant_path(results, task, "finetuned", "faithfulness_examples.csv")
-    if rhos.exists():
+    rhos = src.stat(task, "finetuned", "faithfulness_examples.csv")
+    if src.readable(rhos):
         for r in pd.read_csv(rhos).itertuples(index=False):
             look["rho"].setdefault(int(r.example_idx), {}).setdefault(str(r.view), {})[str(r.importance)] = num(r.rho)
     else:
-        block["rho_missing"] = f"{rel(rhos, results)} absent: no per-example agreement with the importance"
-    faith = variant_path(results, task, "finetuned", "faithfulness.csv")
-    if faith.exists():
+        block["rho_missing"] = f"{src.absent(rhos)}: no per-example agreement with the importance"
+    faith = src.stat(task, "finetuned", "faithfulness.csv")
+    if src.readable(faith):
         for r in pd.read_csv(faith).itertuples(index=False):
             block["faith"].setdefault(str(r.view), {})[str(r.importance)] = {
                 "mean": num(r.mean), "std": num(r.std), "n": int(r.n), "ci_low": num(r.ci_low),

@@ -32,13 +32,18 @@ def report(ctx: StepContext) -> None:
 
 
 def explorer(ctx: StepContext) -> None:
-    """results/explorer.html: the head explorer, from the stores and tables beside its output."""
-    from bertology.explorer import DEFAULT_EXAMPLES, write_explorer
+    """results/explorer.html: the head explorer of the run whose results root holds ``--output page=``.
 
-    out = ctx.output.page
+    The page shows the files the rule declares as its inputs (every name; bertology.explorer.explorer_inputs
+    lists them) and nothing else it finds under the results root."""
+    from bertology.explorer import DEFAULT_EXAMPLES, write_explorer
+    from bertology.layout import under
     from bertology.store import expected_attrs
 
-    write_explorer(out.parent, list(ctx.config.tasks), out, examples=DEFAULT_EXAMPLES, seed=ctx.config.data.seed,
-                   expect=lambda task, variant: expected_attrs(ctx.config, task, variant))
+    out = ctx.output.page
+    results = out.parent
+    declared = under(results, [p for name in ctx.input for p in ctx.input.all(name)])
+    write_explorer(results, list(ctx.config.tasks), out, examples=DEFAULT_EXAMPLES, seed=ctx.config.data.seed,
+                   expect=lambda task, variant: expected_attrs(ctx.config, task, variant), inputs=declared)
     ctx.tracker.metric("megabytes", out.stat().st_size / 1e6)
     ctx.tracker.artifact(out)
