@@ -159,4 +159,4 @@ TARGETS.extend(paths("variant_stat", task=TASK_NAMES, variant=STORE_VARIANTS, fi
 TARGETS.extend(paths("task_figure", name=["entropy", "parser"], task=TASK_NAMES))
 if SYNTAX_FILES:
     TARGETS.extend(paths("syntax_stat", model=SYNTAX_MODELS))
-    TARGETS.append(path("figure", name="parser-syntax"))
+    TARGETS.extend([path("figure", name="parser-syntax"), path("syntax_best")])

@@ -37,8 +37,9 @@ rule explorer:
 
 TARGETS.append(path("explorer"))
 
-# The step shows what it finds in the directory of its output (results/); every target is an input, so
-# the report re-runs when any of them changes.
+# The report shows its declared inputs and nothing else (no crawling of results/): every target, so it shows
+# every table and figure the run makes (a rule file adds what the report should show to TARGETS) and re-runs
+# when any of them changes.
 REPORT_INPUTS = list(TARGETS)
 
 

@@ -67,10 +67,12 @@ if len(SEED_TAGS) > 1:
     EXTRA_VARIANTS = FINETUNED_VARIANTS[1:]
     TARGETS.extend(paths("store", task=TASK_NAMES, variant=EXTRA_VARIANTS))
     TARGETS.extend(paths("sieve_delta", seedtag=SEED_TAGS[1:]))
+    TARGETS.extend(paths("sieve_delta_figure", seedtag=SEED_TAGS[1:]))
     if SYNTAX_FILES:
         TARGETS.extend(paths("syntax_stat", model=[f"{task}-{variant}" for task in TASK_NAMES
                                                    for variant in EXTRA_VARIANTS]))
     if NORMS_ENABLED:
-        TARGETS.extend(paths("variant_stat", task=TASK_NAMES, variant=EXTRA_VARIANTS, file="faithfulness.csv"))
+        TARGETS.extend(paths("variant_stat", task=TASK_NAMES, variant=EXTRA_VARIANTS,
+                             file=["norms.csv", "mixing.csv", "token_scores.parquet", "faithfulness.csv"]))
     TARGETS.extend(paths("seed_stat", task=TASK_NAMES, name=SEED_OUTPUTS))
     TARGETS.extend(paths("task_figure", name=["seeds-stability", "seeds-roles"], task=TASK_NAMES))

@@ -3,6 +3,10 @@ and no other file of rules/ or src/bertology/ spells a results/ path."""
 
 from __future__ import annotations
 
+import ast
+import tokenize
+from pathlib import Path
+
 import pytest
 
 from bertology import layout
@@ -125,3 +129,61 @@ def test_variant_to_model():
         layout.variant_model("rte", "pretrained-seed43")
     with pytest.raises(UserError, match="unknown model"):
         layout.syntax_model("finetuned")
+
+
+# --------------------------------------------------------------------- no path spelled outside the layout
+
+REPO = Path(__file__).resolve().parents[1]
+#: files allowed to spell a results/ path literal, and why (none: every path comes from bertology.layout)
+EXCEPTIONS: dict[str, str] = {}
+
+
+def _literals_py(path: Path) -> list[tuple[int, str]]:
+    """The string literals of a Python file that start with 'results/' (docstrings excluded: they document)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr)
+                  and isinstance(node.body[0].value, ast.Constant)}
+    out = []
+    for node in ast.walk(tree):  # an f-string's literal parts are Constants too
+        if (isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+              and node.value.startswith("results/")):
+            out.append((node.lineno, node.value))
+    return out
+
+
+def _literals_smk(path: Path) -> list[tuple[int, str]]:
+    """The string literals of a Snakemake file (Python's tokens; comments excluded) that start with 'results/'."""
+    out = []
+    with path.open() as f:
+        for tok in tokenize.generate_tokens(f.readline):
+            if tok.type == tokenize.STRING:
+                body = tok.string.lstrip("rbfuRBFU").strip("\"'")
+                if body.startswith("results/"):
+                    out.append((tok.start[0], tok.string))
+    return out
+
+
+def test_no_results_path_is_spelled_outside_the_layout():
+    files = [*sorted((REPO / "rules").glob("*.smk")), REPO / "Snakefile",
+             *sorted((REPO / "src" / "bertology").rglob("*.py"))]
+    found = []
+    for path in files:
+        rel = path.relative_to(REPO).as_posix()
+        if rel == "src/bertology/layout.py" or rel in EXCEPTIONS:
+            continue
+        literals = _literals_py(path) if path.suffix == ".py" else _literals_smk(path)
+        found += [f"{rel}:{line}: {text}" for line, text in literals]
+    assert not found, "results/ paths spelled outside bertology.layout (use layout.path):\n" + "\n".join(found)
+
+
+def test_the_check_finds_a_spelled_path(tmp_path):
+    py = tmp_path / "m.py"
+    py.write_text('"""results/x.csv is documented."""\nA = "results/a.csv"\nB = f"results/{A}/b.csv"\n'
+                  'C = "see results/c.csv"\n')
+    assert [line for line, _ in _literals_py(py)] == [2, 3]
+    smk = tmp_path / "r.smk"
+    smk.write_text('# results/x.csv in a comment\nrule r:\n    output:\n        t="results/t.csv",\n'
+                   '        u=f"results/{{task}}/u.csv",\n')
+    assert [line for line, _ in _literals_smk(smk)] == [4, 5]
