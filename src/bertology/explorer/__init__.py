@@ -11,8 +11,9 @@ Two sides of the file system:
   JavaScript from ``assets/``, the data as inline JSON; no server, no network request); :func:`write_explorer`
   (:mod:`.page`) does both and writes the file.
 
-Modules depend one way: cells, inputs, maps, sampling, histograms <- catalogue, sieve, views <- examples <- load
-<- page; render depends on none of them.
+Modules depend one way: cells, inputs (bertology.layout, the registry), maps, sampling, histograms <- catalogue,
+sieve, views <- examples <- load; load and render (which depends on none of them) <- page. The page reads only
+the files it is given as its inputs (the rule's declared inputs; every file under results/ when none are given).
 
 Nothing is recomputed: every number on the page is a CSV value or a store value. Attention maps are quantised
 for display only, to uint8 (``round(a * 255)``, error <= 1/510), and each example's maps are zlib-compressed and
