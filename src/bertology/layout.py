@@ -1,4 +1,4 @@
-"""Where every output lives: the one place that names the paths of ``results/`` (DESIGN.md section 4).
+"""Where every output lives: the one place that names the paths of ``results/`` (docs/reference.md#layout).
 
 Every path the pipeline writes or reads is a named template here, relative to the results root :data:`ROOT`.
 The rules (``rules/*.smk``), the steps, the report, the explorer, training's checkpoints and the registry's
