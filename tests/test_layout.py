@@ -115,6 +115,10 @@ def test_paths_read_back():
     assert layout.match("variant_stat", "stats/rte/finetuned/x/mixing.csv", file="mixing.csv") is None
     declared = ["stats/rte/finetuned/mixing.csv", "stats/rte/pretrained/mixing.csv", "stats/rte/pretrained/norms.csv"]
     assert layout.matching(layout.rel("variant_stat", file="mixing.csv"), declared) == declared[:2]
+    assert layout.parse("data", "/run/results/data/rte/train.parquet") == {"task": "rte", "split": "train"}
+    assert layout.parse("data", "data/rte/train.parquet", split="train") == {"task": "rte"}
+    assert layout.parse("data", "/run/results/data/rte/validation.parquet", split="train") is None
+    assert layout.parse("store", "x/attention/rte/finetuned-seed4.zarr") == {"task": "rte", "variant": "finetuned-seed4"}
     assert layout.under("/a/results", ["/a/results/stats/x.csv", "/b/y.csv"]) == ["stats/x.csv"]
 
 

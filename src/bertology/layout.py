@@ -212,6 +212,16 @@ def match(key: str, relative: str, /, **values: object) -> dict[str, str] | None
     return None if m is None else m.groupdict()
 
 
+def parse(key: str, file: str | PathLike[str], /, **values: object) -> dict[str, str] | None:
+    """The fields of a path of template `key` under any results root (a declared input, relative or absolute),
+    or None when it is not one: parse('data', '/run/results/data/rte/train.parquet') ->
+    {'task': 'rte', 'split': 'train'}."""
+    from pathlib import PurePath
+
+    m = re.search(r"(?:^|/)" + regex(key, **values).pattern + r"$", PurePath(file).as_posix())
+    return None if m is None else m.groupdict()
+
+
 def under(root: str | PathLike[str], files: Iterable[str | PathLike[str]]) -> list[str]:
     """The paths among `files` that lie under `root`, relative to it (POSIX separators), in their order;
     the others are left out."""
