@@ -1,9 +1,11 @@
-"""bertology.layout: every template gives the path of DESIGN.md section 4, filling is partial, paths read back,
-and no other file of rules/ or src/bertology/ spells a results/ path."""
+"""bertology.layout: every template gives the path the contract fixes (docs/reference.md#layout), filling is partial,
+paths read back, the reference's table of paths and the templates agree, and no other file of rules/ or
+src/bertology/ spells a results/ path."""
 
 from __future__ import annotations
 
 import ast
+import re
 import tokenize
 from pathlib import Path
 
@@ -12,7 +14,7 @@ import pytest
 from bertology import layout
 from bertology.errors import UserError
 
-#: every template, filled completely, and the path the contract (DESIGN.md section 4) gives it
+#: every template, filled completely, and the path the contract (docs/reference.md#layout) gives it
 CONTRACT = {
     ("data", (("task", "rte"), ("split", "validation"))): "results/data/rte/validation.parquet",
     ("data_skipped", (("task", "rte"), ("split", "train"))): "results/data/rte/train.skipped.csv",
@@ -113,6 +115,10 @@ def test_paths_read_back():
     assert layout.match("variant_stat", "stats/rte/finetuned/x/mixing.csv", file="mixing.csv") is None
     declared = ["stats/rte/finetuned/mixing.csv", "stats/rte/pretrained/mixing.csv", "stats/rte/pretrained/norms.csv"]
     assert layout.matching(layout.rel("variant_stat", file="mixing.csv"), declared) == declared[:2]
+    assert layout.parse("data", "/run/results/data/rte/train.parquet") == {"task": "rte", "split": "train"}
+    assert layout.parse("data", "data/rte/train.parquet", split="train") == {"task": "rte"}
+    assert layout.parse("data", "/run/results/data/rte/validation.parquet", split="train") is None
+    assert layout.parse("store", "x/attention/rte/finetuned-seed4.zarr") == {"task": "rte", "variant": "finetuned-seed4"}
     assert layout.under("/a/results", ["/a/results/stats/x.csv", "/b/y.csv"]) == ["stats/x.csv"]
 
 
@@ -187,3 +193,40 @@ def test_the_check_finds_a_spelled_path(tmp_path):
     smk.write_text('# results/x.csv in a comment\nrule r:\n    output:\n        t="results/t.csv",\n'
                    '        u=f"results/{{task}}/u.csv",\n')
     assert [line for line, _ in _literals_smk(smk)] == [4, 5]
+
+
+#: paths of the reference's table that are no layout template, and why
+NOT_TEMPLATES = {
+    "results/mlflow.db": "the MLflow store is the config's mlflow.tracking_uri (its default names it)",
+    "results/mlartifacts": "MLflow's artifacts sit beside the sqlite store (bertology.tracking.uri)",
+}
+
+
+#: a value of each wildcard the reference's paths show
+SAMPLE = {"task": "rte", "split": "train", "init": "pretrained", "seedtag": "-seed43", "variant": "finetuned",
+          "model": "rte-finetuned", "rule": "score"}
+
+
+def _braces(text: str) -> list[str]:
+    """'a/{x,y}-b' -> ['a/x-b', 'a/y-b'] (the reference's shorthand; a field without a comma stays)."""
+    m = re.search(r"\{([^{}]*,[^{}]*)\}", text)
+    if m is None:
+        return [text]
+    return [e for alt in m.group(1).split(",") for e in _braces(text[:m.start()] + alt + text[m.end():])]
+
+
+def test_the_reference_lists_every_template_and_only_layout_paths():
+    text = (REPO / "docs" / "reference.md").read_text()
+    table = text.split("<!-- layout:begin -->")[1].split("<!-- layout:end -->")[0]
+    documented = [p.rstrip("/") for cell in re.findall(r"^\| ([^|]+) \|", table, re.M)
+                  for code in re.findall(r"`(results/[^`]+)`", cell) for p in _braces(code)]
+    assert documented, "no paths found in the reference's layout table"
+    covered = set()
+    for doc in documented:
+        if doc in NOT_TEMPLATES:
+            continue
+        relative = layout.fill(doc.removeprefix(f"{layout.ROOT}/"), **SAMPLE)
+        keys = [k for k in layout.TEMPLATES if layout.match(k, relative) is not None]
+        assert keys, f"docs/reference.md lists {doc}, which no bertology.layout template gives"
+        covered.update(keys)
+    assert set(layout.TEMPLATES) - covered == set(), "templates the reference's layout table does not list"

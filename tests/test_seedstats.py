@@ -10,7 +10,8 @@ import pytest
 
 from bertology import seedstats as ss
 from bertology.errors import UserError
-from bertology.seeds import finetuned_variants, split_variant, store_variants, syntax_model_path, variant_model
+from bertology.layout import syntax_model, variant_model
+from bertology.seeds import finetuned_variants, split_variant, store_variants
 
 
 def test_variant_names_carry_the_seed():
@@ -26,11 +27,11 @@ def test_variant_names_carry_the_seed():
     for bad in ("pretrained-seed43", "finetuned-43", "random-finetuned", ""):
         with pytest.raises(UserError, match="unknown variant"):
             split_variant(bad)
-    assert syntax_model_path("pretrained") is None
-    assert syntax_model_path("sst2-finetuned") == "results/models/sst2/pretrained"
-    assert syntax_model_path("sst2-finetuned-seed43") == "results/models/sst2/pretrained-seed43"
+    assert syntax_model("pretrained") is None
+    assert syntax_model("sst2-finetuned") == "results/models/sst2/pretrained"
+    assert syntax_model("sst2-finetuned-seed43") == "results/models/sst2/pretrained-seed43"
     with pytest.raises(UserError, match="unknown model"):
-        syntax_model_path("sst2-pretrained")
+        syntax_model("sst2-pretrained")
 
 
 def test_seed_moments_mean_std_n_and_each_seed():

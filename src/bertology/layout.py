@@ -1,4 +1,4 @@
-"""Where every output lives: the one place that names the paths of ``results/`` (DESIGN.md section 4).
+"""Where every output lives: the one place that names the paths of ``results/`` (docs/reference.md#layout).
 
 Every path the pipeline writes or reads is a named template here, relative to the results root :data:`ROOT`.
 The rules (``rules/*.smk``), the steps, the report, the explorer, training's checkpoints and the registry's
@@ -209,6 +209,16 @@ def match(key: str, relative: str, /, **values: object) -> dict[str, str] | None
     when it is not one of its paths: match('store', 'attention/rte/pretrained.zarr') ->
     {'task': 'rte', 'variant': 'pretrained'}."""
     m = regex(key, **values).fullmatch(relative)
+    return None if m is None else m.groupdict()
+
+
+def parse(key: str, file: str | PathLike[str], /, **values: object) -> dict[str, str] | None:
+    """The fields of a path of template `key` under any results root (a declared input, relative or absolute),
+    or None when it is not one: parse('data', '/run/results/data/rte/train.parquet') ->
+    {'task': 'rte', 'split': 'train'}."""
+    from pathlib import PurePath
+
+    m = re.search(r"(?:^|/)" + regex(key, **values).pattern + r"$", PurePath(file).as_posix())
     return None if m is None else m.groupdict()
 
 
