@@ -45,7 +45,7 @@ def explorer_inputs(tasks: Sequence[str], results: str | Path = layout.ROOT, *, 
     opt: list[str] = []
     for t in tasks:
         req += [layout.rel("store", task=t, variant=v) for v in VARIANTS]
-        req += [layout.rel("words", task=t), layout.rel("model", task=t, init="pretrained", seedtag="")]
+        req += [layout.rel("words", task=t), layout.variant_model(t, "finetuned", root=None)]  # its tokenizer
         req += [layout.rel("data", task=t, split=s) for s in SPLITS]
         req += [layout.rel("variant_stat", task=t, variant=v, file="sieve_scores.npz") for v in VARIANTS]
         for a in ANALYSES:
