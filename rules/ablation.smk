@@ -13,21 +13,21 @@
 # seedtag: '' for the first fine-tuning seed, -seedN for each further one (rules/seeds.smk asks for those)
 rule ablation_sweep:
     input:
-        model="results/models/{task}/pretrained{seedtag}",
-        validation="results/data/{task}/validation.parquet",
+        model=path("model", init="pretrained"),
+        validation=path("data", split="validation"),
     output:
-        heads="results/ablation/{task}/heads{seedtag}.csv",
-        layers="results/ablation/{task}/layers{seedtag}.csv",
-        summary="results/ablation/{task}/summary{seedtag}.csv",
-        info="results/ablation/{task}/summary{seedtag}.json",
-        examples="results/ablation/{task}/examples{seedtag}.npz",
+        heads=path("ablation", name="heads"),
+        layers=path("ablation", name="layers"),
+        summary=path("ablation", name="summary"),
+        info=path("ablation_info"),
+        examples=path("ablation_examples"),
     params:
         step=step("ablation_sweep"),
         files=step_files,
     log:
-        "results/logs/ablation_sweep/{task}{seedtag}.log",
+        layout.log("ablation_sweep", "{task}{seedtag}"),
     benchmark:
-        "results/benchmarks/ablation_sweep/{task}{seedtag}.tsv"
+        layout.benchmark("ablation_sweep", "{task}{seedtag}")
     threads: 4  # capped to --cores locally, to max-threads in profiles/slurm
     resources:
         mem_mb=8000,
@@ -41,19 +41,19 @@ rule ablation_sweep:
 
 rule ablation_figures:
     input:
-        heads="results/ablation/{task}/heads.csv",
-        layers="results/ablation/{task}/layers.csv",
-        summary="results/ablation/{task}/summary.csv",
+        heads=path("ablation", name="heads", seedtag=""),
+        layers=path("ablation", name="layers", seedtag=""),
+        summary=path("ablation", name="summary", seedtag=""),
     output:
-        heads="results/figures/ablation-heads-{task}.png",
-        layers="results/figures/ablation-layers-{task}.png",
+        heads=path("task_figure", name="ablation-heads"),
+        layers=path("task_figure", name="ablation-layers"),
     params:
         step=step("ablation_figures"),
         files=step_files,
     log:
-        "results/logs/ablation_figures/{task}.log",
+        layout.log("ablation_figures", "{task}"),
     benchmark:
-        "results/benchmarks/ablation_figures/{task}.tsv"
+        layout.benchmark("ablation_figures", "{task}")
     threads: 1
     resources:
         mem_mb=2000,
@@ -66,22 +66,20 @@ rule ablation_figures:
 
 rule ablation_pruning:
     input:
-        model="results/models/{task}/pretrained{seedtag}",
-        validation="results/data/{task}/validation.parquet",
+        model=path("model", init="pretrained"),
+        validation=path("data", split="validation"),
         # the paper computes importance on the training data; ablation.pruning.importance_split chooses
-        importance_data="results/data/{task}/"
-        + config["ablation"]["pruning"]["importance_split"]
-        + ".parquet",
+        importance_data=path("data", split=config["ablation"]["pruning"]["importance_split"]),
     output:
-        importance="results/ablation/{task}/importance{seedtag}.csv",
-        pruning="results/ablation/{task}/pruning{seedtag}.csv",
+        importance=path("ablation", name="importance"),
+        pruning=path("ablation", name="pruning"),
     params:
         step=step("ablation_pruning"),
         files=step_files,
     log:
-        "results/logs/ablation_pruning/{task}{seedtag}.log",
+        layout.log("ablation_pruning", "{task}{seedtag}"),
     benchmark:
-        "results/benchmarks/ablation_pruning/{task}{seedtag}.tsv"
+        layout.benchmark("ablation_pruning", "{task}{seedtag}")
     threads: 4  # capped to --cores locally, to max-threads in profiles/slurm
     resources:
         mem_mb=8000,
@@ -95,18 +93,18 @@ rule ablation_pruning:
 
 rule pruning_figures:
     input:
-        importance="results/ablation/{task}/importance.csv",
-        pruning="results/ablation/{task}/pruning.csv",
+        importance=path("ablation", name="importance", seedtag=""),
+        pruning=path("ablation", name="pruning", seedtag=""),
     output:
-        importance="results/figures/importance-{task}.png",
-        pruning="results/figures/pruning-{task}.png",
+        importance=path("task_figure", name="importance"),
+        pruning=path("task_figure", name="pruning"),
     params:
         step=step("pruning_figures"),
         files=step_files,
     log:
-        "results/logs/pruning_figures/{task}.log",
+        layout.log("pruning_figures", "{task}"),
     benchmark:
-        "results/benchmarks/pruning_figures/{task}.tsv"
+        layout.benchmark("pruning_figures", "{task}")
     threads: 1
     resources:
         mem_mb=2000,
@@ -120,16 +118,16 @@ rule pruning_figures:
 TARGETS.extend(
     expand(
         [
-            "results/ablation/{task}/heads.csv",
-            "results/ablation/{task}/layers.csv",
-            "results/ablation/{task}/summary.csv",
-            "results/ablation/{task}/summary.json",
-            "results/figures/ablation-heads-{task}.png",
-            "results/figures/ablation-layers-{task}.png",
-            "results/ablation/{task}/importance.csv",
-            "results/ablation/{task}/pruning.csv",
-            "results/figures/importance-{task}.png",
-            "results/figures/pruning-{task}.png",
+            path("ablation", name="heads", seedtag=""),
+            path("ablation", name="layers", seedtag=""),
+            path("ablation", name="summary", seedtag=""),
+            path("ablation_info", seedtag=""),
+            path("task_figure", name="ablation-heads"),
+            path("task_figure", name="ablation-layers"),
+            path("ablation", name="importance", seedtag=""),
+            path("ablation", name="pruning", seedtag=""),
+            path("task_figure", name="importance"),
+            path("task_figure", name="pruning"),
         ],
         task=TASK_NAMES,
     )

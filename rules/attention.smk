@@ -8,16 +8,16 @@
 
 rule attention_sample:
     input:
-        data=f"results/data/{{task}}/{config['attention']['split']}.parquet",
+        data=path("data", split=config["attention"]["split"]),
     output:
-        sample="results/attention/{task}/sample.parquet",
+        sample=path("sample"),
     params:
         step=step("attention_sample"),
         files=step_files,
     log:
-        "results/logs/attention_sample/{task}.log",
+        layout.log("attention_sample", "{task}"),
     benchmark:
-        "results/benchmarks/attention_sample/{task}.tsv"
+        layout.benchmark("attention_sample", "{task}")
     threads: 1
     resources:
         mem_mb=2000,
@@ -30,16 +30,16 @@ rule attention_sample:
 
 rule annotate_words:
     input:
-        sample="results/attention/{task}/sample.parquet",
+        sample=path("sample"),
     output:
-        words="results/attention/{task}/words.parquet",
+        words=path("words"),
     params:
         step=step("annotate_words"),
         files=step_files,
     log:
-        "results/logs/annotate_words/{task}.log",
+        layout.log("annotate_words", "{task}"),
     benchmark:
-        "results/benchmarks/annotate_words/{task}.tsv"
+        layout.benchmark("annotate_words", "{task}")
     threads: 1
     resources:
         mem_mb=3000,
@@ -54,16 +54,16 @@ rule extract_attention:
     input:
         unpack(_extract_inputs),
     output:
-        store=directory("results/attention/{task}/{variant}.zarr"),
+        store=directory(path("store")),
     wildcard_constraints:
         variant=STORE_VARIANT_REGEX,
     params:
         step=step("extract_attention"),
         files=step_files,
     log:
-        "results/logs/extract_attention/{task}/{variant}.log",
+        layout.log("extract_attention", "{task}/{variant}"),
     benchmark:
-        "results/benchmarks/extract_attention/{task}/{variant}.tsv"
+        layout.benchmark("extract_attention", "{task}/{variant}")
     threads: 4  # capped to --cores locally, to max-threads in profiles/slurm
     resources:
         mem_mb=4000,
@@ -75,5 +75,5 @@ rule extract_attention:
         STEP
 
 
-TARGETS.extend(expand("results/attention/{task}/words.parquet", task=TASK_NAMES))
-TARGETS.extend(expand("results/attention/{task}/{variant}.zarr", task=TASK_NAMES, variant=STORE_VARIANTS))
+TARGETS.extend(paths("words", task=TASK_NAMES))
+TARGETS.extend(paths("store", task=TASK_NAMES, variant=list(STORE_VARIANTS)))

@@ -7,25 +7,25 @@
 #   results/attention/syntax/{model}.zarr                    model: pretrained | {task}-finetuned (same schema)
 #   results/stats/syntax/{model}.csv (+ .json)               heads as parsers on the gold trees
 #   results/figures/parser-syntax.png, results/stats/syntax/best_heads.csv   every model's best head per relation
-DEMO_TREES = "results/data/syntax/demo.conllu"
+DEMO_TREES = path("demo_trees")
 SYNTAX_FILES = list(config["analysis"]["syntax"]["conllu"]) + ([DEMO_TREES] if config["data"]["source"] == "demo" else [])
 SYNTAX_MODELS = ["pretrained"] + [f"{t}-finetuned" for t in TASK_NAMES]
 
 
 rule clark_figures:
     input:
-        entropy=expand("results/stats/{{task}}/{variant}/entropy.csv", variant=STORE_VARIANTS),
-        parser=expand("results/stats/{{task}}/{variant}/parser.csv", variant=STORE_VARIANTS),
+        entropy=paths("variant_stat", variant=STORE_VARIANTS, file="entropy.csv"),
+        parser=paths("variant_stat", variant=STORE_VARIANTS, file="parser.csv"),
     output:
-        entropy="results/figures/entropy-{task}.png",
-        parser="results/figures/parser-{task}.png",
+        entropy=path("task_figure", name="entropy"),
+        parser=path("task_figure", name="parser"),
     params:
         step=step("clark_figures"),
         files=step_files,
     log:
-        "results/logs/clark_figures/{task}.log",
+        layout.log("clark_figures", "{task}"),
     benchmark:
-        "results/benchmarks/clark_figures/{task}.tsv"
+        layout.benchmark("clark_figures", "{task}")
     threads: 1
     resources:
         mem_mb=2000,
@@ -43,9 +43,9 @@ rule demo_trees:
         step=step("demo_trees"),
         files=step_files,
     log:
-        "results/logs/demo_trees/demo_trees.log",
+        layout.log("demo_trees"),
     benchmark:
-        "results/benchmarks/demo_trees/demo_trees.tsv"
+        layout.benchmark("demo_trees")
     threads: 1
     resources:
         mem_mb=1000,
@@ -60,17 +60,17 @@ rule syntax_sentences:
     input:
         conllu=SYNTAX_FILES,
     output:
-        sample="results/attention/syntax/sample.parquet",
-        words="results/attention/syntax/words.parquet",
-        sentences="results/attention/syntax/sentences.csv",
-        counts="results/attention/syntax/counts.json",
+        sample=path("syntax_sample"),
+        words=path("syntax_words"),
+        sentences=path("syntax_sentences"),
+        counts=path("syntax_counts"),
     params:
         step=step("syntax_sentences"),
         files=step_files,
     log:
-        "results/logs/syntax_sentences/syntax_sentences.log",
+        layout.log("syntax_sentences"),
     benchmark:
-        "results/benchmarks/syntax_sentences/syntax_sentences.tsv"
+        layout.benchmark("syntax_sentences")
     threads: 1
     resources:
         mem_mb=2000,
@@ -85,16 +85,16 @@ rule extract_syntax:
     input:
         unpack(_syntax_extract_inputs),
     output:
-        store=directory("results/attention/syntax/{model}.zarr"),
+        store=directory(path("syntax_store")),
     wildcard_constraints:
         model=SYNTAX_MODEL_REGEX,
     params:
         step=step("extract_syntax"),
         files=step_files,
     log:
-        "results/logs/extract_syntax/{model}.log",
+        layout.log("extract_syntax", "{model}"),
     benchmark:
-        "results/benchmarks/extract_syntax/{model}.tsv"
+        layout.benchmark("extract_syntax", "{model}")
     threads: 4  # capped to --cores locally, to max-threads in profiles/slurm
     resources:
         mem_mb=4000,
@@ -108,20 +108,20 @@ rule extract_syntax:
 
 rule syntax_parser:
     input:
-        store="results/attention/syntax/{model}.zarr",
-        words="results/attention/syntax/words.parquet",
+        store=path("syntax_store"),
+        words=path("syntax_words"),
     output:
-        table="results/stats/syntax/{model}.csv",
-        summary="results/stats/syntax/{model}.json",
+        table=path("syntax_stat"),
+        summary=path("syntax_summary"),
     wildcard_constraints:
         model=SYNTAX_MODEL_REGEX,
     params:
         step=step("syntax_parser"),
         files=step_files,
     log:
-        "results/logs/syntax_parser/{model}.log",
+        layout.log("syntax_parser", "{model}"),
     benchmark:
-        "results/benchmarks/syntax_parser/{model}.tsv"
+        layout.benchmark("syntax_parser", "{model}")
     threads: 2
     resources:
         mem_mb=4000,
@@ -134,17 +134,17 @@ rule syntax_parser:
 
 rule syntax_figures:
     input:
-        tables=expand("results/stats/syntax/{model}.csv", model=SYNTAX_MODELS),
+        tables=paths("syntax_stat", model=SYNTAX_MODELS),
     output:
-        figure="results/figures/parser-syntax.png",
-        best="results/stats/syntax/best_heads.csv",
+        figure=path("figure", name="parser-syntax"),
+        best=path("syntax_best"),
     params:
         step=step("syntax_figures"),
         files=step_files,
     log:
-        "results/logs/syntax_figures/syntax_figures.log",
+        layout.log("syntax_figures"),
     benchmark:
-        "results/benchmarks/syntax_figures/syntax_figures.tsv"
+        layout.benchmark("syntax_figures")
     threads: 1
     resources:
         mem_mb=2000,
@@ -155,9 +155,8 @@ rule syntax_figures:
         STEP
 
 
-TARGETS.extend(expand("results/stats/{task}/{variant}/{name}.csv", task=TASK_NAMES, variant=STORE_VARIANTS,
-                      name=["entropy", "parser"]))
-TARGETS.extend(expand("results/figures/{name}-{task}.png", name=["entropy", "parser"], task=TASK_NAMES))
+TARGETS.extend(paths("variant_stat", task=TASK_NAMES, variant=STORE_VARIANTS, file=["entropy.csv", "parser.csv"]))
+TARGETS.extend(paths("task_figure", name=["entropy", "parser"], task=TASK_NAMES))
 if SYNTAX_FILES:
-    TARGETS.extend(expand("results/stats/syntax/{model}.csv", model=SYNTAX_MODELS))
-    TARGETS.append("results/figures/parser-syntax.png")
+    TARGETS.extend(paths("syntax_stat", model=SYNTAX_MODELS))
+    TARGETS.extend([path("figure", name="parser-syntax"), path("syntax_best")])

@@ -2,14 +2,16 @@
 import shlex
 import sys
 
+from bertology import layout
 from bertology.cli import STEPS, step_args
 from bertology.config import sections_json
 from bertology.data import source_version
 from bertology.explorer import TOKEN_VIEW_FILES, explorer_inputs
 from bertology.norms.values import norms_unsupported
+from bertology.layout import path, paths
 from bertology.seeds import (SEED_TAG_REGEX, STORE_VARIANT_REGEX, SYNTAX_MODEL_REGEX, configured_seeds,
-                             finetuned_variants, seed_tags, store_variants, syntax_model_path, variant_model)
-from bertology.tasks import SPLITS, STORE_VARIANTS, TASKS, VARIANT_INIT
+                             finetuned_variants, seed_tags, store_variants)
+from bertology.tasks import SPLITS, STORE_VARIANTS, TASKS
 from bertology.workflow import check_config, setup_environment
 
 
@@ -82,40 +84,39 @@ def _source_files(wildcards):
 
 def _score_model(wildcards):
     """The fine-tuned model (of the score's seed) a score needs (none for the untrained-head `pretrained` variant)."""
-    from bertology.tasks import VARIANT_INIT
-
-    if wildcards.variant not in VARIANT_INIT:
-        return []
-    return f"results/models/{wildcards.task}/{VARIANT_INIT[wildcards.variant]}{wildcards.seedtag}"
+    model = layout.model_dir(wildcards.task, wildcards.variant, wildcards.seedtag)
+    return [] if model is None else model
 
 
 def _kovaleva_stats_inputs(wildcards):
     inputs = {
-        "store": f"results/attention/{wildcards.task}/{wildcards.variant}.zarr",
-        "words": f"results/attention/{wildcards.task}/words.parquet",
+        "store": path("store", task=wildcards.task, variant=wildcards.variant),
+        "words": path("words", task=wildcards.task),
     }
     if config["analysis"]["relations"]["framenet"]:
-        inputs["framenet"] = f"results/stats/{wildcards.task}/{wildcards.variant}/relations_framenet.csv"
+        inputs["framenet"] = path("variant_stat", task=wildcards.task, variant=wildcards.variant,
+                                  file="relations_framenet.csv")
     if config["analysis"]["patterns"]["classifier"] != "rule":
         inputs["classifier"] = config["analysis"]["patterns"]["classifier"]
     return inputs
 
 
 def _variant_model(wildcards):
-    """The one variant -> checkpoint mapping: a fine-tuned store variant (`finetuned`, `finetuned-seedN`) -> its
-    model directory, as {"model": path}; {} for `pretrained` (the config's `model`)."""
-    path = variant_model(wildcards.task, wildcards.variant)
-    return {} if path is None else {"model": path}
+    """The one variant -> checkpoint mapping (bertology.layout.variant_model): a fine-tuned store variant
+    (`finetuned`, `finetuned-seedN`) -> its model directory, as {"model": path}; {} for `pretrained` (the config's
+    `model`)."""
+    model = layout.variant_model(wildcards.task, wildcards.variant)
+    return {} if model is None else {"model": model}
 
 
 def _framenet_model_inputs(wildcards):
-    return {"links": "results/stats/framenet/links.parquet", **_variant_model(wildcards)}
+    return {"links": path("framenet_links"), **_variant_model(wildcards)}
 
 
 def _extract_inputs(wildcards):
     return {
-        "sample": f"results/attention/{wildcards.task}/sample.parquet",
-        "words": f"results/attention/{wildcards.task}/words.parquet",
+        "sample": path("sample", task=wildcards.task),
+        "words": path("words", task=wildcards.task),
         **_variant_model(wildcards),
     }
 
@@ -124,19 +125,19 @@ def _norms_inputs(wildcards):
     """The attention sample, the training split (token frequencies), the variant's attention store (its value
     norms) and, for a fine-tuned variant, its model."""
     return {
-        "sample": f"results/attention/{wildcards.task}/sample.parquet",
-        "train": f"results/data/{wildcards.task}/train.parquet",
-        "store": f"results/attention/{wildcards.task}/{wildcards.variant}.zarr",
+        "sample": path("sample", task=wildcards.task),
+        "train": path("data", task=wildcards.task, split="train"),
+        "store": path("store", task=wildcards.task, variant=wildcards.variant),
         **_variant_model(wildcards),
     }
 
 
 def _syntax_extract_inputs(wildcards):
     """The gold sentences and, for a `{task}-finetuned[-seedN]` model, its fine-tuned model directory."""
-    inputs = {"sample": "results/attention/syntax/sample.parquet", "words": "results/attention/syntax/words.parquet"}
-    path = syntax_model_path(wildcards.model)  # TASK-finetuned[-seedN] -> its checkpoint (bertology.seeds)
-    if path is not None:
-        inputs["model"] = path
+    inputs = {"sample": path("syntax_sample"), "words": path("syntax_words")}
+    model = layout.syntax_model(wildcards.model)  # TASK-finetuned[-seedN] -> its checkpoint
+    if model is not None:
+        inputs["model"] = model
     return inputs
 
 

@@ -6,16 +6,16 @@ rule prepare_data:
     input:
         source=_source_files,
     output:
-        table="results/data/{task}/{split}.parquet",
-        skipped="results/data/{task}/{split}.skipped.csv",
+        table=path("data"),
+        skipped=path("data_skipped"),
     params:
         step=step("prepare_data"),
         files=step_files,
         source_version=SOURCE_VERSION,
     log:
-        "results/logs/prepare_data/{task}/{split}.log",
+        layout.log("prepare_data", "{task}/{split}"),
     benchmark:
-        "results/benchmarks/prepare_data/{task}/{split}.tsv"
+        layout.benchmark("prepare_data", "{task}/{split}")
     threads: 1
     resources:
         mem_mb=4000,
@@ -26,4 +26,4 @@ rule prepare_data:
         STEP
 
 
-TARGETS.extend(expand("results/data/{task}/{split}.parquet", task=TASK_NAMES, split=SPLITS))
+TARGETS.extend(paths("data", task=TASK_NAMES, split=list(SPLITS)))

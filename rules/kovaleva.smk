@@ -27,9 +27,9 @@ rule store_stats:
         step=step("store_stats"),
         files=step_files,
     log:
-        "results/logs/store_stats/{task}/{variant}.log",
+        layout.log("store_stats", "{task}/{variant}"),
     benchmark:
-        "results/benchmarks/store_stats/{task}/{variant}.tsv"
+        layout.benchmark("store_stats", "{task}/{variant}")
     threads: 2
     resources:
         mem_mb=6000,
@@ -43,20 +43,20 @@ rule store_stats:
 # seedtag: '' compares the first fine-tuning seed, -seedN seed N (rules/seeds.smk), with the one pretrained store
 rule kovaleva_cosine:
     input:
-        pretrained="results/attention/{task}/pretrained.zarr",
-        finetuned="results/attention/{task}/finetuned{seedtag}.zarr",
-        words="results/attention/{task}/words.parquet",
+        pretrained=path("store", variant="pretrained"),
+        finetuned=path("store", variant="finetuned{seedtag}"),
+        words=path("words"),
     output:
-        cosine="results/stats/{task}/cosine{seedtag}.csv",
-        features_diff="results/stats/{task}/features_diff{seedtag}.csv",
-        examples="results/stats/{task}/cosine_examples{seedtag}.npz",
+        cosine=path("cosine"),
+        features_diff=path("features_diff"),
+        examples=path("cosine_examples"),
     params:
         step=step("kovaleva_cosine"),
         files=step_files,
     log:
-        "results/logs/kovaleva_cosine/{task}{seedtag}.log",
+        layout.log("kovaleva_cosine", "{task}{seedtag}"),
     benchmark:
-        "results/benchmarks/kovaleva_cosine/{task}{seedtag}.tsv"
+        layout.benchmark("kovaleva_cosine", "{task}{seedtag}")
     threads: 2
     resources:
         mem_mb=6000,
@@ -71,15 +71,15 @@ rule framenet_links:
     input:
         release=FRAMENET_DIR or [],
     output:
-        links="results/stats/framenet/links.parquet",
-        counts="results/stats/framenet/counts.json",
+        links=path("framenet_links"),
+        counts=path("framenet_counts"),
     params:
         step=step("framenet_links"),
         files=step_files,
     log:
-        "results/logs/framenet_links/framenet_links.log",
+        layout.log("framenet_links"),
     benchmark:
-        "results/benchmarks/framenet_links/framenet_links.tsv"
+        layout.benchmark("framenet_links")
     threads: 1
     resources:
         mem_mb=2000,
@@ -94,16 +94,16 @@ rule framenet_relations:
     input:
         unpack(_framenet_model_inputs),
     output:
-        table="results/stats/{task}/{variant}/relations_framenet.csv",
+        table=path("variant_stat", file="relations_framenet.csv"),
     wildcard_constraints:
         variant=STORE_VARIANT_REGEX,
     params:
         step=step("framenet_relations"),
         files=step_files,
     log:
-        "results/logs/framenet_relations/{task}/{variant}.log",
+        layout.log("framenet_relations", "{task}/{variant}"),
     benchmark:
-        "results/benchmarks/framenet_relations/{task}/{variant}.tsv"
+        layout.benchmark("framenet_relations", "{task}/{variant}")
     threads: 2
     resources:
         mem_mb=4000,
@@ -117,19 +117,18 @@ rule framenet_relations:
 
 rule kovaleva_figures:
     input:
-        **{name: expand(f"results/stats/{{{{task}}}}/{{variant}}/{name}.csv", variant=STORE_VARIANTS)
-           for name in KOVALEVA_TABLES},
-        cosine="results/stats/{task}/cosine.csv",
-        features_diff="results/stats/{task}/features_diff.csv",
+        **{name: paths("variant_stat", variant=STORE_VARIANTS, file=f"{name}.csv") for name in KOVALEVA_TABLES},
+        cosine=path("cosine", seedtag=""),
+        features_diff=path("features_diff", seedtag=""),
     output:
-        **{name: f"results/figures/{name}-{{task}}.png" for name in KOVALEVA_FIGURES},
+        **{name: path("task_figure", name=name) for name in KOVALEVA_FIGURES},
     params:
         step=step("kovaleva_figures"),
         files=step_files,
     log:
-        "results/logs/kovaleva_figures/{task}.log",
+        layout.log("kovaleva_figures", "{task}"),
     benchmark:
-        "results/benchmarks/kovaleva_figures/{task}.tsv"
+        layout.benchmark("kovaleva_figures", "{task}")
     threads: 1
     resources:
         mem_mb=2000,
@@ -142,19 +141,19 @@ rule kovaleva_figures:
 
 rule kovaleva_overview:
     input:
-        **{variant: expand(f"results/stats/{{task}}/{variant}/patterns.csv", task=TASK_NAMES)
+        **{variant: paths("variant_stat", task=TASK_NAMES, variant=variant, file="patterns.csv")
            for variant in STORE_VARIANTS},
-        cosine=expand("results/stats/{task}/cosine.csv", task=TASK_NAMES),
+        cosine=paths("cosine", task=TASK_NAMES, seedtag=""),
     output:
-        patterns="results/figures/patterns-tasks.png",
-        cosine="results/figures/cosine-tasks.png",
+        patterns=path("figure", name="patterns-tasks"),
+        cosine=path("figure", name="cosine-tasks"),
     params:
         step=step("kovaleva_overview"),
         files=step_files,
     log:
-        "results/logs/kovaleva_overview/kovaleva_overview.log",
+        layout.log("kovaleva_overview"),
     benchmark:
-        "results/benchmarks/kovaleva_overview/kovaleva_overview.tsv"
+        layout.benchmark("kovaleva_overview")
     threads: 1
     resources:
         mem_mb=2000,
@@ -168,17 +167,17 @@ rule kovaleva_overview:
 # Not a default target: a sheet of sampled maps for researchers to label (then `bertology patterns-train`).
 rule patterns_sheet:
     input:
-        store="results/attention/{task}/finetuned.zarr",
+        store=path("store", variant="finetuned"),
     output:
-        sheet="results/patterns/{task}/labels.csv",
-        images=directory("results/patterns/{task}/images"),
+        sheet=path("patterns_labels"),
+        images=directory(path("patterns_images")),
     params:
         step=step("patterns_sheet"),
         files=step_files,
     log:
-        "results/logs/patterns_sheet/{task}.log",
+        layout.log("patterns_sheet", "{task}"),
     benchmark:
-        "results/benchmarks/patterns_sheet/{task}.tsv"
+        layout.benchmark("patterns_sheet", "{task}")
     threads: 1
     resources:
         mem_mb=2000,
@@ -189,10 +188,11 @@ rule patterns_sheet:
         STEP
 
 
-TARGETS.extend(expand("results/stats/{task}/{variant}/{name}.csv", task=TASK_NAMES, variant=STORE_VARIANTS,
-                      name=KOVALEVA_TABLES))
-TARGETS.extend(expand("results/stats/{task}/{name}.csv", task=TASK_NAMES, name=["cosine", "features_diff"]))
-TARGETS.extend(expand("results/figures/{name}-{task}.png", name=KOVALEVA_FIGURES, task=TASK_NAMES))
-TARGETS.extend(["results/figures/patterns-tasks.png", "results/figures/cosine-tasks.png"])
+TARGETS.extend(paths("variant_stat", task=TASK_NAMES, variant=STORE_VARIANTS,
+                     file=[f"{name}.csv" for name in KOVALEVA_TABLES]))
+for _task in TASK_NAMES:
+    TARGETS.extend([path("cosine", task=_task, seedtag=""), path("features_diff", task=_task, seedtag="")])
+TARGETS.extend(paths("task_figure", name=KOVALEVA_FIGURES, task=TASK_NAMES))
+TARGETS.extend([path("figure", name="patterns-tasks"), path("figure", name="cosine-tasks")])
 if FRAMENET_DIR:
-    TARGETS.append("results/stats/framenet/counts.json")
+    TARGETS.append(path("framenet_counts"))

@@ -12,18 +12,18 @@ rule norms_views:
     input:
         unpack(_norms_inputs),
     output:
-        norms="results/stats/{task}/{variant}/norms.csv",
-        mixing="results/stats/{task}/{variant}/mixing.csv",
-        scores="results/stats/{task}/{variant}/token_scores.parquet",
+        norms=path("variant_stat", file="norms.csv"),
+        mixing=path("variant_stat", file="mixing.csv"),
+        scores=path("variant_stat", file="token_scores.parquet"),
     wildcard_constraints:
         variant=STORE_VARIANT_REGEX,
     params:
         step=step("norms_views"),
         files=step_files,
     log:
-        "results/logs/norms_views/{task}/{variant}.log",
+        layout.log("norms_views", "{task}/{variant}"),
     benchmark:
-        "results/benchmarks/norms_views/{task}/{variant}.tsv"
+        layout.benchmark("norms_views", "{task}/{variant}")
     threads: 2
     resources:
         mem_mb=4000,
@@ -37,20 +37,20 @@ rule norms_views:
 # seedtag: '' for the first fine-tuning seed, -seedN for each further one (rules/seeds.smk asks for those)
 rule norms_faithfulness:
     input:
-        sample="results/attention/{task}/sample.parquet",
-        scores="results/stats/{task}/finetuned{seedtag}/token_scores.parquet",
-        model="results/models/{task}/pretrained{seedtag}",
+        sample=path("sample"),
+        scores=path("variant_stat", variant="finetuned{seedtag}", file="token_scores.parquet"),
+        model=path("model", init="pretrained"),
     output:
-        table="results/stats/{task}/finetuned{seedtag}/faithfulness.csv",
-        examples="results/stats/{task}/finetuned{seedtag}/faithfulness_examples.csv",
-        importance="results/stats/{task}/finetuned{seedtag}/importance.parquet",
+        table=path("variant_stat", variant="finetuned{seedtag}", file="faithfulness.csv"),
+        examples=path("variant_stat", variant="finetuned{seedtag}", file="faithfulness_examples.csv"),
+        importance=path("variant_stat", variant="finetuned{seedtag}", file="importance.parquet"),
     params:
         step=step("norms_faithfulness"),
         files=step_files,
     log:
-        "results/logs/norms_faithfulness/{task}{seedtag}.log",
+        layout.log("norms_faithfulness", "{task}{seedtag}"),
     benchmark:
-        "results/benchmarks/norms_faithfulness/{task}{seedtag}.tsv"
+        layout.benchmark("norms_faithfulness", "{task}{seedtag}")
     threads: 2
     resources:
         mem_mb=4000,
@@ -63,20 +63,20 @@ rule norms_faithfulness:
 
 rule norms_figures:
     input:
-        norms=expand("results/stats/{{task}}/{variant}/norms.csv", variant=STORE_VARIANTS),
-        mixing=expand("results/stats/{{task}}/{variant}/mixing.csv", variant=STORE_VARIANTS),
-        faithfulness="results/stats/{task}/finetuned/faithfulness.csv",
+        norms=paths("variant_stat", variant=STORE_VARIANTS, file="norms.csv"),
+        mixing=paths("variant_stat", variant=STORE_VARIANTS, file="mixing.csv"),
+        faithfulness=path("variant_stat", variant="finetuned", file="faithfulness.csv"),
     output:
-        norms="results/figures/norms-{task}.png",
-        mixing="results/figures/mixing-{task}.png",
-        faithfulness="results/figures/faithfulness-{task}.png",
+        norms=path("task_figure", name="norms"),
+        mixing=path("task_figure", name="mixing"),
+        faithfulness=path("task_figure", name="faithfulness"),
     params:
         step=step("norms_figures"),
         files=step_files,
     log:
-        "results/logs/norms_figures/{task}.log",
+        layout.log("norms_figures", "{task}"),
     benchmark:
-        "results/benchmarks/norms_figures/{task}.tsv"
+        layout.benchmark("norms_figures", "{task}")
     threads: 1
     resources:
         mem_mb=2000,
@@ -88,8 +88,7 @@ rule norms_figures:
 
 
 if NORMS_ENABLED:
-    TARGETS.extend(expand("results/stats/{task}/{variant}/{name}", task=TASK_NAMES, variant=STORE_VARIANTS,
-                          name=["norms.csv", "mixing.csv", "token_scores.parquet"]))
-    TARGETS.extend(expand("results/stats/{task}/finetuned/faithfulness.csv", task=TASK_NAMES))
-    TARGETS.extend(expand("results/figures/{name}-{task}.png", name=["norms", "mixing", "faithfulness"],
-                          task=TASK_NAMES))
+    TARGETS.extend(paths("variant_stat", task=TASK_NAMES, variant=STORE_VARIANTS,
+                         file=["norms.csv", "mixing.csv", "token_scores.parquet"]))
+    TARGETS.extend(paths("variant_stat", task=TASK_NAMES, variant="finetuned", file="faithfulness.csv"))
+    TARGETS.extend(paths("task_figure", name=["norms", "mixing", "faithfulness"], task=TASK_NAMES))

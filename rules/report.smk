@@ -7,25 +7,24 @@ rule explorer:
     input:
         reads=explorer_inputs(TASK_NAMES)["required"],
         # optional reads the workflow produces (the importance map is shown when present)
-        importance=expand("results/ablation/{task}/importance.csv", task=TASK_NAMES),
-        norms=expand("results/stats/{task}/{variant}/{name}", task=TASK_NAMES, variant=STORE_VARIANTS,
-                     name=["norms.csv", "token_scores.parquet"])
+        importance=paths("ablation", task=TASK_NAMES, name="importance", seedtag=""),
+        norms=paths("variant_stat", task=TASK_NAMES, variant=STORE_VARIANTS, file=["norms.csv", "token_scores.parquet"])
         if NORMS_ENABLED
         else [],
         # the example view's token importance and the per-example agreement of each view with it
-        faithfulness=expand("results/stats/{task}/finetuned/{name}", task=TASK_NAMES, name=TOKEN_VIEW_FILES)
+        faithfulness=paths("variant_stat", task=TASK_NAMES, variant="finetuned", file=list(TOKEN_VIEW_FILES))
         if NORMS_ENABLED
         else [],
         seeds=SEED_EXPLORER_INPUTS,  # the per-seed statistics (rules/seeds.smk; none with one seed)
     output:
-        page="results/explorer.html",
+        page=path("explorer"),
     params:
         step=step("explorer"),
         files=step_files,
     log:
-        "results/logs/explorer/explorer.log",
+        layout.log("explorer"),
     benchmark:
-        "results/benchmarks/explorer/explorer.tsv"
+        layout.benchmark("explorer")
     threads: 1
     resources:
         mem_mb=3000,
@@ -36,10 +35,11 @@ rule explorer:
         STEP
 
 
-TARGETS.append("results/explorer.html")
+TARGETS.append(path("explorer"))
 
-# The step shows what it finds in the directory of its output (results/); every target is an input, so
-# the report re-runs when any of them changes.
+# The report shows its declared inputs and nothing else (no crawling of results/): every target, so it shows
+# every table and figure the run makes (a rule file adds what the report should show to TARGETS) and re-runs
+# when any of them changes.
 REPORT_INPUTS = list(TARGETS)
 
 
@@ -47,14 +47,14 @@ rule report:
     input:
         targets=REPORT_INPUTS,
     output:
-        report="results/report.html",
+        report=path("report"),
     params:
         step=step("report"),
         files=step_files,
     log:
-        "results/logs/report/report.log",
+        layout.log("report"),
     benchmark:
-        "results/benchmarks/report/report.tsv"
+        layout.benchmark("report")
     threads: 1
     resources:
         mem_mb=2000,
@@ -65,4 +65,4 @@ rule report:
         STEP
 
 
-TARGETS.append("results/report.html")
+TARGETS.append(path("report"))

@@ -19,32 +19,32 @@ SEED_OUTPUTS = SEED_TABLES + ["roles", "role_agreement", "multibootstrap", "find
 
 rule seed_stats:
     input:
-        **{name: expand(f"results/stats/{{{{task}}}}/{{variant}}/{name}.csv", variant=FINETUNED_VARIANTS)
+        **{name: paths("variant_stat", variant=FINETUNED_VARIANTS, file=f"{name}.csv")
            for name in ["features", "cls", "entropy", "parser", "relations", "sieve"]
            + (["norms"] if NORMS_ENABLED else [])},
-        sieve_scores=expand("results/stats/{{task}}/{variant}/sieve_scores.npz", variant=FINETUNED_VARIANTS),
-        pretrained_scores="results/stats/{task}/pretrained/sieve_scores.npz",
-        cosine=expand("results/stats/{{task}}/cosine{seedtag}.csv", seedtag=SEED_TAGS),
-        cosine_examples=expand("results/stats/{{task}}/cosine_examples{seedtag}.npz", seedtag=SEED_TAGS),
-        heads=expand("results/ablation/{{task}}/heads{seedtag}.csv", seedtag=SEED_TAGS),
-        ablation_examples=expand("results/ablation/{{task}}/examples{seedtag}.npz", seedtag=SEED_TAGS),
-        importance=expand("results/ablation/{{task}}/importance{seedtag}.csv", seedtag=SEED_TAGS),
-        pruning=expand("results/ablation/{{task}}/pruning{seedtag}.csv", seedtag=SEED_TAGS),
+        sieve_scores=paths("variant_stat", variant=FINETUNED_VARIANTS, file="sieve_scores.npz"),
+        pretrained_scores=path("variant_stat", variant="pretrained", file="sieve_scores.npz"),
+        cosine=paths("cosine", seedtag=SEED_TAGS),
+        cosine_examples=paths("cosine_examples", seedtag=SEED_TAGS),
+        heads=paths("ablation", name="heads", seedtag=SEED_TAGS),
+        ablation_examples=paths("ablation_examples", seedtag=SEED_TAGS),
+        importance=paths("ablation", name="importance", seedtag=SEED_TAGS),
+        pruning=paths("ablation", name="pruning", seedtag=SEED_TAGS),
         # heads as parsers on the gold trees, one store per seed (rules/clark.smk), when there are gold trees
-        syntax=expand("results/stats/syntax/{{task}}-finetuned{seedtag}.csv", seedtag=SEED_TAGS)
+        syntax=paths("syntax_stat", model=[f"{{task}}-{variant}" for variant in FINETUNED_VARIANTS])
         if SYNTAX_FILES
         else [],
     output:
-        **{name: f"results/stats/{{task}}/seeds/{name}.csv" for name in SEED_OUTPUTS},
-        stability="results/figures/seeds-stability-{task}.png",
-        role_figure="results/figures/seeds-roles-{task}.png",
+        **{name: path("seed_stat", name=name) for name in SEED_OUTPUTS},
+        stability=path("task_figure", name="seeds-stability"),
+        role_figure=path("task_figure", name="seeds-roles"),
     params:
         step=step("seed_stats"),
         files=step_files,
     log:
-        "results/logs/seed_stats/{task}.log",
+        layout.log("seed_stats", "{task}"),
     benchmark:
-        "results/benchmarks/seed_stats/{task}.tsv"
+        layout.benchmark("seed_stats", "{task}")
     threads: 1
     resources:
         mem_mb=4000,
@@ -56,8 +56,8 @@ rule seed_stats:
 
 
 # What the explorer shows of the seeds (bertology.explorer.SEED_CATALOGUE, roles.csv): none with one seed.
-SEED_EXPLORER_INPUTS = (expand("results/stats/{task}/seeds/{name}.csv", task=TASK_NAMES,
-                               name=["cosine", "disabling", "importance", "entropy", "sieve", "roles"])
+SEED_EXPLORER_INPUTS = (paths("seed_stat", task=TASK_NAMES,
+                              name=["cosine", "disabling", "importance", "entropy", "sieve", "roles"])
                         if len(SEED_TAGS) > 1 else [])
 
 
@@ -65,12 +65,14 @@ SEED_EXPLORER_INPUTS = (expand("results/stats/{task}/seeds/{name}.csv", task=TAS
 # per-variant outputs (so a partial run still has them) and the seed tables.
 if len(SEED_TAGS) > 1:
     EXTRA_VARIANTS = FINETUNED_VARIANTS[1:]
-    TARGETS.extend(expand("results/attention/{task}/{variant}.zarr", task=TASK_NAMES, variant=EXTRA_VARIANTS))
-    TARGETS.extend(expand("results/stats/sieve_delta{seedtag}.csv", seedtag=SEED_TAGS[1:]))
+    TARGETS.extend(paths("store", task=TASK_NAMES, variant=EXTRA_VARIANTS))
+    TARGETS.extend(paths("sieve_delta", seedtag=SEED_TAGS[1:]))
+    TARGETS.extend(paths("sieve_delta_figure", seedtag=SEED_TAGS[1:]))
     if SYNTAX_FILES:
-        TARGETS.extend(expand("results/stats/syntax/{task}-{variant}.csv", task=TASK_NAMES, variant=EXTRA_VARIANTS))
+        TARGETS.extend(paths("syntax_stat", model=[f"{task}-{variant}" for task in TASK_NAMES
+                                                   for variant in EXTRA_VARIANTS]))
     if NORMS_ENABLED:
-        TARGETS.extend(expand("results/stats/{task}/{variant}/faithfulness.csv", task=TASK_NAMES,
-                              variant=EXTRA_VARIANTS))
-    TARGETS.extend(expand("results/stats/{task}/seeds/{name}.csv", task=TASK_NAMES, name=SEED_OUTPUTS))
-    TARGETS.extend(expand("results/figures/seeds-{kind}-{task}.png", kind=["stability", "roles"], task=TASK_NAMES))
+        TARGETS.extend(paths("variant_stat", task=TASK_NAMES, variant=EXTRA_VARIANTS,
+                             file=["norms.csv", "mixing.csv", "token_scores.parquet", "faithfulness.csv"]))
+    TARGETS.extend(paths("seed_stat", task=TASK_NAMES, name=SEED_OUTPUTS))
+    TARGETS.extend(paths("task_figure", name=["seeds-stability", "seeds-roles"], task=TASK_NAMES))

@@ -6,19 +6,19 @@
 
 rule sieve_figures:
     input:
-        **{variant: f"results/stats/{{task}}/{variant}/sieve.csv" for variant in STORE_VARIANTS},
-        scores="results/stats/{task}/finetuned/sieve_scores.npz",
+        **{variant: path("variant_stat", variant=variant, file="sieve.csv") for variant in STORE_VARIANTS},
+        scores=path("variant_stat", variant="finetuned", file="sieve_scores.npz"),
     output:
-        scores="results/figures/sieve-scores-{task}.png",
-        overlap="results/figures/sieve-overlap-{task}.png",
-        roles="results/figures/sieve-roles-{task}.png",
+        scores=path("task_figure", name="sieve-scores"),
+        overlap=path("task_figure", name="sieve-overlap"),
+        roles=path("task_figure", name="sieve-roles"),
     params:
         step=step("sieve_figures"),
         files=step_files,
     log:
-        "results/logs/sieve_figures/{task}.log",
+        layout.log("sieve_figures", "{task}"),
     benchmark:
-        "results/benchmarks/sieve_figures/{task}.tsv"
+        layout.benchmark("sieve_figures", "{task}")
     threads: 1
     resources:
         mem_mb=3000,
@@ -32,18 +32,18 @@ rule sieve_figures:
 # seedtag: '' for the first fine-tuning seed, -seedN for each further one (rules/seeds.smk asks for those)
 rule sieve_delta:
     input:
-        pretrained=expand("results/stats/{task}/pretrained/sieve.csv", task=TASK_NAMES),
-        finetuned=expand("results/stats/{task}/finetuned{{seedtag}}/sieve.csv", task=TASK_NAMES),
+        pretrained=paths("variant_stat", task=TASK_NAMES, variant="pretrained", file="sieve.csv"),
+        finetuned=paths("variant_stat", task=TASK_NAMES, variant="finetuned{seedtag}", file="sieve.csv"),
     output:
-        table="results/stats/sieve_delta{seedtag}.csv",
-        figure="results/figures/sieve-delta{seedtag}.png",
+        table=path("sieve_delta"),
+        figure=path("sieve_delta_figure"),
     params:
         step=step("sieve_delta"),
         files=step_files,
     log:
-        "results/logs/sieve_delta/sieve_delta{seedtag}.log",
+        layout.log("sieve_delta", "sieve_delta{seedtag}"),
     benchmark:
-        "results/benchmarks/sieve_delta/sieve_delta{seedtag}.tsv"
+        layout.benchmark("sieve_delta", "sieve_delta{seedtag}")
     threads: 1
     resources:
         mem_mb=2000,
@@ -56,19 +56,19 @@ rule sieve_delta:
 
 rule sieve_summary:
     input:
-        **{variant: expand(f"results/stats/{{task}}/{variant}/sieve.csv", task=TASK_NAMES)
+        **{variant: paths("variant_stat", task=TASK_NAMES, variant=variant, file="sieve.csv")
            for variant in STORE_VARIANTS},
-        **{f"{variant}_scores": expand(f"results/stats/{{task}}/{variant}/sieve_scores.npz", task=TASK_NAMES)
+        **{f"{variant}_scores": paths("variant_stat", task=TASK_NAMES, variant=variant, file="sieve_scores.npz")
            for variant in STORE_VARIANTS},
     output:
-        table="results/stats/sieve_summary.csv",
+        table=path("sieve_summary"),
     params:
         step=step("sieve_summary"),
         files=step_files,
     log:
-        "results/logs/sieve_summary/sieve_summary.log",
+        layout.log("sieve_summary"),
     benchmark:
-        "results/benchmarks/sieve_summary/sieve_summary.tsv"
+        layout.benchmark("sieve_summary")
     threads: 1
     resources:
         mem_mb=4000,
@@ -79,8 +79,6 @@ rule sieve_summary:
         STEP
 
 
-TARGETS.extend(expand("results/stats/{task}/{variant}/sieve.csv", task=TASK_NAMES, variant=STORE_VARIANTS))
-TARGETS.extend(expand("results/figures/sieve-{kind}-{task}.png", kind=["scores", "overlap", "roles"],
-                      task=TASK_NAMES))
-TARGETS.extend(["results/stats/sieve_delta.csv", "results/figures/sieve-delta.png",
-                "results/stats/sieve_summary.csv"])
+TARGETS.extend(paths("variant_stat", task=TASK_NAMES, variant=STORE_VARIANTS, file="sieve.csv"))
+TARGETS.extend(paths("task_figure", name=["sieve-scores", "sieve-overlap", "sieve-roles"], task=TASK_NAMES))
+TARGETS.extend([path("sieve_delta", seedtag=""), path("sieve_delta_figure", seedtag=""), path("sieve_summary")])

@@ -11,22 +11,22 @@ SCORED_VARIANTS = [v for v in SCORE_VARIANTS if v not in VARIANT_INIT or VARIANT
 
 
 # The resumable training state lives in results/checkpoints/{task}/{init}{seedtag}/ (the step names it with
-# bertology.training.checkpoint_dir(task, init, seedtag), relative to the working directory). It is deliberately
-# NOT an output of this rule: Snakemake deletes the outputs of a failed or killed job, and with them the
+# bertology.training.checkpoint_dir(task, init, seedtag), i.e. bertology.layout.checkpoint, relative to the
+# working directory). It is deliberately NOT an output of this rule: Snakemake deletes the outputs of a failed or killed job, and with them the
 # state that lets the re-run resume (SLURM time limit, SIGTERM). The step deletes it once the model is saved.
 rule train_model:
     input:
-        train="results/data/{task}/train.parquet",
-        validation="results/data/{task}/validation.parquet",
+        train=path("data", split="train"),
+        validation=path("data", split="validation"),
     output:
-        model=directory("results/models/{task}/{init}{seedtag}"),
+        model=directory(path("model")),
     params:
         step=step("train_model"),
         files=step_files,
     log:
-        "results/logs/train_model/{task}/{init}{seedtag}.log",
+        layout.log("train_model", "{task}/{init}{seedtag}"),
     benchmark:
-        "results/benchmarks/train_model/{task}/{init}{seedtag}.tsv"
+        layout.benchmark("train_model", "{task}/{init}{seedtag}")
     threads: 8  # capped to --cores locally, to max-threads in profiles/slurm
     resources:
         mem_mb=8000,
@@ -42,19 +42,19 @@ rule train_model:
 # hold only the head's seed and the evaluation settings); a fine-tuned variant scores its model dir.
 rule score:
     input:
-        validation="results/data/{task}/validation.parquet",
+        validation=path("data", split="validation"),
         model=_score_model,
     output:
-        score="results/scores/{task}/{variant}{seedtag}.json",
+        score=path("score"),
     wildcard_constraints:
         variant="|".join(SCORE_VARIANTS),
     params:
         step=step("score"),
         files=step_files,
     log:
-        "results/logs/score/{task}/{variant}{seedtag}.log",
+        layout.log("score", "{task}/{variant}{seedtag}"),
     benchmark:
-        "results/benchmarks/score/{task}/{variant}{seedtag}.tsv"
+        layout.benchmark("score", "{task}/{variant}{seedtag}")
     threads: 2
     resources:
         mem_mb=4000,
@@ -68,25 +68,20 @@ rule score:
 
 rule table1:
     input:
-        scores=expand(
-            "results/scores/{task}/{variant}{seedtag}.json",
-            task=TASK_NAMES,
-            variant=SCORED_VARIANTS,
-            seedtag=SEED_TAGS,
-        ),
-        train=expand("results/data/{task}/train.parquet", task=TASK_NAMES),
+        scores=paths("score", task=TASK_NAMES, variant=SCORED_VARIANTS, seedtag=SEED_TAGS),
+        train=paths("data", task=TASK_NAMES, split="train"),
     output:
-        csv="results/tables/table1.csv",
-        md="results/tables/table1.md",
-        tests="results/tables/table1_tests.csv",
-        figure="results/figures/table1.png",
+        csv=path("table1"),
+        md=path("table1_md"),
+        tests=path("table1_tests"),
+        figure=path("figure", name="table1"),
     params:
         step=step("table1"),
         files=step_files,
     log:
-        "results/logs/table1/table1.log",
+        layout.log("table1"),
     benchmark:
-        "results/benchmarks/table1/table1.tsv"
+        layout.benchmark("table1")
     threads: 1
     resources:
         mem_mb=2000,
@@ -99,10 +94,10 @@ rule table1:
 
 TARGETS.extend(
     [
-        *expand("results/models/{task}/{init}{seedtag}", task=TASK_NAMES, init=INITS, seedtag=SEED_TAGS),
-        "results/tables/table1.csv",
-        "results/tables/table1.md",
-        "results/tables/table1_tests.csv",
-        "results/figures/table1.png",
+        *paths("model", task=TASK_NAMES, init=INITS, seedtag=SEED_TAGS),
+        path("table1"),
+        path("table1_md"),
+        path("table1_tests"),
+        path("figure", name="table1"),
     ]
 )

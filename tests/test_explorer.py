@@ -157,7 +157,31 @@ def test_inputs_for_the_rule():
     got = explorer_inputs(["rte"])
     assert "results/attention/rte/finetuned.zarr" in got["required"]
     assert "results/stats/rte/finetuned/sieve_scores.npz" in got["required"]
-    assert "results/ablation/rte/importance.csv" in got["optional"]
+    assert "results/ablation/rte/importance.csv" in got["required"]  # every registry statistic's table
+    assert "results/stats/rte/pretrained/entropy.csv" in got["required"]
+    assert "results/stats/rte/finetuned/norms.csv" in got["optional"]  # only with analysis.norms.enabled
+    assert "results/stats/rte/seeds/cosine.csv" in got["optional"]     # only with two or more train.seeds
+    both = explorer_inputs(["rte"], norms=True, seeds=True)
+    assert both["optional"] == [] and set(both["required"]) == set(got["required"]) | set(got["optional"])
+    assert "results/stats/rte/finetuned/faithfulness_examples.csv" in both["required"]
+    assert len(both["required"]) == len(set(both["required"]))
+
+
+def _same_page(a: dict, b: dict) -> bool:
+    return {**a, "generated": None} == {**b, "generated": None}
+
+
+def test_the_page_reads_only_its_declared_inputs(results, data):
+    """With the rule's inputs declared the page is the one of everything under results/ (explorer_inputs names
+    every file it reads); a file that is there but not declared is not shown, and the page says so."""
+    listed = explorer_inputs(["rte", "sst2"], results="", norms=True, seeds=True)
+    declared = load_explorer_data(results, ["rte", "sst2"], examples=6, seed=3,
+                                  inputs=listed["required"] + listed["optional"])
+    assert _same_page(declared, data)
+    without = [p for p in listed["required"] if p != "stats/rte/cosine.csv"]
+    rte = load_explorer_data(results, ["rte"], examples=6, seed=3, inputs=without)["tasks"][0]
+    assert "cosine" not in {m["id"] for m in rte["metrics"]} and (results / "stats/rte/cosine.csv").exists()
+    assert "results/stats/rte/cosine.csv not declared as an input of the explorer" in rte["notes"]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -335,7 +359,8 @@ def test_report_in_chromium(browser, results, page):
 
     out = results / "report.html"
     config = validate_config({"model": "tiny", "tasks": ["rte", "sst2"], "data": {"source": "demo"}})
-    out.write_text(build_report(results, {**config, "note": "x" * 400}), encoding="utf-8")
+    declared = [p.relative_to(results).as_posix() for p in results.rglob("*") if p.is_file()]
+    out.write_text(build_report(results, {**config, "note": "x" * 400}, declared), encoding="utf-8")
     url = out.resolve().as_uri()
     pg, watch = _open(browser, url, width=1400)
     pg.wait_for_load_state("load")

@@ -22,6 +22,11 @@ def _png(path):
     plt.close(fig)
 
 
+def _declared(results):
+    """Every file under `results`, as the report rule would declare them (paths under the results root)."""
+    return [p.relative_to(results).as_posix() for p in sorted(results.rglob("*")) if p.is_file()]
+
+
 def test_figures_are_assigned_by_prefix(tmp_path):
     names = ["cosine-rte", "sieve-roles-rte", "sieve-delta", "ablation-heads-mrpc", "table1", "mystery"]
     got = assign_figures([tmp_path / f"{n}.png" for n in names])
@@ -43,7 +48,8 @@ def test_report_is_self_contained(tmp_path):
     (results / "stats").mkdir()
     pd.DataFrame({"task": ["rte"], "delimiter_share": [0.42]}).to_csv(results / "stats" / "sieve_summary.csv",
                                                                        index=False)
-    text = build_report(results, validate_config({"model": "minilm-l6", "tasks": ["rte"], "data": {"source": "demo"}}))
+    text = build_report(results, validate_config({"model": "minilm-l6", "tasks": ["rte"], "data": {"source": "demo"}}),
+                        _declared(results))
     assert text.count("data:image/png;base64,") == 5
     assert not re.search(r'src="(?!data:)', text), "every image must be embedded"
     assert "<link" not in text and "<script src" not in text
@@ -58,6 +64,19 @@ def test_report_is_self_contained(tmp_path):
     # an analysis that produced nothing says so instead of silently vanishing
     patterns = text.split('id="patterns"')[1].split("</section>")[0]
     assert "No output of this analysis" in patterns
+
+
+def test_report_shows_only_its_declared_inputs(tmp_path):
+    results = tmp_path / "results"
+    for name in ["cosine-rte", "cosine-sst2"]:
+        _png(results / "figures" / f"{name}.png")
+    for task, value in [("rte", 0.125), ("sst2", 0.875)]:
+        (results / "ablation" / task).mkdir(parents=True)
+        pd.DataFrame({"task": [task], "delta": [value]}).to_csv(results / "ablation" / task / "summary.csv", index=False)
+    declared = ["figures/cosine-rte.png", "ablation/rte/summary.csv"]
+    text = build_report(results, validate_config({}), declared)
+    assert text.count("data:image/png;base64,") == 1 and "cosine-rte" in text and "cosine-sst2" not in text
+    assert "0.125" in text and "0.875" not in text
 
 
 def _report_config() -> str:
@@ -114,6 +133,6 @@ def test_markdown_tables_and_notes():
 def test_report_links_the_explorer_when_present(tmp_path):
     results = tmp_path / "results"
     results.mkdir()
-    assert "explorer.html" not in build_report(results, validate_config({}))
     (results / "explorer.html").write_text("<!doctype html>")
-    assert '<a href="explorer.html">' in build_report(results, validate_config({}))
+    assert "explorer.html" not in build_report(results, validate_config({}), [])   # on disk, not declared
+    assert '<a href="explorer.html">' in build_report(results, validate_config({}), ["explorer.html"])

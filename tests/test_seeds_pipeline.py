@@ -3,6 +3,9 @@ store once, and results/stats/{task}/seeds/*.csv compare the seeds (tiny random 
 
 from __future__ import annotations
 
+import json
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -83,3 +86,27 @@ def test_seed_tables(seeds_run):
     assert "Robust across seeds" in html
     assert (work / "results" / "figures" / f"seeds-stability-{TASK}.png").exists()
     assert (work / "results" / "figures" / f"seeds-roles-{TASK}.png").exists()
+
+
+def test_explorer_shows_the_seed_statistics_from_its_declared_inputs(seeds_run):
+    """The page offers every registry statistic over seeds, each seed's values with it, and every statistic
+    of the run's tables: the rule declares all that the explorer reads (it reads nothing else)."""
+    from bertology.registry import OVER_SEEDS
+
+    work, _ = seeds_run
+    text = (work / "results" / "explorer.html").read_text(encoding="utf-8")
+    blob = re.search(r'<script type="application/json" id="explorer-data">(.*?)</script>', text, re.S).group(1)
+    (task,) = json.loads(blob)["tasks"]
+    ms = {m["id"]: m for m in task["metrics"]}
+    assert {i.split(":")[1] for i, m in ms.items() if m["group"] == OVER_SEEDS} == {
+        "cosine", "disabling", "importance", "entropy", "sieve", "roles"}
+    assert set(ms["seeds:cosine"]["seeds"]) == {str(s) for s in SEEDS}
+    cosine = pd.read_csv(work / "results" / "stats" / TASK / "seeds" / "cosine.csv")
+    row = cosine.iloc[0]
+    i = int(row["layer"]) * task["heads"] + int(row["head"])
+    assert ms["seeds:cosine"]["single"][i] == pytest.approx(row["mean"], rel=1e-5)
+    assert ms["seeds:cosine"]["seeds"][str(SEEDS[1])][i] == pytest.approx(row[f"seed{SEEDS[1]}"], rel=1e-5)
+    for prefix in ("entropy:", "parser:", "norms:", "importance", "ablation:"):
+        assert any(i.startswith(prefix) for i in ms), prefix
+    assert not any("not declared" in n or "absent" in n for n in task["notes"]), task["notes"]
+

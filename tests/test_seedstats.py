@@ -10,7 +10,8 @@ import pytest
 
 from bertology import seedstats as ss
 from bertology.errors import UserError
-from bertology.seeds import finetuned_variants, split_variant, store_variants, syntax_model_path, variant_model
+from bertology.layout import syntax_model, variant_model
+from bertology.seeds import finetuned_variants, split_variant, store_variants
 
 
 def test_variant_names_carry_the_seed():
@@ -26,11 +27,11 @@ def test_variant_names_carry_the_seed():
     for bad in ("pretrained-seed43", "finetuned-43", "random-finetuned", ""):
         with pytest.raises(UserError, match="unknown variant"):
             split_variant(bad)
-    assert syntax_model_path("pretrained") is None
-    assert syntax_model_path("sst2-finetuned") == "results/models/sst2/pretrained"
-    assert syntax_model_path("sst2-finetuned-seed43") == "results/models/sst2/pretrained-seed43"
+    assert syntax_model("pretrained") is None
+    assert syntax_model("sst2-finetuned") == "results/models/sst2/pretrained"
+    assert syntax_model("sst2-finetuned-seed43") == "results/models/sst2/pretrained-seed43"
     with pytest.raises(UserError, match="unknown model"):
-        syntax_model_path("sst2-pretrained")
+        syntax_model("sst2-pretrained")
 
 
 def test_seed_moments_mean_std_n_and_each_seed():
@@ -169,10 +170,19 @@ def test_findings_per_seed():
 
 
 def test_explorer_shows_each_seeds_value(tmp_path):
-    from bertology.explorer import _seed_metrics
+    from bertology.explorer.catalogue import catalogue
+    from bertology.explorer.inputs import Inputs
+    from bertology.registry import OVER_SEEDS
 
     results = tmp_path / "results"
-    assert _seed_metrics(results, "rte", 2, 2) == []  # one seed: no seeds/ tables, nothing shown
+
+    def seed_metrics() -> list[dict]:
+        notes: list[str] = []
+        got = [m for m in catalogue(Inputs.of(results), "rte", 2, 2, notes) if m["group"] == OVER_SEEDS]
+        assert not any("seeds" in n for n in notes)  # the seed tables are optional: absent with one seed, no note
+        return got
+
+    assert seed_metrics() == []  # one seed: no seeds/ tables, nothing shown
     d = results / "stats" / "rte" / "seeds"
     d.mkdir(parents=True)
     frames = [pd.DataFrame({"layer": [0, 0, 1, 1], "head": [0, 1, 0, 1], "mean": v}) for v in
@@ -180,12 +190,25 @@ def test_explorer_shows_each_seeds_value(tmp_path):
     ss.seed_moments(frames, [7, 9], ["layer", "head"], "mean").to_csv(d / "cosine.csv", index=False)
     pd.DataFrame({"layer": [0, 1], "head": [1, 0], "role": "local", "assigned": [2, 1], "n_seeds": 2,
                   "share": [1.0, 0.5]}).to_csv(d / "roles.csv", index=False)
-    ms = {m["id"]: m for m in _seed_metrics(results, "rte", 2, 2)}
-    cos = ms["seeds:cosine:"]
-    assert cos["single"] == pytest.approx([0.2, 0.2, 0.2, 0.2])
+    ms = {m["id"]: m for m in seed_metrics()}
+    assert set(ms) == {"seeds:cosine", "seeds:cosine:std", "seeds:roles:local"}
+    cos = ms["seeds:cosine"]
+    assert cos["single"] == pytest.approx([0.2, 0.2, 0.2, 0.2]) and cos["source"] == "stats/rte/seeds/cosine.csv"
     assert cos["seeds"]["7"] == pytest.approx([0.1, 0.2, 0.3, 0.4]) and cos["seeds"]["9"][3] == 0.0
-    assert ms["seeds:cosine::std"]["single"][0] == pytest.approx(np.std([0.1, 0.3], ddof=1), rel=1e-5)  # 6 digits kept
+    assert ms["seeds:cosine:std"]["single"][0] == pytest.approx(np.std([0.1, 0.3], ddof=1), rel=1e-5)  # 6 digits kept
+    assert "seeds" not in ms["seeds:cosine:std"]
     assert ms["seeds:roles:local"]["single"] == [None, 1.0, 0.5, None]
+
+
+def test_the_explorer_offers_tables_the_seed_step_writes():
+    """Every registry statistic over seeds reads a table of stats/{task}/seeds/ that seed_stats writes."""
+    from bertology.registry import OVER_SEEDS, statistics
+
+    over = [st for st in statistics() if st.group == OVER_SEEDS]
+    assert over, "the registry offers the explorer no statistic over seeds"
+    names = {st.table.rsplit("/", 1)[1].removesuffix(".csv") for st in over}
+    assert names <= set(ss.PER_HEAD) | {"roles"}
+    assert all(st.table.startswith("stats/{task}/seeds/") and st.optional for st in over)
 
 
 def test_report_has_a_robust_across_seeds_section(tmp_path):
@@ -198,7 +221,7 @@ def test_report_has_a_robust_across_seeds_section(tmp_path):
     pd.DataFrame([{"finding": "disabling_gain", "paper": "Kovaleva et al. 2019, 4.6", "statement": "s",
                    "holds": "1;0", "seeds": "1;2", "holding": 1, "n_seeds": 2, "verdict": "one"}]).to_csv(
         d / "findings.csv", index=False)
-    html = build_report(results, validate_config({}))
+    html = build_report(results, validate_config({}), ["stats/rte/seeds/findings.csv"])
     section = html[html.index('<section id="seeds">'):]
     section = section[:section.index("</section>")]
     assert "Robust across seeds" in section and "disabling_gain" in section and "seeds/findings.csv" in section

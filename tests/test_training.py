@@ -537,6 +537,16 @@ def test_table1_step_names_a_broken_score_file(tmp_path, capsys):
                             f"score rule\n")
 
 
+def test_table1_step_reads_the_task_of_a_train_split_from_its_path(tmp_path, capsys):
+    path = tmp_path / "data" / "rte" / "validation.parquet"   # not a train split of the layout
+    path.parent.mkdir(parents=True)
+    keyword_frame(4, 0, pair=True).to_parquet(path)
+    rc = _table1(_write_scores(tmp_path), [str(path)], tmp_path / "out", options=("--no-mlflow",))
+    assert rc == 1
+    assert capsys.readouterr().err == (f"bertology table1: error: --input train={path} is not a prepared train split "
+                                       f"(results/data/{{task}}/train.parquet)\n")
+
+
 # --------------------------------------------------------------------------------- steps and MLflow
 
 

@@ -293,7 +293,8 @@ def test_hostile_texts_show_as_text_in_the_report(browser, hostile_results):
 
     config = validate_config({"model": "minilm-l6", "tasks": ["rte"], "data": {"source": "demo"}})
     config["model"], config["data"]["source"] = HOSTILE[0], HOSTILE[3]  # a model and a data directory so named
-    out.write_text(build_report(hostile_results, config), encoding="utf-8")
+    declared = [p.relative_to(hostile_results).as_posix() for p in hostile_results.rglob("*") if p.is_file()]
+    out.write_text(build_report(hostile_results, config, declared), encoding="utf-8")
     pg, watch = _open(browser, out.resolve().as_uri())
     pg.wait_for_load_state("load")
     header = pg.text_content("header")

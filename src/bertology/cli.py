@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bertology import layout
 from bertology.errors import UserError
 from bertology.registry import store_sections
 from bertology.store import EXPECT_SECTIONS
@@ -59,7 +60,7 @@ _SWEEP_KEYS = tuple(f"ablation.{k}" for k in ("examples", "batch_size", "seed", 
 STEPS: dict[str, StepSpec] = {
     # data
     "prepare_data": StepSpec("bertology.steps.data:prepare_data", ("data",),
-                             "results/data/{task}/{split}.parquet from data.source"),
+                             f"{layout.path('data')} from data.source"),
     # fine-tuning and Table 1
     "train_model": StepSpec("bertology.steps.train:train_model", ("model", "data.max_length", *_TRAIN_KEYS),
                             "fine-tune a task into results/models/{task}/{init}{seedtag} (resumable)"),
@@ -154,9 +155,9 @@ STEPS: dict[str, StepSpec] = {
     # the report
     "report": StepSpec("bertology.steps.report:report",
                        ("model", "tasks", "data", "train", "attention", "analysis", "ablation", "mlflow"),
-                       "results/report.html from every table and figure (and the whole config, shown)"),
+                       f"{layout.path('report')} from every table and figure (and the whole config, shown)"),
     "explorer": StepSpec("bertology.steps.report:explorer", ("tasks", *EXPECT_SECTIONS),
-                         "results/explorer.html: browse every head's statistics and maps (offline page)"),
+                         f"{layout.path('explorer')}: browse every head's statistics and maps (offline page)"),
     # tools
     "validate_config": StepSpec("bertology.steps.admin:validate_config", (),
                                 "print a config file resolved (defaults filled) or what is wrong with it",

@@ -26,6 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from bertology.layout import ROOT, join, rel
+
 
 @dataclass(frozen=True)
 class Table:
@@ -40,7 +42,8 @@ class Table:
 
 @dataclass(frozen=True)
 class Section:
-    """A section of results/report.html. tables: globs under results/ shown as tables."""
+    """A section of results/report.html. tables: path templates under results/ (bertology.layout; a field left
+    open matches any value) of the tables it shows: every input declared to the report rule that one matches."""
 
     key: str
     title: str
@@ -63,7 +66,8 @@ class Statistic:
     whose true cells get a dot (mark_label says what it means); ci: (low, high) interval columns; ref: a
     column whose first value is the reference (drawn on the scale, ``{ref}`` in desc); count: count, per head,
     the rows where this boolean column is true (instead of `column`); fmt: ``int`` for counts; optional: an
-    absent table is no note on the page.
+    absent table is no note on the page; per_seed: the table is a statistic over fine-tuning seeds
+    (:func:`bertology.seedstats.seed_moments`) whose ``seed{N}`` columns, each seed's value, the head view lists.
     """
 
     id: str
@@ -84,6 +88,7 @@ class Statistic:
     count: str = ""
     fmt: str = ""
     optional: bool = False
+    per_seed: bool = False
 
     @property
     def scale(self) -> str:
@@ -123,6 +128,25 @@ class Analysis:
 
 
 # --------------------------------------------------------------------------------------------------
+# statistics over fine-tuning seeds (issue 26: results/stats/{task}/seeds/, two or more train.seeds)
+
+OVER_SEEDS = "Across fine-tuning seeds"
+
+
+def over_seeds(name: str, what: str, key: tuple[str, ...] = (), diverging: bool = False) -> tuple[Statistic, ...]:
+    """The explorer's statistics of one table over fine-tuning seeds (``stats/{task}/seeds/{name}.csv``, written by
+    :func:`bertology.seedstats.seed_moments` with two or more train.seeds; absent with one): the mean over seeds,
+    with each seed's value, then the std over seeds. what: the per-head statistic (``{k}``: the key)."""
+    table = rel("seed_stat", name=name)
+    return (Statistic(f"seeds:{name}", OVER_SEEDS, f"{what}, mean over seeds",
+                      f"{what}: mean over the fine-tuning seeds; the head view lists each seed's value.", table,
+                      key=key, diverging=diverging, optional=True, per_seed=True),
+            Statistic(f"seeds:{name}:std", OVER_SEEDS, f"{what}, std over seeds",
+                      f"{what}: standard deviation over the fine-tuning seeds (ddof 1).", table, column="std", key=key,
+                      optional=True))
+
+
+# --------------------------------------------------------------------------------------------------
 # the kernels over a store (one read of a store runs them all)
 
 KOVALEVA = StoreKernel("kovaleva", "bertology.steps.kovaleva:kovaleva_kernel", "bertology.steps.kovaleva:kovaleva_outputs")
@@ -131,14 +155,19 @@ SIEVE = StoreKernel("sieve", "bertology.steps.sieve:sieve_kernel", "bertology.st
 
 MOMENTS = ("layer", "head", "feature", "mean", "std", "n")
 PARSER = ("relation", "direction", "layer", "head", "accuracy", "n", "baseline_offset", "baseline_accuracy")
-VARIANT = "stats/{task}/{variant}"
+
+
+def _var(file: str) -> str:
+    """A per-variant table, results/stats/{task}/{variant}/{file} (bertology.layout), relative to the results root."""
+    return rel("variant_stat", file=file)
+
 
 ANALYSES: tuple[Analysis, ...] = (
     Analysis(
         "sieve", ("analysis.sieve",), kernel=SIEVE, paper="Pande 2021",
-        tables=(Table(f"{VARIANT}/sieve.csv", ("layer", "head", "role", "n", "mean", "std", "t", "p_value", "assigned",
+        tables=(Table(_var("sieve.csv"), ("layer", "head", "role", "n", "mean", "std", "t", "p_value", "assigned",
                                                "tau", "p_adjusted", "alpha", "correction"), output="sieve"),
-                Table(f"{VARIANT}/sieve_scores.npz", ("scores", "example_idx", "layer", "head", "role", "attrs"),
+                Table(_var("sieve_scores.npz"), ("scores", "example_idx", "layer", "head", "role", "attrs"),
                       output="sieve_scores")),
         figures=("sieve",),
         section=Section(
@@ -148,23 +177,23 @@ ANALYSES: tuple[Analysis, ...] = (
             "over examples (H0: bias ≤ τ) assigns the role.",
             "Most heads are multi-skilled; delimiter heads are common, syntactic heads overlap heavily with local "
             "ones, and fine-tuning changes the bias of the final layers most.",
-            ("sieve",), ("stats/sieve_summary.csv", "stats/sieve_delta.csv")),
+            ("sieve",), (rel("sieve_summary"), rel("sieve_delta", seedtag=""))),
         statistics=(
             Statistic("sieve:count", "Sieve roles (Pande)", "number of roles assigned",
                       "Roles whose one-sided t-test rejects H0: mean bias <= tau (p < alpha).",
-                      f"{VARIANT}/sieve.csv", count="assigned", fmt="int"),
+                      _var("sieve.csv"), count="assigned", fmt="int"),
             Statistic("sieve", "Sieve bias per role (Pande)", "bias: {k}",
                       "Mean over examples of the {k} sieve bias n * mean attention to the sieve (1 = uniform); dots: "
-                      "role assigned (p < alpha); tau = {ref}.", f"{VARIANT}/sieve.csv", key=("role",),
+                      "role assigned (p < alpha); tau = {ref}.", _var("sieve.csv"), key=("role",),
                       mark="assigned", mark_label="role assigned", ref="tau"),
         )),
     Analysis(
         "sieve_delta", ("tasks",), paper="Pande 2021",
-        tables=(Table("stats/sieve_delta{seedtag}.csv", ("task", "role", "layer_group", "pretrained", "finetuned", "delta",
+        tables=(Table(rel("sieve_delta"), ("task", "role", "layer_group", "pretrained", "finetuned", "delta",
                                                 "n_heads")),)),
     Analysis(
         "sieve_summary", ("tasks",), paper="Pande 2021",
-        tables=(Table("stats/sieve_summary.csv", ("task", "variant", "n_heads", "delimiter_heads", "share_delimiter",
+        tables=(Table(rel("sieve_summary"), ("task", "variant", "n_heads", "delimiter_heads", "share_delimiter",
                                                   "no_role_heads", "share_no_role", "multi_skilled_heads",
                                                   "syntactic_heads", "local_heads", "syntactic_and_local",
                                                   "overlap_syntactic_local", "jaccard_syntactic_local",
@@ -176,8 +205,8 @@ ANALYSES: tuple[Analysis, ...] = (
                                                   "heads_syntactic")),)),
     Analysis(
         "cosine", ("analysis.features",), paper="Kovaleva 4.3",
-        tables=(Table("stats/{task}/cosine{seedtag}.csv", ("layer", "head", "mean", "std", "n")),
-                Table("stats/{task}/features_diff{seedtag}.csv", MOMENTS)),
+        tables=(Table(rel("cosine"), ("layer", "head", "mean", "std", "n")),
+                Table(rel("features_diff"), MOMENTS)),
         figures=("cosine",),
         section=Section(
             "cosine", "Change with fine-tuning (Kovaleva §4.3, Fig. 5)",
@@ -189,11 +218,11 @@ ANALYSES: tuple[Analysis, ...] = (
         statistics=(
             Statistic("cosine", "Change with fine-tuning (Kovaleva 4.3)", "cosine pretrained vs fine-tuned",
                       "Mean over examples of the cosine similarity of the pretrained and fine-tuned maps.",
-                      "stats/{task}/cosine.csv"),
+                      rel("cosine", seedtag="")),
         )),
     Analysis(
         "patterns", ("analysis.patterns",), kernel=KOVALEVA, paper="Kovaleva 4.1",
-        tables=(Table(f"{VARIANT}/patterns.csv", ("layer", "head", "class", "fraction", "n"), output="patterns"),),
+        tables=(Table(_var("patterns.csv"), ("layer", "head", "class", "fraction", "n"), output="patterns"),),
         figures=("patterns",),
         section=Section(
             "patterns", "Attention patterns (Kovaleva §4.1, Fig. 2)",
@@ -204,12 +233,12 @@ ANALYSES: tuple[Analysis, ...] = (
             ("patterns",)),
         statistics=(
             Statistic("patterns", "Pattern classes (Kovaleva 4.1)", "fraction {k}",
-                      "Share of the head's maps classified as {k}.", f"{VARIANT}/patterns.csv", column="fraction",
+                      "Share of the head's maps classified as {k}.", _var("patterns.csv"), column="fraction",
                       key=("class",)),
         )),
     Analysis(
         "features", ("analysis.features",), kernel=KOVALEVA, paper="Kovaleva 4.4",
-        tables=(Table(f"{VARIANT}/features.csv", MOMENTS, output="features"),),
+        tables=(Table(_var("features.csv"), MOMENTS, output="features"),),
         figures=("features",),
         section=Section(
             "features", "Attention to linguistic features (Kovaleva §4.4, Fig. 6)",
@@ -221,11 +250,11 @@ ANALYSES: tuple[Analysis, ...] = (
         statistics=(
             Statistic("features", "Feature attention (Kovaleva 4.4)", "attention to {k}",
                       "Attention the {k} tokens receive (summed over queries, / n, max over tokens), mean over "
-                      "examples.", f"{VARIANT}/features.csv", key=("feature",)),
+                      "examples.", _var("features.csv"), key=("feature",)),
         )),
     Analysis(
         "cls", ("analysis.features",), kernel=KOVALEVA, paper="Kovaleva 4.5",
-        tables=(Table(f"{VARIANT}/cls.csv", MOMENTS, output="cls"),),
+        tables=(Table(_var("cls.csv"), MOMENTS, output="cls"),),
         figures=("cls",),
         section=Section(
             "cls", "[CLS] attention in the last layer (Kovaleva §4.5, Fig. 7)",
@@ -235,16 +264,16 @@ ANALYSES: tuple[Analysis, ...] = (
             ("cls",)),
         statistics=(
             Statistic("cls", "[CLS] attention, last layer (Kovaleva 4.5)", "[CLS] → {k}",
-                      "The last layer's [CLS] row: attention to {k} tokens.", f"{VARIANT}/cls.csv", key=("feature",)),
+                      "The last layer's [CLS] row: attention to {k} tokens.", _var("cls.csv"), key=("feature",)),
         )),
     Analysis(
         "relations", ("analysis.relations",), kernel=KOVALEVA, paper="Kovaleva 4.2",
-        tables=(Table(f"{VARIANT}/relations.csv", ("layer", "head", "source", "mean", "std", "n", "flagged"),
+        tables=(Table(_var("relations.csv"), ("layer", "head", "source", "mean", "std", "n", "flagged"),
                       output="relations"),
-                Table(f"{VARIANT}/relations_framenet.csv", ("layer", "head", "source", "mean", "std", "n", "flagged")),
-                Table("stats/framenet/links.parquet", ("item", "sentence_id", "doc", "text", "n_tokens", "frame",
+                Table(_var("relations_framenet.csv"), ("layer", "head", "source", "mean", "std", "n", "flagged")),
+                Table(rel("framenet_links"), ("item", "sentence_id", "doc", "text", "n_tokens", "frame",
                                                        "fe", "fe_tokens", "target_tokens", "distance")),
-                Table("stats/framenet/counts.json", ("sentences", "annotation_sets", "short_sentences_sets",
+                Table(rel("framenet_counts"), ("sentences", "annotation_sets", "short_sentences_sets",
                                                      "short_sentences_sentences", "with_core_fe_sets",
                                                      "with_core_fe_sentences", "short_core_fes_sets",
                                                      "short_core_fes_sentences", "links_2_apart_sets",
@@ -261,12 +290,12 @@ ANALYSES: tuple[Analysis, ...] = (
         statistics=(
             Statistic("relations", "Relation attention (Kovaleva 4.2)", "{k} links",
                       "Max attention between {k}-linked words, mean over examples; dots: above the 99th percentile.",
-                      f"{VARIANT}/relations.csv", key=("source",), mark="flagged",
+                      _var("relations.csv"), key=("source",), mark="flagged",
                       mark_label="flagged (> 99th percentile)"),
         )),
     Analysis(
         "entropy", (), kernel=CLARK, paper="Clark 3.3",
-        tables=(Table(f"{VARIANT}/entropy.csv", MOMENTS, output="entropy"),),
+        tables=(Table(_var("entropy.csv"), MOMENTS, output="entropy"),),
         figures=("entropy",),
         section=Section(
             "entropy", "Attention entropy (Clark et al. 2019, §3.3)",
@@ -278,12 +307,12 @@ ANALYSES: tuple[Analysis, ...] = (
             ("entropy",)),
         statistics=(
             Statistic("entropy", "Entropy (Clark et al.)", "entropy: {k}",
-                      "Mean attention entropy ({k}) in nats; uniform attention = ln n.", f"{VARIANT}/entropy.csv",
+                      "Mean attention entropy ({k}) in nats; uniform attention = ln n.", _var("entropy.csv"),
                       key=("feature",), optional=True),
         )),
     Analysis(
         "norms", ("analysis.norms",), paper="Kobayashi 2020",
-        tables=(Table(f"{VARIANT}/norms.csv", ("layer", "head", "category", "measure", "mean", "std", "n")),),
+        tables=(Table(_var("norms.csv"), ("layer", "head", "category", "measure", "mean", "std", "n")),),
         figures=("norms",),
         section=Section(
             "norms", "Beyond attention weights: value norms (Kobayashi et al. 2020)",
@@ -302,14 +331,14 @@ ANALYSES: tuple[Analysis, ...] = (
             Statistic("norms", "Value norms (Kobayashi et al.)", "{k}",
                       "norms.csv, {k}: weight_share / norm_share = share of the attention weight / of alpha ||f(x)|| "
                       "the category's keys receive (mean over examples); value_norm = mean ||f(x)||; spearman_* = "
-                      "Spearman's rho (docs/reference.md#norms).", f"{VARIANT}/norms.csv",
+                      "Spearman's rho (docs/reference.md#norms).", _var("norms.csv"),
                       key=("measure", "category"), notna="head", optional=True),
         )),
     Analysis(
         "parser", (), kernel=CLARK, paper="Clark 4.2",  # the gold trees' rules read analysis.syntax
-        tables=(Table(f"{VARIANT}/parser.csv", PARSER, output="parser"),
-                Table("stats/syntax/{model}.csv", PARSER),
-                Table("stats/syntax/best_heads.csv", ("model",) + PARSER)),
+        tables=(Table(_var("parser.csv"), PARSER, output="parser"),
+                Table(rel("syntax_stat"), PARSER),
+                Table(rel("syntax_best"), ("model",) + PARSER)),
         figures=("parser",),
         section=Section(
             "parser", "Heads as dependency parsers (Clark et al. 2019, §4.2, Fig. 5)",
@@ -323,20 +352,20 @@ ANALYSES: tuple[Analysis, ...] = (
             "to their nouns (8-11, 94.3%), prepositions to their objects (9-6, 76.3%), passive auxiliaries to their "
             "verbs (82.5%) and possessives to the head of their NP (80.5%), all learnt without syntactic "
             "supervision.",
-            ("parser",), ("stats/syntax/best_heads.csv",)),
+            ("parser",), (rel("syntax_best"),)),
         statistics=(
             Statistic("parser", "Heads as parsers (Clark et al.)", "parser accuracy: {k}",
-                      "Share of {k} dependents whose most attended word is their head.", f"{VARIANT}/parser.csv",
+                      "Share of {k} dependents whose most attended word is their head.", _var("parser.csv"),
                       column="accuracy", key=("relation",), where=(("direction", "dep_to_head"),), top="n",
                       optional=True),
         )),
     Analysis(
         "disabling", ("ablation",), paper="Kovaleva 4.6",
-        tables=(Table("ablation/{task}/heads{seedtag}.csv", ("layer", "head", "metric", "value", "baseline", "delta", "ci_low",
+        tables=(Table(rel("ablation", name="heads"), ("layer", "head", "metric", "value", "baseline", "delta", "ci_low",
                                                     "ci_high", "p_value", "p_adj", "significant", "test", "n")),
-                Table("ablation/{task}/layers{seedtag}.csv", ("layer", "metric", "value", "baseline", "delta", "ci_low",
+                Table(rel("ablation", name="layers"), ("layer", "metric", "value", "baseline", "delta", "ci_low",
                                                      "ci_high", "p_value", "p_adj", "significant", "test", "n")),
-                Table("ablation/{task}/summary{seedtag}.csv", ("task", "metric", "finding", "layer", "head", "value",
+                Table(rel("ablation", name="summary"), ("task", "metric", "finding", "layer", "head", "value",
                                                       "baseline", "delta", "ci_low", "ci_high", "p_value", "p_adj",
                                                       "n"))),
         figures=("ablation",),
@@ -347,17 +376,17 @@ ANALYSES: tuple[Analysis, ...] = (
             "examples.",
             "Disabling single heads or whole layers often changes little, and some disabled heads or layers "
             "even improve the score; the paper gave no uncertainty, so check which gains survive here.",
-            ("ablation",), ("ablation/*/summary.csv",)),
+            ("ablation",), (rel("ablation", name="summary", seedtag=""),)),
         statistics=(
             Statistic("ablation", "Disabling heads (Kovaleva 4.6)", "disabling Δ {k}",
                       "Fine-tuned model's {k} with this head attending uniformly, minus the intact model's; "
-                      "interval: paired bootstrap; dots: significant.", "ablation/{task}/heads.csv", column="delta",
+                      "interval: paired bootstrap; dots: significant.", rel("ablation", name="heads", seedtag=""), column="delta",
                       key=("metric",), diverging=True, ci=("ci_low", "ci_high"), mark="significant",
                       mark_label="significant"),
         )),
     Analysis(
         "importance", ("ablation.pruning",), paper="Michel 4.1",
-        tables=(Table("ablation/{task}/importance{seedtag}.csv", ("layer", "head", "importance", "raw", "n", "split")),),
+        tables=(Table(rel("ablation", name="importance"), ("layer", "head", "importance", "raw", "n", "split")),),
         figures=("importance", "pruning"),
         section=Section(
             "pruning", "Head importance and pruning (Michel et al. 2019)",
@@ -374,15 +403,15 @@ ANALYSES: tuple[Analysis, ...] = (
         statistics=(
             Statistic("importance", "Head importance (Michel et al.)", "importance",
                       "E|dL/dξ| of a gate on the head's output, normalised per layer.",
-                      "ablation/{task}/importance.csv", column="importance", optional=True),
+                      rel("ablation", name="importance", seedtag=""), column="importance", optional=True),
         )),
     Analysis(
         "pruning", ("ablation.pruning",), paper="Michel 4",
-        tables=(Table("ablation/{task}/pruning{seedtag}.csv", ("order", "seed", "fraction", "n_pruned", "metric", "value",
+        tables=(Table(rel("ablation", name="pruning"), ("order", "seed", "fraction", "n_pruned", "metric", "value",
                                                       "mode")),)),
     Analysis(
         "mixing", ("analysis.norms",), paper="Kobayashi 2021",
-        tables=(Table(f"{VARIANT}/mixing.csv", ("layer", "measure", "mean", "std", "n")),),
+        tables=(Table(_var("mixing.csv"), ("layer", "measure", "mean", "std", "n")),),
         figures=("mixing",),
         section=Section(
             "mixing", "Context mixing with the residual and LayerNorm (Kobayashi et al. 2021)",
@@ -393,17 +422,17 @@ ANALYSES: tuple[Analysis, ...] = (
             "In BERT and RoBERTa the residual connection and LayerNorm shrink the mixing far below what attention "
             "alone suggests: most of a token's representation after the attention block is the token itself. "
             "The tables give this run's ratios.",
-            ("mixing",), ("stats/*/*/mixing.csv",))),
+            ("mixing",), (_var("mixing.csv"),))),
     Analysis(
         "token_scores", ("analysis.norms", "analysis.flow"), paper="Abnar 2020",
-        tables=(Table(f"{VARIANT}/token_scores.parquet", ("example_idx", "position", "word", "method", "score")),)),
+        tables=(Table(_var("token_scores.parquet"), ("example_idx", "position", "word", "method", "score")),)),
     Analysis(
         "faithfulness", ("analysis.flow",), paper="Abnar 2020",
-        tables=(Table("stats/{task}/finetuned{seedtag}/faithfulness.csv", ("view", "importance", "mean", "std", "n", "ci_low",
+        tables=(Table(rel("variant_stat", variant="finetuned{seedtag}", file="faithfulness.csv"), ("view", "importance", "mean", "std", "n", "ci_low",
                                                                   "ci_high")),
-                Table("stats/{task}/finetuned{seedtag}/faithfulness_examples.csv", ("example_idx", "view", "importance",
+                Table(rel("variant_stat", variant="finetuned{seedtag}", file="faithfulness_examples.csv"), ("example_idx", "view", "importance",
                                                                              "rho")),
-                Table("stats/{task}/finetuned{seedtag}/importance.parquet", ("example_idx", "position", "word", "method",
+                Table(rel("variant_stat", variant="finetuned{seedtag}", file="importance.parquet"), ("example_idx", "position", "word", "method",
                                                                     "score"))),
         figures=("faithfulness",),
         section=Section(
@@ -417,16 +446,16 @@ ANALYSES: tuple[Analysis, ...] = (
             "Raw attention of the top layer correlates weakly with both importances; rollout and flow correlate "
             "clearly better (the paper's Table 2). The table below is this run's: whether rollout and flow beat "
             "raw attention here, and by how much given the interval.",
-            ("faithfulness",), ("stats/*/finetuned/faithfulness.csv",))),
+            ("faithfulness",), (rel("variant_stat", variant="finetuned", file="faithfulness.csv"),))),
     Analysis(
         "seeds", ("analysis.seeds",), paper="Sellam 2022",
-        tables=(Table("stats/{task}/seeds/roles.csv", ("layer", "head", "role", "assigned", "n_seeds", "share")),
-                Table("stats/{task}/seeds/role_agreement.csv", ("role", "layer", "fleiss_kappa", "jaccard",
+        tables=(Table(rel("seed_stat", name="roles"), ("layer", "head", "role", "assigned", "n_seeds", "share")),
+                Table(rel("seed_stat", name="role_agreement"), ("role", "layer", "fleiss_kappa", "jaccard",
                                                                 "heads_assigned", "n_heads", "n_seeds")),
-                Table("stats/{task}/seeds/multibootstrap.csv", ("quantity", "metric", "role", "layer", "head", "mean",
+                Table(rel("seed_stat", name="multibootstrap"), ("quantity", "metric", "role", "layer", "head", "mean",
                                                                 "ci_low", "ci_high", "n_seeds", "n_examples",
                                                                 "resamples", "confidence")),
-                Table("stats/{task}/seeds/findings.csv", ("finding", "paper", "statement", "holds", "seeds", "holding",
+                Table(rel("seed_stat", name="findings"), ("finding", "paper", "statement", "holds", "seeds", "holding",
                                                           "n_seeds", "verdict"))),
         figures=("seeds",),
         section=Section(
@@ -441,11 +470,21 @@ ANALYSES: tuple[Analysis, ...] = (
             "fine-tuning and pre-training seeds alone move results, so a per-head finding is a property of fine-tuning "
             "only where it holds in every seed; the Multi-Bootstrap (seeds and examples resampled together) gives "
             "intervals that carry both sources of variance.",
-            ("seeds",), ("stats/*/seeds/findings.csv", "stats/*/seeds/role_agreement.csv"))),
+            ("seeds",), (rel("seed_stat", name="findings"), rel("seed_stat", name="role_agreement"))),
+        statistics=(
+            *over_seeds("cosine", "cosine pretrained vs fine-tuned"),
+            *over_seeds("disabling", "disabling Δ {k}", key=("metric",), diverging=True),
+            *over_seeds("importance", "importance"),
+            *over_seeds("entropy", "entropy: {k}", key=("feature",)),
+            *over_seeds("sieve", "bias: {k}", key=("role",)),
+            Statistic("seeds:roles", OVER_SEEDS, "seeds assigning {k}",
+                      "Share of the fine-tuning seeds whose sieve test assigns the {k} role to the head.",
+                      rel("seed_stat", name="roles"), column="share", key=("role",), optional=True),
+        )),
     Analysis(
         "table1", ("train.alpha",), paper="Kovaleva Table 1",
-        tables=(Table("tables/table1.csv", ("task", "variant", "metric", "value", "n", "std", "n_seeds")),
-                Table("tables/table1_tests.csv", ("task", "metric", "variant_a", "variant_b", "mean_a", "mean_b",
+        tables=(Table(rel("table1"), ("task", "variant", "metric", "value", "n", "std", "n_seeds")),
+                Table(rel("table1_tests"), ("task", "metric", "variant_a", "variant_b", "mean_a", "mean_b",
                                                   "difference", "n_a", "n_b", "test", "statistic", "df", "p",
                                                   "significant"))),
         figures=("table1",),
@@ -455,7 +494,7 @@ ANALYSES: tuple[Analysis, ...] = (
             "architecture fine-tuned from a random (normal) initialisation, and the pretrained encoder fine-tuned.",
             "Kovaleva et al. (Table 1): fine-tuning the pretrained model wins on every task (35.9 points on "
             "average over the untrained head); random initialisation is consistently worse than pretrained.",
-            ("table1",), ("tables/table1.csv",))),
+            ("table1",), (rel("table1"),))),
 )
 
 #: the report's sections, in this order (every analysis with a section, once)
@@ -484,7 +523,7 @@ def store_kernels() -> tuple[StoreKernel, ...]:
 
 def store_outputs() -> dict[str, str]:
     """The one-pass rule's outputs: output name -> path under the working directory (results/...)."""
-    return {t.output: f"results/{t.path}" for a in store_analyses() for t in a.tables if t.output}
+    return {t.output: join(ROOT, t.path) for a in store_analyses() for t in a.tables if t.output}
 
 
 def store_sections() -> tuple[str, ...]:

@@ -1,9 +1,12 @@
 """results/report.html: every table and figure of a run on one self-contained page (images embedded).
 
 Sections follow the papers; each says in a sentence or two what it measures and what the paper found, so
-a reader can compare at a glance. They are declared with their analyses in :mod:`bertology.registry`. Figures are found by their file-name prefix in results/figures/ (one
-file per figure and task); anything unclaimed lands in "Other figures", so nothing produced is hidden.
-The step that writes the page is :func:`bertology.steps.report.report`.
+a reader can compare at a glance. They are declared with their analyses in :mod:`bertology.registry`.
+The page shows the files the report rule declares as its inputs, nothing else (no crawling of results/):
+a section's tables are the inputs its path templates (:mod:`bertology.layout`) match, and its figures the
+declared figures with its file-name prefix (one file per figure and task); a declared figure no section
+claims lands in "Other figures", so nothing produced is hidden. The step that writes the page is
+:func:`bertology.steps.report.report`.
 """
 
 from __future__ import annotations
@@ -12,11 +15,12 @@ import base64
 import datetime as dt
 import html
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
 
-from bertology import __version__
+from bertology import __version__, layout
 from bertology.registry import Section, report_sections
 
 
@@ -101,15 +105,15 @@ def markdown_to_html(text: str) -> str:
     return "".join(out)
 
 
-def _table1_block(results: Path) -> str:
-    md = results / "tables" / "table1.md"
-    if md.exists():
-        return markdown_to_html(md.read_text())
+def _table1_block(results: Path, inputs: Sequence[str]) -> str:
+    md = layout.rel("table1_md")
+    if md in inputs:
+        return markdown_to_html((results / md).read_text())
     return ""
 
 
-def _explorer_link(results: Path) -> str:
-    if (results / "explorer.html").exists():
+def _explorer_link(inputs: Sequence[str]) -> str:
+    if layout.rel("explorer") in inputs:
         return ('<p id=explorer-link>Interactive head explorer (attention maps, per-head statistics, sieve roles): '
                 '<a href="explorer.html">explorer.html</a></p>')
     return ""
@@ -134,12 +138,19 @@ header a{color:#f0b429}.note{font-size:.8em;color:#627d98}.missing{color:#9b2c2c
 """
 
 
-def build_report(results: Path, config: dict) -> str:
-    """The HTML text of the report for a results/ directory; config: the validated config (defaults filled,
-    :func:`bertology.config.validate_config`), shown in the report."""
+def declared_figures(inputs: Sequence[str]) -> list[str]:
+    """The figures among the declared inputs (paths under the results root): results/figures/*.png."""
+    rx = layout.regex("figure")
+    return [p for p in inputs if rx.fullmatch(p)]
+
+
+def build_report(results: Path, config: dict, inputs: Sequence[str]) -> str:
+    """The HTML text of the report of a run: results: its results root; config: the validated config (defaults
+    filled, :func:`bertology.config.validate_config`), shown in the report; inputs: the files the report
+    shows, as paths under `results` (the report rule's declared inputs, :func:`bertology.layout.under`)."""
     results = Path(results)
-    figures = list((results / "figures").glob("*.png"))
-    by_section = assign_figures(figures)
+    inputs = list(inputs)
+    by_section = assign_figures([results / f for f in declared_figures(inputs)])
     cfg = config
     model = html.escape(str(cfg["model"]))
     tasks = html.escape(", ".join(cfg["tasks"]))
@@ -149,7 +160,7 @@ def build_report(results: Path, config: dict) -> str:
              f"<p>model <b>{model}</b> · tasks <b>{tasks}</b> · data <b>{html.escape(str(cfg['data']['source']))}</b>"
              f" · bertology {__version__} · {when}</p>"
              f"<p>Browse every run: <code>mlflow ui --backend-store-uri {html.escape(str(cfg['mlflow']['tracking_uri']))}</code></p>"
-             + _explorer_link(results) + "</header><nav>"]
+             + _explorer_link(inputs) + "</header><nav>"]
     parts += [f'<a href="#{s.key}">{html.escape(s.title.split(" (")[0].split(" — ")[0])}</a>' for s in SECTIONS]
     parts.append("</nav><main>")
     for s in SECTIONS:
@@ -157,14 +168,14 @@ def build_report(results: Path, config: dict) -> str:
                      f"<div><b>What it measures</b>{html.escape(s.measures)}</div>"
                      f"<div><b>What the paper found</b>{html.escape(s.paper)}</div></div>")
         if s.key == "table1":
-            parts.append(_table1_block(results))
-        for pattern in s.tables:
-            for path in sorted(results.glob(pattern)):
-                parts.append(_table(path, results))
+            parts.append(_table1_block(results, inputs))
+        tables = [t for template in s.tables for t in layout.matching(template, inputs)]
+        for table in tables:
+            parts.append(_table(results / table, results))
         figs = by_section[s.key]
         if figs:
             parts.append("<div class=figs>" + "".join(_img(f) for f in figs) + "</div>")
-        elif not any(results.glob(p) for p in s.tables):
+        elif not tables:
             parts.append("<p class=missing>No output of this analysis in this run.</p>")
         parts.append("</section>")
     if by_section["other"]:

@@ -11,7 +11,8 @@ Every fine-tuned analysis runs once per seed: the seed is part of the store vari
 (``finetuned`` for the first seed, ``finetuned-seed43`` for seed 43: ``results/attention/{task}/finetuned-seed43.zarr``,
 ``results/stats/{task}/finetuned-seed43/...``), and the outputs that carry no variant in their path add the
 path tag (``results/stats/{task}/cosine-seed43.csv``, ``results/ablation/{task}/heads-seed43.csv``). The
-pretrained variant has no fine-tuning seed and is computed once.
+pretrained variant has no fine-tuning seed and is computed once. Which model directory a variant runs is
+:func:`bertology.layout.variant_model` (and :func:`bertology.layout.syntax_model` for a gold-syntax store).
 """
 
 from __future__ import annotations
@@ -76,27 +77,18 @@ def split_variant(variant: str) -> tuple[str, str]:
     return match.group(1), match.group(2)
 
 
-def variant_model(task: str, variant: str) -> str | None:
-    """The fine-tuned model directory a store variant runs (None for `pretrained`, which runs the config's
-    `model`): 'finetuned-seed43' -> results/models/{task}/pretrained-seed43 (fine-tuned from the pretrained init)."""
-    from bertology.tasks import VARIANT_INIT
-
-    base, tag = split_variant(variant)
-    return None if base == PRETRAINED else f"results/models/{task}/{VARIANT_INIT[base]}{tag}"
-
-
 #: the `model` wildcard of the gold-syntax stores: pretrained, or {task}-finetuned with the seed tag of its seed
 SYNTAX_MODEL_REGEX = rf"{PRETRAINED}|[a-z0-9]+-{FINETUNED}{SEED_TAG_REGEX}"
 _SYNTAX_MODEL = re.compile(rf"([a-z0-9]+)-({FINETUNED}{SEED_TAG_REGEX})")
 
 
-def syntax_model_path(model: str) -> str | None:
-    """The fine-tuned model directory a gold-syntax store runs: 'rte-finetuned-seed43' ->
-    results/models/rte/pretrained-seed43; None for 'pretrained' (the config's `model`)."""
+def split_syntax_model(model: str) -> tuple[str | None, str]:
+    """A gold-syntax store's model -> (its task, its store variant): 'rte-finetuned-seed43' ->
+    ('rte', 'finetuned-seed43'); 'pretrained' -> (None, 'pretrained') (the config's `model`, no task)."""
     if model == PRETRAINED:
-        return None
+        return None, PRETRAINED
     match = _SYNTAX_MODEL.fullmatch(model or "")
     if match is None:
         raise UserError(f"unknown model {model!r}: gold syntax stores exist for `pretrained`, `TASK-finetuned` and "
                         f"`TASK-finetuned-seed<N>`")
-    return variant_model(match.group(1), match.group(2))
+    return match.group(1), match.group(2)

@@ -53,7 +53,6 @@ log = logging.getLogger(__name__)
 
 STATE_FILE = "state.pt"
 HISTORY_FILE = "training.json"
-CHECKPOINT_ROOT = Path("results/checkpoints")  # relative to the working directory (snakemake --directory)
 BUCKET_BATCHES = 50  # batches per length bucket: shuffled chunks of 50*B examples are sorted by length
 
 
@@ -104,12 +103,15 @@ RESUME_SETTINGS = ("epochs", "batch_size", "learning_rate", "weight_decay", "war
 
 def checkpoint_dir(task: str, init: str, seed_tag: str = "") -> Path:
     """Where the train_model job of (task, init, seed) keeps its resumable state:
-    results/checkpoints/{task}/{init}{seedtag} (seedtag: '' for the first seed, -seedN for another).
+    results/checkpoints/{task}/{init}{seedtag} relative to the working directory (seedtag: '' for the first
+    seed, -seedN for another), named by :func:`bertology.layout.checkpoint`.
 
     Not a declared output of the rule (Snakemake deletes the outputs of a failed job, and with them the
-    work a resumed job would reuse), so the step and rules/train.smk both name it through this function.
+    work a resumed job would reuse), so the step names it through this function.
     """
-    return CHECKPOINT_ROOT / task / f"{init}{seed_tag}"
+    from bertology.layout import checkpoint
+
+    return Path(checkpoint(task, init, seed_tag))
 
 
 def resume_key(cfg: TrainConfig, *, model: str, init: str, task: str, max_length: int, train_df: pd.DataFrame) -> str:

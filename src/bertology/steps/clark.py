@@ -114,10 +114,10 @@ def extract_syntax(ctx: StepContext) -> None:
     from bertology.models import resolve_model
     from bertology.annotate import SPAN_COLUMNS
 
-    from bertology.seeds import syntax_model_path
+    from bertology.layout import syntax_model
 
     cfg, model = ctx.config, ctx.wildcards.get("model")
-    wanted = syntax_model_path(model)  # TASK-finetuned[-seedN] -> its model dir (bertology.seeds); None: pretrained
+    wanted = syntax_model(model)  # TASK-finetuned[-seedN] -> its model dir (bertology.layout); None: pretrained
     if wanted is None:
         if ctx.input.get("model") is not None:
             raise UserError("model `pretrained` runs the config `model`; it takes no --input model")

@@ -16,7 +16,7 @@ import pandas as pd
 from bertology.cli import StepContext
 from bertology.errors import UserError
 from bertology.io import write_csv, write_parquet
-from bertology.seeds import variant_model
+from bertology.layout import variant_model
 from bertology.steps.tables import by_variant, read_table
 
 
@@ -38,7 +38,7 @@ def _model_path(ctx: StepContext) -> str:
     from bertology.models import resolve_model
 
     variant = ctx.wildcards.get("variant")
-    wanted = variant_model(ctx.task, variant)  # None for pretrained; one model per fine-tuning seed (bertology.seeds)
+    wanted = variant_model(ctx.task, variant)  # None for pretrained; one model per fine-tuning seed (bertology.layout)
     if wanted is None:
         return resolve_model(ctx.config.model)
     if ctx.input.get("model") is None:

@@ -8,12 +8,13 @@ import json
 import time
 from pathlib import Path
 
+from bertology import layout
 from bertology.cli import StepContext
 from bertology.config import Undeclared
 from bertology.errors import UserError
 from bertology.io import write_json, write_text
 from bertology.seeds import seed_from_tag
-from bertology.tasks import INIT_VARIANT, SCORE_VARIANTS, VARIANT_INIT, get_task
+from bertology.tasks import INIT_VARIANT, SCORE_VARIANTS, get_task
 
 
 def _threads(n: int) -> None:
@@ -97,7 +98,7 @@ def score(ctx: StepContext) -> None:
             raise UserError("variant 'pretrained' scores the config's model with an untrained head; "
                             "it takes no --input model")
     else:
-        wanted = f"results/models/{task}/{VARIANT_INIT[variant]}{tag}"
+        wanted = layout.model_dir(task, variant, tag)
         if model_dir is None:
             raise UserError(f"variant {variant!r} needs --input model={wanted} (the train_model rule's output)")
         if not (model_dir / "config.json").exists():
@@ -152,7 +153,12 @@ def table1(ctx: StepContext) -> None:
     df = aggregate_seeds(per_seed)
     alpha = ctx.config.train.alpha
     tests = variant_tests(per_seed, alpha)
-    sizes = {path.parent.name: pq.read_metadata(path).num_rows for path in ctx.input.all("train")}
+    sizes = {}
+    for path in ctx.input.all("train"):
+        fields = layout.parse("data", path, split="train")
+        if fields is None:
+            raise UserError(f"--input train={path} is not a prepared train split ({layout.path('data', split='train')})")
+        sizes[fields["task"]] = pq.read_metadata(path).num_rows
     md = table1_markdown(df, sizes, tests, alpha=alpha)
     write_csv(df, ctx.output.csv)
     write_csv(tests, ctx.output.tests)
