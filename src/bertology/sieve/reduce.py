@@ -27,8 +27,8 @@ from bertology.onepass import ChunkKernel, StoreInfo, reduce_store
 from bertology.stats import fdr_bh
 from bertology.store import SpecialTokens, StoreError, open_store
 
-from .masks import ROLES, SYNTACTIC_RELATIONS, check_roles, chunk_masks, roles_for
-from .scores import example_scores
+from .masks import ROLES, SYNTACTIC_RELATIONS, build_masks, check_roles, chunk_relations, roles_for
+from .scores import block_scores, real_block
 
 log = logging.getLogger(__name__)
 
@@ -42,22 +42,24 @@ SCORE_VARS = ("attention", "input_ids", "segment", "word_ids", "length", "exampl
 def _block_scores(attention: np.ndarray, input_ids: np.ndarray, segment: np.ndarray, word_ids: np.ndarray,
                   length: np.ndarray, example_idx: np.ndarray, words: pd.DataFrame | None, *, specials: SpecialTokens,
                   window: int, roles: tuple[str, ...], batch: int) -> np.ndarray:
-    """Scores (E, L, H, R) of one store chunk.
+    """Scores (E, L, H, R) of one store chunk (attention (E, L, H, Q, K), NaN past each length; the rest (E, Q)).
 
-    Examples are taken in order of length in sub-batches of `batch`, each cropped to its longest example
-    (positions past every length are padding), which bounds memory and skips most of the padding.
+    Examples are taken in order of length in sub-batches of `batch`, each example's real block converted once into a
+    float32 block of the sub-batch's longest length (:func:`real_block`: positions past every length are exact zeros
+    and are never read), which bounds memory and skips most of the padding. The words of the syntactic roles are
+    looked up once per chunk.
     """
     E = attention.shape[0]
     out = np.empty(attention.shape[:3] + (len(roles),), dtype=np.float64)
-    if words is not None:  # once per chunk, so that sub-batches search a small frame
-        words = words[words["example_idx"].isin(np.asarray(example_idx))]
+    relations = chunk_relations(word_ids, example_idx, words, roles)
     order = np.argsort(np.asarray(length), kind="stable")
     for lo in range(0, E, batch):
         sl = order[lo:lo + batch]
         m = max(int(np.max(length[sl])), 1)
-        sieve, queries = chunk_masks(input_ids[sl, :m], segment[sl, :m], word_ids[sl, :m], length[sl],
-                                     example_idx[sl], words, specials=specials, window=window, roles=roles)
-        out[sl] = example_scores(attention[sl][..., :m, :m], sieve, queries, length[sl])
+        sieve, queries = build_masks(input_ids[sl, :m], segment[sl, :m], word_ids[sl, :m], length[sl],
+                                     None if relations is None else relations[sl], specials=specials, window=window,
+                                     roles=roles)
+        out[sl] = block_scores(real_block(attention, length, sl, m), sieve, queries, length[sl])
     return out
 
 
