@@ -33,7 +33,9 @@ def row_entropy(attn: np.ndarray) -> np.ndarray:
     total = a.sum(axis=-1, keepdims=True, dtype=np.float64).astype(np.float32)
     p = np.divide(a, total, out=np.zeros_like(a), where=total > 0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        plogp = np.where(p > 0, p * np.log(p), np.float32(0))  # 0 ln 0 = 0, as scipy.special.entr but 3x faster
+        plogp = np.log(p)
+        plogp *= p  # in place: two (..., n, n) temporaries, not four
+    np.copyto(plogp, np.float32(0), where=p == 0)  # 0 ln 0 = 0 (the product gave NaN), as scipy.special.entr
     return -plogp.sum(axis=-1, dtype=np.float64)
 
 
