@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -51,8 +52,8 @@ class Example:
 
     attention: (L, H, n, n) float32 cropped to the real length n (no NaN: checked); input_ids, word_ids,
     segment: (>= n,) the example's rows as stored; cls, sep: (n,) bool, the special-token positions;
-    example_idx: the example's idx (joins the words table); words: the kernel's own per-example words entry
-    (what its :meth:`ExampleKernel.prepare` gave for this example), None without one.
+    example_idx: the example's idx (joins the words table); row_sums: (L, H, n) float64, computed on first use and
+    shared by the kernels.
     """
 
     attention: np.ndarray
@@ -63,6 +64,12 @@ class Example:
     cls: np.ndarray
     sep: np.ndarray
     example_idx: int
+
+    @cached_property
+    def row_sums(self) -> np.ndarray:
+        """(L, H, n) float64: each attention row summed over its n keys, once for every kernel. Exact whatever the
+        order of the sum: the values are float16 numbers (multiples of 2**-24 below 1), so are their sums in float64."""
+        return self.attention.sum(axis=-1, dtype=np.float64)
 
 
 class Kernel(Generic[P]):

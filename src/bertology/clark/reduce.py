@@ -69,7 +69,7 @@ class ClarkKernel(ExampleKernel):
     def add(self, part: Partial, ex: Example, words: prs.Arcs | None) -> None:
         if self.entropy:
             part.entropy.add_sums(*ent.example_entropy(ex.attention, int(np.flatnonzero(ex.cls)[0])
-                                                       if ex.cls.any() else None))
+                                                       if ex.cls.any() else None, ex.row_sums))
         if words is not None:
             part.parser.add_example(ex.attention, ex.word_ids, words)
 

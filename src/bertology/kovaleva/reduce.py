@@ -133,7 +133,8 @@ def example_stats(ex: Example, words: ExampleWords | None, classifier: str) -> d
         "features": feat.feature_scores(attn, tokens),
         "cls": feat.cls_scores(attn[-1], tokens),
         "dependency": rel.relation_scores(attn, mask),
-        "patterns": (pat.classify_rule(attn, ex.cls | ex.sep, ex.segment[:n]) if classifier == "rule" else None),
+        "patterns": (pat.classify_rule_exact(attn, ex.cls | ex.sep, ex.segment[:n])
+                     if classifier == "rule" else None),
     }
 
 
