@@ -121,6 +121,18 @@ class ChunkKernel(Kernel[P]):
         raise NotImplementedError
 
 
+#: every float16 number as float32, indexed by its bits: a gather from this 256 KiB table converts float16 to float32
+#: about twice as fast as numpy's cast, bit for bit the same (the table IS numpy's cast of every float16)
+_F16_TO_F32 = np.arange(1 << 16, dtype=np.uint16).view(np.float16).astype(np.float32)
+
+
+def as_float32(a: np.ndarray) -> np.ndarray:
+    """A new float32 array of `a`'s values, any shape and strides (float16: through :data:`_F16_TO_F32`)."""
+    if a.dtype == np.float16:
+        return _F16_TO_F32.take(a.view(np.uint16))
+    return np.array(a, dtype=np.float32)
+
+
 def example_groups(example_idx: np.ndarray) -> list[np.ndarray]:
     """Row numbers of a words table grouped by example: one (rows,) int array per example, in order of
     example_idx, each in table order. example_idx: the table's (N,) column."""
@@ -206,7 +218,7 @@ def _examples(block: Mapping[str, np.ndarray], work: list[tuple[ExampleKernel, A
         if not todo:
             continue
         # no NaN inside the length: every chunk read was checked (bertology.store.read_chunk, check_block)
-        a = attention[e, :, :, :n, :n].astype(np.float32)
+        a = as_float32(attention[e, :, :, :n, :n])
         idx = int(example_idx[e])
         cls, sep = info.specials.masks(input_ids[e, :n], n)
         ex = Example(a, n, input_ids[e], word_ids[e], segment[e], cls, sep, idx)

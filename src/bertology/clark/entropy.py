@@ -33,7 +33,7 @@ def row_entropy(attn: np.ndarray, row_sums: np.ndarray | None = None) -> np.ndar
     if row_sums is None:
         row_sums = a.sum(axis=-1, dtype=np.float64)
     total = row_sums.astype(np.float32)[..., None]
-    p = np.divide(a, total, out=np.zeros_like(a), where=total > 0)
+    p = a / total if (total > 0).all() else np.divide(a, total, out=np.zeros_like(a), where=total > 0)
     with np.errstate(divide="ignore", invalid="ignore"):
         plogp = np.log(p)
         plogp *= p  # in place: two (..., n, n) temporaries, not four

@@ -129,7 +129,7 @@ def predict_present(blocks: np.ndarray, rows: np.ndarray) -> np.ndarray:
     `blocks` (a word is not its own head): the caller gives blocks it owns. Needs k >= 2."""
     diagonal = np.arange(blocks.shape[-1])
     blocks[..., diagonal, diagonal] = -np.inf
-    return np.stack([blocks[..., rows, :].argmax(axis=-1), blocks[..., :, rows].argmax(axis=-2)])
+    return np.stack([blocks.argmax(axis=-1)[..., rows], blocks.argmax(axis=-2)[..., rows]])
 
 
 @dataclass

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 from bertology.errors import InputError
+from bertology.onepass import as_float32
 
 
 def real_block(attention: np.ndarray, length: np.ndarray, rows: np.ndarray | None = None,
@@ -25,7 +26,7 @@ def real_block(attention: np.ndarray, length: np.ndarray, rows: np.ndarray | Non
     out = np.zeros((rows.size,) + attention.shape[1:3] + (size, size), dtype=np.float32)
     for i, e in enumerate(rows):
         n = int(length[e])
-        out[i, :, :, :n, :n] = attention[e, :, :, :n, :n]
+        out[i, :, :, :n, :n] = as_float32(attention[e, :, :, :n, :n])
     return out
 
 
