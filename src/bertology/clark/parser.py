@@ -144,12 +144,18 @@ class ParserCounts:
 
     def __add__(self, other: "ParserCounts") -> "ParserCounts":
         out = ParserCounts({k: v.copy() for k, v in self.correct.items()}, Counter(self.n),
-                           {k: Counter(v) for k, v in self.offsets.items()}, self.skipped + other.skipped)
-        for rel, c in other.correct.items():
-            out.correct[rel] = out.correct[rel] + c if rel in out.correct else c.copy()
-            out.offsets.setdefault(rel, Counter()).update(other.offsets[rel])
-        out.n.update(other.n)
+                           {k: Counter(v) for k, v in self.offsets.items()}, self.skipped)
+        out += other
         return out
+
+    def __iadd__(self, other: "ParserCounts") -> "ParserCounts":
+        """Add `other`'s counts to these, in place (counts: the order does not matter)."""
+        for rel, c in other.correct.items():
+            self.correct[rel] = self.correct[rel] + c if rel in self.correct else c.copy()
+            self.offsets.setdefault(rel, Counter()).update(other.offsets[rel])
+        self.n.update(other.n)
+        self.skipped += other.skipped
+        return self
 
     def add_example(self, attn: np.ndarray, word_ids: np.ndarray, arcs: Arcs) -> None:
         """Score every arc of one example. attn: (L, H, n, n); word_ids: (>= n,)."""
@@ -168,12 +174,16 @@ class ParserCounts:
         # the argmax over the present words only (the others are no candidates): same order, same ties
         blocks, words = word_blocks(attn, word_ids, n_words)
         hits = words[predict_present(blocks, np.searchsorted(words, dep))] == head  # (2, L, H, A)
-        for r in np.unique(rel):
-            sel = rel == r
-            c = hits[..., sel].sum(axis=-1)
-            self.correct[r] = self.correct[r] + c if r in self.correct else c.astype(np.int64)
-            self.n[r] += int(sel.sum())
-            self.offsets.setdefault(r, Counter()).update((head[sel] - dep[sel]).tolist())
+        labels, code = np.unique(rel, return_inverse=True)
+        order = np.argsort(code, kind="stable")  # the arcs of each relation side by side
+        starts = np.searchsorted(code[order], np.arange(labels.size))
+        correct = np.add.reduceat(hits[..., order], starts, axis=-1, dtype=np.int64)  # (2, L, H, relations)
+        offset = head - dep
+        for i, r in enumerate(labels.tolist()):
+            sel = order[starts[i]:starts[i + 1] if i + 1 < labels.size else order.size]
+            self.correct[r] = self.correct[r] + correct[..., i] if r in self.correct else correct[..., i].copy()
+            self.n[r] += int(sel.size)
+            self.offsets.setdefault(r, Counter()).update(offset[sel].tolist())
 
 
 def baseline(offsets: Counter) -> tuple[int, float]:
