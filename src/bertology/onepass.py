@@ -1,13 +1,16 @@
 """One read of an attention store for every store analysis: the one way an analysis reduces a store.
 
-A store analysis is a *kernel* (:class:`ExampleKernel` or :class:`ChunkKernel`) and nothing else: what it
-reads, what one example (or one chunk) adds to its partial result, and how partials combine. The
-registry (:mod:`bertology.registry`) names the kernel of every analysis; :func:`reduce_store` runs any number
+A store analysis is a *kernel* (:class:`ExampleKernel`, :class:`BatchKernel` or :class:`ChunkKernel`) and nothing
+else: what it reads, what one example (a sub-batch, a chunk) adds to its partial result, and how partials combine.
+The registry (:mod:`bertology.registry`) names the kernel of every analysis; :func:`reduce_store` runs any number
 of kernels over one store in ONE read of it: each Dask task reads one chunk of examples
 (:func:`bertology.store.map_chunks`, attention cropped to the chunk's longest example), crops every example
-to its own length once, converts it to float32 once and hands it to every per-example kernel, then gives
-the chunk to every per-chunk kernel; the driver combines the partials in chunk order. Memory is bounded by
-one chunk per worker whatever the store's size.
+to its own length once, converts it to float32 once (:func:`as_float32`) and hands it to every per-example kernel
+and, gathered with the examples of similar length into one block zero-padded to the longest of them, to every batch
+kernel; then gives the chunk to every per-chunk kernel; the driver combines the partials in chunk order. With a
+batch kernel the examples are taken in order of length, and each per-example kernel's partials are merged back in
+the chunk's order, so that every sum is the one of an in-order pass, bit for bit. Memory is bounded by one chunk per
+worker whatever the store's size.
 
 :func:`run_chunks` is the generic wrapper around :func:`bertology.store.map_chunks` that every reduction
 uses (this one, and the pair reduction of two aligned stores): open and check the store(s), their example
