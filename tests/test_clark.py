@@ -425,3 +425,24 @@ def test_demo_treebank_reads_back_with_frequent_relations(tmp_path):
     words = bank.words[bank.words["example_idx"] == 0]
     sample_text = bank.sample["text_a"][0]
     assert [sample_text[s:e] for s, e in zip(words["start_char"], words["end_char"])] == words["text"].tolist()
+
+
+def test_predictions_over_the_present_words_equal_the_word_level_argmax():
+    """predict_present on word_blocks (the present words only, in place) = predict_heads on word_attention, with ties
+    (attention of float16 values, many exactly equal) going to the earlier word in both."""
+    rng = np.random.default_rng(7)
+    word_ids = np.array([-1, 0, 1, 1, 2, 4, 4, 4, 5, -1, 6, 7, 7, -1])  # word 3 has no piece; pieces out of order below
+    n, W = len(word_ids), 8
+    for shuffle in (False, True):
+        ids = word_ids.copy()
+        if shuffle:
+            ids[1:9] = ids[1:9][::-1]
+        a = np.round(rng.random((2, 3, n, n)) * 4) / 4  # coarse values: ties everywhere
+        a = (a / np.maximum(a.sum(-1, keepdims=True), 1)).astype(np.float16).astype(np.float32)
+        present = np.zeros(W, bool)
+        present[ids[ids >= 0]] = True
+        want = prs.predict_heads(prs.word_attention(a, ids, W), present)  # (2, L, H, W)
+        blocks, words = prs.word_blocks(a, ids, W)
+        assert words.tolist() == np.flatnonzero(present).tolist()
+        got = words[prs.predict_present(blocks, np.arange(words.size))]  # (2, L, H, k)
+        assert np.array_equal(got, want[..., words])

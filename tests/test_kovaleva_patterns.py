@@ -99,3 +99,43 @@ def test_sample_maps_is_seeded_and_distinct():
     assert a.shape == (20, 3) and len({tuple(r) for r in a}) == 20
     assert np.array_equal(a, pat.sample_maps(10, 2, 3, 20, seed=3))
     assert pat.sample_maps(2, 1, 1, 50, seed=0).shape == (2, 3)
+
+
+def _float16_maps(rng, n: int, count: int, special: np.ndarray, segments) -> np.ndarray:
+    """Maps as a store holds them: softmax rows rounded to float16 (a row sums to 1 only up to rounding, some above),
+    every kind mixed in random proportions so that masses fall on both sides of every threshold."""
+    kinds = [on_columns(n, list(np.flatnonzero(special))), previous_token(n), block(segments, special), uniform(n)]
+    w = rng.dirichlet(np.full(len(kinds), 0.4), size=count)  # (count, kinds)
+    maps = np.einsum("ck,kij->cij", w, np.stack(kinds)) + rng.random((count, n, n)) * 0.02
+    maps /= maps.sum(-1, keepdims=True)
+    return maps.astype(np.float16).astype(np.float32)
+
+
+def test_exact_rule_gives_the_rule_s_classes_on_float16_maps():
+    """classify_rule_exact = classify_rule, map by map, on float16 maps whose rows sum to 1 +- rounding (so that the
+    float32 products of classify_rule may round), including masses set right at the thresholds."""
+    rng = np.random.default_rng(5)
+    for ex in (pair_example(), long_example(14, 12), long_example(9, None)):
+        maps = _float16_maps(rng, ex.n, 6 * 12, ex.special, ex.segments).reshape(6, 12, ex.n, ex.n)
+        assert np.array_equal(pat.classify_rule_exact(maps, ex.special, ex.segments),
+                              pat.classify_rule(maps, ex.special, ex.segments))
+
+
+def test_exact_rule_defers_to_the_rule_next_to_a_threshold(monkeypatch):
+    """A map whose special mass may round in float32 (rows summing to more than 1) and whose V* is at a threshold is
+    classified by classify_rule itself; a map whose sums cannot round never is."""
+    ex = long_example(14, 12)
+    n, special = ex.n, ex.special
+    sp = list(np.flatnonzero(special))
+    heavy = on_columns(n, sp).astype(np.float16).astype(np.float32)
+    heavy[:, sp[0]] += np.float32(2.0 ** -10)  # every row's special mass above 1
+    light = uniform(n).astype(np.float16).astype(np.float32)
+    maps = np.stack([heavy, light])[None]  # (1, 2, n, n)
+    v = float(pat.pattern_masses(heavy[None], special, ex.segments)[0][0])
+    at = {"vertical": v}  # the heavy map's V* right at the threshold
+    calls = []
+    real = pat.classify_rule
+    monkeypatch.setattr(pat, "classify_rule", lambda a, *args, **kw: calls.append(a.shape[0]) or real(a, *args, **kw))
+    got = pat.classify_rule_exact(maps, special, ex.segments, at)
+    assert calls == [1]  # the heavy map, alone
+    assert np.array_equal(got[0], real(maps[0], special, ex.segments, at))

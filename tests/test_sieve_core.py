@@ -259,3 +259,18 @@ def test_special_tokens_come_from_the_store_attributes():
     assert not cls.any()
     with pytest.raises(StoreError, match="sep_token_id"):
         SpecialTokens.of({"cls_token_id": 0})
+
+
+def test_real_block_reads_only_each_example_s_length():
+    from bertology.onepass import as_float32
+    from bertology.sieve.scores import real_block
+
+    att = np.full((2, 1, 1, 5, 5), 7.0, np.float16)  # whatever lies past a length is never read
+    att[0, ..., :3, :3] = 0.25
+    att[1, ..., :5, :5] = 0.125
+    got = real_block(att, np.array([3, 5]), np.array([1, 0]), size=6)
+    assert got.dtype == np.float32 and got.shape == (2, 1, 1, 6, 6)
+    assert (got[0, ..., :5, :5] == 0.125).all() and (got[0, ..., 5, :] == 0).all() and (got[0, ..., :, 5] == 0).all()
+    assert (got[1, ..., :3, :3] == 0.25).all() and got[1].sum() == 9 * 0.25
+    bits = np.arange(1 << 16, dtype=np.uint16).view(np.float16)  # every float16, NaNs and infinities included
+    assert as_float32(bits).tobytes() == bits.astype(np.float32).tobytes()

@@ -1,13 +1,16 @@
 """One read of an attention store for every store analysis: the one way an analysis reduces a store.
 
-A store analysis is a *kernel* (:class:`ExampleKernel` or :class:`ChunkKernel`) and nothing else: what it
-reads, what one example (or one chunk) adds to its partial result, and how partials combine. The
-registry (:mod:`bertology.registry`) names the kernel of every analysis; :func:`reduce_store` runs any number
+A store analysis is a *kernel* (:class:`ExampleKernel`, :class:`BatchKernel` or :class:`ChunkKernel`) and nothing
+else: what it reads, what one example (a sub-batch, a chunk) adds to its partial result, and how partials combine.
+The registry (:mod:`bertology.registry`) names the kernel of every analysis; :func:`reduce_store` runs any number
 of kernels over one store in ONE read of it: each Dask task reads one chunk of examples
 (:func:`bertology.store.map_chunks`, attention cropped to the chunk's longest example), crops every example
-to its own length once, converts it to float32 once and hands it to every per-example kernel, then gives
-the chunk to every per-chunk kernel; the driver combines the partials in chunk order. Memory is bounded by
-one chunk per worker whatever the store's size.
+to its own length once, converts it to float32 once (:func:`as_float32`) and hands it to every per-example kernel
+and, gathered with the examples of similar length into one block zero-padded to the longest of them, to every batch
+kernel; then gives the chunk to every per-chunk kernel; the driver combines the partials in chunk order. With a
+batch kernel the examples are taken in order of length, and each per-example kernel's partials are merged back in
+the chunk's order, so that every sum is the one of an in-order pass, bit for bit. Memory is bounded by one chunk per
+worker whatever the store's size.
 
 :func:`run_chunks` is the generic wrapper around :func:`bertology.store.map_chunks` that every reduction
 uses (this one, and the pair reduction of two aligned stores): open and check the store(s), their example
@@ -22,6 +25,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -51,8 +55,8 @@ class Example:
 
     attention: (L, H, n, n) float32 cropped to the real length n (no NaN: checked); input_ids, word_ids,
     segment: (>= n,) the example's rows as stored; cls, sep: (n,) bool, the special-token positions;
-    example_idx: the example's idx (joins the words table); words: the kernel's own per-example words entry
-    (what its :meth:`ExampleKernel.prepare` gave for this example), None without one.
+    example_idx: the example's idx (joins the words table); row_sums: (L, H, n) float64, computed on first use and
+    shared by the kernels.
     """
 
     attention: np.ndarray
@@ -63,6 +67,12 @@ class Example:
     cls: np.ndarray
     sep: np.ndarray
     example_idx: int
+
+    @cached_property
+    def row_sums(self) -> np.ndarray:
+        """(L, H, n) float64: each attention row summed over its n keys, once for every kernel. Exact whatever the
+        order of the sum: the values are float16 numbers (multiples of 2**-24 below 1), so are their sums in float64."""
+        return self.attention.sum(axis=-1, dtype=np.float64)
 
 
 class Kernel(Generic[P]):
@@ -105,6 +115,36 @@ class ExampleKernel(Kernel[P]):
         """After the chunk's last example (e.g. a batched classifier over the chunk's maps). Default: as is."""
         return part
 
+    def merge(self, first: Any, then: Any) -> Any:
+        """`first` (the chunk's examples so far) then `then` (the next example's own partial). Default: their sum.
+
+        When a :class:`BatchKernel` runs in the same pass, examples are taken in order of length: each is added
+        to its own ``empty`` partial, and those are merged in the chunk's order, so that sums come out exactly as
+        if the examples had been added in order (0 + v is v)."""
+        return first + then
+
+
+class BatchKernel(Kernel[P]):
+    """A reduction over sub-batches of a chunk's examples taken in order of length (``batch`` at a time): each
+    sub-batch comes as ONE float32 block (B, L, H, m, m), cropped to its longest example m, exact zeros past each
+    example's length, converted once with the maps the per-example kernels get.
+    ``empty_chunk`` -> ``add_batch`` each sub-batch -> ``finish_chunk``."""
+
+    batch: int = 8
+
+    def empty_chunk(self, block: Mapping[str, np.ndarray], words: Any, info: StoreInfo) -> Any:
+        """The chunk's partial before its first sub-batch (block: the chunk's variables, words: its selection)."""
+        raise NotImplementedError
+
+    def add_batch(self, part: Any, attention: np.ndarray, rows: np.ndarray, block: Mapping[str, np.ndarray],
+                  info: StoreInfo) -> None:
+        """Add one sub-batch: attention (B, L, H, m, m) float32 of the examples `rows` (B,) of the block."""
+        raise NotImplementedError
+
+    def finish_chunk(self, part: Any, info: StoreInfo) -> P:
+        """After the chunk's last sub-batch. Default: as is."""
+        return part
+
 
 class ChunkKernel(Kernel[P]):
     """A reduction of a whole chunk at once (batched arithmetic over examples)."""
@@ -112,6 +152,18 @@ class ChunkKernel(Kernel[P]):
     def chunk(self, block: Mapping[str, np.ndarray], words: Any, info: StoreInfo) -> P:
         """block: the chunk's variables (attention (E, L, H, Q, K) float16, NaN past each length)."""
         raise NotImplementedError
+
+
+#: every float16 number as float32, indexed by its bits: a gather from this 256 KiB table converts float16 to float32
+#: about twice as fast as numpy's cast, bit for bit the same (the table IS numpy's cast of every float16)
+_F16_TO_F32 = np.arange(1 << 16, dtype=np.uint16).view(np.float16).astype(np.float32)
+
+
+def as_float32(a: np.ndarray) -> np.ndarray:
+    """A new float32 array of `a`'s values, any shape and strides (float16: through :data:`_F16_TO_F32`)."""
+    if a.dtype == np.float16:
+        return _F16_TO_F32.take(a.view(np.uint16))
+    return np.array(a, dtype=np.float32)
 
 
 def example_groups(example_idx: np.ndarray) -> list[np.ndarray]:
@@ -174,37 +226,87 @@ def reduce_chunk(block: Mapping[str, np.ndarray], kernels: Sequence[Kernel], wor
     """Every kernel's partial of one chunk. block: the union of the kernels' variables (attention
     (E, L, H, Q, K) float16 with NaN padding, length and example_idx (E,), (E, Q) rows); words: each kernel's
     selection for this chunk, in kernel order."""
+    # No threadpool_limits here: BLAS's thread count is global to the process, and limiting it while another
+    # Dask thread runs the sieve's matrix products would change how those sum (float32, ~1e-7 relative),
+    # from one run to the next. The per-example kernels' products are too small for BLAS to split.
     out: list[Any] = [None] * len(kernels)
     per_example = [i for i, k in enumerate(kernels) if isinstance(k, ExampleKernel)]
-    if per_example:
-        # No threadpool_limits here: BLAS's thread count is global to the process, and limiting it while another
-        # Dask thread runs the sieve's matrix products would change how those sum (float32, ~1e-7 relative),
-        # from one run to the next. The per-example kernels' products are too small for BLAS to split.
-        parts = {i: kernels[i].empty(info) for i in per_example}
-        _examples(block, [(kernels[i], parts[i], words[i]) for i in per_example], info)
-        for i in per_example:
-            out[i] = kernels[i].finish_chunk(parts[i], info)
+    batched = [i for i, k in enumerate(kernels) if isinstance(k, BatchKernel)]
+    if per_example or batched:
+        work = [(kernels[i], kernels[i].empty(info), words[i]) for i in per_example]
+        batches = [(kernels[i], kernels[i].empty_chunk(block, words[i], info)) for i in batched]
+        if batches:
+            parts = _examples_by_length(block, work, batches, info)
+        else:
+            _examples(block, work, info)
+            parts = [p for _, p, _ in work]
+        for i, p in zip(per_example, parts):
+            out[i] = kernels[i].finish_chunk(p, info)
+        for i, (k, p) in zip(batched, batches):
+            out[i] = k.finish_chunk(p, info)
     for i, k in enumerate(kernels):
         if isinstance(k, ChunkKernel):
             out[i] = k.chunk(block, words[i], info)
     return out
 
 
+def _example(block: Mapping[str, np.ndarray], e: int, a: np.ndarray, info: StoreInfo) -> Example:
+    """Example e of a block, its attention `a` (L, H, n, n) float32 already cropped and converted."""
+    n = int(block["length"][e])
+    cls, sep = info.specials.masks(block["input_ids"][e, :n], n)
+    return Example(a, n, block["input_ids"][e], block["word_ids"][e], block["segment"][e], cls, sep,
+                   int(block["example_idx"][e]))
+
+
+def _add(work: Sequence[tuple[ExampleKernel, Any, Any]], ex: Example) -> None:
+    for k, p, w in work:
+        k.add(p, ex, w.get(ex.example_idx) if w is not None else None)
+
+
 def _examples(block: Mapping[str, np.ndarray], work: list[tuple[ExampleKernel, Any, Any]], info: StoreInfo) -> None:
-    attention, length, example_idx = block["attention"], block["length"], block["example_idx"]
-    input_ids, word_ids, segment = block["input_ids"], block["word_ids"], block["segment"]
+    """Every example to the per-example kernels, in the chunk's order."""
+    attention, length = block["attention"], block["length"]
     for e in range(attention.shape[0]):
         n = int(length[e])
         todo = [(k, p, w) for k, p, w in work if n >= 2 or k.short_examples]
-        if not todo:
-            continue
-        # no NaN inside the length: every chunk read was checked (bertology.store.read_chunk, check_block)
-        a = attention[e, :, :, :n, :n].astype(np.float32)
-        idx = int(example_idx[e])
-        cls, sep = info.specials.masks(input_ids[e, :n], n)
-        ex = Example(a, n, input_ids[e], word_ids[e], segment[e], cls, sep, idx)
-        for k, p, w in todo:
-            k.add(p, ex, w.get(idx) if w is not None else None)
+        if todo:
+            # no NaN inside the length: every chunk read was checked (bertology.store.read_chunk, check_block)
+            _add(todo, _example(block, e, as_float32(attention[e, :, :, :n, :n]), info))
+
+
+def _examples_by_length(block: Mapping[str, np.ndarray], work: list[tuple[ExampleKernel, Any, Any]],
+                        batches: list[tuple[BatchKernel, Any]], info: StoreInfo) -> list[Any]:
+    """Every example to the per-example kernels and, in sub-batches by length, to the batch kernels: each example
+    cropped and converted once. Returns the per-example kernels' chunk partials (each example added to its own
+    ``empty`` partial, merged in the chunk's order: the sums of an in-order pass)."""
+    sizes = {k.batch for k, _ in batches}
+    if len(sizes) != 1:
+        raise ValueError(f"the batch kernels of one pass need the same batch size, not {sorted(sizes)}")
+    batch = sizes.pop()
+    attention, length = block["attention"], block["length"]
+    E, L, H = attention.shape[:3]
+    own: list[list[Any]] = [[] for _ in range(E)]  # each example's partials, one per kernel it went to
+    order = np.argsort(np.asarray(length), kind="stable")
+    for lo in range(0, E, batch):
+        rows = order[lo:lo + batch]
+        m = max(int(np.max(length[rows])), 1)
+        maps = np.zeros((rows.size, L, H, m, m), dtype=np.float32)  # exact zeros past each length
+        for i, e in enumerate(rows):
+            n = int(length[e])
+            a = as_float32(attention[e, :, :, :n, :n])
+            maps[i, :, :, :n, :n] = a
+            todo = [(j, k, w) for j, (k, _, w) in enumerate(work) if n >= 2 or k.short_examples]
+            if todo:
+                mine = [(k, k.empty(info), w) for _, k, w in todo]
+                _add(mine, _example(block, int(e), a, info))
+                own[e] = [(j, p) for (j, _, _), (_, p, _) in zip(todo, mine)]
+        for k, p in batches:
+            k.add_batch(p, maps, rows, block, info)
+    parts = [p for _, p, _ in work]
+    for e in range(E):
+        for j, p in own[e]:
+            parts[j] = work[j][0].merge(parts[j], p)
+    return parts
 
 
 def _onepass_task(block: Mapping[str, np.ndarray], *, kernels: Sequence[Kernel], words: Sequence[Any],

@@ -57,21 +57,19 @@ class Arcs:
         return int(self.dependent.size)
 
 
-def word_attention(attn: np.ndarray, word_ids: np.ndarray, n_words: int) -> np.ndarray:
-    """Word-level attention of one example.
+def word_blocks(attn: np.ndarray, word_ids: np.ndarray, n_words: int) -> tuple[np.ndarray, np.ndarray]:
+    """Word-level attention among the words that have a wordpiece: (blocks (L, H, k, k) float64, words (k,) int64).
 
     attn: (L, H, n, n) cropped to the real length; word_ids: (>= n,) word index per position (-1 specials).
-    Returns (L, H, W, W) float64 with Wd[u, v] = mean_{s in wp(u)} sum_{t in wp(v)} A[s, t]; rows and columns of
-    words without a wordpiece are 0. Positions are grouped by word (stable sort); a one-piece word's row and
-    column are copied as they are and only split words are summed, so equal attention stays exactly equal
-    (ties go to the earlier word, see :func:`predict_heads`).
+    blocks[..., i, j] = Wd[words[i], words[j]] = mean_{s in wp(u)} sum_{t in wp(v)} A[s, t], words ascending. Positions
+    are grouped by word (stable sort); a one-piece word's row and column are copied as they are and only split words
+    are summed (float64 sums of float32 attention), so equal attention stays exactly equal.
     """
     n = attn.shape[-1]
     ids = np.asarray(word_ids[:n]).astype(np.int64)
-    out = np.zeros(attn.shape[:2] + (n_words, n_words))
     pos = np.flatnonzero((ids >= 0) & (ids < n_words))
     if pos.size == 0:
-        return out
+        return np.zeros(attn.shape[:2] + (0, 0)), np.zeros(0, np.int64)
     order = pos[np.argsort(ids[pos], kind="stable")]  # the wordpieces of each word side by side
     w = ids[order]
     starts = np.flatnonzero(np.r_[True, w[1:] != w[:-1]])
@@ -81,21 +79,33 @@ def word_attention(attn: np.ndarray, word_ids: np.ndarray, n_words: int) -> np.n
         sub = attn[..., order[0]:order[-1] + 1, order[0]:order[-1] + 1]
     else:
         sub = attn[..., order[:, None], order[None, :]]  # (L, H, p, p)
-    sub = np.asarray(sub, dtype=np.float64)
-    if split.size:
-        to_words = sub[..., starts]  # (L, H, p, k): sum over the pieces attended to
-        for j in split:
-            to_words[..., j] = sub[..., starts[j]:starts[j] + sizes[j]].sum(axis=-1)
-        from_words = to_words[..., starts, :]  # (L, H, k, k): mean over the pieces attending
-        for j in split:
-            from_words[..., j, :] = to_words[..., starts[j]:starts[j] + sizes[j], :].sum(axis=-2) / sizes[j]
-    else:
-        from_words = sub  # one piece per word: the wordpiece attention is the word attention
-    present = w[starts]
+    sub = np.array(sub, dtype=np.float64)  # always a copy: the caller owns the blocks
+    if not split.size:
+        return sub, w[starts]  # one piece per word: the wordpiece attention is the word attention
+    to_words = sub[..., starts]  # (L, H, p, k): sum over the pieces attended to
+    for j in split:
+        to_words[..., j] = sub[..., starts[j]:starts[j] + sizes[j]].sum(axis=-1)
+    from_words = to_words[..., starts, :]  # (L, H, k, k): mean over the pieces attending
+    for j in split:
+        from_words[..., j, :] = to_words[..., starts[j]:starts[j] + sizes[j], :].sum(axis=-2) / sizes[j]
+    return from_words, w[starts]
+
+
+def word_attention(attn: np.ndarray, word_ids: np.ndarray, n_words: int) -> np.ndarray:
+    """Word-level attention of one example.
+
+    attn: (L, H, n, n) cropped to the real length; word_ids: (>= n,) word index per position (-1 specials).
+    Returns (L, H, W, W) float64 with Wd[u, v] = mean_{s in wp(u)} sum_{t in wp(v)} A[s, t]; rows and columns of
+    words without a wordpiece are 0 (:func:`word_blocks`; ties go to the earlier word, see :func:`predict_heads`).
+    """
+    out = np.zeros(attn.shape[:2] + (n_words, n_words))
+    blocks, present = word_blocks(attn, word_ids, n_words)
+    if present.size == 0:
+        return out
     if present[-1] - present[0] + 1 == present.size:  # words numbered without gaps
-        out[..., present[0]:present[-1] + 1, present[0]:present[-1] + 1] = from_words
+        out[..., present[0]:present[-1] + 1, present[0]:present[-1] + 1] = blocks
     else:
-        out[..., present[:, None], present[None, :]] = from_words
+        out[..., present[:, None], present[None, :]] = blocks
     return out
 
 
@@ -113,6 +123,15 @@ def predict_heads(wd: np.ndarray, present: np.ndarray) -> np.ndarray:
     return np.stack([to, frm])
 
 
+def predict_present(blocks: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """:func:`predict_heads` of the words with a wordpiece, from their blocks (L, H, k, k) (:func:`word_blocks`),
+    for the words at `rows` (A,) of those k: (2, L, H, A) indices into the k words. Overwrites the diagonal of
+    `blocks` (a word is not its own head): the caller gives blocks it owns. Needs k >= 2."""
+    diagonal = np.arange(blocks.shape[-1])
+    blocks[..., diagonal, diagonal] = -np.inf
+    return np.stack([blocks.argmax(axis=-1)[..., rows], blocks.argmax(axis=-2)[..., rows]])
+
+
 @dataclass
 class ParserCounts:
     """Running counts: relation -> correct (2, L, H) per direction, n scored arcs, Counter of offsets h - d;
@@ -125,12 +144,18 @@ class ParserCounts:
 
     def __add__(self, other: "ParserCounts") -> "ParserCounts":
         out = ParserCounts({k: v.copy() for k, v in self.correct.items()}, Counter(self.n),
-                           {k: Counter(v) for k, v in self.offsets.items()}, self.skipped + other.skipped)
-        for rel, c in other.correct.items():
-            out.correct[rel] = out.correct[rel] + c if rel in out.correct else c.copy()
-            out.offsets.setdefault(rel, Counter()).update(other.offsets[rel])
-        out.n.update(other.n)
+                           {k: Counter(v) for k, v in self.offsets.items()}, self.skipped)
+        out += other
         return out
+
+    def __iadd__(self, other: "ParserCounts") -> "ParserCounts":
+        """Add `other`'s counts to these, in place (counts: the order does not matter)."""
+        for rel, c in other.correct.items():
+            self.correct[rel] = self.correct[rel] + c if rel in self.correct else c.copy()
+            self.offsets.setdefault(rel, Counter()).update(other.offsets[rel])
+        self.n.update(other.n)
+        self.skipped += other.skipped
+        return self
 
     def add_example(self, attn: np.ndarray, word_ids: np.ndarray, arcs: Arcs) -> None:
         """Score every arc of one example. attn: (L, H, n, n); word_ids: (>= n,)."""
@@ -146,14 +171,19 @@ class ParserCounts:
         if not ok.any():
             return
         dep, head, rel = arcs.dependent[ok], arcs.head[ok], arcs.relation[ok]
-        pred = predict_heads(word_attention(attn, word_ids, n_words), present)  # (2, L, H, W)
-        hits = pred[..., dep] == head  # (2, L, H, A)
-        for r in np.unique(rel):
-            sel = rel == r
-            c = hits[..., sel].sum(axis=-1)
-            self.correct[r] = self.correct[r] + c if r in self.correct else c.astype(np.int64)
-            self.n[r] += int(sel.sum())
-            self.offsets.setdefault(r, Counter()).update((head[sel] - dep[sel]).tolist())
+        # the argmax over the present words only (the others are no candidates): same order, same ties
+        blocks, words = word_blocks(attn, word_ids, n_words)
+        hits = words[predict_present(blocks, np.searchsorted(words, dep))] == head  # (2, L, H, A)
+        labels, code = np.unique(rel, return_inverse=True)
+        order = np.argsort(code, kind="stable")  # the arcs of each relation side by side
+        starts = np.searchsorted(code[order], np.arange(labels.size))
+        correct = np.add.reduceat(hits[..., order], starts, axis=-1, dtype=np.int64)  # (2, L, H, relations)
+        offset = head - dep
+        for i, r in enumerate(labels.tolist()):
+            sel = order[starts[i]:starts[i + 1] if i + 1 < labels.size else order.size]
+            self.correct[r] = self.correct[r] + correct[..., i] if r in self.correct else correct[..., i].copy()
+            self.n[r] += int(sel.size)
+            self.offsets.setdefault(r, Counter()).update(offset[sel].tolist())
 
 
 def baseline(offsets: Counter) -> tuple[int, float]:

@@ -105,11 +105,10 @@ def pattern_masses(attn: np.ndarray, special: np.ndarray, segment: np.ndarray) -
     return v, d, b
 
 
-def classify_rule(attn: np.ndarray, special: np.ndarray, segment: np.ndarray,
-                  thresholds: dict[str, float] | None = None) -> np.ndarray:
-    """Class index (into CLASSES) of every map: attn (..., n, n) -> (...,) int8. See the module doc."""
+def classes_of(v: np.ndarray, d: np.ndarray, b: np.ndarray, thresholds: dict[str, float] | None = None) -> np.ndarray:
+    """Class index (into CLASSES) of every map from its excess masses V*, D*, B* (each (...,)): (...,) int8, the first
+    rule of the module doc that holds."""
     t = {**RULE_THRESHOLDS, **(thresholds or {})}
-    v, d, b = pattern_masses(attn, special, segment)
     out = np.full(v.shape, CLASS_INDEX["heterogeneous"], dtype=np.int8)
     block = np.nan_to_num(b, nan=0.0) >= t["block"]
     out[block] = CLASS_INDEX["block"]
@@ -117,6 +116,82 @@ def classify_rule(attn: np.ndarray, special: np.ndarray, segment: np.ndarray,
     out[v >= t["vertical"]] = CLASS_INDEX["vertical"]
     vd = (v >= t["vd_each"]) & (d >= t["vd_each"]) & (v + d >= t["vd_sum"])
     out[vd] = CLASS_INDEX["vertical+diagonal"]
+    return out
+
+
+def classify_rule(attn: np.ndarray, special: np.ndarray, segment: np.ndarray,
+                  thresholds: dict[str, float] | None = None) -> np.ndarray:
+    """Class index (into CLASSES) of every map: attn (..., n, n) -> (...,) int8. See the module doc."""
+    return classes_of(*pattern_masses(attn, special, segment), thresholds)
+
+
+def classify_rule_exact(attn: np.ndarray, special: np.ndarray, segment: np.ndarray,
+                        thresholds: dict[str, float] | None = None) -> np.ndarray:
+    """:func:`classify_rule` of one example's maps, the same classes, from one matrix product.
+
+    attn: (L, H, n, n) float32 holding float16 values (a store's attention); special, segment: (n,) as for
+    :func:`pattern_masses`. Returns (L, H) int8.
+
+    Every float16 value is a multiple of 2**-24, so a float32 sum of non-negative ones is exact, in any order, while
+    the sum stays below 1 (no partial sum exceeds the whole); one that reaches 1 may be off by at most 2**-24 per
+    value summed. The row masses (special keys, each segment's ordinary keys) come from ONE float32 product
+    (L*H*n, n) @ (n, masks) instead of :func:`pattern_masses`' products per map and mask: below
+    1 - n * 2**-24 both are exact, hence equal, and V*, D*, B* are computed from them by the same operations, bit for
+    bit. A map with a mass above that bound has masses within 8 n 2**-24 / (1 - uniform mass) of
+    :func:`pattern_masses`'; if one of its V*, V* + D*, B* lies that close to a threshold, :func:`classify_rule`
+    itself classifies it.
+    """
+    t = {**RULE_THRESHOLDS, **(thresholds or {})}
+    n = attn.shape[-1]
+    special = np.asarray(special, bool)[:n]
+    segment = np.asarray(segment)[:n]
+    a = np.asarray(attn, dtype=np.float32)
+    keys_ok = ~special
+    rows = keys_ok if keys_ok.any() else np.ones(n, bool)
+    q = np.flatnonzero(rows)
+    segs = np.unique(segment[keys_ok])
+    colmasks = [(segment == sg) & keys_ok for sg in segs] if segs.size >= 2 else []
+    masks = np.stack([special, *colmasks], axis=1).astype(np.float32)  # (n, 1 + segments)
+    mass = (a.reshape(-1, n) @ masks).reshape(a.shape[:-1] + (masks.shape[1],))[..., q, :]  # (..., |Q|, masks)
+    exact_below = 1.0 - n * 2.0 ** -24
+    rounded = (mass >= exact_below).any(axis=(-1, -2))
+    u_v = float(special.sum() / n)
+    v = _excess(mass[..., 0].astype(np.float64).mean(-1), u_v)
+    d_rows = np.zeros(a.shape[:-2] + (q.size,), dtype=np.float64)
+    band_size = np.zeros(q.size)
+    for off in (-1, 0, 1):
+        cols = q + off
+        ok = (cols >= 0) & (cols < n)
+        ok[ok] &= keys_ok[cols[ok]]
+        d_rows[..., ok] += a[..., q[ok], cols[ok]]
+        band_size += ok
+    d = _excess(d_rows.mean(-1), float(band_size.mean() / n))
+    u_b = 0.0
+    if colmasks:
+        real_mass = mass[..., 1:].sum(axis=-1, dtype=np.float64)  # exact where each segment's mass is
+        rounded |= (real_mass >= exact_below).any(axis=-1)
+        own = np.zeros(real_mass.shape, dtype=np.float64)
+        same_share = np.zeros(q.size)
+        for i, colmask in enumerate(colmasks):
+            mine = segment[q] == segs[i]
+            own[..., mine] = mass[..., mine, 1 + i]
+            same_share[mine] = colmask.sum() / keys_ok.sum()
+        with np.errstate(invalid="ignore", divide="ignore"):
+            share = np.where(real_mass > 0, own / real_mass, same_share)
+        u_b = float(same_share.mean())
+        b = _excess(share.mean(-1), u_b)
+    else:
+        b = np.full(v.shape, np.nan)
+    out = classes_of(v, d, b, t)
+    if rounded.any():
+        slack = 1.0 - max(u_v, u_b)
+        tol = 8.0 * n * 2.0 ** -24 / slack if slack > 0.05 else np.inf
+        close = (np.abs(v - t["vd_each"]) <= tol) | (np.abs(v - t["vertical"]) <= tol)
+        close |= np.abs(v + d - t["vd_sum"]) <= tol
+        close |= np.abs(np.nan_to_num(b, nan=-np.inf) - t["block"]) <= tol
+        redo = rounded & close
+        if redo.any():
+            out[redo] = classify_rule(a[redo], special, segment, t)
     return out
 
 

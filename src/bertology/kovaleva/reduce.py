@@ -133,7 +133,8 @@ def example_stats(ex: Example, words: ExampleWords | None, classifier: str) -> d
         "features": feat.feature_scores(attn, tokens),
         "cls": feat.cls_scores(attn[-1], tokens),
         "dependency": rel.relation_scores(attn, mask),
-        "patterns": (pat.classify_rule(attn, ex.cls | ex.sep, ex.segment[:n]) if classifier == "rule" else None),
+        "patterns": (pat.classify_rule_exact(attn, ex.cls | ex.sep, ex.segment[:n])
+                     if classifier == "rule" else None),
     }
 
 
@@ -178,6 +179,9 @@ class KovalevaKernel(ExampleKernel):
         else:
             part.cnn_maps.extend(ex.attention.reshape(-1, ex.n, ex.n))
         p.examples += 1
+
+    def merge(self, first: _ChunkPartial, then: _ChunkPartial) -> _ChunkPartial:
+        return _ChunkPartial(first.part + then.part, first.cnn_maps + then.cnn_maps)
 
     def finish_chunk(self, part: _ChunkPartial, info: StoreInfo) -> Partial:
         if part.cnn_maps:

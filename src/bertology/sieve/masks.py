@@ -142,18 +142,24 @@ def build_masks(input_ids: np.ndarray, segment: np.ndarray, word_ids: np.ndarray
     return out, out.any(axis=-1)
 
 
+def chunk_relations(word_ids: np.ndarray, example_idx: np.ndarray, words: pd.DataFrame | None,
+                    roles: Sequence[str]) -> np.ndarray | None:
+    """The word relations (E, 4, W, W) of a chunk's examples (:func:`word_relations`), W = one more than the largest
+    word index of word_ids (E, T) or of the chunk's words; None when no syntactic role is asked for."""
+    roles = check_roles(roles)
+    if not any(r in SYNTACTIC_RELATIONS or r == "syntactic" for r in roles):
+        return None
+    if words is None:
+        raise InputError("syntactic roles need the words table (results/attention/{task}/words.parquet)")
+    wid_max = int(np.max(word_ids, initial=-1))
+    sub = words[words["example_idx"].isin(np.asarray(example_idx))]
+    n_words = max(wid_max, int(sub["word"].max()) if len(sub) else -1) + 1
+    return word_relations(sub, example_idx, n_words)
+
+
 def chunk_masks(input_ids: np.ndarray, segment: np.ndarray, word_ids: np.ndarray, length: np.ndarray,
                 example_idx: np.ndarray, words: pd.DataFrame | None, *, specials: SpecialTokens,
                 window: int, roles: Sequence[str] = ROLES) -> tuple[np.ndarray, np.ndarray]:
     """:func:`build_masks` for a store chunk, with the word relations looked up in the words table."""
-    roles = check_roles(roles)
-    relations = None
-    if any(r in SYNTACTIC_RELATIONS or r == "syntactic" for r in roles):
-        if words is None:
-            raise InputError("syntactic roles need the words table (results/attention/{task}/words.parquet)")
-        wid_max = int(np.max(word_ids, initial=-1))
-        sub = words[words["example_idx"].isin(np.asarray(example_idx))]
-        n_words = max(wid_max, int(sub["word"].max()) if len(sub) else -1) + 1
-        relations = word_relations(sub, example_idx, n_words)
-    return build_masks(input_ids, segment, word_ids, length, relations, specials=specials, window=window,
-                       roles=roles)
+    return build_masks(input_ids, segment, word_ids, length, chunk_relations(word_ids, example_idx, words, roles),
+                       specials=specials, window=window, roles=roles)

@@ -1,9 +1,9 @@
 """Sieve scores of an attention store, the kernel of the one-pass reduction, and the per-head one-sided t-tests
 (sieve.csv).
 
-:class:`SieveKernel` is a per-chunk kernel (:class:`bertology.onepass.ChunkKernel`): each example chunk of
-`attention` (E, L, H, Q, K) becomes per-example scores of every role (E, L, H, R) — small — and the t-tests run
-on those. The workflow runs it in the same read of a store as every other store analysis
+:class:`SieveKernel` is a sub-batch kernel (:class:`bertology.onepass.BatchKernel`): the examples of each chunk
+of `attention` (E, L, H, Q, K), taken in order of length, become per-example scores of every role (E, L, H, R) —
+small — and the t-tests run on those. The workflow runs it in the same read of a store as every other store analysis
 (:func:`bertology.onepass.reduce_store`); :func:`compute_scores` runs it alone. Memory is bounded by a chunk
 (processed in sub-batches of :data:`BATCH` examples) times the number of Dask workers.
 """
@@ -23,12 +23,12 @@ import xarray as xr
 from scipy import stats
 
 from bertology.errors import MissingInputError
-from bertology.onepass import ChunkKernel, StoreInfo, reduce_store
+from bertology.onepass import BatchKernel, StoreInfo, reduce_store
 from bertology.stats import fdr_bh
 from bertology.store import SpecialTokens, StoreError, open_store
 
-from .masks import ROLES, SYNTACTIC_RELATIONS, check_roles, chunk_masks, roles_for
-from .scores import example_scores
+from .masks import ROLES, SYNTACTIC_RELATIONS, build_masks, check_roles, chunk_relations, roles_for
+from .scores import block_scores
 
 log = logging.getLogger(__name__)
 
@@ -39,34 +39,24 @@ BATCH = 8
 SCORE_VARS = ("attention", "input_ids", "segment", "word_ids", "length", "example_idx")
 
 
-def _block_scores(attention: np.ndarray, input_ids: np.ndarray, segment: np.ndarray, word_ids: np.ndarray,
-                  length: np.ndarray, example_idx: np.ndarray, words: pd.DataFrame | None, *, specials: SpecialTokens,
-                  window: int, roles: tuple[str, ...], batch: int) -> np.ndarray:
-    """Scores (E, L, H, R) of one store chunk.
+@dataclass
+class _ChunkScores:
+    """A chunk's scores (E, L, H, R) while its sub-batches come, and its word relations (E, 4, W, W) or None."""
 
-    Examples are taken in order of length in sub-batches of `batch`, each cropped to its longest example
-    (positions past every length are padding), which bounds memory and skips most of the padding.
-    """
-    E = attention.shape[0]
-    out = np.empty(attention.shape[:3] + (len(roles),), dtype=np.float64)
-    if words is not None:  # once per chunk, so that sub-batches search a small frame
-        words = words[words["example_idx"].isin(np.asarray(example_idx))]
-    order = np.argsort(np.asarray(length), kind="stable")
-    for lo in range(0, E, batch):
-        sl = order[lo:lo + batch]
-        m = max(int(np.max(length[sl])), 1)
-        sieve, queries = chunk_masks(input_ids[sl, :m], segment[sl, :m], word_ids[sl, :m], length[sl],
-                                     example_idx[sl], words, specials=specials, window=window, roles=roles)
-        out[sl] = example_scores(attention[sl][..., :m, :m], sieve, queries, length[sl])
-    return out
+    scores: np.ndarray
+    relations: np.ndarray | None
 
 
 @dataclass(frozen=True)
-class SieveKernel(ChunkKernel):
-    """Per-example sieve scores of every role, chunk by chunk: (E, L, H, R) per chunk, concatenated.
+class SieveKernel(BatchKernel):
+    """Per-example sieve scores of every role, by sub-batches of examples of similar length: (E, L, H, R) per chunk,
+    concatenated.
 
+    Each sub-batch (:class:`bertology.onepass.BatchKernel`: `batch` examples in order of length, one float32 block
+    cropped to the longest, exact zeros past each length) gives its masks and ONE batched product
+    (:func:`bertology.sieve.scores.block_scores`); the words of the syntactic roles are looked up once per chunk.
     roles: the roles scored (:func:`bertology.sieve.masks.roles_for`); window: ``analysis.sieve.window``;
-    batch: examples per sub-batch (the scores do not depend on it).
+    batch: examples per sub-batch (bounds the (batch, R, m, m) masks; the scores do not depend on it).
     """
 
     roles: tuple[str, ...] = ()
@@ -87,10 +77,23 @@ class SieveKernel(ChunkKernel):
     def select(self, words: pd.DataFrame | None, example_idx: np.ndarray) -> pd.DataFrame | None:
         return None if words is None else words[words["example_idx"].isin(example_idx)]
 
-    def chunk(self, block: Mapping[str, np.ndarray], words: pd.DataFrame | None, info: StoreInfo) -> np.ndarray:
-        return _block_scores(block["attention"], block["input_ids"], block["segment"], block["word_ids"],
-                             block["length"], block["example_idx"], words, specials=info.specials,
-                             window=self.window, roles=self.roles, batch=self.batch)
+    def empty_chunk(self, block: Mapping[str, np.ndarray], words: pd.DataFrame | None, info: StoreInfo) -> _ChunkScores:
+        E = block["length"].shape[0]
+        return _ChunkScores(np.empty((E, info.layers, info.heads, len(self.roles))),
+                            chunk_relations(block["word_ids"], block["example_idx"], words, self.roles))
+
+    def add_batch(self, part: _ChunkScores, attention: np.ndarray, rows: np.ndarray,
+                  block: Mapping[str, np.ndarray], info: StoreInfo) -> None:
+        m = attention.shape[-1]
+        length = block["length"][rows]
+        sieve, queries = build_masks(block["input_ids"][rows, :m], block["segment"][rows, :m],
+                                     block["word_ids"][rows, :m], length,
+                                     None if part.relations is None else part.relations[rows],
+                                     specials=info.specials, window=self.window, roles=self.roles)
+        part.scores[rows] = block_scores(attention, sieve, queries, length)
+
+    def finish_chunk(self, part: _ChunkScores, info: StoreInfo) -> np.ndarray:
+        return part.scores
 
     def combine(self, parts: list[np.ndarray], info: StoreInfo) -> xr.DataArray:
         return scores_array(np.concatenate(parts, axis=0), info.example_idx, self.roles)

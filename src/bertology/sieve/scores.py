@@ -9,26 +9,25 @@ from __future__ import annotations
 
 import numpy as np
 from bertology.errors import InputError
+from bertology.onepass import as_float32
 
 
-def _clean(attention: np.ndarray, length: np.ndarray) -> np.ndarray:
-    """float32 copy with the NaN padding set to 0, so that masked products stay finite.
+def real_block(attention: np.ndarray, length: np.ndarray, rows: np.ndarray | None = None,
+               size: int | None = None) -> np.ndarray:
+    """float32 copy of the examples `rows` (default all) of a block, each cropped to its own length and padded with
+    exact zeros to `size` (default the block's Q): what the sieve's products read.
 
-    attention: (E, L, H, Q, K); length: (E,). NaN inside an example's length is a damaged store, never a
-    zero: it raises ValueError naming the example.
+    attention: (E, L, H, Q, K) (NaN padding, any float dtype); length: (E,). Returns (len(rows), L, H, size, size):
+    only each example's real n x n block is read and converted (values past a length are never read), so it does not
+    matter what the padding holds; the zeros keep the masked products finite.
     """
-    a = np.array(attention, dtype=np.float32, copy=True)
-    nan = np.isnan(a)
-    Q, K = a.shape[-2:]
-    n = np.asarray(length, dtype=np.int64)[:, None, None]
-    real = (np.arange(Q)[None, :, None] < n) & (np.arange(K)[None, None, :] < n)  # (E, Q, K)
-    bad = (nan & real[:, None, None]).any(axis=(1, 2, 3, 4))
-    if bad.any():
-        e = int(np.flatnonzero(bad)[0])
-        raise InputError(f"attention of example {e} (of this block) has NaN inside its length {int(n[e, 0, 0])}: "
-                         f"the store is damaged; delete it and re-run the extraction")
-    np.copyto(a, 0.0, where=nan)          # much faster than np.nan_to_num on large blocks
-    return a
+    rows = np.arange(attention.shape[0]) if rows is None else np.asarray(rows)
+    size = attention.shape[-1] if size is None else int(size)
+    out = np.zeros((rows.size,) + attention.shape[1:3] + (size, size), dtype=np.float32)
+    for i, e in enumerate(rows):
+        n = int(length[e])
+        out[i, :, :, :n, :n] = as_float32(attention[e, :, :, :n, :n])
+    return out
 
 
 def query_weights(sieve: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -50,13 +49,26 @@ def query_weights(sieve: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray, n
 def example_scores(attention: np.ndarray, sieve: np.ndarray, queries: np.ndarray, length: np.ndarray) -> np.ndarray:
     """Per-example sieve scores (E, L, H, R): mean over the role's queries of beta(t); NaN without queries.
 
-    attention: (E, L, H, Q, K); sieve: (E, R, Q, K) bool; queries: (E, R, Q) bool; length: (E,).
-    One batched matmul (E, L*H, Q*K) @ (E, Q*K, R): no (E, L, H, R, Q) intermediate.
+    attention: (E, L, H, Q, K), NaN past each length; sieve: (E, R, Q, K) bool; queries: (E, R, Q) bool;
+    length: (E,). A NaN inside an example's length is a damaged store, never a zero: ValueError naming the example.
     """
-    a = _clean(attention, length)
+    return block_scores(real_block(attention, length), sieve, queries, length)
+
+
+def block_scores(a: np.ndarray, sieve: np.ndarray, queries: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """:func:`example_scores` of a block already cropped to lengths (:func:`real_block`): a (E, L, H, Q, K) float32,
+    exact zeros past each length. One batched matmul (E, L*H, Q*K) @ (E, Q*K, R): no (E, L, H, R, Q) intermediate.
+    """
     E, L, H, Q, K = a.shape
     weights, count = query_weights(sieve, queries)
     R = weights.shape[1]
     out = np.matmul(a.reshape(E, L * H, Q * K), weights.reshape(E, R, Q * K).transpose(0, 2, 1))
+    # a NaN anywhere inside a length makes every score of its (layer, head) NaN (NaN * 0 is NaN): one check of
+    # the small product instead of a scan of the block
+    bad = np.isnan(out).any(axis=(1, 2))
+    if bad.any():
+        e = int(np.flatnonzero(bad)[0])
+        raise InputError(f"attention of example {e} (of this block) has NaN inside its length {int(length[e])}: "
+                         f"the store is damaged; delete it and re-run the extraction")
     out = out.astype(np.float64).reshape(E, L, H, R) * np.asarray(length, dtype=np.float64)[:, None, None, None]
     return np.where((count > 0)[:, None, None, :], out, np.nan)
