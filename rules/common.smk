@@ -6,7 +6,7 @@ from bertology import layout
 from bertology.cli import STEPS, step_args
 from bertology.config import sections_json
 from bertology.data import source_version
-from bertology.explorer import TOKEN_VIEW_FILES, explorer_inputs
+from bertology.explorer import explorer_inputs
 from bertology.norms.values import norms_unsupported
 from bertology.layout import path, paths
 from bertology.seeds import (SEED_TAG_REGEX, STORE_VARIANT_REGEX, SYNTAX_MODEL_REGEX, configured_seeds,

@@ -5,17 +5,10 @@
 
 rule explorer:
     input:
-        reads=explorer_inputs(TASK_NAMES)["required"],
-        # optional reads the workflow produces (the importance map is shown when present)
-        importance=paths("ablation", task=TASK_NAMES, name="importance", seedtag=""),
-        norms=paths("variant_stat", task=TASK_NAMES, variant=STORE_VARIANTS, file=["norms.csv", "token_scores.parquet"])
-        if NORMS_ENABLED
-        else [],
-        # the example view's token importance and the per-example agreement of each view with it
-        faithfulness=paths("variant_stat", task=TASK_NAMES, variant="finetuned", file=list(TOKEN_VIEW_FILES))
-        if NORMS_ENABLED
-        else [],
-        seeds=SEED_EXPLORER_INPUTS,  # the per-seed statistics (rules/seeds.smk; none with one seed)
+        # every file the page reads (bertology.explorer.explorer_inputs): stores, words, the fine-tuned
+        # tokenizer, data splits, sieve scores, every registry statistic's table; the norm analyses' tables
+        # and token views with analysis.norms.enabled, the tables over seeds with two or more train.seeds
+        reads=explorer_inputs(TASK_NAMES, norms=NORMS_ENABLED, seeds=len(SEED_TAGS) > 1)["required"],
     output:
         page=path("explorer"),
     params:

@@ -55,12 +55,6 @@ rule seed_stats:
         STEP
 
 
-# What the explorer shows of the seeds (bertology.explorer.SEED_CATALOGUE, roles.csv): none with one seed.
-SEED_EXPLORER_INPUTS = (paths("seed_stat", task=TASK_NAMES,
-                              name=["cosine", "disabling", "importance", "entropy", "sieve", "roles"])
-                        if len(SEED_TAGS) > 1 else [])
-
-
 # One seed (the default): nothing here, and `make run` is what it was. Two or more: every further seed's
 # per-variant outputs (so a partial run still has them) and the seed tables.
 if len(SEED_TAGS) > 1:
