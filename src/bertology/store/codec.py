@@ -1,0 +1,79 @@
+"""The codecs of a store's arrays: how each variable is compressed and checked on disk.
+
+Float16 attention is close to incompressible (about 13 bits of entropy per value); Blosc zstd-1 with byte shuffle
+stores the real values at about 85% of their size and the NaN padding at almost nothing (bench/bench_extract.py).
+Imports only bertology.store.schema.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+
+from bertology.store.schema import LAYOUT, LEGACY_LAYOUT, OPTIONAL_DIMS
+
+# zarr-python warns on every open of an array with a numcodecs filter (BitRound, keepbits stores); it reads them
+warnings.filterwarnings("ignore", message="Numcodecs codecs are not in the Zarr version 3 specification")
+
+# The attention compressor (whatever the precision): Blosc zstd level 1, byte shuffle, 1 MiB blocks (see
+# bench/bench_store.py); recorded in the `codec` attribute, so a partial store of another codec is not resumed.
+ATTENTION_CODEC = "blosc-zstd1-shuffle-1MiB"
+
+
+def attention_codec():
+    """The zarr codec named by ATTENTION_CODEC."""
+    import zarr
+
+    return zarr.codecs.BloscCodec(cname="zstd", clevel=1, shuffle="shuffle", typesize=2, blocksize=1 << 20)
+
+
+def attention_compressors(layout: str) -> list:
+    """The bytes-to-bytes codecs of `attention`'s chunks: Blosc (ATTENTION_CODEC), then, in :data:`LAYOUT`, a
+    CRC32C of each inner chunk (4 bytes per example), so a damaged example is an error, never silent values."""
+    import zarr
+
+    return [attention_codec()] + ([zarr.codecs.Crc32cCodec()] if layout == LAYOUT else [])
+
+
+def attention_filters(keepbits: int | None) -> list:
+    """The array-to-array codecs of `attention`: [] (lossless) or [BitRound(keepbits)], stored in its metadata."""
+    import zarr
+
+    if keepbits is None:
+        return []
+    with warnings.catch_warnings():  # "numcodecs codecs are not in the Zarr v3 spec": zarr-python reads them
+        warnings.simplefilter("ignore")
+        return [zarr.codecs.BitRound(keepbits=int(keepbits))]
+
+
+def compressors(name: str, layout: str) -> list:
+    """The bytes-to-bytes codecs of variable `name` in `layout`."""
+    import zarr
+
+    if name == "attention":
+        return attention_compressors(layout)
+    if name in OPTIONAL_DIMS:
+        # value_norm: zstd 1 (zstd 9 took longer than the forward pass itself: 2.8 s vs 2.4 s for 256 MRPC pairs)
+        return [zarr.codecs.BloscCodec(cname="zstd", clevel=1, shuffle="shuffle")]
+    # zstd 9 (3 in LEGACY_LAYOUT): the small variables' bytes pay for the shard index (16 bytes an example)
+    return [zarr.codecs.BloscCodec(cname="zstd", clevel=3 if layout == LEGACY_LAYOUT else 9, shuffle="shuffle")]
+
+
+@contextlib.contextmanager
+def blosc_threads(n: int):
+    """Blosc compresses each chunk with `n` threads inside the block (its global context, which numcodecs
+    serialises with a lock), restored on exit.
+
+    numcodecs' default compresses a chunk on one thread when called off the main thread, as zarr's codec
+    pipeline does: on 2 cores a 151 MB attention chunk then takes twice as long to write.
+    """
+    import numcodecs.blosc as nb
+
+    before_use, before_n = nb.use_threads, nb.get_nthreads()
+    nb.use_threads = True
+    nb.set_nthreads(max(1, int(n)))
+    try:
+        yield
+    finally:
+        nb.use_threads = before_use
+        nb.set_nthreads(before_n)
