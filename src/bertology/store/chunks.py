@@ -19,7 +19,7 @@ from bertology.store.shards import read_shard_cropped, shard_format
 
 
 def read_chunk(path: str, start: int, stop: int, variables: Sequence[str], check: bool = True,
-               group=None, crop: bool = False) -> dict[str, np.ndarray]:
+               crop: bool = False) -> dict[str, np.ndarray]:
     """Examples [start, stop) of `variables` of a store (path or fsspec URL) as numpy arrays, checked.
 
     A missing or undecodable chunk, shard or inner chunk raises StoreError naming the store, the variable, the
@@ -29,7 +29,7 @@ def read_chunk(path: str, start: int, stop: int, variables: Sequence[str], check
     (e, L, H, m, m), NaN past each example's length; in :data:`LAYOUT` each example is read and decompressed
     alone up to its own length (one inner chunk each), so memory and copies scale with the real tokens.
     """
-    group = group if group is not None else open_group(path)
+    group = open_group(path)
     want_att = "attention" in variables
     names = list(dict.fromkeys(list(variables) + (["length", "example_idx"] if check and want_att else [])
                                + (["length"] if crop and want_att else [])))

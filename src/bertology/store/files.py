@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from bertology.store.schema import DIMS, StoreError, refix
+from bertology.store.schema import StoreError, refix
 
 
 def open_group(path: str | Path):
@@ -84,14 +84,12 @@ def missing_keys(arr, keys: list[str]) -> list[str]:
     return [k for k in keys if k not in have]
 
 
-def missing_chunks(path: str | Path, variables: Sequence[str] = tuple(DIMS), group=None,
-                   arrays: Mapping[str, Any] | None = None) -> list[str]:
-    """'variable chunk k (examples a..b, file ...)' for every example chunk (or shard) file the store lacks (the
-    extraction writes every one, all-fill chunks included). arrays: the group's arrays by name, when at hand."""
-    group = group if group is not None or arrays is not None else open_group(path)
+def missing_chunks(arrays: Mapping[str, Any], variables: Sequence[str]) -> list[str]:
+    """'`variable` chunk k (examples a..b, file ...)' for every example chunk (or shard) file of `variables` the
+    store lacks (the extraction writes every one, all-fill chunks included). arrays: the store's arrays by name."""
     out = []
     for name in variables:
-        arr = arrays[name] if arrays is not None else array_of(group, name, path)
+        arr = arrays[name]
         size, E = file_examples(arr), arr.shape[0]
         keys = {file_key(arr, k): k for k in range(-(-E // size))}
         for key in missing_keys(arr, list(keys)):

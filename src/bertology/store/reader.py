@@ -290,7 +290,7 @@ def open_store(path: str | Path, expect: Mapping[str, Any] | None = None, check_
     optional = [v for v in OPTIONAL_DIMS if v in arrays]
     if attrs.get("value_norms") and "value_norm" not in optional:
         raise StoreError(f"{path} says value_norms=true but lacks `value_norm`: the store is damaged; {refix(path)}")
-    holes = missing_chunks(path, tuple(DIMS) + tuple(optional), group=group, arrays=arrays)
+    holes = missing_chunks(arrays, tuple(DIMS) + tuple(optional))
     if holes:
         more = f" and {len(holes) - 1} more" if len(holes) > 1 else ""
         raise StoreError(f"{path} lacks {holes[0]}{more}: the store is damaged; {refix(path)}")
