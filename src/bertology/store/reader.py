@@ -26,7 +26,7 @@ from bertology.store.files import describe, file_examples, file_key, missing_chu
 from bertology.store.schema import (DIMS, LAYOUT, LAYOUTS, LEGACY_LAYOUT, OPTIONAL_DIMS, IncompleteStoreError,
                                     StoreError, StoreMismatchError, attr_differences, partial_path, refix,
                                     store_layout)
-from bertology.store.shards import ABSENT, decode_inner, shard_format, shard_index
+from bertology.store.shards import ABSENT, crc32c, decode_inner, shard_format, shard_index
 
 log = logging.getLogger(__name__)
 
@@ -60,16 +60,27 @@ class _Reader:
         return f"{self.path}: {describe(name, arr, e // file_examples(arr))}"
 
     def zarr_read(self, name: str, key: tuple, first: int) -> np.ndarray:
+        """An outer-indexed read of `name` through zarr; a failure names the first chunk file of the selection that
+        does not decode (each read alone: the error path only), else the one holding example `first`."""
+        arr = self.arrays[name]
         try:
-            return np.asarray(self.arrays[name].oindex[key])
+            return np.asarray(arr.oindex[key])
         except Exception as err:  # noqa: BLE001 - a corrupt chunk, whatever the codec says
+            size = file_examples(arr)
+            for k in sorted({int(e) // size for e in np.atleast_1d(np.arange(arr.shape[0])[key[0]])}):
+                try:
+                    arr[k * size:min((k + 1) * size, arr.shape[0])]
+                except Exception as bad:  # noqa: BLE001
+                    first, err = k * size, bad
+                    break
             raise StoreError(f"{self.where(name, first)} cannot be decoded ({type(err).__name__}: {err}); the store "
                              f"is corrupt: {refix(self.path)}") from None
 
     def chunk_file(self, name: str, k: int) -> np.ndarray:
         """Examples of chunk file k of a 1-d variable: in a local store whose codecs are the writer's (little-endian
-        bytes, Blosc), the file read and decoded here, without zarr's event loop (a thread hand-off per read that
-        costs milliseconds on a loaded machine); otherwise through zarr."""
+        bytes, Blosc, and a CRC32C in :data:`LAYOUT`), the file read, its checksum checked and decoded here, without
+        zarr's event loop (a thread hand-off per read that costs milliseconds on a loaded machine); otherwise
+        through zarr."""
 
         import numcodecs
         import zarr
@@ -80,13 +91,17 @@ class _Reader:
         rows = slice(k * size, min((k + 1) * size, E))
         codecs = tuple(arr.metadata.codecs)
         sp = arr.store_path
-        if not (arr.ndim == 1 and isinstance(sp.store, LocalStore) and len(codecs) == 2
+        crc = codecs[2:] == (zarr.codecs.Crc32cCodec(),)
+        if not (arr.ndim == 1 and isinstance(sp.store, LocalStore) and len(codecs) == 2 + crc
                 and codecs[0] == zarr.codecs.BytesCodec(endian="little")
                 and isinstance(codecs[1], zarr.codecs.BloscCodec)):
             return self.zarr_read(name, (rows,), k * size)
         try:
             with open(os.path.join(str(sp.store.root), sp.path, file_key(arr, k)), "rb") as fh:
-                raw = numcodecs.Blosc().decode(fh.read())
+                data = fh.read()
+            if crc and crc32c(data[:-4]) != data[-4:]:
+                raise ValueError("the chunk does not match its checksum")
+            raw = numcodecs.Blosc().decode(data[:-4] if crc else data)
             return np.frombuffer(raw, dtype=np.dtype(str(arr.dtype)).newbyteorder("<"))[:rows.stop - rows.start]
         except Exception as err:  # noqa: BLE001 - a missing or corrupt chunk, whatever Blosc says
             raise StoreError(f"{self.where(name, k * size)} cannot be read ({type(err).__name__}: {err}); the store "

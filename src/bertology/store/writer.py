@@ -18,9 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from bertology.store.codec import ATTENTION_CODEC, attention_filters, compressors
+from bertology.store.codec import ATTENTION_CODEC, attention_filters, compressors, metadata_config
 from bertology.store.schema import (DIMS, DTYPES, FILL, IDENTITY_ATTRS, LAYOUT, LAYOUT_ATTRS, LAYOUTS, OPTIONAL_DIMS,
-                                    OPTIONAL_DTYPES, IncompleteStoreError, attr_differences, jsonable)
+                                    OPTIONAL_DTYPES, IncompleteStoreError, attr_differences, jsonable,
+                                    store_layout)
 from bertology.store.shards import shard_format, write_shard
 
 log = logging.getLogger(__name__)
@@ -53,23 +54,24 @@ def create_store(path: str | Path, *, example_idx: np.ndarray, layers: int, head
                      codec=ATTENTION_CODEC, value_norms=bool(value_norms))
     if layout == LAYOUT:  # stores without the attribute are LEGACY_LAYOUT
         all_attrs["layout"] = layout
-    root = zarr.open_group(str(path), mode="w", zarr_format=3, attributes=jsonable(all_attrs))
-    for name, shape in shapes.items():
-        chunks = (min(chunk_size, max(E, 1)),) + shape[1:]
-        shards = None
-        if name == "attention" and layout == LAYOUT:  # one shard file per example chunk, one inner chunk per example
-            shards, chunks = chunks, (1,) + shape[1:]
-        # write_empty_chunks: skip zarr's scan of every chunk for all-fill values (a third of the write cost)
-        filters = attention_filters(attrs.get("keepbits")) if name == "attention" else []
-        dtype = DTYPES.get(name) or OPTIONAL_DTYPES[name]
-        root.create_array(name, shape=shape, chunks=chunks, shards=shards, dtype=dtype, fill_value=FILL[name],
-                          filters=filters, compressors=compressors(name, layout),
-                          dimension_names=DIMS.get(name) or OPTIONAL_DIMS[name],
-                          config={"write_empty_chunks": True})
-    for coord, size in (("layer", layers), ("head", heads)):
-        arr = root.create_array(coord, shape=(size,), dtype="int64", dimension_names=(coord,), fill_value=0)
-        arr[:] = np.arange(size)
-    root["example_idx"][:] = np.asarray(example_idx, dtype=np.int64)
+    with zarr.config.set(metadata_config(layout)):  # the arrays' zarr.json files
+        root = zarr.open_group(str(path), mode="w", zarr_format=3, attributes=jsonable(all_attrs))
+        for name, shape in shapes.items():
+            chunks = (min(chunk_size, max(E, 1)),) + shape[1:]
+            shards = None
+            if name == "attention" and layout == LAYOUT:  # a shard file per example chunk, an inner chunk per example
+                shards, chunks = chunks, (1,) + shape[1:]
+            # write_empty_chunks: skip zarr's scan of every chunk for all-fill values (a third of the write cost)
+            filters = attention_filters(attrs.get("keepbits")) if name == "attention" else []
+            dtype = DTYPES.get(name) or OPTIONAL_DTYPES[name]
+            root.create_array(name, shape=shape, chunks=chunks, shards=shards, dtype=dtype, fill_value=FILL[name],
+                              filters=filters, compressors=compressors(name, layout),
+                              dimension_names=DIMS.get(name) or OPTIONAL_DIMS[name],
+                              config={"write_empty_chunks": True})
+        for coord, size in (("layer", layers), ("head", heads)):
+            arr = root.create_array(coord, shape=(size,), dtype="int64", dimension_names=(coord,), fill_value=0)
+            arr[:] = np.arange(size)
+        root["example_idx"][:] = np.asarray(example_idx, dtype=np.int64)
     return root
 
 
@@ -137,9 +139,9 @@ def finalize(root, partial: str | Path, final: str | Path) -> Path:
     n = int(root.attrs["n_chunks"])
     if int(root.attrs["chunks_done"]) != n:
         raise IncompleteStoreError(f"{partial}: only {root.attrs['chunks_done']} of {n} chunks written")
-    root.attrs["complete"] = True
-    with warnings.catch_warnings():  # consolidated metadata is a zarr-python extension of v3; xarray reads it
-        warnings.simplefilter("ignore")
+    with zarr.config.set(metadata_config(store_layout(root.attrs))), warnings.catch_warnings():
+        root.attrs["complete"] = True
+        warnings.simplefilter("ignore")  # consolidated metadata is a zarr-python extension of v3; xarray reads it
         zarr.consolidate_metadata(str(partial))
     final = Path(final)
     if final.exists():
