@@ -61,22 +61,24 @@ def compressors(name: str, layout: str) -> list:
     token_type_ids, segment and word_ids zstd 19 with zstd's checksum (11,755 / 14,982 / 56,981 bytes against
     12,901 / 16,149 / 65,393 with Blosc zstd 9, at the same cost, about 15 to 22 ms a chunk); input_ids Blosc zstd 9
     with byte shuffle (277,702; zstd 19 alone: 285,636); length and example_idx Blosc zstd 9 with bit shuffle
-    (5,702 / 4,073 against 6,132 / 6,445 with byte shuffle), each followed by a CRC32C: every chunk of every
-    variable is checksummed. :data:`LEGACY_LAYOUT` (what bertology <= 0.1 wrote): Blosc zstd 3, no checksum.
+    (5,702 / 4,073 against 6,132 / 6,445 with byte shuffle), each followed by a CRC32C, as value_norm's chunks
+    (Blosc zstd 1): every chunk of every variable is checksummed. :data:`LEGACY_LAYOUT` (what bertology <= 0.1
+    wrote): Blosc zstd 3, no checksum.
     """
     import zarr
 
     if name == "attention":
         return attention_compressors(layout)
+    crc = [] if layout == LEGACY_LAYOUT else [zarr.codecs.Crc32cCodec()]
     if name in OPTIONAL_DIMS:
         # value_norm: zstd 1 (zstd 9 took longer than the forward pass itself: 2.8 s vs 2.4 s for 256 MRPC pairs)
-        return [zarr.codecs.BloscCodec(cname="zstd", clevel=1, shuffle="shuffle")]
+        return [zarr.codecs.BloscCodec(cname="zstd", clevel=1, shuffle="shuffle")] + crc
     if layout == LEGACY_LAYOUT:
         return [zarr.codecs.BloscCodec(cname="zstd", clevel=3, shuffle="shuffle")]
     if name in ZSTD19:
         return [zarr.codecs.ZstdCodec(level=19, checksum=True)]
     shuffle = "bitshuffle" if name in BITSHUFFLE else "shuffle"
-    return [zarr.codecs.BloscCodec(cname="zstd", clevel=9, shuffle=shuffle), zarr.codecs.Crc32cCodec()]
+    return [zarr.codecs.BloscCodec(cname="zstd", clevel=9, shuffle=shuffle)] + crc
 
 
 def metadata_config(layout: str) -> dict:
