@@ -325,7 +325,8 @@ def test_open_store_names_a_damaged_example_when_it_is_read(damaged, data, damag
 def test_stores_of_earlier_or_other_writers_are_read_or_refused_in_one_line(tmp_path, data, caplog):
     """Stores of the earlier layout (bertology <= 0.1: no `layout` attribute) are read, with a log line saying to
     re-extract them; a store not written by the extraction (no `n_chunks`) or of a layout this version does not
-    know is refused with one line saying to re-extract it."""
+    know, or whose `attention` is sharded otherwise, is refused with one line saying to re-extract it."""
+    import json
     import logging
 
     import zarr
@@ -347,6 +348,19 @@ def test_stores_of_earlier_or_other_writers_are_read_or_refused_in_one_line(tmp_
         with pytest.raises(st.StoreError, match=want) as err:
             st.open_store(path)
         one_line(err)
+    other = write(tmp_path / "other.zarr", data)  # the layout attribute, but a sharding bertology did not write
+    meta = json.loads((other / "attention" / "zarr.json").read_text())
+    inner = meta["codecs"][0]["configuration"]["codecs"]
+    meta["codecs"][0]["configuration"]["codecs"] = [c for c in inner if c["name"] != "crc32c"]
+    (other / "attention" / "zarr.json").write_text(json.dumps(meta))
+    zarr.consolidate_metadata(str(other))
+    with pytest.raises(st.StoreError, match="`attention` is sharded with other codecs than the example-shards layout's"
+                       ) as err:
+        st.open_store(other)
+    one_line(err)
+    with pytest.raises(st.StoreError, match="sharded with other codecs") as err:
+        st.read_chunk(str(other), 0, 4, ["attention"], crop=True)
+    one_line(err)
     g = zarr.open_group(str(old), mode="r+", use_consolidated=False)
     g.attrs["complete"] = False
     zarr.consolidate_metadata(str(old))

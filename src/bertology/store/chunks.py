@@ -14,7 +14,7 @@ import numpy as np
 
 from bertology.store.checks import check_block, check_lengths
 from bertology.store.files import array_of, file_examples, file_key, file_kind, has_file, open_group
-from bertology.store.schema import StoreError, refix
+from bertology.store.schema import LAYOUT, StoreError, refix
 from bertology.store.shards import read_shard_cropped, shard_format
 
 
@@ -65,26 +65,28 @@ def read_chunk(path: str, start: int, stop: int, variables: Sequence[str], check
 def read_cropped(arr, start: int, length: np.ndarray, where: str, path: str | Path) -> np.ndarray:
     """attention of examples start.. (one per length), cropped to the longest: (e, L, H, m, m), NaN padded.
 
-    :data:`LAYOUT`: one read of the shard file, each example's inner chunk decoded alone and cropped
-    (:func:`read_shard_cropped`); another sharding: zarr reads each example's n x n block; unsharded: one read of
-    the block [start:stop, ..., :m, :m] (the whole chunk is decompressed).
+    :data:`LAYOUT`: one read of each shard file concerned, each example's inner chunk decoded alone and cropped
+    (:func:`read_shard_cropped`); :data:`LEGACY_LAYOUT` (unsharded): one read of the block [start:stop, ..., :m, :m]
+    (the whole chunk is decompressed). Any other sharding was not written by bertology: StoreError, re-extract.
     """
     fmt = shard_format(arr)
-    if fmt is not None and start // fmt.per_shard == (start + len(length) - 1) // fmt.per_shard:
-        return read_shard_cropped(arr, fmt, start, length, where, path)
     e = len(length)
     m = int(length.max()) if e else 0
-    if not getattr(arr, "shards", None):
+    if fmt is None:
+        if getattr(arr, "shards", None):
+            raise StoreError(f"{where}: `attention` is sharded with other codecs than the {LAYOUT} layout's: not a "
+                             f"store written by bertology; {refix(path)}")
         try:
             return np.asarray(arr[start:start + e, ..., :m, :m])
         except Exception as err:  # noqa: BLE001
             raise StoreError(f"{where} cannot be decoded ({type(err).__name__}: {err}); the store is corrupt: "
                              f"{refix(path)}") from None
-    out = np.full((e,) + tuple(arr.shape[1:-2]) + (m, m), np.nan, dtype=arr.dtype)
-    for i, n in enumerate(length):
-        try:
-            out[i, ..., :n, :n] = arr[start + i, ..., :n, :n]
-        except Exception as err:  # noqa: BLE001 - a damaged shard index or inner chunk
-            raise StoreError(f"{where}: the inner chunk of example {start + i} cannot be decoded "
-                             f"({type(err).__name__}: {err}); the store is corrupt: {refix(path)}") from None
+    first = fmt.per_shard - start % fmt.per_shard  # examples in the first shard file
+    bounds = [0] + list(range(first, e, fmt.per_shard)) + [e]
+    if len(bounds) == 2:  # one shard file: what the analyses' chunks read
+        return read_shard_cropped(arr, fmt, start, length, where, path)
+    out = np.full((e,) + fmt.inner[:-2] + (m, m), np.nan, dtype=fmt.dtype)
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        piece = read_shard_cropped(arr, fmt, start + a, length[a:b], where, path)
+        out[a:b, ..., :piece.shape[-2], :piece.shape[-1]] = piece
     return out

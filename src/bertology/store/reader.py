@@ -296,6 +296,9 @@ def open_store(path: str | Path, expect: Mapping[str, Any] | None = None, check_
     if store_layout(attrs) not in LAYOUTS:
         raise StoreError(f"{path} has layout {store_layout(attrs)!r}, which this version of bertology does not read "
                          f"(it reads {', '.join(LAYOUTS)}); {refix(path)}")
+    if store_layout(attrs) == LAYOUT and shard_format(arrays["attention"]) is None:
+        raise StoreError(f"{path}: `attention` is sharded with other codecs than the {LAYOUT} layout's: not a store "
+                         f"written by bertology (docs/reference.md#store-chunks); {refix(path)}")
     diffs = attr_differences(attrs, expect or {})
     if diffs:
         lines = "; ".join(f"attribute {k!r} is {h!r} in the store but {w!r} is asked" for k, h, w in diffs)
