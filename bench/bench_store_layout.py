@@ -8,7 +8,8 @@ real MRPC train pairs with the embedded MiniLM (6 layers x 12 heads), in one run
   3. reads, each in fresh processes (imports, dask.array and distributed included, not timed): open, then one map
      (`ds.attention.isel(example=i).sel(layer=5, head=3).values`), a second map of another example, one example's
      whole layer x head stack, then 20 more maps of other examples (warm, median); through `xr.open_zarr(path)`
-     (Dask), `xr.open_zarr(path, chunks=None)`, `bertology.store.open_store(path)` (checked, no Dask) and
+     (Dask), `xr.open_zarr(path, chunks=None)`, `xr.open_zarr(path, chunks={"example": 64})` (one Dask chunk per
+     chunk or shard file), `bertology.store.open_store(path)` (checked, no Dask) and
      `open_store(path, chunks={"example": 1})` (checked, Dask), on both layouts, and `open_store` of --read-base
      (the checks at open of the previous version: xarray over Dask, a chunk decoded at open); medians over --fresh
      processes;
@@ -48,7 +49,7 @@ sys.path.insert(0, str(REPO / "bench"))
 OUT = REPO / "bench" / "out"
 BASE = "d386164"  # the last commit with today's layout and reader
 READ_BASE = "fefece2"  # the last commit with open_store's earlier checks (xarray over Dask, rows checked at open)
-HOWS = ("xarray", "xarray-nodask", "open_store", "open_store-dask")
+HOWS = ("xarray", "xarray-nodask", "xarray-filechunks", "open_store", "open_store-dask")
 PARTS = ("extract", "reads", "reductions")
 REDUCTIONS = ("kovaleva", "parser", "sieve")
 
@@ -61,7 +62,10 @@ from bertology import store as st
 path, how, examples = sys.argv[1], sys.argv[2], [int(x) for x in sys.argv[3].split(",")]
 res = {}
 t = time.perf_counter()
+per_file = lambda: (zarr.open_array(path + "/attention", mode="r").shards or  # noqa: E731
+                    zarr.open_array(path + "/attention", mode="r").chunks)[0]
 ds = {"xarray": lambda: xr.open_zarr(path), "xarray-nodask": lambda: xr.open_zarr(path, chunks=None),
+      "xarray-filechunks": lambda: xr.open_zarr(path, chunks={"example": per_file()}),
       "open_store": lambda: st.open_store(path),
       "open_store-dask": lambda: st.open_store(path, chunks={"example": 1})}[how]()
 res["open"] = time.perf_counter() - t

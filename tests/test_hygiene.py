@@ -1,5 +1,6 @@
-"""Static checks of src/bertology (no code is run): no private name imported across modules, no schema
-default repeated as a function default, every imported third-party package declared in pyproject.toml."""
+"""Static checks of src/bertology (no code is run): no private name imported across modules, modules that import
+one way (no import cycle), no schema default repeated as a function default, every imported third-party package
+declared in pyproject.toml."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ def _trees():
 def test_no_private_name_is_imported_across_modules():
     bad = [f"{path}:{node.lineno}: from {node.module} import {a.name}"
            for path, tree in _trees() for node in ast.walk(tree)
-           if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("bertology")
+           if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("bertology"))
            for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
     assert not bad, "private names imported from another module (make them public where they belong):\n" + "\n".join(bad)
 
@@ -99,3 +100,77 @@ def test_every_imported_third_party_package_is_declared():
         if not names & declared:
             missing.append(f"{module} (distribution {', '.join(sorted(names))})")
     assert not missing, "imported by src/bertology but not in pyproject.toml: " + "; ".join(missing)
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """{module: the bertology modules it imports}, lazy (function-level) imports included; ``from pkg import name``
+    counts as importing pkg.name when that is a module, else pkg."""
+    modules = {_module_name(path) for path in SRC.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for path, tree in _trees():
+        name = _module_name(SRC.parent / path)
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        deps = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                deps |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:  # relative: the package, or its parent for `..`
+                    parts = package.split(".")
+                    base = ".".join(parts[:len(parts) - node.level + 1] + ([base] if base else []))
+                deps |= {f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names}
+        graph[name] = {d for d in deps if d in modules and d != name}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import cycles of a graph: its strongly connected components of more than one module, each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = stack[stack.index(v):]
+            del stack[stack.index(v):]
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
+    assert _cycles(graph) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_modules_import_one_way():
+    """No import cycle among bertology's modules (lazy imports included): a module and everything it imports can be
+    understood, tested and moved without the modules that import it. In particular each module of the
+    bertology.store package imports only the ones its docstring lists above it, never the package itself."""
+    graph = _import_graph()
+    assert "bertology.store.schema" in graph and "bertology.store.schema" in graph["bertology.store.reader"]
+    cycles = _cycles(graph)
+    assert not cycles, "modules that import each other (move what both need into a module below them):\n" + "\n".join(
+        " <-> ".join(c) for c in cycles)
+    store = {m for m in graph if m.startswith("bertology.store.")}
+    assert not [m for m in store if "bertology.store" in graph[m]], "a module of bertology.store imports the package"

@@ -79,18 +79,18 @@ def test_a_kernel_gets_every_example_cropped_and_every_chunk(store):
 def test_every_store_analysis_in_one_read_equals_each_run_alone(store, monkeypatch):
     """Kovaleva, Clark and the sieve in one read of the store: the same numbers, bit for bit, as each kernel alone,
     and the store's chunks are each read once."""
-    import bertology.store as st
+    import bertology.store.mapping as mapping
 
     words = kb.words_table(EXAMPLES)
     kernels = [KovalevaKernel(), ClarkKernel(), SieveKernel(roles=tuple(roles_for(True)), window=2)]
     reads = []
-    real = st.read_chunk
+    real = mapping.read_chunk
 
     def counting(path, start, stop, variables, *a, **k):
         reads.append((start, stop))
         return real(path, start, stop, variables, *a, **k)
 
-    monkeypatch.setattr(st, "read_chunk", counting)
+    monkeypatch.setattr(mapping, "read_chunk", counting)  # what map_chunks' tasks call
     together = reduce_store(store, kernels, words, compute_kwargs=SYNC)
     assert sorted(reads) == [(0, 2), (2, 4), (4, 5)]  # one read of each chunk for the three analyses
     for k in kernels:

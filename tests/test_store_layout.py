@@ -325,7 +325,8 @@ def test_open_store_names_a_damaged_example_when_it_is_read(damaged, data, damag
 def test_stores_of_earlier_or_other_writers_are_read_or_refused_in_one_line(tmp_path, data, caplog):
     """Stores of the earlier layout (bertology <= 0.1: no `layout` attribute) are read, with a log line saying to
     re-extract them; a store not written by the extraction (no `n_chunks`) or of a layout this version does not
-    know is refused with one line saying to re-extract it."""
+    know, or whose `attention` is sharded otherwise, is refused with one line saying to re-extract it."""
+    import json
     import logging
 
     import zarr
@@ -347,8 +348,61 @@ def test_stores_of_earlier_or_other_writers_are_read_or_refused_in_one_line(tmp_
         with pytest.raises(st.StoreError, match=want) as err:
             st.open_store(path)
         one_line(err)
+    other = write(tmp_path / "other.zarr", data)  # the layout attribute, but a sharding bertology did not write
+    meta = json.loads((other / "attention" / "zarr.json").read_text())
+    inner = meta["codecs"][0]["configuration"]["codecs"]
+    meta["codecs"][0]["configuration"]["codecs"] = [c for c in inner if c["name"] != "crc32c"]
+    (other / "attention" / "zarr.json").write_text(json.dumps(meta))
+    zarr.consolidate_metadata(str(other))
+    with pytest.raises(st.StoreError, match="`attention` is sharded with other codecs than the example-shards layout's"
+                       ) as err:
+        st.open_store(other)
+    one_line(err)
+    with pytest.raises(st.StoreError, match="sharded with other codecs") as err:
+        st.read_chunk(str(other), 0, 4, ["attention"], crop=True)
+    one_line(err)
     g = zarr.open_group(str(old), mode="r+", use_consolidated=False)
     g.attrs["complete"] = False
     zarr.consolidate_metadata(str(old))
     with pytest.raises(st.IncompleteStoreError, match="not marked complete"):
         st.open_store(old)
+
+
+@pytest.mark.parametrize("name", ["input_ids", "token_type_ids", "segment", "word_ids", "length", "example_idx"])
+def test_a_flipped_byte_in_any_small_variable_is_one_line(damaged, data, name):
+    """Every chunk of every variable is checksummed (issue 23: the small variables' codecs changed for bytes on
+    disk): one flipped byte anywhere in a chunk file is one line naming the file and the fix, never silent values."""
+    key = "c/1" + "/0" * (len(st.DIMS[name]) - 1)
+    f = damaged / name / key
+    raw = bytearray(f.read_bytes())
+    raw[len(raw) // 2] ^= 0x10
+    f.write_bytes(bytes(raw))
+    where = rf"`{name}` chunk 1 \(examples 4\.\.7, file {name}/{key}\)"
+    with pytest.raises(st.StoreError, match=where + ".*cannot be (decoded|read)") as err:
+        if name in ("length", "example_idx"):  # open_store reads `length` through its own decoder, the rest via zarr
+            ds = st.open_store(damaged)
+            ds[name].values
+        else:
+            st.read_chunk(str(damaged), 4, 8, [name])
+    one_line(err)
+    if name == "length":  # what open_store's attention reads check each example's length against
+        with pytest.raises(st.StoreError, match=where + " cannot be read .*checksum") as err:
+            st.open_store(damaged)["attention"].isel(example=5).values
+        one_line(err)
+    np.testing.assert_array_equal(st.read_chunk(str(damaged), 0, 4, [name])[name], data[name][:4])
+
+
+def test_the_metadata_is_compact_and_the_small_variables_smaller_than_the_earlier_layout(stores):
+    """The new layout's JSON metadata carries no indentation and its small variables take fewer bytes than the
+    earlier layout's (zstd 19 / Blosc zstd 9 against zstd 3): what pays for the shard index and checksums."""
+    import json
+
+    from bertology.extract import dir_bytes
+
+    new, old = stores
+    for f in new.rglob("zarr.json"):
+        text = f.read_text()
+        assert "\n" not in text and text == json.dumps(json.loads(text), allow_nan=True), f
+    assert "\n" in (old / "zarr.json").read_text()  # the earlier layout as bertology <= 0.1 wrote it
+    for name in ("token_type_ids", "segment", "word_ids"):
+        assert dir_bytes(new / name) < dir_bytes(old / name), name
