@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from bertology import registry
+from bertology import layout, registry, seedstats
 from bertology.clark.reduce import ClarkKernel
 from bertology.kovaleva.reduce import KovalevaKernel
 from bertology.onepass import ChunkKernel, ExampleKernel, reduce_store, run_chunks
@@ -135,6 +135,9 @@ def test_the_registry_declares_every_analysis_once():
     paths = [t.path for a in registry.ANALYSES for t in a.tables]
     assert len(paths) == len(set(paths))
     first_seed = {path.replace("{seedtag}", ""): columns for path, columns in registry.tables().items()}
+    # the per-head tables over fine-tuning seeds (seedstats.seed_moments: the keys, mean, std, n, then seed{N} per seed)
+    first_seed |= {layout.rel("seed_stat", name=name): (*keys, "mean", "std", "n")
+                   for name, (keys, _) in seedstats.PER_HEAD.items()}
     for st in registry.statistics():  # a statistic reads a table the registry declares (the first seed's), and its columns
         table = first_seed.get(st.table)
         assert table is not None, st
