@@ -8,7 +8,7 @@ CORES ?= 2
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: install run test test-cluster lint dryrun-slurm clean
+.PHONY: install run test test-slow test-all test-cluster lint dryrun-slurm clean
 
 install: $(STAMP)
 
@@ -29,13 +29,26 @@ $(STAMP): pyproject.toml constraints.txt
 run: install
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/snakemake --cores $(CORES)
 
-# The suite runs on every logical CPU (pytest-xdist; `logical`, as `auto` counts physical cores): whole test
-# files go to the workers, the files with end-to-end (slow) tests first (tests/conftest.py orders them), so
-# module fixtures are built once.
-# TEST_WORKERS=0 runs it in one process; PYTEST_ARGS adds pytest options (PYTEST_ARGS='-m "not slow"').
+# `make test` runs every test but the end-to-end ones marked `slow` (whole Snakemake runs, training, real
+# servers, timeouts); `make test-slow` runs those; `make test-all` both in one run. CI (.ci/run) runs
+# `make test`, then `make test-slow`.
+# The tests run on pytest-xdist workers (TEST_WORKERS, one per logical CPU): whole test files go to the
+# workers, the longest first (tests/conftest.py orders them), so module fixtures are built once.
+# TEST_WORKERS=0 runs them in one process; PYTEST_ARGS adds pytest options (PYTEST_ARGS='-k store').
+# The tests' temporary directories (pytest's tmp_path: MLflow sqlite stores, zarr stores, models) go on a
+# tmpfs where there is one: a fresh MLflow store alone syncs to disk about a thousand times (~8 s of waiting
+# on this machine's disk, for 1 s of CPU). TEST_TMPDIR=/tmp keeps them on disk.
+TEST_TMPDIR ?= $(if $(wildcard /dev/shm),/dev/shm,$(or $(TMPDIR),/tmp))
 TEST_WORKERS ?= logical
+PYTEST = TMPDIR=$(TEST_TMPDIR) PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 test: install
-	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
+	$(PYTEST) -m "not slow" $(PYTEST_ARGS)
+
+test-slow: install
+	$(PYTEST) -m slow $(PYTEST_ARGS)
+
+test-all: install
+	$(PYTEST) $(PYTEST_ARGS)
 
 # A single-node Slurm with accounting (installs Debian packages, needs root), the small DAG of
 # tests/cluster/config.yaml through profiles/slurm, compared with a local run; see tests/cluster/run.sh.

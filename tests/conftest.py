@@ -18,12 +18,26 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 
+# The files that take longest, longest first (measured with --durations: whole-DAG runs, Snakemake dry runs,
+# subprocesses, the 49-encoder matrix); the order within `make test` and within `make test-slow` is what
+# counts. Only the order in which pytest-xdist hands out whole files depends on it, never what a test
+# checks; a file not named here runs after these, in its usual order.
+LONG_FILES = (
+    "test_pipeline.py", "test_encoders.py", "test_training.py", "test_seeds_pipeline.py", "test_ablation_cli.py",
+    "test_cluster.py", "test_matrix.py", "test_untrusted.py", "test_tracking_server.py", "test_faults.py",
+    "test_tracking.py", "test_reference.py", "test_foundation.py", "test_data.py", "test_kovaleva_cli.py",
+    "test_sieve_pipeline.py", "test_store_faults.py", "test_store.py",
+)
+
+
+@pytest.hookimpl(trylast=True)  # after `-m` has deselected: the order of the tests that run
 def pytest_collection_modifyitems(session, config, items):
-    """Test files with end-to-end tests (marked ``slow``) first, each file's tests in their order: under
-    pytest-xdist (``make test``: ``--dist loadfile --no-loadscope-reorder``) the longest files start at once
-    and the short ones fill the gaps, so the workers finish together."""
+    """Files with end-to-end tests (marked ``slow``) first, then the longest files (:data:`LONG_FILES`), each
+    file's tests in their order: under pytest-xdist (``make test``: ``--dist loadfile --no-loadscope-reorder``)
+    the longest files start at once and the short ones fill the gaps, so the workers finish together."""
     slow_files = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow_files)  # stable: the rest keeps its order
+    rank = {name: i for i, name in enumerate(LONG_FILES)}
+    items.sort(key=lambda item: (item.path not in slow_files, rank.get(item.path.name, len(rank))))  # stable
 
 
 # Parametrised end-to-end tests without module fixtures: under `--dist loadfile` each of their cases is a

@@ -255,6 +255,7 @@ def test_more_eval_examples_than_the_split_holds_fails_in_the_data_rule(glue_dir
     assert len(load_split("rte", "validation", cfg)) == 2
 
 
+@pytest.mark.slow
 def test_edited_source_file_reruns_the_data_rule_and_what_follows(tmp_path, config_file, snakemake_run):
     """A GLUE file edited after a finished run: the dry run lists prepare_data and the sample drawn from it,
     and the run rebuilds both from the edited file."""

@@ -112,7 +112,6 @@ def test_config_hash_is_stable_and_order_independent():
     assert len(config_hash({})) == 16
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("override, named", [
     ({"tasks": ["sst3"], "train": {"epoch": 2}}, ["'sst3'", "'epoch' under 'train'", "invalid configuration"]),
     ({"data": {"source": "no_such_glue_dir"}}, ["config key 'data.source'", "no_such_glue_dir"]),

@@ -49,7 +49,10 @@ def test_scheduler_choice():
         compute_kwargs(DaskConfig("fast"))
 
 
-def test_unreachable_scheduler_is_a_clear_error():
+def test_unreachable_scheduler_is_a_clear_error(monkeypatch):
+    from bertology import daskutil
+
+    monkeypatch.setattr(daskutil, "CONNECT_TIMEOUT_S", 1)  # nothing listens on port 9: 1 s says so as well as 20
     with pytest.raises(ConfigError, match="analysis.dask.scheduler"):
         compute_kwargs(DaskConfig("tcp://127.0.0.1:9"))
 

@@ -13,6 +13,8 @@ from bertology import tracking
 from bertology.cli import main
 from tests.builders.mlflow_server import Server
 
+pytestmark = pytest.mark.slow  # a real server, frozen for seconds at a time; a workflow run against it
+
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):

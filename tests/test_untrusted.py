@@ -208,6 +208,7 @@ def _rte_with_a_broken_row(root: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_bad_rows_skip_is_recorded_in_the_rule_outputs_and_mlflow(tmp_path, config_file, snakemake_run):
     import mlflow
     import pandas as pd
@@ -430,6 +431,7 @@ def test_a_full_disk_in_any_step_names_the_file_and_the_free_space(tmp_path, mon
 
 # ---- 6. a locked tracking store: one line, not MLflow's SQLAlchemy traceback --------------------------------
 
+@pytest.mark.slow  # MLflow's sqlite busy timeout (20 s) runs out before the lock is reported
 def test_a_locked_tracking_store_is_one_line_at_the_end(tmp_path, monkeypatch):
     """A sqlite store another process holds a write lock on: ending the workflow's run (the Snakefile's
     onsuccess, run here as the workflow's process runs it) fails, is kept for replay, and says so in one line

@@ -7,6 +7,7 @@ from typing import Any
 from bertology.config import ConfigError, DaskConfig
 
 LOCAL_SCHEDULERS = ("threads", "synchronous", "processes", "single-threaded", "sync")
+CONNECT_TIMEOUT_S = 20  # how long connecting to a distributed scheduler may take before it is an error
 
 
 def compute_kwargs(dask: DaskConfig | None, threads: int | None = None) -> dict[str, Any]:
@@ -28,7 +29,7 @@ def compute_kwargs(dask: DaskConfig | None, threads: int | None = None) -> dict[
         from dask.distributed import Client
 
         try:
-            client = Client(name, timeout="20s")
+            client = Client(name, timeout=f"{CONNECT_TIMEOUT_S}s")
         except OSError as err:
             raise ConfigError(f"cannot reach the dask scheduler at {name!r} (analysis.dask.scheduler): {err}. "
                               f"Start one with `dask scheduler` or set analysis.dask.scheduler to null") from None
