@@ -406,3 +406,26 @@ def test_the_metadata_is_compact_and_the_small_variables_smaller_than_the_earlie
     assert "\n" in (old / "zarr.json").read_text()  # the earlier layout as bertology <= 0.1 wrote it
     for name in ("token_type_ids", "segment", "word_ids"):
         assert dir_bytes(new / name) < dir_bytes(old / name), name
+
+
+def test_examples_compressed_at_once_decode_to_the_same_values_and_bytes_every_time():
+    """The extraction's Blosc context (2 threads): examples are compressed two at a time, one thread each; each
+    decodes to its example bit for bit, has the length a one-at-a-time encode gives, and the same bytes twice."""
+    import numcodecs
+    import numcodecs.blosc as nb
+
+    from bertology.store.shards import encode_examples
+
+    rng = np.random.default_rng(3)
+    maps = rng.random((5, 2, 3, 256, 256)).astype(np.float16)  # 768 kB an example: two 512 kB blocks
+    maps[1, :, :, 100:] = np.nan
+    blosc = numcodecs.Blosc(cname="zstd", clevel=3, shuffle=numcodecs.Blosc.SHUFFLE, blocksize=1 << 19)
+    one_by_one = [blosc.encode(m) for m in maps]
+    with st.blosc_threads(2):
+        at_once, again = encode_examples(blosc, maps), encode_examples(blosc, maps)
+        assert nb.use_threads is True  # the context's setting is back
+    assert at_once == again
+    assert [len(b) for b in at_once] == [len(b) for b in one_by_one]
+    for m, b in zip(maps, at_once):
+        assert np.frombuffer(blosc.decode(b), dtype=np.float16).reshape(m.shape).view(np.uint16).tobytes() \
+            == m.view(np.uint16).tobytes()
