@@ -4,13 +4,12 @@ A store analysis is a *kernel* (:class:`ExampleKernel`, :class:`BatchKernel` or 
 else: what it reads, what one example (a sub-batch, a chunk) adds to its partial result, and how partials combine.
 The registry (:mod:`bertology.registry`) names the kernel of every analysis; :func:`reduce_store` runs any number
 of kernels over one store in ONE read of it: each Dask task reads one chunk of examples
-(:func:`bertology.store.map_chunks`, attention cropped to the chunk's longest example), crops every example
-to its own length once, converts it to float32 once (:func:`as_float32`) and hands it to every per-example kernel
-and, gathered with the examples of similar length into one block zero-padded to the longest of them, to every batch
-kernel; then gives the chunk to every per-chunk kernel; the driver combines the partials in chunk order. With a
-batch kernel the examples are taken in order of length, and each per-example kernel's partials are merged back in
-the chunk's order, so that every sum is the one of an in-order pass, bit for bit. Memory is bounded by one chunk per
-worker whatever the store's size.
+(:func:`bertology.store.map_chunks` with ``crop="examples"``: every example decoded alone, cropped to its own
+length, converted to float32 once (:func:`as_float32`), its rows summed once for the read's check and the kernels),
+hands every example, in the chunk's order, to every per-example kernel and, gathered with the examples of similar
+length into one block zero-padded to the longest of them, to every batch kernel; then gives the chunk to every
+per-chunk kernel; the driver combines the partials in chunk order. Memory is bounded by one chunk per worker
+whatever the store's size.
 
 :func:`run_chunks` is the generic wrapper around :func:`bertology.store.map_chunks` that every reduction
 uses (this one, and the pair reduction of two aligned stores): open and check the store(s), their example
@@ -25,14 +24,13 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import cached_property
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 import numpy as np
 import pandas as pd
 
-from bertology.store import SpecialTokens, StoreError, map_chunks, open_store
+from bertology.store import Crops, SpecialTokens, StoreError, as_float32, map_chunks, open_store
 
 P = TypeVar("P")
 
@@ -55,8 +53,9 @@ class Example:
 
     attention: (L, H, n, n) float32 cropped to the real length n (no NaN: checked); input_ids, word_ids,
     segment: (>= n,) the example's rows as stored; cls, sep: (n,) bool, the special-token positions;
-    example_idx: the example's idx (joins the words table); row_sums: (L, H, n) float64, computed on first use and
-    shared by the kernels.
+    example_idx: the example's idx (joins the words table); row_sums: (L, H, n) float64, each attention row summed
+    over its n keys, once for the read's check and every kernel. Exact whatever the order of the sum: the values are
+    float16 numbers (multiples of 2**-24 below 1), so are their sums in float64.
     """
 
     attention: np.ndarray
@@ -67,12 +66,7 @@ class Example:
     cls: np.ndarray
     sep: np.ndarray
     example_idx: int
-
-    @cached_property
-    def row_sums(self) -> np.ndarray:
-        """(L, H, n) float64: each attention row summed over its n keys, once for every kernel. Exact whatever the
-        order of the sum: the values are float16 numbers (multiples of 2**-24 below 1), so are their sums in float64."""
-        return self.attention.sum(axis=-1, dtype=np.float64)
+    row_sums: np.ndarray
 
 
 class Kernel(Generic[P]):
@@ -115,14 +109,6 @@ class ExampleKernel(Kernel[P]):
         """After the chunk's last example (e.g. a batched classifier over the chunk's maps). Default: as is."""
         return part
 
-    def merge(self, first: Any, then: Any) -> Any:
-        """`first` (the chunk's examples so far) then `then` (the next example's own partial). Default: their sum.
-
-        When a :class:`BatchKernel` runs in the same pass, examples are taken in order of length: each is added
-        to its own ``empty`` partial, and those are merged in the chunk's order, so that sums come out exactly as
-        if the examples had been added in order (0 + v is v)."""
-        return first + then
-
 
 class BatchKernel(Kernel[P]):
     """A reduction over sub-batches of a chunk's examples taken in order of length (``batch`` at a time): each
@@ -154,18 +140,6 @@ class ChunkKernel(Kernel[P]):
         raise NotImplementedError
 
 
-#: every float16 number as float32, indexed by its bits: a gather from this 256 KiB table converts float16 to float32
-#: about twice as fast as numpy's cast, bit for bit the same (the table IS numpy's cast of every float16)
-_F16_TO_F32 = np.arange(1 << 16, dtype=np.uint16).view(np.float16).astype(np.float32)
-
-
-def as_float32(a: np.ndarray) -> np.ndarray:
-    """A new float32 array of `a`'s values, any shape and strides (float16: through :data:`_F16_TO_F32`)."""
-    if a.dtype == np.float16:
-        return _F16_TO_F32.take(a.view(np.uint16))
-    return np.array(a, dtype=np.float32)
-
-
 def example_groups(example_idx: np.ndarray) -> list[np.ndarray]:
     """Row numbers of a words table grouped by example: one (rows,) int array per example, in order of
     example_idx, each in table order. example_idx: the table's (N,) column."""
@@ -182,14 +156,15 @@ def run_chunks(fn: Callable[..., Any], stores: str | Path | Sequence[str | Path]
                expect: Mapping[str, Any] | Sequence[Mapping[str, Any] | None] | None = None,
                select: Callable[[np.ndarray], Mapping[str, Any]] | None = None,
                compute_kwargs: Mapping[str, Any] | None = None, opened: Sequence[Any] | None = None,
-               **shared: Any) -> tuple[list[Any], list[Any]]:
+               crop: bool | str = True, **shared: Any) -> tuple[list[Any], list[Any]]:
     """``fn`` over every example chunk of a store (or of aligned stores): -> (fn's results in chunk order, the
     opened stores).
 
     Opens every store with :func:`bertology.store.open_store` (expect: the attributes it must have, one mapping
     or one per store), refuses stores that do not hold the same examples in the same order or come from models
     of different shapes, gives each chunk ``select(example_idx of the chunk)`` (its small inputs) besides
-    `shared`, and refuses a store without examples. opened: the stores, already opened by the caller.
+    `shared`, and refuses a store without examples. opened: the stores, already opened by the caller; crop: how
+    `attention` is read (:func:`bertology.store.read_chunk`).
     """
     paths = [stores] if isinstance(stores, (str, os.PathLike)) else list(stores)
     if opened is None:
@@ -205,7 +180,7 @@ def run_chunks(fn: Callable[..., Any], stores: str | Path | Sequence[str | Path]
                              f"re-extract both from the same model")
     per_chunk = (lambda start, stop: select(example_idx[start:stop])) if select is not None else None
     parts = map_chunks(fn, paths if len(paths) > 1 else paths[0], variables=variables,
-                       compute_kwargs=compute_kwargs, per_chunk=per_chunk, **shared)
+                       compute_kwargs=compute_kwargs, per_chunk=per_chunk, crop=crop, **shared)
     if not parts:
         raise StoreError(f"{paths[0]} holds no examples; re-run the extraction")
     return parts, opened
@@ -221,92 +196,70 @@ def store_info(path: str | Path, ds) -> StoreInfo:
 # the one pass
 
 
-def reduce_chunk(block: Mapping[str, np.ndarray], kernels: Sequence[Kernel], words: Sequence[Any],
+def reduce_chunk(block: Mapping[str, Any], kernels: Sequence[Kernel], words: Sequence[Any],
                  info: StoreInfo) -> list[Any]:
-    """Every kernel's partial of one chunk. block: the union of the kernels' variables (attention
-    (E, L, H, Q, K) float16 with NaN padding, length and example_idx (E,), (E, Q) rows); words: each kernel's
-    selection for this chunk, in kernel order."""
+    """Every kernel's partial of one chunk. block: the union of the kernels' variables (attention as
+    :class:`bertology.store.Crops`: each example float32 at its own length, with its row sums; length and
+    example_idx (E,), (E, Q) rows); words: each kernel's selection for this chunk, in kernel order.
+
+    The per-example kernels get the examples in the chunk's order, the batch kernels sub-batches in order of length
+    built from the same float32 maps, the chunk kernels the NaN-padded float16 block (:meth:`Crops.padded`)."""
     # No threadpool_limits here: BLAS's thread count is global to the process, and limiting it while another
     # Dask thread runs the sieve's matrix products would change how those sum (float32, ~1e-7 relative),
     # from one run to the next. The per-example kernels' products are too small for BLAS to split.
+    crops: Crops = block["attention"]
     out: list[Any] = [None] * len(kernels)
-    per_example = [i for i, k in enumerate(kernels) if isinstance(k, ExampleKernel)]
-    batched = [i for i, k in enumerate(kernels) if isinstance(k, BatchKernel)]
-    if per_example or batched:
-        work = [(kernels[i], kernels[i].empty(info), words[i]) for i in per_example]
-        batches = [(kernels[i], kernels[i].empty_chunk(block, words[i], info)) for i in batched]
-        if batches:
-            parts = _examples_by_length(block, work, batches, info)
-        else:
-            _examples(block, work, info)
-            parts = [p for _, p, _ in work]
-        for i, p in zip(per_example, parts):
-            out[i] = kernels[i].finish_chunk(p, info)
-        for i, (k, p) in zip(batched, batches):
+    work = [(i, k, k.empty(info), words[i]) for i, k in enumerate(kernels) if isinstance(k, ExampleKernel)]
+    for e, n in enumerate(np.asarray(block["length"]).tolist()):
+        todo = [(k, p, w) for _, k, p, w in work if n >= 2 or k.short_examples]
+        if todo:
+            ex = _example(block, e, crops, info)
+            for k, p, w in todo:
+                k.add(p, ex, w.get(ex.example_idx) if w is not None else None)
+    for i, k, p, _ in work:
+        out[i] = k.finish_chunk(p, info)
+    batched = [(i, k) for i, k in enumerate(kernels) if isinstance(k, BatchKernel)]
+    if batched:
+        for i, k, p in _by_length(block, crops, [(i, k, k.empty_chunk(block, words[i], info)) for i, k in batched],
+                                  info):
             out[i] = k.finish_chunk(p, info)
+    padded = None
     for i, k in enumerate(kernels):
         if isinstance(k, ChunkKernel):
-            out[i] = k.chunk(block, words[i], info)
+            if padded is None:
+                padded = {**block, "attention": crops.padded()}
+            out[i] = k.chunk(padded, words[i], info)
     return out
 
 
-def _example(block: Mapping[str, np.ndarray], e: int, a: np.ndarray, info: StoreInfo) -> Example:
-    """Example e of a block, its attention `a` (L, H, n, n) float32 already cropped and converted."""
+def _example(block: Mapping[str, Any], e: int, crops: Crops, info: StoreInfo) -> Example:
+    """Example e of a block: its attention (L, H, n, n) float32 and row sums from `crops`."""
     n = int(block["length"][e])
     cls, sep = info.specials.masks(block["input_ids"][e, :n], n)
-    return Example(a, n, block["input_ids"][e], block["word_ids"][e], block["segment"][e], cls, sep,
-                   int(block["example_idx"][e]))
+    return Example(crops.maps[e], n, block["input_ids"][e], block["word_ids"][e], block["segment"][e], cls, sep,
+                   int(block["example_idx"][e]), crops.row_sums[e])
 
 
-def _add(work: Sequence[tuple[ExampleKernel, Any, Any]], ex: Example) -> None:
-    for k, p, w in work:
-        k.add(p, ex, w.get(ex.example_idx) if w is not None else None)
-
-
-def _examples(block: Mapping[str, np.ndarray], work: list[tuple[ExampleKernel, Any, Any]], info: StoreInfo) -> None:
-    """Every example to the per-example kernels, in the chunk's order."""
-    attention, length = block["attention"], block["length"]
-    for e in range(attention.shape[0]):
-        n = int(length[e])
-        todo = [(k, p, w) for k, p, w in work if n >= 2 or k.short_examples]
-        if todo:
-            # no NaN inside the length: every chunk read was checked (bertology.store.read_chunk, check_block)
-            _add(todo, _example(block, e, as_float32(attention[e, :, :, :n, :n]), info))
-
-
-def _examples_by_length(block: Mapping[str, np.ndarray], work: list[tuple[ExampleKernel, Any, Any]],
-                        batches: list[tuple[BatchKernel, Any]], info: StoreInfo) -> list[Any]:
-    """Every example to the per-example kernels and, in sub-batches by length, to the batch kernels: each example
-    cropped and converted once. Returns the per-example kernels' chunk partials (each example added to its own
-    ``empty`` partial, merged in the chunk's order: the sums of an in-order pass)."""
-    sizes = {k.batch for k, _ in batches}
+def _by_length(block: Mapping[str, Any], crops: Crops, batches: list[tuple[int, BatchKernel, Any]],
+               info: StoreInfo) -> list[tuple[int, BatchKernel, Any]]:
+    """The chunk's examples to the batch kernels in sub-batches by length: each sub-batch one float32 block
+    (B, L, H, m, m), m its longest example, exact zeros past each length, copied from the examples' maps."""
+    sizes = {k.batch for _, k, _ in batches}
     if len(sizes) != 1:
         raise ValueError(f"the batch kernels of one pass need the same batch size, not {sorted(sizes)}")
     batch = sizes.pop()
-    attention, length = block["attention"], block["length"]
-    E, L, H = attention.shape[:3]
-    own: list[list[Any]] = [[] for _ in range(E)]  # each example's partials, one per kernel it went to
-    order = np.argsort(np.asarray(length), kind="stable")
-    for lo in range(0, E, batch):
+    length = np.asarray(block["length"])
+    order = np.argsort(length, kind="stable")
+    for lo in range(0, order.size, batch):
         rows = order[lo:lo + batch]
         m = max(int(np.max(length[rows])), 1)
-        maps = np.zeros((rows.size, L, H, m, m), dtype=np.float32)  # exact zeros past each length
+        maps = np.zeros((rows.size,) + crops.maps[rows[0]].shape[:2] + (m, m), dtype=np.float32)
         for i, e in enumerate(rows):
             n = int(length[e])
-            a = as_float32(attention[e, :, :, :n, :n])
-            maps[i, :, :, :n, :n] = a
-            todo = [(j, k, w) for j, (k, _, w) in enumerate(work) if n >= 2 or k.short_examples]
-            if todo:
-                mine = [(k, k.empty(info), w) for _, k, w in todo]
-                _add(mine, _example(block, int(e), a, info))
-                own[e] = [(j, p) for (j, _, _), (_, p, _) in zip(todo, mine)]
-        for k, p in batches:
+            maps[i, :, :, :n, :n] = crops.maps[e]
+        for _, k, p in batches:
             k.add_batch(p, maps, rows, block, info)
-    parts = [p for _, p, _ in work]
-    for e in range(E):
-        for j, p in own[e]:
-            parts[j] = work[j][0].merge(parts[j], p)
-    return parts
+    return batches
 
 
 def _onepass_task(block: Mapping[str, np.ndarray], *, kernels: Sequence[Kernel], words: Sequence[Any],
@@ -345,5 +298,5 @@ def reduce_store(store: str | Path, kernels: Sequence[Kernel], words: pd.DataFra
         return {"words": [k.select(p, idx) for k, p in zip(kernels, prepared)]}
 
     parts, _ = run_chunks(_onepass_task, store, variables=names, select=select, compute_kwargs=compute_kwargs,
-                          opened=[ds], kernels=kernels, info=info)
+                          opened=[ds], crop="examples", kernels=kernels, info=info)
     return {k.name: k.combine([p[i] for p in parts], info) for i, k in enumerate(kernels)}

@@ -24,8 +24,8 @@ attribute (:data:`LEGACY_LAYOUT`: ``attention`` chunked along ``example`` only) 
 (bench/bench_store_layout.py compares the two).
 """
 
-from bertology.store.checks import check_block, check_lengths, check_value_norm
-from bertology.store.chunks import read_chunk, read_cropped
+from bertology.store.checks import check_block, check_lengths, check_rows, check_value_norm
+from bertology.store.chunks import Crops, read_chunk, read_cropped, read_examples
 from bertology.store.codec import (ATTENTION_CODEC, attention_codec, attention_compressors, attention_filters,
                                    blosc_threads)
 from bertology.store.files import missing_chunks
@@ -36,19 +36,21 @@ from bertology.store.schema import (DIMS, DTYPES, EXPECT_SECTIONS, FILL, FLOAT16
                                     IncompleteStoreError, StoreError, StoreMismatchError, expected_attrs,
                                     partial_path, precision_attrs, refix, row_sum_tolerance, sample_hash,
                                     store_layout)
-from bertology.store.shards import (ABSENT, ShardFormat, decode_inner, encode_shard, read_shard_cropped,
-                                    shard_format, shard_index, write_shard)
+from bertology.store.shards import (ABSENT, F16_TO_F32, ShardFormat, as_float32, decode_inner, encode_shard,
+                                    read_shard_cropped, read_shard_examples, shard_format, shard_index, write_shard)
 from bertology.store.specials import SpecialTokens
 from bertology.store.words import read_words
 from bertology.store.writer import create_store, finalize, resume_point, write_chunk
 
 __all__ = [
     "ABSENT", "ATTENTION_CODEC", "DIMS", "DTYPES", "EXPECT_SECTIONS", "FILL", "FLOAT16_MANTISSA_BITS",
-    "IDENTITY_ATTRS", "LAYOUT", "LAYOUTS", "LAYOUT_ATTRS", "LEGACY_LAYOUT", "OPTIONAL_DIMS", "OPTIONAL_DTYPES",
+    "Crops", "F16_TO_F32", "IDENTITY_ATTRS", "LAYOUT", "LAYOUTS", "LAYOUT_ATTRS", "LEGACY_LAYOUT", "OPTIONAL_DIMS", "OPTIONAL_DTYPES",
     "IncompleteStoreError", "ShardFormat", "SpecialTokens", "StoreError", "StoreMismatchError", "attention_codec",
-    "attention_compressors", "attention_filters", "blosc_threads", "check_block", "check_lengths",
+    "as_float32", "attention_compressors", "attention_filters", "blosc_threads", "check_block", "check_lengths",
+    "check_rows",
     "check_value_norm", "create_store", "decode_inner", "encode_shard", "expected_attrs", "finalize", "map_chunks",
-    "missing_chunks", "open_store", "partial_path", "precision_attrs", "read_chunk", "read_cropped", "read_shard_cropped",
+    "missing_chunks", "open_store", "partial_path", "precision_attrs", "read_chunk", "read_cropped", "read_examples",
+    "read_shard_cropped", "read_shard_examples",
     "read_words", "refix", "resume_point", "row_sum_tolerance", "sample_hash", "shard_format", "shard_index",
     "store_layout", "write_chunk", "write_shard",
 ]

@@ -54,17 +54,25 @@ def check_block(attention: np.ndarray, length: np.ndarray, attrs: Mapping[str, A
             raise StoreError(f"{where}: {name} has length {n} but the block read has {Q} positions; {fix}")
         a = attention[e]
         sums = a[..., :n, :n].sum(axis=-1, dtype=np.float32)  # a NaN inside the length makes its row's sum NaN
-        if np.isnan(sums).any():
-            raise StoreError(f"{where}: {name} has NaN inside its length {n} (a missing or damaged chunk?); the "
-                             f"store is corrupt or unfinished: {fix}")
-        if padding and not (np.isnan(a[..., n:, :]).all() and np.isnan(a[..., :n, n:]).all()):
+        if padding and not np.isnan(sums).any() and not (np.isnan(a[..., n:, :]).all()
+                                                         and np.isnan(a[..., :n, n:]).all()):
             raise StoreError(f"{where}: {name} has values outside its length {n} (expected NaN); "
                              f"{fix}")
-        err = float(np.abs(sums - 1.0).max())
-        tol = row_sum_tolerance(attrs, int(n))
-        if err > tol:
-            raise StoreError(f"{where}: attention rows of {name} sum to 1 +- {err:.4f} over its {n} real keys "
-                             f"(tolerance {tol:.4f}): not post-softmax attention; {fix}")
+        check_rows(sums, int(n), attrs, where, name, fix)
+
+
+def check_rows(sums: np.ndarray, n: int, attrs: Mapping[str, Any], where: str, name: str, fix: str) -> None:
+    """One example's attention rows, from their sums over its n real keys: no NaN inside the length (a NaN makes its
+    row's sum NaN) and every sum 1 within :func:`row_sum_tolerance`; else StoreError naming `where`, the example
+    (`name`) and the fix. sums: (L, H, n), float32 or float64."""
+    if np.isnan(sums).any():
+        raise StoreError(f"{where}: {name} has NaN inside its length {n} (a missing or damaged chunk?); the "
+                         f"store is corrupt or unfinished: {fix}")
+    err = float(np.abs(sums - 1.0).max())
+    tol = row_sum_tolerance(attrs, n)
+    if err > tol:
+        raise StoreError(f"{where}: attention rows of {name} sum to 1 +- {err:.4f} over its {n} real keys "
+                         f"(tolerance {tol:.4f}): not post-softmax attention; {fix}")
 
 
 def check_value_norm(norms: np.ndarray, length: np.ndarray, *, where: str, store: str | Path) -> None:

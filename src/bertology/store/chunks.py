@@ -8,18 +8,41 @@ decompressed. Imports bertology.store.schema, .files, .shards and .checks.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
-from bertology.store.checks import check_block, check_lengths
+from bertology.store.checks import check_block, check_lengths, check_rows
 from bertology.store.files import array_of, file_examples, file_key, file_kind, has_file, open_group
 from bertology.store.schema import LAYOUT, StoreError, refix
-from bertology.store.shards import read_shard_cropped, shard_format
+from bertology.store.shards import as_float32, read_shard_cropped, read_shard_examples, shard_format
+
+
+@dataclass(frozen=True)
+class Crops:
+    """A chunk's attention as its examples' real blocks, nothing padded (``read_chunk(..., crop="examples")``).
+
+    maps[i]: (L, H, n_i, n_i) float32, example i cropped to its own length n_i; row_sums[i]: (L, H, n_i) float64,
+    each row of maps[i] summed over its n_i keys (exact: float16 values, and their sums, are float64 numbers).
+    """
+
+    maps: list[np.ndarray]
+    row_sums: list[np.ndarray]
+
+    def padded(self, dtype: str | np.dtype = "float16") -> np.ndarray:
+        """The block (e, L, H, m, m) of ``crop=True``: m the longest length, NaN past each example's length."""
+        m = max((a.shape[-1] for a in self.maps), default=0)
+        lead = self.maps[0].shape[:2] if self.maps else (0, 0)
+        out = np.full((len(self.maps),) + lead + (m, m), np.nan, dtype=dtype)
+        for i, a in enumerate(self.maps):
+            out[i, ..., :a.shape[-1], :a.shape[-1]] = a
+        return out
 
 
 def read_chunk(path: str, start: int, stop: int, variables: Sequence[str], check: bool = True,
-               crop: bool = False) -> dict[str, np.ndarray]:
+               crop: bool | Literal["examples"] = False) -> dict[str, np.ndarray]:
     """Examples [start, stop) of `variables` of a store (path or fsspec URL) as numpy arrays, checked.
 
     A missing or undecodable chunk, shard or inner chunk raises StoreError naming the store, the variable, the
@@ -28,6 +51,9 @@ def read_chunk(path: str, start: int, stop: int, variables: Sequence[str], check
     ever computes on a hole. crop: `attention` comes cropped to the block's longest example m,
     (e, L, H, m, m), NaN past each example's length; in :data:`LAYOUT` each example is read and decompressed
     alone up to its own length (one inner chunk each), so memory and copies scale with the real tokens.
+    crop="examples": `attention` comes as :class:`Crops`, each example alone at its own length, as float32, with
+    its rows' float64 sums; the check is made on those sums (the same test, summed once for the check and the
+    analyses).
     """
     group = open_group(path)
     want_att = "attention" in variables
@@ -46,7 +72,11 @@ def read_chunk(path: str, start: int, stop: int, variables: Sequence[str], check
             Q = int(arr.shape[-1])
             if check:
                 check_lengths(out["length"], Q, where, out.get("example_idx"), path)
-            out[name] = read_cropped(arr, start, np.clip(out["length"], 0, Q).astype(np.int64), where, path)
+            length = np.clip(out["length"], 0, Q).astype(np.int64)
+            if crop == "examples":
+                out[name] = read_examples(arr, start, length, where, path)
+            else:
+                out[name] = read_cropped(arr, start, length, where, path)
             continue
         try:
             out[name] = np.asarray(arr[start:stop])
@@ -56,10 +86,32 @@ def read_chunk(path: str, start: int, stop: int, variables: Sequence[str], check
     if check and want_att:
         att = group["attention"]
         k = start // file_examples(att)
-        check_block(out["attention"], out["length"], dict(group.attrs), padding=False,
-                    where=f"{path} `attention` {file_kind(att)} {k} (examples {start}..{stop - 1})",
-                    example_idx=out["example_idx"], store=path, max_length=int(att.shape[-1]))
+        where = f"{path} `attention` {file_kind(att)} {k} (examples {start}..{stop - 1})"
+        if crop == "examples":
+            attrs = dict(group.attrs)
+            for e, (sums, idx) in enumerate(zip(out["attention"].row_sums, out["example_idx"])):
+                check_rows(sums, sums.shape[-1], attrs, where, f"example {e} (example_idx {int(idx)})", refix(path))
+        else:
+            check_block(out["attention"], out["length"], dict(group.attrs), padding=False, where=where,
+                        example_idx=out["example_idx"], store=path, max_length=int(att.shape[-1]))
     return {name: out[name] for name in variables}
+
+
+def read_examples(arr, start: int, length: np.ndarray, where: str, path: str | Path) -> Crops:
+    """attention of examples start.. (one per length), each cropped to its own length, as :class:`Crops`.
+
+    :data:`LAYOUT`: each example's inner chunk decoded alone and converted once (:func:`read_shard_examples`);
+    :data:`LEGACY_LAYOUT`: cut from the block :func:`read_cropped` reads."""
+    fmt = shard_format(arr)
+    if fmt is None:
+        block = read_cropped(arr, start, length, where, path)
+        maps = [as_float32(block[i, ..., :n, :n]) for i, n in enumerate(length.tolist())]
+    else:
+        first = fmt.per_shard - start % fmt.per_shard  # examples in the first shard file
+        bounds = [0] + list(range(first, len(length), fmt.per_shard)) + [len(length)]
+        maps = [a for lo, hi in zip(bounds[:-1], bounds[1:])
+                for a in read_shard_examples(arr, fmt, start + lo, length[lo:hi], where, path)]
+    return Crops(maps, [a.sum(axis=-1, dtype=np.float64) for a in maps])
 
 
 def read_cropped(arr, start: int, length: np.ndarray, where: str, path: str | Path) -> np.ndarray:
