@@ -14,6 +14,10 @@ compared bit for bit (NaN = NaN) with old's.
 
     flock -x /tmp/bertology-cpu.lock .venv/bin/python bench/bench_onepass.py          # all 3668 pairs
     .venv/bin/python bench/bench_onepass.py --examples 256 --repeat 1                 # a quick run
+    .venv/bin/python bench/bench_onepass.py --openblas-thread-timeout unset          # OpenBLAS's default spinning
+
+Old and new run with the same OPENBLAS_THREAD_TIMEOUT (default 4, what importing bertology sets since issue 23;
+the old code ran with OpenBLAS's default, 28, in its own workflow).
 
 The store is extracted once into --tmp and kept (delete it to rebuild). Writes bench/out/bench_onepass.json and
 bench/out/bench_onepass.md.
@@ -118,6 +122,9 @@ def main() -> int:
     ap.add_argument("--base", default=BASE, help="the commit whose code is `old`")
     ap.add_argument("--tmp", default=str(OUT / "tmp-onepass"))
     ap.add_argument("--git", default=str(REPO), help="the repository holding --base")
+    ap.add_argument("--openblas-thread-timeout", default="4",
+                    help="OPENBLAS_THREAD_TIMEOUT of old's and new's processes alike (default 4, what importing "
+                         "bertology sets; 'unset': OpenBLAS's own, 28)")
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -126,9 +133,15 @@ def main() -> int:
     base_src = base_source(tmp, args.base, Path(args.git))
     import xarray as xr
 
+    # the same BLAS settings for old and new (a child imports numpy before bertology: this is what it gets)
+    if args.openblas_thread_timeout == "unset":
+        os.environ.pop("OPENBLAS_THREAD_TIMEOUT", None)
+    else:
+        os.environ["OPENBLAS_THREAD_TIMEOUT"] = args.openblas_thread_timeout
+
     E = int(xr.open_zarr(store).sizes["example"])
     res: dict = {"examples": E, "threads": args.threads, "base": args.base, "load_average_start": os.getloadavg(),
-                 "rounds": []}
+                 "openblas_thread_timeout": args.openblas_thread_timeout, "rounds": []}
     print(f"MRPC train: {E} pairs; load average {os.getloadavg()}", flush=True)
     equal = True
     for r in range(args.repeat):
@@ -172,7 +185,8 @@ def main() -> int:
 def report(res: dict) -> str:
     m = res["median"]
     lines = [f"# bench_onepass: MRPC train, {res['examples']} pairs, minilm-l6, {res['threads']} Dask threads, "
-             f"{len(res['rounds'])} rounds (medians)", "",
+             f"{len(res['rounds'])} rounds (medians), OPENBLAS_THREAD_TIMEOUT {res['openblas_thread_timeout']} for "
+             f"old and new alike", "",
              f"load average start {res['load_average_start']}, end {res['load_average_end']}", "",
              "| pass | seconds | peak RSS MiB |", "|---|---|---|"]
     for w, label in (("kovaleva", f"old ({res['base']}) store_stats: Kovaleva + Clark"),

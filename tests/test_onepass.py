@@ -43,6 +43,8 @@ class RowSums(ExampleKernel):
         return []
 
     def add(self, part, ex, words):
+        assert ex.attention.dtype == np.float32 and ex.attention.shape[-2:] == (ex.n, ex.n)
+        assert ex.row_sums.tobytes() == ex.attention.sum(axis=-1, dtype=np.float64).tobytes()  # summed once, checked
         part.append((ex.example_idx, ex.n, ex.attention.sum(axis=(-2, -1), dtype=np.float64), words))
 
     def combine(self, parts, info):
@@ -181,3 +183,20 @@ def test_the_contributing_recipe_kernel(store):
     assert got.loc[(1, 0), "mean"] == pytest.approx(1, rel=1e-3)
     assert got.loc[(1, 1), "mean"] == pytest.approx(share, rel=1e-3) and (got["n"] == len(EXAMPLES)).all()
     assert list(table.columns) == ["layer", "head", "mean", "std", "n"]
+
+
+def test_importing_bertology_lets_openblas_threads_sleep_unless_the_user_said_otherwise():
+    """OpenBLAS reads OPENBLAS_THREAD_TIMEOUT when numpy loads: bertology sets it (2**4 cycles of spinning instead of
+    2**28 after every product), so that the sieve's BLAS threads do not hold a core between products
+    (docs/reference.md#performance); a value already set is kept."""
+    import os
+    import subprocess
+    import sys
+
+    code = "import bertology, os, numpy; print(os.environ['OPENBLAS_THREAD_TIMEOUT'])"
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "4"
+    out = subprocess.run([sys.executable, "-c", code], env={**env, "OPENBLAS_THREAD_TIMEOUT": "12"},
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "12"

@@ -102,6 +102,44 @@ def test_a_cropped_read_holds_each_example_up_to_its_length(stores, data):
             np.testing.assert_array_equal(bits(block["attention"]), bits(data["attention"][start:stop, ..., :m, :m]))
 
 
+def test_a_read_of_examples_holds_each_example_alone_at_its_length_as_float32(stores, data):
+    """crop="examples" (the one pass's read): each example's own n x n maps, float32 of the stored float16, and
+    their rows' float64 sums; Crops.padded() is the crop=True block, bit for bit. Both layouts."""
+    for path in stores:
+        for start, stop in ((0, 4), (4, 8), (8, 10)):
+            crops = st.read_chunk(str(path), start, stop, ["attention", "length"], crop="examples")["attention"]
+            assert isinstance(crops, st.Crops) and len(crops.maps) == len(crops.row_sums) == stop - start
+            for e, (a, sums) in enumerate(zip(crops.maps, crops.row_sums)):
+                n = int(data["length"][start + e])
+                assert a.dtype == np.float32 and a.shape == (L, H, n, n) and sums.shape == (L, H, n)
+                assert a.tobytes() == data["attention"][start + e, ..., :n, :n].astype(np.float32).tobytes()
+                assert sums.tobytes() == a.sum(axis=-1, dtype=np.float64).tobytes()
+            block = st.read_chunk(str(path), start, stop, ["attention"], crop=True)["attention"]
+            np.testing.assert_array_equal(bits(crops.padded()), bits(block))
+
+
+@pytest.mark.parametrize("damage", ["nan", "rows"])
+def test_a_read_of_examples_checks_every_example_on_its_row_sums(tmp_path, data, damage):
+    """The examples read checks each example from the row sums it returns: a NaN inside a length, or rows that do not
+    sum to 1, is one line naming the chunk, the example and the fix, in both layouts."""
+    bad = {k: v.copy() for k, v in data.items()}
+    if damage == "nan":
+        bad["attention"][6, 1, 2, 1, 0] = np.nan
+        match = r"`attention` shard 1 \(examples 4\.\.7\): example 2 \(example_idx 506\) has NaN inside its length"
+    else:
+        bad["attention"][6] *= np.float16(0.5)
+        match = r"`attention` shard 1 \(examples 4\.\.7\): attention rows of example 2 \(example_idx 506\) sum to 1"
+    for layout in (st.LAYOUT, st.LEGACY_LAYOUT):
+        path = write(tmp_path / f"{damage}-{layout}" / "results" / "attention" / "mrpc" / "pretrained.zarr", bad,
+                     layout)
+        if layout == st.LEGACY_LAYOUT:
+            match = match.replace("shard", "chunk")
+        with pytest.raises(st.StoreError, match=match) as err:
+            st.read_chunk(str(path), 4, 8, ["attention"], crop="examples")
+        one_line(err)
+        st.read_chunk(str(path), 0, 4, ["attention"], crop="examples")  # the other chunks read as before
+
+
 def test_one_map_decompresses_only_its_example(stores, monkeypatch):
     new, old = stores
     per_example = L * H * Q * Q * 2

@@ -9,4 +9,13 @@ Dimension glossary (used in every docstring):
     n  real length of one example, [CLS] and [SEP]s included
 """
 
+import os as _os
+
+# OpenBLAS's threads spin for about 2**28 cycles (a tenth of a second) after every product they share before they
+# sleep: between the sieve's products they kept a core busy doing nothing, taken from the other Dask worker. With 2**4
+# cycles they sleep at once (the products themselves, their threads and their sums, are unchanged). Read by OpenBLAS
+# when numpy loads: it takes effect in every bertology command and job, and in a notebook that imports bertology
+# before numpy; a value set by the user is kept (docs/reference.md#performance).
+_os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
+
 __version__ = "0.1.0"
