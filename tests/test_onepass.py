@@ -200,3 +200,14 @@ def test_importing_bertology_lets_openblas_threads_sleep_unless_the_user_said_ot
     out = subprocess.run([sys.executable, "-c", code], env={**env, "OPENBLAS_THREAD_TIMEOUT": "12"},
                          capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "12"
+
+
+def test_a_reduction_gives_freed_memory_back_to_the_system():
+    """glibc (this machine's C library) takes the reductions' malloc settings, once per process."""
+    import subprocess
+    import sys
+
+    code = ("from bertology.store import mapping; print(mapping.release_freed_memory(), "
+            "mapping.release_freed_memory.cache_info().misses)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "1"]
