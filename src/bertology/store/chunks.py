@@ -30,12 +30,14 @@ class Crops:
 
     maps: list[np.ndarray]
     row_sums: list[np.ndarray]
+    dtype: str = "float16"  # the stored dtype
 
-    def padded(self, dtype: str | np.dtype = "float16") -> np.ndarray:
-        """The block (e, L, H, m, m) of ``crop=True``: m the longest length, NaN past each example's length."""
+    def padded(self) -> np.ndarray:
+        """The block (e, L, H, m, m) of ``crop=True``, in the stored dtype: m the longest length, NaN past each
+        example's length."""
         m = max((a.shape[-1] for a in self.maps), default=0)
         lead = self.maps[0].shape[:2] if self.maps else (0, 0)
-        out = np.full((len(self.maps),) + lead + (m, m), np.nan, dtype=dtype)
+        out = np.full((len(self.maps),) + lead + (m, m), np.nan, dtype=self.dtype)
         for i, a in enumerate(self.maps):
             out[i, ..., :a.shape[-1], :a.shape[-1]] = a
         return out
@@ -111,7 +113,7 @@ def read_examples(arr, start: int, length: np.ndarray, where: str, path: str | P
         bounds = [0] + list(range(first, len(length), fmt.per_shard)) + [len(length)]
         maps = [a for lo, hi in zip(bounds[:-1], bounds[1:])
                 for a in read_shard_examples(arr, fmt, start + lo, length[lo:hi], where, path)]
-    return Crops(maps, [a.sum(axis=-1, dtype=np.float64) for a in maps])
+    return Crops(maps, [a.sum(axis=-1, dtype=np.float64) for a in maps], str(arr.dtype))
 
 
 def read_cropped(arr, start: int, length: np.ndarray, where: str, path: str | Path) -> np.ndarray:
