@@ -66,11 +66,6 @@ class ClarkKernel(ExampleKernel):
     def empty(self, info: StoreInfo) -> Partial:
         return Partial(Moments.zeros((info.layers, info.heads, len(ent.FEATURES))), prs.ParserCounts())
 
-    def merge(self, first: Partial, then: Partial) -> Partial:
-        first.entropy = first.entropy + then.entropy
-        first.parser += then.parser  # counts, in place: the chunk's partial is the pass's own
-        return first
-
     def add(self, part: Partial, ex: Example, words: prs.Arcs | None) -> None:
         if self.entropy:
             part.entropy.add_sums(*ent.example_entropy(ex.attention, int(np.flatnonzero(ex.cls)[0])

@@ -180,9 +180,6 @@ class KovalevaKernel(ExampleKernel):
             part.cnn_maps.extend(ex.attention.reshape(-1, ex.n, ex.n))
         p.examples += 1
 
-    def merge(self, first: _ChunkPartial, then: _ChunkPartial) -> _ChunkPartial:
-        return _ChunkPartial(first.part + then.part, first.cnn_maps + then.cnn_maps)
-
     def finish_chunk(self, part: _ChunkPartial, info: StoreInfo) -> Partial:
         if part.cnn_maps:
             pred = _cnn(self.classifier).predict(part.cnn_maps).reshape(-1, info.layers, info.heads)
