@@ -262,7 +262,7 @@ def test_special_tokens_come_from_the_store_attributes():
 
 
 def test_real_block_reads_only_each_example_s_length():
-    from bertology.onepass import as_float32
+    from bertology.store import as_float32
     from bertology.sieve.scores import real_block
 
     att = np.full((2, 1, 1, 5, 5), 7.0, np.float16)  # whatever lies past a length is never read

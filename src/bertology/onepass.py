@@ -5,7 +5,7 @@ else: what it reads, what one example (a sub-batch, a chunk) adds to its partial
 The registry (:mod:`bertology.registry`) names the kernel of every analysis; :func:`reduce_store` runs any number
 of kernels over one store in ONE read of it: each Dask task reads one chunk of examples
 (:func:`bertology.store.map_chunks` with ``crop="examples"``: every example decoded alone, cropped to its own
-length, converted to float32 once (:func:`as_float32`), its rows summed once for the read's check and the kernels),
+length, converted to float32 once (:func:`bertology.store.as_float32`), its rows summed once for the read's check and the kernels),
 hands every example, in the chunk's order, to every per-example kernel and, gathered with the examples of similar
 length into one block zero-padded to the longest of them, to every batch kernel; then gives the chunk to every
 per-chunk kernel; the driver combines the partials in chunk order. Memory is bounded by one chunk per worker
@@ -30,7 +30,7 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 import pandas as pd
 
-from bertology.store import Crops, SpecialTokens, StoreError, as_float32, map_chunks, open_store
+from bertology.store import Crops, SpecialTokens, StoreError, map_chunks, open_store
 
 P = TypeVar("P")
 
@@ -203,7 +203,7 @@ def reduce_chunk(block: Mapping[str, Any], kernels: Sequence[Kernel], words: Seq
     example_idx (E,), (E, Q) rows); words: each kernel's selection for this chunk, in kernel order.
 
     The per-example kernels get the examples in the chunk's order, the batch kernels sub-batches in order of length
-    built from the same float32 maps, the chunk kernels the NaN-padded float16 block (:meth:`Crops.padded`)."""
+    built from the same float32 maps, the chunk kernels the NaN-padded block in the stored dtype (:meth:`Crops.padded`)."""
     # No threadpool_limits here: BLAS's thread count is global to the process, and limiting it while another
     # Dask thread runs the sieve's matrix products would change how those sum (float32, ~1e-7 relative),
     # from one run to the next. The per-example kernels' products are too small for BLAS to split.

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 from bertology.errors import InputError
-from bertology.onepass import as_float32
+from bertology.store import as_float32
 
 
 def real_block(attention: np.ndarray, length: np.ndarray, rows: np.ndarray | None = None,

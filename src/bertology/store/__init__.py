@@ -43,14 +43,13 @@ from bertology.store.words import read_words
 from bertology.store.writer import create_store, finalize, resume_point, write_chunk
 
 __all__ = [
-    "ABSENT", "ATTENTION_CODEC", "DIMS", "DTYPES", "EXPECT_SECTIONS", "FILL", "FLOAT16_MANTISSA_BITS",
-    "Crops", "F16_TO_F32", "IDENTITY_ATTRS", "LAYOUT", "LAYOUTS", "LAYOUT_ATTRS", "LEGACY_LAYOUT", "OPTIONAL_DIMS", "OPTIONAL_DTYPES",
-    "IncompleteStoreError", "ShardFormat", "SpecialTokens", "StoreError", "StoreMismatchError", "attention_codec",
-    "as_float32", "attention_compressors", "attention_filters", "blosc_threads", "check_block", "check_lengths",
-    "check_rows",
-    "check_value_norm", "create_store", "decode_inner", "encode_shard", "expected_attrs", "finalize", "map_chunks",
-    "missing_chunks", "open_store", "partial_path", "precision_attrs", "read_chunk", "read_cropped", "read_examples",
-    "read_shard_cropped", "read_shard_examples",
+    "ABSENT", "ATTENTION_CODEC", "Crops", "DIMS", "DTYPES", "EXPECT_SECTIONS", "F16_TO_F32", "FILL",
+    "FLOAT16_MANTISSA_BITS", "IDENTITY_ATTRS", "IncompleteStoreError", "LAYOUT", "LAYOUTS", "LAYOUT_ATTRS",
+    "LEGACY_LAYOUT", "OPTIONAL_DIMS", "OPTIONAL_DTYPES", "ShardFormat", "SpecialTokens", "StoreError",
+    "StoreMismatchError", "as_float32", "attention_codec", "attention_compressors", "attention_filters",
+    "blosc_threads", "check_block", "check_lengths", "check_rows", "check_value_norm", "create_store", "decode_inner",
+    "encode_shard", "expected_attrs", "finalize", "map_chunks", "missing_chunks", "open_store", "partial_path",
+    "precision_attrs", "read_chunk", "read_cropped", "read_examples", "read_shard_cropped", "read_shard_examples",
     "read_words", "refix", "resume_point", "row_sum_tolerance", "sample_hash", "shard_format", "shard_index",
     "store_layout", "write_chunk", "write_shard",
 ]

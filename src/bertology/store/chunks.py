@@ -90,9 +90,9 @@ def read_chunk(path: str, start: int, stop: int, variables: Sequence[str], check
         k = start // file_examples(att)
         where = f"{path} `attention` {file_kind(att)} {k} (examples {start}..{stop - 1})"
         if crop == "examples":
-            attrs = dict(group.attrs)
+            attrs, fix = dict(group.attrs), refix(path)
             for e, (sums, idx) in enumerate(zip(out["attention"].row_sums, out["example_idx"])):
-                check_rows(sums, sums.shape[-1], attrs, where, f"example {e} (example_idx {int(idx)})", refix(path))
+                check_rows(sums, sums.shape[-1], attrs, where, f"example {e} (example_idx {int(idx)})", fix)
         else:
             check_block(out["attention"], out["length"], dict(group.attrs), padding=False, where=where,
                         example_idx=out["example_idx"], store=path, max_length=int(att.shape[-1]))
@@ -109,9 +109,7 @@ def read_examples(arr, start: int, length: np.ndarray, where: str, path: str | P
         block = read_cropped(arr, start, length, where, path)
         maps = [as_float32(block[i, ..., :n, :n]) for i, n in enumerate(length.tolist())]
     else:
-        first = fmt.per_shard - start % fmt.per_shard  # examples in the first shard file
-        bounds = [0] + list(range(first, len(length), fmt.per_shard)) + [len(length)]
-        maps = [a for lo, hi in zip(bounds[:-1], bounds[1:])
+        maps = [a for lo, hi in _shard_pieces(fmt.per_shard, start, len(length))
                 for a in read_shard_examples(arr, fmt, start + lo, length[lo:hi], where, path)]
     return Crops(maps, [a.sum(axis=-1, dtype=np.float64) for a in maps], str(arr.dtype))
 
@@ -135,12 +133,19 @@ def read_cropped(arr, start: int, length: np.ndarray, where: str, path: str | Pa
         except Exception as err:  # noqa: BLE001
             raise StoreError(f"{where} cannot be decoded ({type(err).__name__}: {err}); the store is corrupt: "
                              f"{refix(path)}") from None
-    first = fmt.per_shard - start % fmt.per_shard  # examples in the first shard file
-    bounds = [0] + list(range(first, e, fmt.per_shard)) + [e]
-    if len(bounds) == 2:  # one shard file: what the analyses' chunks read
+    pieces = _shard_pieces(fmt.per_shard, start, e)
+    if len(pieces) == 1:  # one shard file: what the analyses' chunks read
         return read_shard_cropped(arr, fmt, start, length, where, path)
     out = np.full((e,) + fmt.inner[:-2] + (m, m), np.nan, dtype=fmt.dtype)
-    for a, b in zip(bounds[:-1], bounds[1:]):
+    for a, b in pieces:
         piece = read_shard_cropped(arr, fmt, start + a, length[a:b], where, path)
         out[a:b, ..., :piece.shape[-2], :piece.shape[-1]] = piece
     return out
+
+
+def _shard_pieces(per_shard: int, start: int, e: int) -> list[tuple[int, int]]:
+    """The examples start .. start + e - 1, split at shard files of `per_shard` examples: [(lo, hi)) offsets from
+    start, one pair per shard file, in order."""
+    first = per_shard - start % per_shard  # examples in the first shard file
+    bounds = [0] + list(range(first, e, per_shard)) + [e]
+    return list(zip(bounds[:-1], bounds[1:]))
