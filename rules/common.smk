@@ -1,4 +1,5 @@
 # Shared set-up: config validated once, the one way a rule calls its step, MLflow invocation, targets.
+import json
 import shlex
 import sys
 
@@ -11,7 +12,9 @@ from bertology.norms.values import norms_unsupported
 from bertology.layout import path, paths
 from bertology.seeds import (SEED_TAG_REGEX, STORE_VARIANT_REGEX, SYNTAX_MODEL_REGEX, configured_seeds,
                              finetuned_variants, seed_tags, store_variants)
-from bertology.tasks import SPLITS, STORE_VARIANTS, TASKS
+from bertology.cli import task_args
+from bertology.tasks import (SPLITS, STORE_VARIANTS, TASKS, declarations, declared_pipeline, get_task, register,
+                             task_param)
 from bertology.workflow import check_config, setup_environment
 
 
@@ -32,11 +35,21 @@ envvars:
     "MLFLOW_EXPERIMENT_NAME",
 
 
-TASK_NAMES = list(config["tasks"])
+# Declared tasks (a mapping in `tasks:`): known to get_task here, and handed to each job that reads one as
+# --task JSON (step_files): the data rule gets the whole declaration, later steps what they read of it
+# (bertology.tasks.task_param), so a changed declaration re-runs exactly the jobs that read what changed.
+DECLARED = declarations(config["tasks"])
+TASK_PARAMS = {}
+for _name, _decl in DECLARED.items():
+    _param = task_param(_decl, declared_pipeline(_decl, config["attention"]))
+    register(_param)
+    TASK_PARAMS[_name] = json.dumps(_param, sort_keys=True)
+DECLARATIONS = {name: json.dumps(decl, sort_keys=True) for name, decl in DECLARED.items()}
+TASK_NAMES = [e["name"] if isinstance(e, dict) else e for e in config["tasks"]]
 # The norm analyses run when asked for and when the model's layers are ones value norms are computed for
 # (norms.values.attention_blocks; otherwise onstart says why in one line and the rest of the workflow runs).
 NORMS_ENABLED = bool(config["analysis"]["norms"]["enabled"]) and norms_unsupported(config["model"]) is None
-PAIR_TASKS = [t for t in TASK_NAMES if TASKS[t].is_pair]
+PAIR_TASKS = [t for t in TASK_NAMES if get_task(t).is_pair]
 INITS = list(config["train"]["inits"])
 # Path tags of the fine-tuning seeds: '' for the first (train.seed: the plain paths, read by every
 # analysis), '-seedN' for each further one of train.seeds.
@@ -51,7 +64,7 @@ TARGETS = []
 
 
 wildcard_constraints:
-    task="|".join(TASKS),
+    task="|".join([*TASKS, *DECLARED]),
     split="|".join(SPLITS),
     init="pretrained|random",
     seedtag=SEED_TAG_REGEX,
@@ -71,7 +84,23 @@ def step(name):
 
 def step_files(wildcards, input, output):
     """The `files` param: the job's wildcards and named inputs/outputs as -w/--input/--output arguments."""
-    return step_args(wildcards, input, output)
+    return " ".join(filter(None, [step_args(wildcards, input, output), task_args(wildcards, TASK_PARAMS)]))
+
+
+def data_step_files(wildcards, input, output):
+    """The data rule's `files` param: as step_files, with the whole declaration of a declared task."""
+    return " ".join(filter(None, [step_args(wildcards, input, output),
+                                  task_args(wildcards, TASK_PARAMS, whole=DECLARATIONS)]))
+
+
+def _source_version(wildcards):
+    """The hub dataset's revision (a GLUE hub source, or a declared task's hub id without a pinned revision;
+    empty otherwise): a new revision re-runs the data rule."""
+    from bertology.data import declared_version
+
+    if wildcards.task in DECLARED:
+        return declared_version(DECLARED[wildcards.task])
+    return SOURCE_VERSION
 
 
 # Input functions used by the files in rules/ (snakemake --lint wants functions and rules apart).
@@ -79,7 +108,7 @@ def _source_files(wildcards):
     """The file a split is read from (GLUE directories): editing it re-runs the data rule and what follows."""
     from bertology.data import source_files
 
-    return source_files(config["data"]["source"], wildcards.task, wildcards.split)
+    return source_files(config["data"]["source"], wildcards.task, wildcards.split, DECLARED.get(wildcards.task))
 
 
 def _score_model(wildcards):

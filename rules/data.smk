@@ -1,5 +1,6 @@
 # Data: results/data/{task}/{split}.parquet from the configured source (demo | hub | GLUE directory).
-# The source file (GLUE directory) is an input and the hub's revision a param: editing either re-runs it.
+# The source file (GLUE directory, a declared task's file) is an input and the hub's revision a param, a
+# declared task's declaration part of `files` (--task): editing any of them re-runs it.
 
 
 rule prepare_data:
@@ -10,8 +11,8 @@ rule prepare_data:
         skipped=path("data_skipped"),
     params:
         step=step("prepare_data"),
-        files=step_files,
-        source_version=SOURCE_VERSION,
+        files=data_step_files,
+        source_version=_source_version,
     log:
         layout.log("prepare_data", "{task}/{split}"),
     benchmark:

@@ -74,6 +74,18 @@ def load_spacy(name: str):
     return nlp
 
 
+def blank_spacy(language: str):
+    """spaCy's rule-based tokenizer of `language` (no tagger, no parser: words only, POS/dep empty, each word its
+    own head), for a task whose language has no installed pipeline; the multi-language one for a language spaCy
+    has no tokenizer for."""
+    import spacy
+
+    try:
+        return spacy.blank(language)
+    except (ImportError, OSError, KeyError, ValueError):
+        return spacy.blank("xx")
+
+
 def doc_rows(doc, example_idx: int, segment: int, first_word: int) -> dict[str, list]:
     """Word rows of one parsed segment; words are numbered from `first_word` (0 for text_a)."""
     rows: dict[str, list] = {c: [] for c in WORD_COLUMNS}

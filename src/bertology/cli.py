@@ -281,6 +281,9 @@ def parser(name: str, spec: StepSpec) -> argparse.ArgumentParser:
     ap.add_argument("--output", action="append", default=[], metavar="NAME=PATH", help="a named output (repeatable)")
     ap.add_argument("--config", default="{}", metavar="JSON",
                     help=f"the config sections the step reads, validated: {', '.join(spec.sections) or 'none'}")
+    ap.add_argument("--task", action="append", default=[], metavar="JSON",
+                    help="a declared task the job reads (its declaration, or what steps after the data rule read of "
+                         "it: bertology.tasks.task_param); repeatable")
     ap.add_argument("--threads", type=int, default=1, help="CPU threads (Snakemake's {threads})")
     ap.add_argument("--device", default=None, help="cuda, cpu, ...; default: a GPU if there is one")
     ap.add_argument("--no-mlflow", action="store_true", help="do not record to MLflow")
@@ -298,6 +301,41 @@ def setup_logging(debug: bool = False) -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
+def _register_tasks(items: list[str]) -> None:
+    """Make the declared tasks of a job's --task arguments known to bertology.tasks.get_task."""
+    import json
+
+    from bertology.tasks import register
+
+    for item in items:
+        try:
+            decl = json.loads(item)
+        except json.JSONDecodeError as err:
+            raise UserError(f"--task is not valid JSON ({err}): {item[:200]!r}") from None
+        if not isinstance(decl, dict) or "name" not in decl:
+            raise UserError(f"--task must be a JSON object with a name, got {item[:200]!r}")
+        register(decl)
+
+
+def task_args(wildcards: Mapping[str, str], params: Mapping[str, str], *, whole: Mapping[str, str] | None = None) -> str:
+    """The --task arguments of a job (shell-quoted): the declared task of its `task` wildcard (of its `model`
+    wildcard, TASK-finetuned[-seedN]), or every declared task for a job without one. params: name -> the JSON a
+    step after the data rule reads (bertology.tasks.task_param); whole: name -> the whole declaration (the data
+    rule). Nothing for GLUE tasks, so their jobs' commands stay as they were."""
+    import re
+
+    source = whole if whole is not None else params
+    wc = dict(wildcards)
+    if "task" in wc:
+        names = [wc["task"]]
+    elif "model" in wc:
+        match = re.fullmatch(r"(.+?)-finetuned(-seed\d+)?", wc["model"])
+        names = [match.group(1)] if match else []
+    else:
+        names = list(source)
+    return " ".join(f"--task {shlex.quote(source[n])}" for n in names if n in source)
+
+
 def run_step(name: str, argv: list[str]) -> int:
     """Parse a step's command line, build its context and run it inside its MLflow run."""
     from bertology.config import plain_config, select_sections, sections_from_json
@@ -312,6 +350,7 @@ def run_step(name: str, argv: list[str]) -> int:
     args = ap.parse_args(argv)
     setup_logging(args.debug)
     config = sections_from_json(args.config)
+    _register_tasks(args.task)
     files = {kind: Files(kind, name, {k: [Path(p) for p in v] for k, v in _pairs(items, f"--{kind}").items()})
              for kind, items in (("input", args.input), ("output", args.output))}
     wildcards = {k: v[-1] for k, v in _pairs(args.wildcard, "--wildcard").items()}

@@ -81,6 +81,7 @@ class AttentionConfig:
     batch_size: int
     chunk_size: int
     spacy_model: str
+    spacy_pipelines: dict[str, str]
     keepbits: int | None
 
 
@@ -268,6 +269,13 @@ def sections_from_json(text: str) -> Config:
         raise ConfigError(f"--config is not valid JSON ({err}): {text[:200]!r}") from None
     if not isinstance(values, dict):
         raise ConfigError(f"--config must be a JSON object, got {text[:200]!r}")
+    if "tasks" in values:  # the typed config holds the names; declared tasks become known to get_task
+        from bertology.tasks import register, task_param
+
+        for entry in values["tasks"]:
+            if isinstance(entry, dict):
+                register(task_param(entry, entry.get("spacy_pipeline")) if "source" in entry else entry)
+        values = {**values, "tasks": [e["name"] if isinstance(e, dict) else e for e in values["tasks"]]}
     return build(Config, values)
 
 
@@ -355,9 +363,63 @@ def validate_config(config: dict[str, Any]) -> dict[str, Any]:
         validate(config, str(SCHEMA_PATH))
     except WorkflowError:
         raise ConfigError(explain(config)) from None
+    _fill_task_defaults(config)
     _check_semantics(config)
+    _check_tasks(config)
     _resolve_seeds(config)
     return config
+
+
+def _fill(node: dict, value: Any) -> Any:
+    """`value` with the defaults of schema `node` filled in (objects, recursively)."""
+    if not isinstance(value, dict) or node.get("type") != "object":
+        return value
+    out = dict(value)
+    for key, sub in node.get("properties", {}).items():
+        if key not in out and "default" in sub:
+            out[key] = copy.deepcopy(sub["default"])
+        if key in out:
+            out[key] = _fill(sub, out[key])
+    return out
+
+
+def _fill_task_defaults(cfg: dict) -> None:
+    """Fill the schema's defaults into each declared task (Snakemake's validate does not fill inside `oneOf`)."""
+    node = load_schema()["$defs"]["declared_task"]
+    cfg["tasks"] = [_fill(node, e) if isinstance(e, dict) else e for e in cfg["tasks"]]
+
+
+def _check_tasks(cfg: dict) -> None:
+    """Declared tasks: a name that is no GLUE name or reserved directory and is given once; metrics that fit the
+    kind; a validation share only with a named train split."""
+    from bertology.tasks import RESERVED_NAMES, TASKS
+
+    seen: set[str] = set()
+    for entry in cfg["tasks"]:
+        name = entry["name"] if isinstance(entry, dict) else entry
+        if name in seen:
+            raise ConfigError(f"tasks: two tasks are named {name!r}; give each task its own name (the name is its "
+                              f"directory under results/)")
+        seen.add(name)
+        if not isinstance(entry, dict):
+            continue
+        if name in TASKS:
+            raise ConfigError(f"tasks: the declared task {name!r} has the name of a GLUE task; name it otherwise "
+                              f"(e.g. {name}_own), or list the GLUE task as the plain name {name}")
+        if name.lower() in RESERVED_NAMES:
+            raise ConfigError(f"tasks: {name!r} cannot name a task (results/stats/{name.lower()}/ holds the "
+                              f"{name.lower()} analyses); choose another name")
+        regression = entry["kind"] == "regression"
+        wrong = [m for m in entry["metrics"] or () if (m in ("pearson", "spearman")) != regression]
+        if wrong:
+            allowed = "pearson, spearman" if regression else "accuracy, f1, macro_f1, mcc"
+            raise ConfigError(f"tasks: {name}: metric(s) {', '.join(wrong)} do not fit kind {entry['kind']}; "
+                              f"use {allowed}")
+        if regression and entry["labels"] is not None:
+            raise ConfigError(f"tasks: {name}: a regression task has no label names; drop `labels` or set "
+                              f"kind: classification")
+        if entry["pair"] is not None and entry["pair"] == entry["text"]:
+            raise ConfigError(f"tasks: {name}: text and pair name the same column {entry['text']!r}")
 
 
 def _resolve_seeds(cfg: dict) -> None:
@@ -370,6 +432,8 @@ def _resolve_seeds(cfg: dict) -> None:
 
 def _check_semantics(cfg: dict) -> None:
     source = cfg["data"]["source"]
+    if all(isinstance(e, dict) for e in cfg["tasks"]):
+        return  # data.source is read for GLUE tasks only
     if source not in ("demo", "hub"):
         path = Path(source)
         if not path.is_dir():

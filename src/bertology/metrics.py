@@ -19,7 +19,7 @@ from scipy import stats
 
 from bertology.tasks import get_task
 
-METRICS = ("accuracy", "f1", "mcc", "pearson", "spearman")
+METRICS = ("accuracy", "f1", "macro_f1", "mcc", "pearson", "spearman")
 
 
 def predictions_from_logits(logits: np.ndarray, regression: bool) -> np.ndarray:
@@ -49,6 +49,22 @@ def _f1(labels: np.ndarray, preds: np.ndarray) -> np.ndarray:
     fn = (~pos_p & pos_y).sum(axis=1)
     denom = 2 * tp + fp + fn
     return np.where(denom > 0, 2 * tp / np.maximum(denom, 1), 0.0)
+
+
+def _macro_f1(labels: np.ndarray, preds: np.ndarray) -> np.ndarray:
+    """Macro-averaged F1 (scikit-learn's ``f1_score(average="macro", zero_division=0)``): the unweighted mean over
+    the classes present in the labels or the row's predictions of 2 tp / (2 tp + fp + fn)."""
+    classes = np.union1d(np.unique(labels), np.unique(preds))
+    total = np.zeros(preds.shape[0], dtype=np.float64)
+    present = np.zeros(preds.shape[0], dtype=np.float64)
+    for k in classes:
+        pos_p, pos_y = preds == k, labels == k                          # (C, E), (E,)
+        tp = (pos_p & pos_y).sum(axis=1).astype(np.float64)
+        denom = 2 * tp + (pos_p & ~pos_y).sum(axis=1) + (~pos_p & pos_y).sum(axis=1)
+        here = denom > 0                                                # class k is in the labels or the row
+        total += np.where(here, 2 * tp / np.maximum(denom, 1), 0.0)
+        present += here
+    return total / np.maximum(present, 1)
 
 
 def _mcc(labels: np.ndarray, preds: np.ndarray) -> np.ndarray:
@@ -111,13 +127,13 @@ def _spearman(labels: np.ndarray, preds: np.ndarray) -> np.ndarray:
     return np.where(_constant(preds) | _constant(labels[None]), 0.0, r)
 
 
-_BATCHED = {"accuracy": _accuracy, "f1": _f1, "mcc": _mcc, "pearson": _pearson, "spearman": _spearman}
+_BATCHED = {"accuracy": _accuracy, "f1": _f1, "macro_f1": _macro_f1, "mcc": _mcc, "pearson": _pearson, "spearman": _spearman}
 
 
 def batched_metric(name: str, labels: np.ndarray, preds: np.ndarray) -> np.ndarray:
     """One GLUE metric for many prediction vectors at once: labels (E,), preds (C, E) -> (C,) float64.
 
-    accuracy; binary F1 of class 1 (0 when undefined); MCC; Pearson; Spearman with average ranks.
+    accuracy; binary F1 of class 1 (0 when undefined); macro-F1; MCC; Pearson; Spearman with average ranks.
     """
     labels = np.asarray(labels)
     preds = np.asarray(preds)

@@ -153,7 +153,7 @@ def build_report(results: Path, config: dict, inputs: Sequence[str]) -> str:
     by_section = assign_figures([results / f for f in declared_figures(inputs)])
     cfg = config
     model = html.escape(str(cfg["model"]))
-    tasks = html.escape(", ".join(cfg["tasks"]))
+    tasks = html.escape(", ".join(t["name"] if isinstance(t, dict) else str(t) for t in cfg["tasks"]))
     when = dt.datetime.now().strftime("%Y-%m-%d %H:%M")
     parts = [f"<!doctype html><html lang=en><head><meta charset=utf-8><title>bertology report — {model}</title>"
              f"<style>{CSS}</style></head><body><header><h1>bertology report</h1>"

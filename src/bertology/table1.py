@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from bertology.plotting import save_figure
-from bertology.tasks import TASKS, get_task
+from bertology.tasks import get_task
 from bertology.errors import InputError
 
 VARIANT_ORDER = ("pretrained", "random-finetuned", "finetuned")  # the paper's column order of tasks.SCORE_VARIANTS
@@ -31,7 +31,7 @@ VARIANT_HEADERS = {
 VARIANT_LABELS = {"pretrained": "pre-trained, untrained head", "random-finetuned": "fine-tuned from random init",
                   "finetuned": "fine-tuned from pre-trained"}
 TASK_ORDER = ("mrpc", "stsb", "sst2", "qqp", "rte", "qnli", "mnli", "cola")  # the paper's row order
-METRIC_SHORT = {"accuracy": "Acc", "f1": "F1", "mcc": "MCC", "pearson": "Pearson", "spearman": "Spearman"}
+METRIC_SHORT = {"accuracy": "Acc", "f1": "F1", "macro_f1": "macro-F1", "mcc": "MCC", "pearson": "Pearson", "spearman": "Spearman"}
 SEED_COLUMNS = ["task", "variant", "seed", "metric", "value", "n"]
 COLUMNS = ["task", "variant", "metric", "value", "n", "std", "n_seeds"]
 TEST_COLUMNS = ["task", "metric", "variant_a", "variant_b", "mean_a", "mean_b", "difference", "n_a", "n_b",
@@ -43,9 +43,15 @@ MARKS = {"pretrained": "†", "random-finetuned": "‡"}
 WELCH = "welch_t"
 
 
+def _task_rank(tasks: Iterable[str]) -> dict[str, int]:
+    """Rank of each task in the tables: GLUE tasks in the paper's row order, then declared tasks by name."""
+    names = sorted(set(tasks), key=lambda t: (TASK_ORDER.index(t) if t in TASK_ORDER else len(TASK_ORDER), t))
+    return {t: i for i, t in enumerate(names)}
+
+
 def _order(df: pd.DataFrame) -> pd.DataFrame:
     """Rows in the paper's task order, then the variant order, then the task's metric order."""
-    keys = {"_t": df["task"].map({t: i for i, t in enumerate(TASK_ORDER)}),
+    keys = {"_t": df["task"].map(_task_rank(df["task"])),
             "_v": df["variant"].map({v: i for i, v in enumerate(VARIANT_ORDER)}),
             "_m": [get_task(t).metrics.index(m) for t, m in zip(df["task"], df["metric"])]}
     extra = ["seed"] if "seed" in df.columns else []
@@ -131,7 +137,7 @@ def variant_tests(per_seed: pd.DataFrame, alpha: float) -> pd.DataFrame:
     out = pd.DataFrame(rows, columns=TEST_COLUMNS)
     if out.empty:
         return out
-    task_rank = {t: i for i, t in enumerate(TASK_ORDER)}
+    task_rank = _task_rank(out["task"])
     pair_rank = {p: i for i, p in enumerate(PAIRS)}
     keys = {"_t": out["task"].map(task_rank),
             "_m": [get_task(t).metrics.index(m) for t, m in zip(out["task"], out["metric"])],
@@ -190,9 +196,9 @@ def table1_markdown(df: pd.DataFrame, train_sizes: Mapping[str, int] | None = No
     train_sizes = train_sizes or {}
     header = ["Dataset", *(VARIANT_HEADERS[v] for v in VARIANT_ORDER), "Metric", "Size", "Eval n", "Seeds"]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    tasks = [t for t in TASK_ORDER if t in set(df["task"])]
+    tasks = sorted(set(df["task"]), key=_task_rank(df["task"]).__getitem__)
     for task in tasks:
-        spec = TASKS[task]
+        spec = get_task(task)
         sub = df[df["task"] == task]
         cells = []
         for variant in VARIANT_ORDER:
@@ -244,7 +250,7 @@ def plot_table1(df: pd.DataFrame, path: str | Path, title: str | None = None) ->
                       color=colours[variant], yerr=None if np.isnan(err).all() else np.nan_to_num(err),
                       error_kw={"elinewidth": 0.8, "capsize": 2})
         ax.bar_label(bars, fmt="%.1f", fontsize=7, padding=1)
-    ax.set_xticks(x, [f"{TASKS[t].display}\n{METRIC_SHORT.get(m, m)}" for t, m in groups])
+    ax.set_xticks(x, [f"{get_task(t).display}\n{METRIC_SHORT.get(m, m)}" for t, m in groups])
     ax.set_xlabel("task and metric (validation split)")
     ax.set_ylabel("score (%)")
     lo = min(0.0, 100 * float(df["value"].min()) - 5) if len(df) else 0.0

@@ -96,7 +96,9 @@ def capability_notes(config: dict) -> list[str]:
     from bertology.ablation.heads import disabling_unsupported
     from bertology.norms.values import norms_unsupported
 
-    notes = []
+    from bertology.tasks import annotation_notes
+
+    notes = annotation_notes(config)
     why = disabling_unsupported(str(config["model"]))
     if why is not None:
         notes.append(f"bertology: disabling heads (Kovaleva 4.6) is not possible on model {config['model']!r}: "

@@ -89,6 +89,8 @@ def load_split_rows(task: str, split: str, data: DataConfig) -> tuple[pd.DataFra
     skipped: tuple[SkippedRow, ...] = ()
     if split not in SPLITS:
         raise DataError(f"unknown split {split!r}; use one of {SPLITS}")
+    if spec.declared:
+        return load_declared_rows(task, split, data)
     if data.source == "demo":
         from bertology.demo import generate
 
@@ -107,6 +109,34 @@ def load_split_rows(task: str, split: str, data: DataConfig) -> tuple[pd.DataFra
     return sample_rows(df, limit, data.seed, what=f"{task}/{split}", key=key, short_split=data.short_split), skipped
 
 
+def load_declared_rows(task: str, split: str, data: DataConfig) -> tuple[pd.DataFrame, tuple[SkippedRow, ...]]:
+    """:func:`load_split_rows` of a declared task (bertology.data.declared), subsampled as configured; the label
+    names ride along in ``frame.attrs["label_names"]`` (written into the parquet by :func:`write_prepared`)."""
+    from bertology.data.declared import read_declared
+    from bertology.tasks import declaration
+
+    read = read_declared(declaration(task), split, seed=data.seed, bad_rows=data.bad_rows)
+    key = "data.max_train_examples" if split == "train" else "data.max_eval_examples"
+    limit = data.max_train_examples if split == "train" else data.max_eval_examples
+    df = sample_rows(read.frame[COLUMNS], limit, data.seed, what=f"{task}/{split}", key=key,
+                     short_split=data.short_split)
+    df.attrs["label_names"] = list(read.label_names)
+    return df, read.skipped
+
+
+def read_label_names(path: str | Path) -> list[str]:
+    """The label names a prepared split records (declared classification tasks; [] otherwise)."""
+    import pyarrow.parquet as pq
+
+    meta = pq.read_schema(path).metadata or {}
+    raw = meta.get(b"PANDAS_ATTRS")
+    if not raw:
+        return []
+    import json
+
+    return list(json.loads(raw).get("label_names") or [])
+
+
 def skipped_frame(skipped: tuple[SkippedRow, ...]) -> pd.DataFrame:
     """The skipped-rows table of the data rule (file, line, fields, expected; one row per skipped row)."""
     return pd.DataFrame([dataclasses.asdict(s) for s in skipped], columns=["file", "line", "fields", "expected"])
@@ -122,9 +152,30 @@ def source_version(source: str) -> str:
     return f"{HUB_DATASET}@{hub_revision()}"
 
 
-def source_files(source: str, task: str, split: str) -> list[Path]:
+def declared_version(decl: dict) -> str:
+    """What identifies a declared task's data beyond its declaration and its files: for a hub id without a pinned
+    revision, the hub's current revision (as :func:`source_version`); empty otherwise."""
+    from bertology.data.declared import locate
+
+    try:
+        kind = locate(decl).kind
+    except DataError:
+        return ""
+    if kind != "hub" or decl.get("revision"):
+        return ""
+    from bertology.data.hub import hub_revision
+
+    return f"{decl['source']}@{hub_revision(decl['source'])}"
+
+
+def source_files(source: str, task: str, split: str, declared: dict | None = None) -> list[Path]:
     """The file(s) a split is read from, for the data rule's input (so editing one re-runs it): the split's
-    file of a GLUE-layout directory; none for the demo and the hub (their identity is a param)."""
+    file of a GLUE-layout directory, a declared task's local file(s) (`declared`: its declaration); none for the
+    demo and the hub (their identity is a param)."""
+    if declared is not None:
+        from bertology.data.declared import source_files as declared_files
+
+        return declared_files(declared)
     if source in ("demo", "hub"):
         return []
     from bertology.data.glue_dir import find_file

@@ -34,7 +34,7 @@ def load_hub_split(spec: TaskSpec, split: str) -> pd.DataFrame:
     })
 
 
-def hub_revision(timeout: float = 5.0) -> str:
+def hub_revision(dataset: str = HUB_DATASET, timeout: float = 5.0) -> str:
     """The revision (commit sha) of the hub dataset the data rule reads: the hub's current one when it answers,
     else the one in the local Hugging Face cache, else "unknown". The data rule records it as a param, so a
     new revision re-runs the data rule and everything downstream."""
@@ -46,13 +46,13 @@ def hub_revision(timeout: float = 5.0) -> str:
         try:
             from huggingface_hub import HfApi
 
-            return str(HfApi().dataset_info(HUB_DATASET, timeout=timeout).sha)
+            return str(HfApi().dataset_info(dataset, timeout=timeout).sha)
         except Exception:  # noqa: BLE001 - fall back to the cache
             pass
     try:
         from huggingface_hub.constants import HF_HUB_CACHE
 
-        ref = os.path.join(HF_HUB_CACHE, f"datasets--{HUB_DATASET.replace('/', '--')}", "refs", "main")
+        ref = os.path.join(HF_HUB_CACHE, f"datasets--{dataset.replace('/', '--')}", "refs", "main")
         with open(ref) as fh:
             return fh.read().strip()
     except (OSError, ImportError):

@@ -35,7 +35,7 @@ def _load_finetuned(ctx: StepContext):
 
         hf_logging.disable_progress_bar()
     model = enable_heads(load_encoder(str(ctx.input.model), classifier=True, device=device))
-    if model.config.num_labels != spec.num_labels:
+    if model.config.num_labels != spec.num_labels and (spec.is_regression or spec.label_names):
         raise UserError(f"{ctx.input.model} has {model.config.num_labels} output(s) but {task} needs "
                         f"{spec.num_labels}: give the model fine-tuned on {task} (results/models/{task}/pretrained)")
     return model, load_tokenizer(str(ctx.input.model)), device

@@ -6,12 +6,12 @@ import time
 
 import pandas as pd
 
-from bertology.annotate import SPAN_COLUMNS, annotate_frame, load_spacy, write_words
+from bertology.annotate import SPAN_COLUMNS, annotate_frame, blank_spacy, load_spacy, write_words
 from bertology.cli import StepContext
 from bertology.data import COLUMNS, read_prepared, sample_rows, write_prepared
 from bertology.errors import UserError
 from bertology.seeds import split_variant
-from bertology.tasks import VARIANT_INIT
+from bertology.tasks import VARIANT_INIT, get_task
 
 
 def attention_sample(ctx: StepContext) -> None:
@@ -29,7 +29,15 @@ def annotate_words(ctx: StepContext) -> None:
     """results/attention/{task}/words.parquet: spaCy words of every example of the sample."""
     sample = read_prepared(ctx.input.sample)
     t0 = time.perf_counter()
-    words = annotate_frame(sample, load_spacy(ctx.config.attention.spacy_model), progress=ctx.progress)
+    spec = get_task(ctx.task)
+    if not spec.declared:
+        nlp = load_spacy(ctx.config.attention.spacy_model)
+    elif spec.spacy_pipeline is not None:  # the pipeline of the task's language (attention.spacy_pipelines)
+        nlp = load_spacy(spec.spacy_pipeline)
+    else:  # none installed: words from spaCy's rule-based tokenizer, no tags or parses (said at start)
+        nlp = blank_spacy(spec.language)
+        ctx.log.info("%s: no spaCy pipeline for language %r: words are tokenised only", ctx.task, spec.language)
+    words = annotate_frame(sample, nlp, progress=ctx.progress)
     seconds = time.perf_counter() - t0
     write_words(words, ctx.output.words)
     ctx.log.info("%s: %d examples, %d words annotated in %.1f s (%.0f examples/s) -> %s", ctx.task, len(sample),

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 from bertology.cli import StepContext
 from bertology.data import load_split_rows, skipped_frame, write_prepared
-from bertology.tasks import get_task
+from bertology.tasks import get_task, with_labels
 
 
 def prepare_data(ctx: StepContext) -> None:
     """results/data/{task}/{split}.parquet (idx, text_a, text_b, label) from data.source, and (output
-    `skipped`) the table of malformed source rows dropped under data.bad_rows: skip (file, line, fields,
+    `skipped`) the table of malformed source rows (GLUE files; blank texts and missing labels of a declared task) dropped under data.bad_rows: skip (file, line, fields,
     expected; empty when none), also counted in the MLflow run (`rows_skipped`) and logged there as an artifact."""
     from bertology.io import write_csv
 
     task, split = ctx.wildcards["task"], ctx.wildcards["split"]
     spec = get_task(task)
     df, skipped = load_split_rows(task, split, ctx.config.data)
+    spec = with_labels(spec, df.attrs.get("label_names"))  # a declared task's names, recorded in the parquet
     write_prepared(df, ctx.output.table)
     skipped_path = ctx.output.get("skipped")
     if skipped_path is not None:

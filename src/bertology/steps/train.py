@@ -14,7 +14,7 @@ from bertology.config import Undeclared
 from bertology.errors import UserError
 from bertology.io import write_json, write_text
 from bertology.seeds import seed_from_tag
-from bertology.tasks import INIT_VARIANT, SCORE_VARIANTS, get_task
+from bertology.tasks import INIT_VARIANT, SCORE_VARIANTS, get_task, with_labels
 
 
 def _threads(n: int) -> None:
@@ -47,6 +47,7 @@ def train_model(ctx: StepContext) -> None:
     model_path = resolve_model(ctx.config.model)
     tokenizer = load_tokenizer(model_path)
     train_df = read_prepared(ctx.input.train)
+    spec = with_labels(spec, train_df.attrs.get("label_names"))  # a declared task's names from its data
     train_enc = encode_split(tokenizer, train_df, spec, max_length)
     eval_enc = encode_split(tokenizer, read_prepared(ctx.input.validation), spec, max_length)
     model = load_classifier(model_path, spec.num_labels, init=init, seed=cfg.seed, id2label=spec.id2label,
@@ -106,6 +107,8 @@ def score(ctx: StepContext) -> None:
                             f"(snakemake {wanted})")
     _threads(ctx.threads)
     device = select_device(ctx.device)
+    validation = read_prepared(ctx.input.validation)
+    spec = with_labels(spec, validation.attrs.get("label_names"))  # a declared task's names from its data
     if variant == "pretrained":
         path = resolve_model(ctx.config.model)
         tokenizer = load_tokenizer(path)
@@ -115,7 +118,7 @@ def score(ctx: StepContext) -> None:
         path = str(model_dir)
         tokenizer = load_tokenizer(path)
         model = load_encoder(path, classifier=True, device=device)
-    enc = encode_split(tokenizer, read_prepared(ctx.input.validation), spec, ctx.config.data.max_length)
+    enc = encode_split(tokenizer, validation, spec, ctx.config.data.max_length)
     start = time.perf_counter()
     metrics = evaluate(model, tokenizer, enc, spec, batch_size=cfg.eval_batch_size, device=device,
                        amp_dtype=autocast_dtype(cfg.mixed_precision, device), progress=ctx.progress)
