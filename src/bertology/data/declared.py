@@ -76,8 +76,7 @@ def locate(decl: dict) -> Source:
             raise DataError(f"task {decl['name']}: directory {source} holds neither a save_to_disk dataset "
                             f"({' or '.join(DISK_MARKERS)}) nor files named <split>{{{','.join(BUILDERS)}}}; "
                             f"found: {', '.join(sorted(p.name for p in path.iterdir())) or 'nothing'}")
-        suffixes = {BUILDERS[p.suffix.lower()] for p in files.values()}
-        if len({b for b, _ in suffixes}) > 1 or len({str(k) for _, k in suffixes}) > 1:
+        if len({str(BUILDERS[p.suffix.lower()]) for p in files.values()}) > 1:
             raise DataError(f"task {decl['name']}: directory {source} mixes file formats "
                             f"({', '.join(p.name for p in files.values())}); keep one format")
         return Source("dir", source, files)
@@ -217,8 +216,9 @@ def _row_where(src: Source, split: str, position: int) -> tuple[str, int, str]:
 
 
 def _label_ids(decl: dict, names: list[str], df: pd.DataFrame, src: Source, split: str,
-               keep: np.ndarray) -> np.ndarray:
-    """Label ids (classification) or float scores (regression) of the rows kept."""
+               keep: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """Label ids (classification) or float scores (regression) of the rows kept (df's row i is the source split's
+    row positions[i])."""
     column = decl["label"]
     values = df[column].tolist()
     if decl["kind"] == "regression":
@@ -231,7 +231,7 @@ def _label_ids(decl: dict, names: list[str], df: pd.DataFrame, src: Source, spli
                 if math.isnan(out[i]):
                     raise ValueError
             except (TypeError, ValueError):
-                raise DataError(f"{_row_where(src, split, i)[2]}: label {v!r} in column {column!r} is not a number "
+                raise DataError(f"{_row_where(src, split, int(positions[i]))[2]}: label {v!r} in column {column!r} is not a number "
                                 f"(task {decl['name']} is a regression task)") from None
         return out
     index = {n: k for k, n in enumerate(names)}
@@ -245,7 +245,7 @@ def _label_ids(decl: dict, names: list[str], df: pd.DataFrame, src: Source, spli
         elif isinstance(v, int) and not isinstance(v, bool) and 0 <= v < len(names):
             out[i] = v
         else:
-            raise DataError(f"{_row_where(src, split, i)[2]}: label {v!r} in column {column!r} is not one of the "
+            raise DataError(f"{_row_where(src, split, int(positions[i]))[2]}: label {v!r} in column {column!r} is not one of the "
                             f"labels of task {decl['name']} ({', '.join(names)}, or their ids 0..{len(names) - 1}); "
                             f"fix the row or the task's `labels`")
     return out
@@ -288,7 +288,7 @@ def _frame(decl: dict, ds: Any, df: pd.DataFrame, names: list[str], src: Source,
             filled = sum(not _blank(df.iloc[i][c]) for c in text_cols) + (not _missing(df.iloc[i][decl["label"]]))
             skipped.append(SkippedRow(file, line, int(filled), len(needed)))
     keep = ~bad
-    labels = _label_ids(decl, names, df, src, split, keep)
+    labels = _label_ids(decl, names, df, src, split, keep, positions)
     out = pd.DataFrame({
         "idx": positions.astype(np.int64),
         "text_a": df[decl["text"]].astype(object).to_numpy(),

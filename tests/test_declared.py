@@ -1,0 +1,237 @@
+"""Declared tasks: config validation, the datasets-backed reader in every format, labels, splits, bad input."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bertology.config import ConfigError, validate_config
+from bertology.data.declared import locate, read_declared, validation_share
+from bertology.errors import DataError
+from bertology.tasks import get_task, register, spec_from_declaration, task_param, with_labels
+from tests.builders import declared as b
+
+
+def decl(**kw) -> dict:
+    """A declaration with the schema's defaults filled (through validate_config)."""
+    cfg = validate_config({"tasks": [{"name": "own", "source": "x.csv", "text": "sentence", **kw}]})
+    return cfg["tasks"][0]
+
+
+def test_defaults_come_from_the_schema():
+    d = decl()
+    assert d["label"] == "label" and d["kind"] == "classification" and d["pair"] is None
+    assert d["splits"] == {"train": "train", "validation": "validation"}
+    assert d["metrics"] is None and d["language"] == "en" and d["labels"] is None
+
+
+def test_glue_names_and_declared_tasks_mix():
+    cfg = validate_config({"tasks": ["rte", {"name": "sst5", "source": "x.csv", "text": "s"}]})
+    assert cfg["tasks"][0] == "rte" and cfg["tasks"][1]["name"] == "sst5"
+
+
+@pytest.mark.parametrize("tasks, words", [
+    ([{"name": "rte", "source": "x.csv", "text": "s"}], "name of a GLUE task"),
+    ([{"name": "a", "source": "x.csv", "text": "s"}, {"name": "a", "source": "y.csv", "text": "t"}], "two tasks"),
+    ([{"name": "syntax", "source": "x.csv", "text": "s"}], "cannot name a task"),
+    ([{"name": "../up", "source": "x.csv", "text": "s"}], "tasks.0"),
+    ([{"name": "my-task", "source": "x.csv", "text": "s"}], "tasks.0"),
+    ([{"name": "r", "source": "x.csv", "text": "s", "kind": "regression", "metrics": ["accuracy"]}], "do not fit"),
+    ([{"name": "r", "source": "x.csv", "text": "s", "splits": {"validation": 1.5}}], "tasks.0"),
+])
+def test_bad_declarations_are_one_line_errors(tasks, words):
+    with pytest.raises(ConfigError) as err:
+        validate_config({"tasks": tasks})
+    assert words in str(err.value) and "\n" not in str(err.value)
+
+
+def test_spec_from_declaration_and_its_downstream_param():
+    d = decl(pair="p", labels=["a", "b", "c"], language="fr")
+    spec = spec_from_declaration(d)
+    assert spec.is_pair and spec.label_names == ("a", "b", "c") and spec.metrics == ("accuracy", "macro_f1")
+    assert spec.num_labels == 3 and spec.language == "fr" and spec.declared
+    param = task_param(d, None)
+    assert set(param) == {"name", "kind", "pair", "labels", "metrics", "language", "spacy_pipeline"}
+    assert spec_from_declaration(param) == spec
+    reg = spec_from_declaration(decl(kind="regression"))
+    assert reg.is_regression and reg.metrics == ("pearson", "spearman") and reg.num_labels == 1
+    inferred = spec_from_declaration(decl())
+    assert not inferred.is_regression and with_labels(inferred, ["x", "y"]).num_labels == 2
+    register(d)
+    assert get_task("own") == spec
+
+
+def test_csv_five_string_classes_sorted_names_and_share(tmp_path):
+    df = b.five_class(50)
+    path = b.write_csv(df, tmp_path / "sst5.csv")
+    d = decl(source=str(path), text="sentence", label="sentiment", splits={"validation": 0.2})
+    train = read_declared(d, "train", seed=3)
+    val = read_declared(d, "validation", seed=3)
+    assert train.label_names == tuple(sorted(b.CLASSES5))
+    assert len(val.frame) == 10 and len(train.frame) == 40
+    assert set(train.frame["idx"]) | set(val.frame["idx"]) == set(range(50))
+    assert not set(train.frame["idx"]) & set(val.frame["idx"])
+    assert np.array_equal(val.frame["idx"].to_numpy(), validation_share(50, 0.2, 3))
+    names = np.array(train.label_names)
+    for frame in (train.frame, val.frame):  # label ids point at the row's own class
+        assert (names[frame["label"].to_numpy()] == df["sentiment"].to_numpy()[frame["idx"].to_numpy()]).all()
+        assert (frame["text_a"].to_numpy() == df["sentence"].to_numpy()[frame["idx"].to_numpy()]).all()
+        assert frame["text_b"].isna().all()
+    # a declared order is kept
+    d2 = dict(d, labels=list(b.CLASSES5))
+    t2 = read_declared(d2, "train", seed=3)
+    assert t2.label_names == b.CLASSES5
+    assert (np.array(b.CLASSES5)[t2.frame["label"]] == df["sentiment"].to_numpy()[t2.frame["idx"]]).all()
+
+
+def test_jsonl_pair_three_classes_named_splits(tmp_path):
+    d_ = tmp_path / "nli"
+    d_.mkdir()
+    b.write_jsonl(b.three_class_pairs(30), d_ / "train.jsonl")
+    b.write_jsonl(b.three_class_pairs(12), d_ / "dev.jsonl")
+    d = decl(source=str(d_), text="premise", pair="hypothesis", label="gold", splits={"validation": "dev"})
+    assert locate(d).kind == "dir"
+    val = read_declared(d, "validation", seed=0)
+    assert val.label_names == ("contradicts", "entails", "unrelated")
+    assert len(val.frame) == 12 and list(val.frame["idx"]) == list(range(12))
+    assert val.frame["text_b"].str.len().gt(0).all()
+
+
+def test_parquet_regression(tmp_path):
+    path = b.write_parquet(b.regression(40), tmp_path / "r.parquet")
+    d = decl(source=str(path), text="text", label="score", kind="regression", splits={"validation": 0.25})
+    tr = read_declared(d, "train", seed=1)
+    assert tr.label_names == () and tr.frame["label"].dtype == np.float32
+    src = b.regression(40)
+    assert np.allclose(tr.frame["label"], src["score"].to_numpy()[tr.frame["idx"]])
+
+
+def test_save_to_disk_classlabel_names(tmp_path):
+    names = ("neg", "pos", "mixed")  # not sorted: the ClassLabel's order is kept
+    df = pd.DataFrame({"s": [f"text {i}" for i in range(12)], "y": [names[i % 3] for i in range(12)]})
+    path = b.write_disk(df, tmp_path / "disk", label="y", names=names, validation=df.iloc[:6])
+    d = decl(source=str(path), text="s", label="y")
+    assert locate(d).kind == "disk"
+    tr = read_declared(d, "train", seed=0)
+    assert tr.label_names == names
+    assert (np.array(names)[tr.frame["label"]] == df["y"].to_numpy()).all()
+
+
+def test_tsv_file(tmp_path):
+    path = tmp_path / "t.tsv"
+    b.five_class(20).to_csv(path, sep="\t", index=False)
+    d = decl(source=str(path), text="sentence", label="sentiment", splits={"validation": 0.5})
+    assert len(read_declared(d, "validation", seed=0).frame) == 10
+
+
+def one_line(err) -> str:
+    msg = str(err.value)
+    assert "\n" not in msg
+    return msg
+
+
+def test_missing_column_names_file_column_and_columns_found(tmp_path):
+    path = b.write_csv(b.five_class(10), tmp_path / "a.csv")
+    with pytest.raises(DataError) as err:
+        read_declared(decl(source=str(path), text="text", label="sentiment", splits={"validation": 0.5}), "train",
+                      seed=0)
+    msg = one_line(err)
+    assert str(path) in msg and "'text'" in msg and "sentence, sentiment" in msg
+
+
+def test_label_outside_declared_names_names_file_and_row(tmp_path):
+    df = b.five_class(10)
+    df.loc[6, "sentiment"] = "ecstatic"
+    path = b.write_csv(df, tmp_path / "a.csv")
+    with pytest.raises(DataError) as err:
+        read_declared(decl(source=str(path), text="sentence", label="sentiment", labels=list(b.CLASSES5),
+                           splits={"validation": 0.5}), "train", seed=0)
+    msg = one_line(err)
+    assert str(path) in msg and "row 7 (line 8)" in msg and "'ecstatic'" in msg
+
+
+def test_null_text_is_an_error_or_skipped(tmp_path):
+    df = b.five_class(10)
+    df.loc[3, "sentence"] = None
+    path = b.write_csv(df, tmp_path / "a.csv")
+    d = decl(source=str(path), text="sentence", label="sentiment", splits={"validation": 0.2})
+    with pytest.raises(DataError) as err:
+        read_declared(d, "train", seed=0)
+    assert "row 4 (line 5)" in one_line(err) and "data.bad_rows: skip" in str(err.value)
+    both = [read_declared(d, s, seed=0, bad_rows="skip") for s in ("train", "validation")]
+    assert sum(len(x.frame) for x in both) == 9
+    skipped = [s for x in both for s in x.skipped]
+    assert len(skipped) == 1 and skipped[0].line == 5 and skipped[0].file == str(path)
+
+
+def test_empty_split_and_missing_split_and_one_class(tmp_path):
+    empty = tmp_path / "e.csv"
+    empty.write_text("sentence,sentiment\n")
+    with pytest.raises(DataError) as err:
+        read_declared(decl(source=str(empty), text="sentence", label="sentiment", splits={"validation": 0.5}),
+                      "train", seed=0)
+    assert "no rows" in one_line(err) or "could not read" in str(err.value)
+    path = b.write_csv(b.five_class(10), tmp_path / "a.csv")
+    with pytest.raises(DataError) as err:
+        read_declared(decl(source=str(path), text="sentence", label="sentiment"), "train", seed=0)
+    msg = one_line(err)
+    assert "'validation'" in msg and "splits found: train" in msg
+    one = b.five_class(10).assign(sentiment="neutral")
+    path = b.write_csv(one, tmp_path / "one.csv")
+    with pytest.raises(DataError) as err:
+        read_declared(decl(source=str(path), text="sentence", label="sentiment", splits={"validation": 0.3}),
+                      "train", seed=0)
+    assert "one class only" in one_line(err)
+
+
+def test_missing_file_and_hub_offline(tmp_path, monkeypatch):
+    with pytest.raises(DataError) as err:
+        read_declared(decl(source=str(tmp_path / "nope.csv")), "train", seed=0)
+    assert "does not exist" in one_line(err)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr("bertology.models.hub_reachable", lambda *a, **k: False)
+    with pytest.raises(DataError) as err:
+        read_declared(decl(source="someone/some_dataset_not_cached"), "train", seed=0)
+    msg = one_line(err)
+    assert "hub cannot be reached" in msg and "set source to that path" in msg
+
+
+def test_prepared_split_records_label_names(tmp_path, typed_config):
+    from bertology.data import load_split_rows, read_label_names, read_prepared, write_prepared
+
+    path = b.write_csv(b.five_class(30), tmp_path / "a.csv")
+    d = decl(source=str(path), text="sentence", label="sentiment", splits={"validation": 0.2})
+    register(d)
+    cfg = typed_config({"data": {"max_train_examples": 10}})
+    df, skipped = load_split_rows("own", "train", cfg.data)
+    assert len(df) == 10 and not skipped
+    out = write_prepared(df, tmp_path / "train.parquet")
+    assert read_label_names(out) == sorted(b.CLASSES5)
+    assert read_prepared(out).attrs["label_names"] == sorted(b.CLASSES5)
+
+
+def test_task_args_of_a_job():
+    from bertology.cli import task_args
+
+    params = {"own": json.dumps({"name": "own"})}
+    assert task_args({"task": "rte"}, params) == ""
+    assert "--task" in task_args({"task": "own"}, params)
+    assert "--task" in task_args({"model": "own-finetuned-seed2"}, params)
+    assert task_args({"model": "pretrained"}, params) == ""
+    assert task_args({}, params).count("--task") == 1
+
+
+def test_macro_f1_matches_sklearn():
+    from sklearn.metrics import f1_score
+
+    from bertology.metrics import batched_metric
+
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 4, 50)
+    preds = rng.integers(0, 5, (6, 50))
+    got = batched_metric("macro_f1", labels, preds)
+    want = [f1_score(labels, p, average="macro", zero_division=0) for p in preds]
+    assert np.allclose(got, want)
