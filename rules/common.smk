@@ -41,7 +41,7 @@ envvars:
 DECLARED = declarations(config["tasks"])
 TASK_PARAMS = {}
 for _name, _decl in DECLARED.items():
-    _param = task_param(_decl, declared_pipeline(_decl, config["attention"]))
+    _param = task_param(_decl, declared_pipeline(_decl, config))
     register(_param)
     TASK_PARAMS[_name] = json.dumps(_param, sort_keys=True)
 DECLARATIONS = {name: json.dumps(decl, sort_keys=True) for name, decl in DECLARED.items()}
@@ -122,7 +122,7 @@ def _kovaleva_stats_inputs(wildcards):
         "store": path("store", task=wildcards.task, variant=wildcards.variant),
         "words": path("words", task=wildcards.task),
     }
-    if config["analysis"]["relations"]["framenet"]:
+    if config["analysis"]["relations"]["framenet"] and get_task(wildcards.task).annotated:
         inputs["framenet"] = path("variant_stat", task=wildcards.task, variant=wildcards.variant,
                                   file="relations_framenet.csv")
     if config["analysis"]["patterns"]["classifier"] != "rule":

@@ -235,3 +235,26 @@ def test_macro_f1_matches_sklearn():
     got = batched_metric("macro_f1", labels, preds)
     want = [f1_score(labels, p, average="macro", zero_division=0) for p in preds]
     assert np.allclose(got, want)
+
+
+def test_every_declared_task_key_is_documented_with_its_default(repo):
+    import re
+
+    import yaml
+
+    from bertology.config import load_schema
+
+    text = (repo / "docs" / "reference.md").read_text()
+    block = text.split("<!-- declared:begin -->")[1].split("<!-- declared:end -->")[0]
+    rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| `([^`]+)` \| ([^|]+) \|", block, re.M)}
+    node = load_schema()["$defs"]["declared_task"]
+    keys = {}
+    for key, sub in node["properties"].items():
+        if sub.get("type") == "object":
+            keys.update({f"{key}.{k}": v.get("default") for k, v in sub["properties"].items()})
+        else:
+            keys[key] = sub.get("default", "(required)")
+    assert set(rows) == set(keys)
+    for key, want in keys.items():
+        got = rows[key].strip()
+        assert (got == "(required)") if want == "(required)" else yaml.safe_load(got.strip("`")) == want, key

@@ -81,7 +81,6 @@ class AttentionConfig:
     batch_size: int
     chunk_size: int
     spacy_model: str
-    spacy_pipelines: dict[str, str]
     keepbits: int | None
 
 
@@ -185,6 +184,7 @@ class MlflowConfig:
 class Config:
     model: str
     tasks: tuple[str, ...]
+    spacy_pipelines: dict[str, str]
     data: DataConfig
     train: TrainConfig
     attention: AttentionConfig

@@ -198,12 +198,12 @@ INIT_VARIANT = {init: variant for variant, init in VARIANT_INIT.items()}
 ANNOTATED_ANALYSES = ("features", "relations", "syntactic sieves", "heads as parsers", "FrameNet")
 
 
-def pipeline_for(language: str, attention: dict) -> tuple[str | None, str]:
-    """The spaCy pipeline configured for `language` and the config key that sets it: attention.spacy_model for
-    en, attention.spacy_pipelines.<language> otherwise (None when the mapping has no entry)."""
+def pipeline_for(language: str, config: dict) -> tuple[str | None, str]:
+    """The spaCy pipeline a validated config gives `language` and the config key that sets it:
+    attention.spacy_model for en, spacy_pipelines.<language> otherwise (None when the mapping has no entry)."""
     if language == "en":
-        return attention["spacy_model"], "attention.spacy_model"
-    return (attention.get("spacy_pipelines") or {}).get(language), f"attention.spacy_pipelines.{language}"
+        return config["attention"]["spacy_model"], "attention.spacy_model"
+    return (config.get("spacy_pipelines") or {}).get(language), f"spacy_pipelines.{language}"
 
 
 def pipeline_installed(name: str | None) -> bool:
@@ -221,9 +221,9 @@ def pipeline_installed(name: str | None) -> bool:
         return False
 
 
-def declared_pipeline(decl: dict, attention: dict) -> str | None:
+def declared_pipeline(decl: dict, config: dict) -> str | None:
     """The pipeline that annotates a declared task's words: the configured one when installed, else None."""
-    name, _ = pipeline_for(decl.get("language", "en"), attention)
+    name, _ = pipeline_for(decl.get("language", "en"), config)
     return name if pipeline_installed(name) else None
 
 
@@ -231,7 +231,7 @@ def annotation_notes(config: dict) -> list[str]:
     """One line per declared task whose language has no installed spaCy pipeline (said at start)."""
     notes = []
     for decl in declarations(config["tasks"]).values():
-        name, key = pipeline_for(decl.get("language", "en"), config["attention"])
+        name, key = pipeline_for(decl.get("language", "en"), config)
         if pipeline_installed(name):
             continue
         why = f"pipeline {name!r} is not installed" if name else "no pipeline is configured"
@@ -239,3 +239,20 @@ def annotation_notes(config: dict) -> list[str]:
                      f"{', '.join(ANNOTATED_ANALYSES)} are left out for it; set {key} to an installed spaCy "
                      f"pipeline (e.g. pip install it) to have them; every other analysis and the report are produced")
     return notes
+
+
+#: features of Kovaleva 4.4/4.5 that need no annotated words (the special tokens come from the tokenizer)
+TOKEN_FEATURES = ("cls", "sep")
+
+
+def annotated_only(task: str, name: str, table):
+    """What a store table keeps for a task whose words are not annotated (no spaCy pipeline for its language):
+    features, cls and features_diff only their `cls` and `sep` rows; relations and parser nothing (their header);
+    any other table (and every table of an annotated task) as it is. table: a pandas DataFrame."""
+    if get_task(task).annotated:
+        return table
+    if name in ("features", "cls", "features_diff"):
+        return table[table["feature"].isin(TOKEN_FEATURES)].reset_index(drop=True)
+    if name in ("relations", "parser"):
+        return table.iloc[0:0]
+    return table

@@ -61,6 +61,24 @@ def french_pairs(n: int = 48) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+FR_WORDS = ("maison voiture jardin fenêtre porte table chaise livre cahier stylo école classe élève ville village "
+            "rue route pont rivière montagne forêt arbre fleur herbe soleil lune étoile nuage pluie neige vent "
+            "matin soir nuit journée semaine année mois heure minute enfant parent frère sœur oncle tante cousin "
+            "ami amie voisin médecin boulanger marché magasin pain fromage lait café thé sucre sel poivre viande "
+            "poisson légume fruit pomme poire orange citron raisin fraise cerise gâteau tarte soupe salade repas "
+            "manger boire dormir courir marcher parler écouter regarder chanter danser lire écrire jouer travailler "
+            "rapidement lentement toujours jamais souvent parfois ensemble seulement vraiment beaucoup peu très "
+            "grand petit beau belle joli vieux jeune nouveau heureux triste content fatigué rouge bleu vert jaune").split()
+
+
+def french_corpus() -> list[str]:
+    """Sentences for training the tiny model's tokenizer: the pair task's texts and every word of FR_WORDS."""
+    df = french_pairs(48)
+    words = list(FR_WORDS)
+    return (list(df["phrase1"]) + list(df["phrase2"])
+            + [" ".join(words[i:i + 6]) for i in range(0, len(words), 3)])
+
+
 def write_csv(df: pd.DataFrame, path: Path) -> Path:
     df.to_csv(path, index=False)
     return path

@@ -183,7 +183,10 @@ def sieve_kernel(ds, store: str | Path, words: pd.DataFrame | None, *, task: str
     task = task or ds.attrs.get("task")
     if not task:
         raise StoreError(f"the task of {store} is unknown: the store has no `task` attribute")
-    roles = roles_for(get_task(task).is_pair)
+    spec = get_task(task)
+    roles = roles_for(spec.is_pair)
+    if not spec.annotated:  # no dependency parses (no spaCy pipeline for the task's language): no syntactic roles
+        roles = tuple(r for r in roles if r not in (*SYNTACTIC_RELATIONS, "syntactic"))
     if "block" in roles:
         second = float((ds["segment"] == 1).any("query").mean())  # (example,) booleans: small
         if second < 1:

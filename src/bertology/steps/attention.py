@@ -32,7 +32,7 @@ def annotate_words(ctx: StepContext) -> None:
     spec = get_task(ctx.task)
     if not spec.declared:
         nlp = load_spacy(ctx.config.attention.spacy_model)
-    elif spec.spacy_pipeline is not None:  # the pipeline of the task's language (attention.spacy_pipelines)
+    elif spec.spacy_pipeline is not None:  # the pipeline of the task's language (spacy_pipelines)
         nlp = load_spacy(spec.spacy_pipeline)
     else:  # none installed: words from spaCy's rule-based tokenizer, no tags or parses (said at start)
         nlp = blank_spacy(spec.language)

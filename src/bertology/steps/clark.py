@@ -70,7 +70,10 @@ def clark_kernel(ctx: StepContext, ds) -> ClarkKernel:
 
 def clark_outputs(ctx: StepContext, part, ds) -> None:
     """entropy.csv and parser.csv from the Clark kernel's result, and their MLflow metrics."""
-    tables = {"entropy": clred.entropy_table(part), "parser": clred.parser_table(part)}
+    from bertology.tasks import annotated_only
+
+    tables = {"entropy": clred.entropy_table(part),
+              "parser": annotated_only(ctx.task, "parser", clred.parser_table(part))}
     for name, df in tables.items():
         write_csv(df, getattr(ctx.output, name))
     clark_metrics(ctx.tracker, tables["entropy"], tables["parser"], skipped=part.parser.skipped)

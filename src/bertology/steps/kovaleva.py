@@ -34,6 +34,7 @@ from bertology.cli import StepContext
 from bertology.daskutil import compute_kwargs
 from bertology.data import DataError
 from bertology.io import write_csv, write_json, write_npz, write_parquet
+from bertology.tasks import annotated_only
 from bertology.kovaleva import figures as fig
 from bertology.kovaleva import framenet as fn
 from bertology.kovaleva import patterns as pat
@@ -78,6 +79,7 @@ def kovaleva_outputs(ctx: StepContext, part: red.Partial, ds) -> None:
     if framenet is not None:
         relations = pd.concat([read_table(framenet), relations], ignore_index=True)
     tables = {"patterns": patterns, "features": features, "cls": red.cls_table(part, layers), "relations": relations}
+    tables = {name: annotated_only(ctx.task, name, df) for name, df in tables.items()}
     for name, df in tables.items():
         write_csv(df, getattr(ctx.output, name))
     metrics = {}
@@ -102,7 +104,7 @@ def kovaleva_cosine(ctx: StepContext) -> None:
                           compute_kwargs=compute_kwargs(cfg.dask, ctx.threads), negation=cfg.features.negation)
     cosine = moments_table(part.cosine)
     write_csv(cosine, ctx.output.cosine)
-    write_csv(red.features_diff_table(part), ctx.output.features_diff)
+    write_csv(annotated_only(ctx.task, "features_diff", red.features_diff_table(part)), ctx.output.features_diff)
     if ctx.output.get("examples") is not None:
         write_npz({"cosine": part.cosine_examples.astype(np.float32), "example_idx": part.example_idx},
                   ctx.output.examples)
