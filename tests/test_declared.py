@@ -258,3 +258,35 @@ def test_every_declared_task_key_is_documented_with_its_default(repo):
     for key, want in keys.items():
         got = rows[key].strip()
         assert (got == "(required)") if want == "(required)" else yaml.safe_load(got.strip("`")) == want, key
+
+
+def test_a_task_without_pipeline_keeps_only_what_needs_no_annotation():
+    from bertology.tasks import annotated_only
+
+    register(task_param(decl(name="bare", language="oc"), None))
+    register(task_param(decl(name="parsed", language="fr"), "fr_core_news_sm"))
+    features = pd.DataFrame({"layer": 0, "head": 0, "feature": ["cls", "sep", "noun", "negation"], "mean": 0.1})
+    assert list(annotated_only("bare", "features", features)["feature"]) == ["cls", "sep"]
+    assert annotated_only("bare", "parser", features).empty
+    assert annotated_only("parsed", "features", features).equals(features)
+    assert annotated_only("rte", "relations", features).equals(features)  # GLUE: always annotated
+
+
+def test_the_line_at_start_names_task_language_analyses_and_key():
+    from bertology.tasks import annotation_notes
+
+    cfg = validate_config({"tasks": ["rte", {"name": "bare", "source": "x.csv", "text": "t", "language": "oc"},
+                                     {"name": "gone", "source": "x.csv", "text": "t", "language": "fr"}],
+                           "spacy_pipelines": {"fr": "no_such_pipeline_installed"}})
+    notes = annotation_notes(cfg)
+    assert len(notes) == 2
+    assert "task bare (language oc)" in notes[0] and "spacy_pipelines.oc" in notes[0] and "parsers" in notes[0]
+    assert "'no_such_pipeline_installed' is not installed" in notes[1] and "spacy_pipelines.fr" in notes[1]
+
+
+def test_explorer_label_names_from_the_data():
+    from bertology.explorer.examples import label_text
+
+    register(task_param(decl(name="inferred"), None))
+    assert label_text("inferred", 1, ["a", "b"]) == "b (1)"
+    assert label_text("inferred", 1) == "1"

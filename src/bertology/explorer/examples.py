@@ -53,12 +53,13 @@ def tokenizer(src: Inputs, task: str, attrs: dict):
     return None
 
 
-def label_text(task: str, label: Any) -> str:
-    """A label as the page shows it: "name (id)" for a class id of a known task, else the raw value."""
+def label_text(task: str, label: Any, names: Any = None) -> str:
+    """A label as the page shows it: "name (id)" for a class id of a known task (names: the label names the
+    prepared data records, for a declared task whose names come from its data), else the raw value."""
     try:
         from bertology.tasks import get_task
 
-        names = get_task(task).label_names
+        names = list(names) if names else get_task(task).label_names
         if names and label is not None and not pd.isna(label) and float(label).is_integer() \
                 and 0 <= int(label) < len(names):
             return f"{names[int(label)]} ({int(label)})"
@@ -142,7 +143,7 @@ def sampled_examples(src: Inputs, task: str, stores: dict[str, Any], words: pd.D
             ex["text_a"] = str(row.get("text_a", ""))
             tb = row.get("text_b")
             ex["text_b"] = None if tb is None or (isinstance(tb, float) and math.isnan(tb)) else str(tb)
-            ex["label"] = label_text(task, row.get("label"))
+            ex["label"] = label_text(task, row.get("label"), texts.attrs.get("label_names"))
         ex["maps"] = {}
         for v, ds in stores.items():
             a = ds["attention"][p, :, :, :n, :n].values  # (L, H, n, n): one example, never the store
