@@ -68,8 +68,8 @@ def test_csv_five_string_classes_sorted_names_and_share(tmp_path):
     df = b.five_class(50)
     path = b.write_csv(df, tmp_path / "sst5.csv")
     d = decl(source=str(path), text="sentence", label="sentiment", splits={"validation": 0.2})
-    train = read_declared(d, "train", seed=3)
-    val = read_declared(d, "validation", seed=3)
+    train = read_declared(d, "train", seed=3, bad_rows="error")
+    val = read_declared(d, "validation", seed=3, bad_rows="error")
     assert train.label_names == tuple(sorted(b.CLASSES5))
     assert len(val.frame) == 10 and len(train.frame) == 40
     assert set(train.frame["idx"]) | set(val.frame["idx"]) == set(range(50))
@@ -82,7 +82,7 @@ def test_csv_five_string_classes_sorted_names_and_share(tmp_path):
         assert frame["text_b"].isna().all()
     # a declared order is kept
     d2 = dict(d, labels=list(b.CLASSES5))
-    t2 = read_declared(d2, "train", seed=3)
+    t2 = read_declared(d2, "train", seed=3, bad_rows="error")
     assert t2.label_names == b.CLASSES5
     assert (np.array(b.CLASSES5)[t2.frame["label"]] == df["sentiment"].to_numpy()[t2.frame["idx"]]).all()
 
@@ -94,7 +94,7 @@ def test_jsonl_pair_three_classes_named_splits(tmp_path):
     b.write_jsonl(b.three_class_pairs(12), d_ / "dev.jsonl")
     d = decl(source=str(d_), text="premise", pair="hypothesis", label="gold", splits={"validation": "dev"})
     assert locate(d).kind == "dir"
-    val = read_declared(d, "validation", seed=0)
+    val = read_declared(d, "validation", seed=0, bad_rows="error")
     assert val.label_names == ("contradicts", "entails", "unrelated")
     assert len(val.frame) == 12 and list(val.frame["idx"]) == list(range(12))
     assert val.frame["text_b"].str.len().gt(0).all()
@@ -103,7 +103,7 @@ def test_jsonl_pair_three_classes_named_splits(tmp_path):
 def test_parquet_regression(tmp_path):
     path = b.write_parquet(b.regression(40), tmp_path / "r.parquet")
     d = decl(source=str(path), text="text", label="score", kind="regression", splits={"validation": 0.25})
-    tr = read_declared(d, "train", seed=1)
+    tr = read_declared(d, "train", seed=1, bad_rows="error")
     assert tr.label_names == () and tr.frame["label"].dtype == np.float32
     src = b.regression(40)
     assert np.allclose(tr.frame["label"], src["score"].to_numpy()[tr.frame["idx"]])
@@ -115,7 +115,7 @@ def test_save_to_disk_classlabel_names(tmp_path):
     path = b.write_disk(df, tmp_path / "disk", label="y", names=names, validation=df.iloc[:6])
     d = decl(source=str(path), text="s", label="y")
     assert locate(d).kind == "disk"
-    tr = read_declared(d, "train", seed=0)
+    tr = read_declared(d, "train", seed=0, bad_rows="error")
     assert tr.label_names == names
     assert (np.array(names)[tr.frame["label"]] == df["y"].to_numpy()).all()
 
@@ -124,7 +124,7 @@ def test_tsv_file(tmp_path):
     path = tmp_path / "t.tsv"
     b.five_class(20).to_csv(path, sep="\t", index=False)
     d = decl(source=str(path), text="sentence", label="sentiment", splits={"validation": 0.5})
-    assert len(read_declared(d, "validation", seed=0).frame) == 10
+    assert len(read_declared(d, "validation", seed=0, bad_rows="error").frame) == 10
 
 
 def one_line(err) -> str:
@@ -137,7 +137,7 @@ def test_missing_column_names_file_column_and_columns_found(tmp_path):
     path = b.write_csv(b.five_class(10), tmp_path / "a.csv")
     with pytest.raises(DataError) as err:
         read_declared(decl(source=str(path), text="text", label="sentiment", splits={"validation": 0.5}), "train",
-                      seed=0)
+                      seed=0, bad_rows="error")
     msg = one_line(err)
     assert str(path) in msg and "'text'" in msg and "sentence, sentiment" in msg
 
@@ -148,7 +148,7 @@ def test_label_outside_declared_names_names_file_and_row(tmp_path):
     path = b.write_csv(df, tmp_path / "a.csv")
     with pytest.raises(DataError) as err:
         read_declared(decl(source=str(path), text="sentence", label="sentiment", labels=list(b.CLASSES5),
-                           splits={"validation": 0.5}), "train", seed=0)
+                           splits={"validation": 0.5}), "train", seed=0, bad_rows="error")
     msg = one_line(err)
     assert str(path) in msg and "row 7 (line 8)" in msg and "'ecstatic'" in msg
 
@@ -159,7 +159,7 @@ def test_null_text_is_an_error_or_skipped(tmp_path):
     path = b.write_csv(df, tmp_path / "a.csv")
     d = decl(source=str(path), text="sentence", label="sentiment", splits={"validation": 0.2})
     with pytest.raises(DataError) as err:
-        read_declared(d, "train", seed=0)
+        read_declared(d, "train", seed=0, bad_rows="error")
     assert "row 4 (line 5)" in one_line(err) and "data.bad_rows: skip" in str(err.value)
     both = [read_declared(d, s, seed=0, bad_rows="skip") for s in ("train", "validation")]
     assert sum(len(x.frame) for x in both) == 9
@@ -172,29 +172,29 @@ def test_empty_split_and_missing_split_and_one_class(tmp_path):
     empty.write_text("sentence,sentiment\n")
     with pytest.raises(DataError) as err:
         read_declared(decl(source=str(empty), text="sentence", label="sentiment", splits={"validation": 0.5}),
-                      "train", seed=0)
+                      "train", seed=0, bad_rows="error")
     assert "no rows" in one_line(err) or "could not read" in str(err.value)
     path = b.write_csv(b.five_class(10), tmp_path / "a.csv")
     with pytest.raises(DataError) as err:
-        read_declared(decl(source=str(path), text="sentence", label="sentiment"), "train", seed=0)
+        read_declared(decl(source=str(path), text="sentence", label="sentiment"), "train", seed=0, bad_rows="error")
     msg = one_line(err)
     assert "'validation'" in msg and "splits found: train" in msg
     one = b.five_class(10).assign(sentiment="neutral")
     path = b.write_csv(one, tmp_path / "one.csv")
     with pytest.raises(DataError) as err:
         read_declared(decl(source=str(path), text="sentence", label="sentiment", splits={"validation": 0.3}),
-                      "train", seed=0)
+                      "train", seed=0, bad_rows="error")
     assert "one class only" in one_line(err)
 
 
 def test_missing_file_and_hub_offline(tmp_path, monkeypatch):
     with pytest.raises(DataError) as err:
-        read_declared(decl(source=str(tmp_path / "nope.csv")), "train", seed=0)
+        read_declared(decl(source=str(tmp_path / "nope.csv")), "train", seed=0, bad_rows="error")
     assert "does not exist" in one_line(err)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr("bertology.models.hub_reachable", lambda *a, **k: False)
     with pytest.raises(DataError) as err:
-        read_declared(decl(source="someone/some_dataset_not_cached"), "train", seed=0)
+        read_declared(decl(source="someone/some_dataset_not_cached"), "train", seed=0, bad_rows="error")
     msg = one_line(err)
     assert "hub cannot be reached" in msg and "set source to that path" in msg
 

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from bertology.data.glue_dir import SkippedRow, read_glue_rows, read_glue_split
+from bertology.data.sampler import sample_positions
 from bertology.data.hub import load_hub_split
 from bertology.config import DataConfig
 from bertology.errors import DataError
@@ -23,17 +24,6 @@ from bertology.tasks import SPLITS, TaskSpec, get_task
 log = logging.getLogger(__name__)
 
 COLUMNS = ["idx", "text_a", "text_b", "label"]
-
-
-def sample_positions(n_total: int, k: int, seed: int) -> np.ndarray:
-    """The project's one sampler: k distinct positions of range(n_total), drawn with seed, sorted: (min(k, n_total),)
-    int64 (empty when k <= 0). Every seeded sample (rows of a split, the explorer's examples, the pattern sheet's
-    maps) is drawn here, so the same (n_total, k, seed) always gives the same positions."""
-    k = min(int(k), int(n_total))
-    if k <= 0:
-        return np.zeros(0, dtype=np.int64)
-    rng = np.random.default_rng(int(seed))
-    return np.sort(rng.choice(int(n_total), size=k, replace=False)).astype(np.int64)
 
 
 def sample_rows(df: pd.DataFrame, n: int | None, seed: int, *, short_split: str, what: str = "the sample",

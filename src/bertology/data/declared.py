@@ -301,13 +301,13 @@ def _frame(decl: dict, ds: Any, df: pd.DataFrame, names: list[str], src: Source,
 def validation_share(n_total: int, share: float, seed: int) -> np.ndarray:
     """The positions of the train split drawn as validation: round(share * n), at least 1 and at most n - 1, by
     the project's one sampler (:func:`bertology.data.sample_positions`) with data.seed: (k,) int64, sorted."""
-    from bertology.data import sample_positions
+    from bertology.data.sampler import sample_positions
 
     k = min(max(1, int(round(share * n_total))), n_total - 1)
     return sample_positions(n_total, k, seed)
 
 
-def read_declared(decl: dict, split: str, *, seed: int, bad_rows: str = "error") -> DeclaredSplit:
+def read_declared(decl: dict, split: str, *, seed: int, bad_rows: str) -> DeclaredSplit:
     """One split ("train" or "validation") of a declared task: its frame, label names and skipped rows."""
     src = locate(decl)
     with tempfile.TemporaryDirectory(prefix="bertology-datasets-") as cache:
