@@ -35,7 +35,7 @@ rule annotate_words:
         words=path("words"),
     params:
         step=step("annotate_words"),
-        files=step_files,
+        files=words_step_files,
     log:
         layout.log("annotate_words", "{task}"),
     benchmark:

@@ -39,11 +39,12 @@ envvars:
 # --task JSON (step_files): the data rule gets the whole declaration, later steps what they read of it
 # (bertology.tasks.task_param), so a changed declaration re-runs exactly the jobs that read what changed.
 DECLARED = declarations(config["tasks"])
-TASK_PARAMS = {}
+TASK_PARAMS, WORDS_PARAMS = {}, {}
 for _name, _decl in DECLARED.items():
-    _param = task_param(_decl, declared_pipeline(_decl, config))
-    register(_param)
-    TASK_PARAMS[_name] = json.dumps(_param, sort_keys=True)
+    _pipeline = declared_pipeline(_decl, config)
+    register(task_param(_decl, _pipeline))
+    TASK_PARAMS[_name] = json.dumps(task_param(_decl, _pipeline, words=False), sort_keys=True)
+    WORDS_PARAMS[_name] = json.dumps(task_param(_decl, _pipeline), sort_keys=True)
 DECLARATIONS = {name: json.dumps(decl, sort_keys=True) for name, decl in DECLARED.items()}
 TASK_NAMES = [e["name"] if isinstance(e, dict) else e for e in config["tasks"]]
 # The norm analyses run when asked for and when the model's layers are ones value norms are computed for
@@ -85,6 +86,12 @@ def step(name):
 def step_files(wildcards, input, output):
     """The `files` param: the job's wildcards and named inputs/outputs as -w/--input/--output arguments."""
     return " ".join(filter(None, [step_args(wildcards, input, output), task_args(wildcards, TASK_PARAMS)]))
+
+
+def words_step_files(wildcards, input, output):
+    """The `files` param of the rules that annotate words or read their annotations (annotate_words, store_stats,
+    kovaleva_cosine): as step_files, with a declared task's language and spaCy pipeline."""
+    return " ".join(filter(None, [step_args(wildcards, input, output), task_args(wildcards, WORDS_PARAMS)]))
 
 
 def data_step_files(wildcards, input, output):

@@ -25,7 +25,7 @@ rule store_stats:
         variant=STORE_VARIANT_REGEX,
     params:
         step=step("store_stats"),
-        files=step_files,
+        files=words_step_files,
     log:
         layout.log("store_stats", "{task}/{variant}"),
     benchmark:
@@ -52,7 +52,7 @@ rule kovaleva_cosine:
         examples=path("cosine_examples"),
     params:
         step=step("kovaleva_cosine"),
-        files=step_files,
+        files=words_step_files,
     log:
         layout.log("kovaleva_cosine", "{task}{seedtag}"),
     benchmark:

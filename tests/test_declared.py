@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -55,7 +56,10 @@ def test_spec_from_declaration_and_its_downstream_param():
     assert spec.num_labels == 3 and spec.language == "fr" and spec.declared
     param = task_param(d, None)
     assert set(param) == {"name", "kind", "pair", "labels", "metrics", "language", "spacy_pipeline"}
-    assert spec_from_declaration(param) == spec
+    assert spec_from_declaration(param) == dataclasses.replace(spec, words_known=True)
+    assert set(task_param(d, None, words=False)) == {"name", "kind", "pair", "labels", "metrics"}
+    with pytest.raises(RuntimeError, match="not handed"):  # a job not told the pipeline cannot ask for it
+        spec_from_declaration(task_param(d, None, words=False)).annotated
     reg = spec_from_declaration(decl(kind="regression"))
     assert reg.is_regression and reg.metrics == ("pearson", "spearman") and reg.num_labels == 1
     inferred = spec_from_declaration(decl())

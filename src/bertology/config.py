@@ -274,7 +274,7 @@ def sections_from_json(text: str) -> Config:
 
         for entry in values["tasks"]:
             if isinstance(entry, dict):
-                register(task_param(entry, entry.get("spacy_pipeline")) if "source" in entry else entry)
+                register(task_param(entry, None, words=False) if "source" in entry else entry)
         values = {**values, "tasks": [e["name"] if isinstance(e, dict) else e for e in values["tasks"]]}
     return build(Config, values)
 

@@ -38,6 +38,8 @@ class TaskSpec:
     #: declared tasks: the spaCy pipeline of its language (None: none installed; words are tokenised only)
     spacy_pipeline: str | None = None
     declared: bool = False
+    #: declared tasks: whether this job was told its language and pipeline (only the jobs that read words are)
+    words_known: bool = True
 
     @property
     def is_pair(self) -> bool:
@@ -50,6 +52,9 @@ class TaskSpec:
     @property
     def annotated(self) -> bool:
         """Whether its words get POS tags and dependency parses (GLUE: always; declared: with a pipeline)."""
+        if not self.words_known:
+            raise RuntimeError(f"task {self.name}: its language and spaCy pipeline were not handed to this step (the "
+                               f"rules reading words pass them: words_step_files in rules/common.smk)")
         return not self.declared or self.spacy_pipeline is not None
 
     @property
@@ -99,7 +104,9 @@ RESERVED_NAMES = ("syntax", "framenet")
 #: a declared task's name: a safe path component and wildcard value (no dot, dash or slash)
 NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_]{0,63}$"
 #: what downstream steps read of a declaration (the data rule reads all of it)
-DOWNSTREAM_KEYS = ("name", "kind", "pair", "labels", "metrics", "language", "spacy_pipeline")
+DOWNSTREAM_KEYS = ("name", "kind", "pair", "labels", "metrics")
+#: what the jobs reading its words also get (annotate_words and the analyses of annotated words)
+WORDS_KEYS = ("language", "spacy_pipeline")
 
 
 def get_task(name: str) -> TaskSpec:
@@ -139,17 +146,20 @@ def spec_from_declaration(decl: dict) -> TaskSpec:
     return TaskSpec(name=decl["name"], display=decl["name"], text_a="text", text_b="pair" if pair else None,
                     label_names=labels, metrics=metrics, glue_dir="", regression=regression,
                     language=str(decl.get("language", "en")), spacy_pipeline=decl.get("spacy_pipeline"),
-                    declared=True)
+                    declared=True, words_known="spacy_pipeline" in decl)
 
 
-def task_param(decl: dict, spacy_pipeline: str | None) -> dict:
+def task_param(decl: dict, spacy_pipeline: str | None, *, words: bool = True) -> dict:
     """What the steps after the data rule read of a declaration (the `--task` argument of their jobs): its name,
-    kind, whether it is a pair task, label names, metrics, language and the spaCy pipeline that annotates it
-    (None: none installed). Columns, source and splits are the data rule's alone: a change there re-runs the
-    data rule, and what follows re-runs because its data changed."""
-    return {"name": decl["name"], "kind": decl.get("kind", "classification"), "pair": decl.get("pair") is not None,
-            "labels": decl.get("labels"), "metrics": decl.get("metrics"), "language": decl.get("language", "en"),
-            "spacy_pipeline": spacy_pipeline}
+    kind, whether it is a pair task, label names and metrics; with `words` (the jobs that annotate or read
+    annotated words) also its language and the spaCy pipeline that annotates it (None: none installed). Columns,
+    source and splits are the data rule's alone: a change there re-runs the data rule, and what follows re-runs
+    because its data changed; installing a pipeline re-runs the annotation and what reads it, not fine-tuning."""
+    param = {"name": decl["name"], "kind": decl.get("kind", "classification"), "pair": bool(decl.get("pair")),
+             "labels": decl.get("labels"), "metrics": decl.get("metrics")}
+    if words:
+        param.update(language=decl.get("language", "en"), spacy_pipeline=spacy_pipeline)
+    return param
 
 
 _DECLARATIONS: dict[str, dict] = {}
