@@ -16,7 +16,7 @@ filled), an input that keeps a wildcard (some filled) and a concrete file (all f
 
 Fields:
 
-- ``task``: a GLUE task name (bertology.tasks.TASKS); ``split``: train | validation;
+- ``task``: a GLUE task name (bertology.tasks.TASKS) or a declared task's name; ``split``: train | validation;
 - ``init``: pretrained | random (the fine-tuning's initialisation);
 - ``seedtag``: '' for the first fine-tuning seed, ``-seedN`` for each further one (bertology.seeds);
 - ``variant``: a store variant (pretrained | finetuned | finetuned-seedN) or, for a score, a score variant
