@@ -16,7 +16,6 @@ from bertology.kovaleva.reduce import KovalevaKernel
 from bertology.onepass import ChunkKernel, ExampleKernel, Job, reduce_store, run_chunks
 from bertology.registry import CONDITIONS, check_outputs
 from bertology.sieve.reduce import SieveKernel
-from bertology.stats import Moments, moments_table
 from bertology.store import StoreError, open_store
 from tests.builders import kovaleva as kb
 
@@ -191,31 +190,6 @@ def test_the_store_rule_and_step_come_from_the_registry():
     assert len(REGISTRY.store_targets(["rte"], ["pretrained", "finetuned"])) == 2 * len(outputs)
     sections = STEPS["store_stats"].sections
     assert set(REGISTRY.store_sections()) <= set(sections) and "analysis.dask" in sections
-
-
-@dataclass(frozen=True)
-class ClsSepKernel(ExampleKernel):
-    """CONTRIBUTING.md's recipe, as written there: the attention each head's [CLS] row gives to [SEP]."""
-
-    name: str = "cls_sep"
-
-    def empty(self, info):
-        return Moments.zeros((info.layers, info.heads))
-
-    def add(self, part, ex, words):
-        part.add(ex.attention[:, :, np.flatnonzero(ex.cls)[0], ex.sep].sum(-1))
-
-
-def test_the_contributing_recipe_kernel(store):
-    """kb.maps: layer 0 head 0 attends to [CLS] (0 to [SEP]), layer 1 head 0 to the last [SEP] (1), the uniform
-    heads give [SEP] its share (#SEP / n)."""
-    table = moments_table(reduce_store(store, [ClsSepKernel()], None, compute_kwargs=SYNC)["cls_sep"])
-    got = table.set_index(["layer", "head"])
-    share = np.mean([sum(w == -1 for w in ex.word_ids[1:]) / ex.n for ex in EXAMPLES])
-    assert got.loc[(0, 0), "mean"] == pytest.approx(0, abs=1e-6)
-    assert got.loc[(1, 0), "mean"] == pytest.approx(1, rel=1e-3)
-    assert got.loc[(1, 1), "mean"] == pytest.approx(share, rel=1e-3) and (got["n"] == len(EXAMPLES)).all()
-    assert list(table.columns) == ["layer", "head", "mean", "std", "n"]
 
 
 def test_importing_bertology_lets_openblas_threads_sleep_unless_the_user_said_otherwise():
