@@ -4,7 +4,8 @@ import shlex
 import sys
 
 from bertology import layout
-from bertology.cli import STEPS, step_args
+from bertology.analyses import REGISTRY
+from bertology.cli import STEPS, step_args, task_args
 from bertology.config import sections_json
 from bertology.data import source_version
 from bertology.explorer import explorer_inputs
@@ -12,7 +13,6 @@ from bertology.norms.values import norms_unsupported
 from bertology.layout import path, paths
 from bertology.seeds import (SEED_TAG_REGEX, STORE_VARIANT_REGEX, SYNTAX_MODEL_REGEX, configured_seeds,
                              finetuned_variants, seed_tags, store_variants)
-from bertology.cli import task_args
 from bertology.tasks import (SPLITS, STORE_VARIANTS, TASKS, declarations, declared_pipeline, get_task, register,
                              task_param)
 from bertology.workflow import check_config, setup_environment
@@ -124,7 +124,8 @@ def _score_model(wildcards):
     return [] if model is None else model
 
 
-def _kovaleva_stats_inputs(wildcards):
+def _store_stats_inputs(wildcards):
+    """The store and its words; the FrameNet relations and the pattern classifier when the config names them."""
     inputs = {
         "store": path("store", task=wildcards.task, variant=wildcards.variant),
         "words": path("words", task=wildcards.task),
