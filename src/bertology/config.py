@@ -321,6 +321,13 @@ def _path(error) -> str:
 
 
 def _describe(error) -> str:
+    if error.validator == "oneOf" and error.context:  # a `tasks` entry: a GLUE name or a declared task
+        branch = 0 if isinstance(error.instance, str) else 1
+        inner = [e for e in error.context if e.schema_path and e.schema_path[0] == branch
+                 and e.validator not in ("if", "then")] or [e for e in error.context if e.validator != "if"]
+        nested = [e for e in inner if e.validator != "type"] or inner
+        if nested:
+            return "; ".join(dict.fromkeys(_describe(e) for e in nested))
     where = _path(error)
     if error.validator == "additionalProperties":
         allowed = sorted(error.schema.get("properties", {}))
