@@ -13,8 +13,8 @@ from bertology.norms.values import norms_unsupported
 from bertology.layout import path, paths
 from bertology.seeds import (SEED_TAG_REGEX, STORE_VARIANT_REGEX, SYNTAX_MODEL_REGEX, configured_seeds,
                              finetuned_variants, seed_tags, store_variants)
-from bertology.tasks import (SPLITS, STORE_VARIANTS, TASKS, declarations, declared_pipeline, get_task, register,
-                             task_param)
+from bertology.tasks import (SPLITS, STORE_VARIANTS, TASKS, declaration_file, declarations, declared_pipeline,
+                             get_task, register, task_param)
 from bertology.workflow import check_config, setup_environment
 
 
@@ -46,6 +46,8 @@ for _name, _decl in DECLARED.items():
     TASK_PARAMS[_name] = json.dumps(task_param(_decl, _pipeline, words=False), sort_keys=True)
     WORDS_PARAMS[_name] = json.dumps(task_param(_decl, _pipeline), sort_keys=True)
 DECLARATIONS = {name: json.dumps(decl, sort_keys=True) for name, decl in DECLARED.items()}
+# results/data/{task}/declaration.json, rewritten only when a declaration changes: the data rule's input
+DECLARATION_FILES = {name: declaration_file(name, text, layout.ROOT) for name, text in DECLARATIONS.items()}
 TASK_NAMES = [e["name"] if isinstance(e, dict) else e for e in config["tasks"]]
 # The norm analyses run when asked for and when the model's layers are ones value norms are computed for
 # (norms.values.attention_blocks; otherwise onstart says why in one line and the rest of the workflow runs).
@@ -115,7 +117,8 @@ def _source_files(wildcards):
     """The file a split is read from (GLUE directories): editing it re-runs the data rule and what follows."""
     from bertology.data import source_files
 
-    return source_files(config["data"]["source"], wildcards.task, wildcards.split, DECLARED.get(wildcards.task))
+    files = source_files(config["data"]["source"], wildcards.task, wildcards.split, DECLARED.get(wildcards.task))
+    return [*files, *([DECLARATION_FILES[wildcards.task]] if wildcards.task in DECLARATION_FILES else [])]
 
 
 def _score_model(wildcards):

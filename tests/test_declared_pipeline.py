@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow
 
 def _dry(snakemake_run, work, *targets):
     """The rules a dry run would execute (rule name -> job count)."""
-    proc = snakemake_run(work, "-n", "--quiet", "rules", *targets)
+    proc = snakemake_run(work, "-n", *targets, "--quiet", "rules")
     counts = {}
     for line in proc.stdout.splitlines():
         parts = line.split()

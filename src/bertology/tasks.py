@@ -266,3 +266,16 @@ def annotated_only(task: str, name: str, table):
     if name in ("relations", "parser"):
         return table.iloc[0:0]
     return table
+
+
+def declaration_file(name: str, text: str, root: str) -> str:
+    """`{root}/data/{name}/declaration.json` holding a declared task's whole declaration `text`, (re)written only
+    when it differs, so its modification time changes exactly when the declaration does: an input of the data
+    rule (Snakemake does not record a param computed per job), which re-runs it and everything after it."""
+    from pathlib import Path
+
+    path = Path(root) / "data" / name / "declaration.json"
+    if not path.is_file() or path.read_text() != text:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return str(path)
