@@ -129,6 +129,11 @@ class FlowConfig:
 
 
 @dataclass(frozen=True)
+class MixingViewsConfig:
+    examples: int | None
+
+
+@dataclass(frozen=True)
 class SeedsConfig:
     bootstrap: int
     confidence: float
@@ -148,6 +153,7 @@ class AnalysisConfig:
     syntax: SyntaxConfig
     norms: NormsConfig
     flow: FlowConfig
+    mixing_views: MixingViewsConfig
     seeds: SeedsConfig
     dask: DaskConfig
 

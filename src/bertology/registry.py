@@ -424,29 +424,41 @@ ANALYSES: tuple[Analysis, ...] = (
             "The tables give this run's ratios.",
             ("mixing",), (_var("mixing.csv"),))),
     Analysis(
-        "token_scores", ("analysis.norms", "analysis.flow"), paper="Abnar 2020",
-        tables=(Table(_var("token_scores.parquet"), ("example_idx", "position", "word", "method", "score")),)),
+        "token_scores", ("analysis.norms", "analysis.flow", "analysis.mixing_views"), paper="Abnar 2020",
+        tables=(Table(_var("token_scores.parquet"), ("example_idx", "position", "word", "method", "score")),
+                Table(_var("mixing_layers.parquet"), ("example_idx", "layer", "position", "method", "score")))),
     Analysis(
         "faithfulness", ("analysis.flow",), paper="Abnar 2020",
         tables=(Table(rel("variant_stat", variant="finetuned{seedtag}", file="faithfulness.csv"), ("view", "importance", "mean", "std", "n", "ci_low",
                                                                   "ci_high")),
                 Table(rel("variant_stat", variant="finetuned{seedtag}", file="faithfulness_examples.csv"), ("example_idx", "view", "importance",
                                                                              "rho")),
+                Table(rel("variant_stat", variant="finetuned{seedtag}", file="faithfulness_pairs.csv"),
+                      ("importance", "view_a", "view_b", "difference", "ci_low", "ci_high", "n", "separated")),
                 Table(rel("variant_stat", variant="finetuned{seedtag}", file="importance.parquet"), ("example_idx", "position", "word", "method",
                                                                     "score"))),
         figures=("faithfulness",),
         section=Section(
-            "faithfulness", "Rollout, flow and how faithful each view is (Abnar & Zuidema 2020)",
+            "faithfulness", "Which token view can be trusted: rollout, flow, ALTI, GlobEnc, DecompX, Value Zeroing",
             "Token views from the last layer's [CLS]: raw attention (heads averaged), norm-weighted attention, "
-            "rollout (attention mixed half and half with the identity, multiplied through the layers) and flow (max "
-            "flow from each input token to the top [CLS]). Each is compared, per example of the fine-tuned model, "
+            "rollout (attention mixed half and half with the identity, multiplied through the layers), flow (max "
+            "flow from each input token to the top [CLS]), and the newer decompositions of the whole layer on "
+            "analysis.mixing_views.examples examples: ALTI (Ferrando et al. 2022), GlobEnc (Modarressi et al. 2022), "
+            "DecompX (Modarressi et al. 2023, through the FFN and the classifier head, the predicted class's signed "
+            "part) and Value Zeroing (Mohebbi et al. 2023). Each is compared, per example of the fine-tuned model, "
             "with two importance scores (drop in the predicted class's probability when the token is masked; "
-            "input x gradient) by Spearman's rho: mean over examples with a bootstrap interval "
-            "(analysis.flow.examples examples). token_scores.parquet holds every score.",
-            "Raw attention of the top layer correlates weakly with both importances; rollout and flow correlate "
-            "clearly better (the paper's Table 2). The table below is this run's: whether rollout and flow beat "
-            "raw attention here, and by how much given the interval.",
-            ("faithfulness",), (rel("variant_stat", variant="finetuned", file="faithfulness.csv"),))),
+            "input x gradient) by Spearman's rho, and by AOPC (the mean drop of that probability when the view's top "
+            "10%, ..., 50% of the tokens are masked; 'random': a seeded random order): mean over examples with a "
+            "bootstrap interval (analysis.flow.examples examples). The figure ranks the views with their "
+            "intervals; faithfulness_pairs.csv gives every pair's paired difference and whether its interval "
+            "excludes 0 (separated). token_scores.parquet holds every score.",
+            "Abnar & Zuidema: raw attention of the top layer correlates weakly with both importances; rollout and "
+            "flow clearly better (their Table 2). Ferrando et al. (ALTI), Modarressi et al. (GlobEnc, DecompX) and "
+            "Mohebbi et al. (Value Zeroing) each find their view more faithful than rollout on their own "
+            "benchmark. The tables below are this run's: which differences the intervals separate "
+            "(separated = true) and which they leave open.",
+            ("faithfulness",), (rel("variant_stat", variant="finetuned", file="faithfulness.csv"),
+                                rel("variant_stat", variant="finetuned", file="faithfulness_pairs.csv")))),
     Analysis(
         "seeds", ("analysis.seeds",), paper="Sellam 2022",
         tables=(Table(rel("seed_stat", name="roles"), ("layer", "head", "role", "assigned", "n_seeds", "share")),

@@ -467,12 +467,19 @@ def example_views(model, parts: list[LayerParts], head: list[torch.nn.Module], c
     layers["decompx"] = np.stack(dx_layers)
     seconds["decompx"] = seconds.get("decompx", 0.0) + (time.perf_counter() - t0)
     if inputs is not None:
-        t0 = time.perf_counter()
-        V = value_zeroing(model, parts, inputs).double()
-        scores["value_zeroing"] = rollout(V)[target].cpu().numpy()
-        layers["value_zeroing"] = V[:, target].cpu().numpy()
-        seconds["value_zeroing"] = seconds.get("value_zeroing", 0.0) + (time.perf_counter() - t0)
+        scores["value_zeroing"], layers["value_zeroing"] = value_zeroing_view(model, parts, inputs, seconds, target)
     return ExampleViews(scores, layers, predicted)
+
+
+def value_zeroing_view(model, parts: list[LayerParts], inputs: dict[str, torch.Tensor], seconds: dict[str, float],
+                       target: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Value Zeroing of one example (inputs: batch 1, no padding) -> (row `target` of the rollout (n,), each layer's
+    own row (L, n)). Its forwards reset a :class:`~bertology.norms.values.Capture` open on the model: run it after
+    the capture's tensors are used."""
+    t0 = time.perf_counter()
+    V = value_zeroing(model, parts, inputs).double()
+    seconds["value_zeroing"] = seconds.get("value_zeroing", 0.0) + (time.perf_counter() - t0)
+    return rollout(V)[target].cpu().numpy(), V[:, target].cpu().numpy()
 
 
 def aopc_fractions() -> tuple[float, ...]:
