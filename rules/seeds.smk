@@ -24,6 +24,10 @@ rule seed_stats:
            + (["norms"] if NORMS_ENABLED else [])},
         sieve_scores=paths("variant_stat", variant=FINETUNED_VARIANTS, file="sieve_scores.npz"),
         pretrained_scores=path("variant_stat", variant="pretrained", file="sieve_scores.npz"),
+        # the token views' faithfulness per seed (norm analyses): Multi-Bootstrap rows in multibootstrap.csv
+        faithfulness_examples=paths("variant_stat", variant=FINETUNED_VARIANTS, file="faithfulness_examples.csv")
+        if NORMS_ENABLED
+        else [],
         cosine=paths("cosine", seedtag=SEED_TAGS),
         cosine_examples=paths("cosine_examples", seedtag=SEED_TAGS),
         heads=paths("ablation", name="heads", seedtag=SEED_TAGS),

@@ -46,3 +46,20 @@ def test_the_multibootstrap_effect_over_seeds():
     eff = rk.newer_minus_rollout_seeds([a, b], resamples=300, seed=3)
     assert eff["effect"] == pytest.approx(0.4) and eff["n_seeds"] == 2 and eff["n_examples"] == 3
     assert 0.3 - 1e-12 <= eff["ci_low"] <= 0.4 <= eff["ci_high"] <= 0.5 + 1e-12
+
+
+def test_faithfulness_rows_of_multibootstrap_csv():
+    from bertology.seedstats import MULTIBOOTSTRAP_COLUMNS, faithfulness_table
+
+    a = pd.concat([_table({"rollout": [0.0, 0.1, 0.2], "alti": [0.5, 0.6, 0.7]}),
+                   _table({"rollout": [0.1, 0.1, 0.1], "random": [0.0, 0.0, 0.0]}, importance="aopc")])
+    b = pd.concat([_table({"rollout": [0.0, 0.1, 0.2], "alti": [0.3, 0.4, 0.5]}),
+                   _table({"rollout": [0.3, 0.3, 0.3], "random": [0.0, 0.0, 0.0]}, importance="aopc")])
+    t = faithfulness_table([a, b], resamples=200, seed=0, confidence=0.9)
+    assert set(t.columns) <= set(MULTIBOOTSTRAP_COLUMNS)
+    rows = t.set_index(["quantity", "metric"])
+    assert rows.loc[("faithfulness.alti", "ablation"), "mean"] == pytest.approx(0.5)
+    assert rows.loc[("faithfulness.rollout", "aopc"), "mean"] == pytest.approx(0.2)
+    assert rows.loc[("faithfulness.newer_minus_rollout", "ablation"), "mean"] == pytest.approx(0.4)
+    assert np.isnan(rows.loc[("faithfulness.newer_minus_rollout", "aopc"), "mean"])   # no newer view's AOPC here
+    assert (t["n_seeds"] == 2).all() and (t["n_examples"] == 3).all()
