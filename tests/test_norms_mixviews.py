@@ -33,7 +33,7 @@ def _forward(arch):
 def test_decompositions_add_up_to_what_the_model_computes(arch):
     model, tok, inputs, lengths, parts, head, cap, pc, out = _forward(arch)
     try:
-        assert head, "a classifier has a head"
+        assert len(pc.head_of(0)[0]) >= 2, "a classifier's head: the pooler's (or dense) linear, the classifier"
         for row in range(2):
             n = int(lengths[row])
             X = torch.zeros(n, n, cap.residual[0].shape[-1], dtype=torch.float64)
@@ -51,7 +51,7 @@ def test_decompositions_add_up_to_what_the_model_computes(arch):
                 torch.testing.assert_close(stages["ln1"].sum(1), cap.sum_out[i][row, :n], **TOL)
                 torch.testing.assert_close(stages["res2"].sum(1), pc.ln2_in[i][row, :n], **TOL)
                 torch.testing.assert_close(X.sum(1), out.hidden_states[i + 1][row, :n], **TOL)
-            logit_parts = mv.decompx_head(head, X[0], [t[row] for t in pc.head_in], [t[row] for t in pc.head_out])
+            logit_parts = mv.decompx_head(*pc.head_of(row)[:1], X[0], *pc.head_of(row)[1:])
             torch.testing.assert_close(logit_parts.sum(0), out.logits[row], **TOL)
     finally:
         model.float()
@@ -125,3 +125,60 @@ def _zero_at(block, output, j):
     else:
         out[0, j, :H * dh] = 0
     return out
+
+
+@pytest.mark.parametrize("model_type", ["albert", "mpnet", "xlm-roberta", "roformer"])
+def test_decompx_adds_up_to_the_logits_on_other_post_ln_layouts(model_type):
+    # ALBERT (one shared layer, a mapping before the layers), MPNet (its own attention wrapper), XLM-RoBERTa (head
+    # registered before the encoder), RoFormer (rotary positions): the head is found from the call order
+    from transformers import AutoModelForSequenceClassification
+
+    from bertology.models import forward_inputs
+    from tests.builders.anyencoder import any_tokenizer, tiny_config
+
+    tok, _ = any_tokenizer(model_type)
+    torch.manual_seed(0)
+    model = AutoModelForSequenceClassification.from_config(tiny_config(model_type, tok),
+                                                           attn_implementation="eager").eval().double()
+    enc = tok(["the cat sat on the mat", "a dog"], padding=True, return_tensors="pt", return_token_type_ids=True)
+    inputs = forward_inputs(model, enc)
+    n = int(enc["attention_mask"][1].sum())
+    parts, head = mv.layer_parts(model), mv.head_linears(model)
+    with torch.no_grad(), nv.Capture(model, vectors=True) as cap, mv.PartsCapture(model, parts, head) as pc:
+        out = model(**inputs, output_attentions=True)
+        ev = mv.example_views(model, parts, head, cap, pc, out.attentions, 1, n, out.logits[1], {},
+                              {k: v[1:2, :n] for k, v in inputs.items()})
+    assert ev.predicted == int(out.logits[1].argmax())
+    assert ev.scores["decompx"].sum() == pytest.approx(float(out.logits[1, ev.predicted]), abs=1e-9)
+    assert ev.layers["value_zeroing"].shape == (model.config.num_hidden_layers, n)
+
+
+def test_a_pre_ln_model_gets_no_newer_views_and_says_why():
+    model, _ = tiny("modernbert")
+    with pytest.raises(mv.MixingViewsUnsupported, match="pre-LN"):
+        mv.layer_parts(model)
+
+
+def test_arithmetic_by_construction():
+    # ALTI: a part equal to the whole output gets everything, a zero part nothing beyond what it leaves
+    y = torch.tensor([[1.0, 2.0]], dtype=torch.float64)
+    parts = torch.tensor([[[1.0, 2.0], [0.0, 0.0]]], dtype=torch.float64)        # (n=1, m=2, D=2)
+    torch.testing.assert_close(mv.alti_matrix(parts, y), torch.tensor([[1.0, 0.0]], dtype=torch.float64))
+    # rollout without identity: a permutation twice is the identity
+    p = torch.tensor([[0.0, 1.0], [1.0, 0.0]], dtype=torch.float64)
+    torch.testing.assert_close(mv.rollout(torch.stack([p, p])), torch.eye(2, dtype=torch.float64))
+    # absdot: the bias goes to the parts in proportion to |<part, b>|, all of it
+    parts = torch.tensor([[[1.0, 0.0], [0.0, 3.0]]], dtype=torch.float64)
+    out = mv.split_bias(parts, torch.tensor([1.0, 1.0], dtype=torch.float64))
+    torch.testing.assert_close(out.sum(1), parts.sum(1) + 1.0)
+    torch.testing.assert_close(out[0, 0] - parts[0, 0], torch.tensor([0.25, 0.25], dtype=torch.float64))
+    # a bias orthogonal to every part is split equally
+    out = mv.split_bias(torch.tensor([[[0.0, 1.0], [0.0, 2.0]]], dtype=torch.float64),
+                        torch.tensor([1.0, 0.0], dtype=torch.float64))
+    torch.testing.assert_close(out[0, :, 0], torch.tensor([0.5, 0.5], dtype=torch.float64))
+    # value zeroing: a row whose output does not move stays 0, the others are distributions
+    intact = torch.tensor([[1.0, 0.0], [0.0, 1.0]], dtype=torch.float64)
+    zeroed = torch.stack([torch.tensor([[1.0, 0.0], [1.0, 1.0]]), torch.tensor([[1.0, 0.0], [0.0, 1.0]])]).double()
+    c = mv.cosine_distance_matrix(intact, zeroed)
+    torch.testing.assert_close(c[0], torch.zeros(2, dtype=torch.float64))
+    torch.testing.assert_close(c[1], torch.tensor([1.0, 0.0], dtype=torch.float64))

@@ -217,8 +217,9 @@ def _best_heads(tmp_path: Path) -> dict[str, object]:
 
 
 def _norms_tables() -> dict[str, object]:
-    from bertology.norms.analysis import SCORE_COLUMNS
+    from bertology.norms.analysis import LAYER_COLUMNS, SCORE_COLUMNS
     from bertology.norms.faithful import summarise
+    from bertology.norms.ranking import paired_differences
     from bertology.norms.stats import MixingStats, NormStats
 
     norms = NormStats(1, 1)
@@ -230,6 +231,9 @@ def _norms_tables() -> dict[str, object]:
             "stats/{task}/{variant}/token_scores.parquet": SCORE_COLUMNS,
             "stats/{task}/finetuned{seedtag}/faithfulness.csv": summarise(rhos, confidence=0.95, resamples=20, seed=0),
             "stats/{task}/finetuned{seedtag}/faithfulness_examples.csv": rhos,
+            "stats/{task}/finetuned{seedtag}/faithfulness_pairs.csv": paired_differences(
+                pd.concat([rhos, rhos.assign(view="alti")]), confidence=0.95, resamples=20, seed=0),
+            "stats/{task}/{variant}/mixing_layers.parquet": LAYER_COLUMNS,
             "stats/{task}/finetuned{seedtag}/importance.parquet": SCORE_COLUMNS}
 
 

@@ -90,23 +90,20 @@ def layer_parts(model: torch.nn.Module) -> list[LayerParts]:
 
 
 def head_linears(model: torch.nn.Module) -> list[torch.nn.Module]:
-    """The classifier head's linears in order (the pooler's and the classifier's, those registered after the last
-    encoder layer), [] for a bare encoder (a model that is its own base model)."""
-    if getattr(model, "base_model", model) is model:
-        return []
+    """The linears that may belong to a classifier head: every linear outside the encoder layers that is not an
+    embedding. Which of them the head is, and in which order, :class:`PartsCapture` finds from the forward pass: the
+    ones called after the last layer's output (a pooler's and the classifier's, in call order)."""
     blocks = attention_blocks(model)
     layer_mods = {id(m) for b in blocks if b.layer is not None for m in b.layer.modules()}
-    names = list(model.named_modules())
-    last = max(k for k, (_, m) in enumerate(names) if id(m) in layer_mods)
-    return [m for _, m in names[last + 1:] if _linear(m) and not isinstance(m, torch.nn.Embedding)
+    return [m for m in model.modules() if _linear(m) and not isinstance(m, torch.nn.Embedding)
             and id(m) not in layer_mods]
 
 
 class PartsCapture:
     """Forward hooks (a context manager, beside :class:`~bertology.norms.values.Capture`) keeping per layer the
     FFN's pre-activation z = W1 h + b1 (B, T, F) and activation a (W2's input), LN2's input and output (B, T, D), and
-    the head linears' inputs and outputs (B, *). A module shared by several layers (ALBERT) serves them in call
-    order."""
+    the head: the calls of the `head` candidates after the last layer's output, in call order (module, input (B, *),
+    output (B, *)). A module shared by several layers (ALBERT) serves them in call order."""
 
     def __init__(self, model: torch.nn.Module, parts: list[LayerParts], head: list[torch.nn.Module]):
         self.model, self.parts, self.head = model, parts, head
@@ -114,8 +111,9 @@ class PartsCapture:
         self.a: dict[int, torch.Tensor] = {}
         self.ln2_in: dict[int, torch.Tensor] = {}
         self.ln2_out: dict[int, torch.Tensor] = {}
-        self.head_in: list[torch.Tensor] = []
-        self.head_out: list[torch.Tensor] = []
+        self.head_calls: list[tuple[torch.nn.Module, torch.Tensor, torch.Tensor]] = []
+        self._after = False
+        self._last = parts[-1].block.index if parts else -1
         self._calls: dict[int, int] = {}
         self._handles: list = []
 
@@ -129,8 +127,8 @@ class PartsCapture:
         def reset(*_):
             for d in (self.z, self.a, self.ln2_in, self.ln2_out, self._calls):
                 d.clear()
-            self.head_in.clear()
-            self.head_out.clear()
+            self.head_calls.clear()
+            self._after = False
 
         self._handles.append(self.model.register_forward_pre_hook(reset))
         seen: set[int] = set()
@@ -141,8 +139,8 @@ class PartsCapture:
                     continue
                 seen.add((id(mod), kind))
                 self._handles.append(mod.register_forward_hook(self._hook(kind)))
-        for k, m in enumerate(self.head):
-            self._handles.append(m.register_forward_hook(self._head_hook(k)))
+        for m in self.head:
+            self._handles.append(m.register_forward_hook(self._head_hook))
         return self
 
     def _hook(self, kind: str):
@@ -158,14 +156,20 @@ class PartsCapture:
                 self.a[layer] = x
             else:
                 self.ln2_in[layer], self.ln2_out[layer] = x, out
+                self._after = self._after or layer == self._last
         return hook
 
-    def _head_hook(self, k: int):
-        def hook(module, args, output):
-            if len(self.head_in) == k:
-                self.head_in.append(args[0].detach())
-                self.head_out.append(output.detach())
-        return hook
+    def _head_hook(self, module, args, output):
+        if self._after:
+            self.head_calls.append((module, args[0].detach(), output.detach()))
+
+    def head_of(self, row: int, target: int = 0) -> tuple[list[torch.nn.Module], list[torch.Tensor],
+                                                          list[torch.Tensor]]:
+        """The head's linears in call order and their input and output of row `row` (position `target` where the
+        head saw positions)."""
+        pick = lambda t: t[row] if t.ndim == 2 else t[row, target]      # noqa: E731
+        return ([m for m, _, _ in self.head_calls], [pick(i) for _, i, _ in self.head_calls],
+                [pick(o) for _, _, o in self.head_calls])
 
     def __exit__(self, *exc) -> None:
         for h in self._handles:
@@ -456,10 +460,9 @@ def example_views(model, parts: list[LayerParts], head: list[torch.nn.Module], c
                              pc.a[i][row, :n], pc.ln2_in[i][row, :n])
         dx_layers.append(torch.linalg.vector_norm(X[target], dim=-1).double().cpu().numpy())
     predicted = None
-    if head and logits is not None:
-        hin = [t[row].reshape(-1) if t.ndim == 2 else t[row, target] for t in pc.head_in]
-        hout = [t[row].reshape(-1) if t.ndim == 2 else t[row, target] for t in pc.head_out]
-        parts_logits = decompx_head(head, X[target], hin, hout)                           # (n, C)
+    mods, hin, hout = pc.head_of(row, target)
+    if mods and logits is not None and mods[-1].weight.shape[0] == logits.shape[-1]:
+        parts_logits = decompx_head(mods, X[target], hin, hout)                           # (n, C)
         predicted = int(logits.argmax())
         scores["decompx"] = parts_logits[:, predicted].double().cpu().numpy()
     else:
