@@ -156,8 +156,15 @@ def norms_faithfulness(ctx: StepContext) -> None:
 
     write_csv(res.table, ctx.output.table)
     write_csv(res.rhos, ctx.output.examples)
-    write_csv(paired_differences(res.rhos, confidence=flow.confidence, resamples=flow.bootstrap, seed=cfg.data.seed),
-              ctx.output.pairs)
+    pairs = paired_differences(res.rhos, confidence=flow.confidence, resamples=flow.bootstrap, seed=cfg.data.seed)
+    # the report shows the first rows: per importance, the pairs the intervals separate first
+    order = pairs.assign(_imp=pd.Categorical(pairs["importance"], list(dict.fromkeys(pairs["importance"]))))
+    pairs = pairs.loc[order.sort_values(["_imp", "separated"], ascending=[True, False], kind="stable").index]
+    write_csv(pairs.reset_index(drop=True), ctx.output.pairs)
+    sep = pairs[pairs["separated"]]
+    ctx.log.info("%s: pairs of views the intervals separate: %s", ctx.task,
+                 "; ".join(f"{r.importance}: {r.view_a} {'>' if r.difference > 0 else '<'} {r.view_b}"
+                           for r in sep.itertuples()) or "none")
     write_parquet(res.importance, ctx.output.importance)
     metrics = {f"faithfulness.{r.view}.{r.importance}": float(r.mean) for r in res.table.itertuples()
                if np.isfinite(r.mean)}
