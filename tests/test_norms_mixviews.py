@@ -98,7 +98,7 @@ def test_value_zeroing_equals_a_hand_built_zeroed_forward(arch):
                     # by hand: the whole model on the example alone, token j's value vectors zeroed in layer l only
                     calls = {"k": 0}
                     handles = [b.value.register_forward_hook(
-                        lambda m, a, o, l=l, j=j, b=b: _zero_at(b, o, j) if _tick(calls) == l else None) for b in values]
+                        lambda m, a, o, l=l, j=j, b=b, calls=calls: _zero_at(b, o, j) if _tick(calls) == l else None) for b in values]
                     try:
                         zeroed = model(**one, output_hidden_states=True).hidden_states[l + 1][0]
                     finally:

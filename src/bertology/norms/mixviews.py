@@ -37,7 +37,13 @@ import torch
 
 from bertology.errors import UserError
 from bertology.norms.mixing import decompose
-from bertology.norms.values import AttentionBlock, Capture, _linear, attention_blocks, head_values, transformed_vectors
+from bertology.norms.values import (
+    AttentionBlock,
+    Capture,
+    _linear,
+    attention_blocks,
+    transformed_vectors,
+)
 
 VIEWS = ("alti", "globenc", "decompx", "value_zeroing")
 #: views whose scores are signed (a diverging colour scale around 0)
@@ -123,7 +129,7 @@ class PartsCapture:
         self._calls[id(module)] = k + 1
         return users[k] if k < len(users) else None
 
-    def __enter__(self) -> "PartsCapture":
+    def __enter__(self) -> PartsCapture:
         def reset(*_):
             for d in (self.z, self.a, self.ln2_in, self.ln2_out, self._calls):
                 d.clear()
@@ -167,7 +173,9 @@ class PartsCapture:
                                                           list[torch.Tensor]]:
         """The head's linears in call order and their input and output of row `row` (position `target` where the
         head saw positions)."""
-        pick = lambda t: t[row] if t.ndim == 2 else t[row, target]      # noqa: E731
+        def pick(t: torch.Tensor) -> torch.Tensor:
+            return t[row] if t.ndim == 2 else t[row, target]
+
         return ([m for m, _, _ in self.head_calls], [pick(i) for _, i, _ in self.head_calls],
                 [pick(o) for _, _, o in self.head_calls])
 
@@ -320,7 +328,7 @@ def _zero_values(block: AttentionBlock, out: torch.Tensor) -> torch.Tensor:
     """The value projection's output (n copies, n positions, *) with copy j's value vector at position j zeroed
     (every head)."""
     out = out.clone()
-    n, T, width = out.shape
+    n, T = out.shape[:2]
     H, dh = block.heads, block.head_dim
     j = torch.arange(n, device=out.device)
     if block.layout == "blocks":
