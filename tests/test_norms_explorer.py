@@ -229,6 +229,13 @@ def test_token_views_in_chromium(browser, views_results, tmp_path):  # noqa: F81
     assert [c for (c, _), v in zip(shown, x) if v == top] == ["rgb(128, 0, 38)"]      # the top of the scale
     assert [c for (c, _), v in zip(shown, x) if v == bottom] == ["rgb(255, 255, 255)"]  # its bottom
     assert [clipped for _, clipped in shown] == list((x > top) | (x < bottom))          # specials outside: dashed
+    # DecompX is signed: a diverging scale symmetric around 0, its largest |score| on the words at an end
+    dx = np.concatenate([_scores(tables[v], ex["idx"], "decompx") for v in ("pretrained", "finetuned")])
+    on_words = np.concatenate([words, words])
+    k = int(np.flatnonzero(on_words & (np.abs(dx) == np.abs(dx[on_words]).max()))[0])
+    shown = pg.eval_on_selector_all('#token-views .tv-cell[data-method="decompx"] .tv-tok',
+                                    "ts => ts.map(t => getComputedStyle(t).backgroundColor)")
+    assert shown[k] == ("rgb(178, 24, 43)" if dx[k] > 0 else "rgb(33, 102, 172)")
     pg.click('#tvfrom button[data-k="zero"]')  # from 0: the bottom is 0, the row's smallest word is coloured
     _wait(pg, "example")
     shown = pg.eval_on_selector_all('#token-views .tv-cell[data-method="raw"] .tv-tok',
