@@ -73,6 +73,7 @@ def test_example_views_are_distributions_where_the_papers_normalise(arch):
         # DecompX's parts of the predicted class add up to its logit
         assert ev.predicted == int(out.logits[1].argmax())
         assert np.isclose(ev.scores["decompx"].sum(), float(out.logits[1, ev.predicted]))
+        assert ev.decompx_error < 1e-12                                   # float64: the parts add up
     finally:
         model.float()
 

@@ -102,6 +102,7 @@ def test_one_pass_views_and_faithfulness(arch):
     assert counts == {"raw": 5, "norm": 5, "rollout": 5, "flow": 2, **({} if arch == "modernbert" else
                                                                         dict.fromkeys(newer, 3))}
     assert (res.mixing_note is not None) == (arch == "modernbert") and res.mixing_examples == (arch != "modernbert") * 3
+    assert res.decompx_error < 1e-4                    # float32 models: DecompX's parts add up to the hidden states
     assert len(res.layers) == (0 if arch == "modernbert" else 4 * L * res.scores[res.scores["method"] == "alti"]
                                .shape[0])
     for method in ("raw", "rollout", "flow"):

@@ -85,6 +85,7 @@ class ViewsResult:
     layers: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=LAYER_COLUMNS))
     mixing_examples: int = 0
     mixing_note: str | None = None
+    decompx_error: float = 0.0
 
 
 def run_views(model, tokenizer, frame: pd.DataFrame, *, max_length: int, batch_size: int, flow_examples: int,
@@ -117,6 +118,7 @@ def run_views(model, tokenizer, frame: pd.DataFrame, *, max_length: int, batch_s
     rows_out: list[pd.DataFrame] = []
     layer_out: list[pd.DataFrame] = []
     vz_jobs: list[tuple[int, list[str]]] = []
+    decompx_error = 0.0
     order = np.argsort(-enc.lengths, kind="stable")
     batches = [b for b in np.array_split(order, -(-len(order) // max(batch_size, 1))) if len(b)] if len(order) else []
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
@@ -169,6 +171,7 @@ def run_views(model, tokenizer, frame: pd.DataFrame, *, max_length: int, batch_s
                     ev = mv.example_views(model, parts, head, cap, pc, out.attentions, k, n,
                                           None if logits is None else logits[k], seconds)
                     views.update(ev.scores)
+                    decompx_error = max(decompx_error, ev.decompx_error)
                     layer_out += [_layer_rows(int(enc.idx[r]), m, x) for m, x in ev.layers.items()]
                     vz_jobs.append((r, words))
                 for method, score in views.items():
@@ -186,7 +189,7 @@ def run_views(model, tokenizer, frame: pd.DataFrame, *, max_length: int, batch_s
     layers = pd.concat(layer_out, ignore_index=True) if layer_out else pd.DataFrame(columns=LAYER_COLUMNS)
     layers = layers.sort_values(["example_idx", "method", "layer", "position"], kind="stable").reset_index(drop=True)
     return ViewsResult(norm_stats.table(), mix_stats.table(), scores[SCORE_COLUMNS], seconds, len(frame), n_flow,
-                       layers[LAYER_COLUMNS], n_mix, note)
+                       layers[LAYER_COLUMNS], n_mix, note, decompx_error)
 
 
 @dataclass

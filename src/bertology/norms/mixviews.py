@@ -423,6 +423,9 @@ class ExampleViews:
     scores: dict[str, np.ndarray]
     layers: dict[str, np.ndarray]
     predicted: int | None = None
+    #: max over layers of max |sum_j X_l[i, j] - h_l[i]| / max |h_l| (the decomposition against the real hidden
+    #: states: rounding only, ~1e-6 in float32, where the layer is the layout DecompX follows)
+    decompx_error: float = 0.0
 
 
 @torch.no_grad()
@@ -461,11 +464,13 @@ def example_views(model, parts: list[LayerParts], head: list[torch.nn.Module], c
     x0 = cap.residual[first][row, :n].to(dt)
     X = torch.zeros(n, n, x0.shape[-1], dtype=dt, device=x0.device)
     X[torch.arange(n), torch.arange(n)] = x0
-    dx_layers = []
+    dx_layers, err = [], 0.0
     for p in parts:
         i = p.block.index
         X, _ = decompx_layer(p, X, attentions[i][row, :, :n, :n], cap.sum_in[i][row, :n], pc.z[i][row, :n],
                              pc.a[i][row, :n], pc.ln2_in[i][row, :n])
+        real = pc.ln2_out[i][row, :n].to(X.dtype)
+        err = max(err, float((X.sum(1) - real).abs().max() / real.abs().max().clamp(min=1e-30)))
         dx_layers.append(torch.linalg.vector_norm(X[target], dim=-1).double().cpu().numpy())
     predicted = None
     mods, hin, hout = pc.head_of(row, target)
@@ -479,7 +484,7 @@ def example_views(model, parts: list[LayerParts], head: list[torch.nn.Module], c
     seconds["decompx"] = seconds.get("decompx", 0.0) + (time.perf_counter() - t0)
     if inputs is not None:
         scores["value_zeroing"], layers["value_zeroing"] = value_zeroing_view(model, parts, inputs, seconds, target)
-    return ExampleViews(scores, layers, predicted)
+    return ExampleViews(scores, layers, predicted, err)
 
 
 def value_zeroing_view(model, parts: list[LayerParts], inputs: dict[str, torch.Tensor], seconds: dict[str, float],

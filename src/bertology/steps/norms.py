@@ -123,6 +123,11 @@ def _views_metrics(ctx: StepContext, res) -> None:
         metrics["seconds_per_example.flow"] = res.seconds["flow"] / res.flow_examples
     metrics["mixing_examples"] = res.mixing_examples
     if res.mixing_examples:
+        metrics["decompx_max_relative_error"] = res.decompx_error
+        if res.decompx_error > 1e-3:
+            ctx.log.warning("%s/%s: DecompX's parts miss the real hidden states by up to %.2g of their size: this "
+                            "layer layout is not the one DecompX follows (docs/reference.md#newer-mixing-views)",
+                            ctx.task, ctx.wildcards.get("variant"), res.decompx_error)
         from bertology.norms.mixviews import VIEWS
 
         metrics.update({f"seconds_per_example.{v}": res.seconds[v] / res.mixing_examples for v in VIEWS})
