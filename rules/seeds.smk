@@ -10,11 +10,11 @@
 #       and mean pairwise Jaccard of the assigned sets (all heads, and by layer)
 #   results/stats/{task}/seeds/multibootstrap.csv   fine-tuned - pretrained differences (cosine, sieve bias,
 #       disabling delta) with a Multi-Bootstrap interval (seeds and examples resampled together)
-#   results/stats/{task}/seeds/findings.csv          which of the papers' findings hold in every seed, most, one
+#   results/stats/{task}/seeds/findings.csv: written by the claims rule (rules/claims.smk), a view of the ledger
 #   results/figures/seeds-stability-{task}.png, seeds-roles-{task}.png
 SEED_TABLES = ["features", "cls", "entropy", "parser", "relations", "sieve", "cosine", "disabling", "importance"]
 SEED_TABLES += (["norms"] if NORMS_ENABLED else []) + (["syntax"] if SYNTAX_FILES else [])
-SEED_OUTPUTS = SEED_TABLES + ["roles", "role_agreement", "multibootstrap", "findings"]
+SEED_OUTPUTS = SEED_TABLES + ["roles", "role_agreement", "multibootstrap"]
 
 
 rule seed_stats:
@@ -29,7 +29,6 @@ rule seed_stats:
         heads=paths("ablation", name="heads", seedtag=SEED_TAGS),
         ablation_examples=paths("ablation_examples", seedtag=SEED_TAGS),
         importance=paths("ablation", name="importance", seedtag=SEED_TAGS),
-        pruning=paths("ablation", name="pruning", seedtag=SEED_TAGS),
         # heads as parsers on the gold trees, one store per seed (rules/clark.smk), when there are gold trees
         syntax=paths("syntax_stat", model=[f"{{task}}-{variant}" for variant in FINETUNED_VARIANTS])
         if SYNTAX_FILES

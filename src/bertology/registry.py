@@ -116,6 +116,46 @@ class StoreKernel:
 
 
 @dataclass(frozen=True)
+class Claim:
+    """A paper's claim checked on the run's own tables (results/claims.csv, :mod:`bertology.claims`).
+
+    id: stable id (a column of the ledger, MLflow ``claims.{id}.{task}``); paper, section: where the paper says
+    it; statement: the claim in one sentence, our words; sentence: the paper's own sentence (docs/reference.md);
+    paper_value: the paper's figure where it gives one; statistic: the table and columns the effect is computed
+    from; compute: "module:function", the pure function ``(tables, boot, *, side, null, **params) -> Result``;
+    inputs: (name, template under results/, gate) triples: the tables the function gets by name (``{task}``,
+    ``{variant}`` and ``{seedtag}`` filled per fine-tuning seed; several triples of one name are alternatives,
+    the first the run has wins; gate: a config key that must be on for that input to exist); side, null: the
+    paper's side of the null value (``>`` above, ``<`` below); unit: what the bootstrap resamples; variant: the
+    model the claim is about (pretrained: one; finetuned: every fine-tuning seed); config: the config key that
+    computes its inputs (named when the run lacks them); params: keyword arguments of `compute`; anchor: its
+    report section; figure: the prefix of its figure (``results/figures/{figure}-{task}.png``).
+    """
+
+    id: str
+    paper: str
+    section: str
+    statement: str
+    statistic: str
+    compute: str
+    inputs: tuple[tuple[str, str, str], ...]
+    sentence: str = ""
+    paper_value: str = ""
+    side: str = ">"
+    null: float = 0.0
+    unit: str = "heads"
+    variant: str = "finetuned"
+    config: str = ""
+    params: tuple[tuple[str, Any], ...] = ()
+    anchor: str = ""
+    figure: str = ""
+
+    def load(self) -> Callable[..., Any]:
+        module, func = self.compute.split(":")
+        return getattr(importlib.import_module(module), func)
+
+
+@dataclass(frozen=True)
 class Analysis:
     name: str
     config: tuple[str, ...]
@@ -125,6 +165,8 @@ class Analysis:
     statistics: tuple[Statistic, ...] = ()
     kernel: StoreKernel | None = None
     paper: str = ""
+    #: the papers' claims computed from this analysis's tables (the ledger, bertology.claims)
+    claims: tuple[Claim, ...] = ()
 
 
 # --------------------------------------------------------------------------------------------------
@@ -165,6 +207,36 @@ def _var(file: str) -> str:
 ANALYSES: tuple[Analysis, ...] = (
     Analysis(
         "sieve", ("analysis.sieve",), kernel=SIEVE, paper="Pande 2021",
+        claims=(
+            Claim("pande_local_syntactic", "Pande et al. 2021", "5 (local vs syntactic)",
+                  "Local and syntactic sieve biases of the heads correlate strongly.",
+                  "sieve.csv (finetuned): mean, roles local and syntactic, per head", "bertology.claims.pande:local_syntactic",
+                  (("sieve", _var("sieve.csv"), ""),), null=0.5, config="analysis.sieve", anchor="sieve", figure="sieve",
+                  paper_value="Spearman 0.73 (SST-2) to 0.85 (MRPC)",
+                  sentence="We observe a very high correlation score of 0.78, 0.81, 0.85, 0.73 scores for QNLI, QQP, "
+                           "MRPC, SST-2 tasks respectively, with a p-value of 0."),
+            Claim("pande_multiskilled_middle", "Pande et al. 2021", "5 (multi-skilled heads across layers)",
+                  "Multi-skilled heads (two or more roles) are most numerous in the middle layers.",
+                  "sieve.csv (finetuned): assigned, fine roles, per head; layer thirds", "bertology.claims.pande:multiskilled_middle",
+                  (("sieve", _var("sieve.csv"), ""),), config="analysis.sieve", anchor="sieve", figure="sieve",
+                  paper_value="layers 5-9 on MRPC, QNLI, SST-2 (not QQP)",
+                  sentence="The number of multi-skilled heads is higher in the middle layers (layers 5 to 9) for MRPC, "
+                           "QNLI and SST-2 tasks."),
+            Claim("pande_delimiter_last", "Pande et al. 2021", "5 (distribution of delimiter heads)",
+                  "Delimiter heads are common in the last layers and rare in the first.",
+                  "sieve.csv (finetuned): assigned, role delimiter, per head; last vs first third of the layers",
+                  "bertology.claims.pande:delimiter_last", (("sieve", _var("sieve.csv"), ""),), config="analysis.sieve",
+                  anchor="sieve", figure="sieve", paper_value="often the only functional heads in the last three layers",
+                  sentence="In fact, such delimiter heads are often the only functional heads in the last three layers "
+                           "across different tasks. Interestingly, the first layer contains very few (if any) delimiter heads."),
+            Claim("pande_delimiter_delta_final", "Pande et al. 2021", "6 (fine-tuning)",
+                  "Fine-tuning lowers the delimiter bias most in the final layers.",
+                  "sieve.csv finetuned - pretrained: mean, role delimiter, per head; last third vs the rest",
+                  "bertology.claims.pande:delimiter_delta_final",
+                  (("sieve", _var("sieve.csv"), ""), ("sieve_pretrained", rel("variant_stat", variant="pretrained", file="sieve.csv"), "")),
+                  side="<", config="analysis.sieve", anchor="sieve", figure="sieve-delta",
+                  sentence="We observe that in the final layers, there is a decrease in the average delimiter bias score."),
+        ),
         tables=(Table(_var("sieve.csv"), ("layer", "head", "role", "n", "mean", "std", "t", "p_value", "assigned",
                                                "tau", "p_adjusted", "alpha", "correction"), output="sieve"),
                 Table(_var("sieve_scores.npz"), ("scores", "example_idx", "layer", "head", "role", "attrs"),
@@ -205,6 +277,15 @@ ANALYSES: tuple[Analysis, ...] = (
                                                   "heads_syntactic")),)),
     Analysis(
         "cosine", ("analysis.features",), paper="Kovaleva 4.3",
+        claims=(
+            Claim("kovaleva_cosine_last_layers", "Kovaleva et al. 2019", "4.3",
+                  "Fine-tuning changes the attention of the last two layers most.",
+                  "cosine.csv: mean per head, last two layers minus the other layers", "bertology.claims.kovaleva:cosine_last_layers",
+                  (("cosine", rel("cosine"), ""),), side="<", config="analysis.features", anchor="cosine", figure="cosine",
+                  paper_value="last two layers on every task but QQP",
+                  sentence="Figure 5 shows that for all the tasks except QQP, it is the last two layers that undergo the "
+                           "largest changes compared to the pre-trained BERT model."),
+        ),
         tables=(Table(rel("cosine"), ("layer", "head", "mean", "std", "n")),
                 Table(rel("features_diff"), MOMENTS)),
         figures=("cosine",),
@@ -222,6 +303,15 @@ ANALYSES: tuple[Analysis, ...] = (
         )),
     Analysis(
         "patterns", ("analysis.patterns",), kernel=KOVALEVA, paper="Kovaleva 4.1",
+        claims=(
+            Claim("kovaleva_patterns_repeat", "Kovaleva et al. 2019", "4.1",
+                  "Most attention maps follow one of a few repeated patterns (not heterogeneous).",
+                  "patterns.csv (finetuned): 1 - fraction of class heterogeneous, per head", "bertology.claims.kovaleva:patterns_repeat",
+                  (("patterns", _var("patterns.csv"), ""),), null=0.5, config="analysis.patterns", anchor="patterns",
+                  figure="patterns", paper_value="heterogeneous 32% (MRPC) to 61% (QQP)",
+                  sentence="Our findings suggest that there is a limited set of attention patterns that are repeated across "
+                           "different heads, indicating the overall model overparametrization."),
+        ),
         tables=(Table(_var("patterns.csv"), ("layer", "head", "class", "fraction", "n"), output="patterns"),),
         figures=("patterns",),
         section=Section(
@@ -238,6 +328,30 @@ ANALYSES: tuple[Analysis, ...] = (
         )),
     Analysis(
         "features", ("analysis.features",), kernel=KOVALEVA, paper="Kovaleva 4.4",
+        claims=(
+            Claim("kovaleva_special_tokens", "Kovaleva et al. 2019", "4.4",
+                  "Vertical attention goes to [CLS] and [SEP], not to linguistic features.",
+                  "features.csv (finetuned): max(cls, sep) - max(noun, verb, pronoun, subject, object, negation), per head",
+                  "bertology.claims.kovaleva:special_features", (("features", _var("features.csv"), ""),),
+                  config="analysis.features", anchor="features", figure="features",
+                  sentence="Contrary to our initial hypothesis that the vertical attention pattern may be motivated by "
+                           "linguistically meaningful features, we found that it is associated predominantly, if not "
+                           "exclusively, with attention to [CLS] and [SEP] tokens."),
+            Claim("kovaleva_cls_early_sep_late", "Kovaleva et al. 2019", "4.4",
+                  "Earlier layers attend to [CLS], later layers to [SEP].",
+                  "features.csv (finetuned): Spearman rho of layer and (sep - cls), over heads",
+                  "bertology.claims.kovaleva:cls_early_sep_late", (("features", _var("features.csv"), ""),),
+                  config="analysis.features", anchor="features", figure="features",
+                  sentence="There is also a clear tendency for earlier layers to pay attention to [CLS] and for later "
+                           "layers to [SEP], and this trend is consistent across all the tasks."),
+            Claim("clark_sep_middle", "Clark et al. 2019", "3.2",
+                  "Attention to [SEP] peaks in the middle layers.",
+                  "features.csv (pretrained): mean, feature sep, per head; middle third minus the rest",
+                  "bertology.claims.clark:sep_middle", (("features", _var("features.csv"), ""),), variant="pretrained",
+                  config="analysis.features", anchor="features", figure="features",
+                  paper_value="over half of the attention in layers 6-10 of BERT-base",
+                  sentence="In particular, we find that more than half of BERT's attention in layers 6-10 focuses on [SEP]."),
+        ),
         tables=(Table(_var("features.csv"), MOMENTS, output="features"),),
         figures=("features",),
         section=Section(
@@ -254,6 +368,15 @@ ANALYSES: tuple[Analysis, ...] = (
         )),
     Analysis(
         "cls", ("analysis.features",), kernel=KOVALEVA, paper="Kovaleva 4.5",
+        claims=(
+            Claim("kovaleva_cls_to_sep", "Kovaleva et al. 2019", "4.5",
+                  "In the last layer, [CLS] attends to [SEP] more than to any other token type.",
+                  "cls.csv (finetuned): sep - max(other features), per head of the last layer",
+                  "bertology.claims.kovaleva:cls_to_sep", (("cls", _var("cls.csv"), ""),), config="analysis.features",
+                  anchor="cls", figure="cls", paper_value="[SEP] most on all tasks but STS-B, RTE and QNLI",
+                  sentence="Our investigation of attention distribution for the [CLS] token in the output layer suggests "
+                           "that for most tasks, with the exception of STS-B, RTE and QNLI, the [SEP] gets attended the most."),
+        ),
         tables=(Table(_var("cls.csv"), MOMENTS, output="cls"),),
         figures=("cls",),
         section=Section(
@@ -295,6 +418,15 @@ ANALYSES: tuple[Analysis, ...] = (
         )),
     Analysis(
         "entropy", (), kernel=CLARK, paper="Clark 3.3",
+        claims=(
+            Claim("clark_broad_lower", "Clark et al. 2019", "3.3",
+                  "Heads in the lower layers attend broadly (entropy near uniform).",
+                  "entropy.csv (pretrained): all / uniform per head; first third of the layers minus the rest",
+                  "bertology.claims.clark:broad_lower", (("entropy", _var("entropy.csv"), ""),), variant="pretrained",
+                  config="analysis.features", anchor="entropy", figure="entropy",
+                  paper_value="at most 10% of the mass on any single word",
+                  sentence="We find that some attention heads, especially in lower layers, have very broad attention."),
+        ),
         tables=(Table(_var("entropy.csv"), MOMENTS, output="entropy"),),
         figures=("entropy",),
         section=Section(
@@ -312,6 +444,16 @@ ANALYSES: tuple[Analysis, ...] = (
         )),
     Analysis(
         "norms", ("analysis.norms",), paper="Kobayashi 2020",
+        claims=(
+            Claim("kobayashi_specials_norm", "Kobayashi et al. 2020", "4",
+                  "[CLS] and [SEP] take a larger share of the attention weight than of the norm-weighted attention.",
+                  "norms.csv (finetuned): weight_share - norm_share, categories cls + sep, per head",
+                  "bertology.claims.beyond:specials_norm", (("norms", _var("norms.csv"), "analysis.norms.enabled"),),
+                  config="analysis.norms.enabled", anchor="norms", figure="norms",
+                  sentence="The findings of our norm-based analyses of BERT and a Transformer-based neural machine "
+                           "translation system include the following: (i) contrary to previous studies, BERT pays poor "
+                           "attention to special tokens."),
+        ),
         tables=(Table(_var("norms.csv"), ("layer", "head", "category", "measure", "mean", "std", "n")),),
         figures=("norms",),
         section=Section(
@@ -336,6 +478,35 @@ ANALYSES: tuple[Analysis, ...] = (
         )),
     Analysis(
         "parser", (), kernel=CLARK, paper="Clark 4.2",  # the gold trees' rules read analysis.syntax
+        claims=(
+            Claim("clark_parser_nsubj", "Clark et al. 2019", "4.2",
+                  "Some head finds the nsubj head word more often than the relation's best fixed offset.",
+                  "syntax/pretrained.csv (gold trees) or parser.csv (spaCy): max accuracy - baseline_accuracy, relation nsubj",
+                  "bertology.claims.clark:parser_beats_baseline",
+                  (("parser", rel("syntax_stat", model="pretrained"), "analysis.syntax.conllu"), ("parser", _var("parser.csv"), "")),
+                  variant="pretrained", params=(("relation", "nsubj"),), config="analysis.syntax.conllu", anchor="parser",
+                  figure="parser", paper_value="",
+                  sentence="For example, we find heads that attend to the direct objects of verbs, determiners of nouns, "
+                           "objects of prepositions, and coreferent mentions with remarkably high accuracy."),
+            Claim("clark_parser_obj", "Clark et al. 2019", "4.2",
+                  "Some head finds the obj head word more often than the relation's best fixed offset.",
+                  "syntax/pretrained.csv (gold trees) or parser.csv (spaCy): max accuracy - baseline_accuracy, relation obj",
+                  "bertology.claims.clark:parser_beats_baseline",
+                  (("parser", rel("syntax_stat", model="pretrained"), "analysis.syntax.conllu"), ("parser", _var("parser.csv"), "")),
+                  variant="pretrained", params=(("relation", "obj"),), config="analysis.syntax.conllu", anchor="parser",
+                  figure="parser", paper_value="86.8% vs 40.0% (head 8-10)",
+                  sentence="For example, we find heads that attend to the direct objects of verbs, determiners of nouns, "
+                           "objects of prepositions, and coreferent mentions with remarkably high accuracy."),
+            Claim("clark_parser_det", "Clark et al. 2019", "4.2",
+                  "Some head finds the det head word more often than the relation's best fixed offset.",
+                  "syntax/pretrained.csv (gold trees) or parser.csv (spaCy): max accuracy - baseline_accuracy, relation det",
+                  "bertology.claims.clark:parser_beats_baseline",
+                  (("parser", rel("syntax_stat", model="pretrained"), "analysis.syntax.conllu"), ("parser", _var("parser.csv"), "")),
+                  variant="pretrained", params=(("relation", "det"),), config="analysis.syntax.conllu", anchor="parser",
+                  figure="parser", paper_value="94.3% (head 8-11)",
+                  sentence="For example, we find heads that attend to the direct objects of verbs, determiners of nouns, "
+                           "objects of prepositions, and coreferent mentions with remarkably high accuracy."),
+        ),
         tables=(Table(_var("parser.csv"), PARSER, output="parser"),
                 Table(rel("syntax_stat"), PARSER),
                 Table(rel("syntax_best"), ("model",) + PARSER)),
@@ -361,6 +532,25 @@ ANALYSES: tuple[Analysis, ...] = (
         )),
     Analysis(
         "disabling", ("ablation",), paper="Kovaleva 4.6",
+        claims=(
+            Claim("kovaleva_disable_head", "Kovaleva et al. 2019", "4.6",
+                  "Disabling some single head improves the fine-tuned model.",
+                  "ablation heads.csv: largest delta of the headline metric, its ci_low, ci_high, p_adj",
+                  "bertology.claims.kovaleva:disabling_gain", (("heads", rel("ablation", name="heads"), ""),),
+                  unit="examples (the sweep's paired bootstrap)", params=(("table", "heads"),), config="ablation",
+                  anchor="ablation", figure="ablation", paper_value="+0.1% (STS-B) to +1.2% (MRPC)",
+                  sentence="However, it is important to note that across all tasks and datasets, disabling some heads "
+                           "leads to an increase in performance."),
+            Claim("kovaleva_disable_layer", "Kovaleva et al. 2019", "4.6",
+                  "Disabling some whole layer improves the fine-tuned model.",
+                  "ablation layers.csv: largest delta of the headline metric, its ci_low, ci_high, p_adj",
+                  "bertology.claims.kovaleva:disabling_gain",
+                  (("layers", rel("ablation", name="layers"), ""), ("heads", rel("ablation", name="heads"), "")),
+                  unit="examples (the sweep's paired bootstrap)", params=(("table", "layers"),), config="ablation",
+                  anchor="ablation", figure="ablation", paper_value="up to +3.2% (RTE, first layer)",
+                  sentence="Furthermore, disabling a whole layer, that is, all 12 heads in a given layer, also improves "
+                           "the results."),
+        ),
         tables=(Table(rel("ablation", name="heads"), ("layer", "head", "metric", "value", "baseline", "delta", "ci_low",
                                                     "ci_high", "p_value", "p_adj", "significant", "test", "n")),
                 Table(rel("ablation", name="layers"), ("layer", "metric", "value", "baseline", "delta", "ci_low",
@@ -407,10 +597,37 @@ ANALYSES: tuple[Analysis, ...] = (
         )),
     Analysis(
         "pruning", ("ablation.pruning",), paper="Michel 4",
+        claims=(
+            Claim("michel_importance_order", "Michel et al. 2019", "4",
+                  "Pruning heads in order of importance costs less than pruning them in a random order.",
+                  "pruning.csv: value (headline metric), order importance minus the mean of the random orders, per fraction",
+                  "bertology.claims.michel:importance_order", (("pruning", rel("ablation", name="pruning"), ""),),
+                  unit="pruning fractions", config="ablation.pruning", anchor="pruning", figure="pruning",
+                  sentence="Based on this observation, we further propose a simple algorithm that greedily and iteratively "
+                           "prunes away attention heads that seem to be contributing less to the model."),
+            Claim("michel_prunable_share", "Michel et al. 2019", "4",
+                  "A share of the heads can be pruned by importance with the metric within one point of the intact model.",
+                  "pruning.csv: largest fraction (order importance) whose every step keeps value >= intact - 0.01",
+                  "bertology.claims.michel:prunable_share", (("pruning", rel("ablation", name="pruning"), ""),),
+                  unit="seeds", config="ablation.pruning", anchor="pruning", figure="pruning",
+                  paper_value="20% (WMT), 40% (BERT on MNLI)",
+                  sentence="In practice, a large percentage of attention heads can be removed at test time without "
+                           "significantly impacting performance."),
+        ),
         tables=(Table(rel("ablation", name="pruning"), ("order", "seed", "fraction", "n_pruned", "metric", "value",
                                                       "mode")),)),
     Analysis(
         "mixing", ("analysis.norms",), paper="Kobayashi 2021",
+        claims=(
+            Claim("kobayashi_mixing_residual", "Kobayashi et al. 2021", "5",
+                  "With the residual, each token keeps most of itself (context-mixing ratio below one half).",
+                  "mixing.csv (pretrained): mean, measure attnres_n, per layer", "bertology.claims.beyond:mixing_residual",
+                  (("mixing", _var("mixing.csv"), "analysis.norms.enabled"),), side="<", null=0.5, unit="layers",
+                  variant="pretrained", config="analysis.norms.enabled", anchor="mixing", figure="mixing",
+                  sentence="Our analysis of Transformer-based masked language models shows that the token-to-token "
+                           "interaction performed via attention has less impact on the intermediate representations than "
+                           "previously assumed."),
+        ),
         tables=(Table(_var("mixing.csv"), ("layer", "measure", "mean", "std", "n")),),
         figures=("mixing",),
         section=Section(
@@ -428,6 +645,30 @@ ANALYSES: tuple[Analysis, ...] = (
         tables=(Table(_var("token_scores.parquet"), ("example_idx", "position", "word", "method", "score")),)),
     Analysis(
         "faithfulness", ("analysis.flow",), paper="Abnar 2020",
+        claims=(
+            Claim("abnar_rollout_raw", "Abnar & Zuidema 2020", "4",
+                  "Rollout agrees with the ablation importance better than raw attention.",
+                  "faithfulness.csv: mean, view rollout - view raw, importance ablation",
+                  "bertology.claims.beyond:view_beats_raw",
+                  (("faithfulness", _var("faithfulness.csv"), "analysis.norms.enabled"),
+                   ("faithfulness_examples", _var("faithfulness_examples.csv"), "analysis.norms.enabled")),
+                  unit="examples", params=(("view", "rollout"),), config="analysis.norms.enabled", anchor="faithfulness",
+                  figure="faithfulness", paper_value="Table 2: higher Spearman than raw for both importances",
+                  sentence="We show that these methods give complementary views on the flow of information, and compared "
+                           "to raw attention, both yield higher correlations with importance scores of input tokens "
+                           "obtained using an ablation method and input gradients."),
+            Claim("abnar_flow_raw", "Abnar & Zuidema 2020", "4",
+                  "Flow agrees with the ablation importance better than raw attention.",
+                  "faithfulness.csv: mean, view flow - view raw, importance ablation",
+                  "bertology.claims.beyond:view_beats_raw",
+                  (("faithfulness", _var("faithfulness.csv"), "analysis.norms.enabled"),
+                   ("faithfulness_examples", _var("faithfulness_examples.csv"), "analysis.norms.enabled")),
+                  unit="examples", params=(("view", "flow"),), config="analysis.norms.enabled", anchor="faithfulness",
+                  figure="faithfulness", paper_value="Table 2: higher Spearman than raw for both importances",
+                  sentence="We show that these methods give complementary views on the flow of information, and compared "
+                           "to raw attention, both yield higher correlations with importance scores of input tokens "
+                           "obtained using an ablation method and input gradients."),
+        ),
         tables=(Table(rel("variant_stat", variant="finetuned{seedtag}", file="faithfulness.csv"), ("view", "importance", "mean", "std", "n", "ci_low",
                                                                   "ci_high")),
                 Table(rel("variant_stat", variant="finetuned{seedtag}", file="faithfulness_examples.csv"), ("example_idx", "view", "importance",
@@ -483,6 +724,28 @@ ANALYSES: tuple[Analysis, ...] = (
         )),
     Analysis(
         "table1", ("train.alpha",), paper="Kovaleva Table 1",
+        claims=(
+            Claim("kovaleva_table1_pretrained", "Kovaleva et al. 2019", "Table 1 (4.3)",
+                  "The fine-tuned model beats the pretrained encoder with an untrained head.",
+                  "table1.csv: value (the task's first metric), finetuned - pretrained",
+                  "bertology.claims.kovaleva:table1_gain",
+                  (("table1", rel("table1"), ""), ("score_finetuned", rel("score", variant="finetuned"), ""),
+                   ("score_pretrained", rel("score", variant="pretrained"), "")),
+                  unit="seeds", params=(("baseline", "pretrained"),), config="train.seeds", anchor="table1",
+                  figure="table1", paper_value="35.9 points on average",
+                  sentence="At the same time, Table 1 shows that fine-tuned BERT outperforms pre-trained BERT by a "
+                           "significant margin on all the tasks (with an average of 35.9 points of absolute difference)."),
+            Claim("kovaleva_table1_random", "Kovaleva et al. 2019", "Table 1 (4.3)",
+                  "The fine-tuned model beats the same architecture fine-tuned from a random initialisation.",
+                  "table1.csv: value (the task's first metric), finetuned - random-finetuned",
+                  "bertology.claims.kovaleva:table1_gain",
+                  (("table1", rel("table1"), ""), ("score_finetuned", rel("score", variant="finetuned"), ""),
+                   ("score_random-finetuned", rel("score", variant="random-finetuned"), "train.inits")),
+                  unit="seeds", params=(("baseline", "random-finetuned"),), config="train.inits", anchor="table1",
+                  figure="table1", paper_value="e.g. RTE 64.6 vs 52.7, QNLI 84.4 vs 49.5",
+                  sentence="BERT with weights initialized from normal distribution and further fine-tuned for a given task "
+                           "consistently produces lower scores than the ones achieved with pre-trained BERT."),
+        ),
         tables=(Table(rel("table1"), ("task", "variant", "metric", "value", "n", "std", "n_seeds")),
                 Table(rel("table1_tests"), ("task", "metric", "variant_a", "variant_b", "mean_a", "mean_b",
                                                   "difference", "n_a", "n_b", "test", "statistic", "df", "p",
@@ -539,6 +802,11 @@ def report_sections() -> tuple[Section, ...]:
 def statistics() -> tuple[Statistic, ...]:
     """Every statistic the explorer offers, in registry order."""
     return tuple(s for a in ANALYSES for s in a.statistics)
+
+
+def claims() -> tuple[Claim, ...]:
+    """Every claim of the ledger, in registry order (results/claims.csv)."""
+    return tuple(c for a in ANALYSES for c in a.claims)
 
 
 def tables() -> dict[str, tuple[str, ...]]:
