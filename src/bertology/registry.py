@@ -609,7 +609,7 @@ ANALYSES: tuple[Analysis, ...] = (
                   "A share of the heads can be pruned by importance with the metric within one point of the intact model.",
                   "pruning.csv: largest fraction (order importance) whose every step keeps value >= intact - 0.01",
                   "bertology.claims.michel:prunable_share", (("pruning", rel("ablation", name="pruning"), ""),),
-                  unit="seeds", config="ablation.pruning", anchor="pruning", figure="pruning",
+                  null=0.05, unit="seeds", config="ablation.pruning", anchor="pruning", figure="pruning",
                   paper_value="20% (WMT), 40% (BERT on MNLI)",
                   sentence="In practice, a large percentage of attention heads can be removed at test time without "
                            "significantly impacting performance."),

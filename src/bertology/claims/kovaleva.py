@@ -135,8 +135,8 @@ def cls_to_sep(tables: Tables, boot: Boot, *, side: str, null: float) -> Result:
 def disabling_gain(tables: Tables, boot: Boot, *, side: str, null: float, table: str, task: str) -> Result:
     """4.6: the largest gain in the headline metric from disabling one head (table ``heads``) or one layer
     (``layers``): effect = its ``delta``; interval = its paired-bootstrap ``ci_low``, ``ci_high`` (the sweep's);
-    test: the sweep's named test, p = its ``p_adj`` (the multiple-comparison correction the sweep applies,
-    ablation.alpha). With several seeds: the mean over seeds of the per-seed best delta, interval by bootstrap
+    test: the sweep's named test, p = its ``p_adj`` (the Benjamini-Hochberg correction over heads or layers the
+    sweep applies) made one-sided: halved when the delta lies on the paper's side, 1 - half otherwise. With several seeds: the mean over seeds of the per-seed best delta, interval by bootstrap
     over seeds."""
     best = []
     for t in tables:
@@ -146,16 +146,20 @@ def disabling_gain(tables: Tables, boot: Boot, *, side: str, null: float, table:
         d = d[d["metric"] == _headline(d, task)]
         best.append(d.loc[d["delta"].idxmax()])
     b0 = best[0]
-    test = f"{b0['test']} (sweep, p_adj)"
+    test = f"{b0['test']} (the sweep's, Benjamini-Hochberg p_adj, one-sided)"
+
+    def one_sided(b) -> float:  # the sweep's p is two-sided: halved on the paper's side, 1 - half on the other
+        p, up = float(b["p_adj"]), float(b["delta"]) > 0
+        return p / 2 if up == (side == ">") else 1 - p / 2
     if "head" in b0:
         heads = ((int(b0["layer"]), int(b0["head"])),)
     else:  # a layer: all its heads (from the single-head table where the claim reads it)
         h = tables[0].get("heads")
         heads = () if h is None else heads_of(h, h["layer"] == int(b0["layer"]))
     if len(best) == 1:
-        return Result(float(b0["delta"]), float(b0["ci_low"]), float(b0["ci_high"]), test, float(b0["p_adj"]),
+        return Result(float(b0["delta"]), float(b0["ci_low"]), float(b0["ci_high"]), test, one_sided(b0),
                       int(b0["n"]), heads)
     deltas = [float(b["delta"]) for b in best]
     low, high = seed_bootstrap(deltas, boot)
-    return Result(float(np.mean(deltas)), low, high, test, float(np.nanmax([b["p_adj"] for b in best])),
+    return Result(float(np.mean(deltas)), low, high, test, float(np.nanmax([one_sided(b) for b in best])),
                   int(b0["n"]), heads)
