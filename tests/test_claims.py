@@ -318,3 +318,29 @@ def test_required_inputs_per_seed_and_gates():
     assert "stats/rte/pretrained/entropy.csv" in paths and "stats/rte/pretrained-seed43/entropy.csv" not in paths
     assert not any(p.endswith("norms.csv") or p.endswith("faithfulness.csv") for p in paths)
     assert "scores/rte/random-finetuned-seed43.json" in paths and "tables/table1.csv" in paths
+
+
+def test_report_opens_with_the_ledger(tmp_path):
+    from bertology.config import validate_config
+    from bertology.report import build_report
+
+    results = tmp_path / "results"
+    _write(results, "stats/rte/cosine.csv", cosine(True)["cosine"])
+    _write(results, "stats/rte/finetuned/patterns.csv", patterns(0.9)["patterns"])
+    ledger = build_ledger(results, ["rte"], [42], BOOT)
+    _write(results, "claims.csv", ledger)
+    fig = results / "figures" / "cosine-rte.png"
+    fig.parent.mkdir(parents=True)
+    fig.write_bytes(b"\x89PNG\r\n\x1a\n")
+    page = build_report(results, validate_config({}), ["claims.csv", "figures/cosine-rte.png"])
+    claims_at, table1_at = page.index('<section id="claims">'), page.index('<section id="table1">')
+    assert claims_at < table1_at and page.index('href="#claims"') < page.index('href="#table1"')
+    section = page[claims_at:table1_at]
+    assert 'class="v v-holds">holds<' in section and 'class="v v-contradicted">contradicted<' in section
+    assert 'class="v v-not-computed">not computed' in section and "analysis.norms.enabled" in section
+    row = section[section.index('id="claim-kovaleva_cosine_last_layers-rte"'):]
+    row = row[:row.index("</tr>")]
+    assert 'href="#cosine"' in row and 'href="#fig-cosine-rte"' in row and 'id="fig-cosine-rte"' in page
+    r = ledger.set_index("claim").loc["kovaleva_cosine_last_layers"]
+    assert f"{r['effect']:.3g} [{r['ci_low']:.3g}, {r['ci_high']:.3g}]" in row
+    assert "last two layers on every task but QQP" in row  # the paper's figure beside ours
