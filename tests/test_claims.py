@@ -344,3 +344,12 @@ def test_report_opens_with_the_ledger(tmp_path):
     r = ledger.set_index("claim").loc["kovaleva_cosine_last_layers"]
     assert f"{r['effect']:.3g} [{r['ci_low']:.3g}, {r['ci_high']:.3g}]" in row
     assert "last two layers on every task but QQP" in row  # the paper's figure beside ours
+
+
+def test_every_claim_is_documented_with_its_sentence(repo):
+    text = (repo / "docs" / "reference.md").read_text()
+    block = text[text.index("<!-- claims:begin -->"):text.index("<!-- claims:end -->")]
+    for c in claims():
+        line = next((l for l in block.splitlines() if l.startswith(f"| `{c.id}` |")), None)
+        assert line is not None, f"docs/reference.md#claims lacks {c.id}"
+        assert c.sentence and c.sentence.replace("|", "\\|") in line and c.statistic in line

@@ -251,12 +251,20 @@ def _seed_tables() -> dict[str, object]:
             "stats/{task}/seeds/multibootstrap.csv": mb, "stats/{task}/seeds/findings.csv": found}
 
 
+def _claims_tables(tmp) -> dict[str, object]:
+    from bertology.claims.ledger import build_ledger
+    from bertology.claims.stats import Boot
+
+    return {"claims.csv": build_ledger(tmp, ["rte"], [42], Boot(resamples=10))}
+
+
 @pytest.fixture(scope="module")
 def code_tables(tmp_path_factory) -> dict[str, list[str]]:
     """Every table the reference documents -> the columns (arrays, keys) the code gives it."""
     tmp = tmp_path_factory.mktemp("reference")
     built: dict[str, object] = {**_kovaleva_tables(), **_sieve_tables(tmp), **_ablation_tables(), **_table1_tables(),
-                                **_data_tables(), **_best_heads(tmp), **_norms_tables(), **_seed_tables()}
+                                **_data_tables(), **_best_heads(tmp), **_norms_tables(), **_seed_tables(),
+                                **_claims_tables(tmp)}
     return {k: list(v.columns) if isinstance(v, pd.DataFrame) else list(v) for k, v in built.items()}
 
 

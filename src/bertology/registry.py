@@ -760,6 +760,14 @@ ANALYSES: tuple[Analysis, ...] = (
             ("table1",), (rel("table1"),))),
 )
 
+#: results/claims.csv's columns (bertology.claims.ledger.COLUMNS)
+CLAIMS_COLUMNS = ("claim", "paper", "section", "statement", "paper_value", "statistic", "task", "variant", "effect",
+                  "ci_low", "ci_high", "null", "side", "unit", "test", "p", "p_holm", "n", "n_seeds", "verdict",
+                  "seed_verdicts", "seeds", "seeds_agree", "note", "heads", "anchor", "figure")
+#: the ledger: every analysis's claims checked on the run (rule claims; the report opens with it)
+ANALYSES = ANALYSES + (Analysis("claims", ("analysis.claims",), paper="the ledger",
+                                tables=(Table(rel("claims"), CLAIMS_COLUMNS),)),)
+
 #: the report's sections, in this order (every analysis with a section, once)
 REPORT_ORDER: tuple[str, ...] = ("table1", "patterns", "relations", "cosine", "features", "cls", "disabling",
                                  "entropy", "parser", "norms", "mixing", "faithfulness", "importance", "sieve",

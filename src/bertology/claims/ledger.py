@@ -20,12 +20,10 @@ import pandas as pd
 from bertology import layout
 from bertology.claims.stats import NOT_COMPUTED, Boot, Result, holm, verdict
 from bertology.errors import InputError
-from bertology.registry import REPORT_ORDER, Claim, claims as registry_claims
+from bertology.registry import CLAIMS_COLUMNS, REPORT_ORDER, Claim, claims as registry_claims
 
-#: results/claims.csv's columns
-COLUMNS = ("claim", "paper", "section", "statement", "paper_value", "statistic", "task", "variant", "effect", "ci_low",
-           "ci_high", "null", "side", "unit", "test", "p", "p_holm", "n", "n_seeds", "verdict", "seed_verdicts",
-           "seeds", "seeds_agree", "note", "heads", "anchor", "figure")
+#: results/claims.csv's columns (declared with the ledger in the registry)
+COLUMNS = CLAIMS_COLUMNS
 #: stats/{task}/seeds/findings.csv's columns (the view of the ledger over seeds)
 FINDINGS_COLUMNS = ("finding", "paper", "statement", "holds", "seeds", "holding", "n_seeds", "verdict")
 
