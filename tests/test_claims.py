@@ -353,3 +353,41 @@ def test_every_claim_is_documented_with_its_sentence(repo):
         line = next((l for l in block.splitlines() if l.startswith(f"| `{c.id}` |")), None)
         assert line is not None, f"docs/reference.md#claims lacks {c.id}"
         assert c.sentence and c.sentence.replace("|", "\\|") in line and c.statistic in line
+
+
+def test_claims_step_writes_the_ledger_and_logs_it_to_the_parent_run(tmp_path, monkeypatch):
+    """`bertology claims`: claims.csv and claims.md from the declared tables; the parent MLflow run of the invocation
+    gets claims.{claim}.{task} = effect, tag claim.{claim}.{task} = verdict and the ledger as artifacts."""
+    import mlflow
+
+    from bertology import tracking
+    from bertology.cli import STEPS, main
+    from bertology.config import sections_json, validate_config
+
+    monkeypatch.chdir(tmp_path)
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "t")
+    monkeypatch.setenv(tracking.INVOCATION_ENV, "inv-claims")
+    tracking.init_store()
+    tracking.parent_run_id("inv-claims")
+    results = tmp_path / "results"
+    _write(results, "stats/rte/cosine.csv", cosine(True)["cosine"])
+    _write(results, "stats/rte/finetuned/patterns.csv", patterns(0.9)["patterns"])
+    config = validate_config({"tasks": ["rte"], "analysis": {"claims": {"bootstrap": 50}}})
+    argv = ["claims", "--config", sections_json(config, STEPS["claims"].sections),
+            "--input", f"tables={results}/stats/rte/cosine.csv", "--input", f"tables={results}/stats/rte/finetuned/patterns.csv",
+            "--output", f"ledger={results}/claims.csv", "--output", f"markdown={results}/claims.md"]
+    assert main(argv) == 0
+    ledger = pd.read_csv(results / "claims.csv").set_index("claim")
+    assert ledger.loc["kovaleva_cosine_last_layers", "verdict"] == "holds"
+    assert ledger.loc["kovaleva_patterns_repeat", "verdict"] == "contradicted"
+    assert ledger.loc["kovaleva_table1_pretrained", "verdict"] == "not computed"
+    client = mlflow.MlflowClient(uri)
+    exp = client.get_experiment_by_name("t")
+    (parent,) = client.search_runs([exp.experiment_id], filter_string="tags.`bertology.kind` = 'workflow'")
+    assert parent.data.metrics["claims.kovaleva_cosine_last_layers.rte"] == pytest.approx(
+        ledger.loc["kovaleva_cosine_last_layers", "effect"], rel=1e-12)
+    assert parent.data.tags["claim.kovaleva_patterns_repeat.rte"] == "contradicted"
+    assert parent.data.tags["claim.kovaleva_table1_pretrained.rte"] == "not computed"
+    assert {a.path for a in client.list_artifacts(parent.info.run_id)} >= {"claims.csv", "claims.md"}
