@@ -255,7 +255,7 @@ def _claims_tables(tmp) -> dict[str, object]:
     from bertology.claims.ledger import build_ledger
     from bertology.claims.stats import Boot
 
-    return {"claims.csv": build_ledger(tmp, ["rte"], [42], Boot(resamples=10))}
+    return {"claims.csv": build_ledger(tmp, ["rte"], [42], Boot(resamples=10, confidence=0.95, seed=0))}
 
 
 @pytest.fixture(scope="module")

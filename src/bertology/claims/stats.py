@@ -25,11 +25,12 @@ MIN_STRATUM = 2
 
 @dataclass(frozen=True)
 class Boot:
-    """How a claim's interval is drawn: `resamples` percentile-bootstrap replicates at `confidence`, seeded."""
+    """How a claim's interval is drawn: `resamples` percentile-bootstrap replicates at `confidence`, seeded
+    (analysis.claims.bootstrap, analysis.claims.confidence, data.seed: the defaults live in the schema)."""
 
-    resamples: int = 1000
-    confidence: float = 0.95
-    seed: int = 0
+    resamples: int
+    confidence: float
+    seed: int
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,7 @@ def bootstrap(units: Sequence[pd.DataFrame], statistic: Callable[[pd.DataFrame],
 
 
 def seed_bootstrap(values: Sequence[float], boot: Boot) -> tuple[float, float]:
-    """Percentile interval of the mean of per-seed values (S >= 2; NaN below :data:`MIN_UNITS` seeds... or 2)."""
+    """Percentile interval of the mean of per-seed values over resampled seeds (NaN with fewer than 2 finite values)."""
     v = np.asarray([x for x in values if math.isfinite(x)], dtype=float)
     if v.size < 2:
         return float("nan"), float("nan")
