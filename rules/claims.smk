@@ -35,3 +35,5 @@ rule claims:
 
 TARGETS.append(path("claims"))
 TARGETS.append(path("claims_md"))
+if len(SEED_TAGS) > 1:
+    TARGETS.extend(paths("seed_stat", task=TASK_NAMES, name="findings"))
