@@ -10,7 +10,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bertology.claims.ledger import build_ledger, evaluate, findings_view, required_inputs, to_markdown
+from bertology.claims.ledger import (
+    build_ledger,
+    evaluate,
+    findings_view,
+    required_inputs,
+    to_markdown,
+)
 from bertology.claims.stats import Boot, bootstrap, holm, verdict
 from bertology.registry import claims
 
@@ -33,11 +39,12 @@ def patterns(het: float, layers=4, heads=4):
     g = grid(layers, heads)
     f = het + jitter(len(g))
     rows = [g.assign(**{"class": "heterogeneous", "fraction": f}), g.assign(**{"class": "vertical", "fraction": 1 - f})]
-    return {"patterns": pd.concat(rows, ignore_index=True).assign(n=10)}
+    overall = pd.DataFrame({"layer": -1, "head": -1, "class": ["heterogeneous", "vertical"], "fraction": [0.5, 0.5]})
+    return {"patterns": pd.concat(rows + [overall], ignore_index=True).assign(n=10)}  # the overall row is no head
 
 
 def scores(task, fine, base, variant):
-    one = lambda v, name: pd.DataFrame({"task": [task], "variant": [name], "metrics.accuracy": [v]})  # noqa: E731
+    one = lambda v, name: pd.DataFrame({"task": [task], "variant": [name], "metrics.accuracy": [v]})
     return {"score_finetuned": one(fine, "finetuned"), f"score_{variant}": one(base, variant)}
 
 
@@ -150,17 +157,17 @@ def faithfulness(gain: float, examples=30, view="rollout"):
     return {"faithfulness": summary, "faithfulness_examples": ex}
 
 
-MID = lambda l: l in (2, 3)  # noqa: E731  the middle third of 6 layers
-two = lambda roles: lambda l: roles  # noqa: E731
+MID = lambda l: l in (2, 3)
+two = lambda roles: lambda l: roles
 
 
 def _sieve_cases():
-    multi = lambda cond: lambda l: {"local", "nsubj"} if cond(l) else set()  # noqa: E731
-    delim = lambda cond: lambda l: {"delimiter"} if cond(l) else set()  # noqa: E731
-    loc = lambda sign: (lambda role, l, h: (l * 4 + h) * (sign if role == "syntactic" else 1.0)  # noqa: E731
+    multi = lambda cond: lambda l: {"local", "nsubj"} if cond(l) else set()
+    delim = lambda cond: lambda l: {"delimiter"} if cond(l) else set()
+    loc = lambda sign: (lambda role, l, h: (l * 4 + h) * (sign if role == "syntactic" else 1.0)
                         + (0.5 * ((l * 7 + h * 3) % 5) if role == "syntactic" else 0.0))
     pre = sieve(lambda l: set(), means=lambda r, l, h: 5.0)
-    fin = lambda final_lower: sieve(lambda l: set(), means=lambda r, l, h: (2.0 if (l >= 4) == final_lower else 5.0)  # noqa: E731
+    fin = lambda final_lower: sieve(lambda l: set(), means=lambda r, l, h: (2.0 if (l >= 4) == final_lower else 5.0)
                                     + 0.01 * h)
     return {
         "pande_local_syntactic": ([{"sieve": sieve(two(set()), means=loc(1.0))}],
@@ -227,7 +234,7 @@ def test_every_registered_claim_has_its_case():
 def test_claim_holds_contradicted_and_too_small(claim_id):
     claim = CLAIMS[claim_id]
     holds, contradicted, small = CASES[claim_id]
-    seeds = lambda t: list(range(1, len(t) + 1))  # noqa: E731
+    seeds = lambda t: list(range(1, len(t) + 1))
     got = [evaluate(claim, "rte", t, BOOT, seeds(t)) for t in (holds, contradicted, small)]
     assert [g["verdict"] for g in got] == ["holds", "contradicted", "inconclusive"], got
     for g in got[:2]:
@@ -316,7 +323,7 @@ def test_required_inputs_per_seed_and_gates():
     assert "stats/rte/cosine.csv" in paths and "stats/rte/cosine-seed43.csv" in paths
     assert "stats/rte/finetuned-seed43/patterns.csv" in paths
     assert "stats/rte/pretrained/entropy.csv" in paths and "stats/rte/pretrained-seed43/entropy.csv" not in paths
-    assert not any(p.endswith("norms.csv") or p.endswith("faithfulness.csv") for p in paths)
+    assert not any(p.endswith(("norms.csv", "faithfulness.csv")) for p in paths)
     assert "scores/rte/random-finetuned-seed43.json" in paths and "tables/table1.csv" in paths
 
 

@@ -10,8 +10,18 @@ Adding a claim: one :class:`~bertology.registry.Claim` entry on its analysis (an
 one function here), and its test (tests/test_claims.py: holds, contradicted, n too small).
 """
 
-from bertology.claims.stats import (CONTRADICTED, HOLDS, INCONCLUSIVE, NOT_COMPUTED, VERDICTS, Boot, Result,
-                                    bootstrap, holm, verdict)
+from bertology.claims.stats import (
+                                    CONTRADICTED,
+                                    HOLDS,
+                                    INCONCLUSIVE,
+                                    NOT_COMPUTED,
+                                    VERDICTS,
+                                    Boot,
+                                    Result,
+                                    bootstrap,
+                                    holm,
+                                    verdict,
+)
 
 __all__ = ["CONTRADICTED", "HOLDS", "INCONCLUSIVE", "NOT_COMPUTED", "VERDICTS", "Boot", "Result", "bootstrap", "holm",
            "verdict"]

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy import stats as st
 
 from bertology.claims.common import Tables, heads_of, mean_above
-from bertology.claims.stats import Boot, Result, bootstrap, nan_result, safe_p, side_alternative
+from bertology.claims.stats import (
+    Boot,
+    Result,
+    nan_result,
+)
 
 
 def specials_norm(tables: Tables, boot: Boot, *, side: str, null: float) -> Result:

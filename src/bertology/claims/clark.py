@@ -8,7 +8,15 @@ import numpy as np
 import pandas as pd
 from scipy import stats as st
 
-from bertology.claims.common import FINAL, INITIAL, MIDDLE, Tables, group_difference, heads_of, layer_group
+from bertology.claims.common import (
+    FINAL,
+    INITIAL,
+    MIDDLE,
+    Tables,
+    group_difference,
+    heads_of,
+    layer_group,
+)
 from bertology.claims.stats import Boot, Result, nan_result, safe_p, side_alternative
 
 
@@ -63,7 +71,7 @@ def parser_beats_baseline(tables: Tables, boot: Boot, *, side: str, null: float,
             return nan_result("scipy.stats.binomtest", 0, f"fewer than {MIN_ARCS} {relation} arcs")
         best.append(sub.loc[sub["accuracy"].idxmax()])
     n = int(sum(int(b["n"]) for b in best))
-    k = int(round(sum(float(b["accuracy"]) * int(b["n"]) for b in best)))
+    k = round(sum(float(b["accuracy"]) * int(b["n"]) for b in best))
     base = float(np.average([float(b["baseline_accuracy"]) for b in best], weights=[int(b["n"]) for b in best]))
     effect = float(np.mean([float(b["accuracy"]) - float(b["baseline_accuracy"]) for b in best]))
     rng = np.random.default_rng(boot.seed)

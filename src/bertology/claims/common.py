@@ -8,7 +8,14 @@ import numpy as np
 import pandas as pd
 from scipy import stats as st
 
-from bertology.claims.stats import Boot, Result, bootstrap, nan_result, safe_p, side_alternative
+from bertology.claims.stats import (
+    Boot,
+    Result,
+    bootstrap,
+    nan_result,
+    safe_p,
+    side_alternative,
+)
 
 #: one mapping per fine-tuning seed (one only for a claim about the pretrained model): table name -> table
 Tables = Sequence[Mapping[str, pd.DataFrame]]
@@ -28,7 +35,8 @@ def layer_group(layers: pd.Series, n_layers: int | None = None) -> pd.Series:
 
 def heads_of(frame: pd.DataFrame, mask=None) -> tuple[tuple[int, int], ...]:
     sub = frame if mask is None else frame[mask]
-    return tuple(sorted({(int(l), int(h)) for l, h in zip(sub["layer"], sub["head"])}))
+    return tuple(sorted({(int(l), int(h)) for l, h in zip(sub["layer"], sub["head"])
+                         if pd.notna(l) and pd.notna(h) and l >= 0 and h >= 0}))
 
 
 def mean_above(units: Sequence[pd.DataFrame], column: str, boot: Boot, *, side: str, null: float,

@@ -11,9 +11,22 @@ import numpy as np
 import pandas as pd
 from scipy import stats as st
 
-from bertology.claims.common import (FINAL, INITIAL, MIDDLE, Tables, group_difference, heads_of, layer_group,
-                                     mean_above)
-from bertology.claims.stats import Boot, Result, bootstrap, nan_result, safe_p, seed_bootstrap, side_alternative
+from bertology.claims.common import (
+    Tables,
+    group_difference,
+    heads_of,
+    mean_above,
+)
+from bertology.claims.stats import (
+    MIN_UNITS,
+    Boot,
+    Result,
+    bootstrap,
+    nan_result,
+    safe_p,
+    seed_bootstrap,
+    side_alternative,
+)
 
 
 def patterns_repeat(tables: Tables, boot: Boot, *, side: str, null: float) -> Result:
@@ -22,6 +35,7 @@ def patterns_repeat(tables: Tables, boot: Boot, *, side: str, null: float) -> Re
     units = []
     for t in tables:
         p = t["patterns"]
+        p = p[(p["layer"] >= 0) & (p["head"] >= 0)]  # the overall row (layer, head = -1) is no head
         het = p[p["class"] == "heterogeneous"].sort_values(["layer", "head"])
         units.append(pd.DataFrame({"repeat": 1.0 - het["fraction"].to_numpy(float)}))
     heads = heads_of(tables[0]["patterns"])
@@ -54,12 +68,13 @@ def table1_gain(tables: Tables, boot: Boot, *, side: str, null: float, task: str
         fine, base = t.get("score_finetuned"), t.get(f"score_{baseline}")
         if fine is not None and base is not None:
             diffs.append(float(fine[f"metrics.{metric}"].iloc[0]) - float(base[f"metrics.{metric}"].iloc[0]))
-    low, high = seed_bootstrap(diffs, boot) if len(diffs) >= 2 else (np.nan, np.nan)
+    low, high = seed_bootstrap(diffs, boot) if len(diffs) >= MIN_UNITS else (np.nan, np.nan)
     p = safe_p(lambda: st.ttest_1samp(diffs, null, alternative=side_alternative(side)).pvalue) \
-        if len(diffs) >= 2 else np.nan
+        if len(diffs) >= MIN_UNITS else np.nan
     n = int(t1[(t1["task"] == task) & (t1["variant"] == "finetuned") & (t1["metric"] == metric)]["n"].iloc[0])
     return Result(effect, low, high, "scipy.stats.ttest_1samp", p, n, (),
-                  "" if len(diffs) >= 2 else "one seed: no per-example scores, no interval (train.seeds)")
+                  "" if len(diffs) >= MIN_UNITS else "fewer than 3 seeds: the score records hold no per-example "
+                  "values, so no interval (train.seeds)")
 
 
 def cosine_last_layers(tables: Tables, boot: Boot, *, side: str, null: float) -> Result:
@@ -160,6 +175,6 @@ def disabling_gain(tables: Tables, boot: Boot, *, side: str, null: float, table:
         return Result(float(b0["delta"]), float(b0["ci_low"]), float(b0["ci_high"]), test, one_sided(b0),
                       int(b0["n"]), heads)
     deltas = [float(b["delta"]) for b in best]
-    low, high = seed_bootstrap(deltas, boot)
+    low, high = seed_bootstrap(deltas, boot)  # NaN with fewer than 3 seeds
     return Result(float(np.mean(deltas)), low, high, test, float(np.nanmax([one_sided(b) for b in best])),
                   int(b0["n"]), heads)

@@ -14,13 +14,13 @@ import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from bertology import layout
 from bertology.claims.stats import NOT_COMPUTED, Boot, Result, holm, verdict
 from bertology.errors import InputError
-from bertology.registry import CLAIMS_COLUMNS, REPORT_ORDER, Claim, claims as registry_claims
+from bertology.registry import CLAIMS_COLUMNS, REPORT_ORDER, Claim
+from bertology.registry import claims as registry_claims
 
 #: results/claims.csv's columns (declared with the ledger in the registry)
 COLUMNS = CLAIMS_COLUMNS

@@ -8,7 +8,15 @@ import pandas as pd
 from scipy import stats as st
 
 from bertology.claims.common import Tables, mean_above
-from bertology.claims.stats import Boot, Result, nan_result, safe_p, seed_bootstrap, side_alternative
+from bertology.claims.stats import (
+    MIN_UNITS,
+    Boot,
+    Result,
+    nan_result,
+    safe_p,
+    seed_bootstrap,
+    side_alternative,
+)
 
 
 def _curves(pruning: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
@@ -59,8 +67,8 @@ def prunable_share(tables: Tables, boot: Boot, *, side: str, null: float) -> Res
                 break
             share = float(fraction)
         shares.append(share)
-    low, high = seed_bootstrap(shares, boot) if len(shares) >= 2 else (np.nan, np.nan)
+    low, high = seed_bootstrap(shares, boot) if len(shares) >= MIN_UNITS else (np.nan, np.nan)
     p = safe_p(lambda: st.ttest_1samp(shares, null, alternative=side_alternative(side)).pvalue) \
-        if len(shares) >= 2 else np.nan
+        if len(shares) >= MIN_UNITS else np.nan
     return Result(float(np.mean(shares)), low, high, "scipy.stats.ttest_1samp", p, len(shares), (),
-                  "" if len(shares) >= 2 else "one seed: no interval (train.seeds)")
+                  "" if len(shares) >= MIN_UNITS else "fewer than 3 seeds: no interval (train.seeds)")

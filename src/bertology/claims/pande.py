@@ -7,9 +7,24 @@ import numpy as np
 import pandas as pd
 from scipy import stats as st
 
-from bertology.claims.common import (FINAL, INITIAL, MIDDLE, Tables, group_difference, heads_of, layer_group,
-                                     share_difference)
-from bertology.claims.stats import Boot, Result, bootstrap, nan_result, safe_p, side_alternative
+from bertology.claims.common import (
+    FINAL,
+    INITIAL,
+    MIDDLE,
+    Tables,
+    group_difference,
+    heads_of,
+    layer_group,
+    share_difference,
+)
+from bertology.claims.stats import (
+    Boot,
+    Result,
+    bootstrap,
+    nan_result,
+    safe_p,
+    side_alternative,
+)
 
 
 def _means(sieve: pd.DataFrame) -> pd.DataFrame:
@@ -83,7 +98,7 @@ def delimiter_delta_final(tables: Tables, boot: Boot, *, side: str, null: float)
     for t in tables:
         pre = t["sieve_pretrained"]
         fin = t["sieve"]
-        pick = lambda s: s[s["role"] == "delimiter"].set_index(["layer", "head"])["mean"]  # noqa: E731
+        pick = lambda s: s[s["role"] == "delimiter"].set_index(["layer", "head"])["mean"]
         d = (pick(fin) - pick(pre)).dropna().sort_index().reset_index()
         if d.empty:
             return nan_result("scipy.stats.mannwhitneyu", 0, "sieve.csv lacks the delimiter role")

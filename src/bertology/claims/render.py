@@ -61,16 +61,16 @@ def ledger_html(ledger: pd.DataFrame, figures: Collection[str] = (), confidence:
         seeds = (f"{r['seeds_agree']}/{r['n_seeds']}: {html.escape(str(r['seed_verdicts']))}"
                  if isinstance(r.get("seed_verdicts"), str) and r["seed_verdicts"] else "")
         cells = [
-            f"<td class=txt id=\"claim-{html.escape(str(r['claim']))}-{html.escape(str(r['task']))}\">"
-            f"<code>{html.escape(str(r['claim']))}</code> {' '.join(links)}<br><span class=note>"
-            f"{html.escape(str(r['paper']))} {html.escape(str(r['section']))}</span></td>",
+            (f"<td class=txt id=\"claim-{html.escape(str(r['claim']))}-{html.escape(str(r['task']))}\">"
+             f"<code>{html.escape(str(r['claim']))}</code> {' '.join(links)}<br><span class=note>"
+             f"{html.escape(str(r['paper']))} {html.escape(str(r['section']))}</span></td>"),
             f"<td class=txt>{html.escape(str(r['task']))}<br><span class=note>{html.escape(str(r['variant']))}</span></td>",
             f"<td class=\"v {verdict_class(verdict)}\">{html.escape(verdict)}{note}</td>",
             f"<td class=num>{html.escape(effect_text(r))}</td>",
             f"<td class=num>{html.escape(str(r['side']))} {_num(r['null'])}</td>",
             f"<td class=txt>{html.escape(str(r['paper_value']) if isinstance(r.get('paper_value'), str) else '')}</td>",
-            f"<td class=stmt>{html.escape(str(r['statement']))}<br><span class=note>"
-            f"{html.escape(str(r['statistic']))}</span></td>",
+            (f"<td class=stmt>{html.escape(str(r['statement']))}<br><span class=note>"
+             f"{html.escape(str(r['statistic']))}</span></td>"),
             f"<td class=txt>{html.escape(str(r['test']) if isinstance(r.get('test'), str) else '')}</td>",
             f"<td class=num>{_num(r['p'])} ({_num(r['p_holm'])})</td>",
             f"<td class=num>{html.escape(str(r['n']))}</td>",

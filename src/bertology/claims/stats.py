@@ -96,9 +96,10 @@ def bootstrap(units: Sequence[pd.DataFrame], statistic: Callable[[pd.DataFrame],
 
 
 def seed_bootstrap(values: Sequence[float], boot: Boot) -> tuple[float, float]:
-    """Percentile interval of the mean of per-seed values over resampled seeds (NaN with fewer than 2 finite values)."""
+    """Percentile interval of the mean of per-seed values over resampled seeds (NaN with fewer than
+    :data:`MIN_UNITS` finite values: two seeds decide nothing)."""
     v = np.asarray([x for x in values if math.isfinite(x)], dtype=float)
-    if v.size < 2:
+    if v.size < MIN_UNITS:
         return float("nan"), float("nan")
     rng = np.random.default_rng(boot.seed)
     means = v[rng.integers(0, v.size, size=(boot.resamples, v.size))].mean(axis=1)

@@ -40,7 +40,7 @@ def claims_block(src: Inputs, task: str, notes: list[str]) -> list[dict]:
     out = []
     for r in ledger[ledger["task"] == task].to_dict("records"):
         heads = [[int(x) for x in pair.split("-")] for pair in str(r.get("heads") or "").split(";")
-                 if pair and pair != "nan"]
+                 if pair.replace("-", "").isdigit() and pair.count("-") == 1]
         out.append({"id": str(r["claim"]), "paper": f"{r['paper']} {r['section']}", "statement": str(r["statement"]),
                     "variant": str(r["variant"]), "verdict": str(r["verdict"]), "effect": effect_text(r),
                     "side": str(r["side"]), "null": _num(r["null"]), "p_holm": _num(r["p_holm"]),
