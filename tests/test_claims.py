@@ -18,7 +18,7 @@ from bertology.claims.ledger import (
     to_markdown,
 )
 from bertology.claims.stats import Boot, bootstrap, holm, verdict
-from bertology.registry import claims
+from bertology.analyses import REGISTRY
 
 BOOT = Boot(resamples=300, confidence=0.95, seed=0)
 
@@ -222,12 +222,12 @@ CASES = {
     **_sieve_cases(),
 }
 
-CLAIMS = {c.id: c for c in claims()}
+CLAIMS = {c.id: c for c in REGISTRY.claims()}
 
 
 def test_every_registered_claim_has_its_case():
     assert set(CLAIMS) == set(CASES), "add the new claim's tables to CASES (holds, contradicted, n too small)"
-    assert len(CLAIMS) == len(claims()), "claim ids must be unique"
+    assert len(CLAIMS) == len(REGISTRY.claims()), "claim ids must be unique"
 
 
 @pytest.mark.parametrize("claim_id", sorted(CASES))
@@ -303,8 +303,9 @@ def test_ledger_not_computed_names_the_key_and_holm_spans_the_run(tmp_path):
     _write(results, "stats/rte/cosine.csv", cosine(True)["cosine"])
     _write(results, "stats/rte/finetuned/patterns.csv", patterns(0.1)["patterns"])
     _write(results, "stats/rte/pretrained/mixing.csv", mixing(0.2)["mixing"])
-    ledger = build_ledger(results, ["rte"], [42], BOOT, off={"analysis.norms.enabled"})
-    assert len(ledger) == len(claims())
+    ledger = build_ledger(results, REGISTRY.claims(), ["rte"], [42], BOOT, off={"analysis.norms.enabled"},
+                          order=[s.key for s in REGISTRY.report_sections()])
+    assert len(ledger) == len(REGISTRY.claims())
     rows = ledger.set_index("claim")
     assert rows.loc["kovaleva_cosine_last_layers", "verdict"] == "holds"
     assert rows.loc["kovaleva_patterns_repeat", "verdict"] == "holds"
@@ -319,7 +320,7 @@ def test_ledger_not_computed_names_the_key_and_holm_spans_the_run(tmp_path):
 
 
 def test_required_inputs_per_seed_and_gates():
-    paths = required_inputs(["rte"], ["", "-seed43"], off={"analysis.norms.enabled"})
+    paths = required_inputs(REGISTRY.claims(), ["rte"], ["", "-seed43"], off={"analysis.norms.enabled"})
     assert "stats/rte/cosine.csv" in paths and "stats/rte/cosine-seed43.csv" in paths
     assert "stats/rte/finetuned-seed43/patterns.csv" in paths
     assert "stats/rte/pretrained/entropy.csv" in paths and "stats/rte/pretrained-seed43/entropy.csv" not in paths
@@ -334,7 +335,7 @@ def test_report_opens_with_the_ledger(tmp_path):
     results = tmp_path / "results"
     _write(results, "stats/rte/cosine.csv", cosine(True)["cosine"])
     _write(results, "stats/rte/finetuned/patterns.csv", patterns(0.9)["patterns"])
-    ledger = build_ledger(results, ["rte"], [42], BOOT)
+    ledger = build_ledger(results, REGISTRY.claims(), ["rte"], [42], BOOT, order=[s.key for s in REGISTRY.report_sections()])
     _write(results, "claims.csv", ledger)
     fig = results / "figures" / "cosine-rte.png"
     fig.parent.mkdir(parents=True)
@@ -356,7 +357,7 @@ def test_report_opens_with_the_ledger(tmp_path):
 def test_every_claim_is_documented_with_its_sentence(repo):
     text = (repo / "docs" / "reference.md").read_text()
     block = text[text.index("<!-- claims:begin -->"):text.index("<!-- claims:end -->")]
-    for c in claims():
+    for c in REGISTRY.claims():
         line = next((l for l in block.splitlines() if l.startswith(f"| `{c.id}` |")), None)
         assert line is not None, f"docs/reference.md#claims lacks {c.id}"
         assert c.sentence and c.sentence.replace("|", "\\|") in line and c.statistic in line

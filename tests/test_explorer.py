@@ -379,12 +379,13 @@ def test_claims_in_chromium(browser, results, tmp_path):
     shows its verdict and effect."""
     import shutil
 
+    from bertology.analyses import REGISTRY
     from bertology.claims.ledger import build_ledger
     from bertology.claims.stats import Boot
 
     work = tmp_path / "results"
     shutil.copytree(results, work)
-    ledger = build_ledger(work, ["rte"], [42], Boot(resamples=100, confidence=0.95, seed=0))
+    ledger = build_ledger(work, REGISTRY.claims(), ["rte"], [42], Boot(resamples=100, confidence=0.95, seed=0))
     ledger.to_csv(work / "claims.csv", index=False)
     data = load_explorer_data(work, ["rte"], examples=2, seed=3)
     claims = data["tasks"][0]["claims"]

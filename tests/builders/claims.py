@@ -52,10 +52,10 @@ def check_ledger(results: Path, tasks: list[str]) -> pd.DataFrame:
     over the ledger, and every claim of the registry has one row per task."""
     from statsmodels.stats.multitest import multipletests
 
-    from bertology.registry import claims
+    from bertology.analyses import REGISTRY
 
     ledger = pd.read_csv(results / "claims.csv")
-    assert len(ledger) == len(claims()) * len(tasks)
+    assert len(ledger) == len(REGISTRY.claims()) * len(tasks)
     for task in tasks:
         rows = ledger[ledger.task == task].set_index("claim")
         for claim, value in recomputed_effects(results, task).items():

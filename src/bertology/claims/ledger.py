@@ -1,4 +1,4 @@
-"""The ledger: every claim of the registry (:func:`bertology.registry.claims`) checked on one run's tables.
+"""The ledger: every claim of the registry (:meth:`bertology.registry.Registry.claims`) checked on one run's tables.
 
 :func:`build_ledger` reads, for each claim and task, the tables the claim declares (one set per fine-tuning seed
 for a claim about the fine-tuned model), calls the claim's pure function, applies the verdict rule
@@ -13,17 +13,22 @@ import json
 import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from bertology import layout
 from bertology.claims.stats import NOT_COMPUTED, Boot, Result, holm, verdict
 from bertology.errors import InputError
-from bertology.registry import CLAIMS_COLUMNS, REPORT_ORDER, Claim
-from bertology.registry import claims as registry_claims
 
-#: results/claims.csv's columns (declared with the ledger in the registry)
-COLUMNS = CLAIMS_COLUMNS
+#: a claim as the registry declares it (bertology.registry.Claim: id, inputs, compute, side, null, ...); the ledger
+#: takes the claims as an argument, so this science module imports no registry
+Claim = Any
+
+#: results/claims.csv's columns (declared with its table in bertology.analyses.ledger)
+COLUMNS = ("claim", "paper", "section", "statement", "paper_value", "statistic", "task", "variant", "effect", "ci_low",
+           "ci_high", "null", "side", "unit", "test", "p", "p_holm", "n", "n_seeds", "verdict", "seed_verdicts",
+           "seeds", "seeds_agree", "note", "heads", "anchor", "figure")
 #: stats/{task}/seeds/findings.csv's columns (the view of the ledger over seeds)
 FINDINGS_COLUMNS = ("finding", "paper", "statement", "holds", "seeds", "holding", "n_seeds", "verdict")
 
@@ -49,12 +54,13 @@ def input_paths(claim: Claim, task: str, tags: Sequence[str]) -> list[dict[str, 
     return out
 
 
-def required_inputs(tasks: Iterable[str], tags: Sequence[str], off: Collection[str] = ()) -> list[str]:
-    """Every table the ledger reads for `tasks` and the seeds' `tags`, as paths under results/ (the claims rule's
-    inputs): each claim's inputs whose gate is not in `off` (config keys that are off in this run, e.g.
-    ``analysis.norms.enabled``)."""
+def required_inputs(claims: Sequence[Claim], tasks: Iterable[str], tags: Sequence[str],
+                    off: Collection[str] = ()) -> list[str]:
+    """Every table the ledger of `claims` (the registry's) reads for `tasks` and the seeds' `tags`, as paths under
+    results/ (the claims rule's inputs): each claim's inputs whose gate is not in `off` (config keys that are off in
+    this run, e.g. ``analysis.norms.enabled``)."""
     out: dict[str, None] = {}
-    for claim in registry_claims():
+    for claim in claims:
         for task in tasks:
             for alts in input_paths(claim, task, tags):
                 for options in alts.values():
@@ -71,14 +77,11 @@ def read_table(path: Path) -> pd.DataFrame:
     return pd.read_csv(path)
 
 
-def _order(claim: Claim) -> int:
-    return REPORT_ORDER.index(claim.anchor) if claim.anchor in REPORT_ORDER else len(REPORT_ORDER)
-
-
-def ordered_claims(claims: Sequence[Claim] | None = None) -> list[Claim]:
-    """The claims in the report's section order (Table 1 first), registry order within a section."""
-    claims = list(registry_claims() if claims is None else claims)
-    return sorted(claims, key=_order)
+def ordered_claims(claims: Sequence[Claim], order: Sequence[str] = ()) -> list[Claim]:
+    """The claims in the order of the report's sections `order` (their keys; Table 1 first), declaration order
+    within a section; a claim whose section is not in `order` after the others."""
+    keys = list(order)
+    return sorted(claims, key=lambda c: keys.index(c.anchor) if c.anchor in keys else len(keys))
 
 
 def _base_row(claim: Claim, task: str) -> dict:
@@ -97,10 +100,10 @@ def _not_computed(claim: Claim, task: str, why: str) -> dict:
 
 def run_claim(claim: Claim, tables: Sequence[Mapping[str, pd.DataFrame]], boot: Boot, task: str) -> Result:
     """Call the claim's pure function on one mapping of tables per seed."""
-    params = dict(claim.params)
-    fn = claim.load()
     import inspect
 
+    params = dict(claim.params)
+    fn = claim.compute
     if "task" in inspect.signature(fn).parameters:
         params["task"] = task
     return fn(list(tables), boot, side=claim.side, null=claim.null, **params)
@@ -126,12 +129,13 @@ def evaluate(claim: Claim, task: str, tables: Sequence[Mapping[str, pd.DataFrame
     return row
 
 
-def build_ledger(results: Path, tasks: Sequence[str], seeds: Sequence[int], boot: Boot, *,
-                 declared: Collection[str] | None = None, off: Collection[str] = (),
-                 claims: Sequence[Claim] | None = None) -> pd.DataFrame:
+def build_ledger(results: Path, claims: Sequence[Claim], tasks: Sequence[str], seeds: Sequence[int], boot: Boot, *,
+                 order: Sequence[str] = (), declared: Collection[str] | None = None,
+                 off: Collection[str] = ()) -> pd.DataFrame:
     """results/claims.csv of the run under `results` (its results root).
 
-    tasks: the run's tasks; seeds: its fine-tuning seeds (train.seeds, or [train.seed]); boot: resamples,
+    claims: the registry's (:meth:`bertology.registry.Registry.claims`); order: the report's section keys (rows in
+    that order, :func:`ordered_claims`); tasks: the run's tasks; seeds: its fine-tuning seeds (train.seeds, or [train.seed]); boot: resamples,
     confidence, seed; declared: the paths under results/ the step may read (the rule's inputs; None: any that
     exists); off: config keys that are off in this run (a claim whose inputs they gate is `not computed`,
     naming the key). Rows in the report's order, then by task; p_holm over every finite p of the ledger.
@@ -140,7 +144,7 @@ def build_ledger(results: Path, tasks: Sequence[str], seeds: Sequence[int], boot
 
     tags = seed_tags(list(seeds))
     rows = []
-    for claim in ordered_claims(claims):
+    for claim in ordered_claims(claims, order):
         for task in tasks:
             per_seed, missing = [], None
             for alts in input_paths(claim, task, tags):

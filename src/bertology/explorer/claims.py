@@ -7,12 +7,12 @@ import math
 from typing import Any
 
 from bertology.explorer.inputs import Inputs
-from bertology.registry import ANALYSES
+from bertology.analyses import REGISTRY
 
 
 def _statistic(claim: str) -> str:
     """The explorer statistic shown with a claim: the first statistic of the analysis that declares it ('' if none)."""
-    for a in ANALYSES:
+    for a in REGISTRY:
         if any(c.id == claim for c in a.claims) and a.statistics:
             return a.statistics[0].id
     return ""

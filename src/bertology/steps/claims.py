@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from bertology.cli import StepContext
+from bertology.steps.context import StepContext
 from bertology.io import write_csv, write_text
 
 
@@ -25,6 +25,7 @@ def off_keys(config) -> set[str]:
 def claims(ctx: StepContext) -> None:
     """--output ledger=results/claims.csv, markdown=results/claims.md [, findings=stats/{task}/seeds/findings.csv
     per task]; --input tables=... every table the claims read (bertology.claims.ledger.required_inputs)."""
+    from bertology.analyses import REGISTRY
     from bertology.claims.ledger import build_ledger, findings_view, to_markdown
     from bertology.claims.stats import Boot
     from bertology.layout import match, under
@@ -37,7 +38,8 @@ def claims(ctx: StepContext) -> None:
     seeds = configured_seeds({"seed": cfg.train.seed, "seeds": cfg.train.seeds})
     boot = Boot(resamples=cfg.analysis.claims.bootstrap, confidence=cfg.analysis.claims.confidence,
                 seed=int(cfg.data.seed))
-    ledger = build_ledger(results, list(cfg.tasks), seeds, boot, declared=declared, off=off_keys(cfg))
+    ledger = build_ledger(results, REGISTRY.claims(), list(cfg.tasks), seeds, boot,
+                          order=[s.key for s in REGISTRY.report_sections()], declared=declared, off=off_keys(cfg))
     write_csv(ledger, out)
     write_text(to_markdown(ledger, boot.confidence), ctx.output.markdown)
     findings = ctx.output.all("findings") if "findings" in ctx.output else []
