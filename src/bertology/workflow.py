@@ -43,12 +43,20 @@ def _pending_hint() -> None:
               f"the next run with jobs sends them, or now: bertology tracking-replay", file=sys.stderr)
 
 
-def check_config(config: dict) -> None:
-    """Validate the workflow's config in place (defaults filled); a bad one stops it in one line."""
+def check_config(config: dict, configfiles: list | tuple = (), basedir: str | Path | None = None) -> None:
+    """Validate the workflow's config in place (defaults filled); a bad one stops it in one line.
+
+    First every config file the invocation read (`configfiles`: the Snakefile's ``configfile:`` and each
+    ``--configfile``, Snakemake's ``workflow.configfiles``; and the profiles' ``config.yaml`` found from the
+    command line and `basedir`) is read again strictly: a key given twice or an alias bomb stops the workflow
+    in one line naming the file (and the key and both lines), before anything walks the config."""
     from bertology.config import validate_config
+    from bertology.configfile import check_workflow_config_files
     from bertology.errors import UserError
 
     try:
+        if basedir is not None:
+            check_workflow_config_files(configfiles, basedir)
         validate_config(config)
     except UserError as err:
         fail(str(err))

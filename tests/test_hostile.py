@@ -1,0 +1,140 @@
+"""Inputs that lie (issue 38): a config with a key twice, an alias bomb, a model with another task's head, a
+tracking store created twice at once, blank texts, a text far past max_length, max_length past the model's
+positions, a file where a directory is expected. Each is refused in one line, or handled as a researcher
+expects and said so."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from bertology import cli
+from bertology.config import ConfigError, validate_config
+from bertology.configfile import (ConfigFileError, check_workflow_config_files, expanded_size, expanded_value_size,
+                                  read_config_file)
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+# ---- 1. a config file with a key twice ----------------------------------------------------------------------------
+
+DUPLICATE = textwrap.dedent("""\
+    model: minilm-l6
+    data:
+      max_eval_examples: 48
+    tasks: [rte]
+    data:
+      seed: 3
+    """)
+
+
+def _one_line(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    return err[0]
+
+
+def test_a_key_given_twice_is_refused_naming_file_key_and_both_lines(tmp_path, capsys):
+    path = tmp_path / "twice.yaml"
+    path.write_text(DUPLICATE)
+    assert cli.main(["validate-config", "--input", f"config={path}"]) != 0
+    line = _one_line(capsys)
+    assert f"config file {path}: key 'data' is given twice, on lines 2 and 5" in line
+
+
+def test_a_nested_key_given_twice_is_named_with_its_section(tmp_path):
+    path = tmp_path / "nested.yaml"
+    path.write_text("data:\n  seed: 1\n  max_length: 64\n  seed: 2\n")
+    with pytest.raises(ConfigFileError, match=r"key 'data\.seed' is given twice, on lines 2 and 4"):
+        read_config_file(path)
+
+
+def test_a_merge_key_may_be_overridden_and_equal_keys_in_two_sections_are_fine(tmp_path):
+    path = tmp_path / "merge.yaml"
+    path.write_text("base: &b {seed: 1, epochs: 2}\ntrain:\n  <<: *b\n  seed: 5\ndata:\n  seed: 1\n")
+    assert read_config_file(path)["train"] == {"seed": 5, "epochs": 2}
+
+
+def test_a_profile_config_with_a_key_twice_is_refused(tmp_path):
+    profile = tmp_path / "myprofile"
+    profile.mkdir()
+    (profile / "config.yaml").write_text("cores: 2\nprintshellcmds: true\ncores: 8\n")
+    good = tmp_path / "good.yaml"
+    good.write_text("tasks: [rte]\n")
+    check_workflow_config_files([good], REPO, argv=["--cores", "1"])  # the repo's own profile is clean
+    with pytest.raises(ConfigFileError, match=r"myprofile/config.yaml: key 'cores' is given twice, on lines 1 and 3"):
+        check_workflow_config_files([good], REPO, argv=["--profile", str(profile), "-n"])
+
+
+def test_the_workflow_refuses_a_configfile_with_a_key_twice_in_one_line(tmp_path):
+    (tmp_path / "config.yaml").write_text(DUPLICATE)
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "-n",
+                           "--directory", str(tmp_path), "--configfile", str(tmp_path / "config.yaml")],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert proc.returncode != 0
+    errors = [line for line in proc.stderr.splitlines() if "bertology: error" in line]
+    assert len(errors) == 1 and "key 'data' is given twice, on lines 2 and 5" in errors[0], proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+
+
+# ---- 2. an alias bomb --------------------------------------------------------------------------------------------
+
+def alias_bomb(levels: int = 9, width: int = 9, mapping: bool = False, key: str = "tasks") -> str:
+    """Nine anchors of nine aliases each: 9**9 values once expanded, a few hundred bytes on disk."""
+    if mapping:
+        lines = ["a0: &a0 {" + ", ".join(f"k{j}: x" for j in range(width)) + "}"]
+        lines += [f"a{i}: &a{i} {{" + ", ".join(f"k{j}: *a{i - 1}" for j in range(width)) + "}"
+                  for i in range(1, levels)]
+    else:
+        lines = ["a0: &a0 [" + ", ".join(["x"] * width) + "]"]
+        lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * width) + "]" for i in range(1, levels)]
+    return "\n".join(lines) + f"\n{key}: *a{levels - 1}\n"
+
+
+def test_expanded_size_counts_without_expanding():
+    import yaml
+
+    node = yaml.compose(alias_bomb(levels=3, width=2))  # a0: 3 nodes, a1: 1+2*3=7, a2: 1+2*7=15; `tasks` too
+    assert expanded_size(node) == 1 + (1 + 3) + (1 + 7) + (1 + 15) + (1 + 15)
+    assert expanded_size(yaml.compose(alias_bomb()), limit=1000) == 1001
+    assert expanded_value_size(yaml.safe_load(alias_bomb()), limit=1000) == 1001
+    recursive = yaml.compose("a: &a [1, *a]")
+    assert expanded_size(recursive, limit=50) == 51
+
+
+@pytest.mark.parametrize("mapping", [False, True], ids=["sequences", "mappings"])
+def test_validate_config_refuses_an_alias_bomb_at_once(tmp_path, mapping):
+    """`bertology validate-config` hung (jsonschema walked 387 million values); now one line, in a subprocess
+    given a generous timeout only so that a regression fails instead of hanging the suite."""
+    path = tmp_path / "bomb.yaml"
+    path.write_text(alias_bomb(mapping=mapping, key="data" if mapping else "tasks"))
+    proc = subprocess.run([sys.executable, "-m", "bertology", "validate-config", "--input", f"config={path}"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert proc.stderr.strip().splitlines() == [
+        f"bertology validate-config: error: config file {path} expands to more than 100,000 values through its YAML "
+        f"aliases (*name): a config has a few hundred; this looks like an alias bomb. Write the values out instead "
+        f"of aliasing aliases"]
+
+
+def test_a_loaded_alias_bomb_is_refused_before_schema_validation():
+    import yaml
+
+    with pytest.raises(ConfigError, match="alias bomb"):
+        validate_config(yaml.safe_load(alias_bomb()))
+
+
+def test_the_workflow_refuses_an_alias_bomb_in_one_line(tmp_path):
+    (tmp_path / "config.yaml").write_text(alias_bomb())
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "-n",
+                           "--directory", str(tmp_path), "--configfile", str(tmp_path / "config.yaml")],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert proc.returncode != 0
+    errors = [line for line in proc.stderr.splitlines() if "bertology: error" in line]
+    assert len(errors) == 1 and "alias bomb" in errors[0], proc.stderr[-3000:]
