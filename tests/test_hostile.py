@@ -138,3 +138,60 @@ def test_the_workflow_refuses_an_alias_bomb_in_one_line(tmp_path):
     assert proc.returncode != 0
     errors = [line for line in proc.stderr.splitlines() if "bertology: error" in line]
     assert len(errors) == 1 and "alias bomb" in errors[0], proc.stderr[-3000:]
+
+
+# ---- 5. blank texts are malformed rows -------------------------------------------------------------------------
+
+def _rte_with_blank_texts(root: Path) -> Path:
+    path = root / "RTE" / "dev.tsv"
+    path.parent.mkdir(parents=True)
+    rows = ["index\tsentence1\tsentence2\tlabel"] + [f"{i}\tA {i}.\tB {i}.\tentailment" for i in range(12)]
+    rows[4] = "3\t\tB 3.\tentailment"  # line 5: an empty premise
+    rows[9] = "8\tA 8.\t  \u3000 \tnot_entailment"  # line 10: a hypothesis of whitespace only
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def test_a_blank_text_is_an_error_naming_file_and_line(tmp_path):
+    from bertology.data.glue_dir import read_glue_split
+    from bertology.errors import DataError
+    from bertology.tasks import get_task
+
+    path = _rte_with_blank_texts(tmp_path / "glue")
+    with pytest.raises(DataError) as err:
+        read_glue_split(tmp_path / "glue", get_task("rte"), "validation")
+    assert str(err.value).startswith(
+        f"{path}:5: 2 of 12 rows (line(s) 5, 10) have an empty or whitespace-only sentence1/sentence2 (nothing to "
+        f"train on or analyse); fix those lines, or set data.bad_rows: skip")
+
+
+def test_blank_texts_skipped_are_listed_logged_and_counted_in_mlflow(tmp_path, monkeypatch):
+    import mlflow
+    import pandas as pd
+
+    from bertology import tracking
+    from bertology.config import sections_json
+    from tests.builders.steps import run_step
+
+    path = _rte_with_blank_texts(tmp_path / "glue")
+    monkeypatch.chdir(tmp_path)
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "t")
+    monkeypatch.setenv(tracking.INVOCATION_ENV, "inv-blank")
+    tracking.init_store()
+    config = sections_json(validate_config({"data": {"source": str(tmp_path / "glue"), "bad_rows": "skip"}}),
+                           cli.STEPS["prepare_data"].sections)
+    outputs = {"table": tmp_path / "validation.parquet", "skipped": tmp_path / "validation.skipped.csv"}
+    assert run_step("prepare_data", config, {"task": "rte", "split": "validation"}, outputs=outputs,
+                    options=("--no-progress",)) == 0
+    assert len(pd.read_parquet(outputs["table"])) == 10
+    skipped = pd.read_csv(outputs["skipped"])
+    assert skipped.to_dict("records") == [
+        {"file": str(path), "line": 5, "fields": 4, "expected": 4, "problem": "blank sentence1"},
+        {"file": str(path), "line": 10, "fields": 4, "expected": 4, "problem": "blank sentence2"}]
+    client = mlflow.MlflowClient(uri)
+    runs = client.search_runs([client.get_experiment_by_name("t").experiment_id],
+                              filter_string="tags.rule = 'prepare_data'")
+    assert [(r.data.metrics["rows"], r.data.metrics["rows_skipped"], r.data.metrics["rows_blank"]) for r in runs] == [
+        (10, 2, 2)]
