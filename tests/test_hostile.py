@@ -241,3 +241,82 @@ def test_a_pair_is_cut_where_the_tokenizer_cuts_each_text_and_the_last_word_stay
     assert (a, b) == (["one two three"], ["Unbelievably,"])
     a, b = visible_texts(frame, tokenizer, max_length=64)
     assert (a[0], b[0]) == (frame["text_a"][0], frame["text_b"][0])
+
+
+# ---- 3. a model directory whose classifier has another task's head ------------------------------------------
+
+def _classifier_dir(tiny_model_dir: Path, dst: Path, num_labels: int, problem_type: str) -> Path:
+    """A tiny BERT saved as a sequence classifier (3 labels like an NLI model, 5, or a regression head)."""
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    config = BertConfig.from_pretrained(tiny_model_dir, num_labels=num_labels, problem_type=problem_type)
+    torch.manual_seed(3)
+    BertForSequenceClassification(config).save_pretrained(dst, safe_serialization=True)
+    AutoTokenizer.from_pretrained(tiny_model_dir).save_pretrained(dst)
+    return dst
+
+
+@pytest.mark.parametrize("labels,problem", [(3, "single_label_classification"), (5, "single_label_classification"),
+                                            (1, "regression")], ids=["nli-3", "five", "regression"])
+def test_a_head_of_another_size_is_replaced_and_the_encoder_kept(tiny_model_dir, tmp_path, labels, problem):
+    import torch
+    from safetensors.torch import load_file
+
+    from bertology.models import head_mismatch, load_classifier
+
+    path = str(_classifier_dir(tiny_model_dir, tmp_path / "clf", labels, problem))
+    have = "a regression head (1 output)" if labels == 1 else f"a classifier of {labels} labels"
+    assert head_mismatch(path, 2) == f"the checkpoint holds {have}, which does not fit a classification task of 2 labels"
+    assert head_mismatch(path, labels, regression=labels == 1) is None  # its own task: the head is kept
+    model = load_classifier(path, 2, init="pretrained", seed=0)
+    assert model.classifier.out_features == 2
+    saved = load_file(Path(path) / "model.safetensors")
+    state = model.state_dict()
+    encoder = [k for k in saved if not k.startswith("classifier.")]
+    assert encoder and all(torch.equal(state[k], saved[k]) for k in encoder)
+
+
+def test_a_classifier_with_fewer_labels_is_replaced_for_a_regression_task(tiny_model_dir, tmp_path):
+    from bertology.models import head_mismatch, load_classifier
+
+    path = str(_classifier_dir(tiny_model_dir, tmp_path / "clf2", 2, "single_label_classification"))
+    assert head_mismatch(path, 1, regression=True) == (
+        "the checkpoint holds a classifier of 2 labels, which does not fit a regression task")
+    assert load_classifier(path, 1, init="pretrained", seed=0, regression=True).classifier.out_features == 1
+    assert head_mismatch(str(tiny_model_dir), 2) is None  # a bare encoder has no head to replace
+
+
+def test_fine_tuning_an_nli_classifier_on_a_two_label_task_says_so_in_log_and_mlflow(tiny_model_dir, tmp_path,
+                                                                                        monkeypatch, capfd):
+    import mlflow
+    import pandas as pd
+
+    from bertology.config import sections_json
+
+    path = _classifier_dir(tiny_model_dir, tmp_path / "nli", 3, "single_label_classification")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow.db")
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "t")
+    monkeypatch.delenv("BERTOLOGY_INVOCATION", raising=False)
+    frame = pd.DataFrame({"idx": range(8), "text_a": ["a good film", "a bad film"] * 4, "text_b": ["it is"] * 8,
+                          "label": [0, 1] * 4})
+    frame.to_parquet(tmp_path / "train.parquet")
+    frame.to_parquet(tmp_path / "validation.parquet")
+    config = sections_json(validate_config({"model": str(path), "data": {"max_length": 16},
+                                            "train": {"epochs": 1, "batch_size": 8}}),
+                           cli.STEPS["train_model"].sections)
+    from tests.builders.steps import run_step
+
+    rc = run_step("train_model", config, {"task": "rte", "init": "pretrained"},
+                  inputs={"train": tmp_path / "train.parquet", "validation": tmp_path / "validation.parquet"},
+                  outputs={"model": tmp_path / "out"}, options=("--no-progress",))
+    err = capfd.readouterr().err
+    assert rc == 0, err
+    why = "the checkpoint holds a classifier of 3 labels, which does not fit a classification task of 2 labels"
+    said = [line for line in err.splitlines() if "fresh classification head" in line]
+    assert len(said) == 1 and f"{why}: its encoder is kept and rte gets a fresh classification head" in said[0]
+    assert "MISMATCH" not in err  # transformers' many-line load report is not repeated
+    client = mlflow.MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    (run,) = client.search_runs([client.get_experiment_by_name("t").experiment_id])
+    assert run.data.params["head_replaced"] == why

@@ -298,12 +298,34 @@ def check_tokenizer(name_or_path: str) -> None:
     load_tokenizer(name_or_path)
 
 
+def head_mismatch(name_or_path: str, num_labels: int, *, regression: bool = False) -> str | None:
+    """Why the sequence-classification head saved with a model cannot serve a task of `num_labels` labels (or
+    a regression task), e.g. "the checkpoint holds a classifier of 3 labels, which does not fit a classification
+    task of 2 labels"; None when the model has no such head (a bare encoder) or its head fits (same number of outputs, both regression or both
+    classification). The encoder is what bertology studies: a head that does not fit is replaced by a fresh one
+    (:func:`load_classifier`), and the steps say so (log line, MLflow param ``head_replaced``)."""
+    from transformers import AutoConfig
+
+    local = Path(name_or_path).is_dir()
+    saved = AutoConfig.from_pretrained(name_or_path, local_files_only=local, trust_remote_code=False)
+    if not any(str(a).endswith("ForSequenceClassification") for a in (saved.architectures or [])):
+        return None
+    saved_regression = saved.problem_type == "regression" or (saved.problem_type is None and saved.num_labels == 1)
+    if saved.num_labels == num_labels and saved_regression == regression:
+        return None
+    have = "a regression head (1 output)" if saved_regression else f"a classifier of {saved.num_labels} labels"
+    want = "a regression task" if regression else f"a classification task of {num_labels} labels"
+    return f"the checkpoint holds {have}, which does not fit {want}"
+
+
 def load_classifier(name_or_path: str, num_labels: int, *, init: str = "pretrained", seed: int,
                     id2label: dict[int, str] | None = None, regression: bool = False):
     """A sequence classifier with eager attention.
 
     init="pretrained": the encoder's weights with a freshly initialised head (or the saved head when
-    the directory is a fine-tuned checkpoint with the same label count).
+    the directory is a fine-tuned checkpoint with the same label count and kind; a saved head of another
+    number of labels, or a regression head for a classification task and vice versa, is replaced by a fresh
+    one: :func:`head_mismatch`).
     init="random": the same architecture drawn from the model's own normal initialiser (seeded).
     """
     import torch
@@ -312,14 +334,25 @@ def load_classifier(name_or_path: str, num_labels: int, *, init: str = "pretrain
     check_encoder(name_or_path)
     local = Path(name_or_path).is_dir()
     id2label = id2label or {i: f"LABEL_{i}" for i in range(num_labels)}
-    kwargs = dict(num_labels=num_labels, id2label=id2label, label2id={v: k for k, v in id2label.items()},
-                  problem_type="regression" if regression else "single_label_classification")
-    config = AutoConfig.from_pretrained(name_or_path, local_files_only=local, trust_remote_code=False, **kwargs)
+    config = AutoConfig.from_pretrained(name_or_path, local_files_only=local, trust_remote_code=False)
+    config.problem_type = None  # a saved head's kind must not clash with the task's while the labels are set
+    config.id2label = id2label
+    config.label2id = {v: k for k, v in id2label.items()}
+    config.problem_type = "regression" if regression else "single_label_classification"
     torch.manual_seed(seed)
     if init == "pretrained":
-        return AutoModelForSequenceClassification.from_pretrained(
-            name_or_path, config=config, attn_implementation="eager", use_safetensors=True,
-            local_files_only=local, trust_remote_code=False)
+        replace = head_mismatch(name_or_path, num_labels, regression=regression) is not None
+        from transformers.utils import logging as hf_logging
+
+        verbosity = hf_logging.get_verbosity()
+        if replace:  # the caller says so in one line; transformers' load report of the mismatch is many
+            hf_logging.set_verbosity_error()
+        try:
+            return AutoModelForSequenceClassification.from_pretrained(
+                name_or_path, config=config, attn_implementation="eager", use_safetensors=True,
+                local_files_only=local, trust_remote_code=False, ignore_mismatched_sizes=replace)
+        finally:
+            hf_logging.set_verbosity(verbosity)
     if init == "random":
         return AutoModelForSequenceClassification.from_config(config, attn_implementation="eager")
     raise ValueError(f"unknown init {init!r}; use 'pretrained' or 'random'")
