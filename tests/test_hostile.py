@@ -320,3 +320,60 @@ def test_fine_tuning_an_nli_classifier_on_a_two_label_task_says_so_in_log_and_ml
     client = mlflow.MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
     (run,) = client.search_runs([client.get_experiment_by_name("t").experiment_id])
     assert run.data.params["head_replaced"] == why
+
+
+# ---- 4. two workflows creating one fresh sqlite tracking store at once -----------------------------------------
+
+RACE_CHILD = """
+import sys, time
+from pathlib import Path
+from bertology import tracking
+import mlflow  # imported before the go: the processes create the store at the same moment
+Path(sys.argv[2]).touch()
+while not Path(sys.argv[3]).exists():
+    time.sleep(0.01)
+print(tracking.init_store(sys.argv[1], "e"))
+"""
+
+
+@pytest.mark.slow  # six processes that each import MLflow and create a store: about 1.5 min on 2 shared cores
+def test_two_processes_creating_one_fresh_store_at_once_both_succeed(tmp_path):
+    """Without the lock, one of two processes failed in MLflow's schema migration ("duplicate column name",
+    "Online migration expected to match one row") in each of 3 tries of 3 on a tmpfs."""
+    for attempt in range(3):
+        uri = f"sqlite:///{tmp_path}/try{attempt}/mlflow.db"
+        ready, go = [tmp_path / f"ready{attempt}-{i}" for i in range(2)], tmp_path / f"go{attempt}"
+        procs = [subprocess.Popen([sys.executable, "-c", RACE_CHILD, uri, str(ready[i]), str(go)],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
+        deadline = time.monotonic() + 300
+        while not all(r.exists() for r in ready) and time.monotonic() < deadline and all(
+                p.poll() is None for p in procs):
+            time.sleep(0.01)
+        go.touch()
+        results = [(p.wait(timeout=300), p.stdout.read(), p.stderr.read()) for p in procs]
+        assert [rc for rc, _, _ in results] == [0, 0], [err[-2000:] for _, _, err in results]
+        assert results[0][1] == results[1][1]  # one experiment, the same id for both
+        assert (tmp_path / f"try{attempt}" / "mlflow.db.lock").exists()
+
+
+def test_a_migration_race_that_persists_is_named_in_one_line_not_as_a_server_to_start(tmp_path, monkeypatch,
+                                                                                       capsys):
+    from bertology import tracking, workflow
+    from bertology.tracking import uri as uri_module
+
+    monkeypatch.setattr(uri_module, "_init_store", lambda uri, experiment: (_ for _ in ()).throw(
+        RuntimeError("Online migration expected to match one row when updating 'x' in 'y'")))
+    monkeypatch.setattr(uri_module.time, "sleep", lambda s: None)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/results/mlflow.db")
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "e")
+    monkeypatch.setattr("bertology.models.check_encoder", lambda m: None)
+    monkeypatch.setattr("bertology.models.check_tokenizer", lambda m: None)
+    with pytest.raises(tracking.StoreCreationError):
+        tracking.init_store()
+    with pytest.raises(SystemExit):
+        workflow.on_start("inv-race", validate_config({}))
+    line = _one_line(capsys)
+    assert line.startswith(f"bertology: error: the MLflow tracking store sqlite:///{tmp_path}/results/mlflow.db was "
+                           f"being created by another process at the same moment")
+    assert "Start the server" not in line and "run the workflow again" in line

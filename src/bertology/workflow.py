@@ -79,6 +79,8 @@ def on_start(invocation: str, config: dict) -> None:
         fail(f"model: {err}")
     try:
         tracking.start_invocation(invocation, params=config, required=config["mlflow"]["required"])
+    except tracking.StoreCreationError as err:
+        fail(str(err))
     except tracking.TrackingUnreachable as err:
         fail(f"{err}. Start the server, fix mlflow.tracking_uri, or set mlflow.required: false to run "
              f"without tracking (what is not sent is kept under {tracking.PENDING_DIR}/ for "
