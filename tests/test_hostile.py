@@ -377,3 +377,49 @@ def test_a_migration_race_that_persists_is_named_in_one_line_not_as_a_server_to_
     assert line.startswith(f"bertology: error: the MLflow tracking store sqlite:///{tmp_path}/results/mlflow.db was "
                            f"being created by another process at the same moment")
     assert "Start the server" not in line and "run the workflow again" in line
+
+
+# ---- 7. max_length capped by the model's own positions, not a fixed 512 ---------------------------------------
+
+def test_the_schema_no_longer_caps_max_length_at_512_but_keeps_a_minimum():
+    assert validate_config({"data": {"max_length": 8192}})["data"]["max_length"] == 8192  # ModernBERT reads 8,192
+    with pytest.raises(ConfigError, match="max_length"):
+        validate_config({"data": {"max_length": 4}})
+
+
+def _config_dir(tmp_path: Path, name: str, config) -> str:
+    path = tmp_path / name
+    config.save_pretrained(path)
+    return str(path)
+
+
+def test_the_cap_is_the_models_own_position_limit(tiny_model_dir, tmp_path):
+    from transformers import ModernBertConfig, RobertaConfig
+
+    from bertology.models import MaxLengthError, check_max_length, position_limit
+
+    assert position_limit(str(tiny_model_dir)) == (128, "max_position_embeddings 128")
+    check_max_length(str(tiny_model_dir), 128)
+    with pytest.raises(MaxLengthError) as err:
+        check_max_length(str(tiny_model_dir), 129, "my-tiny-bert")
+    assert str(err.value) == ("data.max_length is 129, but model 'my-tiny-bert' reads at most 128 tokens per input "
+                              "(max_position_embeddings 128 in its config.json); set data.max_length to at most 128")
+    roberta = _config_dir(tmp_path, "roberta", RobertaConfig(max_position_embeddings=514, pad_token_id=1))
+    assert position_limit(roberta)[0] == 512  # positions numbered from padding_idx + 1 = 2
+    with pytest.raises(MaxLengthError, match=r"at most 512 tokens per input \(max_position_embeddings 514 less 2"):
+        check_max_length(roberta, 513)
+    modern = _config_dir(tmp_path, "modernbert", ModernBertConfig(max_position_embeddings=8192))
+    check_max_length(modern, 8192)
+
+
+def test_the_workflow_refuses_a_max_length_past_the_model_at_start_in_one_line(tiny_model_dir, tmp_path,
+                                                                             monkeypatch, capsys):
+    from bertology import workflow
+
+    monkeypatch.chdir(tmp_path)
+    config = validate_config({"model": str(tiny_model_dir), "data": {"max_length": 256}})
+    with pytest.raises(SystemExit):
+        workflow.on_start("inv-long", config)
+    assert _one_line(capsys) == (
+        f"bertology: error: model: data.max_length is 256, but model '{tiny_model_dir}' reads at most 128 tokens per "
+        f"input (max_position_embeddings 128 in its config.json); set data.max_length to at most 128")

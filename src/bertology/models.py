@@ -298,6 +298,62 @@ def check_tokenizer(name_or_path: str) -> None:
     load_tokenizer(name_or_path)
 
 
+def _positions_past_padding(model_type: str) -> bool:
+    """Whether the model type numbers positions from ``padding_idx + 1`` (RoBERTa, XLM-R, CamemBERT, MPNet, ...):
+    its transformers modeling source computes position ids that way. Read as text, nothing imported."""
+    import importlib.util
+
+    from transformers.models.auto.configuration_auto import model_type_to_module_name
+
+    module = model_type_to_module_name(model_type)
+    try:
+        spec = importlib.util.find_spec(f"transformers.models.{module}.modeling_{module}")
+    except (ImportError, ValueError):
+        return False
+    if spec is None or not spec.origin:
+        return False
+    try:
+        source = Path(spec.origin).read_text(encoding="utf-8")
+    except OSError:
+        return False
+    return "padding_idx + 1" in source or "create_position_ids_from_input_ids" in source
+
+
+def position_limit(name_or_path: str) -> tuple[int, str] | None:
+    """The most tokens one input of the model can hold, from its own config.json, and how that was found:
+    ``max_position_embeddings``, less ``pad_token_id + 1`` where positions are numbered past the padding index
+    (RoBERTa's 514 -> 512). None when the config sets no absolute position limit (no
+    ``max_position_embeddings``, or DeBERTa's relative positions with ``position_biased_input: false``).
+    Reads the config only (no weights, no torch)."""
+    from transformers import AutoConfig
+
+    local = Path(name_or_path).is_dir()
+    config = AutoConfig.from_pretrained(name_or_path, local_files_only=local, trust_remote_code=False)
+    positions = getattr(config, "max_position_embeddings", None)
+    if not isinstance(positions, int) or positions <= 0 or getattr(config, "position_biased_input", True) is False:
+        return None
+    if _positions_past_padding(config.model_type):
+        offset = int(config.pad_token_id or 0) + 1
+        return positions - offset, (f"max_position_embeddings {positions} less {offset} (its positions are numbered "
+                                    f"past the padding index {config.pad_token_id})")
+    return positions, f"max_position_embeddings {positions}"
+
+
+class MaxLengthError(UserError, ValueError):
+    """data.max_length is more than the model's position embeddings hold."""
+
+
+def check_max_length(name_or_path: str, max_length: int, model: str | None = None) -> None:
+    """Refuse, in one line naming the model, a ``data.max_length`` past the model's own position limit
+    (:func:`position_limit`): 8,192 is fine for ModernBERT, 128 too many for a model with 64 positions."""
+    found = position_limit(name_or_path)
+    if found is None or max_length <= found[0]:
+        return
+    limit, how = found
+    raise MaxLengthError(f"data.max_length is {max_length}, but model {model or name_or_path!r} reads at most {limit} "
+                         f"tokens per input ({how} in its config.json); set data.max_length to at most {limit}")
+
+
 def head_mismatch(name_or_path: str, num_labels: int, *, regression: bool = False) -> str | None:
     """Why the sequence-classification head saved with a model cannot serve a task of `num_labels` labels (or
     a regression task), e.g. "the checkpoint holds a classifier of 3 labels, which does not fit a classification

@@ -51,7 +51,7 @@ def extract_attention(ctx: StepContext) -> None:
 
     from bertology.diskspace import human, store_space
     from bertology.extract import extract_store
-    from bertology.models import resolve_model
+    from bertology.models import check_max_length, resolve_model
 
     cfg, variant = ctx.config, ctx.variant
     if split_variant(variant)[0] in VARIANT_INIT:  # finetuned or finetuned-seedN (bertology.seeds)
@@ -60,6 +60,7 @@ def extract_attention(ctx: StepContext) -> None:
         if ctx.input.get("model") is not None:
             raise UserError(f"variant {variant} runs the config `model`; it takes no --input model")
         model_path = resolve_model(cfg.model)
+    check_max_length(model_path, cfg.data.max_length, cfg.model)
     torch.set_num_threads(ctx.threads)
     frame = read_prepared(ctx.input.sample)
     words = pd.read_parquet(ctx.input.words, columns=SPAN_COLUMNS)

@@ -46,7 +46,7 @@ def train_model(ctx: StepContext) -> None:
     model is saved.
     """
     from bertology.data import read_prepared
-    from bertology.models import load_classifier, load_tokenizer, resolve_model
+    from bertology.models import check_max_length, load_classifier, load_tokenizer, resolve_model
     from bertology.training import (checkpoint_dir, encode_split, resume_key, save_model, select_device,
                                     train)
 
@@ -59,6 +59,7 @@ def train_model(ctx: StepContext) -> None:
     _threads(ctx.threads)
     device = select_device(ctx.device)
     model_path = resolve_model(ctx.config.model)
+    check_max_length(model_path, max_length, ctx.config.model)
     tokenizer = load_tokenizer(model_path)
     train_df = read_prepared(ctx.input.train)
     train_enc = encode_split(tokenizer, train_df, spec, max_length)
