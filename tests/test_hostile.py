@@ -423,3 +423,58 @@ def test_the_workflow_refuses_a_max_length_past_the_model_at_start_in_one_line(t
     assert _one_line(capsys) == (
         f"bertology: error: model: data.max_length is 256, but model '{tiny_model_dir}' reads at most 128 tokens per "
         f"input (max_position_embeddings 128 in its config.json); set data.max_length to at most 128")
+
+
+# ---- 8. a file where a directory is expected -------------------------------------------------------------------
+
+def test_blocked_paths_names_the_file_that_stands_where_a_directory_must_be(tmp_path, monkeypatch):
+    from bertology.workflow import blocked_paths
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "stats").write_text("not a directory")
+    wanted = ["results/data/rte/train.parquet", "results/stats/rte/pretrained/cls.csv",
+              "results/stats/rte/finetuned/cls.csv", "results/logs/x.log"]
+    assert blocked_paths(wanted) == [(Path("results/stats/rte/pretrained/cls.csv"), Path("results/stats"))]
+    assert blocked_paths(["results/data/rte/train.parquet"]) == []
+
+
+END_AT_EXIT_CHILD = """
+import sys
+from bertology import tracking, workflow
+tracking.start_invocation("inv-exit", params={"model": "m"}, required=True)
+workflow.end_failed_at_exit("inv-exit")
+raise SystemExit(1)  # as Snakemake does after an exception in its scheduler: no onerror
+"""
+
+
+def test_a_workflow_that_exits_without_onerror_leaves_no_run_running(tmp_path):
+    import mlflow
+
+    env = dict(__import__("os").environ, MLFLOW_TRACKING_URI=f"sqlite:///{tmp_path}/mlflow.db",
+               MLFLOW_EXPERIMENT_NAME="e")
+    proc = subprocess.run([sys.executable, "-c", END_AT_EXIT_CHILD], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    client = mlflow.MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    (run,) = client.search_runs([client.get_experiment_by_name("e").experiment_id])
+    assert run.data.tags["bertology.kind"] == "workflow" and run.info.status == "FAILED"
+
+
+@pytest.mark.slow
+def test_the_workflow_stops_in_one_line_and_fails_its_run_when_a_file_blocks_a_directory(tmp_path, config_file,
+                                                                                        snakemake_run):
+    import mlflow
+
+    config_file(tmp_path, tasks=["sst2"])
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "data").write_text("")  # where results/data/sst2/... must go
+    proc = snakemake_run(tmp_path, "--cores", "1", "results/data/sst2/validation.parquet", check=False)
+    assert proc.returncode != 0
+    errors = [line for line in proc.stderr.splitlines() if "bertology: error" in line]
+    assert errors == ["bertology: error: results/data is a file where a directory is expected (it should hold "
+                      "results/data/sst2/validation.parquet); move or delete it and run again"], proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr and "NotADirectoryError" not in proc.stderr
+    client = mlflow.MlflowClient(f"sqlite:///{tmp_path}/results/mlflow.db")
+    runs = client.search_runs([client.get_experiment_by_name("test").experiment_id])
+    assert [(r.data.tags["bertology.kind"], r.info.status) for r in runs] == [("workflow", "FAILED")]
