@@ -358,8 +358,9 @@ def head_mismatch(name_or_path: str, num_labels: int, *, regression: bool = Fals
     """Why the sequence-classification head saved with a model cannot serve a task of `num_labels` labels (or
     a regression task), e.g. "the checkpoint holds a classifier of 3 labels, which does not fit a classification
     task of 2 labels"; None when the model has no such head (a bare encoder) or its head fits (same number of
-    outputs, both regression or both classification). The encoder is what bertology studies: a head that does not fit is replaced by a fresh one
-    (:func:`load_classifier`), and the steps say so (log line, MLflow param ``head_replaced``)."""
+    outputs, both regression or both classification). The encoder is what bertology studies: a head that does
+    not fit is replaced by a fresh one (:func:`load_classifier`), and the steps say so (one log line, MLflow
+    param ``head_replaced``)."""
     from transformers import AutoConfig
 
     local = Path(name_or_path).is_dir()

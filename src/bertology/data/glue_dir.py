@@ -198,7 +198,8 @@ def read_glue_rows(root: Path, spec: TaskSpec, split: str, *, bad_rows: str) -> 
                           f"{spec.display} {split} file")
     if malformed:
         lines_ = [m.line for m in malformed]
-        what = f"{len(malformed)} of {len(body)} rows (line(s) {_lines_named(lines_)}) {_problems(malformed, len(header))}"
+        what = (f"{len(malformed)} of {len(body)} rows (line(s) {_lines_named(lines_)}) "
+                f"{_problems(malformed, len(header))}")
         if len(malformed) > len(rows):
             raise _glue_error(f"{path}: {what}; is this a GLUE {spec.display} file?")
         if bad_rows == "error":
