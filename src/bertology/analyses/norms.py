@@ -104,6 +104,20 @@ ANALYSES: tuple[Analysis, ...] = (
                   sentence="We show that these methods give complementary views on the flow of information, and compared "
                            "to raw attention, both yield higher correlations with importance scores of input tokens "
                            "obtained using an ablation method and input gradients."),
+            Claim("newer_beat_rollout", "Ferrando et al. 2022; Modarressi et al. 2022, 2023; Mohebbi et al. 2023",
+                  "results",
+                  "The newer decompositions (ALTI, GlobEnc, DecompX, Value Zeroing) agree with the ablation importance "
+                  "better than rollout.",
+                  "faithfulness_examples.csv: per example, mean rho of alti, globenc, decompx, value_zeroing - rho of "
+                  "rollout, importance ablation",
+                  claims_beyond.newer_beat_rollout,
+                  (("faithfulness_examples", variant_table("faithfulness_examples.csv"), "analysis.norms.enabled"),),
+                  unit="examples", config="analysis.mixing_views.examples", anchor="faithfulness",
+                  figure="faithfulness",
+                  paper_value="each paper: its own view above rollout on its own benchmark",
+                  sentence="Each of the four papers reports its view as more faithful than attention rollout "
+                           "(ALTI, GlobEnc, DecompX and Value Zeroing against rollout on their own benchmarks; "
+                           "our summary, not one paper's sentence)."),
         ),
         tables=(Table(_finetuned("faithfulness.csv"), ("view", "importance", "mean", "std", "n", "ci_low", "ci_high"),
                       when="norms"),
