@@ -141,8 +141,8 @@ ANALYSES: tuple[Analysis, ...] = (
             "bootstrap interval (analysis.flow.examples examples). The figure ranks the views with their intervals; "
             "faithfulness_pairs.csv gives every pair's paired difference and whether its interval excludes 0 "
             "(separated). token_scores.parquet holds every score.",
-            finding="Abnar & Zuidema: raw attention of the top layer correlates weakly with both importances; rollout "
-            "and flow clearly better (their Table 2). Ferrando et al. (ALTI), Modarressi et al. (GlobEnc, DecompX) "
+            finding="Raw attention of the top layer correlates weakly with both importances, rollout and flow clearly "
+            "better (Abnar & Zuidema, Table 2). Ferrando et al. (ALTI), Modarressi et al. (GlobEnc, DecompX) "
             "and Mohebbi et al. (Value Zeroing) each find their view more faithful than rollout on their own "
             "benchmark. The tables below are this run's: which differences the intervals separate (separated = "
             "true) and which they leave open.",
