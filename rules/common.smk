@@ -3,6 +3,7 @@ import shlex
 import sys
 
 from bertology import layout
+from bertology.analyses import REGISTRY
 from bertology.cli import STEPS, step_args
 from bertology.config import sections_json
 from bertology.data import source_version
@@ -88,7 +89,8 @@ def _score_model(wildcards):
     return [] if model is None else model
 
 
-def _kovaleva_stats_inputs(wildcards):
+def _store_stats_inputs(wildcards):
+    """The store and its words; the FrameNet relations and the pattern classifier when the config names them."""
     inputs = {
         "store": path("store", task=wildcards.task, variant=wildcards.variant),
         "words": path("words", task=wildcards.task),

@@ -7,7 +7,7 @@ import time
 import pandas as pd
 
 from bertology.annotate import SPAN_COLUMNS, annotate_frame, load_spacy, write_words
-from bertology.cli import StepContext
+from bertology.steps.context import StepContext
 from bertology.data import COLUMNS, read_prepared, sample_rows, write_prepared
 from bertology.errors import UserError
 from bertology.seeds import split_variant

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bertology.cli import StepContext
+from bertology.steps.context import StepContext
 from bertology.data import load_split_rows, skipped_frame, write_prepared
 from bertology.tasks import get_task
 

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from bertology import layout
-from bertology.cli import StepContext
+from bertology.steps.context import StepContext
 from bertology.config import Undeclared
 from bertology.errors import UserError
 from bertology.io import write_json, write_text
