@@ -8,7 +8,6 @@ default, a store variable or an output path that forgets the reference fails her
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
