@@ -74,7 +74,8 @@ STEPS: dict[str, StepSpec] = {
     "attention_sample": StepSpec("bertology.steps.attention:attention_sample",
                                  ("attention.split", "attention.examples", "data.seed", "data.short_split"),
                                  "the seeded attention sample -> results/attention/{task}/sample.parquet"),
-    "annotate_words": StepSpec("bertology.steps.attention:annotate_words", ("attention.spacy_model",),
+    "annotate_words": StepSpec("bertology.steps.attention:annotate_words",
+                               ("model", "data.max_length", "attention.spacy_model"),
                                "spaCy words of the sample -> results/attention/{task}/words.parquet"),
     "extract_attention": StepSpec("bertology.steps.attention:extract_attention",
                                   ("model", "data.max_length", "data.seed", "attention", "analysis.norms.enabled"),
@@ -120,9 +121,9 @@ STEPS: dict[str, StepSpec] = {
     # Kobayashi et al. 2020/2021, Abnar & Zuidema 2020: value norms, mixing, token views, faithfulness
     "norms_views": StepSpec("bertology.steps.norms:norms_views",
                             ("data.short_split", "analysis.norms.examples", "analysis.norms.batch_size",
-                             "analysis.flow.examples", *EXPECT_SECTIONS),
-                            "value norms, mixing and token views of one variant -> norms.csv, mixing.csv, "
-                            "token_scores.parquet"),
+                             "analysis.flow.examples", "analysis.mixing_views", *EXPECT_SECTIONS),
+                            "value norms, mixing, token views and the newer mixing views of one variant -> norms.csv, mixing.csv, "
+                            "token_scores.parquet, mixing_layers.parquet"),
     "norms_faithfulness": StepSpec("bertology.steps.norms:norms_faithfulness",
                                    ("data.max_length", "data.seed", "analysis.norms.batch_size", "analysis.flow"),
                                    "token importance of the fine-tuned model and faithfulness of each view -> "
@@ -153,6 +154,12 @@ STEPS: dict[str, StepSpec] = {
     "seed_stats": StepSpec("bertology.steps.seeds:seed_stats",
                            ("train.seed", "train.seeds", "data.seed", "analysis.seeds"),
                            "every per-head statistic of a task across fine-tuning seeds -> results/stats/{task}/seeds/"),
+    # the claims ledger (the report opens with it)
+    "claims": StepSpec("bertology.steps.claims:claims",
+                       ("model", "tasks", "data.seed", "train.seed", "train.seeds", "train.inits",
+                        "analysis.claims", "analysis.norms.enabled"),
+                       f"{layout.path('claims')}, claims.md: the papers' claims checked on this run (effect, "
+                       f"interval, test, verdict)"),
     # the report
     "report": StepSpec("bertology.steps.report:report",
                        ("model", "tasks", "data", "train", "attention", "analysis", "ablation", "mlflow"),
