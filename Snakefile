@@ -18,11 +18,13 @@ include: "rules/data.smk"
 include: "rules/train.smk"
 include: "rules/attention.smk"
 include: "rules/ablation.smk"
+include: "rules/stores.smk"
 include: "rules/sieve.smk"
 include: "rules/kovaleva.smk"
 include: "rules/clark.smk"
 include: "rules/norms.smk"
 include: "rules/seeds.smk"
+include: "rules/claims.smk"
 
 
 # Keep last among the includes: the report needs every other rule file's targets.

@@ -8,7 +8,6 @@ default, a store variable or an output path that forgets the reference fails her
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -135,7 +134,7 @@ def _sieve_tables(tmp_path: Path) -> dict[str, object]:
     from bertology.sieve import roles_for
     from bertology.sieve.reduce import sieve_table
     from bertology.sieve.summary import sieve_delta, summarize
-    from bertology.steps.sieve import write_scores
+    from bertology.sieve.scores_io import write_scores
 
     roles = roles_for(True)
     rng = np.random.default_rng(0)
@@ -217,8 +216,9 @@ def _best_heads(tmp_path: Path) -> dict[str, object]:
 
 
 def _norms_tables() -> dict[str, object]:
-    from bertology.norms.analysis import SCORE_COLUMNS
+    from bertology.norms.analysis import LAYER_COLUMNS, SCORE_COLUMNS
     from bertology.norms.faithful import summarise
+    from bertology.norms.ranking import paired_differences
     from bertology.norms.stats import MixingStats, NormStats
 
     norms = NormStats(1, 1)
@@ -230,6 +230,9 @@ def _norms_tables() -> dict[str, object]:
             "stats/{task}/{variant}/token_scores.parquet": SCORE_COLUMNS,
             "stats/{task}/finetuned{seedtag}/faithfulness.csv": summarise(rhos, confidence=0.95, resamples=20, seed=0),
             "stats/{task}/finetuned{seedtag}/faithfulness_examples.csv": rhos,
+            "stats/{task}/finetuned{seedtag}/faithfulness_pairs.csv": paired_differences(
+                pd.concat([rhos, rhos.assign(view="alti")]), confidence=0.95, resamples=20, seed=0),
+            "stats/{task}/{variant}/mixing_layers.parquet": LAYER_COLUMNS,
             "stats/{task}/finetuned{seedtag}/importance.parquet": SCORE_COLUMNS}
 
 
@@ -241,22 +244,53 @@ def _seed_tables() -> dict[str, object]:
     roles, agreement = ss.role_tables(sieve, [1, 2])
     mb = ss.multibootstrap_table(np.ones((2, 3, 2)), ss.head_grid_labels(1, 2), quantity="cosine", resamples=10,
                                  seed=0, confidence=0.9).reindex(columns=list(ss.MULTIBOOTSTRAP_COLUMNS))
-    cos = [pd.DataFrame({"layer": [0, 1], "head": [0, 0], "mean": [0.9, 0.5]})] * 2
-    found = ss.findings([1, 2], cosine=cos, heads=[pd.DataFrame({"layer": [0], "head": [0], "metric": "accuracy",
-                                                                 "delta": [0.1]})] * 2,
-                        parser=[pd.DataFrame(columns=["relation", "direction", "layer", "head", "accuracy", "n",
-                                                      "baseline_accuracy"])] * 2,
-                        pruning=[pd.DataFrame(columns=["order", "fraction", "metric", "value"])] * 2, sieve=sieve)
+    from bertology.claims.ledger import findings_view
+
+    ledger = pd.DataFrame([{"claim": "kovaleva_cosine_last_layers", "paper": "Kovaleva et al. 2019", "section": "4.3",
+                            "statement": "s", "task": "rte", "variant": "finetuned", "seed_verdicts": "holds;inconclusive",
+                            "seeds": "1;2"}])
+    found = findings_view(ledger, "rte")
     return {"stats/{task}/seeds/roles.csv": roles, "stats/{task}/seeds/role_agreement.csv": agreement,
             "stats/{task}/seeds/multibootstrap.csv": mb, "stats/{task}/seeds/findings.csv": found}
 
 
+def _claims_tables(tmp) -> dict[str, object]:
+    from bertology.analyses import REGISTRY
+    from bertology.claims.ledger import build_ledger
+    from bertology.claims.stats import Boot
+
+    return {"claims.csv": build_ledger(tmp, REGISTRY.claims(), ["rte"], [42], Boot(resamples=10, confidence=0.95, seed=0))}
+
+
+def _store_tables(tmp_path: Path, config) -> dict[str, object]:
+    """Every table of the one read of a store, as each kernel of the registry writes it (built from the default
+    config, run on a small store of known examples): a new store analysis is checked here without an edit."""
+    from bertology.analyses import REGISTRY
+    from bertology.onepass import Job, reduce_store
+    from bertology.store import open_store
+    from tests.builders import kovaleva as kb
+
+    examples = [kb.pair_example(), kb.single_example(), kb.long_example(5, 4)]
+    store = kb.write_store(kb.build_store(examples, kb.maps), tmp_path / "s.zarr", chunk=2)
+    words = kb.words_table(examples)
+    job = Job(config, "rte", "pretrained", str(store), open_store(store), words, {})
+    kernels = [cls.build(job) for cls in REGISTRY.store_kernels()]
+    results = reduce_store(store, kernels, words, compute_kwargs={"scheduler": "synchronous"})
+    out = {}
+    for k in kernels:
+        declared = REGISTRY.kernel_tables(type(k))
+        for name, table in k.outputs(results[k.name], job).tables.items():
+            out[declared[name].path] = table
+    return out
+
+
 @pytest.fixture(scope="module")
-def code_tables(tmp_path_factory) -> dict[str, list[str]]:
+def code_tables(tmp_path_factory, typed_config) -> dict[str, list[str]]:
     """Every table the reference documents -> the columns (arrays, keys) the code gives it."""
     tmp = tmp_path_factory.mktemp("reference")
     built: dict[str, object] = {**_kovaleva_tables(), **_sieve_tables(tmp), **_ablation_tables(), **_table1_tables(),
-                                **_data_tables(), **_best_heads(tmp), **_norms_tables(), **_seed_tables()}
+                                **_data_tables(), **_best_heads(tmp), **_norms_tables(), **_seed_tables(),
+                                **_store_tables(tmp, typed_config()), **_claims_tables(tmp)}
     return {k: list(v.columns) if isinstance(v, pd.DataFrame) else list(v) for k, v in built.items()}
 
 
@@ -272,10 +306,10 @@ def test_every_documented_table_has_the_columns_the_code_writes(code_tables):
 def test_the_registry_declares_the_documented_columns(code_tables):
     """Every table of an analysis is declared once, in bertology.registry, with the columns the reference documents
     and the code writes."""
-    from bertology import registry
+    from bertology.analyses import REGISTRY
 
     documented = {code(table)[0]: column_list(columns) for table, columns, *_ in block_rows("columns")}
-    declared = {path: list(columns) for path, columns in registry.tables().items()}
+    declared = {path: list(columns) for path, columns in REGISTRY.tables().items()}
     wrong = {t: {"registry": c, "reference": documented.get(t), "code": code_tables.get(t)} for t, c in declared.items()
              if documented.get(t) != c or code_tables.get(t) != c}
     assert wrong == {}, "bertology.registry's columns differ from docs/reference.md#columns or from the code"
@@ -298,7 +332,7 @@ def pattern_regex(pattern: str) -> re.Pattern:
     from bertology.tasks import SCORE_VARIANTS, SPLITS, TASKS
 
     tasks = "|".join(TASKS)
-    values = {"task": tasks, "split": "|".join(SPLITS), "init": "pretrained|random",
+    values = {"task": tasks, "split": "|".join(SPLITS), "init": "pretrained|random", "name": "[a-z_]+",
               "variant": "|".join(SCORE_VARIANTS) + r"|finetuned-seed\d+", "seedtag": r"(?:-seed\d+)?", "rule": "[a-z_]+",
               "model": rf"pretrained|(?:{tasks})-finetuned(?:-seed\d+)?"}
     out = ""

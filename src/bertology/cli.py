@@ -31,14 +31,15 @@ import shlex
 import sys
 import traceback
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bertology import layout
 from bertology.errors import UserError
-from bertology.registry import store_sections
+from bertology.analyses import REGISTRY
 from bertology.store import EXPECT_SECTIONS
+from bertology.steps.context import Files, StepContext
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,8 @@ STEPS: dict[str, StepSpec] = {
     "attention_sample": StepSpec("bertology.steps.attention:attention_sample",
                                  ("attention.split", "attention.examples", "data.seed", "data.short_split"),
                                  "the seeded attention sample -> results/attention/{task}/sample.parquet"),
-    "annotate_words": StepSpec("bertology.steps.attention:annotate_words", ("attention.spacy_model",),
+    "annotate_words": StepSpec("bertology.steps.attention:annotate_words",
+                               ("model", "data.max_length", "attention.spacy_model"),
                                "spaCy words of the sample -> results/attention/{task}/words.parquet"),
     "extract_attention": StepSpec("bertology.steps.attention:extract_attention",
                                   ("model", "data.max_length", "data.seed", "attention", "analysis.norms.enabled"),
@@ -82,7 +84,7 @@ STEPS: dict[str, StepSpec] = {
     # Kovaleva et al. 4.1-4.5
     # every store analysis of the registry (Kovaleva 4.1/4.2/4.4/4.5, Clark 3.3/4.2, Pande) in one read of a store
     "store_stats": StepSpec("bertology.steps.stores:store_stats",
-                            (*store_sections(), "analysis.dask", *EXPECT_SECTIONS),
+                            (*REGISTRY.store_sections(), "analysis.dask", *EXPECT_SECTIONS),
                             "every store analysis (patterns, features, [CLS], relations, entropy, parser, sieve) "
                             "from one read of a store"),
     "kovaleva_cosine": StepSpec("bertology.steps.kovaleva:kovaleva_cosine",
@@ -119,9 +121,9 @@ STEPS: dict[str, StepSpec] = {
     # Kobayashi et al. 2020/2021, Abnar & Zuidema 2020: value norms, mixing, token views, faithfulness
     "norms_views": StepSpec("bertology.steps.norms:norms_views",
                             ("data.short_split", "analysis.norms.examples", "analysis.norms.batch_size",
-                             "analysis.flow.examples", *EXPECT_SECTIONS),
-                            "value norms, mixing and token views of one variant -> norms.csv, mixing.csv, "
-                            "token_scores.parquet"),
+                             "analysis.flow.examples", "analysis.mixing_views", *EXPECT_SECTIONS),
+                            "value norms, mixing, token views and the newer mixing views of one variant -> norms.csv, mixing.csv, "
+                            "token_scores.parquet, mixing_layers.parquet"),
     "norms_faithfulness": StepSpec("bertology.steps.norms:norms_faithfulness",
                                    ("data.max_length", "data.seed", "analysis.norms.batch_size", "analysis.flow"),
                                    "token importance of the fine-tuned model and faithfulness of each view -> "
@@ -152,6 +154,12 @@ STEPS: dict[str, StepSpec] = {
     "seed_stats": StepSpec("bertology.steps.seeds:seed_stats",
                            ("train.seed", "train.seeds", "data.seed", "analysis.seeds"),
                            "every per-head statistic of a task across fine-tuning seeds -> results/stats/{task}/seeds/"),
+    # the claims ledger (the report opens with it)
+    "claims": StepSpec("bertology.steps.claims:claims",
+                       ("model", "tasks", "data.seed", "train.seed", "train.seeds", "train.inits",
+                        "analysis.claims", "analysis.norms.enabled"),
+                       f"{layout.path('claims')}, claims.md: the papers' claims checked on this run (effect, "
+                       f"interval, test, verdict)"),
     # the report
     "report": StepSpec("bertology.steps.report:report",
                        ("model", "tasks", "data", "train", "attention", "analysis", "ablation", "mlflow"),
@@ -178,70 +186,6 @@ STEPS: dict[str, StepSpec] = {
 
 #: where a bug's traceback goes when the command runs in a terminal (relative to the working directory)
 ERROR_DIR = Path(".bertology") / "errors"
-
-
-class Files(Mapping[str, list[Path]]):
-    """Named paths of a step (``--input name=path``): ``files.store`` is the one path named `store`,
-    ``files.all("stats")`` every path of that name."""
-
-    def __init__(self, kind: str, step: str, items: Mapping[str, list[Path]]):
-        self._kind, self._step, self._items = kind, step, dict(items)
-
-    def __getitem__(self, name: str) -> list[Path]:
-        return self._items[name]
-
-    def __iter__(self):
-        return iter(self._items)
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def all(self, name: str) -> list[Path]:
-        if name not in self._items:
-            raise UserError(f"step {self._step} needs --{self._kind} {name}=PATH (has: {', '.join(self._items) or 'none'})")
-        return self._items[name]
-
-    def get(self, name: str, default: Any = None) -> Path | None:  # type: ignore[override]
-        paths = self._items.get(name)
-        return paths[0] if paths else default
-
-    def __getattr__(self, name: str) -> Path:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        paths = self.all(name)
-        if len(paths) != 1:
-            raise UserError(f"step {self._step}: --{self._kind} {name} has {len(paths)} paths where one is expected")
-        return paths[0]
-
-
-@dataclass
-class StepContext:
-    """What a step gets: its wildcards, named input/output paths, typed config sections, threads, tracker."""
-
-    step: str
-    wildcards: dict[str, str]
-    input: Files
-    output: Files
-    config: Any  # bertology.config.Config with only the step's sections filled
-    threads: int = 1
-    device: str | None = None
-    progress: bool = True
-    tracker: Any = None  # bertology.tracking.Tracker
-    extra: dict[str, Any] = field(default_factory=dict)
-    options: dict[str, Any] = field(default_factory=dict)  # a tool step's own options (StepSpec.options)
-    rest: list[str] = field(default_factory=list)  # the arguments after "--" (StepSpec.passthrough)
-
-    @property
-    def task(self) -> str | None:
-        return self.wildcards.get("task")
-
-    @property
-    def variant(self) -> str | None:
-        return self.wildcards.get("variant")
-
-    @property
-    def log(self) -> logging.Logger:
-        return logging.getLogger(f"bertology.{self.step}")
 
 
 def step_args(wildcards: Mapping[str, str], input: Any, output: Any) -> str:

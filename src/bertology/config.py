@@ -129,7 +129,18 @@ class FlowConfig:
 
 
 @dataclass(frozen=True)
+class MixingViewsConfig:
+    examples: int | None
+
+
+@dataclass(frozen=True)
 class SeedsConfig:
+    bootstrap: int
+    confidence: float
+
+
+@dataclass(frozen=True)
+class ClaimsConfig:
     bootstrap: int
     confidence: float
 
@@ -148,7 +159,9 @@ class AnalysisConfig:
     syntax: SyntaxConfig
     norms: NormsConfig
     flow: FlowConfig
+    mixing_views: MixingViewsConfig
     seeds: SeedsConfig
+    claims: ClaimsConfig
     dask: DaskConfig
 
 
@@ -321,6 +334,13 @@ def _path(error) -> str:
 
 
 def _describe(error) -> str:
+    if error.validator == "oneOf" and error.context:  # a `tasks` entry: a GLUE name or a declared task
+        branch = 0 if isinstance(error.instance, str) else 1
+        inner = [e for e in error.context if e.schema_path and e.schema_path[0] == branch
+                 and e.validator not in ("if", "then")] or [e for e in error.context if e.validator != "if"]
+        nested = [e for e in inner if e.validator != "type"] or inner
+        if nested:
+            return "; ".join(dict.fromkeys(_describe(e) for e in nested))
     where = _path(error)
     if error.validator == "additionalProperties":
         allowed = sorted(error.schema.get("properties", {}))
@@ -359,6 +379,11 @@ def validate_config(config: dict[str, Any]) -> dict[str, Any]:
     from snakemake.exceptions import WorkflowError
     from snakemake.utils import validate
 
+    from bertology.configfile import MAX_CONFIG_NODES, expanded_value_size
+
+    if expanded_value_size(config) > MAX_CONFIG_NODES:  # before anything walks an alias bomb
+        raise ConfigError(f"the config expands to more than {MAX_CONFIG_NODES:,} values through YAML aliases (*name): "
+                          f"a config has a few hundred; this looks like an alias bomb. Write the values out")
     try:
         validate(config, str(SCHEMA_PATH))
     except WorkflowError:
@@ -444,9 +469,11 @@ def _check_semantics(cfg: dict) -> None:
 
 
 def load_config(path: str | Path) -> dict[str, Any]:
-    """Read a YAML config file and validate it (defaults filled)."""
-    with open(path) as f:
-        raw = yaml.safe_load(f) or {}
+    """Read a YAML config file and validate it (defaults filled). A key given twice, or aliases that expand
+    past any sensible size, are refused before validation (:mod:`bertology.configfile`)."""
+    from bertology.configfile import read_config_file
+
+    raw = read_config_file(path) or {}
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: the config must be a YAML mapping of keys to values")
     return validate_config(raw)

@@ -1,7 +1,7 @@
 """results/report.html: every table and figure of a run on one self-contained page (images embedded).
 
 Sections follow the papers; each says in a sentence or two what it measures and what the paper found, so
-a reader can compare at a glance. They are declared with their analyses in :mod:`bertology.registry`.
+a reader can compare at a glance. They are declared with their analyses (:mod:`bertology.analyses`, the types in :mod:`bertology.registry`).
 The page shows the files the report rule declares as its inputs, nothing else (no crawling of results/):
 a section's tables are the inputs its path templates (:mod:`bertology.layout`) match, and its figures the
 declared figures with its file-name prefix (one file per figure and task); a declared figure no section
@@ -21,18 +21,21 @@ from pathlib import Path
 import pandas as pd
 
 from bertology import __version__, layout
-from bertology.registry import Section, report_sections
+from bertology.analyses import REGISTRY
+from bertology.registry import Section
 
 
-#: the report's sections, built from the registry (:func:`bertology.registry.report_sections`): each analysis
-#: declares its own section there (title, what it measures, what the paper found, its figures and tables)
-SECTIONS: tuple[Section, ...] = report_sections()
+#: the report's sections, in the order of declaration (:meth:`bertology.registry.Registry.report_sections`): each
+#: analysis declares its own section (title, what it measures, what the paper found, its figures and tables)
+SECTIONS: tuple[Section, ...] = REGISTRY.report_sections()
 
 
 def _img(path: Path) -> str:
+    from bertology.claims.render import figure_anchor
+
     data = base64.b64encode(path.read_bytes()).decode()
     title = html.escape(path.stem)
-    return (f'<figure><img alt="{title}" src="data:image/png;base64,{data}">'
+    return (f'<figure id="{figure_anchor(path.stem)}"><img alt="{title}" src="data:image/png;base64,{data}">'
             f"<figcaption>{title}</figcaption></figure>")
 
 
@@ -112,6 +115,19 @@ def _table1_block(results: Path, inputs: Sequence[str]) -> str:
     return ""
 
 
+def _claims_block(results: Path, inputs: Sequence[str], config: dict) -> str:
+    """The ledger (results/claims.csv) as the report's first section, when the report declares it."""
+    from bertology.claims.render import ledger_html
+
+    if layout.rel("claims") not in inputs:
+        return ""
+    ledger = pd.read_csv(results / layout.rel("claims"))
+    stems = [Path(f).stem for f in declared_figures(inputs)]
+    confidence = (config.get("analysis") or {}).get("claims", {}).get("confidence")
+    return ('<section id="claims"><h2>Claims checked on this run</h2>'
+            + ledger_html(ledger, stems, confidence) + "</section>")
+
+
 def _explorer_link(inputs: Sequence[str]) -> str:
     if layout.rel("explorer") in inputs:
         return ('<p id=explorer-link>Interactive head explorer (attention maps, per-head statistics, sieve roles): '
@@ -138,6 +154,12 @@ header a{color:#f0b429}.note{font-size:.8em;color:#627d98}.missing{color:#9b2c2c
 """
 
 
+def _css() -> str:
+    from bertology.claims.render import CSS as CLAIMS_CSS
+
+    return CSS + CLAIMS_CSS
+
+
 def declared_figures(inputs: Sequence[str]) -> list[str]:
     """The figures among the declared inputs (paths under the results root): results/figures/*.png."""
     rx = layout.regex("figure")
@@ -156,17 +178,20 @@ def build_report(results: Path, config: dict, inputs: Sequence[str]) -> str:
     tasks = html.escape(", ".join(t["name"] if isinstance(t, dict) else str(t) for t in cfg["tasks"]))
     when = dt.datetime.now().strftime("%Y-%m-%d %H:%M")
     parts = [f"<!doctype html><html lang=en><head><meta charset=utf-8><title>bertology report — {model}</title>"
-             f"<style>{CSS}</style></head><body><header><h1>bertology report</h1>"
+             f"<style>{_css()}</style></head><body><header><h1>bertology report</h1>"
              f"<p>model <b>{model}</b> · tasks <b>{tasks}</b> · data <b>{html.escape(str(cfg['data']['source']))}</b>"
              f" · bertology {__version__} · {when}</p>"
              f"<p>Browse every run: <code>mlflow ui --backend-store-uri {html.escape(str(cfg['mlflow']['tracking_uri']))}</code></p>"
              + _explorer_link(inputs) + "</header><nav>"]
+    claims = _claims_block(results, inputs, cfg)
+    if claims:
+        parts.append('<a href="#claims">Claims</a>')
     parts += [f'<a href="#{s.key}">{html.escape(s.title.split(" (")[0].split(" — ")[0])}</a>' for s in SECTIONS]
-    parts.append("</nav><main>")
+    parts.append("</nav><main>" + claims)
     for s in SECTIONS:
         parts.append(f'<section id="{s.key}"><h2>{html.escape(s.title)}</h2><div class=why>'
                      f"<div><b>What it measures</b>{html.escape(s.measures)}</div>"
-                     f"<div><b>What the paper found</b>{html.escape(s.paper)}</div></div>")
+                     f"<div><b>What the paper found</b>{html.escape(s.finding)}</div></div>")
         if s.key == "table1":
             parts.append(_table1_block(results, inputs))
         tables = [t for template in s.tables for t in layout.matching(template, inputs)]

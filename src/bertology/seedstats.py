@@ -10,7 +10,8 @@ module holds the pure functions that compare the seeds (the step is ``bertology.
   Sellam et al. 2022 (The MultiBERTs, section 3): each replicate draws seeds and examples with replacement,
   together, and averages the per-seed, per-example values over both draws, so an interval reflects both
   sources of variance;
-- :func:`verdict`: "every", "most", "some", "one" or "none" of the seeds.
+- :func:`verdict`: "every", "most", "some", "one" or "none" of the seeds (stats/{task}/seeds/findings.csv, the claims
+  ledger's view over seeds: :func:`bertology.claims.ledger.findings_view`).
 """
 
 from __future__ import annotations
@@ -165,22 +166,6 @@ MULTIBOOTSTRAP_COLUMNS = ("quantity", "metric", "role", "layer", "head", "mean",
                           "n_examples", "resamples", "confidence")
 
 
-#: the per-head tables compared across seeds: name -> (the keys of a row, the value compared)
-PER_HEAD: dict[str, tuple[tuple[str, ...], str]] = {
-    "features": (("layer", "head", "feature"), "mean"),
-    "cls": (("layer", "head", "feature"), "mean"),
-    "entropy": (("layer", "head", "feature"), "mean"),
-    "parser": (("relation", "direction", "layer", "head"), "accuracy"),
-    "relations": (("layer", "head", "source"), "mean"),
-    "sieve": (("layer", "head", "role"), "mean"),
-    "cosine": (("layer", "head"), "mean"),
-    "disabling": (("layer", "head", "metric"), "delta"),
-    "importance": (("layer", "head"), "importance"),
-    "norms": (("layer", "head", "category", "measure"), "mean"),
-    "syntax": (("relation", "direction", "layer", "head"), "accuracy"),  # heads as parsers on the gold trees
-}
-
-
 def role_tables(sieve: Sequence[pd.DataFrame], seeds: Sequence[int]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The seeds' sieve tables (layer, head, role, assigned) -> (roles, agreement).
 
@@ -222,6 +207,40 @@ def multibootstrap_table(values: np.ndarray, labels: pd.DataFrame, *, quantity: 
     return out
 
 
+def faithfulness_table(per_seed: Sequence[pd.DataFrame], *, resamples: int, seed: int,
+                       confidence: float) -> pd.DataFrame:
+    """multibootstrap.csv rows of the token views' faithfulness (bertology.norms): per_seed, each seed's
+    faithfulness_examples.csv (example_idx, view, importance, rho; AOPC in rho for importance ``aopc``). One row per
+    view and importance (quantity ``faithfulness.{view}``, metric = the importance) and per importance the effect
+    "newer decompositions minus rollout" (quantity ``faithfulness.newer_minus_rollout``,
+    :func:`bertology.norms.ranking.newer_minus_rollout_values`), each with its Multi-Bootstrap interval over the
+    seeds and the union of their examples (NaN where a seed lacks one)."""
+    from bertology.norms.ranking import newer_minus_rollout_values
+
+    frames = [f[np.isfinite(f["rho"].to_numpy(float))] for f in per_seed]
+    cells = sorted({(v, i) for f in frames for v, i in zip(f["view"], f["importance"])},
+                   key=lambda c: (c[1], c[0]))
+    idx = sorted({int(x) for f in frames for x in f["example_idx"]})
+    if not cells or not idx:
+        return pd.DataFrame(columns=list(MULTIBOOTSTRAP_COLUMNS))
+    values = np.full((len(frames), len(idx), len(cells) + 3), np.nan)
+    col = {c: k for k, c in enumerate(cells)}
+    pos = {x: k for k, x in enumerate(idx)}
+    for s, f in enumerate(frames):
+        for r in f.itertuples(index=False):
+            values[s, pos[int(r.example_idx)], col[(r.view, r.importance)]] = r.rho
+    imps = ("ablation", "gradient", "aopc")
+    for k, imp in enumerate(imps):
+        for s, f in enumerate(per_seed):
+            eff = newer_minus_rollout_values(f, imp)
+            for x, v in eff.items():
+                values[s, pos[int(x)], len(cells) + k] = v
+    labels = pd.DataFrame({"metric": [i for _, i in cells] + list(imps)})
+    out = multibootstrap_table(values, labels, quantity="", resamples=resamples, seed=seed, confidence=confidence)
+    out["quantity"] = [f"faithfulness.{v}" for v, _ in cells] + ["faithfulness.newer_minus_rollout"] * len(imps)
+    return out
+
+
 def head_grid_labels(layers: int, heads: int, **extra: Sequence) -> pd.DataFrame:
     """Row labels of an (L, H, ...) array flattened in C order: layer, head and, per `extra` name, its values
     (the trailing axes, in order)."""
@@ -249,97 +268,6 @@ def disabling_values(predictions: np.ndarray, labels: np.ndarray, layer: np.ndar
     values = (outcome[cols] - outcome[base][None, :]).T
     labels_df = pd.DataFrame({"layer": np.asarray(layer)[cols], "head": np.asarray(head)[cols]})
     return values, labels_df, ("neg_squared_error" if regression else "accuracy")
-
-
-# --------------------------------------------------------------------------------------------------
-# the papers' findings, seed by seed
-
-
-def _finding(name: str, paper: str, statement: str, holds: Sequence[bool | None], seeds: Sequence[int]) -> dict:
-    known = [bool(h) for h in holds if h is not None]
-    k = sum(known)
-    return {"finding": name, "paper": paper, "statement": statement,
-            "holds": ";".join("" if h is None else str(int(bool(h))) for h in holds),
-            "seeds": ";".join(str(s) for s in seeds), "holding": k, "n_seeds": len(known),
-            "verdict": verdict(k, len(known)) if known else "not computed"}
-
-
-def findings(seeds: Sequence[int], *, cosine: Sequence[pd.DataFrame], heads: Sequence[pd.DataFrame],
-             parser: Sequence[pd.DataFrame], pruning: Sequence[pd.DataFrame], sieve: Sequence[pd.DataFrame],
-             min_arcs: int = 20) -> pd.DataFrame:
-    """Which of the papers' findings hold in each seed (one table per seed in every argument, seeds' order).
-
-    finding, paper, statement, holds (1/0 per seed, ';'-joined, empty where not computable), seeds, holding,
-    n_seeds, verdict (:func:`verdict`). Head identities are compared with the first seed's.
-    """
-    rows = []
-    # Kovaleva 4.3 / Fig. 5: the last two layers change most
-    def last_layers(t: pd.DataFrame) -> bool | None:
-        by_layer = t.groupby("layer")["mean"].mean().dropna()
-        return None if by_layer.empty else bool(by_layer.idxmin() >= by_layer.index.max() - 1)
-    rows.append(_finding("cosine_last_layers", "Kovaleva et al. 2019, 4.3",
-                         "the lowest pretrained/fine-tuned cosine (layer mean) is in the last two layers",
-                         [last_layers(t) for t in cosine], seeds))
-
-    # Kovaleva 4.6: disabling some single head improves the model; the costliest head is the same
-    def headline(t: pd.DataFrame) -> pd.DataFrame:
-        return t[t["metric"] == t["metric"].iloc[0]] if len(t) else t
-    first = [headline(t) for t in heads]
-    rows.append(_finding("disabling_gain", "Kovaleva et al. 2019, 4.6",
-                         "disabling some single head raises the headline metric",
-                         [bool((t["delta"] > 0).any()) if len(t) else None for t in first], seeds))
-
-    def worst(t: pd.DataFrame):  # None when no head's removal costs anything (no costliest head to compare)
-        if t.empty or not (t["delta"] < 0).any():
-            return None
-        return tuple(t.loc[t["delta"].idxmin(), ["layer", "head"]].astype(int))
-    ref = worst(first[0])
-    rows.append(_finding("disabling_worst_head", "Kovaleva et al. 2019, 4.6",
-                         f"the head whose removal costs most is the first seed's (layer {ref[0] + 1}, head "
-                         f"{ref[1] + 1}, counted from 1)" if ref else "the costliest head is the first seed's",
-                         [None if ref is None or worst(t) is None else worst(t) == ref for t in first], seeds))
-
-    # Clark 4.2: some head beats the relation's offset baseline; the best head of the commonest relation
-    def beats(t: pd.DataFrame) -> bool | None:
-        t = t[t["n"] >= min_arcs]
-        return None if t.empty else bool((t["accuracy"] > t["baseline_accuracy"]).any())
-    rows.append(_finding("parser_beats_baseline", "Clark et al. 2019, 4.2",
-                         f"some head finds a relation's heads more often than its fixed-offset baseline "
-                         f"(relations with >= {min_arcs} arcs)", [beats(t) for t in parser], seeds))
-    common = None
-    if len(parser[0]):
-        arcs = parser[0].groupby(["relation", "direction"])["n"].max()
-        common = arcs.idxmax() if arcs.max() >= min_arcs else None
-
-    def best(t: pd.DataFrame):
-        sub = t[(t["relation"] == common[0]) & (t["direction"] == common[1])]
-        return None if sub.empty else tuple(sub.loc[sub["accuracy"].idxmax(), ["layer", "head"]].astype(int))
-    rows.append(_finding("parser_best_head", "Clark et al. 2019, 4.2",
-                         f"the best head for {common[0]} ({common[1]}) is the first seed's" if common else
-                         "the best head of the commonest relation is the first seed's",
-                         [None if common is None or best(t) is None or best(parser[0]) is None
-                          else best(t) == best(parser[0]) for t in parser], seeds))
-
-    # Michel 4: pruning by importance costs less than pruning at random (up to half the heads)
-    def prunes_better(t: pd.DataFrame) -> bool | None:
-        if t.empty:
-            return None
-        t = t[(t["metric"] == t["metric"].iloc[0]) & (t["fraction"] > 0) & (t["fraction"] <= 0.5)]
-        imp = t[t["order"] == "importance"].groupby("fraction")["value"].mean()
-        rnd = t[t["order"] == "random"].groupby("fraction")["value"].mean()
-        both = imp.index.intersection(rnd.index)
-        return None if both.empty else bool((imp[both] >= rnd[both]).all())
-    rows.append(_finding("pruning_importance_order", "Michel et al. 2019, 4",
-                         "pruning up to half the heads by importance keeps at least the random orders' mean metric",
-                         [prunes_better(t) for t in pruning], seeds))
-
-    # Pande: heads of each role exist
-    roles = list(dict.fromkeys(sieve[0]["role"])) if len(sieve[0]) else []
-    for role in roles:
-        rows.append(_finding(f"sieve_{role}_heads", "Pande et al. 2021",
-                             f"some head is assigned the {role} role",
-                             [bool(t.loc[t["role"] == role, "assigned"].astype(bool).any()) for t in sieve], seeds))
-    return pd.DataFrame(rows)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bertology.data.glue_dir import SkippedRow, read_glue_rows, read_glue_split
+from bertology.data.glue_dir import SkippedRow, read_glue_rows, read_glue_split  # noqa: F401 - bench/ reads it here
 from bertology.data.sampler import sample_positions
 from bertology.data.hub import load_hub_split
 from bertology.config import DataConfig
@@ -128,8 +128,9 @@ def read_label_names(path: str | Path) -> list[str]:
 
 
 def skipped_frame(skipped: tuple[SkippedRow, ...]) -> pd.DataFrame:
-    """The skipped-rows table of the data rule (file, line, fields, expected; one row per skipped row)."""
-    return pd.DataFrame([dataclasses.asdict(s) for s in skipped], columns=["file", "line", "fields", "expected"])
+    """The skipped-rows table of the data rule (file, line, fields, expected, problem; one row per skipped row)."""
+    return pd.DataFrame([dataclasses.asdict(s) for s in skipped],
+                        columns=["file", "line", "fields", "expected", "problem"])
 
 
 def source_version(source: str) -> str:

@@ -286,7 +286,9 @@ def _frame(decl: dict, ds: Any, df: pd.DataFrame, names: list[str], src: Source,
         for i in np.flatnonzero(bad):
             file, line, _ = _row_where(src, split, int(positions[i]))
             filled = sum(not _blank(df.iloc[i][c]) for c in text_cols) + (not _missing(df.iloc[i][decl["label"]]))
-            skipped.append(SkippedRow(file, line, int(filled), len(needed)))
+            blank = [c for c in text_cols if _blank(df.iloc[i][c])]
+            problem = f"blank {blank[0]}" if blank else f"missing {decl['label']}"
+            skipped.append(SkippedRow(file, line, int(filled), len(needed), problem))
     keep = ~bad
     labels = _label_ids(decl, names, df, src, split, keep, positions)
     out = pd.DataFrame({

@@ -15,12 +15,13 @@ import pandas as pd
 
 from bertology import __version__
 from bertology.explorer.catalogue import catalogue, statistic_tables
+from bertology.explorer.claims import claims_block
 from bertology.explorer.examples import sampled_examples
 from bertology.explorer.inputs import VARIANTS, Inputs
 from bertology.explorer.maps import QUANT
 from bertology.explorer.sieve import sieve_block
 from bertology.explorer.views import token_views
-from bertology.registry import analysis
+from bertology.analyses import REGISTRY
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +77,7 @@ def load_explorer_data(results: Path, tasks: list[str], *, examples: int, seed: 
         if words is None:
             notes.append(f"{src.absent(wpath)}: no dependency arcs")
         read: dict[str, dict[str, pd.DataFrame]] = {}  # tables read, by registry template: the sieve's read once
-        sieve_tables = statistic_tables(src, task, analysis("sieve").statistics[0], notes, read)
+        sieve_tables = statistic_tables(src, task, REGISTRY.analysis("sieve").statistics[0], notes, read)
         sieve, scores = sieve_block(src, task, L, H, sieve_tables, notes)
         metrics = catalogue(src, task, L, H, notes, read)
         views, look = token_views(src, task, list(stores))
@@ -92,6 +93,6 @@ def load_explorer_data(results: Path, tasks: list[str], *, examples: int, seed: 
             "split": str(ref.attrs.get("split", "")), "store_examples": int(ref.sizes["example"]),
             "variants": list(stores), "stores": {v: src.name(src.path("store", task=task, variant=v)) for v in stores},
             "metrics": metrics, "sieve": sieve, "examples": exs, "dropped": dropped, "notes": notes,
-            "token_views": views,
+            "token_views": views, "claims": claims_block(src, task, notes),
         })
     return out

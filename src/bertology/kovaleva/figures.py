@@ -174,6 +174,12 @@ def relations_figure(tables: dict[str, pd.DataFrame], task: str, path: str | Pat
     ``framenet_fe_target`` rows, the transposed FrameNet direction, are not drawn)."""
     variants = [v for v in STORE_VARIANTS if v in tables]
     sources = [s for s in RELATION_SOURCES if any(s in set(tables[v]["source"]) for v in variants)]
+    if not sources:  # no link of any source (a task without annotated words: relations left out)
+        fig, ax = plotting.new_figure(6.0, 1.6)
+        ax.axis("off")
+        ax.text(0.5, 0.5, f"{task}: no relation links (its words are not parsed: no spaCy pipeline for its "
+                          f"language)", ha="center", va="center", wrap=True)
+        return plotting.save_figure(fig, path)
     first = tables[variants[0]]
     layers, heads = int(first["layer"].max()) + 1, int(first["head"].max()) + 1
     fig, axes = plotting.new_figure(max(7.0, len(variants) * (1.8 + 0.45 * heads)),

@@ -7,7 +7,7 @@ import time
 import pandas as pd
 
 from bertology.annotate import SPAN_COLUMNS, annotate_frame, blank_spacy, load_spacy, write_words
-from bertology.cli import StepContext
+from bertology.steps.context import StepContext
 from bertology.data import COLUMNS, read_prepared, sample_rows, write_prepared
 from bertology.errors import UserError
 from bertology.seeds import split_variant
@@ -26,8 +26,12 @@ def attention_sample(ctx: StepContext) -> None:
 
 
 def annotate_words(ctx: StepContext) -> None:
-    """results/attention/{task}/words.parquet: spaCy words of every example of the sample."""
+    """results/attention/{task}/words.parquet: spaCy words of every example of the sample, each text only as far
+    as the model sees it at data.max_length (annotate.visible_texts)."""
+    from bertology.models import load_tokenizer, resolve_model
+
     sample = read_prepared(ctx.input.sample)
+    tokenizer = load_tokenizer(resolve_model(ctx.config.model))
     t0 = time.perf_counter()
     spec = get_task(ctx.task)
     if not spec.declared:
@@ -37,7 +41,8 @@ def annotate_words(ctx: StepContext) -> None:
     else:  # none installed: words from spaCy's rule-based tokenizer, no tags or parses (said at start)
         nlp = blank_spacy(spec.language)
         ctx.log.info("%s: no spaCy pipeline for language %r: words are tokenised only", ctx.task, spec.language)
-    words = annotate_frame(sample, nlp, progress=ctx.progress)
+    words = annotate_frame(sample, nlp, progress=ctx.progress, tokenizer=tokenizer,
+                           max_length=ctx.config.data.max_length)
     seconds = time.perf_counter() - t0
     write_words(words, ctx.output.words)
     ctx.log.info("%s: %d examples, %d words annotated in %.1f s (%.0f examples/s) -> %s", ctx.task, len(sample),
@@ -54,7 +59,7 @@ def extract_attention(ctx: StepContext) -> None:
 
     from bertology.diskspace import human, store_space
     from bertology.extract import extract_store
-    from bertology.models import resolve_model
+    from bertology.models import check_max_length, resolve_model
 
     cfg, variant = ctx.config, ctx.variant
     if split_variant(variant)[0] in VARIANT_INIT:  # finetuned or finetuned-seedN (bertology.seeds)
@@ -63,6 +68,7 @@ def extract_attention(ctx: StepContext) -> None:
         if ctx.input.get("model") is not None:
             raise UserError(f"variant {variant} runs the config `model`; it takes no --input model")
         model_path = resolve_model(cfg.model)
+    check_max_length(model_path, cfg.data.max_length, cfg.model)
     torch.set_num_threads(ctx.threads)
     frame = read_prepared(ctx.input.sample)
     words = pd.read_parquet(ctx.input.words, columns=SPAN_COLUMNS)

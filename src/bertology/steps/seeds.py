@@ -1,7 +1,10 @@
 """Step of rules/seeds.smk: every per-head statistic of one task compared across fine-tuning seeds.
 
 ``seed_stats``: list inputs one path per fine-tuned seed, in the order of ``train.seeds`` (the rule expands
-``bertology.seeds.finetuned_variants``); ``pretrained_scores`` is the one pretrained store's sieve scores.
+``bertology.seeds.finetuned_variants``): one per table the registry compares across seeds, named as its seed table
+(:meth:`bertology.registry.Registry.seed_inputs`), and the examples and scores of the Multi-Bootstrap;
+``pretrained_scores`` is the one pretrained store's sieve scores. The findings over seeds are the claims ledger's
+view (``bertology.steps.claims``).
 Writes results/stats/{task}/seeds/*.csv (bertology.seedstats) and the two figures.
 """
 
@@ -12,11 +15,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bertology.cli import StepContext
+from bertology.analyses import REGISTRY
+from bertology.steps.context import StepContext
 from bertology.errors import UserError
 from bertology.io import write_csv
 from bertology.seeds import configured_seeds
-from bertology.seedstats import (MULTIBOOTSTRAP_COLUMNS, PER_HEAD, disabling_values, findings, head_grid_labels, multibootstrap_table,
+from bertology.seedstats import (MULTIBOOTSTRAP_COLUMNS, disabling_values, faithfulness_table, head_grid_labels, multibootstrap_table,
                                  plot_role_agreement, plot_stability, role_tables, seed_moments)
 from bertology.sieve.scores_io import read_scores
 from bertology.steps.tables import read_table
@@ -47,13 +51,13 @@ def seed_stats(ctx: StepContext) -> None:
         raise UserError("the seed statistics need two or more train.seeds (train.seeds: [42, 43, ...])")
     cfg, S = ctx.config.analysis.seeds, len(seeds)
     boot = {"resamples": cfg.bootstrap, "seed": int(ctx.config.data.seed), "confidence": cfg.confidence}
+    per_head = REGISTRY.seed_tables()  # name -> the declared table with its keys and value (registry.AcrossSeeds)
     tables = {name: [read_table(p) for p in _per_seed(ctx, name, S)]
-              for name in PER_HEAD if ctx.input.get(name) is not None and name != "disabling"}
-    tables["disabling"] = [read_table(p) for p in _per_seed(ctx, "heads", S)]
+              for name in per_head if ctx.input.get(name) is not None}
     moments = {}
     for name, frames in tables.items():
-        keys, value = PER_HEAD[name]
-        moments[name] = seed_moments(frames, seeds, keys, value)
+        across = per_head[name].seeds
+        moments[name] = seed_moments(frames, seeds, across.keys, across.value)
         write_csv(moments[name], getattr(ctx.output, name))
 
     roles, agreement = role_tables(tables["sieve"], seeds)
@@ -86,12 +90,11 @@ def seed_stats(ctx: StepContext) -> None:
     else:
         ctx.log.warning("%s: the disabling sweep was not computed for every seed; no Multi-Bootstrap of its delta",
                         ctx.task)
+    if ctx.input.get("faithfulness_examples") is not None:     # the token views' faithfulness (norm analyses)
+        parts.append(faithfulness_table([read_table(p) for p in _per_seed(ctx, "faithfulness_examples", S)], **boot))
     mb = pd.concat(parts, ignore_index=True).reindex(columns=list(MULTIBOOTSTRAP_COLUMNS))
     write_csv(mb, ctx.output.multibootstrap)
 
-    found = findings(seeds, cosine=tables["cosine"], heads=tables["disabling"], parser=tables["parser"],
-                     pruning=[read_table(p) for p in _per_seed(ctx, "pruning", S)], sieve=tables["sieve"])
-    write_csv(found, ctx.output.findings)
 
     headline = moments["disabling"]
     headline = headline[headline["metric"] == headline["metric"].iloc[0]] if len(headline) else headline
@@ -99,11 +102,12 @@ def seed_stats(ctx: StepContext) -> None:
                     f"disabling delta ({headline['metric'].iloc[0] if len(headline) else 'none'})": headline},
                    ctx.output.stability, task=ctx.task)
     plot_role_agreement(agreement, ctx.output.role_figure, task=ctx.task)
-    _track(ctx, moments, agreement, mb, found)
+    _track(ctx, moments, agreement, mb)
 
 
-def _track(ctx: StepContext, moments, agreement: pd.DataFrame, mb: pd.DataFrame, found: pd.DataFrame) -> None:
-    """MLflow: per-layer mean std over seeds, role agreement (all heads, and by layer as steps), findings."""
+def _track(ctx: StepContext, moments, agreement: pd.DataFrame, mb: pd.DataFrame) -> None:
+    """MLflow: per-layer mean std over seeds, role agreement (all heads, and by layer as steps); the findings over
+    seeds are the claims ledger's (bertology.steps.claims)."""
     tracker = ctx.tracker
     for name in ("cosine", "importance"):
         for layer, value in moments[name].groupby("layer")["std"].mean().items():
@@ -118,9 +122,8 @@ def _track(ctx: StepContext, moments, agreement: pd.DataFrame, mb: pd.DataFrame,
     for quantity, sub in mb.groupby("quantity"):
         excludes_zero = ((sub["ci_low"] > 0) | (sub["ci_high"] < 0)).mean()
         tracker.metric(f"seeds.multibootstrap.{quantity}.share_excluding_zero", float(excludes_zero))
-    tracker.metrics({f"seeds.finding.{r.finding}": float(r.holding) for r in found.itertuples()})
     tracker.metric("seeds.n_seeds", float(len(ctx.config.train.seeds or [])))
-    for path in (ctx.output.findings, ctx.output.role_agreement, ctx.output.multibootstrap):
+    for path in (ctx.output.role_agreement, ctx.output.multibootstrap):
         tracker.artifact(path)
     for path in (ctx.output.stability, ctx.output.role_figure):
         tracker.artifact(path, "figures")

@@ -37,6 +37,7 @@ class Tracker:
         self.client, self.run_id, self.batch, self.record = client, run_id, batch, record
         self._pending: list = []
         self.failed: str | None = None if client is not None else "tracking disabled"
+        self.parent_id: str | None = None  # the invocation's parent run (job_run sets it)
 
     @property
     def active(self) -> bool:
@@ -116,6 +117,13 @@ class Tracker:
         self._call(f"log artifact {path}", {"artifact": path, "folder": folder},
                    lambda: self.client.log_artifact(self.run_id, path, folder))
 
+    def on_parent(self) -> "Tracker":
+        """A tracker recording to the parent run of this job's run (the workflow invocation's), through the same
+        client; one that records nothing when there is no parent or tracking is off. Never ended by the job."""
+        if not self.active or not self.parent_id:
+            return Tracker()
+        return Tracker(self.client, self.parent_id)
+
     def end(self, status: str) -> None:
         if self._off:
             return
@@ -174,6 +182,7 @@ def job_run(rule: str, *, task: str | None = None, variant: str | None = None,
         run = retry(client.create_run, exp_id, run_name=name, tags=run_tags)
         record.run_id = run.info.run_id
         tracker = Tracker(client, run.info.run_id, record=record)
+        tracker.parent_id = parent
     except Exception as err:  # noqa: BLE001 - tracking must never fail a job
         log.warning("MLflow tracking is unavailable (%s); the job runs without it and keeps what it would "
                     "record under %s/ (sent by the next workflow run or `bertology tracking-replay`)",

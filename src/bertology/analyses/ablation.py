@@ -1,0 +1,101 @@
+"""Disabling heads and layers (Kovaleva et al. 2019, section 4.6), head importance and pruning (Michel et al.
+2019), declared once. The tables come from the rules of ``rules/ablation.smk`` (:mod:`bertology.steps.ablation`)."""
+
+from __future__ import annotations
+
+from bertology.claims import kovaleva as claims_kovaleva
+from bertology.claims import michel as claims_michel
+from bertology.layout import rel
+from bertology.registry import AcrossSeeds, Analysis, Claim, Section, Statistic, Table
+
+ANALYSES: tuple[Analysis, ...] = (
+    Analysis(
+        name="disabling", config=("ablation",),
+        claims=(
+            Claim("kovaleva_disable_head", "Kovaleva et al. 2019", "4.6",
+                  "Disabling some single head improves the fine-tuned model.",
+                  "ablation heads.csv: largest delta of the headline metric, its ci_low, ci_high, p_adj",
+                  claims_kovaleva.disabling_gain, (("heads", rel("ablation", name="heads"), ""),),
+                  unit="examples (the sweep's paired bootstrap)", params=(("table", "heads"),), config="ablation",
+                  anchor="ablation", figure="ablation", paper_value="+0.1% (STS-B) to +1.2% (MRPC)",
+                  sentence="However, it is important to note that across all tasks and datasets, disabling some heads "
+                           "leads to an increase in performance."),
+            Claim("kovaleva_disable_layer", "Kovaleva et al. 2019", "4.6",
+                  "Disabling some whole layer improves the fine-tuned model.",
+                  "ablation layers.csv: largest delta of the headline metric, its ci_low, ci_high, p_adj",
+                  claims_kovaleva.disabling_gain,
+                  (("layers", rel("ablation", name="layers"), ""), ("heads", rel("ablation", name="heads"), "")),
+                  unit="examples (the sweep's paired bootstrap)", params=(("table", "layers"),), config="ablation",
+                  anchor="ablation", figure="ablation", paper_value="up to +3.2% (RTE, first layer)",
+                  sentence="Furthermore, disabling a whole layer, that is, all 12 heads in a given layer, also improves "
+                           "the results."),
+        ),
+        tables=(Table(rel("ablation", name="heads"), ("layer", "head", "metric", "value", "baseline", "delta",
+                                                      "ci_low", "ci_high", "p_value", "p_adj", "significant", "test",
+                                                      "n"),
+                      seeds=AcrossSeeds("disabling", ("layer", "head", "metric"), value="delta")),
+                Table(rel("ablation", name="layers"), ("layer", "metric", "value", "baseline", "delta", "ci_low",
+                                                       "ci_high", "p_value", "p_adj", "significant", "test", "n")),
+                Table(rel("ablation", name="summary"), ("task", "metric", "finding", "layer", "head", "value",
+                                                        "baseline", "delta", "ci_low", "ci_high", "p_value", "p_adj",
+                                                        "n"))),
+        section=Section(
+            key="ablation", title="Disabling heads and layers (Kovaleva §4.6, Figs. 8–9)",
+            measures="The fine-tuned model's score with one head (or one whole layer) attending uniformly to all "
+            "real tokens, against the intact baseline, with paired bootstrap intervals and p-values over the same "
+            "examples.",
+            finding="Disabling single heads or whole layers often changes little, and some disabled heads or layers "
+            "even improve the score; the paper gave no uncertainty, so check which gains survive here.",
+            figure_prefixes=("ablation",), tables=(rel("ablation", name="summary", seedtag=""),)),
+        statistics=(
+            Statistic("ablation", "Disabling heads (Kovaleva 4.6)", "disabling Δ {k}",
+                      "Fine-tuned model's {k} with this head attending uniformly, minus the intact model's; "
+                      "interval: paired bootstrap; dots: significant.", rel("ablation", name="heads", seedtag=""),
+                      column="delta", key=("metric",), diverging=True, ci=("ci_low", "ci_high"), mark="significant",
+                      mark_label="significant", across_seeds=True),
+        )),
+    Analysis(
+        name="importance", config=("ablation.pruning",),
+        tables=(Table(rel("ablation", name="importance"), ("layer", "head", "importance", "raw", "n", "split"),
+                      seeds=AcrossSeeds("importance", ("layer", "head"), value="importance")),),
+        section=Section(
+            key="pruning", title="Head importance and pruning (Michel et al. 2019)",
+            measures="Importance of a head = mean over examples of |dL/dξ|, the loss's sensitivity to a gate ξ on the "
+            "head's output (ξ = 1 is the intact model), normalised per layer (l2), computed on the split named in "
+            "each map's title (ablation.pruning.importance_split; the paper and the default: training data). "
+            "Pruning curves: the validation score with 0, 10, ..., 100% of all heads removed, least important "
+            "first, against random orders (mean, ±1 std, range); removal zeroes the head's output (the paper) or, "
+            "with ablation.pruning.mode: uniform, makes it attend uniformly (as the disabling above).",
+            finding="Michel et al.: most heads can be removed at test time; pruning by importance, 20% (WMT) and 40% "
+            "(BERT on MNLI) of the heads go without a noticeable loss, after which the score drops sharply. Their "
+            "curves have no random baseline; the gap to the random orders here says how much the importance order "
+            "buys.",
+            figure_prefixes=("importance", "pruning")),
+        statistics=(
+            Statistic("importance", "Head importance (Michel et al.)", "importance",
+                      "E|dL/dξ| of a gate on the head's output, normalised per layer.",
+                      rel("ablation", name="importance", seedtag=""), column="importance", optional=True,
+                      across_seeds=True),
+        )),
+    Analysis(
+        name="pruning", config=("ablation.pruning",),
+        claims=(
+            Claim("michel_importance_order", "Michel et al. 2019", "4",
+                  "Pruning heads in order of importance costs less than pruning them in a random order.",
+                  "pruning.csv: value (headline metric), order importance minus the mean of the random orders, per fraction",
+                  claims_michel.importance_order, (("pruning", rel("ablation", name="pruning"), ""),),
+                  unit="pruning fractions", config="ablation.pruning", anchor="pruning", figure="pruning",
+                  sentence="Based on this observation, we further propose a simple algorithm that greedily and iteratively "
+                           "prunes away attention heads that seem to be contributing less to the model."),
+            Claim("michel_prunable_share", "Michel et al. 2019", "4",
+                  "A share of the heads can be pruned by importance with the metric within one point of the intact model.",
+                  "pruning.csv: largest fraction (order importance) whose every step keeps value >= intact - 0.01",
+                  claims_michel.prunable_share, (("pruning", rel("ablation", name="pruning"), ""),),
+                  null=0.05, unit="seeds", config="ablation.pruning", anchor="pruning", figure="pruning",
+                  paper_value="20% (WMT), 40% (BERT on MNLI)",
+                  sentence="In practice, a large percentage of attention heads can be removed at test time without "
+                           "significantly impacting performance."),
+        ),
+        tables=(Table(rel("ablation", name="pruning"), ("order", "seed", "fraction", "n_pruned", "metric", "value",
+                                                        "mode")),)),
+)

@@ -1,0 +1,82 @@
+"""Pande et al. 2021, "The heads hypothesis": sieve bias and functional roles of heads, declared once. The per-head
+tests and scores come from the sieve kernel in the one read of a store (:class:`bertology.sieve.reduce.SieveKernel`);
+the tables across tasks from ``rules/sieve.smk``."""
+
+from __future__ import annotations
+
+from bertology.claims import pande as claims_pande
+from bertology.layout import rel
+from bertology.registry import AcrossSeeds, Analysis, Claim, Section, Statistic, Table, variant_table
+from bertology.sieve.reduce import SieveKernel
+
+ANALYSES: tuple[Analysis, ...] = (
+    Analysis(
+        name="sieve", config=("analysis.sieve",), kernel=SieveKernel,
+        claims=(
+            Claim("pande_local_syntactic", "Pande et al. 2021", "5 (local vs syntactic)",
+                  "Local and syntactic sieve biases of the heads correlate strongly.",
+                  "sieve.csv (finetuned): mean, roles local and syntactic, per head", claims_pande.local_syntactic,
+                  (("sieve", variant_table("sieve.csv"), ""),), null=0.5, config="analysis.sieve", anchor="sieve", figure="sieve",
+                  paper_value="Spearman 0.73 (SST-2) to 0.85 (MRPC)",
+                  sentence="We observe a very high correlation score of 0.78, 0.81, 0.85, 0.73 scores for QNLI, QQP, "
+                           "MRPC, SST-2 tasks respectively, with a p-value of 0."),
+            Claim("pande_multiskilled_middle", "Pande et al. 2021", "5 (multi-skilled heads across layers)",
+                  "Multi-skilled heads (two or more roles) are most numerous in the middle layers.",
+                  "sieve.csv (finetuned): assigned, fine roles, per head; layer thirds", claims_pande.multiskilled_middle,
+                  (("sieve", variant_table("sieve.csv"), ""),), config="analysis.sieve", anchor="sieve", figure="sieve",
+                  paper_value="layers 5-9 on MRPC, QNLI, SST-2 (not QQP)",
+                  sentence="The number of multi-skilled heads is higher in the middle layers (layers 5 to 9) for MRPC, "
+                           "QNLI and SST-2 tasks."),
+            Claim("pande_delimiter_last", "Pande et al. 2021", "5 (distribution of delimiter heads)",
+                  "Delimiter heads are common in the last layers and rare in the first.",
+                  "sieve.csv (finetuned): assigned, role delimiter, per head; last vs first third of the layers",
+                  claims_pande.delimiter_last, (("sieve", variant_table("sieve.csv"), ""),), config="analysis.sieve",
+                  anchor="sieve", figure="sieve", paper_value="often the only functional heads in the last three layers",
+                  sentence="In fact, such delimiter heads are often the only functional heads in the last three layers "
+                           "across different tasks. Interestingly, the first layer contains very few (if any) delimiter heads."),
+            Claim("pande_delimiter_delta_final", "Pande et al. 2021", "6 (fine-tuning)",
+                  "Fine-tuning lowers the delimiter bias most in the final layers.",
+                  "sieve.csv finetuned - pretrained: mean, role delimiter, per head; last third vs the rest",
+                  claims_pande.delimiter_delta_final,
+                  (("sieve", variant_table("sieve.csv"), ""), ("sieve_pretrained", rel("variant_stat", variant="pretrained", file="sieve.csv"), "")),
+                  side="<", config="analysis.sieve", anchor="sieve", figure="sieve-delta",
+                  sentence="We observe that in the final layers, there is a decrease in the average delimiter bias score."),
+        ),
+        tables=(Table(variant_table("sieve.csv"), ("layer", "head", "role", "n", "mean", "std", "t", "p_value",
+                                                   "assigned", "tau", "p_adjusted", "alpha", "correction"),
+                      output="sieve", seeds=AcrossSeeds("sieve", ("layer", "head", "role"))),
+                Table(variant_table("sieve_scores.npz"), ("scores", "example_idx", "layer", "head", "role", "attrs"),
+                      output="sieve_scores")),
+        section=Section(
+            key="sieve", title="Functional roles of heads (Pande et al. 2021)",
+            measures="Sieve bias: for each role (local, block, delimiter, syntactic, ...) how much more attention a "
+            "head puts on the role's tokens than uniform attention would (n × mean attention); a one-sided t-test "
+            "over examples (H0: bias ≤ τ) assigns the role.",
+            finding="Most heads are multi-skilled; delimiter heads are common, syntactic heads overlap heavily with "
+            "local ones, and fine-tuning changes the bias of the final layers most.",
+            figure_prefixes=("sieve",), tables=(rel("sieve_summary"), rel("sieve_delta", seedtag=""))),
+        statistics=(
+            Statistic("sieve:count", "Sieve roles (Pande)", "number of roles assigned",
+                      "Roles whose one-sided t-test rejects H0: mean bias <= tau (p < alpha).",
+                      variant_table("sieve.csv"), count="assigned", fmt="int"),
+            Statistic("sieve", "Sieve bias per role (Pande)", "bias: {k}",
+                      "Mean over examples of the {k} sieve bias n * mean attention to the sieve (1 = uniform); dots: "
+                      "role assigned (p < alpha); tau = {ref}.", variant_table("sieve.csv"), key=("role",),
+                      mark="assigned", mark_label="role assigned", ref="tau", across_seeds=True),
+        )),
+    Analysis(
+        name="sieve_delta", config=("tasks",),
+        tables=(Table(rel("sieve_delta"), ("task", "role", "layer_group", "pretrained", "finetuned", "delta",
+                                           "n_heads")),)),
+    Analysis(
+        name="sieve_summary", config=("tasks",),
+        tables=(Table(rel("sieve_summary"), ("task", "variant", "n_heads", "delimiter_heads", "share_delimiter",
+                                             "no_role_heads", "share_no_role", "multi_skilled_heads",
+                                             "syntactic_heads", "local_heads", "syntactic_and_local",
+                                             "overlap_syntactic_local", "jaccard_syntactic_local", "spearman_rho",
+                                             "spearman_p", "spearman_n_heads", "spearman_rho_examples",
+                                             "spearman_p_examples", "spearman_n_pairs", "heads_local",
+                                             "heads_prev_local", "heads_next_local", "heads_block", "heads_delimiter",
+                                             "heads_cls", "heads_sep", "heads_nsubj", "heads_dobj", "heads_amod",
+                                             "heads_advmod", "heads_syntactic")),)),
+)
