@@ -7,7 +7,7 @@ from bertology.cli import STEPS, step_args
 from bertology.config import sections_json
 from bertology.data import source_version
 from bertology.explorer import explorer_inputs
-from bertology.norms.values import norms_unsupported
+from bertology.capability import model_capabilities
 from bertology.layout import path, paths
 from bertology.seeds import (SEED_TAG_REGEX, STORE_VARIANT_REGEX, SYNTAX_MODEL_REGEX, configured_seeds,
                              finetuned_variants, seed_tags, store_variants)
@@ -35,7 +35,9 @@ envvars:
 TASK_NAMES = list(config["tasks"])
 # The norm analyses run when asked for and when the model's layers are ones value norms are computed for
 # (norms.values.attention_blocks; otherwise onstart says why in one line and the rest of the workflow runs).
-NORMS_ENABLED = bool(config["analysis"]["norms"]["enabled"]) and norms_unsupported(config["model"]) is None
+# Decided once per model and remembered under .bertology/capability/ (bertology.capability): reading the
+# Snakefile imports neither torch nor transformers.
+NORMS_ENABLED = bool(config["analysis"]["norms"]["enabled"]) and model_capabilities(config["model"])["norms"] is None
 PAIR_TASKS = [t for t in TASK_NAMES if TASKS[t].is_pair]
 INITS = list(config["train"]["inits"])
 # Path tags of the fine-tuning seeds: '' for the first (train.seed: the plain paths, read by every

@@ -93,16 +93,16 @@ def fail(message: str) -> None:
 
 def capability_notes(config: dict) -> list[str]:
     """One line per analysis that cannot run on the config's model (said before any job runs)."""
-    from bertology.ablation.heads import disabling_unsupported
-    from bertology.norms.values import norms_unsupported
+    from bertology.capability import model_capabilities
 
     notes = []
-    why = disabling_unsupported(str(config["model"]))
+    capabilities = model_capabilities(str(config["model"]))
+    why = capabilities["disabling"]
     if why is not None:
         notes.append(f"bertology: disabling heads (Kovaleva 4.6) is not possible on model {config['model']!r}: "
                      f"{why}; results/ablation/* and its figures say so, every other output and the report are "
                      f"produced")
-    why = config["analysis"]["norms"]["enabled"] and norms_unsupported(str(config["model"]))
+    why = config["analysis"]["norms"]["enabled"] and capabilities["norms"]
     if why:
         notes.append(f"bertology: the norm analyses (value norms, mixing, rollout, flow) are left out on model "
                      f"{config['model']!r}: {why}; every other output and the report are produced")
