@@ -30,6 +30,7 @@ envvars:
     "BERTOLOGY_INVOCATION",
     "MLFLOW_TRACKING_URI",
     "MLFLOW_EXPERIMENT_NAME",
+    "BERTOLOGY_TRACKING_LIVE",
 
 
 TASK_NAMES = list(config["tasks"])

@@ -15,7 +15,7 @@ def setup_environment(config: dict) -> str:
 
     - PATH starts with the directory of the interpreter running Snakemake, so `bertology` (the CLI the
       rules call) is the one installed beside it (a conda env, if used, still comes first in its job).
-    - MLFLOW_TRACKING_URI / MLFLOW_EXPERIMENT_NAME from the `mlflow:` section.
+    - MLFLOW_TRACKING_URI / MLFLOW_EXPERIMENT_NAME / BERTOLOGY_TRACKING_LIVE from the `mlflow:` section.
     - BERTOLOGY_INVOCATION: one id per `snakemake` call, kept if already set (cluster jobs inherit it), so
       that every job's MLflow run hangs under the same parent run.
     """
@@ -26,6 +26,8 @@ def setup_environment(config: dict) -> str:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ["MLFLOW_TRACKING_URI"] = config["mlflow"]["tracking_uri"]
     os.environ["MLFLOW_EXPERIMENT_NAME"] = config["mlflow"]["experiment"]
+    # mlflow.live: false (the default) -> jobs queue their runs for the workflow's end handler to send.
+    os.environ["BERTOLOGY_TRACKING_LIVE"] = "1" if config["mlflow"]["live"] else "0"
     from bertology.tracking import bound_http_timeouts
 
     bound_http_timeouts()  # seconds, not minutes, for a tracking server that hangs (jobs inherit them)
