@@ -49,6 +49,33 @@ SEED_TAGS = seed_tags(configured_seeds(config["train"]))
 FINETUNED_VARIANTS = finetuned_variants(SEED_TAGS)
 SEED_VARIANTS = store_variants(SEED_TAGS)
 
+# `snakemake --cache` with SNAKEMAKE_OUTPUT_CACHE=DIR (README, "Reuse across experiments"): fine-tuned models
+# and attention stores (`cache: True`) are shared through DIR by every working directory. What the params do
+# not say on their own, the code that computes an output and the model's own files, enters their key then
+# (bertology.provenance), and only then: a run without the cache never re-runs a job for an edit elsewhere.
+CACHING = getattr(workflow.workflow_settings, "cache", None) is not None
+
+
+def cache_params(name):
+    """The cached rule's extra params under --cache (code and model versions); none otherwise."""
+    if not CACHING:
+        return {}
+    from bertology.provenance import code_version, model_version
+
+    if "model_version" not in _CACHE_KEYS:
+        _CACHE_KEYS["model_version"] = model_version(config["model"])
+    return {"code_version": code_version(name), "model_version": _CACHE_KEYS["model_version"]}
+
+
+_CACHE_KEYS = {}
+
+
+def without_benchmark_when_cached(proxy):
+    """Under --cache, drop the rule's benchmark file: Snakemake refuses one on a cached rule (a job taken from the
+    cache has no run to measure)."""
+    if CACHING:
+        proxy.rule._benchmark = None
+
 # Every rule file appends the final outputs it contributes; `rule all` asks for all of them.
 TARGETS = []
 
