@@ -47,15 +47,15 @@ def test_two_directories_share_one_cache(tmp_path, config_file, snakemake_run, m
     config_file(second, **small)
     config_file(other, **{**small, "data": {"demo": {"train": 24, "validation": 16}, "max_length": 48}})
 
-    snakemake_run(first, STORE, "--cores", "1", "--cache")
+    snakemake_run(first, "--cores", "1", "--cache", "--", STORE)
     assert _ran(first, "train_model") and _ran(first, "extract_attention")
-    snakemake_run(second, STORE, "--cores", "1", "--cache")
+    snakemake_run(second, "--cores", "1", "--cache", "--", STORE)
     assert not _ran(second, "train_model") and not _ran(second, "extract_attention")  # nothing trained or extracted
     assert _files(second / STORE) == _files(first / STORE)  # bit for bit the first experiment's store
     assert _files(second / MODEL) == _files(first / MODEL)
     ds = open_store(second / STORE, check_rows=True)
     assert ds.attention.isel(example=0).values.shape[0] == ds.sizes["layer"]
 
-    snakemake_run(other, STORE, "--cores", "1", "--cache")  # max_length enters the key: computed afresh
+    snakemake_run(other, "--cores", "1", "--cache", "--", STORE)  # max_length enters the key: computed afresh
     assert _ran(other, "train_model") and _ran(other, "extract_attention")
     assert len([p for p in cache.iterdir() if p.name.endswith(".zarr")]) == 2

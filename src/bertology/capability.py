@@ -30,7 +30,7 @@ CAPABILITY_DIR = Path(".bertology") / "capability"  # relative to the working di
 _DECIDING_MODULES = ("models.py", "capability.py", "norms/values.py", "ablation/heads.py")
 
 
-def _local_model_dir(name_or_path: str) -> Path | None:
+def local_model_dir(name_or_path: str) -> Path | None:
     """The model's directory holding its config.json, without importing torch or transformers; None when it is
     not on this machine yet (a hub name not cached) or cannot be resolved."""
     from bertology.models import resolve_model
@@ -79,7 +79,7 @@ def model_capabilities(name_or_path: str, cache_dir: Path | str = CAPABILITY_DIR
     """:func:`decide_capabilities`, decided once per :func:`capability_key` and read back from
     ``cache_dir/<key>.json`` after that (a file that cannot be read or written is decided again, never an
     error)."""
-    model_dir = _local_model_dir(name_or_path)
+    model_dir = local_model_dir(name_or_path)
     if model_dir is None:
         return decide_capabilities(name_or_path)
     cache = Path(cache_dir) / f"{capability_key(model_dir)}.json"

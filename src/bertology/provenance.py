@@ -56,10 +56,10 @@ def model_version(name_or_path: str) -> str:
     """The model a config's `model` stands for: SHA-256 (16 hex digits) of its config.json, tokenizer files and
     weights (bertology.models.weights_fingerprint); the name itself when it is not on this machine (a hub name
     not cached yet: its jobs download it, and the cache cannot tell one revision from another)."""
-    from bertology.capability import _local_model_dir
+    from bertology.capability import local_model_dir
     from bertology.models import weights_fingerprint
 
-    path = _local_model_dir(str(name_or_path))
+    path = local_model_dir(str(name_or_path))
     if path is None:
         return f"name:{name_or_path}"
     h = hashlib.sha256()
