@@ -25,6 +25,7 @@ path, stubs packages a device may lack (zarr, numcodecs, scipy, mlflow, spacy) t
 from __future__ import annotations
 
 import argparse
+import copy
 import datetime
 import importlib.abc
 import importlib.machinery
@@ -107,15 +108,16 @@ def make_inputs(n: int, max_length: int, vocab: int, seed: int = 0):
 def extraction(args, device, results):
     import numpy as np
     import torch
-    from transformers import AutoModel, BertConfig
+    from transformers import AutoModel
 
     from bertology.extract import length_batches, run_batches
     from bertology.norms.values import Capture
 
-    cfg = BertConfig()
+    cfg = _config(args)
     torch.manual_seed(0)
-    eager = AutoModel.from_config(cfg, attn_implementation="eager").to(device).eval()
-    sdpa = AutoModel.from_config(cfg, attn_implementation="sdpa").to(device).eval()
+    # each model its own config: transformers reads the attention implementation from the config at run time
+    eager = AutoModel.from_config(copy.deepcopy(cfg), attn_implementation="eager").to(device).eval()
+    sdpa = AutoModel.from_config(copy.deepcopy(cfg), attn_implementation="sdpa").to(device).eval()
     sdpa.load_state_dict(eager.state_dict())
     Q, L, H = args.max_length, cfg.num_hidden_layers, cfg.num_attention_heads
     inputs = make_inputs(args.examples, Q, cfg.vocab_size)
@@ -158,6 +160,15 @@ def extraction(args, device, results):
              floor="eager")
 
 
+def _config(args, **kw):
+    from transformers import BertConfig
+
+    if args.tiny:  # a check of the script itself, not a measurement
+        return BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                          vocab_size=2000, **kw)
+    return BertConfig(**kw)  # BERT-base: 12 layers x 12 heads, hidden 768, vocabulary 30522
+
+
 class _null:
     def __enter__(self):
         return None
@@ -170,13 +181,13 @@ def fine_tuning(args, device, results):
     import numpy as np
     import pandas as pd
     import torch
-    from transformers import AutoModelForSequenceClassification, BertConfig, BertTokenizerFast
+    from transformers import AutoModelForSequenceClassification, BertTokenizerFast
 
     from bertology.config import TrainConfig
     from bertology.tasks import get_task
     from bertology.training import collate, encode_split, train, train_batches
 
-    cfg = BertConfig(num_labels=2)
+    cfg = _config(args, num_labels=2)
     spec = get_task("mrpc")
     tmp = Path(tempfile.mkdtemp(prefix="bench_gpu_"))
     words = [f"w{i}" for i in range(cfg.vocab_size - 5)]
@@ -190,7 +201,7 @@ def fine_tuning(args, device, results):
                        "label": rng.integers(0, 2, n)})
     enc = encode_split(tok, df, spec, args.max_length)
     torch.manual_seed(0)
-    init = AutoModelForSequenceClassification.from_config(cfg, attn_implementation="eager").state_dict()
+    init = AutoModelForSequenceClassification.from_config(copy.deepcopy(cfg), attn_implementation="eager").state_dict()
 
     def train_cfg(mp):
         return TrainConfig(inits=("pretrained",), epochs=1, batch_size=args.train_batch, learning_rate=2e-5,
@@ -199,7 +210,7 @@ def fine_tuning(args, device, results):
 
     def plain(attn):
         def run():
-            model = AutoModelForSequenceClassification.from_config(cfg, attn_implementation=attn).to(device)
+            model = AutoModelForSequenceClassification.from_config(copy.deepcopy(cfg), attn_implementation=attn).to(device)
             model.load_state_dict(init)
             model.train()
             opt = torch.optim.AdamW(model.parameters(), lr=2e-5, weight_decay=0.01)
@@ -215,7 +226,7 @@ def fine_tuning(args, device, results):
 
     def ours(mp):
         def run():
-            model = AutoModelForSequenceClassification.from_config(cfg, attn_implementation="eager")
+            model = AutoModelForSequenceClassification.from_config(copy.deepcopy(cfg), attn_implementation="eager")
             model.load_state_dict(init)
             train(model, tok, enc, spec, train_cfg(mp), device=device, progress=False)
         return run
@@ -232,7 +243,10 @@ def _measure(name, variants, args, device, results, *, per, unit, floor):
             fn()  # warm-up
         except Exception as err:  # noqa: BLE001 - report and go on with the others
             times[k] = None
-            results.setdefault("errors", {})[f"{name}/{k}"] = f"{type(err).__name__}: {err}"
+            import traceback
+
+            results.setdefault("errors", {})[f"{name}/{k}"] = f"{type(err).__name__}: {err}: " + \
+                " | ".join(traceback.format_exc().splitlines()[-6:])
     for _ in range(args.repeats):
         for k, fn in variants.items():
             if times[k] is not None:
@@ -260,6 +274,7 @@ def main():
     ap.add_argument("--train-batch", type=int, default=32)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--parts", default="extraction,fine_tuning")
+    ap.add_argument("--tiny", action="store_true", help="a 2-layer model: checks the script, measures nothing")
     ap.add_argument("--stub", action="store_true", help="stub the optional packages even when installed (a test)")
     args = ap.parse_args()
     stubbed = _stub_missing(force=args.stub)
@@ -273,15 +288,15 @@ def main():
                "torch": torch.__version__, "transformers": transformers.__version__, "stubbed": stubbed,
                "args": vars(args)}
     print(json.dumps({k: results[k] for k in ("date", "device", "torch", "transformers", "stubbed")}), flush=True)
+    out = Path(os.environ.get("OUT") or HERE.parent / "bench" / "out")
+    out.mkdir(parents=True, exist_ok=True)
     for part in args.parts.split(","):
         try:
             {"extraction": extraction, "fine_tuning": fine_tuning}[part](args, device, results)
         except Exception as err:  # noqa: BLE001 - keep what the other part measured
             results.setdefault("errors", {})[part] = f"{type(err).__name__}: {err}"
             print(f"{part} failed: {type(err).__name__}: {err}", flush=True)
-    out = Path(os.environ.get("OUT") or HERE.parent / "bench" / "out")
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "bench_gpu.json").write_text(json.dumps(results, indent=1))
+        (out / "bench_gpu.json").write_text(json.dumps(results, indent=1))  # what is measured so far
     print(json.dumps(results.get("errors", {})), flush=True)
 
 
