@@ -1,5 +1,6 @@
 # Clark et al. 2019, "What Does BERT Look At?" (steps: bertology.steps.clark).
 #   results/stats/{task}/{variant}/entropy.csv parser.csv   written by store_stats in its one read of the store
+#                                                            (rules/stores.smk)
 #   results/figures/{entropy,parser}-{task}.png              entropy by layer; best head per relation (spaCy arcs)
 #   gold trees (analysis.syntax.conllu, plus the demo's own trees when data.source is demo):
 #   results/data/syntax/demo.conllu                          the demo grammar's sentences with their gold trees
@@ -155,7 +156,6 @@ rule syntax_figures:
         STEP
 
 
-TARGETS.extend(paths("variant_stat", task=TASK_NAMES, variant=STORE_VARIANTS, file=["entropy.csv", "parser.csv"]))
 TARGETS.extend(paths("task_figure", name=["entropy", "parser"], task=TASK_NAMES))
 if SYNTAX_FILES:
     TARGETS.extend(paths("syntax_stat", model=SYNTAX_MODELS))

@@ -1,43 +1,13 @@
 # Kovaleva et al. 2019, sections 4.1-4.5, over the attention stores (steps: bertology.steps.kovaleva).
-#   results/stats/{task}/{variant}/patterns.csv features.csv cls.csv relations.csv   rule store_stats: one read
-#     of one store gives them, Clark et al.'s entropy.csv and parser.csv and Pande et al.'s sieve.csv and
-#     sieve_scores.npz (bertology.steps.stores; the outputs are bertology.registry.store_outputs())
+#   results/stats/{task}/{variant}/patterns.csv features.csv cls.csv relations.csv   written by store_stats in its
+#     one read of the store (rules/stores.smk)
 #   results/stats/{task}/cosine.csv, features_diff.csv  pretrained vs fine-tuned, both stores read once, aligned
 #   results/stats/framenet/links.parquet, counts.json   FrameNet sentences that survive the paper's filters
 #   results/stats/{task}/{variant}/relations_framenet.csv   FrameNet link scores (merged into relations.csv)
 #   results/figures/{patterns,relations,cosine,features,cls}-{task}.png, {patterns,cosine}-tasks.png
-from bertology.registry import store_outputs
-
-KOVALEVA_TABLES = ["patterns", "features", "cls", "relations"]
+KOVALEVA_TABLES = ["patterns", "features", "cls", "relations"]  # the figures' inputs
 KOVALEVA_FIGURES = ["patterns", "relations", "cosine", "features", "cls"]
 FRAMENET_DIR = config["analysis"]["relations"]["framenet"]
-STORE_OUTPUTS = store_outputs()
-
-
-# One read of a store for every store analysis of the registry (bertology.registry.store_analyses: Kovaleva's
-# patterns/features/cls/relations, Clark's entropy/parser, Pande's sieve): its outputs are the registry's.
-rule store_stats:
-    input:
-        unpack(_kovaleva_stats_inputs),
-    output:
-        **STORE_OUTPUTS,
-    wildcard_constraints:
-        variant=STORE_VARIANT_REGEX,
-    params:
-        step=step("store_stats"),
-        files=step_files,
-    log:
-        layout.log("store_stats", "{task}/{variant}"),
-    benchmark:
-        layout.benchmark("store_stats", "{task}/{variant}")
-    threads: 2
-    resources:
-        mem_mb=6000,
-        runtime=60,
-    conda:
-        "../envs/bertology.yaml"
-    shell:
-        STEP
 
 
 # seedtag: '' compares the first fine-tuning seed, -seedN seed N (rules/seeds.smk), with the one pretrained store
@@ -188,8 +158,6 @@ rule patterns_sheet:
         STEP
 
 
-TARGETS.extend(paths("variant_stat", task=TASK_NAMES, variant=STORE_VARIANTS,
-                     file=[f"{name}.csv" for name in KOVALEVA_TABLES]))
 for _task in TASK_NAMES:
     TARGETS.extend([path("cosine", task=_task, seedtag=""), path("features_diff", task=_task, seedtag="")])
 TARGETS.extend(paths("task_figure", name=KOVALEVA_FIGURES, task=TASK_NAMES))

@@ -4,36 +4,33 @@
 # the outputs without a variant in their path add the seed tag (cosine-seedN.csv, ablation/{task}/heads-seedN.csv).
 # The pretrained store is computed once. Only the per-seed tables below are asked for here; the rules that
 # make them are the ordinary ones (attention, kovaleva, sieve, ablation, norms).
-#   results/stats/{task}/seeds/{features,cls,entropy,parser,relations,sieve,cosine,disabling,importance[,norms,syntax]}.csv
-#       each per-head statistic's mean, std, n over seeds and each seed's value
+#   results/stats/{task}/seeds/{name}.csv   for every table the registry compares across seeds (features, cls,
+#       entropy, parser, relations, sieve, cosine, disabling, importance[, norms, syntax]): each per-head
+#       statistic's mean, std, n over seeds and each seed's value
 #   results/stats/{task}/seeds/roles.csv, role_agreement.csv   sieve roles: seeds assigning each head; Fleiss' kappa
 #       and mean pairwise Jaccard of the assigned sets (all heads, and by layer)
 #   results/stats/{task}/seeds/multibootstrap.csv   fine-tuned - pretrained differences (cosine, sieve bias,
 #       disabling delta) with a Multi-Bootstrap interval (seeds and examples resampled together)
 #   results/stats/{task}/seeds/findings.csv          which of the papers' findings hold in every seed, most, one
 #   results/figures/seeds-stability-{task}.png, seeds-roles-{task}.png
-SEED_TABLES = ["features", "cls", "entropy", "parser", "relations", "sieve", "cosine", "disabling", "importance"]
-SEED_TABLES += (["norms"] if NORMS_ENABLED else []) + (["syntax"] if SYNTAX_FILES else [])
-SEED_OUTPUTS = SEED_TABLES + ["roles", "role_agreement", "multibootstrap", "findings"]
+# The per-head tables over seeds are every table the registry compares across seeds (bertology.registry.AcrossSeeds:
+# features, cls, entropy, parser, relations, sieve, cosine, disabling, importance, norms, syntax, ...), those of a
+# switched-off setting left out; then the seeds analysis's own tables.
+from pathlib import PurePosixPath
+
+SEED_CONDITIONS = [c for c, on in (("norms", NORMS_ENABLED), ("gold_trees", bool(SYNTAX_FILES))) if on]
+SEED_INPUTS = REGISTRY.seed_inputs(FINETUNED_VARIANTS, SEED_TAGS, SEED_CONDITIONS)
+SEED_OUTPUTS = list(SEED_INPUTS) + [PurePosixPath(t.path).stem for t in REGISTRY.analysis("seeds").tables]
 
 
 rule seed_stats:
     input:
-        **{name: paths("variant_stat", variant=FINETUNED_VARIANTS, file=f"{name}.csv")
-           for name in ["features", "cls", "entropy", "parser", "relations", "sieve"]
-           + (["norms"] if NORMS_ENABLED else [])},
+        **SEED_INPUTS,
         sieve_scores=paths("variant_stat", variant=FINETUNED_VARIANTS, file="sieve_scores.npz"),
         pretrained_scores=path("variant_stat", variant="pretrained", file="sieve_scores.npz"),
-        cosine=paths("cosine", seedtag=SEED_TAGS),
         cosine_examples=paths("cosine_examples", seedtag=SEED_TAGS),
-        heads=paths("ablation", name="heads", seedtag=SEED_TAGS),
         ablation_examples=paths("ablation_examples", seedtag=SEED_TAGS),
-        importance=paths("ablation", name="importance", seedtag=SEED_TAGS),
         pruning=paths("ablation", name="pruning", seedtag=SEED_TAGS),
-        # heads as parsers on the gold trees, one store per seed (rules/clark.smk), when there are gold trees
-        syntax=paths("syntax_stat", model=[f"{{task}}-{variant}" for variant in FINETUNED_VARIANTS])
-        if SYNTAX_FILES
-        else [],
     output:
         **{name: path("seed_stat", name=name) for name in SEED_OUTPUTS},
         stability=path("task_figure", name="seeds-stability"),

@@ -1,7 +1,7 @@
 # Pande et al. 2021, the heads hypothesis (steps: bertology.steps.sieve): sieve bias scores and one-sided
 # t-tests per head and role, then the paper's Figs. 3-6 and a summary (role shares, overlaps, Spearman of
 # local vs syntactic bias). The scores and sieve.csv of a store come from its one read, rule store_stats
-# (rules/kovaleva.smk).
+# (rules/stores.smk).
 
 
 rule sieve_figures:
@@ -79,6 +79,5 @@ rule sieve_summary:
         STEP
 
 
-TARGETS.extend(paths("variant_stat", task=TASK_NAMES, variant=STORE_VARIANTS, file="sieve.csv"))
 TARGETS.extend(paths("task_figure", name=["sieve-scores", "sieve-overlap", "sieve-roles"], task=TASK_NAMES))
 TARGETS.extend([path("sieve_delta", seedtag=""), path("sieve_delta_figure", seedtag=""), path("sieve_summary")])

@@ -107,9 +107,16 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+#: a string that names a module, or a function of one ("bertology.steps.data:prepare_data"): an import by name
+#: (importlib.import_module, cli.STEPS' targets)
+NAMED_IMPORT = re.compile(r"(bertology(?:\.\w+)+)(?::\w+(?:\(\w*\))?)?")
+
+
 def _import_graph() -> dict[str, set[str]]:
     """{module: the bertology modules it imports}, lazy (function-level) imports included; ``from pkg import name``
-    counts as importing pkg.name when that is a module, else pkg."""
+    counts as importing pkg.name when that is a module, else pkg; a string constant that is a module's dotted name
+    or ``module:function`` (``importlib.import_module("bertology.x")``, ``"bertology.steps.data:prepare_data"``)
+    counts as importing that module."""
     modules = {_module_name(path) for path in SRC.rglob("*.py")}
     graph: dict[str, set[str]] = {}
     for path, tree in _trees():
@@ -125,6 +132,13 @@ def _import_graph() -> dict[str, set[str]]:
                     parts = package.split(".")
                     base = ".".join(parts[:len(parts) - node.level + 1] + ([base] if base else []))
                 deps |= {f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names}
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                named = NAMED_IMPORT.fullmatch(node.value)
+                if named:
+                    module = named.group(1)
+                    while module and module not in modules:  # a dotted name down to an attribute: its module
+                        module = module.rpartition(".")[0]
+                    deps.add(module)
         graph[name] = {d for d in deps if d in modules and d != name}
     return graph
 
@@ -174,3 +188,37 @@ def test_modules_import_one_way():
         " <-> ".join(c) for c in cycles)
     store = {m for m in graph if m.startswith("bertology.store.")}
     assert not [m for m in store if "bertology.store" in graph[m]], "a module of bertology.store imports the package"
+
+
+def test_imports_by_name_are_in_the_graph():
+    """The CLI names its steps by "module:function" strings: the import graph sees them (a cycle through a string
+    is a cycle), and only the CLI names functions so (no registry entry, kernel or step does)."""
+    graph = _import_graph()
+    assert "bertology.steps.data" in graph["bertology.cli"] and "bertology.steps.stores" in graph["bertology.cli"]
+    named = {}
+    for path, tree in _trees():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and ":" in node.value \
+                    and NAMED_IMPORT.fullmatch(node.value):
+                named.setdefault(_module_name(SRC.parent / path), []).append(node.value)
+    assert set(named) == {"bertology.cli"}, named
+
+
+def test_the_layers():
+    """From the bottom: layout, the science (kernels, stores, statistics), the registry's types
+    (bertology.registry: layout only), the entries beside their analyses (bertology.analyses), then what is built
+    from them: steps and the CLI, the report, the explorer. Nothing imports a layer above its own: the science
+    never the registry or the entries, nothing but the CLI a step."""
+    graph = _import_graph()
+    assert graph["bertology.registry"] <= {"bertology.layout"}, graph["bertology.registry"]
+    entries = {m for m in graph if m == "bertology.analyses" or m.startswith("bertology.analyses.")}
+    steps = {m for m in graph if m.startswith("bertology.steps")}
+    top = steps | {"bertology.cli", "bertology.__main__"}
+    wrong = {m: sorted(d & top) for m, d in graph.items() if m not in top and d & top}
+    assert wrong == {}, "modules that import a step or the CLI"
+    built_from_registry = entries | top | {m for m in graph if m.startswith(("bertology.explorer", "bertology.report"))}
+    below = {m: sorted(d & (entries | {"bertology.registry"})) for m, d in graph.items()
+             if m not in built_from_registry and m != "bertology.registry" and d & (entries | {"bertology.registry"})}
+    assert below == {}, "science modules that import the registry or its entries"
+    for m in entries:
+        assert not graph[m] & (top | {"bertology.report"}), m

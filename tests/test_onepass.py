@@ -1,4 +1,4 @@
-"""The one read of a store (bertology.onepass) and the registry of analyses (bertology.registry)."""
+"""The one read of a store (bertology.onepass) and the registry of analyses (bertology.registry, bertology.analyses)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,16 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from bertology import layout, registry, seedstats
+import pandas as pd
+
+from bertology import layout
+from bertology.analyses import REGISTRY
 from bertology.clark.reduce import ClarkKernel
 from bertology.kovaleva.reduce import KovalevaKernel
-from bertology.onepass import ChunkKernel, ExampleKernel, reduce_store, run_chunks
-from bertology.sieve.masks import roles_for
+from bertology.onepass import ChunkKernel, ExampleKernel, Job, reduce_store, run_chunks
+from bertology.registry import CONDITIONS, check_outputs
 from bertology.sieve.reduce import SieveKernel
-from bertology.stats import Moments, moments_table
-from bertology.store import StoreError
+from bertology.store import StoreError, open_store
 from tests.builders import kovaleva as kb
 
 SYNC = {"scheduler": "synchronous"}
@@ -78,13 +80,37 @@ def test_a_kernel_gets_every_example_cropped_and_every_chunk(store):
     assert res["chunks"][0][-1] == max(EXAMPLES[0].n, EXAMPLES[1].n)
 
 
-def test_every_store_analysis_in_one_read_equals_each_run_alone(store, monkeypatch):
-    """Kovaleva, Clark and the sieve in one read of the store: the same numbers, bit for bit, as each kernel alone,
-    and the store's chunks are each read once."""
+def _job(store, typed_config, words) -> Job:
+    """A job of store_stats on the test store: the default config (schema defaults), task rte (a pair task)."""
+    return Job(typed_config(), "rte", "pretrained", str(store), open_store(store), words, {})
+
+
+def _same_tables(a: dict, b: dict) -> bool:
+    """Tables (frames, or mappings of arrays) equal bit for bit."""
+    if list(a) != list(b):
+        return False
+    for name, x in a.items():
+        y = b[name]
+        if isinstance(x, pd.DataFrame):
+            if list(x.columns) != list(y.columns) or not all(
+                    same(x[c].to_numpy(), y[c].to_numpy()) if x[c].dtype.kind in "biuf" else x[c].equals(y[c])
+                    for c in x):
+                return False
+        elif list(x) != list(y) or not all(same(x[k], y[k]) for k in x):
+            return False
+    return True
+
+
+def test_every_store_analysis_in_one_read_equals_each_run_alone(store, monkeypatch, typed_config):
+    """Every kernel of the registry (built from the default config as store_stats builds it) in one read of the
+    store: the same tables, bit for bit, as each kernel alone, with the columns the registry declares; and the
+    store's chunks are each read once."""
     import bertology.store.mapping as mapping
 
     words = kb.words_table(EXAMPLES)
-    kernels = [KovalevaKernel(), ClarkKernel(), SieveKernel(roles=tuple(roles_for(True)), window=2)]
+    job = _job(store, typed_config, words)
+    kernels = [cls.build(job) for cls in REGISTRY.store_kernels()]
+    assert {"kovaleva", "clark", "sieve"} <= {k.name for k in kernels}
     reads = []
     real = mapping.read_chunk
 
@@ -94,22 +120,24 @@ def test_every_store_analysis_in_one_read_equals_each_run_alone(store, monkeypat
 
     monkeypatch.setattr(mapping, "read_chunk", counting)  # what map_chunks' tasks call
     together = reduce_store(store, kernels, words, compute_kwargs=SYNC)
-    assert sorted(reads) == [(0, 2), (2, 4), (4, 5)]  # one read of each chunk for the three analyses
+    assert sorted(reads) == [(0, 2), (2, 4), (4, 5)]  # one read of each chunk for every analysis
     for k in kernels:
         alone = reduce_store(store, [k], words, compute_kwargs=SYNC)[k.name]
-        a, b = together[k.name], alone
-        if k.name == "sieve":
-            assert same(a.values, b.values) and list(a["example_idx"].values) == list(range(100, 105))
-        elif k.name == "kovaleva":
-            assert a.examples == b.examples == len(EXAMPLES)
-            for field in ("features", "cls", "dependency"):
-                for arr in ("total", "sumsq", "count"):
-                    assert same(getattr(getattr(a, field), arr), getattr(getattr(b, field), arr))
-            assert same(a.patterns, b.patterns)
-        else:
-            assert same(a.entropy.total, b.entropy.total) and same(a.entropy.count, b.entropy.count)
-            assert a.parser.n == b.parser.n and a.parser.skipped == b.parser.skipped
-            assert all(same(a.parser.correct[r], b.parser.correct[r]) for r in a.parser.correct)
+        a, b = k.outputs(together[k.name], job).tables, k.outputs(alone, job).tables
+        check_outputs(k, a, REGISTRY.kernel_tables(type(k)))  # what store_stats checks before it writes
+        assert _same_tables(a, b), k.name
+
+
+def test_store_stats_refuses_tables_other_than_the_declared_ones():
+    """The run-time check of store_stats: a table missing, or a column other than the declared ones, is a bug."""
+    declared = REGISTRY.kernel_tables(ClarkKernel)
+    frames = {name: pd.DataFrame(columns=list(t.columns)) for name, t in declared.items()}
+    check_outputs(ClarkKernel(), frames, declared)
+    with pytest.raises(RuntimeError, match="declare"):
+        check_outputs(ClarkKernel(), {k: v for k, v in list(frames.items())[:-1]}, declared)
+    with pytest.raises(RuntimeError, match="has the columns"):
+        check_outputs(ClarkKernel(), {**frames, "entropy": frames["entropy"].rename(columns={"mean": "avg"})},
+                      declared)
 
 
 def test_kernels_need_distinct_names(store):
@@ -128,19 +156,21 @@ def test_stores_of_other_examples_are_refused(store, tmp_path):
 
 
 def test_the_registry_declares_every_analysis_once():
-    names = [a.name for a in registry.ANALYSES]
+    names = [a.name for a in REGISTRY]
     assert len(names) == len(set(names))
-    with_section = sorted(a.name for a in registry.ANALYSES if a.section is not None)
-    assert sorted(registry.REPORT_ORDER) == with_section  # every section in the report, once
-    ids = [s.id for s in registry.statistics()]
+    keys = [s.key for s in REGISTRY.report_sections()]
+    assert len(keys) == len(set(keys)) and keys[0] == "table1" and keys[-1] == "seeds"  # the order of declaration
+    ids = [s.id for s in REGISTRY.statistics()]
     assert len(ids) == len(set(ids))
-    paths = [t.path for a in registry.ANALYSES for t in a.tables]
+    paths = [t.path for a in REGISTRY for t in a.tables]
     assert len(paths) == len(set(paths))
-    first_seed = {path.replace("{seedtag}", ""): columns for path, columns in registry.tables().items()}
+    assert all(t.when in ("", *CONDITIONS) for a in REGISTRY for t in a.tables)
+    first_seed = {path.replace("{seedtag}", ""): columns for path, columns in REGISTRY.tables().items()}
     # the per-head tables over fine-tuning seeds (seedstats.seed_moments: the keys, mean, std, n, then seed{N} per seed)
-    first_seed |= {layout.rel("seed_stat", name=name): (*keys, "mean", "std", "n")
-                   for name, (keys, _) in seedstats.PER_HEAD.items()}
-    for st in registry.statistics():  # a statistic reads a table the registry declares (the first seed's), and its columns
+    for name, table in REGISTRY.seed_tables().items():
+        assert {*table.seeds.keys, table.seeds.value} <= set(table.columns), name
+        first_seed[layout.rel("seed_stat", name=name)] = (*table.seeds.keys, "mean", "std", "n")
+    for st in REGISTRY.statistics():  # a statistic reads a table the registry declares (the first seed's), and its columns
         table = first_seed.get(st.table)
         assert table is not None, st
         assert {c for c in (st.column, *st.key, st.mark, st.count, st.ref, st.notna, st.top, *(st.ci or ()))
@@ -150,39 +180,16 @@ def test_the_registry_declares_every_analysis_once():
 def test_the_store_rule_and_step_come_from_the_registry():
     from bertology.cli import STEPS
 
-    outputs = registry.store_outputs()
-    assert set(outputs) == {"patterns", "features", "cls", "relations", "entropy", "parser", "sieve", "sieve_scores"}
+    outputs = REGISTRY.store_outputs()
+    assert {"patterns", "features", "cls", "relations", "entropy", "parser", "sieve", "sieve_scores"} <= set(outputs)
     assert outputs["sieve_scores"] == "results/stats/{task}/{variant}/sieve_scores.npz"
-    assert [k.name for k in registry.store_kernels()] == ["sieve", "kovaleva", "clark"]
-    for k in registry.store_kernels():
-        assert callable(k.load("make")) and callable(k.load("write"))
+    kernels = REGISTRY.store_kernels()
+    assert {KovalevaKernel, ClarkKernel, SieveKernel} <= set(kernels)
+    # every output belongs to exactly one kernel, which names it in its outputs()
+    assert sorted(o for k in kernels for o in REGISTRY.kernel_tables(k)) == sorted(outputs)
+    assert len(REGISTRY.store_targets(["rte"], ["pretrained", "finetuned"])) == 2 * len(outputs)
     sections = STEPS["store_stats"].sections
-    assert set(registry.store_sections()) <= set(sections) and "analysis.dask" in sections
-
-
-@dataclass(frozen=True)
-class ClsSepKernel(ExampleKernel):
-    """CONTRIBUTING.md's recipe, as written there: the attention each head's [CLS] row gives to [SEP]."""
-
-    name: str = "cls_sep"
-
-    def empty(self, info):
-        return Moments.zeros((info.layers, info.heads))
-
-    def add(self, part, ex, words):
-        part.add(ex.attention[:, :, np.flatnonzero(ex.cls)[0], ex.sep].sum(-1))
-
-
-def test_the_contributing_recipe_kernel(store):
-    """kb.maps: layer 0 head 0 attends to [CLS] (0 to [SEP]), layer 1 head 0 to the last [SEP] (1), the uniform
-    heads give [SEP] its share (#SEP / n)."""
-    table = moments_table(reduce_store(store, [ClsSepKernel()], None, compute_kwargs=SYNC)["cls_sep"])
-    got = table.set_index(["layer", "head"])
-    share = np.mean([sum(w == -1 for w in ex.word_ids[1:]) / ex.n for ex in EXAMPLES])
-    assert got.loc[(0, 0), "mean"] == pytest.approx(0, abs=1e-6)
-    assert got.loc[(1, 0), "mean"] == pytest.approx(1, rel=1e-3)
-    assert got.loc[(1, 1), "mean"] == pytest.approx(share, rel=1e-3) and (got["n"] == len(EXAMPLES)).all()
-    assert list(table.columns) == ["layer", "head", "mean", "std", "n"]
+    assert set(REGISTRY.store_sections()) <= set(sections) and "analysis.dask" in sections
 
 
 def test_importing_bertology_lets_openblas_threads_sleep_unless_the_user_said_otherwise():

@@ -135,7 +135,7 @@ def _sieve_tables(tmp_path: Path) -> dict[str, object]:
     from bertology.sieve import roles_for
     from bertology.sieve.reduce import sieve_table
     from bertology.sieve.summary import sieve_delta, summarize
-    from bertology.steps.sieve import write_scores
+    from bertology.sieve.scores_io import write_scores
 
     roles = roles_for(True)
     rng = np.random.default_rng(0)
@@ -251,12 +251,35 @@ def _seed_tables() -> dict[str, object]:
             "stats/{task}/seeds/multibootstrap.csv": mb, "stats/{task}/seeds/findings.csv": found}
 
 
+def _store_tables(tmp_path: Path, config) -> dict[str, object]:
+    """Every table of the one read of a store, as each kernel of the registry writes it (built from the default
+    config, run on a small store of known examples): a new store analysis is checked here without an edit."""
+    from bertology.analyses import REGISTRY
+    from bertology.onepass import Job, reduce_store
+    from bertology.store import open_store
+    from tests.builders import kovaleva as kb
+
+    examples = [kb.pair_example(), kb.single_example(), kb.long_example(5, 4)]
+    store = kb.write_store(kb.build_store(examples, kb.maps), tmp_path / "s.zarr", chunk=2)
+    words = kb.words_table(examples)
+    job = Job(config, "rte", "pretrained", str(store), open_store(store), words, {})
+    kernels = [cls.build(job) for cls in REGISTRY.store_kernels()]
+    results = reduce_store(store, kernels, words, compute_kwargs={"scheduler": "synchronous"})
+    out = {}
+    for k in kernels:
+        declared = REGISTRY.kernel_tables(type(k))
+        for name, table in k.outputs(results[k.name], job).tables.items():
+            out[declared[name].path] = table
+    return out
+
+
 @pytest.fixture(scope="module")
-def code_tables(tmp_path_factory) -> dict[str, list[str]]:
+def code_tables(tmp_path_factory, typed_config) -> dict[str, list[str]]:
     """Every table the reference documents -> the columns (arrays, keys) the code gives it."""
     tmp = tmp_path_factory.mktemp("reference")
     built: dict[str, object] = {**_kovaleva_tables(), **_sieve_tables(tmp), **_ablation_tables(), **_table1_tables(),
-                                **_data_tables(), **_best_heads(tmp), **_norms_tables(), **_seed_tables()}
+                                **_data_tables(), **_best_heads(tmp), **_norms_tables(), **_seed_tables(),
+                                **_store_tables(tmp, typed_config())}
     return {k: list(v.columns) if isinstance(v, pd.DataFrame) else list(v) for k, v in built.items()}
 
 
@@ -272,10 +295,10 @@ def test_every_documented_table_has_the_columns_the_code_writes(code_tables):
 def test_the_registry_declares_the_documented_columns(code_tables):
     """Every table of an analysis is declared once, in bertology.registry, with the columns the reference documents
     and the code writes."""
-    from bertology import registry
+    from bertology.analyses import REGISTRY
 
     documented = {code(table)[0]: column_list(columns) for table, columns, *_ in block_rows("columns")}
-    declared = {path: list(columns) for path, columns in registry.tables().items()}
+    declared = {path: list(columns) for path, columns in REGISTRY.tables().items()}
     wrong = {t: {"registry": c, "reference": documented.get(t), "code": code_tables.get(t)} for t, c in declared.items()
              if documented.get(t) != c or code_tables.get(t) != c}
     assert wrong == {}, "bertology.registry's columns differ from docs/reference.md#columns or from the code"
@@ -298,7 +321,7 @@ def pattern_regex(pattern: str) -> re.Pattern:
     from bertology.tasks import SCORE_VARIANTS, SPLITS, TASKS
 
     tasks = "|".join(TASKS)
-    values = {"task": tasks, "split": "|".join(SPLITS), "init": "pretrained|random",
+    values = {"task": tasks, "split": "|".join(SPLITS), "init": "pretrained|random", "name": "[a-z_]+",
               "variant": "|".join(SCORE_VARIANTS) + r"|finetuned-seed\d+", "seedtag": r"(?:-seed\d+)?", "rule": "[a-z_]+",
               "model": rf"pretrained|(?:{tasks})-finetuned(?:-seed\d+)?"}
     out = ""

@@ -55,7 +55,7 @@ def test_report_is_self_contained(tmp_path):
     assert "<link" not in text and "<script src" not in text
     for section in SECTIONS:
         assert f'id="{section.key}"' in text
-        assert section.paper[:40].replace("'", "&#x27;") in text
+        assert section.finding[:40].replace("'", "&#x27;") in text
     assert "0.42" in text
     # table1.md is shown as a table, not as its Markdown source
     assert "| RTE | 61.0 |" not in text

@@ -56,6 +56,8 @@ def test_every_fine_tuned_analysis_runs_per_seed_and_pretrained_once(seeds_run):
 
 
 def test_seed_tables(seeds_run):
+    from bertology.analyses import REGISTRY
+
     work, _ = seeds_run
     d = work / "results" / "stats" / TASK / "seeds"
     cosine = pd.read_csv(d / "cosine.csv")
@@ -66,8 +68,9 @@ def test_seed_tables(seeds_run):
     np.testing.assert_allclose(cosine["mean"], (first["mean"] + second["mean"]) / 2)
     np.testing.assert_allclose(cosine["std"], np.abs(first["mean"] - second["mean"]) / np.sqrt(2))
     assert (cosine["n"] == 2).all()
-    for name in ("features", "cls", "entropy", "parser", "relations", "sieve", "disabling", "importance", "norms",
-                 "syntax"):
+    assert {"features", "cls", "entropy", "parser", "relations", "sieve", "disabling", "importance", "norms",
+            "syntax"} <= set(REGISTRY.seed_tables())
+    for name in REGISTRY.seed_tables():  # every table the registry compares across seeds (the run has them all)
         t = pd.read_csv(d / f"{name}.csv")
         assert len(t) and {"mean", "std", "n", "seed3", "seed4"} <= set(t.columns), name
     roles = pd.read_csv(d / "roles.csv")
@@ -91,6 +94,7 @@ def test_seed_tables(seeds_run):
 def test_explorer_shows_the_seed_statistics_from_its_declared_inputs(seeds_run):
     """The page offers every registry statistic over seeds, each seed's values with it, and every statistic
     of the run's tables: the rule declares all that the explorer reads (it reads nothing else)."""
+    from bertology.analyses import REGISTRY
     from bertology.registry import OVER_SEEDS
 
     work, _ = seeds_run
@@ -98,8 +102,9 @@ def test_explorer_shows_the_seed_statistics_from_its_declared_inputs(seeds_run):
     blob = re.search(r'<script type="application/json" id="explorer-data">(.*?)</script>', text, re.S).group(1)
     (task,) = json.loads(blob)["tasks"]
     ms = {m["id"]: m for m in task["metrics"]}
-    assert {i.split(":")[1] for i, m in ms.items() if m["group"] == OVER_SEEDS} == {
-        "cosine", "disabling", "importance", "entropy", "sieve", "roles"}
+    declared = {st.id.split(":")[1] for st in REGISTRY.statistics() if st.group == OVER_SEEDS}
+    assert {"cosine", "disabling", "importance", "entropy", "sieve", "roles"} <= declared
+    assert {i.split(":")[1] for i, m in ms.items() if m["group"] == OVER_SEEDS} == declared
     assert set(ms["seeds:cosine"]["seeds"]) == {str(s) for s in SEEDS}
     cosine = pd.read_csv(work / "results" / "stats" / TASK / "seeds" / "cosine.csv")
     row = cosine.iloc[0]

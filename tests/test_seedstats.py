@@ -202,12 +202,13 @@ def test_explorer_shows_each_seeds_value(tmp_path):
 
 def test_the_explorer_offers_tables_the_seed_step_writes():
     """Every registry statistic over seeds reads a table of stats/{task}/seeds/ that seed_stats writes."""
-    from bertology.registry import OVER_SEEDS, statistics
+    from bertology.analyses import REGISTRY
+    from bertology.registry import OVER_SEEDS
 
-    over = [st for st in statistics() if st.group == OVER_SEEDS]
+    over = [st for st in REGISTRY.statistics() if st.group == OVER_SEEDS]
     assert over, "the registry offers the explorer no statistic over seeds"
     names = {st.table.rsplit("/", 1)[1].removesuffix(".csv") for st in over}
-    assert names <= set(ss.PER_HEAD) | {"roles"}
+    assert names <= set(REGISTRY.seed_tables()) | {"roles"}
     assert all(st.table.startswith("stats/{task}/seeds/") and st.optional for st in over)
 
 

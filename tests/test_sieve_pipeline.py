@@ -9,7 +9,7 @@ import xarray as xr
 
 from bertology.sieve.masks import roles_for
 from bertology.sieve.reduce import compute_scores, run_sieve
-from bertology.steps.sieve import read_scores
+from bertology.sieve.scores_io import read_scores
 from bertology.store import open_store
 from tests.builders import store as store_builder
 from tests.builders.sieve import (BLOCK_HEAD, CLS_HEAD, PREV_HEAD, SEP_HEAD, STORE_CONFIG, SYN_HEAD, UNIFORM_HEAD, E, H,

@@ -32,14 +32,15 @@ import sys
 import time
 import traceback
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bertology import layout
 from bertology.errors import UserError
-from bertology.registry import store_sections
+from bertology.analyses import REGISTRY
 from bertology.config import EXPECT_SECTIONS
+from bertology.steps.context import Files, StepContext
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,8 @@ STEPS: dict[str, StepSpec] = {
     "attention_sample": StepSpec("bertology.steps.attention:attention_sample",
                                  ("attention.split", "attention.examples", "data.seed", "data.short_split"),
                                  "the seeded attention sample -> results/attention/{task}/sample.parquet"),
-    "annotate_words": StepSpec("bertology.steps.attention:annotate_words", ("attention.spacy_model",),
+    "annotate_words": StepSpec("bertology.steps.attention:annotate_words",
+                               ("model", "data.max_length", "attention.spacy_model"),
                                "spaCy words of the sample -> results/attention/{task}/words.parquet"),
     "extract_attention": StepSpec("bertology.steps.attention:extract_attention",
                                   ("model", "data.max_length", "data.seed", "attention", "analysis.norms.enabled"),
@@ -83,7 +85,7 @@ STEPS: dict[str, StepSpec] = {
     # Kovaleva et al. 4.1-4.5
     # every store analysis of the registry (Kovaleva 4.1/4.2/4.4/4.5, Clark 3.3/4.2, Pande) in one read of a store
     "store_stats": StepSpec("bertology.steps.stores:store_stats",
-                            (*store_sections(), "analysis.dask", *EXPECT_SECTIONS),
+                            (*REGISTRY.store_sections(), "analysis.dask", *EXPECT_SECTIONS),
                             "every store analysis (patterns, features, [CLS], relations, entropy, parser, sieve) "
                             "from one read of a store"),
     "kovaleva_cosine": StepSpec("bertology.steps.kovaleva:kovaleva_cosine",
@@ -179,70 +181,6 @@ STEPS: dict[str, StepSpec] = {
 
 #: where a bug's traceback goes when the command runs in a terminal (relative to the working directory)
 ERROR_DIR = Path(".bertology") / "errors"
-
-
-class Files(Mapping[str, list[Path]]):
-    """Named paths of a step (``--input name=path``): ``files.store`` is the one path named `store`,
-    ``files.all("stats")`` every path of that name."""
-
-    def __init__(self, kind: str, step: str, items: Mapping[str, list[Path]]):
-        self._kind, self._step, self._items = kind, step, dict(items)
-
-    def __getitem__(self, name: str) -> list[Path]:
-        return self._items[name]
-
-    def __iter__(self):
-        return iter(self._items)
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def all(self, name: str) -> list[Path]:
-        if name not in self._items:
-            raise UserError(f"step {self._step} needs --{self._kind} {name}=PATH (has: {', '.join(self._items) or 'none'})")
-        return self._items[name]
-
-    def get(self, name: str, default: Any = None) -> Path | None:  # type: ignore[override]
-        paths = self._items.get(name)
-        return paths[0] if paths else default
-
-    def __getattr__(self, name: str) -> Path:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        paths = self.all(name)
-        if len(paths) != 1:
-            raise UserError(f"step {self._step}: --{self._kind} {name} has {len(paths)} paths where one is expected")
-        return paths[0]
-
-
-@dataclass
-class StepContext:
-    """What a step gets: its wildcards, named input/output paths, typed config sections, threads, tracker."""
-
-    step: str
-    wildcards: dict[str, str]
-    input: Files
-    output: Files
-    config: Any  # bertology.config.Config with only the step's sections filled
-    threads: int = 1
-    device: str | None = None
-    progress: bool = True
-    tracker: Any = None  # bertology.tracking.Tracker
-    extra: dict[str, Any] = field(default_factory=dict)
-    options: dict[str, Any] = field(default_factory=dict)  # a tool step's own options (StepSpec.options)
-    rest: list[str] = field(default_factory=list)  # the arguments after "--" (StepSpec.passthrough)
-
-    @property
-    def task(self) -> str | None:
-        return self.wildcards.get("task")
-
-    @property
-    def variant(self) -> str | None:
-        return self.wildcards.get("variant")
-
-    @property
-    def log(self) -> logging.Logger:
-        return logging.getLogger(f"bertology.{self.step}")
 
 
 def step_args(wildcards: Mapping[str, str], input: Any, output: Any) -> str:

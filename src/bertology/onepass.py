@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -69,12 +69,52 @@ class Example:
     row_sums: np.ndarray
 
 
+@dataclass(frozen=True)
+class Job:
+    """One job of the one read of a store (rule ``store_stats``), as a kernel builds itself from it and turns its
+    result into tables: config: the job's typed config (:class:`bertology.config.Config`, the sections the store
+    analyses declare); task, variant: its wildcards; store: the store's path; ds: the opened store; words: the
+    words table beside it (None: none); inputs: the rule's other named inputs (e.g. ``classifier``,
+    ``framenet``) -> path, absent when the rule gives none."""
+
+    config: Any
+    task: str
+    variant: str
+    store: str
+    ds: Any
+    words: pd.DataFrame | None = None
+    inputs: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Outputs:
+    """What a kernel's result becomes: tables (output name, as its registry entries declare it -> a frame for a
+    .csv, a mapping of arrays for an .npz), MLflow metrics ((name -> value, step or None), in order), lines for the
+    job's log, and the outputs to record as MLflow artifacts."""
+
+    tables: dict[str, Any]
+    metrics: list[tuple[dict[str, float], int | None]] = field(default_factory=list)
+    log: list[str] = field(default_factory=list)
+    artifacts: tuple[str, ...] = ()
+
+
 class Kernel(Generic[P]):
-    """What every kernel declares: its name (the registry's analysis name), the store variables it reads,
-    its per-example inputs from the words table, and how partials combine into its result."""
+    """What every kernel declares: its name, the store variables it reads, its per-example inputs from the words
+    table and how partials combine into its result; and, for the workflow, how it is built for a job
+    (:meth:`build`) and what its result becomes (:meth:`outputs`)."""
 
     name: str = ""
     variables: tuple[str, ...] = ()
+
+    @classmethod
+    def build(cls, job: Job) -> Kernel:
+        """The kernel for one job of ``store_stats`` (its config, store, words). Default: no settings."""
+        return cls()
+
+    def outputs(self, result: Any, job: Job) -> Outputs:
+        """The result (:meth:`combine` of every chunk's partial) -> its tables, named as the registry entries of
+        its analyses name their outputs (``Table(..., output=name)``), and its metrics."""
+        raise NotImplementedError(f"kernel {self.name} has no outputs()")
 
     def prepare(self, words: pd.DataFrame | None, info: StoreInfo) -> Any:
         """Driver side, once: the kernel's inputs from the words table (None: no words). Default: none."""

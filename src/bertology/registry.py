@@ -1,54 +1,105 @@
-"""Every analysis, declared once: what it reads, computes, writes, shows and says.
+"""The types of the analysis registry and its queries; the entries live beside their analyses.
 
-One :class:`Analysis` per analysis names
+Every analysis is declared once, as an :class:`Analysis`, in the module of its family under
+:mod:`bertology.analyses` (``analyses/kovaleva.py``, ``ablation.py``, ``clark.py``, ``norms.py``, ``sieve.py``,
+``seeds.py``: each a tuple ``ANALYSES`` of keyword-argument entries); :mod:`bertology.analyses` collects the
+families, in its order, into the one :class:`Registry`, ``bertology.analyses.REGISTRY``. Everything else is
+built from it:
 
-- ``config``: the config sections it reads;
-- ``kernel``: for an analysis over the attention store, its :class:`StoreKernel` (the pure kernel, per example or
-  per chunk with its combine, :mod:`bertology.onepass`, and the step functions that build it for a job and write
-  its outputs). Every store analysis runs in the ONE read of a store of the rule ``store_stats``
-  (:mod:`bertology.steps.stores`), whose outputs and config sections come from here; analyses sharing a kernel
-  (Kovaleva's four, Clark's two) share its work;
-- ``tables``: its output tables (path under ``results/``, columns; ``tests/test_reference.py`` checks them against
-  docs/reference.md and against what the code writes);
-- ``figures``: the file-name prefixes of its figures (``results/figures/{prefix}-*.png``);
-- ``section``: its report section (title, what it measures, what the paper found), built into
-  ``results/report.html`` by :mod:`bertology.report` in :data:`REPORT_ORDER`;
-- ``statistics``: what it offers the explorer's layer x head grid (label, source table and column, colour scale,
-  diverging or not), built into the page by :mod:`bertology.explorer` in the order of :data:`ANALYSES`.
+- the rule ``store_stats`` (``rules/stores.smk``): its outputs (:meth:`Registry.store_outputs`), the config
+  sections its step reads (:meth:`Registry.store_sections`, ``cli.STEPS``), the kernels it runs in the ONE read
+  of a store (:meth:`Registry.store_kernels`, :mod:`bertology.steps.stores`: each kernel builds itself from the
+  job, :meth:`bertology.onepass.Kernel.build`, and turns its result into its tables,
+  :meth:`bertology.onepass.Kernel.outputs`; the step writes them after checking their columns against the
+  declared ones) and the run's final outputs of those tables (:meth:`Registry.store_targets`);
+- the report (:mod:`bertology.report`): one section per :class:`Section`, in the order of declaration; it shows
+  the tables its ``tables`` templates match among the run's targets and the figures named by its
+  ``figure_prefixes``;
+- the explorer's layer x head grid (:mod:`bertology.explorer`): one entry per :class:`Statistic`, in the order of
+  declaration, and its inputs (:func:`bertology.explorer.explorer_inputs`); a statistic with ``across_seeds``
+  also gets its mean and std over fine-tuning seeds;
+- the statistics over fine-tuning seeds (rule ``seed_stats``, ``rules/seeds.smk``, :mod:`bertology.steps.seeds`):
+  every :class:`Table` with ``seeds`` (:class:`AcrossSeeds`: the keys of a row and the value compared) becomes
+  ``stats/{task}/seeds/{name}.csv`` (:meth:`Registry.seed_tables`);
+- the column check of ``docs/reference.md#columns`` (``tests/test_reference.py``).
 
-Adding an analysis that reads a store is one kernel module, one entry here and its tests (CONTRIBUTING.md).
+Dependencies go one way (``tests/test_layering.py``): this module imports only :mod:`bertology.layout`; the
+family modules import it and the science they declare (kernels under ``kovaleva/``, ``clark/``, ``sieve/``...);
+:mod:`bertology.analyses` imports the families; the consumers (rules, steps, CLI, report, explorer) import
+:mod:`bertology.analyses`. Nothing names a function by a string.
+
+Adding an analysis: CONTRIBUTING.md, "Adding an analysis" (a store statistic is four files: its kernel, its
+entry, its section of docs/reference.md and its test).
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 from typing import Any
 
-from bertology.layout import ROOT, join, rel
+from bertology.layout import ROOT, fill, join, rel
+
+#: the settings without which some tables are not written (:attr:`Table.when`): ``norms``
+#: (analysis.norms.enabled and a supported model), ``gold_trees`` (analysis.syntax.conllu, or the demo's own
+#: trees), ``seeds`` (two or more train.seeds), ``framenet`` (analysis.relations.framenet)
+CONDITIONS = ("norms", "gold_trees", "seeds", "framenet")
+
+#: the explorer's group of the statistics over fine-tuning seeds
+OVER_SEEDS = "Across fine-tuning seeds"
+
+#: the columns of a per-head table of running moments by feature (:func:`bertology.stats.feature_moments_table`)
+MOMENTS = ("layer", "head", "feature", "mean", "std", "n")
+
+
+def variant_table(file: str) -> str:
+    """A per-variant table, ``stats/{task}/{variant}/{file}`` (:mod:`bertology.layout`), under the results root."""
+    return rel("variant_stat", file=file)
+
+
+@dataclass(frozen=True)
+class AcrossSeeds:
+    """How a per-head table is compared across fine-tuning seeds: :func:`bertology.seedstats.seed_moments` of
+    each seed's table -> ``stats/{task}/seeds/{name}.csv`` (keys, mean, std, n, then ``seed{N}`` per seed).
+
+    name: the seed table's name; keys: the columns that identify a row; value: the column compared; fields:
+    values of the table path's other fields for a seed, where ``{variant}`` is the seed's fine-tuned variant
+    (e.g. ``(("model", "{task}-{variant}"),)`` for the gold trees' tables, one per fine-tuned model)."""
+
+    name: str
+    keys: tuple[str, ...]
+    value: str = "mean"
+    fields: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
 class Table:
-    """An output table: its path under results/ (with {task}, {variant}, ...) and its columns (for .npz the
-    arrays it holds, for .json its keys)."""
+    """An output table: its path under results/ (a :mod:`bertology.layout` template text, with {task},
+    {variant}, ...) and its columns (for .npz the arrays it holds, for .json its keys).
+
+    output: the output's name for a table the one read of a store writes (rule ``store_stats``; its kernel's
+    :meth:`~bertology.onepass.Kernel.outputs` names it so); seeds: how it is compared across fine-tuning seeds;
+    when: the setting without which it is not written (one of :data:`CONDITIONS`; empty: always)."""
 
     path: str
     columns: tuple[str, ...]
-    #: the rule output's name, for a table the one-pass rule writes
     output: str = ""
+    seeds: AcrossSeeds | None = None
+    when: str = ""
 
 
 @dataclass(frozen=True)
 class Section:
-    """A section of results/report.html. tables: path templates under results/ (bertology.layout; a field left
-    open matches any value) of the tables it shows: every input declared to the report rule that one matches."""
+    """A section of results/report.html: key (its anchor), title, what it measures, what the paper found
+    (``finding``), the file-name prefixes of its figures (``results/figures/{prefix}-*.png``) and the path
+    templates under results/ of the tables it shows (a field left open matches any value among the report's
+    declared inputs)."""
 
     key: str
     title: str
     measures: str
-    paper: str
+    finding: str
     figure_prefixes: tuple[str, ...] = ()
     tables: tuple[str, ...] = ()
 
@@ -66,8 +117,9 @@ class Statistic:
     whose true cells get a dot (mark_label says what it means); ci: (low, high) interval columns; ref: a
     column whose first value is the reference (drawn on the scale, ``{ref}`` in desc); count: count, per head,
     the rows where this boolean column is true (instead of `column`); fmt: ``int`` for counts; optional: an
-    absent table is no note on the page; per_seed: the table is a statistic over fine-tuning seeds
-    (:func:`bertology.seedstats.seed_moments`) whose ``seed{N}`` columns, each seed's value, the head view lists.
+    absent table is no note on the page; per_seed: the table is a statistic over fine-tuning seeds whose
+    ``seed{N}`` columns, each seed's value, the head view lists; across_seeds: also offer its mean and std over
+    the fine-tuning seeds (its table must declare :attr:`Table.seeds`; :meth:`Registry.statistics`).
     """
 
     id: str
@@ -89,6 +141,7 @@ class Statistic:
     fmt: str = ""
     optional: bool = False
     per_seed: bool = False
+    across_seeds: bool = False
 
     @property
     def scale(self) -> str:
@@ -100,447 +153,153 @@ class Statistic:
 
 
 @dataclass(frozen=True)
-class StoreKernel:
-    """How a store analysis runs in the one-pass rule: ``make`` builds its kernel for a job
-    (``(ctx, opened store) -> bertology.onepass.Kernel``), ``write`` writes its outputs and metrics from the
-    kernel's result (``(ctx, result, opened store) -> None``); both "module:function". Analyses that share a
-    kernel name the same StoreKernel; it runs once."""
-
-    name: str
-    make: str
-    write: str
-
-    def load(self, what: str) -> Callable[..., Any]:
-        module, func = getattr(self, what).split(":")
-        return getattr(importlib.import_module(module), func)
-
-
-@dataclass(frozen=True)
 class Analysis:
+    """One analysis: name; config: the config sections it reads (a store analysis's join the rule
+    ``store_stats``'s, so changing one re-runs the one read); kernel: for an analysis over the attention store,
+    its kernel class (a :class:`bertology.onepass.Kernel`; analyses sharing a kernel share its work, it runs
+    once); tables: its output tables; section: its report section; statistics: what it offers the explorer."""
+
     name: str
-    config: tuple[str, ...]
+    config: tuple[str, ...] = ()
+    kernel: type | None = None
     tables: tuple[Table, ...] = ()
-    figures: tuple[str, ...] = ()
     section: Section | None = None
     statistics: tuple[Statistic, ...] = ()
-    kernel: StoreKernel | None = None
-    paper: str = ""
 
 
-# --------------------------------------------------------------------------------------------------
-# statistics over fine-tuning seeds (issue 26: results/stats/{task}/seeds/, two or more train.seeds)
-
-OVER_SEEDS = "Across fine-tuning seeds"
-
-
-def over_seeds(name: str, what: str, key: tuple[str, ...] = (), diverging: bool = False) -> tuple[Statistic, ...]:
-    """The explorer's statistics of one table over fine-tuning seeds (``stats/{task}/seeds/{name}.csv``, written by
-    :func:`bertology.seedstats.seed_moments` with two or more train.seeds; absent with one): the mean over seeds,
-    with each seed's value, then the std over seeds. what: the per-head statistic (``{k}``: the key)."""
-    table = rel("seed_stat", name=name)
-    return (Statistic(f"seeds:{name}", OVER_SEEDS, f"{what}, mean over seeds",
-                      f"{what}: mean over the fine-tuning seeds; the head view lists each seed's value.", table,
-                      key=key, diverging=diverging, optional=True, per_seed=True),
-            Statistic(f"seeds:{name}:std", OVER_SEEDS, f"{what}, std over seeds",
-                      f"{what}: standard deviation over the fine-tuning seeds (ddof 1).", table, column="std", key=key,
-                      optional=True))
+def _first_seed(path: str) -> str:
+    """A table path as the first fine-tuning seed's ({seedtag} empty)."""
+    return path.replace("{seedtag}", "")
 
 
-# --------------------------------------------------------------------------------------------------
-# the kernels over a store (one read of a store runs them all)
+class Registry:
+    """Every analysis, in the order of declaration (the report's and the explorer's order), and the queries the
+    workflow is built from."""
 
-KOVALEVA = StoreKernel("kovaleva", "bertology.steps.kovaleva:kovaleva_kernel", "bertology.steps.kovaleva:kovaleva_outputs")
-CLARK = StoreKernel("clark", "bertology.steps.clark:clark_kernel", "bertology.steps.clark:clark_outputs")
-SIEVE = StoreKernel("sieve", "bertology.steps.sieve:sieve_kernel", "bertology.steps.sieve:sieve_outputs")
+    def __init__(self, analyses: Iterable[Analysis]):
+        self.analyses: tuple[Analysis, ...] = tuple(analyses)
+        names = [a.name for a in self.analyses]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"analyses declared twice: {', '.join(twice)}")
 
-MOMENTS = ("layer", "head", "feature", "mean", "std", "n")
-PARSER = ("relation", "direction", "layer", "head", "accuracy", "n", "baseline_offset", "baseline_accuracy")
+    def __iter__(self):
+        return iter(self.analyses)
 
+    def analysis(self, name: str) -> Analysis:
+        """The analysis named `name`."""
+        for a in self.analyses:
+            if a.name == name:
+                return a
+        raise KeyError(f"no analysis {name!r}; analyses: {', '.join(a.name for a in self.analyses)}")
 
-def _var(file: str) -> str:
-    """A per-variant table, results/stats/{task}/{variant}/{file} (bertology.layout), relative to the results root."""
-    return rel("variant_stat", file=file)
+    # the one read of a store
 
+    def store_analyses(self) -> tuple[Analysis, ...]:
+        """The analyses computed in the one read of a store (rule ``store_stats``), in order."""
+        return tuple(a for a in self.analyses if a.kernel is not None)
 
-ANALYSES: tuple[Analysis, ...] = (
-    Analysis(
-        "sieve", ("analysis.sieve",), kernel=SIEVE, paper="Pande 2021",
-        tables=(Table(_var("sieve.csv"), ("layer", "head", "role", "n", "mean", "std", "t", "p_value", "assigned",
-                                               "tau", "p_adjusted", "alpha", "correction"), output="sieve"),
-                Table(_var("sieve_scores.npz"), ("scores", "example_idx", "layer", "head", "role", "attrs"),
-                      output="sieve_scores")),
-        figures=("sieve",),
-        section=Section(
-            "sieve", "Functional roles of heads (Pande et al. 2021)",
-            "Sieve bias: for each role (local, block, delimiter, syntactic, ...) how much more attention a head "
-            "puts on the role's tokens than uniform attention would (n × mean attention); a one-sided t-test "
-            "over examples (H0: bias ≤ τ) assigns the role.",
-            "Most heads are multi-skilled; delimiter heads are common, syntactic heads overlap heavily with local "
-            "ones, and fine-tuning changes the bias of the final layers most.",
-            ("sieve",), (rel("sieve_summary"), rel("sieve_delta", seedtag=""))),
-        statistics=(
-            Statistic("sieve:count", "Sieve roles (Pande)", "number of roles assigned",
-                      "Roles whose one-sided t-test rejects H0: mean bias <= tau (p < alpha).",
-                      _var("sieve.csv"), count="assigned", fmt="int"),
-            Statistic("sieve", "Sieve bias per role (Pande)", "bias: {k}",
-                      "Mean over examples of the {k} sieve bias n * mean attention to the sieve (1 = uniform); dots: "
-                      "role assigned (p < alpha); tau = {ref}.", _var("sieve.csv"), key=("role",),
-                      mark="assigned", mark_label="role assigned", ref="tau"),
-        )),
-    Analysis(
-        "sieve_delta", ("tasks",), paper="Pande 2021",
-        tables=(Table(rel("sieve_delta"), ("task", "role", "layer_group", "pretrained", "finetuned", "delta",
-                                                "n_heads")),)),
-    Analysis(
-        "sieve_summary", ("tasks",), paper="Pande 2021",
-        tables=(Table(rel("sieve_summary"), ("task", "variant", "n_heads", "delimiter_heads", "share_delimiter",
-                                                  "no_role_heads", "share_no_role", "multi_skilled_heads",
-                                                  "syntactic_heads", "local_heads", "syntactic_and_local",
-                                                  "overlap_syntactic_local", "jaccard_syntactic_local",
-                                                  "spearman_rho", "spearman_p", "spearman_n_heads",
-                                                  "spearman_rho_examples", "spearman_p_examples", "spearman_n_pairs",
-                                                  "heads_local", "heads_prev_local", "heads_next_local",
-                                                  "heads_block", "heads_delimiter", "heads_cls", "heads_sep",
-                                                  "heads_nsubj", "heads_dobj", "heads_amod", "heads_advmod",
-                                                  "heads_syntactic")),)),
-    Analysis(
-        "cosine", ("analysis.features",), paper="Kovaleva 4.3",
-        tables=(Table(rel("cosine"), ("layer", "head", "mean", "std", "n")),
-                Table(rel("features_diff"), MOMENTS)),
-        figures=("cosine",),
-        section=Section(
-            "cosine", "Change with fine-tuning (Kovaleva §4.3, Fig. 5)",
-            "Per-head cosine similarity between the pretrained and fine-tuned attention maps of the same "
-            "examples (padding excluded), averaged over examples; low values mean fine-tuning changed the head.",
-            "The last two layers change most with fine-tuning on every task but QQP: they encode task-specific "
-            "features, earlier layers keep the pretrained ones.",
-            ("cosine",)),
-        statistics=(
-            Statistic("cosine", "Change with fine-tuning (Kovaleva 4.3)", "cosine pretrained vs fine-tuned",
-                      "Mean over examples of the cosine similarity of the pretrained and fine-tuned maps.",
-                      rel("cosine", seedtag="")),
-        )),
-    Analysis(
-        "patterns", ("analysis.patterns",), kernel=KOVALEVA, paper="Kovaleva 4.1",
-        tables=(Table(_var("patterns.csv"), ("layer", "head", "class", "fraction", "n"), output="patterns"),),
-        figures=("patterns",),
-        section=Section(
-            "patterns", "Attention patterns (Kovaleva §4.1, Fig. 2)",
-            "Every (example, layer, head) map is classified as vertical, diagonal, vertical+diagonal, block or "
-            "heterogeneous; bars give the share of each class.",
-            "Vertical maps (attention to [CLS]/[SEP]) are the most frequent class; the heterogeneous share, the "
-            "only one likely to carry linguistic structure, is at most about half and varies by task.",
-            ("patterns",)),
-        statistics=(
-            Statistic("patterns", "Pattern classes (Kovaleva 4.1)", "fraction {k}",
-                      "Share of the head's maps classified as {k}.", _var("patterns.csv"), column="fraction",
-                      key=("class",)),
-        )),
-    Analysis(
-        "features", ("analysis.features",), kernel=KOVALEVA, paper="Kovaleva 4.4",
-        tables=(Table(_var("features.csv"), MOMENTS, output="features"),),
-        figures=("features",),
-        section=Section(
-            "features", "Attention to linguistic features (Kovaleva §4.4, Fig. 6)",
-            "Per head, the attention a token type receives (summed over queries, divided by length, maximum over "
-            "tokens of the type), averaged over examples, for both variants and their difference.",
-            "Vertical attention is mostly to [CLS] and [SEP]; heads attending to nouns, objects or negation exist "
-            "but their weights are small next to the special tokens, and they come from pre-training.",
-            ("features",)),
-        statistics=(
-            Statistic("features", "Feature attention (Kovaleva 4.4)", "attention to {k}",
-                      "Attention the {k} tokens receive (summed over queries, / n, max over tokens), mean over "
-                      "examples.", _var("features.csv"), key=("feature",)),
-        )),
-    Analysis(
-        "cls", ("analysis.features",), kernel=KOVALEVA, paper="Kovaleva 4.5",
-        tables=(Table(_var("cls.csv"), MOMENTS, output="cls"),),
-        figures=("cls",),
-        section=Section(
-            "cls", "[CLS] attention in the last layer (Kovaleva §4.5, Fig. 7)",
-            "The last layer's [CLS] row: how much of its attention each token type gets, per head.",
-            "[SEP] gets most of [CLS]'s attention on most tasks; punctuation is attended about as much as [SEP] "
-            "on some.",
-            ("cls",)),
-        statistics=(
-            Statistic("cls", "[CLS] attention, last layer (Kovaleva 4.5)", "[CLS] → {k}",
-                      "The last layer's [CLS] row: attention to {k} tokens.", _var("cls.csv"), key=("feature",)),
-        )),
-    Analysis(
-        "relations", ("analysis.relations",), kernel=KOVALEVA, paper="Kovaleva 4.2",
-        tables=(Table(_var("relations.csv"), ("layer", "head", "source", "mean", "std", "n", "flagged"),
-                      output="relations"),
-                Table(_var("relations_framenet.csv"), ("layer", "head", "source", "mean", "std", "n", "flagged")),
-                Table(rel("framenet_links"), ("item", "sentence_id", "doc", "text", "n_tokens", "frame",
-                                                       "fe", "fe_tokens", "target_tokens", "distance")),
-                Table(rel("framenet_counts"), ("sentences", "annotation_sets", "short_sentences_sets",
-                                                     "short_sentences_sentences", "with_core_fe_sets",
-                                                     "with_core_fe_sentences", "short_core_fes_sets",
-                                                     "short_core_fes_sentences", "links_2_apart_sets",
-                                                     "links_2_apart_sentences", "core_links", "close_links", "links",
-                                                     "surviving_sets", "surviving_sentences"))),
-        figures=("relations",),
-        section=Section(
-            "relations", "Relation-specific heads (Kovaleva §4.2, Fig. 3)",
-            "Mean over examples of the maximum attention between linked words (FrameNet: from the frame-evoking "
-            "target to its core frame elements, the target's wordpieces being the queries; dependency arcs: from "
-            "the dependent to its head), per head; heads above the 99th percentile are flagged.",
-            "Only a couple of heads of 144 in BERT-base attend to FrameNet-linked words more than the rest.",
-            ("relations",)),
-        statistics=(
-            Statistic("relations", "Relation attention (Kovaleva 4.2)", "{k} links",
-                      "Max attention between {k}-linked words, mean over examples; dots: above the 99th percentile.",
-                      _var("relations.csv"), key=("source",), mark="flagged",
-                      mark_label="flagged (> 99th percentile)"),
-        )),
-    Analysis(
-        "entropy", (), kernel=CLARK, paper="Clark 3.3",
-        tables=(Table(_var("entropy.csv"), MOMENTS, output="entropy"),),
-        figures=("entropy",),
-        section=Section(
-            "entropy", "Attention entropy (Clark et al. 2019, §3.3)",
-            "Per head, the mean entropy (nats) of its attention rows over every real query of the sampled "
-            "examples, and of the [CLS] row alone; the dashed line is uniform attention over the same examples "
-            "(ln n). Low entropy = focused attention, near the line = broad, bag-of-words attention.",
-            "Some heads in the lower layers attend very broadly (entropy close to uniform, at most about 10% of "
-            "the mass on any single word); in the last layer the [CLS] row has high entropy, i.e. broad attention.",
-            ("entropy",)),
-        statistics=(
-            Statistic("entropy", "Entropy (Clark et al.)", "entropy: {k}",
-                      "Mean attention entropy ({k}) in nats; uniform attention = ln n.", _var("entropy.csv"),
-                      key=("feature",), optional=True),
-        )),
-    Analysis(
-        "norms", ("analysis.norms",), paper="Kobayashi 2020",
-        tables=(Table(_var("norms.csv"), ("layer", "head", "category", "measure", "mean", "std", "n")),),
-        figures=("norms",),
-        section=Section(
-            "norms", "Beyond attention weights: value norms (Kobayashi et al. 2020)",
-            "A head passes on alpha_ij f(x_j), not alpha_ij: per layer, the share of the attention each token "
-            "category ([CLS], [SEP], punctuation, other) receives by weight (solid) and by norm-weighted attention "
-            "alpha ||f(x)|| (dashed), pooled over the layer's heads, for the pretrained and fine-tuned model "
-            "(analysis.norms.examples examples). norms.csv adds per-head shares, the mean ||f(x)|| per category and "
-            "Spearman correlations of alpha with ||f(x)|| and of ||f(x)|| with token frequency.",
-            "In BERT-base the heavy attention to [CLS], [SEP] and punctuation carries vectors of small norm: "
-            "by norm-weighted attention their share shrinks sharply (attention to [SEP] is largely a no-op), "
-            "alpha and ||f(x)|| are negatively correlated for them, and frequent tokens have smaller ||f(x)||. "
-            "This run finds what the dashed lines show against the solid ones: the gap is this model's no-op "
-            "attention.",
-            ("norms",)),
-        statistics=(
-            Statistic("norms", "Value norms (Kobayashi et al.)", "{k}",
-                      "norms.csv, {k}: weight_share / norm_share = share of the attention weight / of alpha ||f(x)|| "
-                      "the category's keys receive (mean over examples); value_norm = mean ||f(x)||; spearman_* = "
-                      "Spearman's rho (docs/reference.md#norms).", _var("norms.csv"),
-                      key=("measure", "category"), notna="head", optional=True),
-        )),
-    Analysis(
-        "parser", (), kernel=CLARK, paper="Clark 4.2",  # the gold trees' rules read analysis.syntax
-        tables=(Table(_var("parser.csv"), PARSER, output="parser"),
-                Table(rel("syntax_stat"), PARSER),
-                Table(rel("syntax_best"), ("model",) + PARSER)),
-        figures=("parser",),
-        section=Section(
-            "parser", "Heads as dependency parsers (Clark et al. 2019, §4.2, Fig. 5)",
-            "For each relation and head, how often the word a word attends to most (dep → head), or the word that "
-            "attends most to it (head → dep), is its syntactic head; word-level attention sums over the wordpieces "
-            "attended to and averages over those attending. Bars: the best head per relation; black marks: the "
-            "fixed-offset baseline (always the relation's most common relative position). Gold CoNLL-U trees "
-            "(`parser-syntax`, analysis.syntax.conllu and the demo's own trees) and each task's spaCy parses.",
-            "No single head does well at syntax overall, but in BERT-base specific heads track specific relations "
-            "far above the baseline: direct objects attend to their verbs (head 8-10, 86.8% vs 40.0%), determiners "
-            "to their nouns (8-11, 94.3%), prepositions to their objects (9-6, 76.3%), passive auxiliaries to their "
-            "verbs (82.5%) and possessives to the head of their NP (80.5%), all learnt without syntactic "
-            "supervision.",
-            ("parser",), (rel("syntax_best"),)),
-        statistics=(
-            Statistic("parser", "Heads as parsers (Clark et al.)", "parser accuracy: {k}",
-                      "Share of {k} dependents whose most attended word is their head.", _var("parser.csv"),
-                      column="accuracy", key=("relation",), where=(("direction", "dep_to_head"),), top="n",
-                      optional=True),
-        )),
-    Analysis(
-        "disabling", ("ablation",), paper="Kovaleva 4.6",
-        tables=(Table(rel("ablation", name="heads"), ("layer", "head", "metric", "value", "baseline", "delta", "ci_low",
-                                                    "ci_high", "p_value", "p_adj", "significant", "test", "n")),
-                Table(rel("ablation", name="layers"), ("layer", "metric", "value", "baseline", "delta", "ci_low",
-                                                     "ci_high", "p_value", "p_adj", "significant", "test", "n")),
-                Table(rel("ablation", name="summary"), ("task", "metric", "finding", "layer", "head", "value",
-                                                      "baseline", "delta", "ci_low", "ci_high", "p_value", "p_adj",
-                                                      "n"))),
-        figures=("ablation",),
-        section=Section(
-            "ablation", "Disabling heads and layers (Kovaleva §4.6, Figs. 8–9)",
-            "The fine-tuned model's score with one head (or one whole layer) attending uniformly to all real "
-            "tokens, against the intact baseline, with paired bootstrap intervals and p-values over the same "
-            "examples.",
-            "Disabling single heads or whole layers often changes little, and some disabled heads or layers "
-            "even improve the score; the paper gave no uncertainty, so check which gains survive here.",
-            ("ablation",), (rel("ablation", name="summary", seedtag=""),)),
-        statistics=(
-            Statistic("ablation", "Disabling heads (Kovaleva 4.6)", "disabling Δ {k}",
-                      "Fine-tuned model's {k} with this head attending uniformly, minus the intact model's; "
-                      "interval: paired bootstrap; dots: significant.", rel("ablation", name="heads", seedtag=""), column="delta",
-                      key=("metric",), diverging=True, ci=("ci_low", "ci_high"), mark="significant",
-                      mark_label="significant"),
-        )),
-    Analysis(
-        "importance", ("ablation.pruning",), paper="Michel 4.1",
-        tables=(Table(rel("ablation", name="importance"), ("layer", "head", "importance", "raw", "n", "split")),),
-        figures=("importance", "pruning"),
-        section=Section(
-            "pruning", "Head importance and pruning (Michel et al. 2019)",
-            "Importance of a head = mean over examples of |dL/dξ|, the loss's sensitivity to a gate ξ on the "
-            "head's output (ξ = 1 is the intact model), normalised per layer (l2), computed on the split named in "
-            "each map's title (ablation.pruning.importance_split; the paper and the default: training data). "
-            "Pruning curves: the validation score with 0, 10, ..., 100% of all heads removed, least important "
-            "first, against random orders (mean, ±1 std, range); removal zeroes the head's output (the paper) or, "
-            "with ablation.pruning.mode: uniform, makes it attend uniformly (as the disabling above).",
-            "Michel et al.: most heads can be removed at test time; pruning by importance, 20% (WMT) and 40% (BERT "
-            "on MNLI) of the heads go without a noticeable loss, after which the score drops sharply. Their curves "
-            "have no random baseline; the gap to the random orders here says how much the importance order buys.",
-            ("importance", "pruning")),
-        statistics=(
-            Statistic("importance", "Head importance (Michel et al.)", "importance",
-                      "E|dL/dξ| of a gate on the head's output, normalised per layer.",
-                      rel("ablation", name="importance", seedtag=""), column="importance", optional=True),
-        )),
-    Analysis(
-        "pruning", ("ablation.pruning",), paper="Michel 4",
-        tables=(Table(rel("ablation", name="pruning"), ("order", "seed", "fraction", "n_pruned", "metric", "value",
-                                                      "mode")),)),
-    Analysis(
-        "mixing", ("analysis.norms",), paper="Kobayashi 2021",
-        tables=(Table(_var("mixing.csv"), ("layer", "measure", "mean", "std", "n")),),
-        figures=("mixing",),
-        section=Section(
-            "mixing", "Context mixing with the residual and LayerNorm (Kobayashi et al. 2021)",
-            "Per layer, the share of a token's new representation that comes from the other tokens (context-mixing "
-            "ratio, mean ± std over tokens) under attention alone (by weights and by norms), attention + residual, "
-            "and attention + residual + LayerNorm (the paper's decomposition of LayerNorm into per-token terms). "
-            "Pre-LN models (ModernBERT) have no LayerNorm after the residual and no such line.",
-            "In BERT and RoBERTa the residual connection and LayerNorm shrink the mixing far below what attention "
-            "alone suggests: most of a token's representation after the attention block is the token itself. "
-            "The tables give this run's ratios.",
-            ("mixing",), (_var("mixing.csv"),))),
-    Analysis(
-        "token_scores", ("analysis.norms", "analysis.flow"), paper="Abnar 2020",
-        tables=(Table(_var("token_scores.parquet"), ("example_idx", "position", "word", "method", "score")),)),
-    Analysis(
-        "faithfulness", ("analysis.flow",), paper="Abnar 2020",
-        tables=(Table(rel("variant_stat", variant="finetuned{seedtag}", file="faithfulness.csv"), ("view", "importance", "mean", "std", "n", "ci_low",
-                                                                  "ci_high")),
-                Table(rel("variant_stat", variant="finetuned{seedtag}", file="faithfulness_examples.csv"), ("example_idx", "view", "importance",
-                                                                             "rho")),
-                Table(rel("variant_stat", variant="finetuned{seedtag}", file="importance.parquet"), ("example_idx", "position", "word", "method",
-                                                                    "score"))),
-        figures=("faithfulness",),
-        section=Section(
-            "faithfulness", "Rollout, flow and how faithful each view is (Abnar & Zuidema 2020)",
-            "Token views from the last layer's [CLS]: raw attention (heads averaged), norm-weighted attention, "
-            "rollout (attention mixed half and half with the identity, multiplied through the layers) and flow (max "
-            "flow from each input token to the top [CLS]). Each is compared, per example of the fine-tuned model, "
-            "with two importance scores (drop in the predicted class's probability when the token is masked; "
-            "input x gradient) by Spearman's rho: mean over examples with a bootstrap interval "
-            "(analysis.flow.examples examples). token_scores.parquet holds every score.",
-            "Raw attention of the top layer correlates weakly with both importances; rollout and flow correlate "
-            "clearly better (the paper's Table 2). The table below is this run's: whether rollout and flow beat "
-            "raw attention here, and by how much given the interval.",
-            ("faithfulness",), (rel("variant_stat", variant="finetuned", file="faithfulness.csv"),))),
-    Analysis(
-        "seeds", ("analysis.seeds",), paper="Sellam 2022",
-        tables=(Table(rel("seed_stat", name="roles"), ("layer", "head", "role", "assigned", "n_seeds", "share")),
-                Table(rel("seed_stat", name="role_agreement"), ("role", "layer", "fleiss_kappa", "jaccard",
-                                                                "heads_assigned", "n_heads", "n_seeds")),
-                Table(rel("seed_stat", name="multibootstrap"), ("quantity", "metric", "role", "layer", "head", "mean",
-                                                                "ci_low", "ci_high", "n_seeds", "n_examples",
-                                                                "resamples", "confidence")),
-                Table(rel("seed_stat", name="findings"), ("finding", "paper", "statement", "holds", "seeds", "holding",
-                                                          "n_seeds", "verdict"))),
-        figures=("seeds",),
-        section=Section(
-            "seeds", "Robust across seeds",
-            "With train.seeds: [s1, s2, ...] every fine-tuned analysis runs once per seed (the pretrained model once). "
-            "findings.csv: which of the papers' findings hold in every seed, in most, in some, in one only or in none "
-            "(head identities compared with the first seed's). Stability maps: each per-head statistic's mean and "
-            "std over seeds. Role agreement: Fleiss' kappa (seeds as raters) and mean pairwise Jaccard of the heads "
-            "each sieve role is assigned to, per layer. stats/{task}/seeds/multibootstrap.csv gives every fine-tuned "
-            "- pretrained difference (cosine, sieve bias, disabling delta) with a Multi-Bootstrap interval.",
-            "The papers fine-tuned once. McCoy et al. 2020 and Sellam et al. 2022 (The MultiBERTs) show that "
-            "fine-tuning and pre-training seeds alone move results, so a per-head finding is a property of fine-tuning "
-            "only where it holds in every seed; the Multi-Bootstrap (seeds and examples resampled together) gives "
-            "intervals that carry both sources of variance.",
-            ("seeds",), (rel("seed_stat", name="findings"), rel("seed_stat", name="role_agreement"))),
-        statistics=(
-            *over_seeds("cosine", "cosine pretrained vs fine-tuned"),
-            *over_seeds("disabling", "disabling Δ {k}", key=("metric",), diverging=True),
-            *over_seeds("importance", "importance"),
-            *over_seeds("entropy", "entropy: {k}", key=("feature",)),
-            *over_seeds("sieve", "bias: {k}", key=("role",)),
-            Statistic("seeds:roles", OVER_SEEDS, "seeds assigning {k}",
-                      "Share of the fine-tuning seeds whose sieve test assigns the {k} role to the head.",
-                      rel("seed_stat", name="roles"), column="share", key=("role",), optional=True),
-        )),
-    Analysis(
-        "table1", ("train.alpha",), paper="Kovaleva Table 1",
-        tables=(Table(rel("table1"), ("task", "variant", "metric", "value", "n", "std", "n_seeds")),
-                Table(rel("table1_tests"), ("task", "metric", "variant_a", "variant_b", "mean_a", "mean_b",
-                                                  "difference", "n_a", "n_b", "test", "statistic", "df", "p",
-                                                  "significant"))),
-        figures=("table1",),
-        section=Section(
-            "table1", "Table 1 — what fine-tuning buys",
-            "Validation scores of the pretrained encoder with an untrained classification head, the same "
-            "architecture fine-tuned from a random (normal) initialisation, and the pretrained encoder fine-tuned.",
-            "Kovaleva et al. (Table 1): fine-tuning the pretrained model wins on every task (35.9 points on "
-            "average over the untrained head); random initialisation is consistently worse than pretrained.",
-            ("table1",), (rel("table1"),))),
-)
+    def store_kernels(self) -> tuple[type, ...]:
+        """The distinct kernel classes of the store analyses, in order of first use."""
+        return tuple(dict.fromkeys(a.kernel for a in self.store_analyses() if a.kernel is not None))
 
-#: the report's sections, in this order (every analysis with a section, once)
-REPORT_ORDER: tuple[str, ...] = ("table1", "patterns", "relations", "cosine", "features", "cls", "disabling",
-                                 "entropy", "parser", "norms", "mixing", "faithfulness", "importance", "sieve",
-                                 "seeds")
+    def kernel_tables(self, kernel: type) -> dict[str, Table]:
+        """The tables a store kernel writes: output name -> table, in order of declaration."""
+        return {t.output: t for a in self.store_analyses() if a.kernel is kernel for t in a.tables if t.output}
+
+    def store_outputs(self) -> dict[str, str]:
+        """The one-pass rule's outputs: output name -> path under the working directory (results/...)."""
+        return {t.output: join(ROOT, t.path) for a in self.store_analyses() for t in a.tables if t.output}
+
+    def store_sections(self) -> tuple[str, ...]:
+        """The config sections the store analyses read (without the store's identity and Dask)."""
+        return tuple(dict.fromkeys(s for a in self.store_analyses() for s in a.config))
+
+    def store_targets(self, tasks: Sequence[str], variants: Sequence[str], root: str | None = ROOT) -> list[str]:
+        """The final outputs of the one read of the stores: every store table of every task and variant."""
+        return [join(root, fill(t.path, task=task, variant=v)) for task in tasks for v in variants
+                for a in self.store_analyses() for t in a.tables if t.output]
+
+    # the report and the explorer
+
+    def report_sections(self) -> tuple[Section, ...]:
+        """The report's sections, in the order of declaration."""
+        return tuple(a.section for a in self.analyses if a.section is not None)
+
+    def statistics(self) -> tuple[Statistic, ...]:
+        """Every statistic the explorer offers: the declared ones in order, then, for each with ``across_seeds``,
+        its mean over the fine-tuning seeds (each seed's value in the head view) and its std over them."""
+        declared = tuple(s for a in self.analyses for s in a.statistics)
+        return declared + tuple(s for st in declared if st.across_seeds for s in self.over_seeds(st))
+
+    def over_seeds(self, st: Statistic) -> tuple[Statistic, Statistic]:
+        """A statistic's mean and std over fine-tuning seeds, read from its table's seed table."""
+        table = self.table(st.table)
+        if table is None or table.seeds is None:
+            raise ValueError(f"statistic {st.id}: across_seeds needs its table {st.table} declared with seeds=")
+        name = table.seeds.name
+        path = rel("seed_stat", name=name)
+        what = st.label
+        return (Statistic(f"seeds:{name}", OVER_SEEDS, f"{what}, mean over seeds",
+                          f"{what}: mean over the fine-tuning seeds; the head view lists each seed's value.", path,
+                          key=st.key, where=st.where, notna=st.notna, diverging=st.diverging, optional=True,
+                          per_seed=True),
+                Statistic(f"seeds:{name}:std", OVER_SEEDS, f"{what}, std over seeds",
+                          f"{what}: standard deviation over the fine-tuning seeds (ddof 1).", path, column="std",
+                          key=st.key, where=st.where, notna=st.notna, optional=True))
+
+    def when(self, st: Statistic) -> str:
+        """The setting without which a statistic's table is not written (:data:`CONDITIONS`; '' always)."""
+        if PurePosixPath(st.table).parent.name == "seeds":
+            return "seeds"
+        table = self.table(st.table)
+        return table.when if table is not None else ""
+
+    # tables
+
+    def tables(self) -> dict[str, tuple[str, ...]]:
+        """Every table of every analysis: path under results/ -> columns."""
+        return {t.path: t.columns for a in self.analyses for t in a.tables}
+
+    def table(self, path: str) -> Table | None:
+        """The declared table of a path template (the first seed's path matches a {seedtag} table)."""
+        for a in self.analyses:
+            for t in a.tables:
+                if path in (t.path, _first_seed(t.path)):
+                    return t
+        return None
+
+    def seed_tables(self, enabled: Collection[str] = CONDITIONS) -> dict[str, Table]:
+        """The per-head tables compared across fine-tuning seeds: seed table name -> table, in order of
+        declaration; enabled: the settings switched on (:data:`CONDITIONS`), tables of the others left out."""
+        return {t.seeds.name: t for a in self.analyses for t in a.tables
+                if t.seeds is not None and (not t.when or t.when in enabled)}
+
+    def seed_inputs(self, variants: Sequence[str], tags: Sequence[str],
+                    enabled: Collection[str] = CONDITIONS, root: str | None = ROOT) -> dict[str, list[str]]:
+        """The rule ``seed_stats``'s per-head inputs: seed table name -> one path per fine-tuning seed (in the
+        order of train.seeds). variants: the fine-tuned store variants (finetuned, finetuned-seedN); tags: the
+        seed tags ('', -seedN), in the same order; {task} left open."""
+        out = {}
+        for name, t in self.seed_tables(enabled).items():
+            files = []
+            for variant, tag in zip(variants, tags):
+                extra = {k: v.replace("{variant}", variant) for k, v in t.seeds.fields}
+                files.append(join(root, fill(t.path, variant=variant, seedtag=tag, **extra)))
+            out[name] = files
+        return out
 
 
-def analysis(name: str) -> Analysis:
-    """The analysis named `name`."""
-    for a in ANALYSES:
-        if a.name == name:
-            return a
-    raise KeyError(f"no analysis {name!r}; analyses: {', '.join(a.name for a in ANALYSES)}")
-
-
-def store_analyses() -> tuple[Analysis, ...]:
-    """The analyses computed in the one read of a store (rule ``store_stats``), in registry order."""
-    return tuple(a for a in ANALYSES if a.kernel is not None)
-
-
-def store_kernels() -> tuple[StoreKernel, ...]:
-    """The distinct kernels of the store analyses, in order of first use."""
-    return tuple(dict.fromkeys(a.kernel for a in store_analyses() if a.kernel is not None))
-
-
-def store_outputs() -> dict[str, str]:
-    """The one-pass rule's outputs: output name -> path under the working directory (results/...)."""
-    return {t.output: join(ROOT, t.path) for a in store_analyses() for t in a.tables if t.output}
-
-
-def store_sections() -> tuple[str, ...]:
-    """The config sections the store analyses read (without the store's identity and Dask)."""
-    return tuple(dict.fromkeys(s for a in store_analyses() for s in a.config))
-
-
-def report_sections() -> tuple[Section, ...]:
-    """The report's sections in :data:`REPORT_ORDER`."""
-    return tuple(analysis(n).section for n in REPORT_ORDER)
-
-
-def statistics() -> tuple[Statistic, ...]:
-    """Every statistic the explorer offers, in registry order."""
-    return tuple(s for a in ANALYSES for s in a.statistics)
-
-
-def tables() -> dict[str, tuple[str, ...]]:
-    """Every table of every analysis: path under results/ -> columns."""
-    return {t.path: t.columns for a in ANALYSES for t in a.tables}
+def check_outputs(kernel: Any, tables: dict[str, Any], declared: dict[str, Table]) -> None:
+    """Raise when a kernel's tables are not the declared ones: the same output names, each with the declared
+    columns (a frame's columns, or the arrays of an .npz, in order). A mismatch is a bug of the kernel or of its
+    registry entry."""
+    name = getattr(kernel, "name", type(kernel).__name__)
+    if set(tables) != set(declared):
+        raise RuntimeError(f"kernel {name} gave the tables {list(tables)}, its registry entries declare "
+                           f"{list(declared)}")
+    for output, value in tables.items():
+        got = list(value.columns) if hasattr(value, "columns") else list(value)
+        if got != list(declared[output].columns):
+            raise RuntimeError(f"kernel {name}: table {output} ({declared[output].path}) has the columns {got}, "
+                               f"its registry entry declares {list(declared[output].columns)}")

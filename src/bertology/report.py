@@ -1,7 +1,7 @@
 """results/report.html: every table and figure of a run on one self-contained page (images embedded).
 
 Sections follow the papers; each says in a sentence or two what it measures and what the paper found, so
-a reader can compare at a glance. They are declared with their analyses in :mod:`bertology.registry`.
+a reader can compare at a glance. They are declared with their analyses (:mod:`bertology.analyses`, the types in :mod:`bertology.registry`).
 The page shows the files the report rule declares as its inputs, nothing else (no crawling of results/):
 a section's tables are the inputs its path templates (:mod:`bertology.layout`) match, and its figures the
 declared figures with its file-name prefix (one file per figure and task); a declared figure no section
@@ -21,12 +21,13 @@ from pathlib import Path
 import pandas as pd
 
 from bertology import __version__, layout
-from bertology.registry import Section, report_sections
+from bertology.analyses import REGISTRY
+from bertology.registry import Section
 
 
-#: the report's sections, built from the registry (:func:`bertology.registry.report_sections`): each analysis
-#: declares its own section there (title, what it measures, what the paper found, its figures and tables)
-SECTIONS: tuple[Section, ...] = report_sections()
+#: the report's sections, in the order of declaration (:meth:`bertology.registry.Registry.report_sections`): each
+#: analysis declares its own section (title, what it measures, what the paper found, its figures and tables)
+SECTIONS: tuple[Section, ...] = REGISTRY.report_sections()
 
 
 def _img(path: Path) -> str:
@@ -166,7 +167,7 @@ def build_report(results: Path, config: dict, inputs: Sequence[str]) -> str:
     for s in SECTIONS:
         parts.append(f'<section id="{s.key}"><h2>{html.escape(s.title)}</h2><div class=why>'
                      f"<div><b>What it measures</b>{html.escape(s.measures)}</div>"
-                     f"<div><b>What the paper found</b>{html.escape(s.paper)}</div></div>")
+                     f"<div><b>What the paper found</b>{html.escape(s.finding)}</div></div>")
         if s.key == "table1":
             parts.append(_table1_block(results, inputs))
         tables = [t for template in s.tables for t in layout.matching(template, inputs)]

@@ -165,22 +165,6 @@ MULTIBOOTSTRAP_COLUMNS = ("quantity", "metric", "role", "layer", "head", "mean",
                           "n_examples", "resamples", "confidence")
 
 
-#: the per-head tables compared across seeds: name -> (the keys of a row, the value compared)
-PER_HEAD: dict[str, tuple[tuple[str, ...], str]] = {
-    "features": (("layer", "head", "feature"), "mean"),
-    "cls": (("layer", "head", "feature"), "mean"),
-    "entropy": (("layer", "head", "feature"), "mean"),
-    "parser": (("relation", "direction", "layer", "head"), "accuracy"),
-    "relations": (("layer", "head", "source"), "mean"),
-    "sieve": (("layer", "head", "role"), "mean"),
-    "cosine": (("layer", "head"), "mean"),
-    "disabling": (("layer", "head", "metric"), "delta"),
-    "importance": (("layer", "head"), "importance"),
-    "norms": (("layer", "head", "category", "measure"), "mean"),
-    "syntax": (("relation", "direction", "layer", "head"), "accuracy"),  # heads as parsers on the gold trees
-}
-
-
 def role_tables(sieve: Sequence[pd.DataFrame], seeds: Sequence[int]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The seeds' sieve tables (layer, head, role, assigned) -> (roles, agreement).
 

@@ -103,7 +103,7 @@ def _per_head(rng, extra: dict, *, layers=range(L)) -> pd.DataFrame:
 def build_results(root: Path, *, with_extras: bool = True) -> Path:
     """results/ for tasks rte (everything) and sst2 (stores and sieve only: the rest absent)."""
     from bertology.sieve.reduce import run_sieve
-    from bertology.steps.sieve import write_scores
+    from bertology.sieve.scores_io import write_scores
     from bertology.store import read_words
 
     results = root / "results"

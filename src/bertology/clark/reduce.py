@@ -20,7 +20,7 @@ import pandas as pd
 
 from bertology.clark import entropy as ent
 from bertology.clark import parser as prs
-from bertology.onepass import Example, ExampleKernel, StoreInfo, example_groups, reduce_store
+from bertology.onepass import Example, ExampleKernel, Job, Outputs, StoreInfo, example_groups, reduce_store
 from bertology.stats import Moments, feature_moments_table
 
 
@@ -73,6 +73,12 @@ class ClarkKernel(ExampleKernel):
         if words is not None:
             part.parser.add_example(ex.attention, ex.word_ids, words)
 
+    def outputs(self, result: Partial, job: Job) -> Outputs:
+        """entropy.csv and parser.csv (heads as parsers on the words table's spaCy arcs) and their metrics."""
+        entropy, parser = entropy_table(result), parser_table(result)
+        return Outputs({"entropy": entropy, "parser": parser},
+                       clark_metrics(entropy, parser, skipped=result.parser.skipped))
+
 
 def store_parser(store: str | Path, words: pd.DataFrame, *, compute_kwargs: Mapping[str, Any] | None = None,
                  expect: Mapping[str, Any] | None = None) -> tuple[prs.ParserCounts, int, int]:
@@ -91,3 +97,36 @@ def entropy_table(part: Partial) -> pd.DataFrame:
 def parser_table(part: Partial) -> pd.DataFrame:
     """parser.csv: heads as dependency parsers on the words table's arcs (:func:`bertology.clark.parser.parser_table`)."""
     return prs.parser_table(part.parser, *part.shape)
+
+
+#: relations reported as MLflow metrics need at least this many scored arcs
+METRIC_MIN_N = 20
+
+
+def clark_metrics(entropy: pd.DataFrame | None, parser: pd.DataFrame, *, skipped: int = 0,
+                  prefix: str = "") -> list[tuple[dict[str, float], int | None]]:
+    """MLflow metrics of Clark et al.'s analyses of one store, as (metrics, step or None) in order.
+
+    entropy (may be None): ``entropy_by_layer.{all,cls,uniform}`` stepped by layer (mean over heads).
+    parser: per relation with >= METRIC_MIN_N arcs, ``parser.{relation}.best`` (best head, either direction) and
+    ``parser.{relation}.baseline``; ``parser.arcs`` and ``parser.arcs_skipped``.
+    """
+    from bertology.clark.figures import best_per_relation
+
+    out: list[tuple[dict[str, float], int | None]] = []
+    if entropy is not None and len(entropy):
+        for feature in ("all", "cls", "uniform"):
+            sub = entropy[entropy["feature"] == feature]
+            for layer, value in sub.groupby("layer")["mean"].mean().items():
+                if np.isfinite(value):
+                    out.append(({f"{prefix}entropy_by_layer.{feature}": float(value)}, int(layer)))
+    best = best_per_relation(parser) if len(parser) else parser
+    metrics = {f"{prefix}parser.arcs_skipped": float(skipped)}
+    if len(best):
+        metrics[f"{prefix}parser.arcs"] = float(best["n"].sum())
+    for _, row in best[best["n"] >= METRIC_MIN_N].iterrows() if len(best) else []:
+        name = str(row["relation"]).replace(":", "_")
+        metrics[f"{prefix}parser.{name}.best"] = float(row["accuracy"])
+        metrics[f"{prefix}parser.{name}.baseline"] = float(row["baseline_accuracy"])
+    out.append((metrics, None))
+    return out

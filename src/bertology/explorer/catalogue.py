@@ -1,4 +1,4 @@
-"""The overview's catalogue: every per-head statistic of the registry (:func:`bertology.registry.statistics`), in
+"""The overview's catalogue: every per-head statistic of the registry (:meth:`bertology.registry.Registry.statistics`), in
 its order, as the page's metrics, read from the tables the run wrote. Nothing here is written by hand beside the
 registry: a statistic's label, description, source table and column, key, colour scale, marks, interval and
 reference all come from its :class:`bertology.registry.Statistic`.
@@ -18,7 +18,8 @@ import pandas as pd
 from bertology import layout
 from bertology.explorer.cells import counts, flags, grid
 from bertology.explorer.inputs import VARIANTS, Inputs, statistic_files
-from bertology.registry import Statistic, statistics
+from bertology.analyses import REGISTRY
+from bertology.registry import Statistic
 
 TOP_KEYS = 12  # a statistic with `top` keeps this many keys
 
@@ -130,6 +131,6 @@ def catalogue(src: Inputs, task: str, L: int, H: int, notes: list[str],
     read: tables already read, by the registry's source template (e.g. the sieve tables), reused."""
     read = {} if read is None else read
     ms: list[dict] = []
-    for st in statistics():
+    for st in REGISTRY.statistics():
         ms += statistic_metrics(st, statistic_tables(src, task, st, notes, read), task, L, H)
     return ms

@@ -14,7 +14,8 @@ from pathlib import Path, PurePosixPath
 import pandas as pd
 
 from bertology import layout
-from bertology.registry import ANALYSES, Statistic
+from bertology.analyses import REGISTRY
+from bertology.registry import Statistic
 from bertology.tasks import SPLITS
 
 VARIANTS = ("pretrained", "finetuned")
@@ -40,7 +41,7 @@ def explorer_inputs(tasks: Sequence[str], results: str | Path = layout.ROOT, *, 
     every statistic of the registry's catalogue; with ``norms`` (analysis.norms.enabled) the norm analyses'
     tables and token views too, with ``seeds`` (two or more train.seeds) the tables over seeds.
     ``optional``: what the explorer also reads when declared and present (those the settings switched off)."""
-    produced = {"norms": norms, "seeds": seeds}  # analyses whose tables exist only with a setting
+    off = {c for c, on in (("norms", norms), ("seeds", seeds)) if not on}  # settings (registry.CONDITIONS) off
     req: list[str] = []
     opt: list[str] = []
     for t in tasks:
@@ -48,9 +49,8 @@ def explorer_inputs(tasks: Sequence[str], results: str | Path = layout.ROOT, *, 
         req += [layout.rel("words", task=t), layout.variant_model(t, "finetuned", root=None)]  # its tokenizer
         req += [layout.rel("data", task=t, split=s) for s in SPLITS]
         req += [layout.rel("variant_stat", task=t, variant=v, file="sieve_scores.npz") for v in VARIANTS]
-        for a in ANALYSES:
-            files = [f for st in a.statistics for f in statistic_files(st, t)]
-            (req if produced.get(a.name, True) else opt).extend(files)
+        for st in REGISTRY.statistics():
+            (opt if REGISTRY.when(st) in off else req).extend(statistic_files(st, t))
         views = [layout.rel("variant_stat", task=t, variant=v, file=TOKEN_SCORES) for v in VARIANTS]
         views += [layout.rel("variant_stat", task=t, variant="finetuned", file=f) for f in TOKEN_VIEW_FILES]
         (req if norms else opt).extend(views)

@@ -20,7 +20,7 @@ from bertology.explorer.inputs import VARIANTS, Inputs
 from bertology.explorer.maps import QUANT
 from bertology.explorer.sieve import sieve_block
 from bertology.explorer.views import token_views
-from bertology.registry import analysis
+from bertology.analyses import REGISTRY
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ def load_explorer_data(results: Path, tasks: list[str], *, examples: int, seed: 
         if words is None:
             notes.append(f"{src.absent(wpath)}: no dependency arcs")
         read: dict[str, dict[str, pd.DataFrame]] = {}  # tables read, by registry template: the sieve's read once
-        sieve_tables = statistic_tables(src, task, analysis("sieve").statistics[0], notes, read)
+        sieve_tables = statistic_tables(src, task, REGISTRY.analysis("sieve").statistics[0], notes, read)
         sieve, scores = sieve_block(src, task, L, H, sieve_tables, notes)
         metrics = catalogue(src, task, L, H, notes, read)
         views, look = token_views(src, task, list(stores))

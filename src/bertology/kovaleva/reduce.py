@@ -29,7 +29,8 @@ from bertology.kovaleva import cosine as cos_mod
 from bertology.kovaleva import features as feat
 from bertology.kovaleva import patterns as pat
 from bertology.kovaleva import relations as rel
-from bertology.onepass import Example, ExampleKernel, StoreInfo, example_groups, reduce_store, run_chunks
+from bertology.onepass import (Example, ExampleKernel, Job, Outputs, StoreInfo, example_groups, reduce_store,
+                               run_chunks)
 from bertology.stats import Moments, feature_moments_table, head_grid, moments_table
 from bertology.store import SpecialTokens, StoreError, open_store
 
@@ -185,6 +186,33 @@ class KovalevaKernel(ExampleKernel):
             pred = _cnn(self.classifier).predict(part.cnn_maps).reshape(-1, info.layers, info.heads)
             part.part.patterns += np.eye(len(pat.CLASSES), dtype=np.int64)[pred].sum(0)
         return part.part
+
+    @classmethod
+    def build(cls, job: Job) -> KovalevaKernel:
+        """analysis.patterns.classifier (``rule``, or the rule's input ``classifier``: a trained CNN) and
+        analysis.features.negation of the job's config."""
+        cfg = job.config.analysis
+        classifier = "rule" if cfg.patterns.classifier == "rule" else str(job.inputs["classifier"])
+        return cls(classifier=classifier, negation=cfg.features.negation)
+
+    def outputs(self, result: Partial, job: Job) -> Outputs:
+        """patterns.csv, features.csv, cls.csv, relations.csv (dependency arcs, after the FrameNet rows of the
+        rule's input ``framenet`` when it gives one) and their MLflow metrics."""
+        layers, _ = result.dependency.total.shape
+        patterns = patterns_table(result.patterns)
+        features = features_table(result)
+        relations = relations_table(result.dependency, "dependency", job.config.analysis.relations.percentile)
+        framenet = job.inputs.get("framenet")
+        if framenet is not None:
+            relations = pd.concat([pd.read_csv(framenet), relations], ignore_index=True)
+        metrics: list[tuple[dict[str, float], int | None]] = [
+            ({f"pattern_fraction.{row['class'].replace('+', '_')}": float(row["fraction"])
+              for _, row in patterns[patterns["layer"] == -1].iterrows()}, None)]
+        for f in ("cls", "sep"):
+            for layer, value in features[features["feature"] == f].groupby("layer")["mean"].mean().items():
+                metrics.append(({f"feature_by_layer.{f}": float(value)}, int(layer)))
+        return Outputs({"patterns": patterns, "features": features, "cls": cls_table(result, layers),
+                        "relations": relations}, metrics)
 
 
 # --------------------------------------------------------------------------------------------------

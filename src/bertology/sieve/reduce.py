@@ -23,7 +23,7 @@ import xarray as xr
 from scipy import stats
 
 from bertology.errors import MissingInputError
-from bertology.onepass import BatchKernel, StoreInfo, reduce_store
+from bertology.onepass import BatchKernel, Job, Outputs, StoreInfo, reduce_store
 from bertology.stats import fdr_bh
 from bertology.store import SpecialTokens, StoreError, open_store
 
@@ -97,6 +97,34 @@ class SieveKernel(BatchKernel):
 
     def combine(self, parts: list[np.ndarray], info: StoreInfo) -> xr.DataArray:
         return scores_array(np.concatenate(parts, axis=0), info.example_idx, self.roles)
+
+    @classmethod
+    def build(cls, job: Job) -> SieveKernel:
+        """Every role of the job's task (:func:`sieve_kernel`), analysis.sieve.window."""
+        return sieve_kernel(job.ds, job.store, job.words, task=job.task, window=job.config.analysis.sieve.window)
+
+    def outputs(self, result: xr.DataArray, job: Job) -> Outputs:
+        """sieve.csv (one-sided t-tests per head and role), the per-example scores (sieve_scores.npz) and their
+        MLflow metrics."""
+        from bertology.sieve.scores_io import scores_arrays
+
+        cfg = job.config.analysis.sieve
+        table, scores = sieve_result(result, job.ds.attrs, task=job.task, window=cfg.window, tau=cfg.tau,
+                                     alpha=cfg.alpha, correction=cfg.correction)
+        n_heads = len(table[["layer", "head"]].drop_duplicates())
+        totals: dict[str, float] = {}
+        metrics: list[tuple[dict[str, float], int | None]] = []
+        for role, sub in table.groupby("role", sort=False):
+            totals[f"heads.{role}"] = int(sub["assigned"].sum())
+            totals[f"share.{role}"] = float(sub["assigned"].sum()) / max(n_heads, 1)
+            for layer, lsub in sub.groupby("layer"):
+                metrics.append(({f"heads_by_layer.{role}": int(lsub["assigned"].sum()),
+                                 f"mean_bias_by_layer.{role}": float(lsub["mean"].mean())}, int(layer)))
+        line = (f"sieve: {scores.sizes['example']} examples x {scores.sizes['layer']} layers x "
+                f"{scores.sizes['head']} heads x {scores.sizes['role']} roles; {int(table['assigned'].sum())} "
+                f"(head, role) assigned")
+        return Outputs({"sieve": table, "sieve_scores": scores_arrays(scores, **scores.attrs)},
+                       metrics + [(totals, None)], [line], artifacts=("sieve",))
 
 
 def scores_array(values: np.ndarray, example_idx: np.ndarray, roles: Sequence[str]) -> xr.DataArray:

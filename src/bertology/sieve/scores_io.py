@@ -13,12 +13,18 @@ from bertology.errors import MissingInputError
 from bertology.io import write_npz
 
 
+def scores_arrays(scores: xr.DataArray, **attrs: Any) -> dict[str, np.ndarray]:
+    """The arrays of sieve_scores.npz: scores (E, L, H, R) float32, example_idx (E,), layer (L,), head (H,),
+    role (R,) and attrs (``key=value`` strings)."""
+    return {"scores": scores.values.astype(np.float32), "example_idx": scores["example_idx"].values,
+            "layer": scores["layer"].values, "head": scores["head"].values,
+            "role": np.asarray(scores["role"].values, dtype=str),
+            "attrs": np.asarray([f"{k}={v}" for k, v in attrs.items()], dtype=str)}
+
+
 def write_scores(path: str | Path, scores: xr.DataArray, **attrs: Any) -> Path:
-    """Write per-example scores as a compressed .npz (scores, example_idx, layer, head, role, attrs), atomically."""
-    return write_npz({"scores": scores.values.astype(np.float32), "example_idx": scores["example_idx"].values,
-                      "layer": scores["layer"].values, "head": scores["head"].values,
-                      "role": np.asarray(scores["role"].values, dtype=str),
-                      "attrs": np.asarray([f"{k}={v}" for k, v in attrs.items()], dtype=str)}, path)
+    """Write per-example scores as a compressed .npz (:func:`scores_arrays`), atomically."""
+    return write_npz(scores_arrays(scores, **attrs), path)
 
 
 def read_scores(path: str | Path) -> xr.DataArray:

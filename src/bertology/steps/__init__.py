@@ -1,4 +1,4 @@
-"""Steps: one function per rule, ``step(ctx: bertology.cli.StepContext) -> None``.
+"""Steps: one function per rule, ``step(ctx: bertology.steps.context.StepContext) -> None``.
 
 A step reads its declared inputs (``ctx.input.<name>``), calls kernels with arrays and frames, writes its
 declared outputs (``ctx.output.<name>``) and records to MLflow through ``ctx.tracker``. Configuration

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from bertology.cli import StepContext
+from bertology.steps.context import StepContext
 from bertology.errors import UserError
 from bertology.io import write_json
 

@@ -7,7 +7,7 @@ import os
 import uuid
 from pathlib import Path
 
-from bertology.cli import StepContext
+from bertology.steps.context import StepContext
 from bertology.errors import UserError
 
 

@@ -9,8 +9,8 @@ dependency parsers on them, and the figures of entropy and parsing.
   schema and extraction as every store); model = ``pretrained`` (the config ``model``) or ``{task}-finetuned``;
 - ``syntax_parser``: one pass over that store -> results/stats/syntax/{model}.csv (+ {model}.json: arcs scored,
   skipped, truncation);
-- the Clark kernel of ``store_stats`` (:mod:`bertology.steps.stores`, one read of a store for every store
-  analysis) and its outputs entropy.csv and parser.csv (heads as parsers on the spaCy arcs);
+- (entropy.csv and parser.csv of the task stores come from the Clark kernel in ``store_stats``,
+  :mod:`bertology.steps.stores`);
 - ``clark_figures``: entropy-{task}.png and parser-{task}.png (spaCy arcs) from entropy.csv / parser.csv of
   both variants;
 - ``syntax_figures``: parser-syntax.png and results/stats/syntax/best_heads.csv, every model on the gold trees.
@@ -21,60 +21,17 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
-from bertology.cli import StepContext
+from bertology.steps.context import StepContext
 from bertology.clark import figures as cfig
 from bertology.clark import parser as prs
 from bertology.clark import reduce as clred
-from bertology.clark.reduce import ClarkKernel
 from bertology.daskutil import compute_kwargs
 from bertology.errors import UserError
 from bertology.io import write_json, write_text
 from bertology.io import write_csv
 from bertology.steps.tables import by_variant, read_table
-
-#: relations reported as MLflow metrics need at least this many scored arcs
-METRIC_MIN_N = 20
-
-
-def clark_metrics(tracker, entropy: pd.DataFrame, parser: pd.DataFrame, *, skipped: int = 0, prefix: str = "") -> None:
-    """MLflow metrics of Clark et al.'s analyses of one store.
-
-    entropy (may be None): ``entropy_by_layer.{all,cls,uniform}`` stepped by layer (mean over heads).
-    parser: per relation with >= METRIC_MIN_N arcs, ``parser.{relation}.best`` (best head, either direction) and
-    ``parser.{relation}.baseline``; ``parser.arcs`` and ``parser.arcs_skipped``.
-    """
-    if entropy is not None and len(entropy):
-        for feature in ("all", "cls", "uniform"):
-            sub = entropy[entropy["feature"] == feature]
-            for layer, value in sub.groupby("layer")["mean"].mean().items():
-                if np.isfinite(value):
-                    tracker.metric(f"{prefix}entropy_by_layer.{feature}", float(value), step=int(layer))
-    best = cfig.best_per_relation(parser) if len(parser) else parser
-    metrics = {f"{prefix}parser.arcs_skipped": float(skipped)}
-    if len(best):
-        metrics[f"{prefix}parser.arcs"] = float(best["n"].sum())
-    for _, row in best[best["n"] >= METRIC_MIN_N].iterrows() if len(best) else []:
-        name = str(row["relation"]).replace(":", "_")
-        metrics[f"{prefix}parser.{name}.best"] = float(row["accuracy"])
-        metrics[f"{prefix}parser.{name}.baseline"] = float(row["baseline_accuracy"])
-    tracker.metrics(metrics)
-
-
-def clark_kernel(ctx: StepContext, ds) -> ClarkKernel:
-    """The Clark kernel of the one-pass reduction (``store_stats``): entropy and parser on the spaCy arcs."""
-    return ClarkKernel()
-
-
-def clark_outputs(ctx: StepContext, part, ds) -> None:
-    """entropy.csv and parser.csv from the Clark kernel's result, and their MLflow metrics."""
-    tables = {"entropy": clred.entropy_table(part), "parser": clred.parser_table(part)}
-    for name, df in tables.items():
-        write_csv(df, getattr(ctx.output, name))
-    clark_metrics(ctx.tracker, tables["entropy"], tables["parser"], skipped=part.parser.skipped)
-
 
 def demo_trees(ctx: StepContext) -> None:
     """results/data/syntax/demo.conllu: data.demo.validation sentences of the demo grammar with their gold trees
@@ -155,7 +112,8 @@ def syntax_parser(ctx: StepContext) -> None:
                "relations": len(counts.n), "sentences": int(ds.sizes["example"]),
                **truncation(words, ds["word_ids"].values, ds["length"].values, ds["example_idx"].values)}
     write_json(summary, ctx.output.summary)
-    clark_metrics(ctx.tracker, None, table, skipped=counts.skipped)
+    for metrics, step in clred.clark_metrics(None, table, skipped=counts.skipped):
+        ctx.tracker.metrics(metrics, step=step)
     ctx.tracker.metrics({k: float(v) for k, v in summary.items()})
     ctx.log.info("%s: %s", ctx.input.store, summary)
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bertology.cli import StepContext
+from bertology.steps.context import StepContext
 from bertology.cluster.dask_launcher import DaskSlurm, serve
 from bertology.cluster.fit import (
     PROFILE_HINT, SINFO_COMMAND, DryRunFailed, check, describe, dry_run_requests, parse_sinfo, read_sinfo,

@@ -1,8 +1,5 @@
 """Steps of rules/kovaleva.smk (Kovaleva et al. 2019, sections 4.1-4.5) and the pattern-annotation tools.
 
-- the Kovaleva kernel of ``store_stats`` (:mod:`bertology.steps.stores`, one read of a store for every store
-  analysis) and its outputs: patterns.csv, features.csv, cls.csv, relations.csv (dependency arcs, plus the
-  FrameNet rows of ``relations_framenet.csv`` when the rule gives them);
 - ``kovaleva_cosine``: the pretrained and fine-tuned stores read chunk-aligned once -> cosine.csv and
   features_diff.csv;
 - ``framenet_links``: a FrameNet release -> the target -> core frame element links that survive the paper's
@@ -30,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bertology.cli import StepContext
+from bertology.steps.context import StepContext
 from bertology.daskutil import compute_kwargs
 from bertology.data import DataError
 from bertology.io import write_csv, write_json, write_npz, write_parquet
@@ -57,36 +54,6 @@ FRAMENET_BATCH = 32
 
 # --------------------------------------------------------------------------------------------------
 # the statistics
-
-
-def kovaleva_kernel(ctx: StepContext, ds) -> red.KovalevaKernel:
-    """The Kovaleva kernel of the one-pass reduction (``store_stats``) for this job's config."""
-    cfg = ctx.config.analysis
-    classifier = "rule" if cfg.patterns.classifier == "rule" else str(ctx.input.classifier)
-    return red.KovalevaKernel(classifier=classifier, negation=cfg.features.negation)
-
-
-def kovaleva_outputs(ctx: StepContext, part: red.Partial, ds) -> None:
-    """patterns.csv, features.csv, cls.csv, relations.csv (dependency [+ the FrameNet rows of the rule's
-    `framenet` input]) from the Kovaleva kernel's result, and their MLflow metrics."""
-    cfg = ctx.config.analysis
-    layers, heads = part.dependency.total.shape
-    patterns = red.patterns_table(part.patterns)
-    features = red.features_table(part)
-    relations = red.relations_table(part.dependency, "dependency", cfg.relations.percentile)
-    framenet = ctx.input.get("framenet")
-    if framenet is not None:
-        relations = pd.concat([read_table(framenet), relations], ignore_index=True)
-    tables = {"patterns": patterns, "features": features, "cls": red.cls_table(part, layers), "relations": relations}
-    for name, df in tables.items():
-        write_csv(df, getattr(ctx.output, name))
-    metrics = {}
-    for _, row in patterns[patterns["layer"] == -1].iterrows():
-        metrics[f"pattern_fraction.{row['class'].replace('+', '_')}"] = float(row["fraction"])
-    ctx.tracker.metrics(metrics)
-    for f in ("cls", "sep"):
-        for layer, value in features[features["feature"] == f].groupby("layer")["mean"].mean().items():
-            ctx.tracker.metric(f"feature_by_layer.{f}", float(value), step=int(layer))
 
 
 def kovaleva_cosine(ctx: StepContext) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from bertology.cli import StepContext
+from bertology.steps.context import StepContext
 from bertology.errors import UserError
 from bertology.io import write_csv, write_parquet
 from bertology.layout import variant_model

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bertology.cli import StepContext
+from bertology.steps.context import StepContext
 from bertology.config import plain_config
 from bertology.errors import UserError
 from bertology.io import write_text

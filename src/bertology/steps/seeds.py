@@ -1,7 +1,9 @@
 """Step of rules/seeds.smk: every per-head statistic of one task compared across fine-tuning seeds.
 
 ``seed_stats``: list inputs one path per fine-tuned seed, in the order of ``train.seeds`` (the rule expands
-``bertology.seeds.finetuned_variants``); ``pretrained_scores`` is the one pretrained store's sieve scores.
+``bertology.seeds.finetuned_variants``): one per table the registry compares across seeds, named as its seed table
+(:meth:`bertology.registry.Registry.seed_inputs`), and the examples, scores and pruning curves of the Multi-Bootstrap
+and the findings; ``pretrained_scores`` is the one pretrained store's sieve scores.
 Writes results/stats/{task}/seeds/*.csv (bertology.seedstats) and the two figures.
 """
 
@@ -12,11 +14,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bertology.cli import StepContext
+from bertology.analyses import REGISTRY
+from bertology.steps.context import StepContext
 from bertology.errors import UserError
 from bertology.io import write_csv
 from bertology.seeds import configured_seeds
-from bertology.seedstats import (MULTIBOOTSTRAP_COLUMNS, PER_HEAD, disabling_values, findings, head_grid_labels, multibootstrap_table,
+from bertology.seedstats import (MULTIBOOTSTRAP_COLUMNS, disabling_values, findings, head_grid_labels, multibootstrap_table,
                                  plot_role_agreement, plot_stability, role_tables, seed_moments)
 from bertology.sieve.scores_io import read_scores
 from bertology.steps.tables import read_table
@@ -47,13 +50,13 @@ def seed_stats(ctx: StepContext) -> None:
         raise UserError("the seed statistics need two or more train.seeds (train.seeds: [42, 43, ...])")
     cfg, S = ctx.config.analysis.seeds, len(seeds)
     boot = {"resamples": cfg.bootstrap, "seed": int(ctx.config.data.seed), "confidence": cfg.confidence}
+    per_head = REGISTRY.seed_tables()  # name -> the declared table with its keys and value (registry.AcrossSeeds)
     tables = {name: [read_table(p) for p in _per_seed(ctx, name, S)]
-              for name in PER_HEAD if ctx.input.get(name) is not None and name != "disabling"}
-    tables["disabling"] = [read_table(p) for p in _per_seed(ctx, "heads", S)]
+              for name in per_head if ctx.input.get(name) is not None}
     moments = {}
     for name, frames in tables.items():
-        keys, value = PER_HEAD[name]
-        moments[name] = seed_moments(frames, seeds, keys, value)
+        across = per_head[name].seeds
+        moments[name] = seed_moments(frames, seeds, across.keys, across.value)
         write_csv(moments[name], getattr(ctx.output, name))
 
     roles, agreement = role_tables(tables["sieve"], seeds)

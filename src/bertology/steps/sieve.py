@@ -1,7 +1,5 @@
 """Steps of rules/sieve.smk (Pande et al. 2021, the heads hypothesis).
 
-- the sieve kernel of ``store_stats`` (:mod:`bertology.steps.stores`, one read of a store for every store
-  analysis) and its outputs sieve.csv (one-sided t-tests per head and role) and the per-example scores (.npz);
 - ``sieve_figures``: Figs. 3-5 of one task from both variants' tables and the fine-tuned scores;
 - ``sieve_delta``: Fig. 6 and sieve_delta.csv, fine-tuned minus pretrained bias per task, role, layer group;
 - ``sieve_summary``: sieve_summary.csv, role shares, overlaps and Spearman correlations per task and variant.
@@ -14,51 +12,19 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bertology.cli import StepContext
+from bertology.steps.context import StepContext
 from bertology.io import write_csv
 from bertology.sieve.figures import plot_delta, plot_overlap, plot_roles, plot_scores
-from bertology.sieve.reduce import SieveKernel, sieve_result
-from bertology.sieve.reduce import sieve_kernel as kernel_for
-from bertology.sieve.scores_io import read_scores, write_scores
+from bertology.sieve.scores_io import read_scores
 from bertology.sieve.summary import sieve_delta as delta_table
 from bertology.sieve.summary import summarize
 from bertology.steps.tables import by_task, read_table
-from bertology.store import read_words
 from bertology.tasks import STORE_VARIANTS
 
 #: the variant of Figs. 3 (score distributions) and 4 (role overlaps), as in the paper: the fine-tuned model
 FIGURE_VARIANT = "finetuned"
 SUMMARY_METRICS = ("share_delimiter", "share_no_role", "overlap_syntactic_local", "jaccard_syntactic_local",
                    "spearman_rho", "spearman_rho_examples")
-
-
-def sieve_kernel(ctx: StepContext, ds) -> SieveKernel:
-    """The sieve kernel of the one-pass reduction (``store_stats``): every role of the job's task."""
-    return kernel_for(ds, ctx.input.store, read_words(ctx.input.words), task=ctx.task,
-                      window=ctx.config.analysis.sieve.window)
-
-
-def sieve_outputs(ctx: StepContext, scores, ds) -> None:
-    """sieve.csv (output `sieve`: one-sided t-tests per head and role) and the per-example scores (output
-    `sieve_scores`) from the sieve kernel's scores, and their MLflow metrics."""
-    cfg = ctx.config.analysis.sieve
-    table, scores = sieve_result(scores, ds.attrs, task=ctx.task, window=cfg.window, tau=cfg.tau,
-                                 alpha=cfg.alpha, correction=cfg.correction)
-    write_csv(table, ctx.output.sieve)
-    write_scores(ctx.output.sieve_scores, scores, **scores.attrs)
-    ctx.log.info("sieve: %d examples x %d layers x %d heads x %d roles; %d (head, role) assigned",
-                 scores.sizes["example"], scores.sizes["layer"], scores.sizes["head"], scores.sizes["role"],
-                 int(table["assigned"].sum()))
-    n_heads = len(table[["layer", "head"]].drop_duplicates())
-    metrics = {}
-    for role, sub in table.groupby("role", sort=False):
-        metrics[f"heads.{role}"] = int(sub["assigned"].sum())
-        metrics[f"share.{role}"] = float(sub["assigned"].sum()) / max(n_heads, 1)
-        for layer, lsub in sub.groupby("layer"):
-            ctx.tracker.metrics({f"heads_by_layer.{role}": int(lsub["assigned"].sum()),
-                                 f"mean_bias_by_layer.{role}": float(lsub["mean"].mean())}, step=int(layer))
-    ctx.tracker.metrics(metrics)
-    ctx.tracker.artifact(ctx.output.sieve)
 
 
 def sieve_figures(ctx: StepContext) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bertology.cli import StepContext
+from bertology.steps.context import StepContext
 from bertology.errors import UserError
 from bertology.tasks import STORE_VARIANTS
 from bertology.errors import MissingInputError
