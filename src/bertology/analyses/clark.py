@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-from bertology.clark.reduce import ClarkKernel
 from bertology.layout import rel
 from bertology.registry import MOMENTS, AcrossSeeds, Analysis, Section, Statistic, Table, variant_table
 
@@ -13,7 +12,7 @@ PARSER_KEYS = ("relation", "direction", "layer", "head")
 
 ANALYSES: tuple[Analysis, ...] = (
     Analysis(
-        name="entropy", kernel=ClarkKernel,
+        name="entropy", kernel="bertology.clark.reduce:ClarkKernel",
         tables=(Table(variant_table("entropy.csv"), MOMENTS, output="entropy",
                       seeds=AcrossSeeds("entropy", ("layer", "head", "feature"))),),
         section=Section(
@@ -31,7 +30,7 @@ ANALYSES: tuple[Analysis, ...] = (
                       key=("feature",), optional=True, across_seeds=True),
         )),
     Analysis(
-        name="parser", kernel=ClarkKernel,  # the gold trees' rules read analysis.syntax
+        name="parser", kernel="bertology.clark.reduce:ClarkKernel",  # the gold trees' rules read analysis.syntax
         tables=(Table(variant_table("parser.csv"), PARSER, output="parser",
                       seeds=AcrossSeeds("parser", PARSER_KEYS, value="accuracy")),
                 Table(rel("syntax_stat"), PARSER, when="gold_trees",

@@ -7,7 +7,6 @@ Table 1 from the scores (rule ``table1``). Disabling heads (section 4.6) is in :
 
 from __future__ import annotations
 
-from bertology.kovaleva.reduce import KovalevaKernel
 from bertology.layout import rel
 from bertology.registry import MOMENTS, AcrossSeeds, Analysis, Section, Statistic, Table, variant_table
 
@@ -28,7 +27,7 @@ ANALYSES: tuple[Analysis, ...] = (
             "average over the untrained head); random initialisation is consistently worse than pretrained.",
             figure_prefixes=("table1",), tables=(rel("table1"),))),
     Analysis(
-        name="patterns", config=("analysis.patterns",), kernel=KovalevaKernel,
+        name="patterns", config=("analysis.patterns",), kernel="bertology.kovaleva.reduce:KovalevaKernel",
         tables=(Table(variant_table("patterns.csv"), ("layer", "head", "class", "fraction", "n"), output="patterns"),),
         section=Section(
             key="patterns", title="Attention patterns (Kovaleva §4.1, Fig. 2)",
@@ -43,7 +42,7 @@ ANALYSES: tuple[Analysis, ...] = (
                       key=("class",)),
         )),
     Analysis(
-        name="relations", config=("analysis.relations",), kernel=KovalevaKernel,
+        name="relations", config=("analysis.relations",), kernel="bertology.kovaleva.reduce:KovalevaKernel",
         tables=(Table(variant_table("relations.csv"), RELATIONS, output="relations",
                       seeds=AcrossSeeds("relations", ("layer", "head", "source"))),
                 Table(variant_table("relations_framenet.csv"), RELATIONS, when="framenet"),
@@ -86,7 +85,7 @@ ANALYSES: tuple[Analysis, ...] = (
                       rel("cosine", seedtag=""), across_seeds=True),
         )),
     Analysis(
-        name="features", config=("analysis.features",), kernel=KovalevaKernel,
+        name="features", config=("analysis.features",), kernel="bertology.kovaleva.reduce:KovalevaKernel",
         tables=(Table(variant_table("features.csv"), MOMENTS, output="features",
                       seeds=AcrossSeeds("features", ("layer", "head", "feature"))),),
         section=Section(
@@ -102,7 +101,7 @@ ANALYSES: tuple[Analysis, ...] = (
                       "examples.", variant_table("features.csv"), key=("feature",)),
         )),
     Analysis(
-        name="cls", config=("analysis.features",), kernel=KovalevaKernel,
+        name="cls", config=("analysis.features",), kernel="bertology.kovaleva.reduce:KovalevaKernel",
         tables=(Table(variant_table("cls.csv"), MOMENTS, output="cls",
                       seeds=AcrossSeeds("cls", ("layer", "head", "feature"))),),
         section=Section(

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 from bertology.layout import rel
 from bertology.registry import AcrossSeeds, Analysis, Section, Statistic, Table, variant_table
-from bertology.sieve.reduce import SieveKernel
 
 ANALYSES: tuple[Analysis, ...] = (
     Analysis(
-        name="sieve", config=("analysis.sieve",), kernel=SieveKernel,
+        name="sieve", config=("analysis.sieve",), kernel="bertology.sieve.reduce:SieveKernel",
         tables=(Table(variant_table("sieve.csv"), ("layer", "head", "role", "n", "mean", "std", "t", "p_value",
                                                    "assigned", "tau", "p_adjusted", "alpha", "correction"),
                       output="sieve", seeds=AcrossSeeds("sieve", ("layer", "head", "role"))),
