@@ -24,6 +24,7 @@ include: "rules/kovaleva.smk"
 include: "rules/clark.smk"
 include: "rules/norms.smk"
 include: "rules/seeds.smk"
+include: "rules/claims.smk"
 
 
 # Keep last among the includes: the report needs every other rule file's targets.

@@ -7,6 +7,7 @@ from bertology.analyses import REGISTRY
 from bertology.cli import STEPS, step_args
 from bertology.config import sections_json
 from bertology.data import source_version
+from bertology.claims.ledger import required_inputs as claims_inputs
 from bertology.explorer import explorer_inputs
 from bertology.capability import model_capabilities
 from bertology.layout import path, paths

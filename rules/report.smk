@@ -9,6 +9,8 @@ rule explorer:
         # tokenizer, data splits, sieve scores, every registry statistic's table; the norm analyses' tables
         # and token views with analysis.norms.enabled, the tables over seeds with two or more train.seeds
         reads=explorer_inputs(TASK_NAMES, norms=NORMS_ENABLED, seeds=len(SEED_TAGS) > 1)["required"],
+        # the claims ledger: each claim with the heads behind it highlighted in the grid
+        claims=path("claims"),
     output:
         page=path("explorer"),
     params:

@@ -11,16 +11,17 @@
 #       and mean pairwise Jaccard of the assigned sets (all heads, and by layer)
 #   results/stats/{task}/seeds/multibootstrap.csv   fine-tuned - pretrained differences (cosine, sieve bias,
 #       disabling delta) with a Multi-Bootstrap interval (seeds and examples resampled together)
-#   results/stats/{task}/seeds/findings.csv          which of the papers' findings hold in every seed, most, one
+#   results/stats/{task}/seeds/findings.csv: written by the claims rule (rules/claims.smk), a view of the ledger
 #   results/figures/seeds-stability-{task}.png, seeds-roles-{task}.png
 # The per-head tables over seeds are every table the registry compares across seeds (bertology.registry.AcrossSeeds:
 # features, cls, entropy, parser, relations, sieve, cosine, disabling, importance, norms, syntax, ...), those of a
-# switched-off setting left out; then the seeds analysis's own tables.
+# switched-off setting left out; then the seeds analysis's own tables but findings.csv (the claims rule's).
 from pathlib import PurePosixPath
 
 SEED_CONDITIONS = [c for c, on in (("norms", NORMS_ENABLED), ("gold_trees", bool(SYNTAX_FILES))) if on]
 SEED_INPUTS = REGISTRY.seed_inputs(FINETUNED_VARIANTS, SEED_TAGS, SEED_CONDITIONS)
-SEED_OUTPUTS = list(SEED_INPUTS) + [PurePosixPath(t.path).stem for t in REGISTRY.analysis("seeds").tables]
+SEED_OUTPUTS = list(SEED_INPUTS) + [PurePosixPath(t.path).stem for t in REGISTRY.analysis("seeds").tables
+                                    if PurePosixPath(t.path).stem != "findings"]
 
 
 rule seed_stats:
@@ -30,7 +31,6 @@ rule seed_stats:
         pretrained_scores=path("variant_stat", variant="pretrained", file="sieve_scores.npz"),
         cosine_examples=paths("cosine_examples", seedtag=SEED_TAGS),
         ablation_examples=paths("ablation_examples", seedtag=SEED_TAGS),
-        pruning=paths("ablation", name="pruning", seedtag=SEED_TAGS),
     output:
         **{name: path("seed_stat", name=name) for name in SEED_OUTPUTS},
         stability=path("task_figure", name="seeds-stability"),

@@ -372,3 +372,35 @@ def test_report_in_chromium(browser, results, page):
     assert pg.locator('a[href="explorer.html"]').count() == 1
     watch.check()
     pg.close()
+
+
+def test_claims_in_chromium(browser, results, tmp_path):
+    """The explorer offers each claim of results/claims.csv; picking one outlines exactly its heads in the grid and
+    shows its verdict and effect."""
+    import shutil
+
+    from bertology.analyses import REGISTRY
+    from bertology.claims.ledger import build_ledger
+    from bertology.claims.stats import Boot
+
+    work = tmp_path / "results"
+    shutil.copytree(results, work)
+    ledger = build_ledger(work, REGISTRY.claims(), ["rte"], [42], Boot(resamples=100, confidence=0.95, seed=0))
+    ledger.to_csv(work / "claims.csv", index=False)
+    data = load_explorer_data(work, ["rte"], examples=2, seed=3)
+    claims = data["tasks"][0]["claims"]
+    assert [c["id"] for c in claims] == list(ledger["claim"])
+    claim = next(c for c in claims if c["heads"] and c["verdict"] != "not computed")
+    out = work / "explorer.html"
+    out.write_text(render_explorer(data), encoding="utf-8")
+    pg, watch = _open(browser, out.resolve().as_uri())
+    _wait(pg, "overview")
+    assert pg.locator("#overview rect.cell.claimed").count() == 0
+    pg.select_option("#claim", claim["id"])
+    _wait(pg, "overview")
+    outlined = pg.eval_on_selector_all("#overview rect.cell.claimed", "rs => rs.map(r => [+r.dataset.layer, +r.dataset.head])")
+    assert outlined and {tuple(x) for x in outlined} == {tuple(x) for x in claim["heads"]}
+    info = pg.inner_text("#claim-info")
+    assert claim["verdict"] in info and claim["statement"] in info
+    assert f"claim={claim['id']}" in pg.evaluate("location.hash")
+    watch.check()

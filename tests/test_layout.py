@@ -56,6 +56,8 @@ CONTRACT = {
     ("sieve_delta_figure", (("seedtag", ""),)): "results/figures/sieve-delta.png",
     ("patterns_labels", (("task", "rte"),)): "results/patterns/rte/labels.csv",
     ("patterns_images", (("task", "rte"),)): "results/patterns/rte/images",
+    ("claims", ()): "results/claims.csv",
+    ("claims_md", ()): "results/claims.md",
     ("report", ()): "results/report.html",
     ("explorer", ()): "results/explorer.html",
     ("log", (("rule", "store_stats"), ("job", "rte/pretrained"))): "results/logs/store_stats/rte/pretrained.log",

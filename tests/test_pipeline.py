@@ -112,3 +112,25 @@ def test_rerun_has_nothing_to_do_and_analysis_change_reruns_only_analysis(pipeli
     assert not scheduled & {"prepare_data", "train_model", "score", "extract_attention", "annotate_words",
                             "ablation_sweep", "ablation_pruning"}, scheduled
     assert any(s.startswith("sieve") for s in scheduled), scheduled
+
+
+def test_claims_ledger_equals_a_recomputation_and_opens_the_report(pipeline):
+    """results/claims.csv: the effects the issue fixes equal (1e-9) a recomputation from the run's tables, every verdict
+    follows the rule, Holm over the ledger; the report opens with it; the parent MLflow run has each effect and
+    verdict."""
+    from tests.builders.claims import check_ledger
+
+    work, _ = pipeline
+    results = work / "results"
+    ledger = check_ledger(results, TASKS)
+    assert (results / "claims.md").read_text().count("\n| ") == len(ledger)
+    html = (results / "report.html").read_text()
+    assert html.index('<section id="claims">') < html.index('<section id="table1">')
+    client = mlflow.MlflowClient(f"sqlite:///{work}/results/mlflow.db")
+    exp = client.get_experiment_by_name("test")
+    (parent,) = client.search_runs([exp.experiment_id], filter_string="tags.`bertology.kind` = 'workflow'")
+    for r in ledger.itertuples():
+        assert parent.data.tags[f"claim.{r.claim}.{r.task}"] == r.verdict
+        if pd.notna(r.effect):
+            assert parent.data.metrics[f"claims.{r.claim}.{r.task}"] == pytest.approx(r.effect, rel=1e-12, abs=1e-12)
+    assert any(a.path == "claims.csv" for a in client.list_artifacts(parent.info.run_id))

@@ -241,14 +241,22 @@ def _seed_tables() -> dict[str, object]:
     roles, agreement = ss.role_tables(sieve, [1, 2])
     mb = ss.multibootstrap_table(np.ones((2, 3, 2)), ss.head_grid_labels(1, 2), quantity="cosine", resamples=10,
                                  seed=0, confidence=0.9).reindex(columns=list(ss.MULTIBOOTSTRAP_COLUMNS))
-    cos = [pd.DataFrame({"layer": [0, 1], "head": [0, 0], "mean": [0.9, 0.5]})] * 2
-    found = ss.findings([1, 2], cosine=cos, heads=[pd.DataFrame({"layer": [0], "head": [0], "metric": "accuracy",
-                                                                 "delta": [0.1]})] * 2,
-                        parser=[pd.DataFrame(columns=["relation", "direction", "layer", "head", "accuracy", "n",
-                                                      "baseline_accuracy"])] * 2,
-                        pruning=[pd.DataFrame(columns=["order", "fraction", "metric", "value"])] * 2, sieve=sieve)
+    from bertology.claims.ledger import findings_view
+
+    ledger = pd.DataFrame([{"claim": "kovaleva_cosine_last_layers", "paper": "Kovaleva et al. 2019", "section": "4.3",
+                            "statement": "s", "task": "rte", "variant": "finetuned", "seed_verdicts": "holds;inconclusive",
+                            "seeds": "1;2"}])
+    found = findings_view(ledger, "rte")
     return {"stats/{task}/seeds/roles.csv": roles, "stats/{task}/seeds/role_agreement.csv": agreement,
             "stats/{task}/seeds/multibootstrap.csv": mb, "stats/{task}/seeds/findings.csv": found}
+
+
+def _claims_tables(tmp) -> dict[str, object]:
+    from bertology.analyses import REGISTRY
+    from bertology.claims.ledger import build_ledger
+    from bertology.claims.stats import Boot
+
+    return {"claims.csv": build_ledger(tmp, REGISTRY.claims(), ["rte"], [42], Boot(resamples=10, confidence=0.95, seed=0))}
 
 
 def _store_tables(tmp_path: Path, config) -> dict[str, object]:
@@ -279,7 +287,7 @@ def code_tables(tmp_path_factory, typed_config) -> dict[str, list[str]]:
     tmp = tmp_path_factory.mktemp("reference")
     built: dict[str, object] = {**_kovaleva_tables(), **_sieve_tables(tmp), **_ablation_tables(), **_table1_tables(),
                                 **_data_tables(), **_best_heads(tmp), **_norms_tables(), **_seed_tables(),
-                                **_store_tables(tmp, typed_config())}
+                                **_store_tables(tmp, typed_config()), **_claims_tables(tmp)}
     return {k: list(v.columns) if isinstance(v, pd.DataFrame) else list(v) for k, v in built.items()}
 
 

@@ -143,32 +143,6 @@ def test_verdicts():
     assert ss.verdict(1, 2) == "one" and ss.verdict(2, 2) == "every"
 
 
-def test_findings_per_seed():
-    cos = lambda low: pd.DataFrame({"layer": [0, 1, 2], "head": [0, 0, 0], "mean": [0.9, 0.8, 0.7][::1] if low
-                                    else [0.5, 0.9, 0.9]})
-    heads = lambda worst: pd.DataFrame({"layer": [0, 1], "head": [0, 0], "metric": "accuracy",
-                                        "delta": [-0.1, 0.01] if worst == 0 else [0.0, -0.2]})
-    parser = pd.DataFrame({"relation": ["nsubj"] * 2, "direction": ["dep_to_head"] * 2, "layer": [0, 1],
-                           "head": [0, 0], "accuracy": [0.5, 0.2], "n": [30, 30], "baseline_offset": [1, 1],
-                           "baseline_accuracy": [0.4, 0.4]})
-    pruning = pd.DataFrame({"order": ["importance", "random"], "seed": [None, 1], "fraction": [0.5, 0.5],
-                            "n_pruned": [1, 1], "metric": "accuracy", "value": [0.8, 0.7], "mode": "zero"})
-    sieve = lambda x: pd.DataFrame({"layer": [0], "head": [0], "role": ["local"], "assigned": [x]})
-    out = ss.findings([1, 2, 3], cosine=[cos(True), cos(True), cos(False)], heads=[heads(0), heads(0), heads(1)],
-                      parser=[parser] * 3, pruning=[pruning] * 3, sieve=[sieve(True), sieve(False), sieve(False)])
-    got = out.set_index("finding")
-    assert got.loc["cosine_last_layers", "verdict"] == "most" and got.loc["cosine_last_layers", "holds"] == "1;1;0"
-    assert got.loc["disabling_gain", "holds"] == "1;1;0"
-    assert got.loc["disabling_worst_head", "holds"] == "1;1;0"
-    costless = ss.findings([1, 2], cosine=[cos(True)] * 2, heads=[heads(0).assign(delta=0.0)] * 2, parser=[parser] * 2,
-                           pruning=[pruning] * 2, sieve=[sieve(True)] * 2).set_index("finding")
-    assert costless.loc["disabling_worst_head", "verdict"] == "not computed"  # no head costs anything: no costliest
-    assert got.loc["parser_beats_baseline", "verdict"] == "every"
-    assert got.loc["parser_best_head", "verdict"] == "every"
-    assert got.loc["pruning_importance_order", "verdict"] == "every"
-    assert got.loc["sieve_local_heads", "verdict"] == "one"
-
-
 def test_explorer_shows_each_seeds_value(tmp_path):
     from bertology.explorer.catalogue import catalogue
     from bertology.explorer.inputs import Inputs

@@ -155,6 +155,12 @@ STEPS: dict[str, StepSpec] = {
     "seed_stats": StepSpec("bertology.steps.seeds:seed_stats",
                            ("train.seed", "train.seeds", "data.seed", "analysis.seeds"),
                            "every per-head statistic of a task across fine-tuning seeds -> results/stats/{task}/seeds/"),
+    # the claims ledger (the report opens with it)
+    "claims": StepSpec("bertology.steps.claims:claims",
+                       ("model", "tasks", "data.seed", "train.seed", "train.seeds", "train.inits",
+                        "analysis.claims", "analysis.norms.enabled"),
+                       f"{layout.path('claims')}, claims.md: the papers' claims checked on this run (effect, "
+                       f"interval, test, verdict)"),
     # the report
     "report": StepSpec("bertology.steps.report:report",
                        ("model", "tasks", "data", "train", "attention", "analysis", "ablation", "mlflow"),

@@ -139,6 +139,12 @@ class SeedsConfig:
 
 
 @dataclass(frozen=True)
+class ClaimsConfig:
+    bootstrap: int
+    confidence: float
+
+
+@dataclass(frozen=True)
 class DaskConfig:
     scheduler: str | None
 
@@ -153,6 +159,7 @@ class AnalysisConfig:
     norms: NormsConfig
     flow: FlowConfig
     seeds: SeedsConfig
+    claims: ClaimsConfig
     dask: DaskConfig
 
 

@@ -86,6 +86,9 @@ TEMPLATES: Mapping[str, str] = {
     # the pattern-labelling sheet (not a default target)
     "patterns_labels": "patterns/{task}/labels.csv",
     "patterns_images": "patterns/{task}/images",
+    # the claims ledger (rules/claims.smk)
+    "claims": "claims.csv",
+    "claims_md": "claims.md",
     # the two pages
     "report": "report.html",
     "explorer": "explorer.html",

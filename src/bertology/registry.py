@@ -156,13 +156,51 @@ class Statistic:
 
 
 @dataclass(frozen=True)
+class Claim:
+    """A paper's claim checked on the run's own tables (results/claims.csv, :mod:`bertology.claims`), declared on the
+    analysis whose tables it reads.
+
+    id: stable id (a column of the ledger, MLflow ``claims.{id}.{task}``); paper, section: where the paper says
+    it; statement: the claim in one sentence, our words; statistic: the table and columns the effect is computed
+    from; compute: the pure function ``(tables, boot, *, side, null, **params) -> Result``
+    (:mod:`bertology.claims`); inputs: (name, template under results/, gate) triples: the tables the function gets
+    by name (``{task}``, ``{variant}`` and ``{seedtag}`` filled per fine-tuning seed; several triples of one name are
+    alternatives, the first the run has wins; gate: a config key that must be on for that input to exist);
+    sentence: the paper's own sentence (docs/reference.md#claims); paper_value: the paper's figure where it gives
+    one; side, null: the paper's side of the null value (``>`` above, ``<`` below); unit: what the bootstrap
+    resamples; variant: the model the claim is about (pretrained: one; finetuned: every fine-tuning seed);
+    config: the config key that computes its inputs (named when the run lacks them); params: keyword arguments
+    of `compute`; anchor: its report section; figure: the prefix of its figure (``figures/{figure}-{task}.png``).
+    """
+
+    id: str
+    paper: str
+    section: str
+    statement: str
+    statistic: str
+    compute: Any
+    inputs: tuple[tuple[str, str, str], ...]
+    sentence: str = ""
+    paper_value: str = ""
+    side: str = ">"
+    null: float = 0.0
+    unit: str = "heads"
+    variant: str = "finetuned"
+    config: str = ""
+    params: tuple[tuple[str, Any], ...] = ()
+    anchor: str = ""
+    figure: str = ""
+
+
+@dataclass(frozen=True)
 class Analysis:
     """One analysis: name; config: the config sections it reads (a store analysis's join the rule
     ``store_stats``'s, so changing one re-runs the one read); kernel: for an analysis over the attention store,
     its kernel class (a :class:`bertology.onepass.Kernel`; analyses sharing a kernel share its work, it runs
     once), or its ``"module:Class"`` name, imported when the kernel is first asked for (so that reading the
     registry, as the Snakefile does to build the workflow, imports no science); tables: its output tables;
-    section: its report section; statistics: what it offers the explorer."""
+    section: its report section; statistics: what it offers the explorer; claims: the papers' claims checked on
+    its tables (:class:`Claim`)."""
 
     name: str
     config: tuple[str, ...] = ()
@@ -170,6 +208,8 @@ class Analysis:
     tables: tuple[Table, ...] = ()
     section: Section | None = None
     statistics: tuple[Statistic, ...] = ()
+    #: the papers' claims computed from this analysis's tables (the ledger, :mod:`bertology.claims`)
+    claims: tuple[Claim, ...] = ()
 
     @property
     def kernel_class(self) -> type | None:
@@ -267,6 +307,17 @@ class Registry:
             return "seeds"
         table = self.table(st.table)
         return table.when if table is not None else ""
+
+    # the claims ledger
+
+    def claims(self) -> tuple[Claim, ...]:
+        """Every claim of the ledger (results/claims.csv), in the order of declaration."""
+        out = tuple(c for a in self.analyses for c in a.claims)
+        ids = [c.id for c in out]
+        twice = sorted({i for i in ids if ids.count(i) > 1})
+        if twice:
+            raise ValueError(f"claims declared twice: {', '.join(twice)}")
+        return out
 
     # tables
 

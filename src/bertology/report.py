@@ -31,9 +31,11 @@ SECTIONS: tuple[Section, ...] = REGISTRY.report_sections()
 
 
 def _img(path: Path) -> str:
+    from bertology.claims.render import figure_anchor
+
     data = base64.b64encode(path.read_bytes()).decode()
     title = html.escape(path.stem)
-    return (f'<figure><img alt="{title}" src="data:image/png;base64,{data}">'
+    return (f'<figure id="{figure_anchor(path.stem)}"><img alt="{title}" src="data:image/png;base64,{data}">'
             f"<figcaption>{title}</figcaption></figure>")
 
 
@@ -113,6 +115,19 @@ def _table1_block(results: Path, inputs: Sequence[str]) -> str:
     return ""
 
 
+def _claims_block(results: Path, inputs: Sequence[str], config: dict) -> str:
+    """The ledger (results/claims.csv) as the report's first section, when the report declares it."""
+    from bertology.claims.render import ledger_html
+
+    if layout.rel("claims") not in inputs:
+        return ""
+    ledger = pd.read_csv(results / layout.rel("claims"))
+    stems = [Path(f).stem for f in declared_figures(inputs)]
+    confidence = (config.get("analysis") or {}).get("claims", {}).get("confidence")
+    return ('<section id="claims"><h2>Claims checked on this run</h2>'
+            + ledger_html(ledger, stems, confidence) + "</section>")
+
+
 def _explorer_link(inputs: Sequence[str]) -> str:
     if layout.rel("explorer") in inputs:
         return ('<p id=explorer-link>Interactive head explorer (attention maps, per-head statistics, sieve roles): '
@@ -139,6 +154,12 @@ header a{color:#f0b429}.note{font-size:.8em;color:#627d98}.missing{color:#9b2c2c
 """
 
 
+def _css() -> str:
+    from bertology.claims.render import CSS as CLAIMS_CSS
+
+    return CSS + CLAIMS_CSS
+
+
 def declared_figures(inputs: Sequence[str]) -> list[str]:
     """The figures among the declared inputs (paths under the results root): results/figures/*.png."""
     rx = layout.regex("figure")
@@ -157,13 +178,16 @@ def build_report(results: Path, config: dict, inputs: Sequence[str]) -> str:
     tasks = html.escape(", ".join(cfg["tasks"]))
     when = dt.datetime.now().strftime("%Y-%m-%d %H:%M")
     parts = [f"<!doctype html><html lang=en><head><meta charset=utf-8><title>bertology report — {model}</title>"
-             f"<style>{CSS}</style></head><body><header><h1>bertology report</h1>"
+             f"<style>{_css()}</style></head><body><header><h1>bertology report</h1>"
              f"<p>model <b>{model}</b> · tasks <b>{tasks}</b> · data <b>{html.escape(str(cfg['data']['source']))}</b>"
              f" · bertology {__version__} · {when}</p>"
              f"<p>Browse every run: <code>mlflow ui --backend-store-uri {html.escape(str(cfg['mlflow']['tracking_uri']))}</code></p>"
              + _explorer_link(inputs) + "</header><nav>"]
+    claims = _claims_block(results, inputs, cfg)
+    if claims:
+        parts.append('<a href="#claims">Claims</a>')
     parts += [f'<a href="#{s.key}">{html.escape(s.title.split(" (")[0].split(" — ")[0])}</a>' for s in SECTIONS]
-    parts.append("</nav><main>")
+    parts.append("</nav><main>" + claims)
     for s in SECTIONS:
         parts.append(f'<section id="{s.key}"><h2>{html.escape(s.title)}</h2><div class=why>'
                      f"<div><b>What it measures</b>{html.escape(s.measures)}</div>"

@@ -10,7 +10,8 @@ module holds the pure functions that compare the seeds (the step is ``bertology.
   Sellam et al. 2022 (The MultiBERTs, section 3): each replicate draws seeds and examples with replacement,
   together, and averages the per-seed, per-example values over both draws, so an interval reflects both
   sources of variance;
-- :func:`verdict`: "every", "most", "some", "one" or "none" of the seeds.
+- :func:`verdict`: "every", "most", "some", "one" or "none" of the seeds (stats/{task}/seeds/findings.csv, the claims
+  ledger's view over seeds: :func:`bertology.claims.ledger.findings_view`).
 """
 
 from __future__ import annotations
@@ -233,97 +234,6 @@ def disabling_values(predictions: np.ndarray, labels: np.ndarray, layer: np.ndar
     values = (outcome[cols] - outcome[base][None, :]).T
     labels_df = pd.DataFrame({"layer": np.asarray(layer)[cols], "head": np.asarray(head)[cols]})
     return values, labels_df, ("neg_squared_error" if regression else "accuracy")
-
-
-# --------------------------------------------------------------------------------------------------
-# the papers' findings, seed by seed
-
-
-def _finding(name: str, paper: str, statement: str, holds: Sequence[bool | None], seeds: Sequence[int]) -> dict:
-    known = [bool(h) for h in holds if h is not None]
-    k = sum(known)
-    return {"finding": name, "paper": paper, "statement": statement,
-            "holds": ";".join("" if h is None else str(int(bool(h))) for h in holds),
-            "seeds": ";".join(str(s) for s in seeds), "holding": k, "n_seeds": len(known),
-            "verdict": verdict(k, len(known)) if known else "not computed"}
-
-
-def findings(seeds: Sequence[int], *, cosine: Sequence[pd.DataFrame], heads: Sequence[pd.DataFrame],
-             parser: Sequence[pd.DataFrame], pruning: Sequence[pd.DataFrame], sieve: Sequence[pd.DataFrame],
-             min_arcs: int = 20) -> pd.DataFrame:
-    """Which of the papers' findings hold in each seed (one table per seed in every argument, seeds' order).
-
-    finding, paper, statement, holds (1/0 per seed, ';'-joined, empty where not computable), seeds, holding,
-    n_seeds, verdict (:func:`verdict`). Head identities are compared with the first seed's.
-    """
-    rows = []
-    # Kovaleva 4.3 / Fig. 5: the last two layers change most
-    def last_layers(t: pd.DataFrame) -> bool | None:
-        by_layer = t.groupby("layer")["mean"].mean().dropna()
-        return None if by_layer.empty else bool(by_layer.idxmin() >= by_layer.index.max() - 1)
-    rows.append(_finding("cosine_last_layers", "Kovaleva et al. 2019, 4.3",
-                         "the lowest pretrained/fine-tuned cosine (layer mean) is in the last two layers",
-                         [last_layers(t) for t in cosine], seeds))
-
-    # Kovaleva 4.6: disabling some single head improves the model; the costliest head is the same
-    def headline(t: pd.DataFrame) -> pd.DataFrame:
-        return t[t["metric"] == t["metric"].iloc[0]] if len(t) else t
-    first = [headline(t) for t in heads]
-    rows.append(_finding("disabling_gain", "Kovaleva et al. 2019, 4.6",
-                         "disabling some single head raises the headline metric",
-                         [bool((t["delta"] > 0).any()) if len(t) else None for t in first], seeds))
-
-    def worst(t: pd.DataFrame):  # None when no head's removal costs anything (no costliest head to compare)
-        if t.empty or not (t["delta"] < 0).any():
-            return None
-        return tuple(t.loc[t["delta"].idxmin(), ["layer", "head"]].astype(int))
-    ref = worst(first[0])
-    rows.append(_finding("disabling_worst_head", "Kovaleva et al. 2019, 4.6",
-                         f"the head whose removal costs most is the first seed's (layer {ref[0] + 1}, head "
-                         f"{ref[1] + 1}, counted from 1)" if ref else "the costliest head is the first seed's",
-                         [None if ref is None or worst(t) is None else worst(t) == ref for t in first], seeds))
-
-    # Clark 4.2: some head beats the relation's offset baseline; the best head of the commonest relation
-    def beats(t: pd.DataFrame) -> bool | None:
-        t = t[t["n"] >= min_arcs]
-        return None if t.empty else bool((t["accuracy"] > t["baseline_accuracy"]).any())
-    rows.append(_finding("parser_beats_baseline", "Clark et al. 2019, 4.2",
-                         f"some head finds a relation's heads more often than its fixed-offset baseline "
-                         f"(relations with >= {min_arcs} arcs)", [beats(t) for t in parser], seeds))
-    common = None
-    if len(parser[0]):
-        arcs = parser[0].groupby(["relation", "direction"])["n"].max()
-        common = arcs.idxmax() if arcs.max() >= min_arcs else None
-
-    def best(t: pd.DataFrame):
-        sub = t[(t["relation"] == common[0]) & (t["direction"] == common[1])]
-        return None if sub.empty else tuple(sub.loc[sub["accuracy"].idxmax(), ["layer", "head"]].astype(int))
-    rows.append(_finding("parser_best_head", "Clark et al. 2019, 4.2",
-                         f"the best head for {common[0]} ({common[1]}) is the first seed's" if common else
-                         "the best head of the commonest relation is the first seed's",
-                         [None if common is None or best(t) is None or best(parser[0]) is None
-                          else best(t) == best(parser[0]) for t in parser], seeds))
-
-    # Michel 4: pruning by importance costs less than pruning at random (up to half the heads)
-    def prunes_better(t: pd.DataFrame) -> bool | None:
-        if t.empty:
-            return None
-        t = t[(t["metric"] == t["metric"].iloc[0]) & (t["fraction"] > 0) & (t["fraction"] <= 0.5)]
-        imp = t[t["order"] == "importance"].groupby("fraction")["value"].mean()
-        rnd = t[t["order"] == "random"].groupby("fraction")["value"].mean()
-        both = imp.index.intersection(rnd.index)
-        return None if both.empty else bool((imp[both] >= rnd[both]).all())
-    rows.append(_finding("pruning_importance_order", "Michel et al. 2019, 4",
-                         "pruning up to half the heads by importance keeps at least the random orders' mean metric",
-                         [prunes_better(t) for t in pruning], seeds))
-
-    # Pande: heads of each role exist
-    roles = list(dict.fromkeys(sieve[0]["role"])) if len(sieve[0]) else []
-    for role in roles:
-        rows.append(_finding(f"sieve_{role}_heads", "Pande et al. 2021",
-                             f"some head is assigned the {role} role",
-                             [bool(t.loc[t["role"] == role, "assigned"].astype(bool).any()) for t in sieve], seeds))
-    return pd.DataFrame(rows)
 
 
 # --------------------------------------------------------------------------------------------------

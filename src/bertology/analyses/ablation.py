@@ -3,12 +3,33 @@
 
 from __future__ import annotations
 
+from bertology.claims import kovaleva as claims_kovaleva
+from bertology.claims import michel as claims_michel
 from bertology.layout import rel
-from bertology.registry import AcrossSeeds, Analysis, Section, Statistic, Table
+from bertology.registry import AcrossSeeds, Analysis, Claim, Section, Statistic, Table
 
 ANALYSES: tuple[Analysis, ...] = (
     Analysis(
         name="disabling", config=("ablation",),
+        claims=(
+            Claim("kovaleva_disable_head", "Kovaleva et al. 2019", "4.6",
+                  "Disabling some single head improves the fine-tuned model.",
+                  "ablation heads.csv: largest delta of the headline metric, its ci_low, ci_high, p_adj",
+                  claims_kovaleva.disabling_gain, (("heads", rel("ablation", name="heads"), ""),),
+                  unit="examples (the sweep's paired bootstrap)", params=(("table", "heads"),), config="ablation",
+                  anchor="ablation", figure="ablation", paper_value="+0.1% (STS-B) to +1.2% (MRPC)",
+                  sentence="However, it is important to note that across all tasks and datasets, disabling some heads "
+                           "leads to an increase in performance."),
+            Claim("kovaleva_disable_layer", "Kovaleva et al. 2019", "4.6",
+                  "Disabling some whole layer improves the fine-tuned model.",
+                  "ablation layers.csv: largest delta of the headline metric, its ci_low, ci_high, p_adj",
+                  claims_kovaleva.disabling_gain,
+                  (("layers", rel("ablation", name="layers"), ""), ("heads", rel("ablation", name="heads"), "")),
+                  unit="examples (the sweep's paired bootstrap)", params=(("table", "layers"),), config="ablation",
+                  anchor="ablation", figure="ablation", paper_value="up to +3.2% (RTE, first layer)",
+                  sentence="Furthermore, disabling a whole layer, that is, all 12 heads in a given layer, also improves "
+                           "the results."),
+        ),
         tables=(Table(rel("ablation", name="heads"), ("layer", "head", "metric", "value", "baseline", "delta",
                                                       "ci_low", "ci_high", "p_value", "p_adj", "significant", "test",
                                                       "n"),
@@ -58,6 +79,23 @@ ANALYSES: tuple[Analysis, ...] = (
         )),
     Analysis(
         name="pruning", config=("ablation.pruning",),
+        claims=(
+            Claim("michel_importance_order", "Michel et al. 2019", "4",
+                  "Pruning heads in order of importance costs less than pruning them in a random order.",
+                  "pruning.csv: value (headline metric), order importance minus the mean of the random orders, per fraction",
+                  claims_michel.importance_order, (("pruning", rel("ablation", name="pruning"), ""),),
+                  unit="pruning fractions", config="ablation.pruning", anchor="pruning", figure="pruning",
+                  sentence="Based on this observation, we further propose a simple algorithm that greedily and iteratively "
+                           "prunes away attention heads that seem to be contributing less to the model."),
+            Claim("michel_prunable_share", "Michel et al. 2019", "4",
+                  "A share of the heads can be pruned by importance with the metric within one point of the intact model.",
+                  "pruning.csv: largest fraction (order importance) whose every step keeps value >= intact - 0.01",
+                  claims_michel.prunable_share, (("pruning", rel("ablation", name="pruning"), ""),),
+                  null=0.05, unit="seeds", config="ablation.pruning", anchor="pruning", figure="pruning",
+                  paper_value="20% (WMT), 40% (BERT on MNLI)",
+                  sentence="In practice, a large percentage of attention heads can be removed at test time without "
+                           "significantly impacting performance."),
+        ),
         tables=(Table(rel("ablation", name="pruning"), ("order", "seed", "fraction", "n_pruned", "metric", "value",
                                                         "mode")),)),
 )

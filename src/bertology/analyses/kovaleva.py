@@ -7,14 +7,38 @@ Table 1 from the scores (rule ``table1``). Disabling heads (section 4.6) is in :
 
 from __future__ import annotations
 
+from bertology.claims import clark as claims_clark
+from bertology.claims import kovaleva as claims_kovaleva
 from bertology.layout import rel
-from bertology.registry import MOMENTS, AcrossSeeds, Analysis, Section, Statistic, Table, variant_table
+from bertology.registry import MOMENTS, AcrossSeeds, Analysis, Claim, Section, Statistic, Table, variant_table
 
 RELATIONS = ("layer", "head", "source", "mean", "std", "n", "flagged")
 
 ANALYSES: tuple[Analysis, ...] = (
     Analysis(
         name="table1", config=("train.alpha",),
+        claims=(
+            Claim("kovaleva_table1_pretrained", "Kovaleva et al. 2019", "Table 1 (4.3)",
+                  "The fine-tuned model beats the pretrained encoder with an untrained head.",
+                  "table1.csv: value (the task's first metric), finetuned - pretrained",
+                  claims_kovaleva.table1_gain,
+                  (("table1", rel("table1"), ""), ("score_finetuned", rel("score", variant="finetuned"), ""),
+                   ("score_pretrained", rel("score", variant="pretrained"), "")),
+                  unit="seeds", params=(("baseline", "pretrained"),), config="train.seeds", anchor="table1",
+                  figure="table1", paper_value="35.9 points on average",
+                  sentence="At the same time, Table 1 shows that fine-tuned BERT outperforms pre-trained BERT by a "
+                           "significant margin on all the tasks (with an average of 35.9 points of absolute difference)."),
+            Claim("kovaleva_table1_random", "Kovaleva et al. 2019", "Table 1 (4.3)",
+                  "The fine-tuned model beats the same architecture fine-tuned from a random initialisation.",
+                  "table1.csv: value (the task's first metric), finetuned - random-finetuned",
+                  claims_kovaleva.table1_gain,
+                  (("table1", rel("table1"), ""), ("score_finetuned", rel("score", variant="finetuned"), ""),
+                   ("score_random-finetuned", rel("score", variant="random-finetuned"), "train.inits")),
+                  unit="seeds", params=(("baseline", "random-finetuned"),), config="train.inits", anchor="table1",
+                  figure="table1", paper_value="e.g. RTE 64.6 vs 52.7, QNLI 84.4 vs 49.5",
+                  sentence="BERT with weights initialized from normal distribution and further fine-tuned for a given task "
+                           "consistently produces lower scores than the ones achieved with pre-trained BERT."),
+        ),
         tables=(Table(rel("table1"), ("task", "variant", "metric", "value", "n", "std", "n_seeds")),
                 Table(rel("table1_tests"), ("task", "metric", "variant_a", "variant_b", "mean_a", "mean_b",
                                             "difference", "n_a", "n_b", "test", "statistic", "df", "p",
@@ -28,6 +52,15 @@ ANALYSES: tuple[Analysis, ...] = (
             figure_prefixes=("table1",), tables=(rel("table1"),))),
     Analysis(
         name="patterns", config=("analysis.patterns",), kernel="bertology.kovaleva.reduce:KovalevaKernel",
+        claims=(
+            Claim("kovaleva_patterns_repeat", "Kovaleva et al. 2019", "4.1",
+                  "Most attention maps follow one of a few repeated patterns (not heterogeneous).",
+                  "patterns.csv (finetuned): 1 - fraction of class heterogeneous, per head", claims_kovaleva.patterns_repeat,
+                  (("patterns", variant_table("patterns.csv"), ""),), null=0.5, config="analysis.patterns", anchor="patterns",
+                  figure="patterns", paper_value="heterogeneous 32% (MRPC) to 61% (QQP)",
+                  sentence="Our findings suggest that there is a limited set of attention patterns that are repeated across "
+                           "different heads, indicating the overall model overparametrization."),
+        ),
         tables=(Table(variant_table("patterns.csv"), ("layer", "head", "class", "fraction", "n"), output="patterns"),),
         section=Section(
             key="patterns", title="Attention patterns (Kovaleva §4.1, Fig. 2)",
@@ -69,6 +102,15 @@ ANALYSES: tuple[Analysis, ...] = (
         )),
     Analysis(
         name="cosine", config=("analysis.features",),
+        claims=(
+            Claim("kovaleva_cosine_last_layers", "Kovaleva et al. 2019", "4.3",
+                  "Fine-tuning changes the attention of the last two layers most.",
+                  "cosine.csv: mean per head, last two layers minus the other layers", claims_kovaleva.cosine_last_layers,
+                  (("cosine", rel("cosine"), ""),), side="<", config="analysis.features", anchor="cosine", figure="cosine",
+                  paper_value="last two layers on every task but QQP",
+                  sentence="Figure 5 shows that for all the tasks except QQP, it is the last two layers that undergo the "
+                           "largest changes compared to the pre-trained BERT model."),
+        ),
         tables=(Table(rel("cosine"), ("layer", "head", "mean", "std", "n"),
                       seeds=AcrossSeeds("cosine", ("layer", "head"))),
                 Table(rel("features_diff"), MOMENTS)),
@@ -86,6 +128,30 @@ ANALYSES: tuple[Analysis, ...] = (
         )),
     Analysis(
         name="features", config=("analysis.features",), kernel="bertology.kovaleva.reduce:KovalevaKernel",
+        claims=(
+            Claim("kovaleva_special_tokens", "Kovaleva et al. 2019", "4.4",
+                  "Vertical attention goes to [CLS] and [SEP], not to linguistic features.",
+                  "features.csv (finetuned): max(cls, sep) - max(noun, verb, pronoun, subject, object, negation), per head",
+                  claims_kovaleva.special_features, (("features", variant_table("features.csv"), ""),),
+                  config="analysis.features", anchor="features", figure="features",
+                  sentence="Contrary to our initial hypothesis that the vertical attention pattern may be motivated by "
+                           "linguistically meaningful features, we found that it is associated predominantly, if not "
+                           "exclusively, with attention to [CLS] and [SEP] tokens."),
+            Claim("kovaleva_cls_early_sep_late", "Kovaleva et al. 2019", "4.4",
+                  "Earlier layers attend to [CLS], later layers to [SEP].",
+                  "features.csv (finetuned): Spearman rho of layer and (sep - cls), over heads",
+                  claims_kovaleva.cls_early_sep_late, (("features", variant_table("features.csv"), ""),),
+                  config="analysis.features", anchor="features", figure="features",
+                  sentence="There is also a clear tendency for earlier layers to pay attention to [CLS] and for later "
+                           "layers to [SEP], and this trend is consistent across all the tasks."),
+            Claim("clark_sep_middle", "Clark et al. 2019", "3.2",
+                  "Attention to [SEP] peaks in the middle layers.",
+                  "features.csv (pretrained): mean, feature sep, per head; middle third minus the rest",
+                  claims_clark.sep_middle, (("features", variant_table("features.csv"), ""),), variant="pretrained",
+                  config="analysis.features", anchor="features", figure="features",
+                  paper_value="over half of the attention in layers 6-10 of BERT-base",
+                  sentence="In particular, we find that more than half of BERT's attention in layers 6-10 focuses on [SEP]."),
+        ),
         tables=(Table(variant_table("features.csv"), MOMENTS, output="features",
                       seeds=AcrossSeeds("features", ("layer", "head", "feature"))),),
         section=Section(
@@ -102,6 +168,15 @@ ANALYSES: tuple[Analysis, ...] = (
         )),
     Analysis(
         name="cls", config=("analysis.features",), kernel="bertology.kovaleva.reduce:KovalevaKernel",
+        claims=(
+            Claim("kovaleva_cls_to_sep", "Kovaleva et al. 2019", "4.5",
+                  "In the last layer, [CLS] attends to [SEP] more than to any other token type.",
+                  "cls.csv (finetuned): sep - max(other features), per head of the last layer",
+                  claims_kovaleva.cls_to_sep, (("cls", variant_table("cls.csv"), ""),), config="analysis.features",
+                  anchor="cls", figure="cls", paper_value="[SEP] most on all tasks but STS-B, RTE and QNLI",
+                  sentence="Our investigation of attention distribution for the [CLS] token in the output layer suggests "
+                           "that for most tasks, with the exception of STS-B, RTE and QNLI, the [SEP] gets attended the most."),
+        ),
         tables=(Table(variant_table("cls.csv"), MOMENTS, output="cls",
                       seeds=AcrossSeeds("cls", ("layer", "head", "feature"))),),
         section=Section(

@@ -4,8 +4,9 @@ flow and their faithfulness (Abnar & Zuidema 2020), declared once. Written by ``
 
 from __future__ import annotations
 
+from bertology.claims import beyond as claims_beyond
 from bertology.layout import rel
-from bertology.registry import AcrossSeeds, Analysis, Section, Statistic, Table, variant_table
+from bertology.registry import AcrossSeeds, Analysis, Claim, Section, Statistic, Table, variant_table
 
 TOKEN_SCORES = ("example_idx", "position", "word", "method", "score")
 
@@ -18,6 +19,16 @@ def _finetuned(file: str) -> str:
 ANALYSES: tuple[Analysis, ...] = (
     Analysis(
         name="norms", config=("analysis.norms",),
+        claims=(
+            Claim("kobayashi_specials_norm", "Kobayashi et al. 2020", "4",
+                  "[CLS] and [SEP] take a larger share of the attention weight than of the norm-weighted attention.",
+                  "norms.csv (finetuned): weight_share - norm_share, categories cls + sep, per head",
+                  claims_beyond.specials_norm, (("norms", variant_table("norms.csv"), "analysis.norms.enabled"),),
+                  config="analysis.norms.enabled", anchor="norms", figure="norms",
+                  sentence="The findings of our norm-based analyses of BERT and a Transformer-based neural machine "
+                           "translation system include the following: (i) contrary to previous studies, BERT pays poor "
+                           "attention to special tokens."),
+        ),
         tables=(Table(variant_table("norms.csv"), ("layer", "head", "category", "measure", "mean", "std", "n"),
                       when="norms", seeds=AcrossSeeds("norms", ("layer", "head", "category", "measure"))),),
         section=Section(
@@ -42,6 +53,16 @@ ANALYSES: tuple[Analysis, ...] = (
         )),
     Analysis(
         name="mixing", config=("analysis.norms",),
+        claims=(
+            Claim("kobayashi_mixing_residual", "Kobayashi et al. 2021", "5",
+                  "With the residual, each token keeps most of itself (context-mixing ratio below one half).",
+                  "mixing.csv (pretrained): mean, measure attnres_n, per layer", claims_beyond.mixing_residual,
+                  (("mixing", variant_table("mixing.csv"), "analysis.norms.enabled"),), side="<", null=0.5, unit="layers",
+                  variant="pretrained", config="analysis.norms.enabled", anchor="mixing", figure="mixing",
+                  sentence="Our analysis of Transformer-based masked language models shows that the token-to-token "
+                           "interaction performed via attention has less impact on the intermediate representations than "
+                           "previously assumed."),
+        ),
         tables=(Table(variant_table("mixing.csv"), ("layer", "measure", "mean", "std", "n"), when="norms"),),
         section=Section(
             key="mixing", title="Context mixing with the residual and LayerNorm (Kobayashi et al. 2021)",
@@ -58,6 +79,30 @@ ANALYSES: tuple[Analysis, ...] = (
         tables=(Table(variant_table("token_scores.parquet"), TOKEN_SCORES, when="norms"),)),
     Analysis(
         name="faithfulness", config=("analysis.flow",),
+        claims=(
+            Claim("abnar_rollout_raw", "Abnar & Zuidema 2020", "4",
+                  "Rollout agrees with the ablation importance better than raw attention.",
+                  "faithfulness.csv: mean, view rollout - view raw, importance ablation",
+                  claims_beyond.view_beats_raw,
+                  (("faithfulness", variant_table("faithfulness.csv"), "analysis.norms.enabled"),
+                   ("faithfulness_examples", variant_table("faithfulness_examples.csv"), "analysis.norms.enabled")),
+                  unit="examples", params=(("view", "rollout"),), config="analysis.norms.enabled", anchor="faithfulness",
+                  figure="faithfulness", paper_value="Table 2: higher Spearman than raw for both importances",
+                  sentence="We show that these methods give complementary views on the flow of information, and compared "
+                           "to raw attention, both yield higher correlations with importance scores of input tokens "
+                           "obtained using an ablation method and input gradients."),
+            Claim("abnar_flow_raw", "Abnar & Zuidema 2020", "4",
+                  "Flow agrees with the ablation importance better than raw attention.",
+                  "faithfulness.csv: mean, view flow - view raw, importance ablation",
+                  claims_beyond.view_beats_raw,
+                  (("faithfulness", variant_table("faithfulness.csv"), "analysis.norms.enabled"),
+                   ("faithfulness_examples", variant_table("faithfulness_examples.csv"), "analysis.norms.enabled")),
+                  unit="examples", params=(("view", "flow"),), config="analysis.norms.enabled", anchor="faithfulness",
+                  figure="faithfulness", paper_value="Table 2: higher Spearman than raw for both importances",
+                  sentence="We show that these methods give complementary views on the flow of information, and compared "
+                           "to raw attention, both yield higher correlations with importance scores of input tokens "
+                           "obtained using an ablation method and input gradients."),
+        ),
         tables=(Table(_finetuned("faithfulness.csv"), ("view", "importance", "mean", "std", "n", "ci_low", "ci_high"),
                       when="norms"),
                 Table(_finetuned("faithfulness_examples.csv"), ("example_idx", "view", "importance", "rho"),

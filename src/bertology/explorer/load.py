@@ -15,6 +15,7 @@ import pandas as pd
 
 from bertology import __version__
 from bertology.explorer.catalogue import catalogue, statistic_tables
+from bertology.explorer.claims import claims_block
 from bertology.explorer.examples import sampled_examples
 from bertology.explorer.inputs import VARIANTS, Inputs
 from bertology.explorer.maps import QUANT
@@ -92,6 +93,6 @@ def load_explorer_data(results: Path, tasks: list[str], *, examples: int, seed: 
             "split": str(ref.attrs.get("split", "")), "store_examples": int(ref.sizes["example"]),
             "variants": list(stores), "stores": {v: src.name(src.path("store", task=task, variant=v)) for v in stores},
             "metrics": metrics, "sieve": sieve, "examples": exs, "dropped": dropped, "notes": notes,
-            "token_views": views,
+            "token_views": views, "claims": claims_block(src, task, notes),
         })
     return out

@@ -2,8 +2,9 @@
 
 ``seed_stats``: list inputs one path per fine-tuned seed, in the order of ``train.seeds`` (the rule expands
 ``bertology.seeds.finetuned_variants``): one per table the registry compares across seeds, named as its seed table
-(:meth:`bertology.registry.Registry.seed_inputs`), and the examples, scores and pruning curves of the Multi-Bootstrap
-and the findings; ``pretrained_scores`` is the one pretrained store's sieve scores.
+(:meth:`bertology.registry.Registry.seed_inputs`), and the examples and scores of the Multi-Bootstrap;
+``pretrained_scores`` is the one pretrained store's sieve scores. The findings over seeds are the claims ledger's
+view (``bertology.steps.claims``).
 Writes results/stats/{task}/seeds/*.csv (bertology.seedstats) and the two figures.
 """
 
@@ -19,7 +20,7 @@ from bertology.steps.context import StepContext
 from bertology.errors import UserError
 from bertology.io import write_csv
 from bertology.seeds import configured_seeds
-from bertology.seedstats import (MULTIBOOTSTRAP_COLUMNS, disabling_values, findings, head_grid_labels, multibootstrap_table,
+from bertology.seedstats import (MULTIBOOTSTRAP_COLUMNS, disabling_values, head_grid_labels, multibootstrap_table,
                                  plot_role_agreement, plot_stability, role_tables, seed_moments)
 from bertology.sieve.scores_io import read_scores
 from bertology.steps.tables import read_table
@@ -92,9 +93,6 @@ def seed_stats(ctx: StepContext) -> None:
     mb = pd.concat(parts, ignore_index=True).reindex(columns=list(MULTIBOOTSTRAP_COLUMNS))
     write_csv(mb, ctx.output.multibootstrap)
 
-    found = findings(seeds, cosine=tables["cosine"], heads=tables["disabling"], parser=tables["parser"],
-                     pruning=[read_table(p) for p in _per_seed(ctx, "pruning", S)], sieve=tables["sieve"])
-    write_csv(found, ctx.output.findings)
 
     headline = moments["disabling"]
     headline = headline[headline["metric"] == headline["metric"].iloc[0]] if len(headline) else headline
@@ -102,11 +100,12 @@ def seed_stats(ctx: StepContext) -> None:
                     f"disabling delta ({headline['metric'].iloc[0] if len(headline) else 'none'})": headline},
                    ctx.output.stability, task=ctx.task)
     plot_role_agreement(agreement, ctx.output.role_figure, task=ctx.task)
-    _track(ctx, moments, agreement, mb, found)
+    _track(ctx, moments, agreement, mb)
 
 
-def _track(ctx: StepContext, moments, agreement: pd.DataFrame, mb: pd.DataFrame, found: pd.DataFrame) -> None:
-    """MLflow: per-layer mean std over seeds, role agreement (all heads, and by layer as steps), findings."""
+def _track(ctx: StepContext, moments, agreement: pd.DataFrame, mb: pd.DataFrame) -> None:
+    """MLflow: per-layer mean std over seeds, role agreement (all heads, and by layer as steps); the findings over
+    seeds are the claims ledger's (bertology.steps.claims)."""
     tracker = ctx.tracker
     for name in ("cosine", "importance"):
         for layer, value in moments[name].groupby("layer")["std"].mean().items():
@@ -121,9 +120,8 @@ def _track(ctx: StepContext, moments, agreement: pd.DataFrame, mb: pd.DataFrame,
     for quantity, sub in mb.groupby("quantity"):
         excludes_zero = ((sub["ci_low"] > 0) | (sub["ci_high"] < 0)).mean()
         tracker.metric(f"seeds.multibootstrap.{quantity}.share_excluding_zero", float(excludes_zero))
-    tracker.metrics({f"seeds.finding.{r.finding}": float(r.holding) for r in found.itertuples()})
     tracker.metric("seeds.n_seeds", float(len(ctx.config.train.seeds or [])))
-    for path in (ctx.output.findings, ctx.output.role_agreement, ctx.output.multibootstrap):
+    for path in (ctx.output.role_agreement, ctx.output.multibootstrap):
         tracker.artifact(path)
     for path in (ctx.output.stability, ctx.output.role_figure):
         tracker.artifact(path, "figures")

@@ -39,9 +39,11 @@ class Tracker:
         self.client, self.run_id, self.batch, self.record = client, run_id, batch, record
         self._pending: list = []
         self.failed: str | None = None if client is not None else "tracking disabled"
+        self.parent_id: str | None = None  # the invocation's parent run (job_run sets it)
         # Queued (mlflow.live: false): no client; everything goes into `record`, written to this path at the
         # start (so a killed job's run is still created, then marked FAILED) and again at the end.
         self.queued = queued
+        self._parents: list[Tracker] = []  # trackers on the parent run handed out by on_parent (queued)
         if queued is not None:
             self.failed = "queued"
 
@@ -117,6 +119,22 @@ class Tracker:
         self._call(f"log artifact {path}", {"artifact": path, "folder": folder},
                    lambda: self.client.log_artifact(self.run_id, path, folder))
 
+    def on_parent(self) -> "Tracker":
+        """A tracker recording to the parent run of this job's run (the workflow invocation's), through the same
+        client; one that records nothing when there is no parent or tracking is off. Never ended by the job."""
+        if self.queued is not None and self.record is not None and self.record.invocation:
+            # queued: the parent's part is one more record, sent with the job's (its `kind` workflow: to the
+            # invocation's run), written when the job's own run ends
+            record = PendingRecord(uri=self.record.uri, experiment=self.record.experiment, run_name="workflow",
+                                   tags={}, invocation=self.record.invocation, kind="workflow")
+            record.queued = True
+            parent = Tracker(record=record, queued=record.path())
+            self._parents.append(parent)
+            return parent
+        if not self.active or not self.parent_id:
+            return Tracker()
+        return Tracker(self.client, self.parent_id)
+
     def end(self, status: str) -> None:
         if self._off:
             return
@@ -124,6 +142,10 @@ class Tracker:
         self._call("end run", {"end": status, "time": int(time.time() * 1000)},
                    lambda: self.client.set_terminated(self.run_id, status))
         if self.queued:
+            for parent in self._parents:  # what the job recorded on the invocation's run (never ended here)
+                parent.flush()
+                if parent.record.ops:
+                    parent.record.save(path=parent.queued)
             self.record.save(path=self.queued)  # the whole run, sent by the workflow when it ends
             return
         if self.record is not None and self.record.ops:
@@ -215,6 +237,7 @@ def _live_tracker(uri: str, name: str, all_tags: dict[str, str], invocation: str
         run = retry(client.create_run, exp_id, run_name=name, tags=run_tags)
         record.run_id = run.info.run_id
         tracker = Tracker(client, run.info.run_id, record=record)
+        tracker.parent_id = parent
     except Exception as err:  # noqa: BLE001 - tracking must never fail a job
         log.warning("MLflow tracking is unavailable (%s); the job runs without it and keeps what it would "
                     "record under %s/ (sent by the next workflow run or `bertology tracking-replay`)",

@@ -71,13 +71,13 @@
 
   // ------------------------------------------------------------------ state and routing
   const S = {task: 0, view: 'overview', metric: '', ov: 'finetuned', layer: 0, head: 0, example: 0, hv: 'finetuned',
-    exmode: 'both', thr: 0.1, gamma: 1, tvscale: 'words', tvfrom: 'min'};
+    exmode: 'both', thr: 0.1, gamma: 1, tvscale: 'words', tvfrom: 'min', claim: ''};
   const T = () => D.tasks[S.task];
   function readHash() {
     const q = new URLSearchParams(location.hash.slice(1));
     const ti = D.tasks.findIndex(t => t.task === q.get('task'));
     if (ti >= 0) S.task = ti;
-    for (const k of ['view', 'metric', 'ov', 'hv', 'exmode', 'tvscale', 'tvfrom']) if (q.has(k)) S[k] = q.get(k);
+    for (const k of ['view', 'metric', 'ov', 'hv', 'exmode', 'tvscale', 'tvfrom', 'claim']) if (q.has(k)) S[k] = q.get(k);
     for (const k of ['layer', 'head', 'example']) if (q.has(k) && Number.isFinite(+q.get(k))) S[k] = +q.get(k);
     if (q.has('thr') && Number.isFinite(+q.get('thr'))) S.thr = +q.get('thr');
     if (q.has('gamma')) S.gamma = q.get('gamma') === '0.5' ? 0.5 : 1;
@@ -94,6 +94,7 @@
     if (!t.variants.includes(S.hv)) S.hv = t.variants[t.variants.length - 1];
     if (!['words', 'all'].includes(S.tvscale)) S.tvscale = 'words';
     if (!['min', 'zero'].includes(S.tvfrom)) S.tvfrom = 'min';
+    if (!(t.claims || []).some(c => c.id === S.claim)) S.claim = '';
   }
   function defaultMetric(t) {
     const pref = ['sieve:delimiter', 'sieve:count', 'cosine'];
@@ -102,7 +103,8 @@
   }
   function writeHash() {
     const q = new URLSearchParams({task: T().task, view: S.view, metric: S.metric, ov: S.ov, layer: S.layer,
-      head: S.head, example: S.example, hv: S.hv, exmode: S.exmode, thr: S.thr, gamma: S.gamma, tvscale: S.tvscale, tvfrom: S.tvfrom});
+      head: S.head, example: S.example, hv: S.hv, exmode: S.exmode, thr: S.thr, gamma: S.gamma, tvscale: S.tvscale, tvfrom: S.tvfrom,
+      claim: S.claim});
     history.replaceState(null, '', '#' + q.toString());
   }
   let renderCount = 0;
@@ -244,8 +246,27 @@
     lines.push('click: head view');
     return lines.join('\n');
   }
+  // the heads behind the claim picked in the overview (cell indices l * H + h)
+  function claimedHeads(t) {
+    const c = (t.claims || []).find(x => x.id === S.claim);
+    return new Set(c ? c.heads.map(([l, hd]) => l * t.heads + hd) : []);
+  }
+  function claimPicker(t) {
+    const cs = t.claims || [];
+    if (!cs.length) return null;
+    const sel = h('select', {id: 'claim', onchange: e => {
+      const c = cs.find(x => x.id === e.target.value);
+      const m = c && c.statistic ? t.metrics.find(x => x.id === c.statistic || x.id.startsWith(c.statistic + ':')) : null;
+      go(m ? {claim: e.target.value, metric: m.id} : {claim: e.target.value});
+    }}, h('option', {value: ''}, '—'), cs.map(c => h('option', {value: c.id, selected: c.id === S.claim}, `${c.id} (${c.verdict})`)));
+    const c = cs.find(x => x.id === S.claim);
+    const info = c ? h('span', {id: 'claim-info', class: 'claim-info'},
+      h('b', {class: 'v-' + c.verdict.replace(' ', '-')}, c.verdict), ` ${c.effect || '–'} (holds if ${c.side} ${fmt(c.null)}) · ${c.paper}: ${c.statement}`,
+      c.heads.length ? ` · ${c.heads.length} head(s) outlined` : '') : null;
+    return h('div', {class: 'controls'}, h('label', null, 'claim ', sel), info);
+  }
   function gridSVG(t, m, panel, dom, cw, ch) {
-    const L = t.layers, H = t.heads, lw = 34, th = 30;
+    const L = t.layers, H = t.heads, lw = 34, th = 30, claimed = claimedHeads(t);
     const f = panel.scale === 'div' ? RDBU : VIRIDIS;
     const svg = s('svg', {width: lw + H * cw + 2, height: th + L * ch + 2, class: 'grid', 'data-panel': panel.key, 'data-metric': m.id});
     svg.append(s('text', {x: lw + H * cw / 2, y: 11, 'text-anchor': 'middle', 'font-size': 11, fill: '#486581'}, 'head'));
@@ -260,7 +281,7 @@
       const rgb = v === null ? null : f(t01);
       const g = s('g', null);
       const rect = s('rect', {x: lw + hd * cw + 1, y: th + l * ch + 1, width: cw - 2, height: ch - 2, rx: 2,
-        fill: rgb ? css(rgb) : NA, class: 'cell' + (l === S.layer && hd === S.head ? ' sel' : ''),
+        fill: rgb ? css(rgb) : NA, class: 'cell' + (l === S.layer && hd === S.head ? ' sel' : '') + (claimed.has(i) ? ' claimed' : ''),
         'data-layer': l, 'data-head': hd, 'data-value': v === null ? '' : v,
         onclick: () => go({view: 'head', layer: l, head: hd}),
         onmousemove: e => showTip(e, cellTip(t, m, l, hd)), onmouseleave: hideTip});
@@ -308,6 +329,7 @@
     }
     const marks = m.marks ? h('span', {class: 'keys'}, h('span', null, s('svg', {width: 10, height: 10}, s('circle', {cx: 5, cy: 5, r: 3.5, fill: '#d64545'})), ' ' + m.mark_label)) : null;
     root.append(h('div', {class: 'card'},
+      claimPicker(t),
       h('div', {class: 'controls'}, h('label', null, 'statistic ', sel), seg, marks),
       h('p', {class: 'desc'}, m.desc, ' ', h('span', {class: 'muted'}, 'Source: ', h('code', null, `results/${m.source}`),
         '. Layers and heads numbered from 1; grey: no value. Click a head to open it.')),

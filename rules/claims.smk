@@ -1,0 +1,39 @@
+# The claims ledger (issue 34; step: bertology.steps.claims): every paper's claim the registry declares
+# (bertology.registry.Claim) checked on this run's own tables, with an effect, an interval, a named test, Holm's
+# correction over the run and a verdict. The report opens with it. Inputs: exactly the tables the claims read
+# (bertology.claims.ledger.required_inputs), less those a config key switched off (the claim is then "not
+# computed", naming the key). With two or more train.seeds it also writes each task's seeds/findings.csv, the
+# ledger's per-seed view.
+#   results/claims.csv, results/claims.md
+CLAIMS_OFF = ([] if NORMS_ENABLED else ["analysis.norms.enabled"]) + ([] if "random" in INITS else ["train.inits"])
+CLAIMS_OFF += [] if SYNTAX_FILES else ["analysis.syntax.conllu"]
+
+
+rule claims:
+    input:
+        tables=[layout.join(layout.ROOT, p) for p in claims_inputs(REGISTRY.claims(), TASK_NAMES, SEED_TAGS, off=CLAIMS_OFF)],
+    output:
+        ledger=path("claims"),
+        markdown=path("claims_md"),
+        findings=paths("seed_stat", task=TASK_NAMES, name="findings") if len(SEED_TAGS) > 1 else [],
+    params:
+        step=step("claims"),
+        files=step_files,
+    log:
+        layout.log("claims"),
+    benchmark:
+        layout.benchmark("claims")
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=20,
+    conda:
+        "../envs/bertology.yaml"
+    shell:
+        STEP
+
+
+TARGETS.append(path("claims"))
+TARGETS.append(path("claims_md"))
+if len(SEED_TAGS) > 1:
+    TARGETS.extend(paths("seed_stat", task=TASK_NAMES, name="findings"))

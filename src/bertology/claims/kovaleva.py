@@ -1,0 +1,180 @@
+"""Kovaleva et al. 2019 (Revealing the Dark Secrets of BERT): the claims, each a pure function of the tables
+the run writes (see docs/reference.md#claims for the paper's sentences).
+
+Every function: ``(tables, boot, *, side, null) -> Result``; tables: one mapping per fine-tuning seed of table
+name -> DataFrame (the names the claim's registry entry declares).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy import stats as st
+
+from bertology.claims.common import (
+    Tables,
+    group_difference,
+    heads_of,
+    mean_above,
+)
+from bertology.claims.stats import (
+    MIN_UNITS,
+    Boot,
+    Result,
+    bootstrap,
+    nan_result,
+    safe_p,
+    seed_bootstrap,
+    side_alternative,
+)
+
+
+def patterns_repeat(tables: Tables, boot: Boot, *, side: str, null: float) -> Result:
+    """4.1: per head, the share of its maps outside ``heterogeneous`` (1 - patterns.csv fraction of class
+    heterogeneous); effect = the mean over heads; unit: heads; test: scipy.stats.wilcoxon against `null`."""
+    units = []
+    for t in tables:
+        p = t["patterns"]
+        p = p[(p["layer"] >= 0) & (p["head"] >= 0)]  # the overall row (layer, head = -1) is no head
+        het = p[p["class"] == "heterogeneous"].sort_values(["layer", "head"])
+        units.append(pd.DataFrame({"repeat": 1.0 - het["fraction"].to_numpy(float)}))
+    heads = heads_of(tables[0]["patterns"])
+    return mean_above(units, "repeat", boot, side=side, null=null, heads=heads)
+
+
+def _headline(t: pd.DataFrame, task: str | None = None) -> str:
+    """The task's headline metric: its first metric (bertology.tasks), else the table's first."""
+    from bertology.tasks import TASKS
+
+    if task in TASKS:
+        return TASKS[task].metrics[0]
+    return str(t["metric"].iloc[0])
+
+
+def table1_gain(tables: Tables, boot: Boot, *, side: str, null: float, task: str, baseline: str) -> Result:
+    """Table 1: the task's headline metric (its first) of ``finetuned`` minus that of `baseline` (``pretrained`` |
+    ``random-finetuned``), as table1.csv's ``value`` (the mean over seeds). The interval: percentile bootstrap of
+    the mean over seeds of the per-seed differences (scores/{task}/{variant}{seedtag}.json; the score records
+    hold no per-example predictions, so one seed gives no interval); test: scipy.stats.ttest_1samp of the
+    per-seed differences."""
+    t1 = tables[0]["table1"]
+    metric = _headline(t1, task)
+    sub = t1[(t1["task"] == task) & (t1["metric"] == metric)].set_index("variant")["value"]
+    if "finetuned" not in sub or baseline not in sub:
+        return nan_result("scipy.stats.ttest_1samp", 0, f"table1.csv lacks finetuned or {baseline} for {task}")
+    effect = float(sub["finetuned"] - sub[baseline])
+    diffs = []
+    for t in tables:
+        fine, base = t.get("score_finetuned"), t.get(f"score_{baseline}")
+        if fine is not None and base is not None:
+            diffs.append(float(fine[f"metrics.{metric}"].iloc[0]) - float(base[f"metrics.{metric}"].iloc[0]))
+    low, high = seed_bootstrap(diffs, boot) if len(diffs) >= MIN_UNITS else (np.nan, np.nan)
+    p = safe_p(lambda: st.ttest_1samp(diffs, null, alternative=side_alternative(side)).pvalue) \
+        if len(diffs) >= MIN_UNITS else np.nan
+    n = int(t1[(t1["task"] == task) & (t1["variant"] == "finetuned") & (t1["metric"] == metric)]["n"].iloc[0])
+    return Result(effect, low, high, "scipy.stats.ttest_1samp", p, n, (),
+                  "" if len(diffs) >= MIN_UNITS else "fewer than 3 seeds: the score records hold no per-example "
+                  "values, so no interval (train.seeds)")
+
+
+def cosine_last_layers(tables: Tables, boot: Boot, *, side: str, null: float) -> Result:
+    """4.3: the mean of cosine.csv's ``mean`` over the heads of the last two layers minus its mean over the heads
+    of the other layers (holds below zero); unit: heads (stratified); test: scipy.stats.mannwhitneyu."""
+    units = []
+    for t in tables:
+        c = t["cosine"].sort_values(["layer", "head"])
+        last = int(c["layer"].max())
+        units.append(pd.DataFrame({"cos": c["mean"].to_numpy(float),
+                                   "g": (c["layer"] >= last - 1).astype(int).to_numpy()}))
+    c0 = tables[0]["cosine"]
+    heads = heads_of(c0, c0["layer"] >= int(c0["layer"].max()) - 1)
+    return group_difference(units, "cos", "g", {1}, {0}, boot, side=side, heads=heads)
+
+
+def _wide(t: pd.DataFrame, column: str = "mean") -> pd.DataFrame:
+    return t.pivot_table(index=["layer", "head"], columns="feature", values=column).sort_index()
+
+
+def special_features(tables: Tables, boot: Boot, *, side: str, null: float) -> Result:
+    """4.4: per head, the larger of the attention [CLS] and [SEP] receive (features.csv) minus the largest any
+    linguistic feature receives (noun, verb, pronoun, subject, object, negation); effect = mean over heads;
+    unit: heads; test: scipy.stats.wilcoxon."""
+    from bertology.kovaleva.features import WORD_FEATURES
+
+    units = []
+    for t in tables:
+        w = _wide(t["features"])
+        words = [f for f in WORD_FEATURES if f in w.columns]
+        if not {"cls", "sep"} <= set(w.columns) or not words:
+            return nan_result("scipy.stats.wilcoxon", 0, "features.csv lacks cls, sep or a word feature")
+        units.append(pd.DataFrame({"d": (w[["cls", "sep"]].max(axis=1) - w[words].max(axis=1)).to_numpy(float)}))
+    return mean_above(units, "d", boot, side=side, null=null, heads=heads_of(tables[0]["features"]))
+
+
+def cls_early_sep_late(tables: Tables, boot: Boot, *, side: str, null: float) -> Result:
+    """4.4: Spearman's rho, over heads, between the layer and the attention to [SEP] minus that to [CLS]
+    (features.csv): positive when earlier layers attend to [CLS] and later ones to [SEP]; unit: heads;
+    test: scipy.stats.spearmanr."""
+    units = []
+    for t in tables:
+        w = _wide(t["features"]).reset_index()
+        if not {"cls", "sep"} <= set(w.columns):
+            return nan_result("scipy.stats.spearmanr", 0, "features.csv lacks cls or sep")
+        units.append(pd.DataFrame({"layer": w["layer"].astype(float), "d": (w["sep"] - w["cls"]).astype(float)}))
+
+    def rho(t: pd.DataFrame) -> float:
+        if t["layer"].nunique() < 2 or t["d"].nunique() < 2:
+            return float("nan")
+        return float(st.spearmanr(t["layer"], t["d"]).statistic)
+
+    est, low, high, n = bootstrap(units, rho, boot)
+    pooled = pd.concat(units, ignore_index=True)
+    p = safe_p(lambda: st.spearmanr(pooled["layer"], pooled["d"], alternative=side_alternative(side)).pvalue)
+    return Result(est, low, high, "scipy.stats.spearmanr", p, n, heads_of(tables[0]["features"]))
+
+
+def cls_to_sep(tables: Tables, boot: Boot, *, side: str, null: float) -> Result:
+    """4.5: per head of the last layer, the [CLS] row's attention to [SEP] minus its largest attention to any
+    other token type (cls.csv); effect = mean over the last layer's heads; unit: heads; test:
+    scipy.stats.wilcoxon."""
+    units = []
+    for t in tables:
+        w = _wide(t["cls"])
+        if "sep" not in w.columns:
+            return nan_result("scipy.stats.wilcoxon", 0, "cls.csv lacks sep")
+        others = [c for c in w.columns if c != "sep"]
+        units.append(pd.DataFrame({"d": (w["sep"] - w[others].max(axis=1)).to_numpy(float)}))
+    return mean_above(units, "d", boot, side=side, null=null, heads=heads_of(tables[0]["cls"]))
+
+
+def disabling_gain(tables: Tables, boot: Boot, *, side: str, null: float, table: str, task: str) -> Result:
+    """4.6: the largest gain in the headline metric from disabling one head (table ``heads``) or one layer
+    (``layers``): effect = its ``delta``; interval = its paired-bootstrap ``ci_low``, ``ci_high`` (the sweep's);
+    test: the sweep's named test, p = its ``p_adj`` (the Benjamini-Hochberg correction over heads or layers the
+    sweep applies) made one-sided: halved when the delta lies on the paper's side, 1 - half otherwise. With several seeds: the mean over seeds of the per-seed best delta, interval by bootstrap
+    over seeds."""
+    best = []
+    for t in tables:
+        d = t[table]
+        if d.empty:
+            return nan_result("sweep", 0, "the disabling sweep has no row")
+        d = d[d["metric"] == _headline(d, task)]
+        best.append(d.loc[d["delta"].idxmax()])
+    b0 = best[0]
+    test = f"{b0['test']} (the sweep's, Benjamini-Hochberg p_adj, one-sided)"
+
+    def one_sided(b) -> float:  # the sweep's p is two-sided: halved on the paper's side, 1 - half on the other
+        p, up = float(b["p_adj"]), float(b["delta"]) > 0
+        return p / 2 if up == (side == ">") else 1 - p / 2
+    if "head" in b0:
+        heads = ((int(b0["layer"]), int(b0["head"])),)
+    else:  # a layer: all its heads (from the single-head table where the claim reads it)
+        h = tables[0].get("heads")
+        heads = () if h is None else heads_of(h, h["layer"] == int(b0["layer"]))
+    if len(best) == 1:
+        return Result(float(b0["delta"]), float(b0["ci_low"]), float(b0["ci_high"]), test, one_sided(b0),
+                      int(b0["n"]), heads)
+    deltas = [float(b["delta"]) for b in best]
+    low, high = seed_bootstrap(deltas, boot)  # NaN with fewer than 3 seeds
+    return Result(float(np.mean(deltas)), low, high, test, float(np.nanmax([one_sided(b) for b in best])),
+                  int(b0["n"]), heads)

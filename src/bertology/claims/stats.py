@@ -1,0 +1,155 @@
+"""The statistics every claim shares: a percentile bootstrap over the claim's units (heads, examples, layers,
+seeds), the Multi-Bootstrap over seeds and units with two or more fine-tuning seeds, the verdict rule and Holm.
+
+Dimension glossary: S fine-tuning seeds, N units (rows of a unit table: one per head, example, layer ...),
+B bootstrap resamples.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+#: the verdicts of the ledger, in the order the report lists them
+HOLDS, CONTRADICTED, INCONCLUSIVE, NOT_COMPUTED = "holds", "contradicted", "inconclusive", "not computed"
+VERDICTS = (HOLDS, CONTRADICTED, INCONCLUSIVE, NOT_COMPUTED)
+#: fewer units than this (per seed) give no interval: n too small to decide
+MIN_UNITS = 3
+#: fewer units than this in a stratum (a layer group compared with another) give no interval
+MIN_STRATUM = 2
+
+
+@dataclass(frozen=True)
+class Boot:
+    """How a claim's interval is drawn: `resamples` percentile-bootstrap replicates at `confidence`, seeded
+    (analysis.claims.bootstrap, analysis.claims.confidence, data.seed: the defaults live in the schema)."""
+
+    resamples: int
+    confidence: float
+    seed: int
+
+
+@dataclass(frozen=True)
+class Result:
+    """What a claim function returns: the effect, its interval (NaN when n is too small to decide), a named
+    test (``scipy.stats.wilcoxon`` ...) with its p-value, the number of units, and the heads behind the effect
+    (``(layer, head)``, 0-based) for the explorer to highlight."""
+
+    effect: float
+    ci_low: float
+    ci_high: float
+    test: str
+    p: float
+    n: int
+    heads: tuple[tuple[int, int], ...] = ()
+    note: str = ""
+    extra: dict = field(default_factory=dict)
+
+
+def nan_result(test: str, n: int = 0, note: str = "", heads: tuple = ()) -> Result:
+    return Result(float("nan"), float("nan"), float("nan"), test, float("nan"), int(n), heads, note)
+
+
+def bootstrap(units: Sequence[pd.DataFrame], statistic: Callable[[pd.DataFrame], float], boot: Boot,
+              strata: str | None = None) -> tuple[float, float, float, int]:
+    """Point estimate and percentile interval of `statistic` over resampled units.
+
+    units: one unit table per seed (S >= 1), N rows each (one per unit; the same units in the same order in
+    every seed); statistic: table -> float (NaN where undefined). One seed: each replicate draws N rows with
+    replacement (within each value of the `strata` column, so a comparison of groups keeps both groups).
+    Two or more seeds: the Multi-Bootstrap (Sellam et al. 2022): each replicate draws S seeds and N units with
+    replacement, together, and evaluates the statistic on the drawn seeds' drawn rows pooled. The estimate is
+    the statistic of every seed's rows pooled. Returns (estimate, low, high, N); low and high are NaN when N <
+    :data:`MIN_UNITS`, a stratum has fewer than :data:`MIN_STRATUM` units, or no replicate is finite.
+    """
+    frames = [f.reset_index(drop=True) for f in units]
+    pooled = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    estimate = float(statistic(pooled))
+    n = len(frames[0])
+    nan = float("nan")
+    if n < MIN_UNITS or not math.isfinite(estimate) or any(len(f) != n for f in frames):
+        return estimate, nan, nan, n
+    groups = ([np.arange(n)] if strata is None else
+              [np.nonzero((frames[0][strata] == g).to_numpy())[0] for g in pd.unique(frames[0][strata])])
+    if strata is not None and min(len(g) for g in groups) < MIN_STRATUM:
+        return estimate, nan, nan, n
+    rng = np.random.default_rng(boot.seed)
+    arrays = [f.to_numpy() for f in frames]
+    columns = frames[0].columns
+    S = len(frames)
+    samples = np.empty(boot.resamples)
+    for b in range(boot.resamples):
+        seeds = rng.integers(0, S, size=S) if S > 1 else np.zeros(1, dtype=int)
+        rows = np.concatenate([g[rng.integers(0, len(g), size=len(g))] for g in groups])
+        block = np.concatenate([arrays[s][rows] for s in seeds])
+        samples[b] = statistic(pd.DataFrame(block, columns=columns).infer_objects())
+    samples = samples[np.isfinite(samples)]
+    if samples.size == 0:
+        return estimate, nan, nan, n
+    tail = (1.0 - boot.confidence) / 2.0
+    low, high = np.quantile(samples, [tail, 1.0 - tail])
+    return estimate, float(low), float(high), n
+
+
+def seed_bootstrap(values: Sequence[float], boot: Boot) -> tuple[float, float]:
+    """Percentile interval of the mean of per-seed values over resampled seeds (NaN with fewer than
+    :data:`MIN_UNITS` finite values: two seeds decide nothing)."""
+    v = np.asarray([x for x in values if math.isfinite(x)], dtype=float)
+    if v.size < MIN_UNITS:
+        return float("nan"), float("nan")
+    rng = np.random.default_rng(boot.seed)
+    means = v[rng.integers(0, v.size, size=(boot.resamples, v.size))].mean(axis=1)
+    tail = (1.0 - boot.confidence) / 2.0
+    low, high = np.quantile(means, [tail, 1.0 - tail])
+    return float(low), float(high)
+
+
+def verdict(ci_low: float, ci_high: float, *, side: str, null: float) -> str:
+    """The verdict rule: `holds` when [ci_low, ci_high] lies wholly on the paper's side of `null` (side '>':
+    above it, '<': below it), `contradicted` when wholly on the other side, else `inconclusive` (an interval
+    touching the null, or none: NaN)."""
+    if side not in (">", "<"):
+        raise ValueError(f"side must be '>' or '<', got {side!r}")
+    if not (math.isfinite(ci_low) and math.isfinite(ci_high)):
+        return INCONCLUSIVE
+    above, below = ci_low > null, ci_high < null
+    if above:
+        return HOLDS if side == ">" else CONTRADICTED
+    if below:
+        return HOLDS if side == "<" else CONTRADICTED
+    return INCONCLUSIVE
+
+
+def holm(p: Sequence[float]) -> np.ndarray:
+    """Holm-adjusted p-values (statsmodels multipletests, method "holm") over the finite entries of `p`;
+    NaN stays NaN."""
+    from statsmodels.stats.multitest import multipletests
+
+    p = np.asarray(p, dtype=float)
+    out = np.full(p.shape, np.nan)
+    ok = np.isfinite(p)
+    if ok.any():
+        out[ok] = multipletests(p[ok], method="holm")[1]
+    return out
+
+
+def side_alternative(side: str) -> str:
+    """The one-sided alternative of a scipy test on the paper's side: '>' -> greater, '<' -> less."""
+    return "greater" if side == ">" else "less"
+
+
+def safe_p(fn: Callable[[], float]) -> float:
+    """A test's p-value, NaN where the test is undefined on these data (too few values, all ties)."""
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            p = float(fn())
+    except (ValueError, ZeroDivisionError, FloatingPointError):
+        return float("nan")
+    return p if math.isfinite(p) else float("nan")

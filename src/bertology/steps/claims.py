@@ -1,0 +1,66 @@
+"""Step of rules/claims.smk: results/claims.csv and claims.md, the papers' claims checked on this run, and, with
+two or more fine-tuning seeds, each task's stats/{task}/seeds/findings.csv (a view of the ledger)."""
+
+from __future__ import annotations
+
+import math
+
+from bertology.steps.context import StepContext
+from bertology.io import write_csv, write_text
+
+
+def off_keys(config) -> set[str]:
+    """The config keys gating claim inputs that are off in this run: analysis.norms.enabled (off, or a model whose
+    value norms bertology cannot compute) and train.inits (without the random initialisation)."""
+    from bertology.norms.values import norms_unsupported
+
+    off = set()
+    if not config.analysis.norms.enabled or norms_unsupported(config.model) is not None:
+        off.add("analysis.norms.enabled")
+    if "random" not in config.train.inits:
+        off.add("train.inits")
+    return off
+
+
+def claims(ctx: StepContext) -> None:
+    """--output ledger=results/claims.csv, markdown=results/claims.md [, findings=stats/{task}/seeds/findings.csv
+    per task]; --input tables=... every table the claims read (bertology.claims.ledger.required_inputs)."""
+    from bertology.analyses import REGISTRY
+    from bertology.claims.ledger import build_ledger, findings_view, to_markdown
+    from bertology.claims.stats import Boot
+    from bertology.layout import match, under
+    from bertology.seeds import configured_seeds
+
+    cfg = ctx.config
+    out = ctx.output.ledger
+    results = out.parent
+    declared = set(under(results, ctx.input.all("tables"))) if "tables" in ctx.input else set()
+    seeds = configured_seeds({"seed": cfg.train.seed, "seeds": cfg.train.seeds})
+    boot = Boot(resamples=cfg.analysis.claims.bootstrap, confidence=cfg.analysis.claims.confidence,
+                seed=int(cfg.data.seed))
+    ledger = build_ledger(results, REGISTRY.claims(), list(cfg.tasks), seeds, boot,
+                          order=[s.key for s in REGISTRY.report_sections()], declared=declared, off=off_keys(cfg))
+    write_csv(ledger, out)
+    write_text(to_markdown(ledger, boot.confidence), ctx.output.markdown)
+    findings = ctx.output.all("findings") if "findings" in ctx.output else []
+    for path in findings:
+        task = (match("seed_stat", str(path.relative_to(results))) or {}).get("task")
+        write_csv(findings_view(ledger, task), path)
+    counts = ledger["verdict"].value_counts().to_dict()
+    ctx.log.info("claims: %s -> %s", ", ".join(f"{v} {k}" for k, v in counts.items()), out)
+    _track(ctx, ledger, out, ctx.output.markdown)
+
+
+def _track(ctx: StepContext, ledger, *paths) -> None:
+    """The parent run (the workflow invocation's): metric claims.{claim}.{task} = effect, tag claim.{claim}.{task} =
+    verdict, the ledger as artifacts; the job's own run gets the same and the count of each verdict."""
+    metrics = {f"claims.{r.claim}.{r.task}": float(r.effect) for r in ledger.itertuples()
+               if isinstance(r.effect, float) and math.isfinite(r.effect)}
+    tags = {f"claim.{r.claim}.{r.task}": r.verdict for r in ledger.itertuples()}
+    for tracker in (ctx.tracker, ctx.tracker.on_parent()):
+        tracker.metrics(metrics)
+        tracker.tags(tags)
+        for path in paths:
+            tracker.artifact(path)
+    counts = ledger["verdict"].value_counts()
+    ctx.tracker.metrics({f"claims.count.{k.replace(' ', '_')}": float(v) for k, v in counts.items()})

@@ -1,0 +1,74 @@
+"""Checks of a finished run's claims ledger against its own tables (used by the end-to-end tests)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from bertology.claims.stats import verdict
+from bertology.tasks import TASKS
+
+
+def _pooled(results: Path, pattern: str) -> pd.DataFrame | None:
+    """Every seed's table of a path pattern ({tag}: '' for the first seed, -seedN), concatenated."""
+    tags = [""] + sorted({p.name.split("-seed")[1].split("/")[0].split(".")[0] for p in
+                          (results / "stats").rglob("*-seed*")})
+    frames = [pd.read_csv(results / pattern.format(tag=f"-seed{t}" if t else "")).assign(_seed=i)
+              for i, t in enumerate(tags) if (results / pattern.format(tag=f"-seed{t}" if t else "")).exists()]
+    return pd.concat(frames, ignore_index=True) if frames else None
+
+
+def recomputed_effects(results: Path, task: str) -> dict[str, float]:
+    """The effects the issue fixes, recomputed from the run's tables with plain pandas (every seed's tables pooled:
+    the Multi-Bootstrap's point estimate)."""
+    out = {}
+    t1 = pd.read_csv(results / "tables/table1.csv")
+    metric = TASKS[task].metrics[0]
+    v = t1[(t1.task == task) & (t1.metric == metric)].set_index("variant")["value"]
+    out["kovaleva_table1_pretrained"] = v["finetuned"] - v["pretrained"]
+    if "random-finetuned" in v:
+        out["kovaleva_table1_random"] = v["finetuned"] - v["random-finetuned"]
+    cos = _pooled(results, f"stats/{task}/cosine{{tag}}.csv")
+    last = cos.layer >= cos.layer.max() - 1
+    out["kovaleva_cosine_last_layers"] = cos.loc[last, "mean"].mean() - cos.loc[~last, "mean"].mean()
+    n = _pooled(results, f"stats/{task}/finetuned{{tag}}/norms.csv")
+    if n is not None:
+        n = n[n.category.isin(["cls", "sep"]) & n["head"].notna()]
+        per_head = n.groupby(["_seed", "layer", "head", "measure"])["mean"].sum().unstack()
+        out["kobayashi_specials_norm"] = per_head["weight_share"].mean() - per_head["norm_share"].mean()
+    f = _pooled(results, f"stats/{task}/finetuned{{tag}}/faithfulness.csv")
+    if f is not None:
+        f = f[f.importance == "ablation"].groupby("view")["mean"].mean()
+        out["abnar_rollout_raw"] = f["rollout"] - f["raw"]
+        out["abnar_flow_raw"] = f["flow"] - f["raw"]
+    return out
+
+
+def check_ledger(results: Path, tasks: list[str]) -> pd.DataFrame:
+    """claims.csv's fixed effects equal their recomputation (1e-9), every verdict follows the rule, p_holm is Holm's
+    over the ledger, and every claim of the registry has one row per task."""
+    from statsmodels.stats.multitest import multipletests
+
+    from bertology.analyses import REGISTRY
+
+    ledger = pd.read_csv(results / "claims.csv")
+    assert len(ledger) == len(REGISTRY.claims()) * len(tasks)
+    for task in tasks:
+        rows = ledger[ledger.task == task].set_index("claim")
+        for claim, value in recomputed_effects(results, task).items():
+            got = rows.loc[claim, "effect"]
+            assert abs(got - value) <= 1e-9 or (math.isnan(got) and math.isnan(value)), (claim, task, got, value)
+    for r in ledger.itertuples():
+        if r.verdict == "not computed":
+            assert isinstance(r.note, str) and r.note
+            continue
+        assert r.verdict == verdict(r.ci_low, r.ci_high, side=r.side, null=r.null), r
+        if math.isfinite(r.ci_low):
+            assert r.ci_low <= r.ci_high
+    p = ledger["p"].to_numpy(float)
+    ok = np.isfinite(p)
+    np.testing.assert_allclose(ledger["p_holm"].to_numpy(float)[ok], multipletests(p[ok], method="holm")[1])
+    return ledger

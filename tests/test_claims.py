@@ -1,0 +1,401 @@
+"""The claims ledger (bertology.claims): every registered claim on tables where it holds by construction, where it
+is contradicted by construction and where n is too small to decide; the verdict rule, Holm, not computed, the
+per-seed verdicts and the findings view. Adding a claim to the registry means adding its case to CASES."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bertology.claims.ledger import (
+    build_ledger,
+    evaluate,
+    findings_view,
+    required_inputs,
+    to_markdown,
+)
+from bertology.claims.stats import Boot, bootstrap, holm, verdict
+from bertology.analyses import REGISTRY
+
+BOOT = Boot(resamples=300, confidence=0.95, seed=0)
+
+
+def grid(layers: int, heads: int) -> pd.DataFrame:
+    l, h = np.meshgrid(np.arange(layers), np.arange(heads), indexing="ij")
+    return pd.DataFrame({"layer": l.ravel(), "head": h.ravel()})
+
+
+def jitter(n: int, scale: float = 0.01, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).uniform(-scale, scale, n)
+
+
+# ---------------------------------------------------------------------------------------------- table builders
+
+
+def patterns(het: float, layers=4, heads=4):
+    g = grid(layers, heads)
+    f = het + jitter(len(g))
+    rows = [g.assign(**{"class": "heterogeneous", "fraction": f}), g.assign(**{"class": "vertical", "fraction": 1 - f})]
+    overall = pd.DataFrame({"layer": -1, "head": -1, "class": ["heterogeneous", "vertical"], "fraction": [0.5, 0.5]})
+    return {"patterns": pd.concat(rows + [overall], ignore_index=True).assign(n=10)}  # the overall row is no head
+
+
+def scores(task, fine, base, variant):
+    one = lambda v, name: pd.DataFrame({"task": [task], "variant": [name], "metrics.accuracy": [v]})
+    return {"score_finetuned": one(fine, "finetuned"), f"score_{variant}": one(base, variant)}
+
+
+def table1(diffs, variant="pretrained"):
+    fine = [0.6 + d for d in diffs]
+    t1 = pd.DataFrame({"task": "rte", "variant": ["finetuned", variant], "metric": "accuracy",
+                       "value": [float(np.mean(fine)), 0.6], "n": 100})
+    return [{"table1": t1, **scores("rte", f, 0.6, variant)} for f in fine]
+
+
+def cosine(last_low: bool, layers=6, heads=4):
+    g = grid(layers, heads)
+    last = g["layer"] >= layers - 2
+    mean = np.where(last == last_low, 0.3, 0.9) + jitter(len(g))
+    return {"cosine": g.assign(mean=mean, std=0.1, n=10)}
+
+
+def features(values: dict, layers=6, heads=4, trend=None):
+    g = grid(layers, heads)
+    rows = []
+    for feature, v in values.items():
+        m = v(g["layer"].to_numpy()) if callable(v) else np.full(len(g), v)
+        rows.append(g.assign(feature=feature, mean=m + jitter(len(g), 0.001, seed=len(rows)), std=0.0, n=5))
+    return {"features": pd.concat(rows, ignore_index=True)}
+
+
+def cls_table(sep: float, other: float, heads=12, layer=5):
+    g = grid(1, heads).assign(layer=layer)
+    rows = [g.assign(feature=f, mean=v + jitter(len(g), 0.001, seed=i), std=0.0, n=5)
+            for i, (f, v) in enumerate((("sep", sep), ("cls", other), ("noun", other / 2), ("punctuation", other)))]
+    return {"cls": pd.concat(rows, ignore_index=True)}
+
+
+def disabling(delta, low, high, table="heads"):
+    g = grid(2, 2)
+    t = g.assign(metric="accuracy", value=0.7, baseline=0.7, delta=[delta, delta - 0.05, delta - 0.1, delta - 0.2],
+                 ci_low=[low, -0.2, -0.2, -0.3], ci_high=[high, 0.0, 0.0, -0.1], p_value=0.01, p_adj=0.04,
+                 significant=False, test="paired_bootstrap", n=100)
+    heads = t
+    if table == "layers":
+        t = t.groupby("layer", as_index=False).first().drop(columns="head")
+    return {table: t, "heads": heads}
+
+
+def sieve(roles_by_layer, layers=6, heads=4, means=None):
+    """roles_by_layer(layer) -> set of assigned roles; means(role, layer, head) -> mean bias."""
+    g = grid(layers, heads)
+    rows = []
+    for role in ("local", "prev_local", "next_local", "delimiter", "cls", "sep", "nsubj", "syntactic"):
+        assigned = [role in roles_by_layer(l) for l in g["layer"]]
+        mean = [means(role, l, h) if means else 1.0 for l, h in zip(g["layer"], g["head"])]
+        rows.append(g.assign(role=role, n=10, mean=mean, std=1.0, t=0.0, p_value=0.5, assigned=assigned, tau=3.0))
+    return pd.concat(rows, ignore_index=True)
+
+
+def entropy(lower_broad: bool, layers=6, heads=4):
+    g = grid(layers, heads)
+    first = g["layer"] < 2
+    rel_ = np.where(first == lower_broad, 0.95, 0.4) + jitter(len(g))
+    rows = [g.assign(feature="all", mean=2.0 * rel_), g.assign(feature="uniform", mean=2.0)]
+    return {"entropy": pd.concat(rows, ignore_index=True).assign(std=0.1, n=10)}
+
+
+def parser(acc, n, relation="nsubj"):
+    g = grid(2, 2)
+    t = g.assign(relation=relation, direction="dep_to_head", accuracy=[acc, acc / 2, acc / 3, acc / 4], n=n,
+                 baseline_offset=1, baseline_accuracy=0.4)
+    return {"parser": t}
+
+
+def pruning(diff: float, fractions=(0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)):
+    rows = []
+    for f in fractions:
+        base = 0.8 - 0.3 * f
+        rows.append({"order": "importance", "seed": np.nan, "fraction": f, "metric": "accuracy",
+                     "value": base + (diff if 0 < f < 1 else 0.0) + jitter(1, 0.001, seed=int(f * 10))[0]})
+        for s in (1, 2):
+            rows.append({"order": "random", "seed": s, "fraction": f, "metric": "accuracy", "value": base})
+    return {"pruning": pd.DataFrame(rows).assign(n_pruned=0, mode="zero")}
+
+
+def pruning_share(keep_until: float):
+    rows = [{"order": "importance", "seed": np.nan, "fraction": f, "metric": "accuracy",
+             "value": 0.8 if f <= keep_until + 1e-9 else 0.5} for f in np.round(np.arange(0, 1.01, 0.1), 1)]
+    return {"pruning": pd.DataFrame(rows).assign(n_pruned=0, mode="zero")}
+
+
+def norms(gap: float, layers=4, heads=4):
+    g = grid(layers, heads)
+    rows = []
+    for cat in ("cls", "sep", "other"):
+        w = 0.3 + (gap if cat != "other" else -2 * gap) / 2
+        rows.append(g.assign(category=cat, measure="weight_share", mean=w + jitter(len(g), 0.005)))
+        rows.append(g.assign(category=cat, measure="norm_share", mean=np.full(len(g), 0.3)))
+    return {"norms": pd.concat(rows, ignore_index=True).assign(std=0.1, n=10)}
+
+
+def mixing(ratio: float, layers=6):
+    return {"mixing": pd.DataFrame({"layer": np.arange(layers), "measure": "attnres_n",
+                                    "mean": ratio + jitter(layers), "std": 0.1, "n": 10})}
+
+
+def faithfulness(gain: float, examples=30, view="rollout"):
+    rng = np.random.default_rng(1)
+    raw = rng.uniform(0.0, 0.3, examples)
+    ex = pd.concat([pd.DataFrame({"example_idx": np.arange(examples), "view": "raw", "importance": "ablation", "rho": raw}),
+                    pd.DataFrame({"example_idx": np.arange(examples), "view": view, "importance": "ablation",
+                                  "rho": raw + gain + rng.uniform(-0.02, 0.02, examples)})])
+    summary = ex.groupby(["view", "importance"], as_index=False)["rho"].mean().rename(columns={"rho": "mean"})
+    return {"faithfulness": summary, "faithfulness_examples": ex}
+
+
+MID = lambda l: l in (2, 3)
+two = lambda roles: lambda l: roles
+
+
+def _sieve_cases():
+    multi = lambda cond: lambda l: {"local", "nsubj"} if cond(l) else set()
+    delim = lambda cond: lambda l: {"delimiter"} if cond(l) else set()
+    loc = lambda sign: (lambda role, l, h: (l * 4 + h) * (sign if role == "syntactic" else 1.0)
+                        + (0.5 * ((l * 7 + h * 3) % 5) if role == "syntactic" else 0.0))
+    pre = sieve(lambda l: set(), means=lambda r, l, h: 5.0)
+    fin = lambda final_lower: sieve(lambda l: set(), means=lambda r, l, h: (2.0 if (l >= 4) == final_lower else 5.0)
+                                    + 0.01 * h)
+    return {
+        "pande_local_syntactic": ([{"sieve": sieve(two(set()), means=loc(1.0))}],
+                                  [{"sieve": sieve(two(set()), means=loc(-1.0))}],
+                                  [{"sieve": sieve(two(set()), layers=1, heads=2, means=loc(1.0))}]),
+        "pande_multiskilled_middle": ([{"sieve": sieve(multi(MID))}], [{"sieve": sieve(multi(lambda l: not MID(l)))}],
+                                      [{"sieve": sieve(multi(MID), layers=3, heads=1)}]),
+        "pande_delimiter_last": ([{"sieve": sieve(delim(lambda l: l >= 4))}], [{"sieve": sieve(delim(lambda l: l < 2))}],
+                                 [{"sieve": sieve(delim(lambda l: l >= 4), layers=3, heads=1)}]),
+        "pande_delimiter_delta_final": ([{"sieve": fin(True), "sieve_pretrained": pre}],
+                                        [{"sieve": fin(False), "sieve_pretrained": pre}],
+                                        [{"sieve": sieve(two(set()), layers=3, heads=1), "sieve_pretrained":
+                                          sieve(two(set()), layers=3, heads=1)}]),
+    }
+
+
+WORDS = {"noun": 0.05, "verb": 0.04, "pronoun": 0.03, "subject": 0.02, "object": 0.02, "negation": 0.01}
+
+#: claim id -> (tables where it holds, where it is contradicted, where n is too small); one mapping per seed
+CASES = {
+    "kovaleva_patterns_repeat": ([patterns(0.1)], [patterns(0.9)], [patterns(0.1, layers=1, heads=2)]),
+    "kovaleva_table1_pretrained": (table1([0.2, 0.25, 0.3]), table1([-0.2, -0.25, -0.3]), table1([0.2])),
+    "kovaleva_table1_random": (table1([0.2, 0.25, 0.3], "random-finetuned"), table1([-0.2, -0.25, -0.3], "random-finetuned"),
+                               table1([0.2], "random-finetuned")),
+    "kovaleva_cosine_last_layers": ([cosine(True)], [cosine(False)], [cosine(True, layers=2, heads=1)]),
+    "kovaleva_special_tokens": ([features({"cls": 0.5, "sep": 0.6, **WORDS})],
+                                [features({"cls": 0.01, "sep": 0.01, **{k: 0.3 for k in WORDS}})],
+                                [features({"cls": 0.5, "sep": 0.6, **WORDS}, layers=1, heads=2)]),
+    "kovaleva_cls_early_sep_late": ([features({"cls": lambda l: 0.6 - 0.1 * l, "sep": lambda l: 0.1 * l})],
+                                    [features({"cls": lambda l: 0.1 * l, "sep": lambda l: 0.6 - 0.1 * l})],
+                                    [features({"cls": lambda l: 0.6 - 0.1 * l, "sep": lambda l: 0.1 * l}, layers=2, heads=1)]),
+    "clark_sep_middle": ([features({"sep": lambda l: np.where(MID(l) if np.ndim(l) == 0 else np.isin(l, [2, 3]), 0.5, 0.1)})],
+                         [features({"sep": lambda l: np.where(np.isin(l, [2, 3]), 0.1, 0.5)})],
+                         [features({"sep": lambda l: np.where(np.isin(l, [1]), 0.5, 0.1)}, layers=3, heads=1)]),
+    "kovaleva_cls_to_sep": ([cls_table(0.6, 0.1)], [cls_table(0.1, 0.6)], [cls_table(0.6, 0.1, heads=2)]),
+    "clark_broad_lower": ([entropy(True)], [entropy(False)], [entropy(True, layers=3, heads=1)]),
+    "clark_parser_nsubj": ([parser(0.9, 200)], [parser(0.1, 200)], [parser(0.9, 5)]),
+    "clark_parser_obj": ([parser(0.9, 200, "obj")], [parser(0.1, 200, "obj")], [parser(0.9, 5, "obj")]),
+    "clark_parser_det": ([parser(0.9, 200, "det")], [parser(0.1, 200, "det")], [parser(0.9, 5, "det")]),
+    "kovaleva_disable_head": ([disabling(0.03, 0.01, 0.05)], [disabling(-0.05, -0.08, -0.02)],
+                              [disabling(0.01, -0.02, 0.04)]),
+    "kovaleva_disable_layer": ([disabling(0.03, 0.01, 0.05, "layers")], [disabling(-0.05, -0.08, -0.02, "layers")],
+                               [disabling(0.01, -0.02, 0.04, "layers")]),
+    "michel_importance_order": ([pruning(0.1)], [pruning(-0.1)], [pruning(0.1, fractions=(0.0, 0.5, 1.0))]),
+    "michel_prunable_share": ([pruning_share(0.3), pruning_share(0.4), pruning_share(0.3)],
+                              [pruning_share(0.0)] * 3, [pruning_share(0.3)]),
+    "kobayashi_specials_norm": ([norms(0.2)], [norms(-0.2)], [norms(0.2, layers=1, heads=2)]),
+    "kobayashi_mixing_residual": ([mixing(0.2)], [mixing(0.8)], [mixing(0.2, layers=2)]),
+    "abnar_rollout_raw": ([faithfulness(0.3)], [faithfulness(-0.3)], [faithfulness(0.3, examples=2)]),
+    "abnar_flow_raw": ([faithfulness(0.3, view="flow")], [faithfulness(-0.3, view="flow")],
+                       [faithfulness(0.3, examples=2, view="flow")]),
+    **_sieve_cases(),
+}
+
+CLAIMS = {c.id: c for c in REGISTRY.claims()}
+
+
+def test_every_registered_claim_has_its_case():
+    assert set(CLAIMS) == set(CASES), "add the new claim's tables to CASES (holds, contradicted, n too small)"
+    assert len(CLAIMS) == len(REGISTRY.claims()), "claim ids must be unique"
+
+
+@pytest.mark.parametrize("claim_id", sorted(CASES))
+def test_claim_holds_contradicted_and_too_small(claim_id):
+    claim = CLAIMS[claim_id]
+    holds, contradicted, small = CASES[claim_id]
+    seeds = lambda t: list(range(1, len(t) + 1))
+    got = [evaluate(claim, "rte", t, BOOT, seeds(t)) for t in (holds, contradicted, small)]
+    assert [g["verdict"] for g in got] == ["holds", "contradicted", "inconclusive"], got
+    for g in got[:2]:
+        assert math.isfinite(g["effect"]) and g["test"] and g["n"] > 0
+        assert g["ci_low"] <= g["ci_high"]
+    # the side of the effect follows the verdict
+    sign = 1 if claim.side == ">" else -1
+    assert sign * (got[0]["effect"] - claim.null) > 0 > sign * (got[1]["effect"] - claim.null)
+    if math.isfinite(got[0]["p"]):
+        assert got[0]["p"] < 0.5 and got[0]["p"] < got[1]["p"] or not math.isfinite(got[1]["p"])
+
+
+def test_verdict_rule():
+    assert verdict(0.1, 0.3, side=">", null=0.0) == "holds"
+    assert verdict(-0.3, -0.1, side=">", null=0.0) == "contradicted"
+    assert verdict(-0.1, 0.3, side=">", null=0.0) == "inconclusive"
+    assert verdict(0.0, 0.3, side=">", null=0.0) == "inconclusive"  # touching the null decides nothing
+    assert verdict(-0.3, -0.1, side="<", null=0.0) == "holds"
+    assert verdict(0.6, 0.7, side="<", null=0.5) == "contradicted"
+    assert verdict(float("nan"), float("nan"), side=">", null=0.0) == "inconclusive"
+    with pytest.raises(ValueError):
+        verdict(0, 1, side="=", null=0)
+
+
+def test_holm_matches_statsmodels_and_keeps_nan():
+    from statsmodels.stats.multitest import multipletests
+
+    p = np.array([0.01, np.nan, 0.04, 0.03, 0.5])
+    got = holm(p)
+    ok = np.isfinite(p)
+    assert np.isnan(got[1])
+    np.testing.assert_allclose(got[ok], multipletests(p[ok], method="holm")[1])
+    np.testing.assert_allclose(got[ok], [0.04, 0.09, 0.09, 0.5])
+
+
+def test_bootstrap_one_seed_and_multibootstrap():
+    units = [pd.DataFrame({"x": np.arange(10, dtype=float)})]
+    est, low, high, n = bootstrap(units, lambda t: t["x"].mean(), BOOT)
+    assert est == 4.5 and n == 10 and low < est < high
+    # two seeds: the estimate pools them; the interval is wider than one seed's when the seeds disagree
+    seeds = [pd.DataFrame({"x": np.arange(10.0)}), pd.DataFrame({"x": np.arange(10.0) + 5})]
+    est2, low2, high2, _ = bootstrap(seeds, lambda t: t["x"].mean(), BOOT)
+    assert est2 == 7.0 and (high2 - low2) > (high - low)
+    # n too small: no interval
+    assert all(math.isnan(v) for v in bootstrap([units[0].head(2)], lambda t: t["x"].mean(), BOOT)[1:3])
+
+
+def test_per_seed_verdicts_and_findings_view():
+    claim = CLAIMS["kovaleva_cosine_last_layers"]
+    tables = [cosine(True), cosine(True), cosine(False)]
+    row = evaluate(claim, "rte", tables, BOOT, [1, 2, 3])
+    assert row["seed_verdicts"] == "holds;holds;contradicted" and row["seeds"] == "1;2;3" and row["n_seeds"] == 3
+    assert row["seeds_agree"] == sum(v == row["verdict"] for v in row["seed_verdicts"].split(";"))
+    view = findings_view(pd.DataFrame([row]), "rte")
+    assert view.loc[0, "holds"] == "1;1;0" and view.loc[0, "verdict"] == "most" and view.loc[0, "holding"] == 2
+
+
+def _write(results, rel, frame):
+    path = results / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(path, index=False)
+
+
+def test_ledger_not_computed_names_the_key_and_holm_spans_the_run(tmp_path):
+    results = tmp_path / "results"
+    _write(results, "stats/rte/cosine.csv", cosine(True)["cosine"])
+    _write(results, "stats/rte/finetuned/patterns.csv", patterns(0.1)["patterns"])
+    _write(results, "stats/rte/pretrained/mixing.csv", mixing(0.2)["mixing"])
+    ledger = build_ledger(results, REGISTRY.claims(), ["rte"], [42], BOOT, off={"analysis.norms.enabled"},
+                          order=[s.key for s in REGISTRY.report_sections()])
+    assert len(ledger) == len(REGISTRY.claims())
+    rows = ledger.set_index("claim")
+    assert rows.loc["kovaleva_cosine_last_layers", "verdict"] == "holds"
+    assert rows.loc["kovaleva_patterns_repeat", "verdict"] == "holds"
+    mixing_row = rows.loc["kobayashi_mixing_residual"]  # on disk, but its key is off in this run
+    assert mixing_row["verdict"] == "not computed" and "analysis.norms.enabled" in mixing_row["note"]
+    assert "ablation" in rows.loc["kovaleva_disable_head", "note"]
+    p = ledger["p"].to_numpy(float)
+    np.testing.assert_allclose(ledger["p_holm"].to_numpy(float), holm(p), equal_nan=True)
+    assert ledger["claim"].iloc[0].startswith("kovaleva_table1")  # the report's order: Table 1 first
+    md = to_markdown(ledger, 0.95)
+    assert "| kovaleva_cosine_last_layers | rte | finetuned | holds |" in md
+
+
+def test_required_inputs_per_seed_and_gates():
+    paths = required_inputs(REGISTRY.claims(), ["rte"], ["", "-seed43"], off={"analysis.norms.enabled"})
+    assert "stats/rte/cosine.csv" in paths and "stats/rte/cosine-seed43.csv" in paths
+    assert "stats/rte/finetuned-seed43/patterns.csv" in paths
+    assert "stats/rte/pretrained/entropy.csv" in paths and "stats/rte/pretrained-seed43/entropy.csv" not in paths
+    assert not any(p.endswith(("norms.csv", "faithfulness.csv")) for p in paths)
+    assert "scores/rte/random-finetuned-seed43.json" in paths and "tables/table1.csv" in paths
+
+
+def test_report_opens_with_the_ledger(tmp_path):
+    from bertology.config import validate_config
+    from bertology.report import build_report
+
+    results = tmp_path / "results"
+    _write(results, "stats/rte/cosine.csv", cosine(True)["cosine"])
+    _write(results, "stats/rte/finetuned/patterns.csv", patterns(0.9)["patterns"])
+    ledger = build_ledger(results, REGISTRY.claims(), ["rte"], [42], BOOT, order=[s.key for s in REGISTRY.report_sections()])
+    _write(results, "claims.csv", ledger)
+    fig = results / "figures" / "cosine-rte.png"
+    fig.parent.mkdir(parents=True)
+    fig.write_bytes(b"\x89PNG\r\n\x1a\n")
+    page = build_report(results, validate_config({}), ["claims.csv", "figures/cosine-rte.png"])
+    claims_at, table1_at = page.index('<section id="claims">'), page.index('<section id="table1">')
+    assert claims_at < table1_at and page.index('href="#claims"') < page.index('href="#table1"')
+    section = page[claims_at:table1_at]
+    assert 'class="v v-holds">holds<' in section and 'class="v v-contradicted">contradicted<' in section
+    assert 'class="v v-not-computed">not computed' in section and "analysis.norms.enabled" in section
+    row = section[section.index('id="claim-kovaleva_cosine_last_layers-rte"'):]
+    row = row[:row.index("</tr>")]
+    assert 'href="#cosine"' in row and 'href="#fig-cosine-rte"' in row and 'id="fig-cosine-rte"' in page
+    r = ledger.set_index("claim").loc["kovaleva_cosine_last_layers"]
+    assert f"{r['effect']:.3g} [{r['ci_low']:.3g}, {r['ci_high']:.3g}]" in row
+    assert "last two layers on every task but QQP" in row  # the paper's figure beside ours
+
+
+def test_every_claim_is_documented_with_its_sentence(repo):
+    text = (repo / "docs" / "reference.md").read_text()
+    block = text[text.index("<!-- claims:begin -->"):text.index("<!-- claims:end -->")]
+    for c in REGISTRY.claims():
+        line = next((l for l in block.splitlines() if l.startswith(f"| `{c.id}` |")), None)
+        assert line is not None, f"docs/reference.md#claims lacks {c.id}"
+        assert c.sentence and c.sentence.replace("|", "\\|") in line and c.statistic in line
+
+
+def test_claims_step_writes_the_ledger_and_logs_it_to_the_parent_run(tmp_path, monkeypatch):
+    """`bertology claims`: claims.csv and claims.md from the declared tables; the parent MLflow run of the invocation
+    gets claims.{claim}.{task} = effect, tag claim.{claim}.{task} = verdict and the ledger as artifacts."""
+    import mlflow
+
+    from bertology import tracking
+    from bertology.cli import STEPS, main
+    from bertology.config import sections_json, validate_config
+
+    monkeypatch.chdir(tmp_path)
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "t")
+    monkeypatch.setenv(tracking.INVOCATION_ENV, "inv-claims")
+    tracking.init_store()
+    tracking.parent_run_id("inv-claims")
+    results = tmp_path / "results"
+    _write(results, "stats/rte/cosine.csv", cosine(True)["cosine"])
+    _write(results, "stats/rte/finetuned/patterns.csv", patterns(0.9)["patterns"])
+    config = validate_config({"tasks": ["rte"], "analysis": {"claims": {"bootstrap": 50}}})
+    argv = ["claims", "--config", sections_json(config, STEPS["claims"].sections),
+            "--input", f"tables={results}/stats/rte/cosine.csv", "--input", f"tables={results}/stats/rte/finetuned/patterns.csv",
+            "--output", f"ledger={results}/claims.csv", "--output", f"markdown={results}/claims.md"]
+    assert main(argv) == 0
+    ledger = pd.read_csv(results / "claims.csv").set_index("claim")
+    assert ledger.loc["kovaleva_cosine_last_layers", "verdict"] == "holds"
+    assert ledger.loc["kovaleva_patterns_repeat", "verdict"] == "contradicted"
+    assert ledger.loc["kovaleva_table1_pretrained", "verdict"] == "not computed"
+    client = mlflow.MlflowClient(uri)
+    exp = client.get_experiment_by_name("t")
+    (parent,) = client.search_runs([exp.experiment_id], filter_string="tags.`bertology.kind` = 'workflow'")
+    assert parent.data.metrics["claims.kovaleva_cosine_last_layers.rte"] == pytest.approx(
+        ledger.loc["kovaleva_cosine_last_layers", "effect"], rel=1e-12)
+    assert parent.data.tags["claim.kovaleva_patterns_repeat.rte"] == "contradicted"
+    assert parent.data.tags["claim.kovaleva_table1_pretrained.rte"] == "not computed"
+    assert {a.path for a in client.list_artifacts(parent.info.run_id)} >= {"claims.csv", "claims.md"}
