@@ -244,6 +244,7 @@ QUEUED_JOB = textwrap.dedent("""
         tracker.metrics({"loss": 0.25, "acc": 0.75}, step=2)
         tracker.tags({"device": "cpu"})
         tracker.artifact(sys.argv[1], "tables")
+        tracker.on_parent().metrics({"ledger_claims": 4.0})  # what a step records on the invocation's run
         if sys.argv[2] == "kill":
             import os
             os._exit(9)  # killed before its end: nothing after this runs
@@ -265,8 +266,9 @@ def test_a_queued_job_imports_no_mlflow_and_the_workflow_end_sends_its_run(store
     if fate == "ends":
         assert proc.returncode == 0, proc.stderr
         assert proc.stdout.strip() == "[]"  # neither mlflow nor torch/transformers in the job
-    (record,) = tracking.pending_records()
-    assert json.loads(record.read_text())["queued"] is True
+    records = [json.loads(p.read_text()) for p in tracking.pending_records()]
+    assert [r["kind"] for r in records] == (["job", "workflow"] if fate == "ends" else ["job"])
+    assert all(r["queued"] is True for r in records)
     client = mlflow.MlflowClient(store)
     exp = client.get_experiment_by_name("t").experiment_id
     assert client.search_runs([exp], filter_string="tags.rule = 'sieve'") == []  # nothing sent by the job
@@ -277,6 +279,8 @@ def test_a_queued_job_imports_no_mlflow_and_the_workflow_end_sends_its_run(store
     assert "bertology.replayed" not in run.data.tags and run.data.params["analysis.tau"] == "3.0"
     assert run.info.start_time >= t0 and run.info.start_time <= int(time.time() * 1000)
     if fate == "ends":
+        parent = client.get_run(tracking.parent_run_id("inv-1", create=False))
+        assert parent.data.metrics["ledger_claims"] == 4.0 and parent.info.status == "FINISHED"
         assert run.info.status == "FINISHED" and run.data.tags["device"] == "cpu"
         assert [(m.step, m.value) for m in client.get_metric_history(run.info.run_id, "loss")] == [(1, 0.5), (2, 0.25)]
         assert [a.path for a in client.list_artifacts(run.info.run_id, "tables")] == ["tables/table.csv"]
