@@ -31,7 +31,7 @@ run: install
 
 # `make test` runs every test but the end-to-end ones marked `slow` (whole Snakemake runs, training, real
 # servers, timeouts); `make test-slow` runs those; `make test-all` both in one run. CI (.ci/run) runs
-# `make test`, then `make test-slow`.
+# `make lint`, `make test`, then `make test-slow`.
 # The tests run on pytest-xdist workers (TEST_WORKERS, one per logical CPU): whole test files go to the
 # workers, the longest first (tests/conftest.py orders them), so module fixtures are built once.
 # TEST_WORKERS=0 runs them in one process; PYTEST_ARGS adds pytest options (PYTEST_ARGS='-k store').
@@ -56,7 +56,10 @@ test-cluster: install
 	$(BIN)/python -m pip install -q -c constraints.txt -e '.[test,cluster]'
 	PATH=$(abspath $(BIN)):$$PATH bash tests/cluster/run.sh
 
+# `make lint`: ruff's small bug-catching rule set (pyproject.toml [tool.ruff.lint]; CONTRIBUTING.md "Lint") over
+# every Python file of the repository, then Snakemake's own lint of the workflow.
 lint: install
+	$(BIN)/ruff check
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/snakemake --lint
 
 dryrun-slurm: install

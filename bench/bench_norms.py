@@ -16,7 +16,9 @@ Speed is reported as eager time / other time (1.0 = free; extraction's target is
 Per example, on the first --per-example examples (one at a time, after the batched forward): raw, rollout,
 flow (networkx max flow per token), the mixing decomposition of every layer, ablation importance (one
 forward per --ablation-batch ablated copies) and input x gradient, on MiniLM with a classification head
-(untrained: the cost is the same as a fine-tuned one's).
+(untrained: the cost is the same as a fine-tuned one's); and the newer mixing views (docs/reference.md#newer-mixing-views)
+from the classifier's forward: ALTI, GlobEnc, DecompX (through the head), Value Zeroing (one intact forward plus
+one forward of n copies per layer), and AOPC of one view (5 masked copies).
 
     PYTHONPATH=src .venv/bin/python bench/bench_norms.py --examples 128 --per-example 8
 
@@ -128,6 +130,39 @@ def per_example(model, clf, tok, df, n: int, ablation_batch: int, max_length: in
     return res
 
 
+def mixing_per_example(clf, tok, df, n: int, ablation_batch: int, max_length: int) -> dict[str, float]:
+    """Seconds per example of ALTI, GlobEnc, DecompX, Value Zeroing and one view's AOPC (classifier, batch 1)."""
+    import torch
+
+    from bertology.norms import faithful as ff
+    from bertology.norms import mixviews as mv
+    from bertology.norms.analysis import encode_frame
+    from bertology.norms.tokens import TokenKinds
+    from bertology.norms.values import Capture
+
+    enc = encode_frame(tok, df.iloc[:n], max_length)
+    kinds = TokenKinds(tok)
+    parts, head = mv.layer_parts(clf), mv.head_linears(clf)
+    secs: dict[str, float] = dict.fromkeys((*mv.VIEWS, "capture_forward", "aopc"), 0.0)
+    for r in range(n):
+        ids = torch.from_numpy(enc.input_ids[r])
+        tts = torch.from_numpy(enc.token_type_ids[r])
+        mask = torch.ones_like(ids)
+        inputs = {"input_ids": ids[None], "attention_mask": mask[None], "token_type_ids": tts[None]}
+        t0 = time.perf_counter()
+        with torch.no_grad(), Capture(clf, vectors=True, norms=False) as cap, mv.PartsCapture(clf, parts, head) as pc:
+            out = clf(**inputs, output_attentions=True)
+            secs["capture_forward"] += time.perf_counter() - t0
+            ev = mv.example_views(clf, parts, head, cap, pc, out.attentions, 0, len(ids), out.logits[0], secs)
+        mv.value_zeroing_view(clf, parts, inputs, secs)
+        ordinary = np.flatnonzero(kinds.categories(enc.input_ids[r][None], np.array([len(ids)]))[0] >= 2)
+        t0 = time.perf_counter()
+        ff.aopc(clf, ids, mask, {"alti": ff.top_first(ev.scores["alti"], ordinary)}, ff.replacement_token_id(tok),
+                batch_size=ablation_batch, token_type_ids=tts)
+        secs["aopc"] += time.perf_counter() - t0
+    return {f"{k}_s_per_example": v / n for k, v in secs.items()}
+
+
 def main() -> None:
     import torch
 
@@ -156,6 +191,7 @@ def main() -> None:
             times[mode].append(timed_pass(model, data, mode))
     clf = load_encoder(path, classifier=True)
     pe = per_example(model, clf, tok, df, args.per_example, args.ablation_batch, args.max_length)
+    pe.update(mixing_per_example(clf, tok, df, args.per_example, args.ablation_batch, args.max_length))
     load_after = os.getloadavg()
     res = {"examples": len(df), "batch_size": args.batch_size, "threads": args.threads, "repeats": args.repeats,
            "load_before": load_before, "load_after": load_after,

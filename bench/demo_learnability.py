@@ -15,7 +15,6 @@ and evaluates with bertology.training, as the train_model and score rules do (Ta
 from __future__ import annotations
 
 import argparse
-import re
 import time
 
 import numpy as np

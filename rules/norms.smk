@@ -1,10 +1,13 @@
 # Beyond attention weights (steps: bertology.steps.norms; docs/reference.md#norms):
 #   results/stats/{task}/{variant}/norms.csv mixing.csv token_scores.parquet   value norms (Kobayashi et al. 2020),
 #       context mixing (Kobayashi et al. 2021), raw/norm/rollout/flow token views (Abnar & Zuidema 2020): one pass
-#       of each variant over analysis.norms.examples of the attention sample (flow on analysis.flow.examples)
+#       of each variant over analysis.norms.examples of the attention sample (flow on analysis.flow.examples);
+#       ALTI, GlobEnc, DecompX and Value Zeroing on analysis.mixing_views.examples (token_scores.parquet, and
+#       mixing_layers.parquet: each layer's own [CLS] row)
 #   results/stats/{task}/finetuned/faithfulness.csv faithfulness_examples.csv importance.parquet   token ablation and
 #       input x gradient of the fine-tuned classifier on the flow examples; Spearman of every view with every
-#       importance per example (faithfulness_examples.csv, shown by the explorer) and summarised
+#       importance per example (faithfulness_examples.csv, shown by the explorer) and summarised, with each view's
+#       AOPC (deletion curve) against a random order; faithfulness_pairs.csv: every pair of views' paired difference
 #   results/figures/{norms,mixing,faithfulness}-{task}.png
 
 
@@ -15,6 +18,7 @@ rule norms_views:
         norms=path("variant_stat", file="norms.csv"),
         mixing=path("variant_stat", file="mixing.csv"),
         scores=path("variant_stat", file="token_scores.parquet"),
+        layers=path("variant_stat", file="mixing_layers.parquet"),
     wildcard_constraints:
         variant=STORE_VARIANT_REGEX,
     params:
@@ -43,6 +47,7 @@ rule norms_faithfulness:
     output:
         table=path("variant_stat", variant="finetuned{seedtag}", file="faithfulness.csv"),
         examples=path("variant_stat", variant="finetuned{seedtag}", file="faithfulness_examples.csv"),
+        pairs=path("variant_stat", variant="finetuned{seedtag}", file="faithfulness_pairs.csv"),
         importance=path("variant_stat", variant="finetuned{seedtag}", file="importance.parquet"),
     params:
         step=step("norms_faithfulness"),
@@ -89,6 +94,7 @@ rule norms_figures:
 
 if NORMS_ENABLED:
     TARGETS.extend(paths("variant_stat", task=TASK_NAMES, variant=STORE_VARIANTS,
-                         file=["norms.csv", "mixing.csv", "token_scores.parquet"]))
-    TARGETS.extend(paths("variant_stat", task=TASK_NAMES, variant="finetuned", file="faithfulness.csv"))
+                         file=["norms.csv", "mixing.csv", "token_scores.parquet", "mixing_layers.parquet"]))
+    TARGETS.extend(paths("variant_stat", task=TASK_NAMES, variant="finetuned",
+                         file=["faithfulness.csv", "faithfulness_pairs.csv"]))
     TARGETS.extend(paths("task_figure", name=["norms", "mixing", "faithfulness"], task=TASK_NAMES))

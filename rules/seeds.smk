@@ -29,6 +29,10 @@ rule seed_stats:
         **SEED_INPUTS,
         sieve_scores=paths("variant_stat", variant=FINETUNED_VARIANTS, file="sieve_scores.npz"),
         pretrained_scores=path("variant_stat", variant="pretrained", file="sieve_scores.npz"),
+        # the token views' faithfulness per seed (norm analyses): Multi-Bootstrap rows in multibootstrap.csv
+        faithfulness_examples=paths("variant_stat", variant=FINETUNED_VARIANTS, file="faithfulness_examples.csv")
+        if NORMS_ENABLED
+        else [],
         cosine_examples=paths("cosine_examples", seedtag=SEED_TAGS),
         ablation_examples=paths("ablation_examples", seedtag=SEED_TAGS),
     output:

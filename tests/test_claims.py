@@ -157,6 +157,17 @@ def faithfulness(gain: float, examples=30, view="rollout"):
     return {"faithfulness": summary, "faithfulness_examples": ex}
 
 
+def newer_views(gain: float, examples=30):
+    """faithfulness_examples.csv with rollout and the four newer views, the newer ones `gain` above rollout."""
+    rng = np.random.default_rng(2)
+    roll = rng.uniform(0.0, 0.3, examples)
+    parts = [pd.DataFrame({"example_idx": np.arange(examples), "view": "rollout", "importance": "ablation", "rho": roll})]
+    for view in ("alti", "globenc", "decompx", "value_zeroing"):
+        parts.append(pd.DataFrame({"example_idx": np.arange(examples), "view": view, "importance": "ablation",
+                                   "rho": roll + gain + rng.uniform(-0.02, 0.02, examples)}))
+    return {"faithfulness_examples": pd.concat(parts, ignore_index=True)}
+
+
 MID = lambda l: l in (2, 3)
 two = lambda roles: lambda l: roles
 
@@ -219,6 +230,7 @@ CASES = {
     "abnar_rollout_raw": ([faithfulness(0.3)], [faithfulness(-0.3)], [faithfulness(0.3, examples=2)]),
     "abnar_flow_raw": ([faithfulness(0.3, view="flow")], [faithfulness(-0.3, view="flow")],
                        [faithfulness(0.3, examples=2, view="flow")]),
+    "newer_beat_rollout": ([newer_views(0.3)], [newer_views(-0.3)], [newer_views(0.3, examples=2)]),
     **_sieve_cases(),
 }
 

@@ -5,7 +5,6 @@ expects and said so."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import textwrap

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from bertology.config import validate_config
+from bertology import negation as neg
 from bertology.kovaleva import cosine, features as feat
 from bertology.store import SpecialTokens
 from tests.builders.kovaleva import CLS_ID, SEP_ID, on_columns, pair_example, previous_token, single_example, uniform
@@ -31,17 +32,17 @@ def _tokens(ex, names=feat.CLS_FEATURES, n=None):
 ])
 def test_negation_is_whole_word(text, paper, extended):
     assert validate_config({})["analysis"]["features"]["negation"] == "paper"   # the paper's footnote-6 list
-    assert feat.is_negation(text, negation="paper") is paper
-    assert feat.is_negation(text, negation="extended") is extended
+    assert neg.is_negation(text, negation="paper") is paper
+    assert neg.is_negation(text, negation="extended") is extended
 
 
 def test_paper_list_is_footnote_6_exactly():
-    assert feat.PAPER_NEGATION_WORDS == {"neither", "nor", "not", "never", "none", "don't", "won't", "didn't",
-                                         "hadn't", "haven't", "can't", "isn't", "wasn't", "shouldn't", "couldn't",
-                                         "nothing", "nowhere"}
-    assert feat.PAPER_NEGATION_WORDS < feat.EXTENDED_NEGATION_WORDS
+    assert neg.PAPER_NEGATION_WORDS == {"neither", "nor", "not", "never", "none", "don't", "won't", "didn't",
+                                        "hadn't", "haven't", "can't", "isn't", "wasn't", "shouldn't", "couldn't",
+                                        "nothing", "nowhere"}
+    assert neg.PAPER_NEGATION_WORDS < neg.EXTENDED_NEGATION_WORDS
     with pytest.raises(ValueError, match="paper.*extended|extended.*paper"):
-        feat.is_negation("not", negation="long")
+        neg.is_negation("not", negation="long")
 
 
 @pytest.mark.parametrize("host, clitic, attached, paper, extended", [
@@ -57,8 +58,8 @@ def test_paper_list_is_footnote_6_exactly():
     (None, "n't", True, False, True),
 ])
 def test_contractions_count_through_their_clitic(host, clitic, attached, paper, extended):
-    assert feat.is_negation(clitic, host, negation="paper", attached=attached) is paper
-    assert feat.is_negation(clitic, host, negation="extended", attached=attached) is extended
+    assert neg.is_negation(clitic, host, negation="paper", attached=attached) is paper
+    assert neg.is_negation(clitic, host, negation="extended", attached=attached) is extended
 
 
 def test_negation_flags_read_the_host_within_example_and_segment():
@@ -67,8 +68,8 @@ def test_negation_flags_read_the_host_within_example_and_segment():
                           "start_char": [2, 0, 0, 0, 8, 10], "end_char": [5, 2, 3, 7, 10, 12]})
     # row order is not word order; example 1's second "n't" opens segment 1 (no host); "NT" is not attached,
     # the last "nt" is attached to "NT" (host "NT" + n't is no paper contraction)
-    assert feat.negation_flags(words, "paper").tolist() == [True, False, False, False, False, False]
-    assert feat.negation_flags(words, "extended").tolist() == [True, False, True, False, False, True]
+    assert neg.negation_flags(words, "paper").tolist() == [True, False, False, False, False, False]
+    assert neg.negation_flags(words, "extended").tolist() == [True, False, True, False, False, True]
 
 
 def test_word_flags_from_annotation():

@@ -78,7 +78,7 @@ def add_token_views(results: Path, task: str = "rte") -> dict[str, pd.DataFrame]
         views = {}
         for variant in ("pretrained", "finetuned"):
             for view in VIEWS[:3] + (VIEWS[3:] if k < FLOW else ()):
-                score = rng.dirichlet(np.ones(n))
+                score = rng.normal(0, 1, n) if view == "decompx" else rng.dirichlet(np.ones(n))   # DecompX: signed
                 views[view] = score
                 out[variant].append(frame(view, score))
         if k < FLOW:
@@ -134,7 +134,9 @@ def test_the_examples_with_token_views_are_the_ones_offered(views_results):
     more = load_explorer_data(results, ["rte"], examples=8, seed=3)["tasks"][0]["examples"]
     assert {e["idx"] for e in more[:len(scored)]} == set(scored) and len(more) == 8
     tv = rte["token_views"]
-    assert tv["views"] == ["raw", "norm", "rollout", "flow"] and tv["importances"] == ["ablation", "gradient"]
+    assert tv["views"] == ["raw", "norm", "rollout", "flow", "alti", "globenc", "decompx", "value_zeroing"]
+    assert tv["importances"] == ["ablation", "gradient"] and tv["signed"] == ["decompx"]
+    assert tv["mixing"] == {"pretrained": FLOW, "finetuned": FLOW}
     assert tv["missing"] == {} and tv["scored"] == {"pretrained": 6, "finetuned": 6} and tv["flow"]["finetuned"] == FLOW
     for e in exs:
         for variant in ("pretrained", "finetuned"):
@@ -227,6 +229,13 @@ def test_token_views_in_chromium(browser, views_results, tmp_path):  # noqa: F81
     assert [c for (c, _), v in zip(shown, x) if v == top] == ["rgb(128, 0, 38)"]      # the top of the scale
     assert [c for (c, _), v in zip(shown, x) if v == bottom] == ["rgb(255, 255, 255)"]  # its bottom
     assert [clipped for _, clipped in shown] == list((x > top) | (x < bottom))          # specials outside: dashed
+    # DecompX is signed: a diverging scale symmetric around 0, its largest |score| on the words at an end
+    dx = np.concatenate([_scores(tables[v], ex["idx"], "decompx") for v in ("pretrained", "finetuned")])
+    on_words = np.concatenate([words, words])
+    k = int(np.flatnonzero(on_words & (np.abs(dx) == np.abs(dx[on_words]).max()))[0])
+    shown = pg.eval_on_selector_all('#token-views .tv-cell[data-method="decompx"] .tv-tok',
+                                    "ts => ts.map(t => getComputedStyle(t).backgroundColor)")
+    assert shown[k] == ("rgb(178, 24, 43)" if dx[k] > 0 else "rgb(33, 102, 172)")
     pg.click('#tvfrom button[data-k="zero"]')  # from 0: the bottom is 0, the row's smallest word is coloured
     _wait(pg, "example")
     shown = pg.eval_on_selector_all('#token-views .tv-cell[data-method="raw"] .tv-tok',
@@ -235,7 +244,7 @@ def test_token_views_in_chromium(browser, views_results, tmp_path):  # noqa: F81
     assert [clipped for _, clipped in shown] == list(x > top)
     # hovering a token finds it in every row of both models
     pg.hover('#token-views .tv-cell[data-variant="finetuned"][data-method="rollout"] .tv-tok[data-pos="2"]')
-    assert pg.locator("#token-views .tv-tok.hl").count() == 2 * 4 + 2
+    assert pg.locator("#token-views .tv-tok.hl").count() == 2 * 8 + 2
     assert f"“{ex['tokens'][2]}”" in pg.inner_text("#tip")
     if os.environ.get("BERTOLOGY_SCREENSHOTS"):  # a directory to look at the view in
         pg.locator("#token-views").screenshot(path=str(Path(os.environ["BERTOLOGY_SCREENSHOTS"]) / "token-views.png"))
@@ -244,6 +253,8 @@ def test_token_views_in_chromium(browser, views_results, tmp_path):  # noqa: F81
     _wait(pg, "example")
     assert "not computed for this example: flow runs on a capped sample" in pg.inner_text(
         '#token-views .tv-cell[data-variant="pretrained"][data-method="flow"]')
+    assert "the newer mixing views run on a capped sample" in pg.inner_text(
+        '#token-views .tv-cell[data-variant="pretrained"][data-method="alti"]')
     assert "importance runs on the flow examples" in pg.inner_text(
         '#token-views .tv-cell[data-variant="finetuned"][data-method="ablation"]')
     # a task without token scores says why, for each model

@@ -84,3 +84,36 @@ def test_norm_scores_and_summary():
     assert raw["n"] == 2 and raw["mean"] == pytest.approx(0.3) and raw["std"] == pytest.approx(np.std([0.2, 0.4], ddof=1))
     flow = table.set_index("view").loc["flow"]
     assert 0.5 <= flow["ci_low"] <= flow["mean"] <= flow["ci_high"] <= 0.9
+
+
+def test_aopc_is_the_mean_drop_over_the_fractions_by_construction():
+    model, tok = tiny("bert")
+    model = model.double()
+    try:
+        enc = tok("the cat sat on the mat and the dog barked at it", return_tensors="pt", return_token_type_ids=True)
+        ids, mask, tt = enc["input_ids"][0], enc["attention_mask"][0], enc["token_type_ids"][0]
+        positions = np.arange(1, len(ids) - 1)                  # m = 12 ordinary tokens
+        scores = np.zeros(len(ids))
+        scores[positions] = np.arange(len(positions))[::-1]     # position 1 first, ..., the last one last
+        order = ff.top_first(scores, positions)
+        np.testing.assert_array_equal(order, positions)
+        rep = ff.replacement_token_id(tok)
+        got = ff.aopc(model, ids, mask, {"v": order, "w": order[::-1]}, rep, batch_size=3, token_type_ids=tt)
+        with torch.no_grad():
+            p = lambda x: torch.softmax(ff._forward(model, x[None], mask[None], tt[None]).logits.double(), -1)[0]
+            base = p(ids)
+            c = int(base.argmax())
+            drops = []
+            for k in (2, 3, 4, 5, 6):                           # ceil(0.1 * 12), ..., ceil(0.5 * 12)
+                x = ids.clone()
+                x[torch.as_tensor(order[:k].copy())] = rep
+                drops.append(float(base[c] - p(x)[c]))
+        assert got["v"] == pytest.approx(np.mean(drops), abs=1e-12)
+        assert got["v"] != pytest.approx(got["w"], abs=1e-9)
+    finally:
+        model.float()
+
+
+def test_top_first_puts_nan_last_and_breaks_ties_by_position():
+    s = np.array([np.nan, 1.0, 3.0, 1.0, np.nan, 2.0])
+    np.testing.assert_array_equal(ff.top_first(s, np.arange(6)), [2, 5, 1, 3, 0, 4])

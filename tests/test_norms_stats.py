@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from bertology.norms import stats as ns
@@ -92,11 +91,19 @@ def test_one_pass_views_and_faithfulness(arch):
     model, tok = tiny(arch)
     frame = generate("mrpc", "validation", 5, seed=1)
     freq = token_frequencies(tok, generate("mrpc", "train", 20, seed=2), 48)
-    res = run_views(model, tok, frame, max_length=48, batch_size=2, flow_examples=2, frequencies=freq)
+    res = run_views(model, tok, frame, max_length=48, batch_size=2, flow_examples=2, frequencies=freq,
+                    mixing_examples=3)
     L, H = model.config.num_hidden_layers, model.config.num_attention_heads
     assert list(res.scores.columns) == SCORE_COLUMNS
     counts = res.scores.groupby("method")["example_idx"].nunique().to_dict()
-    assert counts == {"raw": 5, "norm": 5, "rollout": 5, "flow": 2}
+    newer = ("alti", "globenc", "decompx", "value_zeroing")
+    # the newer mixing views on the first 3 (post-LN layers only: ModernBERT is pre-LN, and says so)
+    assert counts == {"raw": 5, "norm": 5, "rollout": 5, "flow": 2, **({} if arch == "modernbert" else
+                                                                        dict.fromkeys(newer, 3))}
+    assert (res.mixing_note is not None) == (arch == "modernbert") and res.mixing_examples == (arch != "modernbert") * 3
+    assert res.decompx_error < 1e-4                    # float32 models: DecompX's parts add up to the hidden states
+    assert len(res.layers) == (0 if arch == "modernbert" else 4 * L * res.scores[res.scores["method"] == "alti"]
+                               .shape[0])
     for method in ("raw", "rollout", "flow"):
         sums = res.scores[res.scores["method"] == method].groupby("example_idx")["score"].sum()
         np.testing.assert_allclose(sums, 1.0, rtol=1e-5)
@@ -109,7 +116,9 @@ def test_one_pass_views_and_faithfulness(arch):
     fr = run_faithfulness(model, tok, frame, res.scores, max_length=48, batch_size=8, confidence=0.95,
                           resamples=50, seed=0)
     assert fr.examples == 2
-    assert set(zip(fr.table["view"], fr.table["importance"])) == {(v, i) for v in ("raw", "norm", "rollout", "flow")
-                                                                  for i in ("ablation", "gradient")}
-    assert (fr.table["n"] <= 2).all() and len(fr.rhos) == 2 * 8
+    views = ("raw", "norm", "rollout", "flow") + (() if arch == "modernbert" else newer)
+    assert set(zip(fr.table["view"], fr.table["importance"])) == {(v, i) for v in views
+                                                                  for i in ("ablation", "gradient", "aopc")} | {
+        ("random", "aopc")}
+    assert (fr.table["n"] <= 2).all() and len(fr.rhos) == 2 * (3 * len(views) + 1)
     assert L * H > 0

@@ -8,7 +8,6 @@ default, a store variable or an output path that forgets the reference fails her
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -217,8 +216,9 @@ def _best_heads(tmp_path: Path) -> dict[str, object]:
 
 
 def _norms_tables() -> dict[str, object]:
-    from bertology.norms.analysis import SCORE_COLUMNS
+    from bertology.norms.analysis import LAYER_COLUMNS, SCORE_COLUMNS
     from bertology.norms.faithful import summarise
+    from bertology.norms.ranking import paired_differences
     from bertology.norms.stats import MixingStats, NormStats
 
     norms = NormStats(1, 1)
@@ -230,6 +230,9 @@ def _norms_tables() -> dict[str, object]:
             "stats/{task}/{variant}/token_scores.parquet": SCORE_COLUMNS,
             "stats/{task}/finetuned{seedtag}/faithfulness.csv": summarise(rhos, confidence=0.95, resamples=20, seed=0),
             "stats/{task}/finetuned{seedtag}/faithfulness_examples.csv": rhos,
+            "stats/{task}/finetuned{seedtag}/faithfulness_pairs.csv": paired_differences(
+                pd.concat([rhos, rhos.assign(view="alti")]), confidence=0.95, resamples=20, seed=0),
+            "stats/{task}/{variant}/mixing_layers.parquet": LAYER_COLUMNS,
             "stats/{task}/finetuned{seedtag}/importance.parquet": SCORE_COLUMNS}
 
 

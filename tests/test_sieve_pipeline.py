@@ -12,7 +12,7 @@ from bertology.sieve.reduce import compute_scores, run_sieve
 from bertology.sieve.scores_io import read_scores
 from bertology.store import open_store
 from tests.builders import store as store_builder
-from tests.builders.sieve import (BLOCK_HEAD, CLS_HEAD, PREV_HEAD, SEP_HEAD, STORE_CONFIG, SYN_HEAD, UNIFORM_HEAD, E, H,
+from tests.builders.sieve import (CLS_HEAD, PREV_HEAD, SEP_HEAD, STORE_CONFIG, SYN_HEAD, UNIFORM_HEAD, E, H,
                                   L, full_words, write_store)
 
 SIEVE = {"tau": 3.0, "alpha": 0.05, "correction": "none"}

@@ -242,3 +242,69 @@ def test_a_store_of_other_settings_is_refused_with_one_line(tmp_path, damaged, i
     assert run_sieve_step(damaged, tmp_path, data={"seed": 4, "max_length": 64}) == 1
     err = one_line_error(capsys)
     assert "'seed' is 3 in the store but 4 is asked" in err and "'max_length' is 40 in the store but 64" in err
+
+
+@pytest.mark.parametrize("raised", [MemoryError("out of memory"), RuntimeError("a bug of ours")])
+def test_an_error_that_is_not_corruption_keeps_its_type(damaged, monkeypatch, raised):
+    """Only what damaged bytes or metadata raise (a codec's error, a checksum that does not match, a short read)
+    says "the store is corrupt": a MemoryError, or a RuntimeError that Blosc did not raise (a decoder patched here
+    to raise it, as a bug of ours would), reaches the caller with its own type and traceback."""
+    import numcodecs
+    import zarr
+
+    def failing(self, buf, out=None):
+        raise raised
+    monkeypatch.setattr(numcodecs.Blosc, "decode", failing)
+    reads = {"read_chunk crop=True (the shard reader)": lambda: st.read_chunk(str(damaged), 4, 8, ["attention"],
+                                                                               crop=True),
+             "read_chunk (through zarr)": lambda: st.read_chunk(str(damaged), 4, 8, ["attention"], check=False),
+             "open_store (its readers)": lambda: st.open_store(damaged, check_rows=True)}
+    for what, read in reads.items():
+        with pytest.raises(type(raised)) as err:
+            read()
+        assert err.value is raised, what
+        assert any(frame.name == "failing" for frame in err.traceback), what  # the traceback reaches the raise
+    monkeypatch.undo()
+    monkeypatch.setattr(zarr, "open_group", lambda *a, **k: (_ for _ in ()).throw(raised))
+    with pytest.raises(type(raised)) as err:
+        st.read_chunk(str(damaged), 0, 4, ["length"])
+    assert err.value is raised
+    monkeypatch.undo()
+    st.read_chunk(str(damaged), 4, 8, ["attention"], crop=True)  # the store itself was never damaged
+
+
+def test_what_corruption_raises_says_corrupt(damaged):
+    """The other side: a shard file cut short (read through zarr and through the shard reader), a chunk of `length`
+    cut short, unparseable metadata are each one StoreError; Blosc's own error on garbage bytes is corruption, the
+    same type raised elsewhere is not."""
+    import numcodecs
+
+    from bertology.store.schema import damaged_bytes
+
+    try:
+        numcodecs.Blosc().decode(b"not a blosc buffer, not at all")
+    except RuntimeError as err:
+        assert damaged_bytes(err)
+    else:
+        raise AssertionError("Blosc decoded garbage")
+    try:
+        raise RuntimeError("error during blosc decompression: -1")  # the same words, not from Blosc
+    except RuntimeError as err:
+        assert not damaged_bytes(err)
+    chunk = damaged / "attention" / "c" / "1" / "0" / "0" / "0" / "0"
+    raw = chunk.read_bytes()
+    chunk.write_bytes(raw[:len(raw) // 2])  # a short file: zarr's CRC32C of the index, our own check of it
+    with pytest.raises(st.StoreError, match="cannot be decoded .*checksum.*the store is corrupt"):
+        st.read_chunk(str(damaged), 4, 8, ["attention"], check=False)
+    with pytest.raises(st.StoreError, match="shard index does not match its checksum; the store is corrupt"):
+        st.read_chunk(str(damaged), 4, 8, ["attention"], crop=True)
+    chunk.write_bytes(raw)
+    length = damaged / "length" / "c" / "1"
+    good = length.read_bytes()
+    length.write_bytes(good[:-3])
+    with pytest.raises(st.StoreError, match=r"`length` chunk 1 .*cannot be (read|decoded).*the store is corrupt"):
+        st.open_store(damaged)["length"].values
+    length.write_bytes(good)
+    (damaged / "zarr.json").write_text("{ not json")
+    with pytest.raises(st.StoreError, match="not a readable Zarr store"):
+        st.open_store(damaged)

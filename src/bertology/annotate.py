@@ -35,8 +35,8 @@ import numpy as np
 import pandas as pd
 
 from bertology.config import ConfigError
-from bertology.kovaleva.features import negation_flags
 from bertology.errors import InputError
+from bertology.negation import negation_flags
 
 
 class MissingWordsError(InputError, KeyError):

@@ -122,9 +122,9 @@ STEPS: dict[str, StepSpec] = {
     # Kobayashi et al. 2020/2021, Abnar & Zuidema 2020: value norms, mixing, token views, faithfulness
     "norms_views": StepSpec("bertology.steps.norms:norms_views",
                             ("data.short_split", "analysis.norms.examples", "analysis.norms.batch_size",
-                             "analysis.flow.examples", *EXPECT_SECTIONS),
-                            "value norms, mixing and token views of one variant -> norms.csv, mixing.csv, "
-                            "token_scores.parquet"),
+                             "analysis.flow.examples", "analysis.mixing_views", *EXPECT_SECTIONS),
+                            "value norms, mixing, token views and the newer mixing views of one variant -> norms.csv, mixing.csv, "
+                            "token_scores.parquet, mixing_layers.parquet"),
     "norms_faithfulness": StepSpec("bertology.steps.norms:norms_faithfulness",
                                    ("data.max_length", "data.seed", "analysis.norms.batch_size", "analysis.flow"),
                                    "token importance of the fine-tuned model and faithfulness of each view -> "

@@ -133,6 +133,11 @@ class FlowConfig:
 
 
 @dataclass(frozen=True)
+class MixingViewsConfig:
+    examples: int | None
+
+
+@dataclass(frozen=True)
 class SeedsConfig:
     bootstrap: int
     confidence: float
@@ -158,6 +163,7 @@ class AnalysisConfig:
     syntax: SyntaxConfig
     norms: NormsConfig
     flow: FlowConfig
+    mixing_views: MixingViewsConfig
     seeds: SeedsConfig
     claims: ClaimsConfig
     dask: DaskConfig

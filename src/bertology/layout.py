@@ -7,12 +7,17 @@ tables all spell their paths through this module, so a path changes in one line 
 
 A template's fields are Snakemake wildcards (``{task}``, ``{variant}``, ``{seedtag}``, ...). :func:`path` fills
 the fields it is given and leaves the others as wildcards, so one template serves a rule's output (nothing
-filled), an input that keeps a wildcard (some filled) and a concrete file (all filled)::
+filled), an input that keeps a wildcard (some filled) and a concrete file (all filled); these examples, and
+the others of this module, run as doctests (tests/test_doctests.py):
 
-    path("store")                                   # 'results/attention/{task}/{variant}.zarr'
-    path("store", variant="pretrained")             # 'results/attention/{task}/pretrained.zarr'
-    path("store", task="rte", variant="finetuned")  # 'results/attention/rte/finetuned.zarr'
-    paths("store", task=["rte", "sst2"], variant="pretrained")   # one path per task, like Snakemake's expand
+>>> path("store")
+'results/attention/{task}/{variant}.zarr'
+>>> path("store", variant="pretrained")
+'results/attention/{task}/pretrained.zarr'
+>>> path("store", task="rte", variant="finetuned")
+'results/attention/rte/finetuned.zarr'
+>>> paths("store", task=["rte", "sst2"], variant="pretrained")  # one path per task, like Snakemake's expand
+['results/attention/rte/pretrained.zarr', 'results/attention/sst2/pretrained.zarr']
 
 Fields:
 
@@ -103,7 +108,11 @@ _FIELD_REGEX = {"seedtag": r"(?:-seed[0-9]+)?", "job": r".+?"}
 
 
 def template(key: str) -> str:
-    """The template named `key`, relative to the results root: 'store' -> 'attention/{task}/{variant}.zarr'."""
+    """The template named `key`, relative to the results root.
+
+    >>> template("store")
+    'attention/{task}/{variant}.zarr'
+    """
     try:
         return TEMPLATES[key]
     except KeyError:
@@ -111,7 +120,11 @@ def template(key: str) -> str:
 
 
 def fields(key: str) -> tuple[str, ...]:
-    """The fields (wildcards) of a template, in order: 'model' -> ('task', 'init', 'seedtag')."""
+    """The fields (wildcards) of a template, in order.
+
+    >>> fields("model")
+    ('task', 'init', 'seedtag')
+    """
     return tuple(f for _, f, _, _ in _FORMATTER.parse(template(key)) if f is not None)
 
 
@@ -138,8 +151,11 @@ def _check(key: str, values: Mapping[str, object]) -> None:
 
 
 def rel(key: str, /, **values: object) -> str:
-    """The template named `key` relative to the results root, the fields in `values` filled:
-    rel('variant_stat', file='sieve.csv') -> 'stats/{task}/{variant}/sieve.csv'."""
+    """The template named `key` relative to the results root, the fields in `values` filled.
+
+    >>> rel("variant_stat", file="sieve.csv")
+    'stats/{task}/{variant}/sieve.csv'
+    """
     _check(key, values)
     return fill(template(key), **values)
 
@@ -152,8 +168,11 @@ def join(root: str | PathLike[str] | None, relative: str) -> str:
 
 def path(key: str, /, *, root: str | PathLike[str] | None = ROOT, **values: object) -> str:
     """The path named `key` under `root` (the results root by default, relative to the working directory),
-    the fields in `values` filled and the others left as Snakemake wildcards:
-    path('score', seedtag='') -> 'results/scores/{task}/{variant}.json'."""
+    the fields in `values` filled and the others left as Snakemake wildcards.
+
+    >>> path("score", seedtag="")
+    'results/scores/{task}/{variant}.json'
+    """
     return join(root, rel(key, **values))
 
 
@@ -201,24 +220,38 @@ def regex(key: str, /, **values: object) -> re.Pattern[str]:
 
 
 def matching(text: str, relatives: Iterable[str]) -> list[str]:
-    """The paths among `relatives` (under the results root) that a template text matches, sorted:
-    matching('stats/{task}/{variant}/mixing.csv', declared) -> every variant's mixing table declared."""
+    """The paths among `relatives` (under the results root) that a template text matches, sorted: every
+    variant's mixing table of those declared, say.
+
+    >>> declared = ["stats/rte/pretrained/mixing.csv", "stats/rte/pretrained/sieve.csv",
+    ...             "stats/mrpc/finetuned/mixing.csv"]
+    >>> matching("stats/{task}/{variant}/mixing.csv", declared)
+    ['stats/mrpc/finetuned/mixing.csv', 'stats/rte/pretrained/mixing.csv']
+    """
     rx = pattern(text)
     return sorted(r for r in relatives if rx.fullmatch(r))
 
 
 def match(key: str, relative: str, /, **values: object) -> dict[str, str] | None:
     """The fields of `relative` (a path under the results root) read back through template `key`, or None
-    when it is not one of its paths: match('store', 'attention/rte/pretrained.zarr') ->
-    {'task': 'rte', 'variant': 'pretrained'}."""
+    when it is not one of its paths.
+
+    >>> match("store", "attention/rte/pretrained.zarr")
+    {'task': 'rte', 'variant': 'pretrained'}
+    >>> match("store", "attention/rte/pretrained.csv") is None
+    True
+    """
     m = regex(key, **values).fullmatch(relative)
     return None if m is None else m.groupdict()
 
 
 def parse(key: str, file: str | PathLike[str], /, **values: object) -> dict[str, str] | None:
     """The fields of a path of template `key` under any results root (a declared input, relative or absolute),
-    or None when it is not one: parse('data', '/run/results/data/rte/train.parquet') ->
-    {'task': 'rte', 'split': 'train'}."""
+    or None when it is not one.
+
+    >>> parse("data", "/run/results/data/rte/train.parquet")
+    {'task': 'rte', 'split': 'train'}
+    """
     from pathlib import PurePath
 
     m = re.search(r"(?:^|/)" + regex(key, **values).pattern + r"$", PurePath(file).as_posix())
@@ -244,8 +277,14 @@ def under(root: str | PathLike[str], files: Iterable[str | PathLike[str]]) -> li
 
 
 def model_dir(task: str, variant: str, seedtag: str = "", *, root: str | PathLike[str] | None = ROOT) -> str | None:
-    """The fine-tuned model directory of a score variant and seed: ('rte', 'random-finetuned', '-seed43') ->
-    results/models/rte/random-seed43; None for 'pretrained' (the config's `model` with an untrained head)."""
+    """The fine-tuned model directory of a score variant and seed; None for 'pretrained' (the config's `model`
+    with an untrained head).
+
+    >>> model_dir("rte", "random-finetuned", "-seed43")
+    'results/models/rte/random-seed43'
+    >>> model_dir("rte", "pretrained") is None
+    True
+    """
     from bertology.tasks import VARIANT_INIT
 
     if variant not in VARIANT_INIT:
@@ -255,7 +294,11 @@ def model_dir(task: str, variant: str, seedtag: str = "", *, root: str | PathLik
 
 def variant_model(task: str, variant: str, *, root: str | PathLike[str] | None = ROOT) -> str | None:
     """The fine-tuned model directory a store variant runs (None for `pretrained`, which runs the config's
-    `model`): 'finetuned-seed43' -> results/models/{task}/pretrained-seed43 (fine-tuned from the pretrained init)."""
+    `model`); a fine-tuned variant is fine-tuned from the pretrained init.
+
+    >>> variant_model("{task}", "finetuned-seed43")
+    'results/models/{task}/pretrained-seed43'
+    """
     from bertology.seeds import split_variant
 
     base, tag = split_variant(variant)
@@ -263,8 +306,11 @@ def variant_model(task: str, variant: str, *, root: str | PathLike[str] | None =
 
 
 def syntax_model(model: str, *, root: str | PathLike[str] | None = ROOT) -> str | None:
-    """The fine-tuned model directory a gold-syntax store runs: 'rte-finetuned-seed43' ->
-    results/models/rte/pretrained-seed43; None for 'pretrained' (the config's `model`)."""
+    """The fine-tuned model directory a gold-syntax store runs; None for 'pretrained' (the config's `model`).
+
+    >>> syntax_model("rte-finetuned-seed43")
+    'results/models/rte/pretrained-seed43'
+    """
     from bertology.seeds import split_syntax_model
 
     task, variant = split_syntax_model(model)
@@ -272,6 +318,10 @@ def syntax_model(model: str, *, root: str | PathLike[str] | None = ROOT) -> str 
 
 
 def checkpoint(task: str, init: str, seedtag: str = "", *, root: str | PathLike[str] | None = ROOT) -> str:
-    """Where the train_model job of (task, init, seed) keeps its resumable state:
-    results/checkpoints/{task}/{init}{seedtag}, deliberately not a declared output (bertology.training)."""
+    """Where the train_model job of (task, init, seed) keeps its resumable state, deliberately not a declared
+    output (bertology.training).
+
+    >>> checkpoint("rte", "random", "-seed43")
+    'results/checkpoints/rte/random-seed43'
+    """
     return path("checkpoint", root=root, task=task, init=init, seedtag=seedtag)

@@ -48,7 +48,11 @@ def seed_tags(seeds: Sequence[int]) -> list[str]:
 
 
 def seed_from_tag(tag: str | None, first: int) -> int:
-    """The seed a path tag stands for: '' or None -> first (train.seed); '-seed43' -> 43."""
+    """The seed a path tag stands for: '' or None is `first` (train.seed).
+
+    >>> seed_from_tag("-seed43", first=42), seed_from_tag("", first=42)
+    (43, 42)
+    """
     if not tag:
         return first
     match = _TAG.fullmatch(tag)
@@ -68,8 +72,11 @@ def store_variants(tags: Sequence[str]) -> list[str]:
 
 
 def split_variant(variant: str) -> tuple[str, str]:
-    """A store variant -> (its base variant, its seed tag): 'finetuned-seed43' -> ('finetuned', '-seed43'),
-    'finetuned' -> ('finetuned', ''), 'pretrained' -> ('pretrained', '')."""
+    """A store variant -> (its base variant, its seed tag).
+
+    >>> split_variant("finetuned-seed43"), split_variant("finetuned"), split_variant("pretrained")
+    (('finetuned', '-seed43'), ('finetuned', ''), ('pretrained', ''))
+    """
     match = _VARIANT.fullmatch(variant or "")
     if match is None or (match.group(1) == PRETRAINED and match.group(2)):
         raise UserError(f"unknown variant {variant!r}: attention stores exist for {PRETRAINED}, {FINETUNED} (the "
@@ -83,8 +90,11 @@ _SYNTAX_MODEL = re.compile(rf"([a-z0-9]+)-({FINETUNED}{SEED_TAG_REGEX})")
 
 
 def split_syntax_model(model: str) -> tuple[str | None, str]:
-    """A gold-syntax store's model -> (its task, its store variant): 'rte-finetuned-seed43' ->
-    ('rte', 'finetuned-seed43'); 'pretrained' -> (None, 'pretrained') (the config's `model`, no task)."""
+    """A gold-syntax store's model -> (its task, its store variant); 'pretrained' is the config's `model`, no task.
+
+    >>> split_syntax_model("rte-finetuned-seed43"), split_syntax_model("pretrained")
+    (('rte', 'finetuned-seed43'), (None, 'pretrained'))
+    """
     if model == PRETRAINED:
         return None, PRETRAINED
     match = _SYNTAX_MODEL.fullmatch(model or "")

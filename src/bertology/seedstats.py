@@ -207,6 +207,40 @@ def multibootstrap_table(values: np.ndarray, labels: pd.DataFrame, *, quantity: 
     return out
 
 
+def faithfulness_table(per_seed: Sequence[pd.DataFrame], *, resamples: int, seed: int,
+                       confidence: float) -> pd.DataFrame:
+    """multibootstrap.csv rows of the token views' faithfulness (bertology.norms): per_seed, each seed's
+    faithfulness_examples.csv (example_idx, view, importance, rho; AOPC in rho for importance ``aopc``). One row per
+    view and importance (quantity ``faithfulness.{view}``, metric = the importance) and per importance the effect
+    "newer decompositions minus rollout" (quantity ``faithfulness.newer_minus_rollout``,
+    :func:`bertology.norms.ranking.newer_minus_rollout_values`), each with its Multi-Bootstrap interval over the
+    seeds and the union of their examples (NaN where a seed lacks one)."""
+    from bertology.norms.ranking import newer_minus_rollout_values
+
+    frames = [f[np.isfinite(f["rho"].to_numpy(float))] for f in per_seed]
+    cells = sorted({(v, i) for f in frames for v, i in zip(f["view"], f["importance"])},
+                   key=lambda c: (c[1], c[0]))
+    idx = sorted({int(x) for f in frames for x in f["example_idx"]})
+    if not cells or not idx:
+        return pd.DataFrame(columns=list(MULTIBOOTSTRAP_COLUMNS))
+    values = np.full((len(frames), len(idx), len(cells) + 3), np.nan)
+    col = {c: k for k, c in enumerate(cells)}
+    pos = {x: k for k, x in enumerate(idx)}
+    for s, f in enumerate(frames):
+        for r in f.itertuples(index=False):
+            values[s, pos[int(r.example_idx)], col[(r.view, r.importance)]] = r.rho
+    imps = ("ablation", "gradient", "aopc")
+    for k, imp in enumerate(imps):
+        for s, f in enumerate(per_seed):
+            eff = newer_minus_rollout_values(f, imp)
+            for x, v in eff.items():
+                values[s, pos[int(x)], len(cells) + k] = v
+    labels = pd.DataFrame({"metric": [i for _, i in cells] + list(imps)})
+    out = multibootstrap_table(values, labels, quantity="", resamples=resamples, seed=seed, confidence=confidence)
+    out["quantity"] = [f"faithfulness.{v}" for v, _ in cells] + ["faithfulness.newer_minus_rollout"] * len(imps)
+    return out
+
+
 def head_grid_labels(layers: int, heads: int, **extra: Sequence) -> pd.DataFrame:
     """Row labels of an (L, H, ...) array flattened in C order: layer, head and, per `extra` name, its values
     (the trailing axes, in order)."""

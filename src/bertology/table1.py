@@ -140,7 +140,11 @@ def variant_tests(per_seed: pd.DataFrame, alpha: float) -> pd.DataFrame:
 
 
 def _size(n: int | None) -> str:
-    """5801 -> '5.8K', 400000 -> '400K', 277 -> '277' (the paper's style)."""
+    """A data set's size in the paper's style.
+
+    >>> _size(5801), _size(400000), _size(277)
+    ('5.8K', '400K', '277')
+    """
     if n is None:
         return "–"
     if n >= 1_000_000:
@@ -154,9 +158,15 @@ def _size(n: int | None) -> str:
 
 def format_cell(values: Mapping[str, float], metrics: tuple[str, ...], std: Mapping[str, float] | None = None,
                 marks: Mapping[str, str] | None = None) -> str:
-    """{'f1': 0.879, 'accuracy': 0.823} -> '87.9/82.3' (percent, one decimal, in the task's metric order);
-    with std {'f1': 0.012, ...} -> '87.9 ± 1.2/...' (a NaN std, one seed, is left out); marks
-    {'f1': '†'} are appended to their metric's number."""
+    """Percent, one decimal, in the task's metric order; a std follows its value (a NaN std, one seed, is left
+    out); marks are appended to their metric's number.
+
+    >>> format_cell({"f1": 0.879, "accuracy": 0.823}, ("f1", "accuracy"))
+    '87.9/82.3'
+    >>> format_cell({"f1": 0.879, "accuracy": 0.823}, ("f1", "accuracy"), std={"f1": 0.012, "accuracy": math.nan},
+    ...             marks={"f1": "†"})
+    '87.9 ± 1.2†/82.3'
+    """
     if not values:
         return "–"
     std, marks = std or {}, marks or {}

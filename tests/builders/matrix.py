@@ -189,10 +189,11 @@ def disabled_mask(model) -> torch.Tensor:
     """The heads the reference check disables: head 1 of layer 0 and every head of layer 1; ALBERT (shared
     attention) head 1 of layer 3 only (layer 4 intact); MPNet (one position-bias table) head 1 everywhere."""
     from bertology.ablation import heads as dis
+    from bertology.attention_layers import shares_attention
 
     L, H = model.config.num_hidden_layers, model.config.num_attention_heads
     mask = torch.zeros(L, H, dtype=torch.bool)
-    if dis.shares_attention(model):
+    if shares_attention(model):
         mask[3, 1] = True
     elif getattr(getattr(model.base_model, "encoder", None), "relative_attention_bias", None) is not None:
         mask[:, 1] = True
@@ -243,6 +244,7 @@ def check_disabling(model_dir, tok, frame) -> str:
     from bertology.ablation import heads as dis
     from bertology.ablation import sweep as sw
     from bertology.ablation.importance import gate_gradients, per_example_loss
+    from bertology.attention_layers import shares_attention
     from bertology.models import load_encoder
     from tests.builders.encoders import reference_model
 
@@ -265,7 +267,7 @@ def check_disabling(model_dir, tok, frame) -> str:
     want = sw.forward_logits(dis.enable_heads(reference_model(model_dir, mask)), batches, None, len(rows))
     np.testing.assert_allclose(got, want, atol=1e-5)
     assert np.abs(got - sw.forward_logits(model, batches, None, len(rows))).max() > 1e-4, "disabling changed nothing"
-    if dis.shares_attention(model):  # layer 3 only: disabling it in layer 4 too is something else
+    if shares_attention(model):  # layer 3 only: disabling it in layer 4 too is something else
         both = mask.clone()
         both[4, 1] = True
         assert np.abs(sw.forward_logits(model, batches, both, len(rows)) - got).max() > 1e-4
@@ -425,6 +427,7 @@ def check_architecture(model_type: str, workdir: Path, frames_: dict) -> Row:
     import warnings
 
     from bertology.ablation import heads as dis
+    from bertology.attention_layers import shares_attention
     from bertology.models import TokenizerError, load_encoder, load_tokenizer
     from bertology.norms import values as nv
     from tests.builders.anyencoder import NOT_BUILDABLE, build_any
@@ -474,7 +477,7 @@ def check_architecture(model_type: str, workdir: Path, frames_: dict) -> Row:
             row.table1 = f"no ({_short(err)})"
         else:
             row.table1 = "yes" if padded is None else "yes, but padding changes its logits"
-        if dis.shares_attention(model):
+        if shares_attention(model):
             row.notes.append("layers share one attention module: a call's layer is its rank in the forward pass")
         if not any(k == "token_type_ids" for k in _inputs(model, {"token_type_ids": 0})):
             row.notes.append("no token types given to the model")

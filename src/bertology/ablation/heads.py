@@ -27,8 +27,9 @@ shared by its attention modules; one per-layer selector (:func:`layer_selection`
   uniform over the real tokens, every head times its gate: context = probabilities @ V is linear in them).
 
 Layers that share one attention module (ALBERT): the module serves every layer of its group, and the layer of
-a call is its rank among the attention calls of the forward pass (the encoder's loop runs the layers in order;
-a forward pre-hook on the base model resets the count, its forward hook checks that every layer was seen once).
+a call is its rank among the module's calls in the forward pass (the encoder's loop runs the layers in order;
+each layer's module and the ranks: :mod:`bertology.attention_layers`, the lookup the value norms use too; a
+forward pre-hook on the base model resets the count, its forward hook checks that every layer was seen once).
 
 Which heads: ``with disabled_heads(model, mask), head_gates(model, gates): model(...)`` on every architecture,
 or the forward keywords ``model(..., bertology_disabled=mask, bertology_gates=gates)`` where the model hands
@@ -46,6 +47,7 @@ from dataclasses import dataclass
 
 import torch
 
+from bertology.attention_layers import CallRank, layer_modules
 from bertology.errors import UserError
 
 ATTN_IMPLEMENTATION = "bertology_heads"
@@ -158,7 +160,7 @@ class HeadState:
 
     mask: torch.Tensor | None = None
     gates: torch.Tensor | None = None
-    calls: int = 0                        # attention calls in the current forward pass (shared modules)
+    rank: CallRank | None = None          # the layer of each call of a shared module (ALBERT) in the forward pass
     keys: torch.Tensor | None = None      # (N, K) the forward pass's attention_mask (probability hooks)
 
 
@@ -166,7 +168,7 @@ def module_layer(module: torch.nn.Module) -> int | None:
     """The layer index of an attention module (set by :func:`enable_heads`, else its own ``layer_idx``).
 
     A module shared by several layers (ALBERT) has no fixed index: its layer is the rank of the call among the
-    forward pass's attention calls (:func:`next_call`)."""
+    module's calls in the forward pass (:func:`next_call`)."""
     layer = getattr(module, _LAYER, None)
     return getattr(module, "layer_idx", None) if layer is None else layer
 
@@ -176,12 +178,15 @@ SHARED = -1   # the _LAYER of a module that serves several layers (its layer is 
 
 def next_call(module: torch.nn.Module) -> int | None:
     """The layer of this call of an attention module: its fixed index, or for a shared module (ALBERT) the
-    number of attention calls before it in the forward pass (counted in the model's :class:`HeadState`)."""
+    layer of its k-th call in the forward pass (:class:`bertology.attention_layers.CallRank`, in the model's
+    :class:`HeadState`)."""
     layer = module_layer(module)
     if layer != SHARED:
         return layer
-    state = module_state(module)
-    layer, state.calls = state.calls, state.calls + 1
+    layer = module_state(module).rank.next(module)
+    if layer is None:
+        raise DisablingUnsupported(f"{type(module).__name__}, shared by several layers, ran more often than it has "
+                                   f"layers; cannot tell which layer a call belongs to")
     return layer
 
 
@@ -290,7 +295,8 @@ def _capture_keys(model: torch.nn.Module, args: tuple, kwargs: dict) -> None:
     state = getattr(model, _STATE, None)
     if state is None:
         return
-    state.calls = 0
+    if state.rank is not None:
+        state.rank.reset()
     mask = kwargs.get("attention_mask")
     if mask is None and len(args) > 1 and isinstance(args[1], torch.Tensor):
         mask = args[1]
@@ -301,8 +307,9 @@ def _check_calls(model: torch.nn.Module, args: tuple, kwargs: dict, output) -> N
     """Forward hook of a base model with shared attention modules: every layer was run once, in order."""
     state = getattr(model, _STATE, None)
     n_layers = int(model.config.num_hidden_layers)
-    if state is not None and state.calls != n_layers:
-        raise DisablingUnsupported(f"{type(model).__name__} ran its shared attention modules {state.calls} times "
+    calls = state.rank.total if state is not None and state.rank is not None else n_layers
+    if calls != n_layers:
+        raise DisablingUnsupported(f"{type(model).__name__} ran its shared attention modules {calls} times "
                                    f"for {n_layers} layers; cannot tell which layer a call belongs to")
 
 
@@ -398,15 +405,6 @@ def attention_modules(model: torch.nn.Module) -> tuple[list[torch.nn.Module], st
         f"AttentionInterface nor is one bertology knows how to hook (DeBERTa v1/v2, MPNet)")
 
 
-def shares_attention(model: torch.nn.Module) -> bool:
-    """Whether the model's layers share their attention modules by design: ALBERT's ``num_hidden_groups``
-    groups of ``inner_group_num`` layers each, run in order by the encoder's loop (one attention per layer)."""
-    config = model.config
-    groups = getattr(config, "num_hidden_groups", None)
-    return groups is not None and int(getattr(config, "inner_group_num", 1)) == 1 and \
-        int(config.num_hidden_layers) % int(groups) == 0
-
-
 class DisablingUnsupported(UserError, ValueError):
     """The model's attention cannot be reached to disable or gate heads (the config's `model` cannot be ablated)."""
 
@@ -425,11 +423,13 @@ def enable_heads(model: torch.nn.Module) -> torch.nn.Module:
 
     modules, mechanism = attention_modules(model)
     n_layers = int(model.config.num_hidden_layers)
-    shared = len(modules) < n_layers and n_layers % len(modules) == 0 and shares_attention(model)
-    if len(modules) != n_layers and not shared:
+    layers = layer_modules(model, modules)
+    if layers is None:
         raise DisablingUnsupported(f"{type(model).__name__} has {len(modules)} attention modules for {n_layers} "
                                    f"layers; cannot tell which heads to disable")
+    shared = len(modules) < n_layers
     state = getattr(model, _STATE, None) or HeadState()
+    state.rank = CallRank(layers)
     for layer, module in enumerate(modules):
         setattr(module, _LAYER, SHARED if shared else layer)
         setattr(module, _STATE, state)
@@ -505,7 +505,7 @@ def disabling_unsupported(name_or_path: str) -> str | None:
         modules, _ = attention_modules(model)
     except DisablingUnsupported as err:
         return str(err)
-    if len(modules) != int(model.config.num_hidden_layers) and not shares_attention(model):
+    if layer_modules(model, modules) is None:
         return (f"{type(model).__name__} has {len(modules)} attention modules for {model.config.num_hidden_layers} "
                 f"layers")
     return None

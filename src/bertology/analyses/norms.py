@@ -75,8 +75,10 @@ ANALYSES: tuple[Analysis, ...] = (
             "itself. The tables give this run's ratios.",
             figure_prefixes=("mixing",), tables=(variant_table("mixing.csv"),))),
     Analysis(
-        name="token_scores", config=("analysis.norms", "analysis.flow"),
-        tables=(Table(variant_table("token_scores.parquet"), TOKEN_SCORES, when="norms"),)),
+        name="token_scores", config=("analysis.norms", "analysis.flow", "analysis.mixing_views"),
+        tables=(Table(variant_table("token_scores.parquet"), TOKEN_SCORES, when="norms"),
+                Table(variant_table("mixing_layers.parquet"), ("example_idx", "layer", "position", "method", "score"),
+                      when="norms"))),
     Analysis(
         name="faithfulness", config=("analysis.flow",),
         claims=(
@@ -102,23 +104,49 @@ ANALYSES: tuple[Analysis, ...] = (
                   sentence="We show that these methods give complementary views on the flow of information, and compared "
                            "to raw attention, both yield higher correlations with importance scores of input tokens "
                            "obtained using an ablation method and input gradients."),
+            Claim("newer_beat_rollout", "Ferrando et al. 2022; Modarressi et al. 2022, 2023; Mohebbi et al. 2023",
+                  "results",
+                  "The newer decompositions (ALTI, GlobEnc, DecompX, Value Zeroing) agree with the ablation importance "
+                  "better than rollout.",
+                  "faithfulness_examples.csv: per example, mean rho of alti, globenc, decompx, value_zeroing - rho of "
+                  "rollout, importance ablation",
+                  claims_beyond.newer_beat_rollout,
+                  (("faithfulness_examples", variant_table("faithfulness_examples.csv"), "analysis.norms.enabled"),),
+                  unit="examples", config="analysis.mixing_views.examples", anchor="faithfulness",
+                  figure="faithfulness",
+                  paper_value="each paper: its own view above rollout on its own benchmark",
+                  sentence="Each of the four papers reports its view as more faithful than attention rollout "
+                           "(ALTI, GlobEnc, DecompX and Value Zeroing against rollout on their own benchmarks; "
+                           "our summary, not one paper's sentence)."),
         ),
         tables=(Table(_finetuned("faithfulness.csv"), ("view", "importance", "mean", "std", "n", "ci_low", "ci_high"),
                       when="norms"),
                 Table(_finetuned("faithfulness_examples.csv"), ("example_idx", "view", "importance", "rho"),
                       when="norms"),
+                Table(_finetuned("faithfulness_pairs.csv"), ("importance", "view_a", "view_b", "difference", "ci_low",
+                                                             "ci_high", "n", "separated"), when="norms"),
                 Table(_finetuned("importance.parquet"), TOKEN_SCORES, when="norms")),
         section=Section(
-            key="faithfulness", title="Rollout, flow and how faithful each view is (Abnar & Zuidema 2020)",
+            key="faithfulness",
+            title="Which token view can be trusted: rollout, flow, ALTI, GlobEnc, DecompX, Value Zeroing",
             measures="Token views from the last layer's [CLS]: raw attention (heads averaged), norm-weighted "
-            "attention, rollout (attention mixed half and half with the identity, multiplied through the layers) and "
-            "flow (max flow from each input token to the top [CLS]). Each is compared, per example of the fine-tuned "
+            "attention, rollout (attention mixed half and half with the identity, multiplied through the layers), "
+            "flow (max flow from each input token to the top [CLS]), and the newer decompositions of the whole layer "
+            "on analysis.mixing_views.examples examples: ALTI (Ferrando et al. 2022), GlobEnc (Modarressi et al. "
+            "2022), DecompX (Modarressi et al. 2023, through the FFN and the classifier head, the predicted class's "
+            "signed part) and Value Zeroing (Mohebbi et al. 2023). Each is compared, per example of the fine-tuned "
             "model, with two importance scores (drop in the predicted class's probability when the token is masked; "
-            "input x gradient) by Spearman's rho: mean over examples with a bootstrap interval "
-            "(analysis.flow.examples examples). token_scores.parquet holds every score.",
-            finding="Raw attention of the top layer correlates weakly with both importances; rollout and flow "
-            "correlate clearly better (the paper's Table 2). The table below is this run's: whether rollout and flow "
-            "beat raw attention here, and by how much given the interval.",
+            "input x gradient) by Spearman's rho, and by AOPC (the mean drop of that probability when the view's top "
+            "10%, ..., 50% of the tokens are masked; 'random': a seeded random order): mean over examples with a "
+            "bootstrap interval (analysis.flow.examples examples). The figure ranks the views with their intervals; "
+            "faithfulness_pairs.csv gives every pair's paired difference and whether its interval excludes 0 "
+            "(separated). token_scores.parquet holds every score.",
+            finding="Raw attention of the top layer correlates weakly with both importances, rollout and flow clearly "
+            "better (Abnar & Zuidema, Table 2). Ferrando et al. (ALTI), Modarressi et al. (GlobEnc, DecompX) "
+            "and Mohebbi et al. (Value Zeroing) each find their view more faithful than rollout on their own "
+            "benchmark. The tables below are this run's: which differences the intervals separate (separated = "
+            "true) and which they leave open.",
             figure_prefixes=("faithfulness",),
-            tables=(rel("variant_stat", variant="finetuned", file="faithfulness.csv"),))),
+            tables=(rel("variant_stat", variant="finetuned", file="faithfulness.csv"),
+                    rel("variant_stat", variant="finetuned", file="faithfulness_pairs.csv")))),
 )

@@ -61,3 +61,21 @@ def view_beats_raw(tables: Tables, boot: Boot, *, side: str, null: float, view: 
         units.append(pd.DataFrame({"d": (e[view] - e[baseline]).to_numpy(float)}))
     res = mean_above(units, "d", boot, side=side, null=null)
     return Result(float(np.mean(effects)), res.ci_low, res.ci_high, res.test, res.p, res.n, ())
+
+
+def newer_beat_rollout(tables: Tables, boot: Boot, *, side: str, null: float, importance: str = "ablation") -> Result:
+    """Ferrando et al. 2022 (ALTI), Modarressi et al. 2022/2023 (GlobEnc, DecompX), Mohebbi et al. 2023 (Value
+    Zeroing): per example of faithfulness_examples.csv, the mean over the newer views defined on it of their
+    Spearman rho with `importance` (ablation) minus rollout's
+    (:func:`bertology.norms.ranking.newer_minus_rollout_values`); effect = the mean over examples (pooled over
+    seeds), holds above zero; interval: percentile bootstrap over examples; test: scipy.stats.wilcoxon."""
+    from bertology.norms.ranking import newer_minus_rollout_values
+
+    units = []
+    for t in tables:
+        d = newer_minus_rollout_values(t["faithfulness_examples"], importance)
+        if d.empty:
+            return nan_result("scipy.stats.wilcoxon", 0, "faithfulness_examples.csv lacks rollout or every newer "
+                              "view (analysis.mixing_views.examples: 0, or a model without post-LN layers)")
+        units.append(pd.DataFrame({"d": d.to_numpy(float)}))
+    return mean_above(units, "d", boot, side=side, null=null)

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bertology.data.glue_dir import SkippedRow, read_glue_rows, read_glue_split
+from bertology.data.glue_dir import SkippedRow, read_glue_rows, read_glue_split  # noqa: F401 - bench/ reads it here
 from bertology.data.hub import load_hub_split
 from bertology.config import DataConfig
 from bertology.errors import DataError

@@ -171,7 +171,11 @@ OPENERS = ("Honestly,", "From the first scene,", "In the end,", "For me,", "Fran
 
 
 def plural(noun: str) -> str:
-    """The plural of a noun: 'box' -> 'boxes', 'diary' -> 'diaries', a few irregulars."""
+    """The plural of a noun, a few irregulars included.
+
+    >>> plural("box"), plural("diary"), plural("day"), plural("child")
+    ('boxes', 'diaries', 'days', 'children')
+    """
     irregular = {"child": "children", "kid": "kids", "person": "people", "bus": "buses", "knife": "knives"}
     if noun in irregular:
         return irregular[noun]

@@ -38,10 +38,12 @@ def token_views(src: Inputs, task: str, variants: Sequence[str]) -> tuple[dict[s
     example: {"scores": {variant: by example}, "importance": by example, "rho": {example_idx: {view: {importance:
     rho}}}})."""
     from bertology.norms.faithful import IMPORTANCES, VIEWS
+    from bertology.norms.mixviews import SIGNED
+    from bertology.norms.mixviews import VIEWS as NEWER
 
-    block: dict[str, Any] = {"views": list(VIEWS), "importances": list(IMPORTANCES), "missing": {}, "scored": {},
-                             "flow": {}, "faith": {}, "importance_missing": None, "rho_missing": None,
-                             "sources": {}}
+    block: dict[str, Any] = {"views": list(VIEWS), "importances": list(IMPORTANCES), "signed": list(SIGNED),
+                             "newer": list(NEWER), "missing": {}, "scored": {}, "flow": {}, "mixing": {}, "faith": {},
+                             "importance_missing": None, "rho_missing": None, "sources": {}}
     look: dict[str, Any] = {"scores": {}, "importance": {}, "rho": {}}
     for v in variants:
         path = src.stat(task, v, TOKEN_SCORES)
@@ -55,6 +57,7 @@ def token_views(src: Inputs, task: str, variants: Sequence[str]) -> tuple[dict[s
         look["scores"][v] = by_example(df)
         block["scored"][v] = int(df["example_idx"].nunique())
         block["flow"][v] = int(df.loc[df["method"] == "flow", "example_idx"].nunique())
+        block["mixing"][v] = int(df.loc[df["method"].isin(NEWER), "example_idx"].nunique())
     imp = src.stat(task, "finetuned", "importance.parquet")
     if src.readable(imp):
         look["importance"] = by_example(pd.read_parquet(imp))

@@ -29,6 +29,7 @@ from bertology.kovaleva import cosine as cos_mod
 from bertology.kovaleva import features as feat
 from bertology.kovaleva import patterns as pat
 from bertology.kovaleva import relations as rel
+from bertology.negation import negation_list
 from bertology.onepass import (Example, ExampleKernel, Job, Outputs, StoreInfo, example_groups, reduce_store,
                                run_chunks)
 from bertology.stats import Moments, feature_moments_table, head_grid, moments_table
@@ -80,9 +81,9 @@ def prepare_words(words: pd.DataFrame, *, negation: str) -> dict[int, ExampleWor
     word number, dependency links).
 
     negation: the negation word list (``analysis.features.negation``): ``paper`` (Kovaleva et al.'s footnote 6)
-    or ``extended`` (:mod:`.features`).
+    or ``extended`` (:mod:`bertology.negation`).
     """
-    feat.negation_list(negation)
+    negation_list(negation)
     if words.empty:
         return {}
     flags = feat.word_feature_flags(words, negation=negation)

@@ -16,12 +16,14 @@ import torch
 
 from bertology.norms import faithful as ff
 from bertology.norms import flow as fl
+from bertology.norms import mixviews as mv
 from bertology.norms.mixing import mixing_ratios
 from bertology.norms.stats import MixingStats, NormStats
 from bertology.norms.tokens import TokenKinds
 from bertology.norms.values import Capture, transformed_vectors
 
 SCORE_COLUMNS = ["example_idx", "position", "word", "method", "score"]
+LAYER_COLUMNS = ["example_idx", "layer", "position", "method", "score"]
 
 
 @dataclass
@@ -65,6 +67,13 @@ def padded(enc: Encoded, rows: np.ndarray, pad_id: int, model) -> tuple[dict[str
     return kwargs, lengths
 
 
+def _layer_rows(idx: int, method: str, per_layer: np.ndarray) -> pd.DataFrame:
+    """mixing_layers.parquet rows of one example and view: per_layer (L, n) -> L * n rows."""
+    L, n = per_layer.shape
+    return pd.DataFrame({"example_idx": idx, "layer": np.repeat(np.arange(L), n), "position": np.tile(np.arange(n), L),
+                         "method": method, "score": per_layer.reshape(-1)})
+
+
 @dataclass
 class ViewsResult:
     norms: pd.DataFrame
@@ -73,27 +82,48 @@ class ViewsResult:
     seconds: dict[str, float] = field(default_factory=dict)
     examples: int = 0
     flow_examples: int = 0
+    layers: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=LAYER_COLUMNS))
+    mixing_examples: int = 0
+    mixing_note: str | None = None
+    decompx_error: float = 0.0
 
 
 def run_views(model, tokenizer, frame: pd.DataFrame, *, max_length: int, batch_size: int, flow_examples: int,
               frequencies: np.ndarray | None = None, device: str = "cpu",
-              stored_norms: dict[int, np.ndarray] | None = None) -> ViewsResult:
+              stored_norms: dict[int, np.ndarray] | None = None, mixing_examples: int | None = 0) -> ViewsResult:
     """Attention, value norms, mixing and token views of every example of `frame` (prepared rows, E of them); flow
-    on the first `flow_examples` rows only (None = all). frequencies: (vocab,) token counts of the training split
-    (None: no frequency correlation). The target of the views is position 0 ([CLS]). stored_norms: example idx ->
-    its value norms (L, H, n) as the attention store holds them (`value_norm`): used instead of computing them
-    again (the forward then keeps only the vectors mixing and the norm view need)."""
+    on the first `flow_examples` rows only (None = all), the newer mixing views (:mod:`bertology.norms.mixviews`)
+    on the first `mixing_examples` (None = all; their per-layer rows in ``layers``). frequencies: (vocab,) token
+    counts of the training split (None: no frequency correlation). The target of the views is position 0 ([CLS]).
+    stored_norms: example idx -> its value norms (L, H, n) as the attention store holds them (`value_norm`): used
+    instead of computing them again (the forward then keeps only the vectors mixing and the norm view need).
+    `model` may be a classifier (DecompX then runs through its head) or a bare encoder."""
+    from contextlib import nullcontext
+
     kinds = TokenKinds(tokenizer)
     enc = encode_frame(tokenizer, frame, max_length)
     L, H = int(model.config.num_hidden_layers), int(model.config.num_attention_heads)
     norm_stats, mix_stats = NormStats(L, H), MixingStats(L)
     n_flow = len(frame) if flow_examples is None else min(int(flow_examples), len(frame))
+    n_mix = len(frame) if mixing_examples is None else min(int(mixing_examples), len(frame))
     seconds = dict.fromkeys(("forward", "mixing", "stats", "raw", "norm", "rollout", "flow"), 0.0)
+    parts, head, note = None, [], None
+    if n_mix:
+        try:
+            parts = mv.layer_parts(model)
+            head = mv.head_linears(model)
+            seconds.update(dict.fromkeys(mv.VIEWS, 0.0))
+        except mv.MixingViewsUnsupported as err:
+            note, n_mix = str(err), 0
     rows_out: list[pd.DataFrame] = []
+    layer_out: list[pd.DataFrame] = []
+    vz_jobs: list[tuple[int, list[str]]] = []
+    decompx_error = 0.0
     order = np.argsort(-enc.lengths, kind="stable")
     batches = [b for b in np.array_split(order, -(-len(order) // max(batch_size, 1))) if len(b)] if len(order) else []
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    with Capture(model, vectors=True, norms=stored_norms is None) as cap, torch.no_grad():
+    with Capture(model, vectors=True, norms=stored_norms is None) as cap, torch.no_grad(), \
+            (mv.PartsCapture(model, parts, head) if parts else nullcontext()) as pc:
         last = cap.blocks[-1]
         for rows in batches:
             kwargs, lengths = padded(enc, rows, pad, model)
@@ -136,12 +166,30 @@ def run_views(model, tokenizer, frame: pd.DataFrame, *, max_length: int, batch_s
                     views["flow"] = fl.flow_scores(alpha)
                     seconds["flow"] += time.perf_counter() - t3
                 words = [kinds.tokenizer.convert_ids_to_tokens(int(i)) for i in ids]
+                if r < n_mix:
+                    logits = getattr(out, "logits", None) if head else None
+                    ev = mv.example_views(model, parts, head, cap, pc, out.attentions, k, n,
+                                          None if logits is None else logits[k], seconds)
+                    views.update(ev.scores)
+                    decompx_error = max(decompx_error, ev.decompx_error)
+                    layer_out += [_layer_rows(int(enc.idx[r]), m, x) for m, x in ev.layers.items()]
+                    vz_jobs.append((r, words))
                 for method, score in views.items():
                     rows_out.append(pd.DataFrame({"example_idx": int(enc.idx[r]), "position": np.arange(n),
                                                   "word": words, "method": method, "score": score}))
+    # Value Zeroing's own forwards, after the pass (they would reset the capture's tensors)
+    for r, words in vz_jobs:
+        one, _ = padded(enc, np.array([r]), pad, model)
+        score, per_layer = mv.value_zeroing_view(model, parts, {k: v.to(device) for k, v in one.items()}, seconds)
+        rows_out.append(pd.DataFrame({"example_idx": int(enc.idx[r]), "position": np.arange(len(words)),
+                                      "word": words, "method": "value_zeroing", "score": score}))
+        layer_out.append(_layer_rows(int(enc.idx[r]), "value_zeroing", per_layer))
     scores = pd.concat(rows_out, ignore_index=True) if rows_out else pd.DataFrame(columns=SCORE_COLUMNS)
     scores = scores.sort_values(["example_idx", "method", "position"], kind="stable").reset_index(drop=True)
-    return ViewsResult(norm_stats.table(), mix_stats.table(), scores[SCORE_COLUMNS], seconds, len(frame), n_flow)
+    layers = pd.concat(layer_out, ignore_index=True) if layer_out else pd.DataFrame(columns=LAYER_COLUMNS)
+    layers = layers.sort_values(["example_idx", "method", "layer", "position"], kind="stable").reset_index(drop=True)
+    return ViewsResult(norm_stats.table(), mix_stats.table(), scores[SCORE_COLUMNS], seconds, len(frame), n_flow,
+                       layers[LAYER_COLUMNS], n_mix, note, decompx_error)
 
 
 @dataclass
@@ -157,7 +205,9 @@ def run_faithfulness(model, tokenizer, frame: pd.DataFrame, scores: pd.DataFrame
                      batch_size: int, confidence: float, resamples: int, seed: int,
                      device: str = "cpu") -> FaithfulnessResult:
     """Importance (ablation, input x gradient) of the ordinary tokens of the examples whose token_scores have a
-    ``flow`` view, and faithfulness.csv: Spearman of every view with every importance, per example, summarised.
+    ``flow`` view, and faithfulness.csv: Spearman of every view with every importance, per example, summarised, and
+    each view's AOPC (importance ``aopc``, against a seeded random order, view ``random``; the per-example table's
+    ``rho`` holds the example's AOPC there).
 
     frame: prepared rows containing those examples; scores: token_scores.parquet of the same (classifier) model.
     """
@@ -167,7 +217,7 @@ def run_faithfulness(model, tokenizer, frame: pd.DataFrame, scores: pd.DataFrame
     enc = encode_frame(tokenizer, sub, max_length)
     replacement = ff.replacement_token_id(tokenizer)
     by_example = {k: g for k, g in scores[scores["example_idx"].isin(flow_idx)].groupby("example_idx")}
-    seconds = {"ablation": 0.0, "gradient": 0.0}
+    seconds = {"ablation": 0.0, "gradient": 0.0, "aopc": 0.0}
     imp_rows, rho_rows = [], []
     for r in range(len(sub)):
         ids = torch.from_numpy(enc.input_ids[r]).to(device)
@@ -194,6 +244,14 @@ def run_faithfulness(model, tokenizer, frame: pd.DataFrame, scores: pd.DataFrame
                  if (g["method"] == v).any()}
         for (view, imp), rho in ff.example_correlations(views, importances, ordinary).items():
             rho_rows.append({"example_idx": idx, "view": view, "importance": imp, "rho": rho})
+        t0 = time.perf_counter()
+        positions = np.flatnonzero(ordinary)
+        orders = {v: ff.top_first(sc, positions) for v, sc in views.items()}
+        orders[ff.RANDOM] = np.random.default_rng([int(seed), idx]).permutation(positions)
+        for view, value in ff.aopc(model, ids, mask, orders, replacement, batch_size=batch_size,
+                                   token_type_ids=tts).items():
+            rho_rows.append({"example_idx": idx, "view": view, "importance": ff.AOPC, "rho": value})
+        seconds["aopc"] += time.perf_counter() - t0
     rhos = pd.DataFrame(rho_rows, columns=["example_idx", "view", "importance", "rho"])
     table = ff.summarise(rhos, confidence=confidence, resamples=resamples, seed=seed)
     importance = pd.concat(imp_rows, ignore_index=True) if imp_rows else pd.DataFrame(columns=SCORE_COLUMNS)

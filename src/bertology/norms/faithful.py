@@ -22,8 +22,11 @@ import torch
 
 from bertology.errors import UserError
 
-VIEWS = ("raw", "norm", "rollout", "flow")
+VIEWS = ("raw", "norm", "rollout", "flow", "alti", "globenc", "decompx", "value_zeroing")
 IMPORTANCES = ("ablation", "gradient")
+#: the deletion curve's summary (DeYoung et al. 2020's comprehensiveness), a row of faithfulness.csv per view; its
+#: baseline "view": a seeded random order of the tokens
+AOPC, RANDOM = "aopc", "random"
 
 
 class NoReplacementToken(UserError, ValueError):
@@ -101,6 +104,46 @@ def gradient_importance(model, input_ids: torch.Tensor, attention_mask: torch.Te
     finally:
         handle.remove()
     return (grad[0].double() * captured[-1][0].detach().double()).sum(-1).cpu().numpy()
+
+
+def top_first(scores: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """positions (m,) of the ordinary tokens ordered by scores[positions] (scores (n,)), largest first (ties: by
+    position; NaN last)."""
+    s = np.asarray(scores, float)[positions]
+    key = np.where(np.isfinite(s), -s, np.inf)
+    return positions[np.argsort(key, kind="stable")]
+
+
+def aopc(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, orders: dict[str, np.ndarray],
+         replacement: int, *, batch_size: int, token_type_ids: torch.Tensor | None = None,
+         fractions: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5)) -> dict[str, float]:
+    """AOPC (comprehensiveness, DeYoung et al. 2020) of each order: orders {view: positions (m,) most important
+    first}; for each fraction f the top k = max(1, ceil(f m)) positions are replaced by `replacement` and the
+    predicted class's probability drop p_c(x) - p_c(x with them replaced) is taken; AOPC = the mean over the
+    fractions. input_ids, attention_mask, token_type_ids: one example (n,). All copies in batches of batch_size."""
+    import math
+
+    with torch.no_grad():
+        base = torch.softmax(_forward(model, input_ids[None], attention_mask[None],
+                                      None if token_type_ids is None else token_type_ids[None]).logits.double(), -1)[0]
+        c = int(base.argmax())
+        jobs = []
+        for view, order in orders.items():
+            m = len(order)
+            for f in fractions:
+                if m:
+                    jobs.append((view, order[:max(1, math.ceil(f * m - 1e-9))]))
+        drops: dict[str, list[float]] = {v: [] for v in orders}
+        for start in range(0, len(jobs), batch_size):
+            part = jobs[start:start + batch_size]
+            ids = input_ids[None].repeat(len(part), 1)
+            for k, (_, pos) in enumerate(part):
+                ids[k, torch.as_tensor(np.ascontiguousarray(pos), dtype=torch.long)] = int(replacement)
+            tt = None if token_type_ids is None else token_type_ids[None].expand(len(part), -1)
+            p = torch.softmax(_forward(model, ids, attention_mask[None].expand(len(part), -1), tt).logits.double(), -1)
+            for k, (view, _) in enumerate(part):
+                drops[view].append(float(base[c] - p[k, c]))
+    return {v: float(np.mean(d)) if d else float("nan") for v, d in drops.items()}
 
 
 def norm_scores(alpha: np.ndarray | torch.Tensor, f: np.ndarray | torch.Tensor, target: int = 0) -> np.ndarray:

@@ -55,19 +55,30 @@ def plot_mixing(tables: dict[str, pd.DataFrame], path: str | Path) -> Path:
     return save_figure(fig, path)
 
 
+IMPORTANCE_LABELS = {"ablation": "Spearman rho with token ablation", "gradient": "Spearman rho with input x gradient",
+                     "aopc": "AOPC (mean probability drop, top 10-50% masked)"}
+
+
 def plot_faithfulness(table: pd.DataFrame, path: str | Path) -> Path:
-    """faithfulness.csv -> bars of mean Spearman rho per view, one group per importance, bootstrap intervals."""
-    fig, ax = new_figure(5.5, 3.4)
-    views = list(dict.fromkeys(table["view"]))
-    imps = list(dict.fromkeys(table["importance"]))
-    width = 0.8 / max(len(imps), 1)
-    for k, imp in enumerate(imps):
-        s = table[table["importance"] == imp].set_index("view").reindex(views)
-        x = np.arange(len(views)) + k * width
+    """faithfulness.csv -> the ranking: one panel per importance (Spearman with ablation, with input x gradient; AOPC),
+    the views sorted by their mean (most faithful on top) with bootstrap intervals; AOPC's random order as a dashed
+    line."""
+    imps = [i for i in IMPORTANCE_LABELS if (table["importance"] == i).any()] + \
+        [i for i in dict.fromkeys(table["importance"]) if i not in IMPORTANCE_LABELS]
+    n_views = max(int(table["view"].nunique()), 1)
+    fig, axes = new_figure(4.0 * max(len(imps), 1), 0.9 + 0.32 * n_views, ncols=max(len(imps), 1), squeeze=False)
+    for ax, imp in zip(axes[0], imps):
+        s = table[(table["importance"] == imp) & (table["view"] != "random")].sort_values("mean", na_position="first")
+        y = np.arange(len(s))
         err = np.vstack([s["mean"] - s["ci_low"], s["ci_high"] - s["mean"]])
-        ax.bar(x, s["mean"], width, label=imp, yerr=np.nan_to_num(err), capsize=2)
-    ax.set_xticks(np.arange(len(views)) + width * (len(imps) - 1) / 2, views)
-    ax.axhline(0, color="black", lw=0.5)
-    ax.set_ylabel("Spearman rho with importance")
-    ax.legend(fontsize=7)
+        ax.errorbar(s["mean"], y, xerr=np.nan_to_num(err), fmt="o", ms=4, capsize=2, color="tab:blue")
+        ax.set_yticks(y, [f"{v} (n={n})" for v, n in zip(s["view"], s["n"])], fontsize=7)
+        rnd = table[(table["importance"] == imp) & (table["view"] == "random")]
+        if len(rnd):
+            ax.axvline(float(rnd["mean"].iloc[0]), color="grey", ls="--", lw=1, label="random order")
+            ax.legend(fontsize=6, loc="lower right")
+        ax.axvline(0, color="black", lw=0.5)
+        ax.set_xlabel(IMPORTANCE_LABELS.get(imp, imp), fontsize=8)
+    axes[0, 0].set_title("token views ranked by faithfulness (mean, 95% bootstrap interval over examples)",
+                         fontsize=8, loc="left")
     return save_figure(fig, path)

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 
 import torch
 
+from bertology.attention_layers import CallRank, layer_modules
 from bertology.errors import UserError
 
 VALUE_NAMES = ("value", "v", "v_proj", "v_lin", "value_proj")
@@ -193,10 +194,8 @@ def attention_blocks(model: torch.nn.Module) -> list[AttentionBlock]:
         found.append((module, layer, v, layout, out[0], post_norm, residual_sum, width // heads,
                       extra if isinstance(extra, torch.Tensor) else None))
     n_layers = int(model.config.num_hidden_layers)
-    if found and len(found) < n_layers and n_layers % len(found) == 0 and \
-            int(getattr(model.config, "num_hidden_groups", 0) or 0) == len(found):
-        found = [found[i * len(found) // n_layers] for i in range(n_layers)]      # shared: consecutive groups
-    if len(found) != n_layers:
+    layers = layer_modules(model, [f[0] for f in found])       # shared (ALBERT): each group's for its layers
+    if layers is None:
         raise NormsUnsupported(
             f"found {len(found)} attention blocks in {type(model).__name__} for {n_layers} layers: bertology computes "
             f"value norms for attention modules with a value projection and an output projection it can find "
@@ -207,7 +206,9 @@ def attention_blocks(model: torch.nn.Module) -> list[AttentionBlock]:
         raise NormsUnsupported(f"{type(model).__name__} runs in integer mode (quant_mode: true): its value vectors "
                                f"are quantised after the projection; leave the norm analyses out for this model "
                                f"(analysis.norms.enabled: false)")
-    return [AttentionBlock(i, *f[:7], heads, f[7], f[8]) for i, f in enumerate(found)]
+    by_module = {id(f[0]): f for f in found}
+    return [AttentionBlock(i, *by_module[id(m)][:7], heads, by_module[id(m)][7], by_module[id(m)][8])
+            for i, m in enumerate(layers)]
 
 
 def norms_unsupported(name_or_path: str) -> str | None:
@@ -300,10 +301,11 @@ class Capture:
         self.residual: dict[int, torch.Tensor] = {}
         self.sum_in: dict[int, torch.Tensor] = {}
         self.sum_out: dict[int, torch.Tensor] = {}
-        self._calls: dict[tuple[str, int], int] = {}
+        self._rank = CallRank([b.value for b in self.blocks])
 
     def _reset(self) -> None:
-        for kept in (self._calls, self.norms, self.values, self.residual, self.sum_in, self.sum_out):
+        self._rank.reset()
+        for kept in (self.norms, self.values, self.residual, self.sum_in, self.sum_out):
             kept.clear()
 
     def _layers_of(self, module: torch.nn.Module, field: str) -> list[AttentionBlock]:
@@ -333,11 +335,10 @@ class Capture:
         self._handles.clear()
 
     def _next(self, kind: str, users: list[AttentionBlock]) -> AttentionBlock | None:
-        """The block of this call of a module used by the layers `users` (its k-th call: the k-th user)."""
-        key = (kind, id(users[0].value))
-        k = self._calls.get(key, 0)
-        self._calls[key] = k + 1
-        return users[k] if k < len(users) else None
+        """The block of this call of a module used by the layers `users` (its k-th call: the k-th user;
+        :class:`bertology.attention_layers.CallRank`)."""
+        layer = self._rank.next(users[0].value, kind)
+        return None if layer is None else self.blocks[layer]
 
     def _value_hook(self, users: list[AttentionBlock], factors: torch.Tensor):
         def hook(module, args, output):

@@ -25,7 +25,7 @@ from scipy import stats
 from bertology.errors import MissingInputError
 from bertology.onepass import BatchKernel, Job, Outputs, StoreInfo, reduce_store
 from bertology.stats import fdr_bh
-from bertology.store import SpecialTokens, StoreError, open_store
+from bertology.store import StoreError, open_store
 
 from .masks import ROLES, SYNTACTIC_RELATIONS, build_masks, check_roles, chunk_relations, roles_for
 from .scores import block_scores

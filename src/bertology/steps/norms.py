@@ -2,9 +2,11 @@
 
 - ``norms_views``: one task and variant; one pass of the model over the seeded sample of the attention sample
   (``analysis.norms.examples`` rows) -> norms.csv, mixing.csv, token_scores.parquet (flow on the first
-  ``analysis.flow.examples`` of them);
+  ``analysis.flow.examples`` of them, ALTI, GlobEnc, DecompX and Value Zeroing on the first
+  ``analysis.mixing_views.examples``, their per-layer [CLS] rows in mixing_layers.parquet);
 - ``norms_faithfulness``: the fine-tuned classifier's token importance on the flow examples -> importance.parquet,
-  faithfulness.csv and the per-example Spearman rhos behind it (faithfulness_examples.csv, which the explorer shows);
+  faithfulness.csv and the per-example Spearman rhos (and AOPCs) behind it (faithfulness_examples.csv, which the
+  explorer shows), and every pair of views' paired difference (faithfulness_pairs.csv: which the intervals separate);
 - ``norms_figures``: norms-{task}.png, mixing-{task}.png, faithfulness-{task}.png.
 """
 
@@ -84,17 +86,25 @@ def norms_views(ctx: StepContext) -> None:
     path = _model_path(ctx)
     tokenizer = load_tokenizer(path)
     device = ctx.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    model = load_encoder(path, device=device)
+    # a fine-tuned variant is read as its classifier: DecompX runs through the head (the encoder is the same)
+    classifier = variant_model(ctx.task, ctx.wildcards.get("variant")) is not None
+    model = load_encoder(path, device=device, classifier=classifier)
     freq = token_frequencies(tokenizer, read_prepared(ctx.input.train), cfg.data.max_length)
     stored = _stored_norms(ctx, frame)
     res = run_views(model, tokenizer, frame, max_length=cfg.data.max_length, batch_size=cfg.analysis.norms.batch_size,
-                    flow_examples=cfg.analysis.flow.examples, frequencies=freq, device=device, stored_norms=stored)
+                    flow_examples=cfg.analysis.flow.examples, frequencies=freq, device=device, stored_norms=stored,
+                    mixing_examples=cfg.analysis.mixing_views.examples)
     write_csv(res.norms, ctx.output.norms)
     write_csv(res.mixing, ctx.output.mixing)
     write_parquet(res.scores, ctx.output.scores)
+    write_parquet(res.layers, ctx.output.layers)
+    if res.mixing_note:
+        ctx.log.warning("%s/%s: no ALTI, GlobEnc, DecompX or Value Zeroing: %s", ctx.task,
+                        ctx.wildcards.get("variant"), res.mixing_note)
     _views_metrics(ctx, res)
-    ctx.log.info("%s/%s: %d examples (flow on %d); seconds %s", ctx.task, ctx.wildcards.get("variant"), res.examples,
-                 res.flow_examples, {k: round(v, 3) for k, v in res.seconds.items()})
+    ctx.log.info("%s/%s: %d examples (flow on %d, newer mixing views on %d); seconds %s", ctx.task,
+                 ctx.wildcards.get("variant"), res.examples, res.flow_examples, res.mixing_examples,
+                 {k: round(v, 3) for k, v in res.seconds.items()})
 
 
 def _views_metrics(ctx: StepContext, res) -> None:
@@ -111,12 +121,22 @@ def _views_metrics(ctx: StepContext, res) -> None:
     metrics.update({f"seconds.{k}": v for k, v in res.seconds.items()})
     if res.flow_examples:
         metrics["seconds_per_example.flow"] = res.seconds["flow"] / res.flow_examples
+    metrics["mixing_examples"] = res.mixing_examples
+    if res.mixing_examples:
+        metrics["decompx_max_relative_error"] = res.decompx_error
+        if res.decompx_error > 1e-3:
+            ctx.log.warning("%s/%s: DecompX's parts miss the real hidden states by up to %.2g of their size: this "
+                            "layer layout is not the one DecompX follows (docs/reference.md#newer-mixing-views)",
+                            ctx.task, ctx.wildcards.get("variant"), res.decompx_error)
+        from bertology.norms.mixviews import VIEWS
+
+        metrics.update({f"seconds_per_example.{v}": res.seconds[v] / res.mixing_examples for v in VIEWS})
     ctx.tracker.metrics(metrics)
 
 
 def norms_faithfulness(ctx: StepContext) -> None:
-    """faithfulness.csv, faithfulness_examples.csv and importance.parquet of the fine-tuned classifier on the flow
-    examples."""
+    """faithfulness.csv, faithfulness_examples.csv, faithfulness_pairs.csv and importance.parquet of the fine-tuned
+    classifier on the flow examples."""
     import torch
 
     from bertology.models import load_encoder, load_tokenizer
@@ -137,8 +157,19 @@ def norms_faithfulness(ctx: StepContext) -> None:
     res = run_faithfulness(model, tokenizer, frame, scores, max_length=cfg.data.max_length,
                            batch_size=cfg.analysis.norms.batch_size, confidence=flow.confidence,
                            resamples=flow.bootstrap, seed=cfg.data.seed, device=device)
+    from bertology.norms.ranking import paired_differences
+
     write_csv(res.table, ctx.output.table)
     write_csv(res.rhos, ctx.output.examples)
+    pairs = paired_differences(res.rhos, confidence=flow.confidence, resamples=flow.bootstrap, seed=cfg.data.seed)
+    # the report shows the first rows: per importance, the pairs the intervals separate first
+    order = pairs.assign(_imp=pd.Categorical(pairs["importance"], list(dict.fromkeys(pairs["importance"]))))
+    pairs = pairs.loc[order.sort_values(["_imp", "separated"], ascending=[True, False], kind="stable").index]
+    write_csv(pairs.reset_index(drop=True), ctx.output.pairs)
+    sep = pairs[pairs["separated"]]
+    ctx.log.info("%s: pairs of views the intervals separate: %s", ctx.task,
+                 "; ".join(f"{r.importance}: {r.view_a} {'>' if r.difference > 0 else '<'} {r.view_b}"
+                           for r in sep.itertuples()) or "none")
     write_parquet(res.importance, ctx.output.importance)
     metrics = {f"faithfulness.{r.view}.{r.importance}": float(r.mean) for r in res.table.itertuples()
                if np.isfinite(r.mean)}

@@ -20,7 +20,7 @@ from bertology.steps.context import StepContext
 from bertology.errors import UserError
 from bertology.io import write_csv
 from bertology.seeds import configured_seeds
-from bertology.seedstats import (MULTIBOOTSTRAP_COLUMNS, disabling_values, head_grid_labels, multibootstrap_table,
+from bertology.seedstats import (MULTIBOOTSTRAP_COLUMNS, disabling_values, faithfulness_table, head_grid_labels, multibootstrap_table,
                                  plot_role_agreement, plot_stability, role_tables, seed_moments)
 from bertology.sieve.scores_io import read_scores
 from bertology.steps.tables import read_table
@@ -90,6 +90,8 @@ def seed_stats(ctx: StepContext) -> None:
     else:
         ctx.log.warning("%s: the disabling sweep was not computed for every seed; no Multi-Bootstrap of its delta",
                         ctx.task)
+    if ctx.input.get("faithfulness_examples") is not None:     # the token views' faithfulness (norm analyses)
+        parts.append(faithfulness_table([read_table(p) for p in _per_seed(ctx, "faithfulness_examples", S)], **boot))
     mb = pd.concat(parts, ignore_index=True).reindex(columns=list(MULTIBOOTSTRAP_COLUMNS))
     write_csv(mb, ctx.output.multibootstrap)
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from bertology.store.checks import check_block, check_lengths, check_rows
 from bertology.store.files import array_of, file_examples, file_key, file_kind, has_file, open_group
-from bertology.store.schema import LAYOUT, StoreError, refix
+from bertology.store.schema import LAYOUT, StoreError, damaged_bytes, refix
 from bertology.store.shards import as_float32, read_shard_cropped, read_shard_examples, shard_format
 
 
@@ -82,7 +82,9 @@ def read_chunk(path: str, start: int, stop: int, variables: Sequence[str], check
             continue
         try:
             out[name] = np.asarray(arr[start:stop])
-        except Exception as err:  # noqa: BLE001 - a corrupt chunk, whatever the codec says
+        except (ValueError, RuntimeError) as err:
+            if not damaged_bytes(err):  # not a codec's error: a bug keeps its type and traceback
+                raise
             raise StoreError(f"{where} cannot be decoded ({type(err).__name__}: {err}); the store is corrupt: "
                              f"{refix(path)}") from None
     if check and want_att:
@@ -130,7 +132,9 @@ def read_cropped(arr, start: int, length: np.ndarray, where: str, path: str | Pa
                              f"store written by bertology; {refix(path)}")
         try:
             return np.asarray(arr[start:start + e, ..., :m, :m])
-        except Exception as err:  # noqa: BLE001
+        except (ValueError, RuntimeError) as err:
+            if not damaged_bytes(err):
+                raise
             raise StoreError(f"{where} cannot be decoded ({type(err).__name__}: {err}); the store is corrupt: "
                              f"{refix(path)}") from None
     pieces = _shard_pieces(fmt.per_shard, start, e)

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from bertology.store.schema import StoreError, refix
+from bertology.store.schema import StoreError, damaged_metadata, refix
 
 
 def open_group(path: str | Path):
@@ -21,7 +21,9 @@ def open_group(path: str | Path):
 
     try:
         return zarr.open_group(str(path), mode="r")
-    except Exception as err:  # noqa: BLE001 - any unreadable store is the same user error
+    except (OSError, ValueError, TypeError, KeyError) as err:
+        if not damaged_metadata(err):  # not zarr's or json's: a bug keeps its type and traceback
+            raise
         raise StoreError(f"{path} is not a readable Zarr store ({type(err).__name__}: {err}); {refix(path)}") from None
 
 
@@ -29,7 +31,9 @@ def array_of(group, name: str, path: str | Path):
     """Variable `name` of an open store as a zarr Array; StoreError with the fix if it is absent or unreadable."""
     try:
         return group[name]
-    except Exception as err:  # noqa: BLE001
+    except (OSError, ValueError, TypeError, KeyError) as err:
+        if not damaged_metadata(err):  # not zarr's or json's: a bug keeps its type and traceback
+            raise
         raise StoreError(f"{path} lacks variable `{name}` or its metadata is unreadable ({type(err).__name__}: "
                          f"{err}); {refix(path)}") from None
 

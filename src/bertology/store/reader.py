@@ -24,8 +24,8 @@ from bertology.errors import MissingInputError
 from bertology.store.checks import check_block, check_lengths, check_value_norm
 from bertology.store.files import describe, file_examples, file_key, missing_chunks, open_group
 from bertology.store.schema import (DIMS, LAYOUT, LAYOUTS, LEGACY_LAYOUT, OPTIONAL_DIMS, IncompleteStoreError,
-                                    StoreError, StoreMismatchError, attr_differences, partial_path, refix,
-                                    store_layout)
+                                    StoreError, StoreMismatchError, attr_differences, damaged_bytes, damaged_metadata,
+                                    partial_path, refix, store_layout)
 from bertology.store.shards import ABSENT, crc32c, decode_inner, shard_format, shard_index
 
 log = logging.getLogger(__name__)
@@ -65,12 +65,16 @@ class _Reader:
         arr = self.arrays[name]
         try:
             return np.asarray(arr.oindex[key])
-        except Exception as err:  # noqa: BLE001 - a corrupt chunk, whatever the codec says
+        except (ValueError, RuntimeError) as err:
+            if not damaged_bytes(err):  # not a codec's error: a bug keeps its type and traceback
+                raise
             size = file_examples(arr)
             for k in sorted({int(e) // size for e in np.atleast_1d(np.arange(arr.shape[0])[key[0]])}):
                 try:
                     arr[k * size:min((k + 1) * size, arr.shape[0])]
-                except Exception as bad:  # noqa: BLE001
+                except (ValueError, RuntimeError) as bad:
+                    if not damaged_bytes(bad):
+                        raise
                     first, err = k * size, bad
                     break
             raise StoreError(f"{self.where(name, first)} cannot be decoded ({type(err).__name__}: {err}); the store "
@@ -96,16 +100,28 @@ class _Reader:
                 and codecs[0] == zarr.codecs.BytesCodec(endian="little")
                 and isinstance(codecs[1], zarr.codecs.BloscCodec)):
             return self.zarr_read(name, (rows,), k * size)
+
+        def corrupt(why: str) -> StoreError:
+            return StoreError(f"{self.where(name, k * size)} cannot be read ({why}); the store is corrupt: "
+                              f"{refix(self.path)}")
+
         try:
             with open(os.path.join(str(sp.store.root), sp.path, file_key(arr, k)), "rb") as fh:
                 data = fh.read()
-            if crc and crc32c(data[:-4]) != data[-4:]:
-                raise ValueError("the chunk does not match its checksum")
+        except FileNotFoundError as err:
+            raise corrupt(f"{type(err).__name__}: {err}") from None
+        if crc and crc32c(data[:-4]) != data[-4:]:
+            raise corrupt("ValueError: the chunk does not match its checksum")
+        dtype = np.dtype(str(arr.dtype)).newbyteorder("<")
+        try:
             raw = numcodecs.Blosc().decode(data[:-4] if crc else data)
-            return np.frombuffer(raw, dtype=np.dtype(str(arr.dtype)).newbyteorder("<"))[:rows.stop - rows.start]
-        except Exception as err:  # noqa: BLE001 - a missing or corrupt chunk, whatever Blosc says
-            raise StoreError(f"{self.where(name, k * size)} cannot be read ({type(err).__name__}: {err}); the store "
-                             f"is corrupt: {refix(self.path)}") from None
+        except (ValueError, RuntimeError) as err:
+            if not damaged_bytes(err):  # not Blosc's own error: a bug keeps its type and traceback
+                raise
+            raise corrupt(f"{type(err).__name__}: {err}") from None
+        if len(raw) != int(arr.chunks[0]) * dtype.itemsize:  # zarr stores the last chunk whole too
+            raise corrupt(f"{len(raw)} bytes decoded, not the {int(arr.chunks[0]) * dtype.itemsize} of a chunk")
+        return np.frombuffer(raw, dtype=dtype)[:rows.stop - rows.start]
 
     def length(self, e: int) -> int:
         size = file_examples(self.arrays["length"])
@@ -284,7 +300,9 @@ def open_store(path: str | Path, expect: Mapping[str, Any] | None = None, check_
                                    f"`snakemake {path}` (an interrupted run resumes from {partial_path(path)})")
     try:
         arrays = dict(group.arrays())  # from the consolidated metadata
-    except Exception as err:  # noqa: BLE001
+    except (OSError, ValueError, TypeError, KeyError) as err:
+        if not damaged_metadata(err):  # not zarr's or json's: a bug keeps its type and traceback
+            raise
         raise StoreError(f"{path} is not a readable Zarr store ({err}); {refix(path)}") from None
     missing = [v for v in (*DIMS, "layer", "head") if v not in arrays]
     if missing:
@@ -326,7 +344,9 @@ def open_store(path: str | Path, expect: Mapping[str, Any] | None = None, check_
         variables[name] = var
     try:
         coords = {c: (c, np.asarray(arrays[c][:])) for c in ("layer", "head")}
-    except Exception as err:  # noqa: BLE001
+    except (ValueError, RuntimeError) as err:
+        if not damaged_bytes(err):
+            raise
         raise StoreError(f"{path}: the coordinates layer/head cannot be read ({type(err).__name__}: {err}); "
                          f"{refix(path)}") from None
     ds = xr.Dataset(variables, coords=coords, attrs=attrs)

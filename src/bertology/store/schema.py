@@ -79,6 +79,33 @@ class StoreError(UserError, ValueError):
     """An attention store is missing, incomplete, corrupt or not the one asked for; the message says the fix."""
 
 
+def _raised_in(err: BaseException, packages: tuple[str, ...]) -> bool:
+    """Whether the innermost frame of err's traceback runs code of one of `packages` (module names)."""
+    tb = err.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    module = str(tb.tb_frame.f_globals.get("__name__", ""))
+    return any(module == p or module.startswith(p + ".") for p in packages)
+
+
+def damaged_bytes(err: BaseException) -> bool:
+    """Whether `err` is what a codec raises on damaged bytes: a ValueError or RuntimeError raised inside numcodecs
+    (Blosc: "error during blosc decompression", "destination buffer too small") or zarr's codecs (CRC32C: "Stored
+    and computed checksum do not match", of a chunk or a shard's index). Anything else (a MemoryError, a bug, a
+    monkeypatched decoder) is not a corrupt store and keeps its type and traceback."""
+    return isinstance(err, (ValueError, RuntimeError)) and _raised_in(err, ("numcodecs", "zarr.codecs"))
+
+
+def damaged_metadata(err: BaseException) -> bool:
+    """Whether `err` is what reading unreadable zarr metadata raises: a ValueError (JSON or UTF-8 decoding, zarr's
+    MetadataValidationError, an unknown codec or data type), TypeError or KeyError (a field of the wrong type or
+    absent) raised inside zarr or json, or an OSError (no such file, no permission)."""
+    return isinstance(err, OSError) or (isinstance(err, (ValueError, TypeError, KeyError))
+                                        and _raised_in(err, ("zarr", "json")))
+
+
 class IncompleteStoreError(StoreError):
     pass
 

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from bertology.store.files import file_key
-from bertology.store.schema import StoreError, refix
+from bertology.store.schema import StoreError, damaged_bytes, refix
 
 ABSENT = 2 ** 64 - 1
 
@@ -213,7 +213,9 @@ def decode_inner(data: bytes | None, fmt: ShardFormat, out: np.ndarray, what: st
         raise StoreError(f"{what} does not match its checksum; the store is corrupt: {refix(path)}")
     try:
         fmt.blosc.decode(data[:-4], out=out)
-    except Exception as err:  # noqa: BLE001 - whatever Blosc says
+    except (ValueError, RuntimeError) as err:
+        if not damaged_bytes(err):  # not Blosc's own error: a bug keeps its type and traceback
+            raise
         raise StoreError(f"{what} cannot be decoded ({type(err).__name__}: {err}); the store is corrupt: "
                          f"{refix(path)}") from None
     return out

@@ -702,6 +702,10 @@
     norm: ['norm-weighted', '‖Σ_h α_h[CLS, j] f_h(x_j)‖ of the last layer (Kobayashi et al. 2020)'],
     rollout: ['rollout', 'each layer\'s head-averaged attention mixed half and half with the identity, multiplied through the layers'],
     flow: ['flow', 'maximum flow from the token to the top [CLS] through the layered attention graph'],
+    alti: ['ALTI', 'Ferrando et al. 2022: max(0, ‖y_i‖₁ − ‖y_i − T_i(x_j)‖₁) through attention, residual and LN1, rows normalised, rolled out'],
+    globenc: ['GlobEnc', 'Modarressi et al. 2022: ‖contribution‖ through attention, residual and both LayerNorms, rows normalised, rolled out'],
+    decompx: ['DecompX', 'Modarressi et al. 2023: the token\'s signed part of the predicted class\'s logit, decomposed through every layer and the head (pretrained: ‖part of the top [CLS]‖)'],
+    value_zeroing: ['Value Zeroing', 'Mohebbi et al. 2023: cosine distance of each output when the token\'s values are zeroed, rows normalised, rolled out'],
     ablation: ['ablation importance', 'drop in the predicted class\'s probability when the token is replaced by the mask token'],
     gradient: ['input × gradient', 'Σ_d e_jd ∂p_c/∂e_jd at the embeddings\' output'],
   };
@@ -714,7 +718,8 @@
     if (!tv) { card.append(h('p', {class: 'muted'}, 'This page was built without token views.')); return card; }
     const variants = t.variants, views = ex.views || {}, imp = ex.importance || {};
     const rows = [...tv.views.map(m => ({m, kind: 'view'})), ...tv.importances.map(m => ({m, kind: 'importance'}))];
-    const signed = m => tv.importances.includes(m);   // importance can be negative: diverging scale around 0
+    // importance and signed views (DecompX) can be negative: diverging scale around 0
+    const signed = m => tv.importances.includes(m) || (tv.signed || []).includes(m);
     const scoresOf = (v, r) => r.kind === 'view' ? (views[v] || {})[r.m] : (v === 'finetuned' ? imp[r.m] : undefined);
     const scaleAll = S.tvscale === 'all', fromMin = S.tvfrom === 'min';
     const inScale = p => scaleAll || ex.word_ids[p] >= 0;
@@ -760,6 +765,8 @@
           else if (tv.missing[v]) why = 'no token scores for this model (see above)';
           else if (!views[v]) why = 'this example has no token scores';
           else if (r.m === 'flow') why = `not computed for this example: flow runs on a capped sample (analysis.flow.examples; ${tv.flow[v]} of ${tv.scored[v]} scored examples, marked ◆)`;
+          else if ((tv.newer || []).includes(r.m) && (tv.mixing || {})[v] === 0) why = 'not computed for this model: the newer mixing views need post-LN layers bertology decomposes, or analysis.mixing_views.examples is 0 (the log of norms_views says which)';
+          else if ((tv.newer || []).includes(r.m)) why = `not computed for this example: the newer mixing views run on a capped sample (analysis.mixing_views.examples; ${(tv.mixing || {})[v]} of ${tv.scored[v]} scored examples)`;
           else why = 'not computed for this example';
           cell.classList.add('tv-missing');
           cell.append(h('span', {class: 'muted'}, why));

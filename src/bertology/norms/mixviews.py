@@ -1,0 +1,509 @@
+"""The newer context-mixing views of the top [CLS] (docs/reference.md#newer-mixing-views): ALTI (Ferrando et al.
+2022), GlobEnc (Modarressi et al. 2022), DecompX (Modarressi et al. 2023) and Value Zeroing (Mohebbi et al. 2023).
+
+All four need a post-LN layer whose parts bertology finds from the modules' structure (:func:`layer_parts`): the
+attention block of :mod:`bertology.norms.values` with its post-LayerNorm LN1 (:mod:`bertology.norms.mixing`), then a
+feed-forward block of two linears W1 (D -> F) and W2 (F -> D) with an elementwise activation between them, and a
+second LayerNorm LN2 over (FFN + residual), whose output is the layer's output. A pre-LN layer (ModernBERT) or a
+layout bertology does not recognise gets none of them (:class:`MixingViewsUnsupported`, said in one line).
+
+Per layer l, one example of n tokens (no padding), i the receiving token, j the contributing one:
+
+- ALTI: T_i(x_j) = g1(y_ij), g1 LN1's linear part with the token's own scale (:func:`bertology.norms.mixing.decompose`),
+  y_i = LN1's real output; c_ij = max(0, ||y_i||_1 - ||y_i - T_i(x_j)||_1), rows normalised to sum 1;
+- GlobEnc: ||g2(T_i(x_j))||_2 with g2 LN2's linear part at the real LN2 input's scale (the FFN left out, as the paper
+  does), rows normalised to sum 1;
+- Value Zeroing: 1 - cos(y_i, y_i^{-j}), y the layer's real output and y^{-j} its output with token j's value vectors
+  zeroed in every head (the layers below as in the intact pass), rows normalised to sum 1;
+- each of the three is aggregated by rollout: R = C_L ... C_1 (no identity added: the residual is in C), view = R[0];
+- DecompX: the decomposition X (n, n, D), X[i, j] token j's part of token i's representation, from X = diag(input of
+  layer 1) through attention, residual, LN1, FFN (activation as its zero-origin slope act(z)/z at the real z), residual
+  and LN2 of every layer, then the classifier head at position 0 (each linear; activations by their zero-origin slope),
+  every bias split over the tokens by |<part, bias>| ("absdot"): sum_j X[i, j] is the real hidden state and the
+  head's parts sum to the logits. View: the predicted class's logit part of each token (signed); on a bare encoder
+  (no head) ||X_L[0, j]||.
+
+Glossary: n tokens, D hidden size, F the FFN's width, C classes, L layers, H heads, dh head size.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from bertology.errors import UserError
+from bertology.norms.mixing import decompose
+from bertology.norms.values import (
+    AttentionBlock,
+    Capture,
+    _linear,
+    attention_blocks,
+    transformed_vectors,
+)
+
+VIEWS = ("alti", "globenc", "decompx", "value_zeroing")
+#: views whose scores are signed (a diverging colour scale around 0)
+SIGNED = ("decompx",)
+
+
+class MixingViewsUnsupported(UserError, ValueError):
+    """The model's layers are not the post-LN layout the newer mixing views decompose."""
+
+
+@dataclass(frozen=True)
+class LayerParts:
+    """One post-LN layer: its attention block (with LN1 = block.post_norm), the FFN's linears W1 (F x D) and W2
+    (D x F) and LN2, the LayerNorm whose output is the layer's output."""
+
+    block: AttentionBlock
+    ffn_in: torch.nn.Module
+    ffn_out: torch.nn.Module
+    final_norm: torch.nn.LayerNorm
+
+
+def _inside(module: torch.nn.Module, root: torch.nn.Module) -> bool:
+    return any(m is module for m in root.modules())
+
+
+def layer_parts(model: torch.nn.Module) -> list[LayerParts]:
+    """Every layer's :class:`LayerParts`, in layer order, or :class:`MixingViewsUnsupported` saying why not."""
+    blocks = attention_blocks(model)
+    out = []
+    for b in blocks:
+        if b.layer is None or b.post_norm is None:
+            kind = "a pre-LN layer (no LayerNorm after attention + residual)" if b.residual_sum is not None else \
+                "a layer whose residual layout bertology does not recognise"
+            raise MixingViewsUnsupported(
+                f"{type(model).__name__} layer {b.index} is {kind}: ALTI, GlobEnc, DecompX and Value Zeroing decompose "
+                f"post-LN layers (attention, residual, LayerNorm, feed-forward, residual, LayerNorm)")
+        rest = [m for m in b.layer.modules() if _linear(m) and m is not b.output and not _inside(m, b.attention)]
+        norms = [m for m in b.layer.modules() if isinstance(m, torch.nn.LayerNorm) and m is not b.post_norm
+                 and not _inside(m, b.attention)]
+        D = b.output.weight.shape[0]
+        ok = len(rest) == 2 and len(norms) == 1 and rest[0].weight.shape[1] == D and \
+            rest[1].weight.shape == (D, rest[0].weight.shape[0])
+        if not ok:
+            raise MixingViewsUnsupported(
+                f"{type(model).__name__} layer {b.index}: bertology finds {len(rest)} feed-forward linears and "
+                f"{len(norms)} LayerNorms after the attention block, not the two linears (D -> F -> D) and one "
+                f"LayerNorm the newer mixing views decompose")
+        out.append(LayerParts(b, rest[0], rest[1], norms[0]))
+    return out
+
+
+def head_linears(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The linears that may belong to a classifier head: every linear outside the encoder layers that is not an
+    embedding. Which of them the head is, and in which order, :class:`PartsCapture` finds from the forward pass: the
+    ones called after the last layer's output (a pooler's and the classifier's, in call order)."""
+    blocks = attention_blocks(model)
+    layer_mods = {id(m) for b in blocks if b.layer is not None for m in b.layer.modules()}
+    return [m for m in model.modules() if _linear(m) and not isinstance(m, torch.nn.Embedding)
+            and id(m) not in layer_mods]
+
+
+class PartsCapture:
+    """Forward hooks (a context manager, beside :class:`~bertology.norms.values.Capture`) keeping per layer the
+    FFN's pre-activation z = W1 h + b1 (B, T, F) and activation a (W2's input), LN2's input and output (B, T, D), and
+    the head: the calls of the `head` candidates after the last layer's output, in call order (module, input (B, *),
+    output (B, *)). A module shared by several layers (ALBERT) serves them in call order."""
+
+    def __init__(self, model: torch.nn.Module, parts: list[LayerParts], head: list[torch.nn.Module]):
+        self.model, self.parts, self.head = model, parts, head
+        self.z: dict[int, torch.Tensor] = {}
+        self.a: dict[int, torch.Tensor] = {}
+        self.ln2_in: dict[int, torch.Tensor] = {}
+        self.ln2_out: dict[int, torch.Tensor] = {}
+        self.head_calls: list[tuple[torch.nn.Module, torch.Tensor, torch.Tensor]] = []
+        self._after = False
+        self._last = parts[-1].block.index if parts else -1
+        self._calls: dict[int, int] = {}
+        self._handles: list = []
+
+    def _rank(self, module, kind: str) -> int | None:
+        users = [p.block.index for p in self.parts if getattr(p, kind) is module]
+        k = self._calls.get(id(module), 0)
+        self._calls[id(module)] = k + 1
+        return users[k] if k < len(users) else None
+
+    def __enter__(self) -> PartsCapture:
+        def reset(*_):
+            for d in (self.z, self.a, self.ln2_in, self.ln2_out, self._calls):
+                d.clear()
+            self.head_calls.clear()
+            self._after = False
+
+        self._handles.append(self.model.register_forward_pre_hook(reset))
+        seen: set[int] = set()
+        for p in self.parts:
+            for kind in ("ffn_in", "ffn_out", "final_norm"):
+                mod = getattr(p, kind)
+                if (id(mod), kind) in seen:
+                    continue
+                seen.add((id(mod), kind))
+                self._handles.append(mod.register_forward_hook(self._hook(kind)))
+        for m in self.head:
+            self._handles.append(m.register_forward_hook(self._head_hook))
+        return self
+
+    def _hook(self, kind: str):
+        def hook(module, args, output):
+            layer = self._rank(module, kind)
+            if layer is None:
+                return
+            x = args[0].detach()
+            out = (output[0] if isinstance(output, tuple) else output).detach()
+            if kind == "ffn_in":
+                self.z[layer] = out
+            elif kind == "ffn_out":
+                self.a[layer] = x
+            else:
+                self.ln2_in[layer], self.ln2_out[layer] = x, out
+                self._after = self._after or layer == self._last
+        return hook
+
+    def _head_hook(self, module, args, output):
+        if self._after:
+            self.head_calls.append((module, args[0].detach(), output.detach()))
+
+    def head_of(self, row: int, target: int = 0) -> tuple[list[torch.nn.Module], list[torch.Tensor],
+                                                          list[torch.Tensor]]:
+        """The head's linears in call order and their input and output of row `row` (position `target` where the
+        head saw positions)."""
+        def pick(t: torch.Tensor) -> torch.Tensor:
+            return t[row] if t.ndim == 2 else t[row, target]
+
+        return ([m for m, _, _ in self.head_calls], [pick(i) for _, i, _ in self.head_calls],
+                [pick(o) for _, _, o in self.head_calls])
+
+    def __exit__(self, *exc) -> None:
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()
+
+
+# ------------------------------------------------------------------------------------------------ pure arithmetic
+
+def normalise_rows(c: torch.Tensor) -> torch.Tensor:
+    """c (..., n, n) >= 0 -> rows divided by their sums (a row summing to 0 stays 0, as Mohebbi et al.'s code)."""
+    s = c.sum(-1, keepdim=True)
+    return torch.where(s > 0, c / torch.where(s > 0, s, torch.ones_like(s)), torch.zeros_like(c))
+
+
+def rollout(c: torch.Tensor) -> torch.Tensor:
+    """c (L, n, n) per-layer mixing matrices -> (n, n) R = C_L ... C_1 (no identity added: the residual is in C)."""
+    out = c[0]
+    for layer in c[1:]:
+        out = layer @ out
+    return out
+
+
+def alti_matrix(parts: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """ALTI (Ferrando et al. 2022, eq. 8-9): parts (n, n, D) T_i(x_j), y (n, D) the real output y_i (sum_j T_i(x_j)
+    plus what no token contributes) -> (n, n) max(0, ||y_i||_1 - ||y_i - T_i(x_j)||_1), rows normalised."""
+    dist = (y[:, None, :] - parts).abs().sum(-1)
+    c = (y.abs().sum(-1)[:, None] - dist).clamp(min=0)
+    return normalise_rows(c)
+
+
+def ln_linear(parts: torch.Tensor, norm: torch.nn.LayerNorm, real_in: torch.Tensor) -> torch.Tensor:
+    """LayerNorm's linear part on parts (n, m, D) of each token's input, at the scale of the token's real input
+    real_in (n, D): gamma * (v - mean(v)) / sqrt(var(real_in) + eps) -> (n, m, D) (beta left out)."""
+    real = real_in.to(parts.dtype)
+    scale = (real.var(-1, unbiased=False) + norm.eps).rsqrt()
+    gamma = norm.weight.to(parts.dtype) if norm.weight is not None else 1.0
+    return (parts - parts.mean(-1, keepdim=True)) * scale[:, None, None] * gamma
+
+
+def globenc_matrix(ln1_parts: torch.Tensor, norm2: torch.nn.LayerNorm, ln2_in: torch.Tensor) -> torch.Tensor:
+    """GlobEnc (Modarressi et al. 2022, N_ENC): ln1_parts (n, n, D) the LN1 decomposition, LN2 and its real input
+    (n, D) -> (n, n) ||g2(parts)||, rows normalised (the FFN is not decomposed: its output is left out)."""
+    return normalise_rows(torch.linalg.vector_norm(ln_linear(ln1_parts, norm2, ln2_in), dim=-1))
+
+
+def split_bias(parts: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """DecompX's "absdot" bias decomposition: parts (n, m, D) (or (m, D)), bias (D,) -> parts + w_ij bias with
+    w_ij = |<parts_ij, bias>| / sum_j |<parts_ij, bias>| (equal shares where every product is 0)."""
+    if bias is None:
+        return parts
+    b = bias.to(parts.dtype)
+    w = (parts @ b).abs()
+    s = w.sum(-1, keepdim=True)
+    m = parts.shape[-2]
+    w = torch.where(s > 0, w / torch.where(s > 0, s, torch.ones_like(s)), torch.full_like(w, 1.0 / m))
+    return parts + w[..., None] * b
+
+
+def zero_origin_slope(z: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
+    """The zero-origin slope of an elementwise activation at its real input z: a / z (0 where z = 0)."""
+    return torch.where(z != 0, a / torch.where(z != 0, z, torch.ones_like(z)), torch.zeros_like(z))
+
+
+def ln_parts(parts: torch.Tensor, norm: torch.nn.LayerNorm, real_in: torch.Tensor) -> torch.Tensor:
+    """LayerNorm through a decomposition (parts (n, m, D) summing to the real input real_in (n, D)): the linear part
+    per part, beta split by absdot -> (n, m, D) summing to LN(real_in)."""
+    out = ln_linear(parts, norm, real_in)
+    return split_bias(out, norm.bias)
+
+
+def cosine_distance_matrix(intact: torch.Tensor, zeroed: torch.Tensor) -> torch.Tensor:
+    """Value Zeroing (Mohebbi et al. 2023): intact (n, D) the layer's output, zeroed (n_j, n, D) its output with token
+    j's value vectors zeroed -> (n, n) C[i, j] = 1 - cos(intact_i, zeroed_j,i), rows normalised."""
+    cos = torch.nn.functional.cosine_similarity(zeroed, intact[None].to(zeroed.dtype), dim=-1)    # (n_j, n_i)
+    return normalise_rows((1 - cos).T.clamp(min=0))
+
+
+# ------------------------------------------------------------------------------------------------ DecompX
+
+def _dt(model) -> torch.dtype:
+    return next(model.parameters()).dtype
+
+
+@torch.no_grad()
+def decompx_layer(parts: LayerParts, x: torch.Tensor, alpha: torch.Tensor, ln1_in: torch.Tensor, z: torch.Tensor,
+                  a: torch.Tensor, ln2_in: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """One layer of DecompX: x (n, m, D) the decomposition of the layer's input (sum over m = the real input), alpha
+    (H, n, n), the real LN1 input (n, D), FFN pre-activation z (n, F) and activation a (n, F), LN2 input (n, D) ->
+    (the decomposition of the layer's output (n, m, D), its stages {"ln1": (n, m, D), "res2": (n, m, D)})."""
+    b = parts.block
+    H, dh = b.heads, b.head_dim
+    n, m, D = x.shape
+    wv, bv = b.value_weights()
+    v = (x @ wv.T.to(x.dtype)).view(n, m, H, dh)                                          # no bias: split below
+    y = torch.einsum("hik,kjhc->ijhc", alpha.to(x.dtype), v).reshape(n, m, H * dh)
+    wo = b.output.weight.to(x.dtype)
+    attn = y @ wo.T
+    bias = torch.zeros(D, dtype=x.dtype, device=x.device)
+    if bv is not None:
+        bias = bias + bv.to(x.dtype) @ wo.T                         # rows of alpha sum to 1: b_V reaches every token
+    if b.output.bias is not None:
+        bias = bias + b.output.bias.to(x.dtype)
+    res1 = split_bias(attn, bias) + x
+    h = ln_parts(res1, b.post_norm, ln1_in)
+    zz = split_bias(h @ parts.ffn_in.weight.T.to(x.dtype), getattr(parts.ffn_in, "bias", None))
+    act = zz * zero_origin_slope(z.to(x.dtype), a.to(x.dtype))[:, None, :]
+    ff = split_bias(act @ parts.ffn_out.weight.T.to(x.dtype), getattr(parts.ffn_out, "bias", None))
+    res2 = ff + h
+    return ln_parts(res2, parts.final_norm, ln2_in), {"ln1": h, "res2": res2}
+
+
+@torch.no_grad()
+def decompx_head(head: list[torch.nn.Module], pooled: torch.Tensor, head_in: list[torch.Tensor],
+                 head_out: list[torch.Tensor]) -> torch.Tensor:
+    """The classifier head through DecompX: pooled (m, D) the decomposition of the top [CLS], each linear's real input
+    and output at position 0 (head_in[k], head_out[k]: (F_k,), (G_k,)) -> (m, C) per-token logit parts (each linear's
+    bias split by absdot; between linears the activation's zero-origin slope head_in[k+1] / head_out[k])."""
+    p = pooled
+    for k, lin in enumerate(head):
+        p = split_bias(p @ lin.weight.T.to(p.dtype), getattr(lin, "bias", None))
+        if k + 1 < len(head):
+            p = p * zero_origin_slope(head_out[k].to(p.dtype), head_in[k + 1].to(p.dtype))
+    return p
+
+
+# ------------------------------------------------------------------------------------------------ Value Zeroing
+
+class _Stop(Exception):
+    def __init__(self, output):
+        self.output = output
+
+
+def _first(output) -> torch.Tensor:
+    return output[0] if isinstance(output, (tuple, list)) else output
+
+
+def _expand(output, copies: int):
+    """A layer's output of one example (batch 1) repeated `copies` times along the batch."""
+    if isinstance(output, torch.Tensor):
+        return output.expand(copies, *output.shape[1:]).contiguous() if output.shape[0] == 1 else output
+    if isinstance(output, (tuple, list)):
+        return type(output)(_expand(o, copies) for o in output)
+    return output
+
+
+def _zero_values(block: AttentionBlock, out: torch.Tensor) -> torch.Tensor:
+    """The value projection's output (n copies, n positions, *) with copy j's value vector at position j zeroed
+    (every head)."""
+    out = out.clone()
+    n, T = out.shape[:2]
+    H, dh = block.heads, block.head_dim
+    j = torch.arange(n, device=out.device)
+    if block.layout == "blocks":
+        out[j, j, 2 * H * dh:] = 0
+    elif block.layout == "per_head":
+        view = out.view(n, T, H, 3 * dh)
+        view[j, j, :, 2 * dh:] = 0
+    else:
+        out[j, j] = 0
+    return out
+
+
+@torch.no_grad()
+def value_zeroing(model, parts: list[LayerParts], inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Value Zeroing matrices of one example (inputs: model inputs of batch 1, no padding, n tokens) -> (L, n, n).
+
+    One intact forward keeps every layer's output; then per layer l one forward of n copies (copy j: token j's value
+    vectors zeroed in layer l) in which the layers below return their intact outputs without computing and the pass
+    stops at layer l's output."""
+    blocks = [p.block for p in parts]
+    layers = []
+    for b in blocks:
+        if not any(b.layer is m for m in layers):
+            layers.append(b.layer)
+    kept: list = []
+    state = {"call": 0, "target": -1, "copies": 1}
+
+    def record(module, args, output):
+        kept.append(output)
+
+    handles = [m.register_forward_hook(record) for m in layers]
+    try:
+        model(**inputs)
+    finally:
+        for h in handles:
+            h.remove()
+    if len(kept) != len(blocks):
+        raise RuntimeError(f"value zeroing: {len(kept)} layer calls in the intact pass for {len(blocks)} layers")
+    n = inputs["input_ids"].shape[1]
+    originals = {id(m): m.forward for m in layers}
+
+    def wrapped(module):
+        orig = originals[id(module)]
+
+        def forward(*args, **kwargs):
+            k = state["call"]
+            state["call"] += 1
+            if k < state["target"]:
+                return _expand(kept[k], state["copies"])
+            out = orig(*args, **kwargs)
+            raise _Stop(out)
+        return forward
+
+    def zero_hook(module, args, output):
+        if state["call"] - 1 == state["target"]:
+            return _zero_values(blocks[state["target"]], output)
+
+    scores = []
+    big = {k: v.expand(n, *v.shape[1:]) for k, v in inputs.items()}
+    zero_handles = []
+    seen: set[int] = set()
+    for b in blocks:
+        if id(b.value) not in seen:
+            seen.add(id(b.value))
+            zero_handles.append(b.value.register_forward_hook(zero_hook))
+    try:
+        for m in layers:
+            m.forward = wrapped(m)
+        for l, b in enumerate(blocks):
+            state.update(call=0, target=l, copies=n)
+            try:
+                model(**big)
+                raise RuntimeError("value zeroing: the forward pass did not reach the target layer")
+            except _Stop as stop:
+                zeroed = _first(stop.output)                                      # (n copies, n, D)
+            scores.append(cosine_distance_matrix(_first(kept[l])[0], zeroed))
+    finally:
+        for m in layers:
+            del m.forward
+        for h in zero_handles:
+            h.remove()
+    return torch.stack(scores)
+
+
+# ------------------------------------------------------------------------------------------------ one example
+
+@dataclass
+class ExampleViews:
+    """One example's views: scores {view: (n,) float64} (the top [CLS] row of the aggregated matrix; DecompX's logit
+    parts) and per layer {view: (L, n) float64} (row 0 of each layer's own matrix; DecompX: ||X_l[0, j]||)."""
+
+    scores: dict[str, np.ndarray]
+    layers: dict[str, np.ndarray]
+    predicted: int | None = None
+    #: max over layers of max |sum_j X_l[i, j] - h_l[i]| / max |h_l| (the decomposition against the real hidden
+    #: states: rounding only, ~1e-6 in float32, where the layer is the layout DecompX follows)
+    decompx_error: float = 0.0
+
+
+@torch.no_grad()
+def example_views(model, parts: list[LayerParts], head: list[torch.nn.Module], cap: Capture, pc: PartsCapture,
+                  attentions, row: int, n: int, logits: torch.Tensor | None, seconds: dict[str, float],
+                  inputs: dict[str, torch.Tensor] | None = None, target: int = 0) -> ExampleViews:
+    """ALTI, GlobEnc and DecompX of row `row` (real length n) of the last forward pass (run inside `cap` =
+    ``Capture(model, vectors=True)`` and `pc`), and Value Zeroing from `inputs` (this example alone, batch 1, no
+    padding; None: no Value Zeroing). logits: (C,) the row's real logits (None: a bare encoder). seconds: adds each
+    view's time."""
+    t0 = time.perf_counter()
+    alti, glob = [], []
+    decs = []
+    for p in parts:
+        b = p.block
+        v = cap.values[b.index][row:row + 1, :n]
+        f = transformed_vectors(b, v)[0]
+        dec = decompose(attentions[b.index][row, :, :n, :n], f, cap.residual[b.index][row, :n], b.output.bias,
+                        b.post_norm)
+        decs.append(dec)
+        y = cap.sum_out[b.index][row, :n].double()
+        alti.append(alti_matrix(dec.ln, y))
+    t1 = time.perf_counter()
+    for p, dec in zip(parts, decs):
+        glob.append(globenc_matrix(dec.ln, p.final_norm, pc.ln2_in[p.block.index][row, :n].double()))
+    t2 = time.perf_counter()
+    A, G = torch.stack(alti), torch.stack(glob)
+    scores = {"alti": rollout(A)[target].cpu().numpy(), "globenc": rollout(G)[target].cpu().numpy()}
+    layers = {"alti": A[:, target].cpu().numpy(), "globenc": G[:, target].cpu().numpy()}
+    seconds["alti"] = seconds.get("alti", 0.0) + (t1 - t0)
+    seconds["globenc"] = seconds.get("globenc", 0.0) + (t2 - t1)
+
+    t0 = time.perf_counter()
+    dt = torch.float64 if _dt(model) == torch.float64 else torch.float32
+    first = parts[0].block.index
+    x0 = cap.residual[first][row, :n].to(dt)
+    X = torch.zeros(n, n, x0.shape[-1], dtype=dt, device=x0.device)
+    X[torch.arange(n), torch.arange(n)] = x0
+    dx_layers, err = [], 0.0
+    for p in parts:
+        i = p.block.index
+        X, _ = decompx_layer(p, X, attentions[i][row, :, :n, :n], cap.sum_in[i][row, :n], pc.z[i][row, :n],
+                             pc.a[i][row, :n], pc.ln2_in[i][row, :n])
+        real = pc.ln2_out[i][row, :n].to(X.dtype)
+        err = max(err, float((X.sum(1) - real).abs().max() / real.abs().max().clamp(min=1e-30)))
+        dx_layers.append(torch.linalg.vector_norm(X[target], dim=-1).double().cpu().numpy())
+    predicted = None
+    mods, hin, hout = pc.head_of(row, target)
+    if mods and logits is not None and mods[-1].weight.shape[0] == logits.shape[-1]:
+        parts_logits = decompx_head(mods, X[target], hin, hout)                           # (n, C)
+        predicted = int(logits.argmax())
+        scores["decompx"] = parts_logits[:, predicted].double().cpu().numpy()
+    else:
+        scores["decompx"] = torch.linalg.vector_norm(X[target], dim=-1).double().cpu().numpy()
+    layers["decompx"] = np.stack(dx_layers)
+    seconds["decompx"] = seconds.get("decompx", 0.0) + (time.perf_counter() - t0)
+    if inputs is not None:
+        scores["value_zeroing"], layers["value_zeroing"] = value_zeroing_view(model, parts, inputs, seconds, target)
+    return ExampleViews(scores, layers, predicted, err)
+
+
+def value_zeroing_view(model, parts: list[LayerParts], inputs: dict[str, torch.Tensor], seconds: dict[str, float],
+                       target: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Value Zeroing of one example (inputs: batch 1, no padding) -> (row `target` of the rollout (n,), each layer's
+    own row (L, n)). Its forwards reset a :class:`~bertology.norms.values.Capture` open on the model: run it after
+    the capture's tensors are used."""
+    t0 = time.perf_counter()
+    V = value_zeroing(model, parts, inputs).double()
+    seconds["value_zeroing"] = seconds.get("value_zeroing", 0.0) + (time.perf_counter() - t0)
+    return rollout(V)[target].cpu().numpy(), V[:, target].cpu().numpy()
+
+
+def aopc_fractions() -> tuple[float, ...]:
+    """k = 10%, 20%, ..., 50% of an example's ordinary tokens (DeYoung et al. 2020's comprehensiveness bins as DESIGN
+    names them)."""
+    return (0.1, 0.2, 0.3, 0.4, 0.5)
+
+
+def top_k_counts(m: int, fractions=None) -> list[int]:
+    """How many of m ordinary tokens each fraction removes: max(1, ceil(f * m)) (m >= 1)."""
+    return [max(1, math.ceil(f * m - 1e-9)) for f in (fractions or aopc_fractions())]
