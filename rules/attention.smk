@@ -60,6 +60,8 @@ rule extract_attention:
     params:
         step=step("extract_attention"),
         files=step_files,
+        **cache_params("extract_attention"),
+    cache: CACHING  # snakemake --cache: shared across working directories (rules/common.smk)
     log:
         layout.log("extract_attention", "{task}/{variant}"),
     benchmark:
@@ -73,6 +75,9 @@ rule extract_attention:
         "../envs/bertology.yaml"
     shell:
         STEP
+
+
+without_benchmark_when_cached(rules.extract_attention)
 
 
 TARGETS.extend(paths("words", task=TASK_NAMES))

@@ -10,7 +10,7 @@ from bertology.config import sections_json
 from bertology.data import source_version
 from bertology.claims.ledger import required_inputs as claims_inputs
 from bertology.explorer import explorer_inputs
-from bertology.norms.values import norms_unsupported
+from bertology.capability import model_capabilities
 from bertology.layout import path, paths
 from bertology.seeds import (SEED_TAG_REGEX, STORE_VARIANT_REGEX, SYNTAX_MODEL_REGEX, configured_seeds,
                              finetuned_variants, seed_tags, store_variants)
@@ -35,6 +35,7 @@ envvars:
     "BERTOLOGY_INVOCATION",
     "MLFLOW_TRACKING_URI",
     "MLFLOW_EXPERIMENT_NAME",
+    "BERTOLOGY_TRACKING_LIVE",
 
 
 # Declared tasks (a mapping in `tasks:`): known to get_task here, and handed to each job that reads one as
@@ -53,7 +54,9 @@ DECLARATION_FILES = {name: declaration_file(name, text, layout.ROOT) for name, t
 TASK_NAMES = [e["name"] if isinstance(e, dict) else e for e in config["tasks"]]
 # The norm analyses run when asked for and when the model's layers are ones value norms are computed for
 # (norms.values.attention_blocks; otherwise onstart says why in one line and the rest of the workflow runs).
-NORMS_ENABLED = bool(config["analysis"]["norms"]["enabled"]) and norms_unsupported(config["model"]) is None
+# Decided once per model and remembered under .bertology/capability/ (bertology.capability): reading the
+# Snakefile imports neither torch nor transformers.
+NORMS_ENABLED = bool(config["analysis"]["norms"]["enabled"]) and model_capabilities(config["model"])["norms"] is None
 PAIR_TASKS = [t for t in TASK_NAMES if get_task(t).is_pair]
 INITS = list(config["train"]["inits"])
 # Path tags of the fine-tuning seeds: '' for the first (train.seed: the plain paths, read by every
@@ -63,6 +66,33 @@ SEED_TAGS = seed_tags(configured_seeds(config["train"]))
 # `finetuned` (the first seed), `finetuned-seedN`; `pretrained` has no fine-tuning seed and is computed once.
 FINETUNED_VARIANTS = finetuned_variants(SEED_TAGS)
 SEED_VARIANTS = store_variants(SEED_TAGS)
+
+# `snakemake --cache` with SNAKEMAKE_OUTPUT_CACHE=DIR (README, "Reuse across experiments"): fine-tuned models
+# and attention stores (`cache: True`) are shared through DIR by every working directory. What the params do
+# not say on their own, the code that computes an output and the model's own files, enters their key then
+# (bertology.provenance), and only then: a run without the cache never re-runs a job for an edit elsewhere.
+CACHING = getattr(workflow.workflow_settings, "cache", None) is not None
+
+
+def cache_params(name):
+    """The cached rule's extra params under --cache (code and model versions); none otherwise."""
+    if not CACHING:
+        return {}
+    from bertology.provenance import code_version, model_version
+
+    if "model_version" not in _CACHE_KEYS:
+        _CACHE_KEYS["model_version"] = model_version(config["model"])
+    return {"code_version": code_version(name), "model_version": _CACHE_KEYS["model_version"]}
+
+
+_CACHE_KEYS = {}
+
+
+def without_benchmark_when_cached(proxy):
+    """Under --cache, drop the rule's benchmark file: Snakemake refuses one on a cached rule (a job taken from the
+    cache has no run to measure)."""
+    if CACHING:
+        proxy.rule._benchmark = None
 
 # Every rule file appends the final outputs it contributes; `rule all` asks for all of them.
 TARGETS = []

@@ -23,6 +23,8 @@ rule train_model:
     params:
         step=step("train_model"),
         files=step_files,
+        **cache_params("train_model"),
+    cache: CACHING  # snakemake --cache: shared across working directories (rules/common.smk)
     log:
         layout.log("train_model", "{task}/{init}{seedtag}"),
     benchmark:
@@ -36,6 +38,9 @@ rule train_model:
         "../envs/bertology.yaml"
     shell:
         STEP
+
+
+without_benchmark_when_cached(rules.train_model)
 
 
 # `pretrained` scores the config's model with a fresh head (no model input, and its config sections

@@ -22,11 +22,11 @@ def test_newer_minus_rollout_is_the_mean_per_example_difference():
     per = rk.newer_minus_rollout_values(t)
     # example 0: mean(0.5, 0.3) - 0.1 = 0.3; 1: 0.4 - 0.2 = 0.2; 2: 0.7 - 0.3 = 0.4 (alti undefined); 3: 0.5
     np.testing.assert_allclose(per.to_numpy(), [0.3, 0.2, 0.4, 0.5])
-    eff = rk.newer_minus_rollout(t, resamples=200, seed=1)
+    eff = rk.newer_minus_rollout(t, confidence=0.95, resamples=200, seed=1)
     assert eff["effect"] == pytest.approx(0.35) and eff["n"] == 4
     assert 0.2 <= eff["ci_low"] <= 0.35 <= eff["ci_high"] <= 0.5
     # no newer view: nothing to say
-    assert np.isnan(rk.newer_minus_rollout(_table({"rollout": [0.1, 0.2]}), resamples=50)["effect"])
+    assert np.isnan(rk.newer_minus_rollout(_table({"rollout": [0.1, 0.2]}), confidence=0.95, resamples=50, seed=0)["effect"])
 
 
 def test_paired_differences_say_which_intervals_separate():
@@ -38,14 +38,6 @@ def test_paired_differences_say_which_intervals_separate():
     assert set(pairs.columns) == set(rk.PAIR_COLUMNS) - {"view_a", "view_b"}
     row = pairs.loc[("rollout", "alti")]
     assert row["difference"] == pytest.approx(-1.0, abs=0.01) and bool(row["separated"]) and row["n"] == 30
-
-
-def test_the_multibootstrap_effect_over_seeds():
-    a = _table({"rollout": [0.0, 0.1, 0.2], "alti": [0.5, 0.6, 0.7]})
-    b = _table({"rollout": [0.0, 0.1, 0.2], "alti": [0.3, 0.4, 0.5]})
-    eff = rk.newer_minus_rollout_seeds([a, b], resamples=300, seed=3)
-    assert eff["effect"] == pytest.approx(0.4) and eff["n_seeds"] == 2 and eff["n_examples"] == 3
-    assert 0.3 - 1e-12 <= eff["ci_low"] <= 0.4 <= eff["ci_high"] <= 0.5 + 1e-12
 
 
 def test_faithfulness_rows_of_multibootstrap_csv():

@@ -234,3 +234,55 @@ def test_tracking_modules_import_one_way():
                 if other not in order[:i]:
                     back.append(f"{name} imports bertology.tracking{'.' + other if other else ''}")
     assert not back, back
+
+
+QUEUED_JOB = textwrap.dedent("""
+    import sys
+    from bertology import tracking
+    with tracking.job_run("sieve", task="rte", params={"analysis": {"tau": 3.0}}) as tracker:
+        tracker.metric("loss", 0.5, step=1)
+        tracker.metrics({"loss": 0.25, "acc": 0.75}, step=2)
+        tracker.tags({"device": "cpu"})
+        tracker.artifact(sys.argv[1], "tables")
+        tracker.on_parent().metrics({"ledger_claims": 4.0})  # what a step records on the invocation's run
+        if sys.argv[2] == "kill":
+            import os
+            os._exit(9)  # killed before its end: nothing after this runs
+    print(sorted(m for m in ("mlflow", "torch", "transformers") if m in sys.modules))
+""")
+
+
+@pytest.mark.parametrize("fate", ["ends", "kill"])
+def test_a_queued_job_imports_no_mlflow_and_the_workflow_end_sends_its_run(store, tmp_path, fate):
+    """mlflow.live: false: the job writes its run as one record (no mlflow imported); end_invocation sends it
+    as a child of the parent run with its params, tags, metrics (steps), artifact, start and end times. A job
+    killed before its end still gets its run, marked FAILED."""
+    table = tmp_path / "table.csv"
+    table.write_text("a,b\n1,2\n")
+    env = dict(os.environ, BERTOLOGY_TRACKING_LIVE="0")
+    t0 = int(time.time() * 1000)
+    proc = subprocess.run([sys.executable, "-c", QUEUED_JOB, str(table), fate], env=env, capture_output=True,
+                          text=True, cwd=tmp_path)
+    if fate == "ends":
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.strip() == "[]"  # neither mlflow nor torch/transformers in the job
+    records = [json.loads(p.read_text()) for p in tracking.pending_records()]
+    assert [r["kind"] for r in records] == (["job", "workflow"] if fate == "ends" else ["job"])
+    assert all(r["queued"] is True for r in records)
+    client = mlflow.MlflowClient(store)
+    exp = client.get_experiment_by_name("t").experiment_id
+    assert client.search_runs([exp], filter_string="tags.rule = 'sieve'") == []  # nothing sent by the job
+    tracking.end_invocation("inv-1", "FINISHED")
+    assert tracking.pending_records() == []
+    (run,) = client.search_runs([exp], filter_string="tags.rule = 'sieve'")
+    assert run.data.tags["mlflow.parentRunId"] == tracking.parent_run_id("inv-1", create=False)
+    assert "bertology.replayed" not in run.data.tags and run.data.params["analysis.tau"] == "3.0"
+    assert run.info.start_time >= t0 and run.info.start_time <= int(time.time() * 1000)
+    if fate == "ends":
+        parent = client.get_run(tracking.parent_run_id("inv-1", create=False))
+        assert parent.data.metrics["ledger_claims"] == 4.0 and parent.info.status == "FINISHED"
+        assert run.info.status == "FINISHED" and run.data.tags["device"] == "cpu"
+        assert [(m.step, m.value) for m in client.get_metric_history(run.info.run_id, "loss")] == [(1, 0.5), (2, 0.25)]
+        assert [a.path for a in client.list_artifacts(run.info.run_id, "tables")] == ["tables/table.csv"]
+    else:
+        assert run.info.status == "FAILED"

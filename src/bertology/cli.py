@@ -29,6 +29,7 @@ import logging
 import os
 import shlex
 import sys
+import time
 import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -38,7 +39,7 @@ from typing import Any
 from bertology import layout
 from bertology.errors import UserError
 from bertology.analyses import REGISTRY
-from bertology.store import EXPECT_SECTIONS
+from bertology.config import EXPECT_SECTIONS
 from bertology.steps.context import Files, StepContext
 
 
@@ -307,7 +308,10 @@ def run_step(name: str, argv: list[str]) -> int:
                  params=params, tags={f"wildcard.{k}": v for k, v in wildcards.items()},
                  enabled=spec.tracked and not args.no_mlflow) as tracker:
         ctx.tracker = tracker
+        started = time.perf_counter()
         func(ctx)
+        # The step's own time (imports of its module and tracking excluded): bench/bench_jobcost.py reads it.
+        logging.getLogger("bertology.cli").info("%s: work %.3f s", name, time.perf_counter() - started)
     return 0
 
 

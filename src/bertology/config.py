@@ -27,6 +27,10 @@ import yaml
 
 from bertology.errors import UserError
 
+#: config keys bertology.store.schema.expected_attrs reads (a step that opens a store declares them)
+EXPECT_SECTIONS = ("model", "data.seed", "data.max_length", "attention.split", "attention.examples",
+                   "attention.keepbits", "attention.spacy_model")
+
 SCHEMA_PATH = Path(str(resources.files("bertology") / "config.schema.yaml"))
 
 
@@ -191,6 +195,7 @@ class MlflowConfig:
     tracking_uri: str
     experiment: str
     required: bool
+    live: bool
 
 
 @dataclass(frozen=True)

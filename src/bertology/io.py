@@ -14,10 +14,11 @@ import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import pandas as pd
+if TYPE_CHECKING:  # numpy and pandas are imported by the writers that use them: writing JSON imports neither
+    import numpy as np
+    import pandas as pd
 
 
 def _fsync(path: Path) -> None:
@@ -84,6 +85,8 @@ def write_parquet(df: pd.DataFrame, path: str | Path) -> Path:
 
 def write_npz(arrays: Mapping[str, np.ndarray], path: str | Path) -> Path:
     """Write named arrays as a compressed ``.npz`` atomically (``np.savez_compressed``)."""
+    import numpy as np
+
     with atomic_write(path, suffix=".npz") as tmp:
         np.savez_compressed(tmp, **arrays)
     return Path(path)

@@ -26,13 +26,16 @@ built from it:
 Dependencies go one way (``tests/test_layering.py``): this module imports only :mod:`bertology.layout`; the
 family modules import it and the science they declare (kernels under ``kovaleva/``, ``clark/``, ``sieve/``...);
 :mod:`bertology.analyses` imports the families; the consumers (rules, steps, CLI, report, explorer) import
-:mod:`bertology.analyses`. Nothing names a function by a string.
+:mod:`bertology.analyses`. A kernel is named by its ``"module:Class"`` (imported when first asked for, so that the
+Snakefile reads the registry without importing the science); nothing else is named by a string.
 
 Adding an analysis: CONTRIBUTING.md, "Adding an analysis" (a store statistic is four files: its kernel, its
 entry, its section of docs/reference.md and its test).
 """
 
 from __future__ import annotations
+
+import importlib
 
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
@@ -194,17 +197,27 @@ class Analysis:
     """One analysis: name; config: the config sections it reads (a store analysis's join the rule
     ``store_stats``'s, so changing one re-runs the one read); kernel: for an analysis over the attention store,
     its kernel class (a :class:`bertology.onepass.Kernel`; analyses sharing a kernel share its work, it runs
-    once); tables: its output tables; section: its report section; statistics: what it offers the explorer;
-    claims: the papers' claims checked on its tables (:class:`Claim`)."""
+    once), or its ``"module:Class"`` name, imported when the kernel is first asked for (so that reading the
+    registry, as the Snakefile does to build the workflow, imports no science); tables: its output tables;
+    section: its report section; statistics: what it offers the explorer; claims: the papers' claims checked on
+    its tables (:class:`Claim`)."""
 
     name: str
     config: tuple[str, ...] = ()
-    kernel: type | None = None
+    kernel: type | str | None = None
     tables: tuple[Table, ...] = ()
     section: Section | None = None
     statistics: tuple[Statistic, ...] = ()
     #: the papers' claims computed from this analysis's tables (the ledger, :mod:`bertology.claims`)
     claims: tuple[Claim, ...] = ()
+
+    @property
+    def kernel_class(self) -> type | None:
+        """The kernel class (its ``"module:Class"`` name imported)."""
+        if isinstance(self.kernel, str):
+            module, cls = self.kernel.split(":")
+            return getattr(importlib.import_module(module), cls)
+        return self.kernel
 
 
 def _first_seed(path: str) -> str:
@@ -241,11 +254,11 @@ class Registry:
 
     def store_kernels(self) -> tuple[type, ...]:
         """The distinct kernel classes of the store analyses, in order of first use."""
-        return tuple(dict.fromkeys(a.kernel for a in self.store_analyses() if a.kernel is not None))
+        return tuple(dict.fromkeys(a.kernel_class for a in self.store_analyses() if a.kernel is not None))
 
     def kernel_tables(self, kernel: type) -> dict[str, Table]:
         """The tables a store kernel writes: output name -> table, in order of declaration."""
-        return {t.output: t for a in self.store_analyses() if a.kernel is kernel for t in a.tables if t.output}
+        return {t.output: t for a in self.store_analyses() if a.kernel_class is kernel for t in a.tables if t.output}
 
     def store_outputs(self) -> dict[str, str]:
         """The one-pass rule's outputs: output name -> path under the working directory (results/...)."""

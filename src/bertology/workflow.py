@@ -17,7 +17,7 @@ def setup_environment(config: dict) -> str:
 
     - PATH starts with the directory of the interpreter running Snakemake, so `bertology` (the CLI the
       rules call) is the one installed beside it (a conda env, if used, still comes first in its job).
-    - MLFLOW_TRACKING_URI / MLFLOW_EXPERIMENT_NAME from the `mlflow:` section.
+    - MLFLOW_TRACKING_URI / MLFLOW_EXPERIMENT_NAME / BERTOLOGY_TRACKING_LIVE from the `mlflow:` section.
     - BERTOLOGY_INVOCATION: one id per `snakemake` call, kept if already set (cluster jobs inherit it), so
       that every job's MLflow run hangs under the same parent run.
     """
@@ -28,6 +28,8 @@ def setup_environment(config: dict) -> str:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ["MLFLOW_TRACKING_URI"] = config["mlflow"]["tracking_uri"]
     os.environ["MLFLOW_EXPERIMENT_NAME"] = config["mlflow"]["experiment"]
+    # mlflow.live: false (the default) -> jobs queue their runs for the workflow's end handler to send.
+    os.environ["BERTOLOGY_TRACKING_LIVE"] = "1" if config["mlflow"]["live"] else "0"
     from bertology.tracking import bound_http_timeouts
 
     bound_http_timeouts()  # seconds, not minutes, for a tracking server that hangs (jobs inherit them)
@@ -167,18 +169,18 @@ def fail(message: str) -> None:
 
 def capability_notes(config: dict) -> list[str]:
     """One line per analysis that cannot run on the config's model (said before any job runs)."""
-    from bertology.ablation.heads import disabling_unsupported
-    from bertology.norms.values import norms_unsupported
+    from bertology.capability import model_capabilities
 
     from bertology.tasks import annotation_notes
 
     notes = annotation_notes(config)
-    why = disabling_unsupported(str(config["model"]))
+    capabilities = model_capabilities(str(config["model"]))
+    why = capabilities["disabling"]
     if why is not None:
         notes.append(f"bertology: disabling heads (Kovaleva 4.6) is not possible on model {config['model']!r}: "
                      f"{why}; results/ablation/* and its figures say so, every other output and the report are "
                      f"produced")
-    why = config["analysis"]["norms"]["enabled"] and norms_unsupported(str(config["model"]))
+    why = config["analysis"]["norms"]["enabled"] and capabilities["norms"]
     if why:
         notes.append(f"bertology: the norm analyses (value norms, mixing, rollout, flow) are left out on model "
                      f"{config['model']!r}: {why}; every other output and the report are produced")

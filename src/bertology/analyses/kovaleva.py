@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from bertology.claims import clark as claims_clark
 from bertology.claims import kovaleva as claims_kovaleva
-from bertology.kovaleva.reduce import KovalevaKernel
 from bertology.layout import rel
 from bertology.registry import MOMENTS, AcrossSeeds, Analysis, Claim, Section, Statistic, Table, variant_table
 
@@ -52,7 +51,7 @@ ANALYSES: tuple[Analysis, ...] = (
             "average over the untrained head); random initialisation is consistently worse than pretrained.",
             figure_prefixes=("table1",), tables=(rel("table1"),))),
     Analysis(
-        name="patterns", config=("analysis.patterns",), kernel=KovalevaKernel,
+        name="patterns", config=("analysis.patterns",), kernel="bertology.kovaleva.reduce:KovalevaKernel",
         claims=(
             Claim("kovaleva_patterns_repeat", "Kovaleva et al. 2019", "4.1",
                   "Most attention maps follow one of a few repeated patterns (not heterogeneous).",
@@ -76,7 +75,7 @@ ANALYSES: tuple[Analysis, ...] = (
                       key=("class",)),
         )),
     Analysis(
-        name="relations", config=("analysis.relations",), kernel=KovalevaKernel,
+        name="relations", config=("analysis.relations",), kernel="bertology.kovaleva.reduce:KovalevaKernel",
         tables=(Table(variant_table("relations.csv"), RELATIONS, output="relations",
                       seeds=AcrossSeeds("relations", ("layer", "head", "source"))),
                 Table(variant_table("relations_framenet.csv"), RELATIONS, when="framenet"),
@@ -128,7 +127,7 @@ ANALYSES: tuple[Analysis, ...] = (
                       rel("cosine", seedtag=""), across_seeds=True),
         )),
     Analysis(
-        name="features", config=("analysis.features",), kernel=KovalevaKernel,
+        name="features", config=("analysis.features",), kernel="bertology.kovaleva.reduce:KovalevaKernel",
         claims=(
             Claim("kovaleva_special_tokens", "Kovaleva et al. 2019", "4.4",
                   "Vertical attention goes to [CLS] and [SEP], not to linguistic features.",
@@ -168,7 +167,7 @@ ANALYSES: tuple[Analysis, ...] = (
                       "examples.", variant_table("features.csv"), key=("feature",)),
         )),
     Analysis(
-        name="cls", config=("analysis.features",), kernel=KovalevaKernel,
+        name="cls", config=("analysis.features",), kernel="bertology.kovaleva.reduce:KovalevaKernel",
         claims=(
             Claim("kovaleva_cls_to_sep", "Kovaleva et al. 2019", "4.5",
                   "In the last layer, [CLS] attends to [SEP] more than to any other token type.",

@@ -7,11 +7,10 @@ from __future__ import annotations
 from bertology.claims import pande as claims_pande
 from bertology.layout import rel
 from bertology.registry import AcrossSeeds, Analysis, Claim, Section, Statistic, Table, variant_table
-from bertology.sieve.reduce import SieveKernel
 
 ANALYSES: tuple[Analysis, ...] = (
     Analysis(
-        name="sieve", config=("analysis.sieve",), kernel=SieveKernel,
+        name="sieve", config=("analysis.sieve",), kernel="bertology.sieve.reduce:SieveKernel",
         claims=(
             Claim("pande_local_syntactic", "Pande et al. 2021", "5 (local vs syntactic)",
                   "Local and syntactic sieve biases of the heads correlate strongly.",

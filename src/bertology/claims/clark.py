@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy import stats as st
 
 from bertology.claims.common import (
     FINAL,
@@ -17,6 +16,7 @@ from bertology.claims.common import (
     heads_of,
     layer_group,
 )
+from bertology.claims.stats import scipy_stats as st
 from bertology.claims.stats import Boot, Result, nan_result, safe_p, side_alternative
 
 

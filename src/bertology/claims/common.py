@@ -6,8 +6,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy import stats as st
 
+from bertology.claims.stats import scipy_stats as st
 from bertology.claims.stats import (
     Boot,
     Result,

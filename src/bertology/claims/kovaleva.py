@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy import stats as st
 
 from bertology.claims.common import (
     Tables,
@@ -17,6 +16,7 @@ from bertology.claims.common import (
     heads_of,
     mean_above,
 )
+from bertology.claims.stats import scipy_stats as st
 from bertology.claims.stats import (
     MIN_UNITS,
     Boot,

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy import stats as st
 
 from bertology.claims.common import Tables, mean_above
+from bertology.claims.stats import scipy_stats as st
 from bertology.claims.stats import (
     MIN_UNITS,
     Boot,

@@ -14,6 +14,23 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+
+class LazyModule:
+    """A module imported when one of its attributes is first used."""
+
+    def __init__(self, name: str):
+        self._module_name = name
+
+    def __getattr__(self, attr: str):
+        import importlib
+
+        return getattr(importlib.import_module(self._module_name), attr)
+
+
+#: scipy.stats, imported when a claim first uses it: the workflow reads the claims (registry entries) without it
+scipy_stats = LazyModule("scipy.stats")
+
+
 #: the verdicts of the ledger, in the order the report lists them
 HOLDS, CONTRADICTED, INCONCLUSIVE, NOT_COMPUTED = "holds", "contradicted", "inconclusive", "not computed"
 VERDICTS = (HOLDS, CONTRADICTED, INCONCLUSIVE, NOT_COMPUTED)

@@ -40,7 +40,7 @@ from bertology.norms.mixing import decompose
 from bertology.norms.values import (
     AttentionBlock,
     Capture,
-    _linear,
+    is_linear,
     attention_blocks,
     transformed_vectors,
 )
@@ -80,7 +80,7 @@ def layer_parts(model: torch.nn.Module) -> list[LayerParts]:
             raise MixingViewsUnsupported(
                 f"{type(model).__name__} layer {b.index} is {kind}: ALTI, GlobEnc, DecompX and Value Zeroing decompose "
                 f"post-LN layers (attention, residual, LayerNorm, feed-forward, residual, LayerNorm)")
-        rest = [m for m in b.layer.modules() if _linear(m) and m is not b.output and not _inside(m, b.attention)]
+        rest = [m for m in b.layer.modules() if is_linear(m) and m is not b.output and not _inside(m, b.attention)]
         norms = [m for m in b.layer.modules() if isinstance(m, torch.nn.LayerNorm) and m is not b.post_norm
                  and not _inside(m, b.attention)]
         D = b.output.weight.shape[0]
@@ -101,7 +101,7 @@ def head_linears(model: torch.nn.Module) -> list[torch.nn.Module]:
     ones called after the last layer's output (a pooler's and the classifier's, in call order)."""
     blocks = attention_blocks(model)
     layer_mods = {id(m) for b in blocks if b.layer is not None for m in b.layer.modules()}
-    return [m for m in model.modules() if _linear(m) and not isinstance(m, torch.nn.Embedding)
+    return [m for m in model.modules() if is_linear(m) and not isinstance(m, torch.nn.Embedding)
             and id(m) not in layer_mods]
 
 

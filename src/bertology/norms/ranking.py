@@ -66,29 +66,11 @@ def newer_minus_rollout_values(rhos: pd.DataFrame, importance: str = "ablation")
     return eff[np.isfinite(eff.to_numpy(float))].rename("effect")
 
 
-def newer_minus_rollout(rhos: pd.DataFrame, *, importance: str = "ablation", confidence: float = 0.95,
-                        resamples: int = 1000, seed: int = 0) -> dict[str, float]:
+def newer_minus_rollout(rhos: pd.DataFrame, *, confidence: float, resamples: int, seed: int,
+                        importance: str = "ablation") -> dict[str, float]:
     """The effect behind "the newer decompositions are more faithful than rollout": the mean over examples of
     :func:`newer_minus_rollout_values` (> 0: the paper's side), its percentile bootstrap interval over examples and
     n. {effect, ci_low, ci_high, n}; effect NaN when no example has both."""
     d = newer_minus_rollout_values(rhos, importance).to_numpy(float)
     lo, hi = _interval(d, confidence=confidence, resamples=resamples, seed=seed)
     return {"effect": float(d.mean()) if len(d) else float("nan"), "ci_low": lo, "ci_high": hi, "n": len(d)}
-
-
-def newer_minus_rollout_seeds(per_seed: list[pd.DataFrame], *, importance: str = "ablation",
-                              confidence: float = 0.95, resamples: int = 1000, seed: int = 0) -> dict[str, float]:
-    """The same effect over fine-tuning seeds with the Multi-Bootstrap (Sellam et al. 2022: seeds and examples
-    resampled together, :func:`bertology.seedstats.multibootstrap`): per_seed, one per-example table per seed.
-    {effect, ci_low, ci_high, n_seeds, n_examples} (examples: the union, NaN where a seed lacks one)."""
-    from bertology.seedstats import multibootstrap
-
-    series = [newer_minus_rollout_values(r, importance) for r in per_seed]
-    idx = sorted(set().union(*[set(s.index) for s in series])) if series else []
-    values = np.stack([s.reindex(idx).to_numpy(float) for s in series])[:, :, None] if idx else np.empty((0, 0, 1))
-    if not idx:
-        return {"effect": float("nan"), "ci_low": float("nan"), "ci_high": float("nan"), "n_seeds": len(per_seed),
-                "n_examples": 0}
-    mean, low, high = multibootstrap(values, resamples=resamples, seed=seed, confidence=confidence)
-    return {"effect": float(mean[0]), "ci_low": float(low[0]), "ci_high": float(high[0]), "n_seeds": len(per_seed),
-            "n_examples": len(idx)}

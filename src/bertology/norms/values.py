@@ -53,7 +53,7 @@ class NormsUnsupported(UserError, ValueError):
     """The model's attention blocks cannot be found (an architecture bertology does not know)."""
 
 
-def _linear(module) -> bool:
+def is_linear(module) -> bool:
     """A linear layer: a module with a 2-d ``weight`` (torch's Linear, I-BERT's QuantLinear, ...)."""
     w = getattr(module, "weight", None)
     return isinstance(module, torch.nn.Module) and isinstance(w, torch.Tensor) and w.ndim == 2
@@ -118,10 +118,10 @@ def _children(module: torch.nn.Module) -> dict[str, torch.nn.Module]:
 def _value(module: torch.nn.Module) -> tuple[torch.nn.Module, str] | None:
     kids = _children(module)
     for name in VALUE_NAMES:
-        if _linear(kids.get(name)):
+        if is_linear(kids.get(name)):
             return kids[name], "plain"
     for name, layout in FUSED_NAMES.items():
-        if _linear(kids.get(name)):
+        if is_linear(kids.get(name)):
             return kids[name], layout
     return None
 
@@ -135,7 +135,7 @@ def _output(module: torch.nn.Module, parent: torch.nn.Module | None, width: int)
         kids = _children(place)
         for name in OUTPUT_NAMES:
             m = kids.get(name)
-            if _linear(m) and m is not module and m.weight.shape[1] == width:
+            if is_linear(m) and m is not module and m.weight.shape[1] == width:
                 return m, place
     return None
 
@@ -161,7 +161,7 @@ def _residual_layout(attention, parent, container, names, modules):
         if len(_layer_norms(attention)) == 1:                                         # ALBERT
             return layer, _layer_norms(attention)[0], None
         if parent is not None and parent is not layer and len(_layer_norms(parent)) == 1 and \
-                not any(_linear(m) for m in parent.children()):                      # MPNet: a wrapper with a LN
+                not any(is_linear(m) for m in parent.children()):                      # MPNet: a wrapper with a LN
             return layer, _layer_norms(parent)[0], None
         if isinstance(getattr(layer, "sa_layer_norm", None), torch.nn.LayerNorm):     # DistilBERT
             return layer, layer.sa_layer_norm, None

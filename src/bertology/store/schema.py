@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from bertology.config import EXPECT_SECTIONS as _EXPECT_SECTIONS
 from bertology.config import ConfigError
 from bertology.errors import UserError
 
@@ -162,9 +163,9 @@ def expected_attrs(config, task: str, variant: str) -> dict[str, Any]:
             "keepbits": att.keepbits, "spacy_model": att.spacy_model}
 
 
-#: config keys :func:`expected_attrs` reads (a step that opens a store declares them)
-EXPECT_SECTIONS = ("model", "data.seed", "data.max_length", "attention.split", "attention.examples",
-                   "attention.keepbits", "attention.spacy_model")
+#: config keys :func:`expected_attrs` reads (a step that opens a store declares them); defined in bertology.config
+#: so that the command line (bertology.cli) names them without importing the store
+EXPECT_SECTIONS = _EXPECT_SECTIONS
 
 
 # --------------------------------------------------------------------------------------------------

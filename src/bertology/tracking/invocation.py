@@ -63,6 +63,9 @@ def end_invocation(invocation: str, status: str = "FINISHED", uri: str | None = 
     bound_http_timeouts()
     try:
         check_reachable(uri)
+        sent, kept = replay_pending()  # the jobs' queued runs (mlflow.live: false), in the order they started
+        if sent or kept:
+            log.info("MLflow: sent %d job run(s) (%d still pending)", sent, kept)
         fail_killed_jobs(invocation, uri, experiment)
         run_id = parent_run_id(invocation, uri, experiment, create=False)
         if run_id:

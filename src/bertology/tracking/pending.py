@@ -35,19 +35,26 @@ class PendingRecord:
         self.tags, self.run_id, self.invocation, self.kind = dict(tags), run_id, invocation, kind
         self.params = dict(params or {})  # the workflow run's params, sent when it is created
         self.ops: list[dict[str, Any]] = []
+        self.queued = False  # a queued job's run (mlflow.live: false), not one kept during an outage
+        self.start_time = int(time.time() * 1000)  # ms, the run's start when it is created later
 
     def to_json(self) -> dict[str, Any]:
         return {"uri": self.uri, "experiment": self.experiment, "run_name": self.run_name, "tags": self.tags,
                 "run_id": self.run_id, "invocation": self.invocation, "kind": self.kind, "params": self.params,
-                "ops": self.ops}
+                "ops": self.ops, "queued": self.queued, "start_time": self.start_time}
 
-    def save(self, directory: str | Path | None = None) -> Path:
-        """Write the record atomically as ``<directory>/<time>-<name>-<random>.json``."""
+    def path(self, directory: str | Path | None = None) -> Path:
+        """A new file name for the record: ``<directory>/<time>-<name>-<random>.json`` (sorts in the order
+        made)."""
         directory = Path(directory or PENDING_DIR)
-        directory.mkdir(parents=True, exist_ok=True)
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.run_name)[:80]
-        stamp = f"{time.strftime('%Y%m%dT%H%M%S')}.{time.time_ns() % 10**9:09d}"  # sorts in the order written
-        path = directory / f"{stamp}-{safe}-{uuid.uuid4().hex[:8]}.json"
+        stamp = f"{time.strftime('%Y%m%dT%H%M%S')}.{time.time_ns() % 10**9:09d}"
+        return directory / f"{stamp}-{safe}-{uuid.uuid4().hex[:8]}.json"
+
+    def save(self, directory: str | Path | None = None, *, path: Path | None = None) -> Path:
+        """Write the record atomically as :meth:`path` (or `path`, replacing what is there)."""
+        path = Path(path) if path is not None else self.path(directory)
+        path.parent.mkdir(parents=True, exist_ok=True)
         return write_json(self.to_json(), path, indent=None, default=str, end="")
 
 
@@ -121,8 +128,10 @@ def _replay_one(data: Mapping[str, Any], uri: str) -> None:
         if data.get("invocation"):
             tags[MLFLOW_PARENT_RUN_ID] = parent_run_id(data["invocation"], uri, data["experiment"])
         tags[MLFLOW_RUN_NAME] = data["run_name"]
-        tags["bertology.replayed"] = "true"
-        run_id = retry(client.create_run, exp_id, run_name=data["run_name"], tags=tags).info.run_id
+        if not data.get("queued"):
+            tags["bertology.replayed"] = "true"
+        run_id = retry(client.create_run, exp_id, run_name=data["run_name"], tags=tags,
+                       start_time=data.get("start_time")).info.run_id
     for op in data["ops"]:
         if "params" in op:
             retry(client.log_batch, run_id, params=[Param(k, v) for k, v in op["params"].items()])
@@ -137,4 +146,4 @@ def _replay_one(data: Mapping[str, Any], uri: str) -> None:
                 log.warning("MLflow: artifact %s of run %s no longer exists; not sent", op["artifact"],
                             data["run_name"])
         elif "end" in op:
-            retry(client.set_terminated, run_id, op["end"])
+            retry(client.set_terminated, run_id, op["end"], end_time=op.get("time"))

@@ -19,6 +19,8 @@ from bertology.tracking.uri import bound_http_timeouts, experiment_name, init_st
 
 log = logging.getLogger(__name__)
 
+LIVE_ENV = "BERTOLOGY_TRACKING_LIVE"  # set by the workflow from mlflow.live; unset (a job run by hand): live
+
 
 class Tracker:
     """The one interface a step uses to record to MLflow: params, metrics (with steps), tags, artifacts.
@@ -33,11 +35,17 @@ class Tracker:
     """
 
     def __init__(self, client=None, run_id: str | None = None, *, batch: int = 100,
-                 record: PendingRecord | None = None):
+                 record: PendingRecord | None = None, queued: Path | None = None):
         self.client, self.run_id, self.batch, self.record = client, run_id, batch, record
         self._pending: list = []
         self.failed: str | None = None if client is not None else "tracking disabled"
         self.parent_id: str | None = None  # the invocation's parent run (job_run sets it)
+        # Queued (mlflow.live: false): no client; everything goes into `record`, written to this path at the
+        # start (so a killed job's run is still created, then marked FAILED) and again at the end.
+        self.queued = queued
+        self._parents: list[Tracker] = []  # trackers on the parent run handed out by on_parent (queued)
+        if queued is not None:
+            self.failed = "queued"
 
     @property
     def active(self) -> bool:
@@ -70,20 +78,16 @@ class Tracker:
         """Nested params, flattened to dotted keys ({'a': {'b': 1}} -> a.b = 1)."""
         if self._off:
             return
-        from mlflow.entities import Param
-
         for chunk in param_chunks(params):
             self._call("log params", {"params": chunk}, lambda c=chunk: self.client.log_batch(
-                self.run_id, params=[Param(k, v) for k, v in c.items()]))
+                self.run_id, params=[_entity("Param")(k, v) for k, v in c.items()]))
 
     def tags(self, tags: Mapping[str, Any]) -> None:
         if self._off:
             return
-        from mlflow.entities import RunTag
-
         chunk = {k: str(v) for k, v in tags.items()}
         self._call("set tags", {"tags": chunk},
-                   lambda: self.client.log_batch(self.run_id, tags=[RunTag(k, v) for k, v in chunk.items()]))
+                   lambda: self.client.log_batch(self.run_id, tags=[_entity("RunTag")(k, v) for k, v in chunk.items()]))
 
     def metric(self, key: str, value: float, step: int | None = None) -> None:
         self.metrics({key: value}, step=step)
@@ -100,13 +104,11 @@ class Tracker:
     def flush(self) -> None:
         if self._off or not self._pending:
             return
-        from mlflow.entities import Metric
-
         pending, self._pending = self._pending, []
         for i in range(0, len(pending), 1000):
             chunk = pending[i:i + 1000]
             self._call("log metrics", {"metrics": chunk},
-                       lambda c=chunk: self.client.log_batch(self.run_id, metrics=[Metric(*m) for m in c]))
+                       lambda c=chunk: self.client.log_batch(self.run_id, metrics=[_entity("Metric")(*m) for m in c]))
 
     def artifact(self, path: str | Path, folder: str | None = None) -> None:
         """Copy a file (a figure, a table) into the run's artifacts (under `folder`)."""
@@ -120,6 +122,15 @@ class Tracker:
     def on_parent(self) -> "Tracker":
         """A tracker recording to the parent run of this job's run (the workflow invocation's), through the same
         client; one that records nothing when there is no parent or tracking is off. Never ended by the job."""
+        if self.queued is not None and self.record is not None and self.record.invocation:
+            # queued: the parent's part is one more record, sent with the job's (its `kind` workflow: to the
+            # invocation's run), written when the job's own run ends
+            record = PendingRecord(uri=self.record.uri, experiment=self.record.experiment, run_name="workflow",
+                                   tags={}, invocation=self.record.invocation, kind="workflow")
+            record.queued = True
+            parent = Tracker(record=record, queued=record.path())
+            self._parents.append(parent)
+            return parent
         if not self.active or not self.parent_id:
             return Tracker()
         return Tracker(self.client, self.parent_id)
@@ -128,7 +139,15 @@ class Tracker:
         if self._off:
             return
         self.flush()
-        self._call("end run", {"end": status}, lambda: self.client.set_terminated(self.run_id, status))
+        self._call("end run", {"end": status, "time": int(time.time() * 1000)},
+                   lambda: self.client.set_terminated(self.run_id, status))
+        if self.queued:
+            for parent in self._parents:  # what the job recorded on the invocation's run (never ended here)
+                parent.flush()
+                if parent.record.ops:
+                    parent.record.save(path=parent.queued)
+            self.record.save(path=self.queued)  # the whole run, sent by the workflow when it ends
+            return
         if self.record is not None and self.record.ops:
             path = self.record.save()
             log.warning("MLflow: %d record(s) of run %s could not be sent; kept in %s (sent by the next workflow "
@@ -136,6 +155,19 @@ class Tracker:
 
 
 NULL_TRACKER = Tracker()
+
+
+def _entity(name: str):
+    """An mlflow.entities class, imported when a call is sent (a queued job never imports mlflow)."""
+    import mlflow.entities
+
+    return getattr(mlflow.entities, name)
+
+
+def tracking_live() -> bool:
+    """Whether jobs send their runs as they go (``mlflow.live: true``, exported by the workflow as
+    BERTOLOGY_TRACKING_LIVE=1), rather than queue them for the workflow to send when it ends."""
+    return os.environ.get(LIVE_ENV, "1") not in ("0", "false", "no")
 
 
 @contextlib.contextmanager
@@ -167,6 +199,29 @@ def job_run(rule: str, *, task: str | None = None, variant: str | None = None,
     uri = tracking_uri()
     record = PendingRecord(uri=uri, experiment=experiment_name(), run_name=name, tags=all_tags,
                            invocation=invocation)
+    if invocation and not tracking_live():
+        # Queued: the run is one JSON record under .bertology/pending/, sent by the workflow's end handler
+        # (bertology.tracking.invocation.end_invocation) in one process; this job imports no mlflow.
+        record.queued = True
+        tracker = Tracker(record=record, queued=record.path())
+    else:
+        tracker = _live_tracker(uri, name, all_tags, invocation, record)
+    if params:
+        tracker.params(params)
+    if tracker.queued:
+        record.save(path=tracker.queued)  # a job killed before its end still gets its run (marked FAILED)
+    try:
+        yield tracker
+    except BaseException:
+        tracker.end("FAILED")
+        raise
+    else:
+        tracker.end("FINISHED")
+
+
+def _live_tracker(uri: str, name: str, all_tags: dict[str, str], invocation: str | None,
+                  record: PendingRecord) -> Tracker:
+    """A tracker whose run is created in the store now (and whose calls are sent as they come)."""
     try:
         check_reachable(uri)
         import mlflow
@@ -189,12 +244,4 @@ def job_run(rule: str, *, task: str | None = None, variant: str | None = None,
                     reason(err), PENDING_DIR)
         tracker = Tracker(record=record)
         tracker.failed = reason(err)
-    if params:
-        tracker.params(params)
-    try:
-        yield tracker
-    except BaseException:
-        tracker.end("FAILED")
-        raise
-    else:
-        tracker.end("FINISHED")
+    return tracker
