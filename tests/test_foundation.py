@@ -36,7 +36,7 @@ def test_defaults_are_filled():
     assert cfg["analysis"]["sieve"] == {"tau": 3.0, "alpha": 0.05, "window": 2, "correction": "none"}
     assert cfg["ablation"]["examples"] is None
     assert cfg["mlflow"] == {"tracking_uri": "sqlite:///results/mlflow.db", "experiment": "bertology",
-                             "required": True}
+                             "required": True, "live": False}
 
 
 def test_given_values_are_kept_and_the_defaults_filled_in_place():

@@ -310,8 +310,10 @@ def run_step(name: str, argv: list[str]) -> int:
         ctx.tracker = tracker
         started = time.perf_counter()
         func(ctx)
-        # The step's own time (imports of its module and tracking excluded): bench/bench_jobcost.py reads it.
-        logging.getLogger("bertology.cli").info("%s: work %.3f s", name, time.perf_counter() - started)
+        # A job's own time (imports of its module and tracking excluded) in its log: bench/bench_jobcost.py reads
+        # it. Not for the user's own commands (validate-config, ...), whose output is what they print.
+        if spec.tracked:
+            logging.getLogger("bertology.cli").info("%s: work %.3f s", name, time.perf_counter() - started)
     return 0
 
 
