@@ -1,9 +1,12 @@
-"""Clark et al. 2019, "What Does BERT Look At?": attention entropy (section 3.3) and heads as dependency parsers
-(section 4.2), declared once. Both come from the Clark kernel in the one read of a store
-(:class:`bertology.clark.reduce.ClarkKernel`); the gold trees' parser tables from ``rules/clark.smk``."""
+"""Clark et al. 2019, "What Does BERT Look At?": attention to the previous and next token (section 3.1), attention
+entropy (section 3.3) and heads as dependency parsers (section 4.2), declared once. The first from its kernel
+(:class:`bertology.clark.offsets.PreviousKernel`), the other two from the Clark kernel
+(:class:`bertology.clark.reduce.ClarkKernel`), all in the one read of a store; the gold trees' parser tables from
+``rules/clark.smk``."""
 
 from __future__ import annotations
 
+from bertology.clark.offsets import PreviousKernel
 from bertology.clark.reduce import ClarkKernel
 from bertology.layout import rel
 from bertology.registry import MOMENTS, AcrossSeeds, Analysis, Section, Statistic, Table, variant_table
@@ -12,6 +15,24 @@ PARSER = ("relation", "direction", "layer", "head", "accuracy", "n", "baseline_o
 PARSER_KEYS = ("relation", "direction", "layer", "head")
 
 ANALYSES: tuple[Analysis, ...] = (
+    Analysis(
+        name="previous", kernel=PreviousKernel,
+        tables=(Table(variant_table("previous.csv"), MOMENTS, output="previous",
+                      seeds=AcrossSeeds("previous", ("layer", "head", "feature"))),),
+        section=Section(
+            key="previous", title="Attention to the previous and next token (Clark et al. 2019, §3.1)",
+            measures="Per head, the attention a token pays to the token before it (previous: mean of A[i, i-1] over "
+            "the real query rows i > 0) and after it (next: A[i, i+1], rows i < n-1), averaged over examples, for "
+            "the pretrained and the fine-tuned model.",
+            finding="Some heads attend almost entirely to the previous or to the next token: in BERT-base four "
+            "attention heads put more than 50% of their attention on the previous token and five on the next, "
+            "especially in the earlier layers.",
+            tables=(variant_table("previous.csv"),)),
+        statistics=(
+            Statistic("previous", "Previous / next token (Clark et al.)", "attention to the {k} token",
+                      "Mean over the real query rows of the attention to the {k} token (A[i, i-1] or A[i, i+1]), "
+                      "mean over examples.", variant_table("previous.csv"), key=("feature",), across_seeds=True),
+        )),
     Analysis(
         name="entropy", kernel=ClarkKernel,
         tables=(Table(variant_table("entropy.csv"), MOMENTS, output="entropy",
