@@ -23,9 +23,9 @@ built from it:
   ``stats/{task}/seeds/{name}.csv`` (:meth:`Registry.seed_tables`);
 - the column check of ``docs/reference.md#columns`` (``tests/test_reference.py``).
 
-Dependencies go one way (``tests/test_layering.py``): this module imports only :mod:`bertology.layout`; the
-family modules import it and the science they declare (kernels under ``kovaleva/``, ``clark/``, ``sieve/``...);
-:mod:`bertology.analyses` imports the families; the consumers (rules, steps, CLI, report, explorer) import
+Dependencies go one way (``tests/test_hygiene.py``: no import cycle, imports by name included, and the layers):
+this module imports only :mod:`bertology.layout`; the family modules import it and the science they declare
+(kernels under ``kovaleva/``, ``clark/``, ``sieve/``...); :mod:`bertology.analyses` imports the families; the consumers (rules, steps, CLI, report, explorer) import
 :mod:`bertology.analyses`. Nothing names a function by a string.
 
 Adding an analysis: CONTRIBUTING.md, "Adding an analysis" (a store statistic is four files: its kernel, its
