@@ -29,9 +29,9 @@ ANALYSES: tuple[Analysis, ...] = (
             "especially in the earlier layers.",
             tables=(variant_table("previous.csv"),)),
         statistics=(
-            Statistic("previous", "Previous / next token (Clark et al.)", "attention to the {k} token",
-                      "Mean over the real query rows of the attention to the {k} token (A[i, i-1] or A[i, i+1]), "
-                      "mean over examples.", variant_table("previous.csv"), key=("feature",), across_seeds=True),
+            Statistic(id="previous", group="Previous / next token (Clark et al.)", label="attention to the {k} token",
+                      desc="Mean over the real query rows of the attention to the {k} token (A[i, i-1] or A[i, i+1]), "
+                      "mean over examples.", table=variant_table("previous.csv"), key=("feature",), across_seeds=True),
         )),
     Analysis(
         name="entropy", kernel=ClarkKernel,
@@ -47,8 +47,9 @@ ANALYSES: tuple[Analysis, ...] = (
             "attention.",
             figure_prefixes=("entropy",)),
         statistics=(
-            Statistic("entropy", "Entropy (Clark et al.)", "entropy: {k}",
-                      "Mean attention entropy ({k}) in nats; uniform attention = ln n.", variant_table("entropy.csv"),
+            Statistic(id="entropy", group="Entropy (Clark et al.)", label="entropy: {k}",
+                      desc="Mean attention entropy ({k}) in nats; uniform attention = ln n.",
+                      table=variant_table("entropy.csv"),
                       key=("feature",), optional=True, across_seeds=True),
         )),
     Analysis(
@@ -73,8 +74,9 @@ ANALYSES: tuple[Analysis, ...] = (
             "syntactic supervision.",
             figure_prefixes=("parser",), tables=(rel("syntax_best"),)),
         statistics=(
-            Statistic("parser", "Heads as parsers (Clark et al.)", "parser accuracy: {k}",
-                      "Share of {k} dependents whose most attended word is their head.", variant_table("parser.csv"),
+            Statistic(id="parser", group="Heads as parsers (Clark et al.)", label="parser accuracy: {k}",
+                      desc="Share of {k} dependents whose most attended word is their head.",
+                      table=variant_table("parser.csv"),
                       column="accuracy", key=("relation",), where=(("direction", "dep_to_head"),), top="n",
                       optional=True),
         )),
