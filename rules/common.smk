@@ -17,8 +17,9 @@ from bertology.workflow import check_config, setup_environment
 
 
 # Snakemake's validate fills the schema's defaults (the only place they live); on failure one line names
-# every bad key and the allowed values (no traceback: bertology.workflow.fail).
-check_config(config)
+# every bad key and the allowed values (no traceback: bertology.workflow.fail). Before that, each config file
+# read (config.yaml, --configfile, the profiles') is refused in one line if it repeats a key or is an alias bomb.
+check_config(config, workflow.configfiles, workflow.basedir)
 
 
 INVOCATION = setup_environment(config)
@@ -145,12 +146,16 @@ def _syntax_extract_inputs(wildcards):
 
 onstart:
     from bertology import cluster
-    from bertology.workflow import capability_notes, on_start
+    from bertology.workflow import capability_notes, check_job_dirs, end_failed_at_exit, on_start
 
     # With the slurm executor: stop before submitting anything when a job asks for more than any node
     # offers (sinfo), and warn when the jobs would all track to one sqlite file. A no-op otherwise.
     cluster.check_workflow(workflow)
     on_start(INVOCATION, config)
+    # The parent run never stays RUNNING, even when Snakemake exits without calling onerror; a file where a
+    # job's directory must be stops the workflow now, in one line, its run FAILED.
+    end_failed_at_exit(INVOCATION)
+    check_job_dirs(workflow, INVOCATION)
     for note in capability_notes(config):
         print(note, file=sys.stderr)
 

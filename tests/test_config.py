@@ -112,7 +112,7 @@ def test_user_error_is_exactly_one_line(tmp_path, capsys):
     assert out.out == ""
     assert out.err == ("bertology validate-config: error: invalid configuration: config key 'data.max_length': 4 is "
                        "less than the minimum of 8 (Tokens per input (specials included); longer inputs are "
-                       "truncated.). See schemas/config.schema.yaml for every key, its meaning and default.\n")
+                       "truncated; at most the model's own position limit, checked at start.). See schemas/config.schema.yaml for every key, its meaning and default.\n")
 
 
 def test_debug_gives_the_traceback(tmp_path):

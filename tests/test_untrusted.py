@@ -226,7 +226,7 @@ def test_bad_rows_skip_is_recorded_in_the_rule_outputs_and_mlflow(tmp_path, conf
     snakemake_run(tmp_path, "--cores", "1", "results/data/rte/validation.parquet")
     assert len(pd.read_parquet(tmp_path / "results/data/rte/validation.parquet")) == 12
     skipped = pd.read_csv(tmp_path / "results/data/rte/validation.skipped.csv")
-    assert skipped.to_dict("records") == [{"file": str(source), "line": 6, "fields": 2, "expected": 4}]
+    assert skipped.to_dict("records") == [{"file": str(source), "line": 6, "fields": 2, "expected": 4, "problem": "fields"}]
     client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/results/mlflow.db")
     runs = client.search_runs([client.get_experiment_by_name("test").experiment_id],
                               filter_string="tags.rule = 'prepare_data'")

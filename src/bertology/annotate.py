@@ -106,18 +106,59 @@ def words_frame(parts: Iterable[dict[str, list]]) -> pd.DataFrame:
     return df.astype(WORD_DTYPES)
 
 
-def annotate_frame(frame: pd.DataFrame, nlp, *, progress: bool = True) -> pd.DataFrame:
+def visible_end(text: str, end: int) -> int:
+    """Where the part of `text` a truncated encoding keeps ends: `end` (the last kept wordpiece's end offset)
+    extended to the end of its whitespace-delimited token, so the last word is parsed whole."""
+    while end < len(text) and not text[end].isspace():
+        end += 1
+    return end
+
+
+def visible_texts(frame: pd.DataFrame, tokenizer, max_length: int) -> tuple[list[str], list[str] | None]:
+    """The (text_a, text_b) lists of a prepared frame cut to what the model sees at `max_length`: a text the
+    tokenizer truncates ends after its last kept wordpiece (:func:`visible_end`); other texts are whole.
+
+    A 20,000-character sentence cut to 64 tokens is annotated by its first few dozen words, not all of them:
+    the words past the cut would have no wordpiece anyway. Offsets stay those of the full text (a prefix).
+    """
+    from bertology.encoding import encode, texts
+
+    a, b = texts(frame)
+    enc = encode(tokenizer, frame, max_length, offsets=True)
+    cut_a, cut_b = list(a), (list(b) if b is not None else None)
+    for i in range(len(a)):
+        if len(enc["input_ids"][i]) < max_length:
+            continue  # nothing was truncated
+        seq = enc.sequence_ids(i)
+        for segment, out in ((0, cut_a), (1, cut_b)):
+            if out is None:
+                continue
+            ends = [int(e) for (_, e), s in zip(enc["offset_mapping"][i], seq) if s == segment]
+            end = visible_end(out[i], max(ends)) if ends else 0  # no wordpiece kept: nothing seen
+            rest = out[i][end:].lstrip()[:256]  # does any piece follow? (a prefix is enough to tell)
+            if rest and tokenizer(rest, add_special_tokens=False)["input_ids"]:
+                out[i] = out[i][:end]  # the tokenizer kept only this part
+    return cut_a, cut_b
+
+
+def annotate_frame(frame: pd.DataFrame, nlp, *, progress: bool = True, tokenizer=None,
+                   max_length: int | None = None) -> pd.DataFrame:
     """Parse every example's text(s) once and return its words (see the module docstring for columns).
 
     frame: prepared rows (idx, text_a, text_b) -- the attention sample. All texts go through one
-    ``nlp.pipe`` (text_a's then text_b's), so each text is parsed exactly once.
+    ``nlp.pipe`` (text_a's then text_b's), so each text is parsed exactly once. With a `tokenizer` and
+    `max_length`, a text the model sees truncated is parsed only as far as the model sees it
+    (:func:`visible_texts`).
     """
     from tqdm import tqdm
 
     from bertology.encoding import texts
 
     idx = frame["idx"].astype("int64").to_numpy()
-    a, b = texts(frame)  # the texts the tokenizer sees
+    if tokenizer is not None and max_length is not None:
+        a, b = visible_texts(frame, tokenizer, max_length)
+    else:
+        a, b = texts(frame)  # the texts the tokenizer sees
     everything = a + (b or [])
     docs = nlp.pipe(everything, batch_size=SPACY_BATCH)
     bar = tqdm(docs, total=len(everything), desc="spaCy", unit="text", disable=not progress, mininterval=2.0)

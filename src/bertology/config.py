@@ -351,6 +351,11 @@ def validate_config(config: dict[str, Any]) -> dict[str, Any]:
     from snakemake.exceptions import WorkflowError
     from snakemake.utils import validate
 
+    from bertology.configfile import MAX_CONFIG_NODES, expanded_value_size
+
+    if expanded_value_size(config) > MAX_CONFIG_NODES:  # before anything walks an alias bomb
+        raise ConfigError(f"the config expands to more than {MAX_CONFIG_NODES:,} values through YAML aliases (*name): "
+                          f"a config has a few hundred; this looks like an alias bomb. Write the values out")
     try:
         validate(config, str(SCHEMA_PATH))
     except WorkflowError:
@@ -380,9 +385,11 @@ def _check_semantics(cfg: dict) -> None:
 
 
 def load_config(path: str | Path) -> dict[str, Any]:
-    """Read a YAML config file and validate it (defaults filled)."""
-    with open(path) as f:
-        raw = yaml.safe_load(f) or {}
+    """Read a YAML config file and validate it (defaults filled). A key given twice, or aliases that expand
+    past any sensible size, are refused before validation (:mod:`bertology.configfile`)."""
+    from bertology.configfile import read_config_file
+
+    raw = read_config_file(path) or {}
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: the config must be a YAML mapping of keys to values")
     return validate_config(raw)

@@ -298,12 +298,91 @@ def check_tokenizer(name_or_path: str) -> None:
     load_tokenizer(name_or_path)
 
 
+def _positions_past_padding(model_type: str) -> bool:
+    """Whether the model type numbers positions from ``padding_idx + 1`` (RoBERTa, XLM-R, CamemBERT, MPNet, ...):
+    its transformers modeling source computes position ids that way. Read as text, nothing imported."""
+    import importlib.util
+
+    from transformers.models.auto.configuration_auto import model_type_to_module_name
+
+    module = model_type_to_module_name(model_type)
+    try:
+        spec = importlib.util.find_spec(f"transformers.models.{module}.modeling_{module}")
+    except (ImportError, ValueError):
+        return False
+    if spec is None or not spec.origin:
+        return False
+    try:
+        source = Path(spec.origin).read_text(encoding="utf-8")
+    except OSError:
+        return False
+    return "padding_idx + 1" in source or "create_position_ids_from_input_ids" in source
+
+
+def position_limit(name_or_path: str) -> tuple[int, str] | None:
+    """The most tokens one input of the model can hold, from its own config.json, and how that was found:
+    ``max_position_embeddings``, less ``pad_token_id + 1`` where positions are numbered past the padding index
+    (RoBERTa's 514 -> 512). None when the config sets no absolute position limit (no
+    ``max_position_embeddings``, or DeBERTa's relative positions with ``position_biased_input: false``).
+    Reads the config only (no weights, no torch)."""
+    from transformers import AutoConfig
+
+    local = Path(name_or_path).is_dir()
+    config = AutoConfig.from_pretrained(name_or_path, local_files_only=local, trust_remote_code=False)
+    positions = getattr(config, "max_position_embeddings", None)
+    if not isinstance(positions, int) or positions <= 0 or getattr(config, "position_biased_input", True) is False:
+        return None
+    if _positions_past_padding(config.model_type):
+        offset = int(config.pad_token_id or 0) + 1
+        return positions - offset, (f"max_position_embeddings {positions} less {offset} (its positions are numbered "
+                                    f"past the padding index {config.pad_token_id})")
+    return positions, f"max_position_embeddings {positions}"
+
+
+class MaxLengthError(UserError, ValueError):
+    """data.max_length is more than the model's position embeddings hold."""
+
+
+def check_max_length(name_or_path: str, max_length: int, model: str | None = None) -> None:
+    """Refuse, in one line naming the model, a ``data.max_length`` past the model's own position limit
+    (:func:`position_limit`): 8,192 is fine for ModernBERT, 128 too many for a model with 64 positions."""
+    found = position_limit(name_or_path)
+    if found is None or max_length <= found[0]:
+        return
+    limit, how = found
+    raise MaxLengthError(f"data.max_length is {max_length}, but model {model or name_or_path!r} reads at most {limit} "
+                         f"tokens per input ({how} in its config.json); set data.max_length to at most {limit}")
+
+
+def head_mismatch(name_or_path: str, num_labels: int, *, regression: bool = False) -> str | None:
+    """Why the sequence-classification head saved with a model cannot serve a task of `num_labels` labels (or
+    a regression task), e.g. "the checkpoint holds a classifier of 3 labels, which does not fit a classification
+    task of 2 labels"; None when the model has no such head (a bare encoder) or its head fits (same number of
+    outputs, both regression or both classification). The encoder is what bertology studies: a head that does
+    not fit is replaced by a fresh one (:func:`load_classifier`), and the steps say so (one log line, MLflow
+    param ``head_replaced``)."""
+    from transformers import AutoConfig
+
+    local = Path(name_or_path).is_dir()
+    saved = AutoConfig.from_pretrained(name_or_path, local_files_only=local, trust_remote_code=False)
+    if not any(str(a).endswith("ForSequenceClassification") for a in (saved.architectures or [])):
+        return None
+    saved_regression = saved.problem_type == "regression" or (saved.problem_type is None and saved.num_labels == 1)
+    if saved.num_labels == num_labels and saved_regression == regression:
+        return None
+    have = "a regression head (1 output)" if saved_regression else f"a classifier of {saved.num_labels} labels"
+    want = "a regression task" if regression else f"a classification task of {num_labels} labels"
+    return f"the checkpoint holds {have}, which does not fit {want}"
+
+
 def load_classifier(name_or_path: str, num_labels: int, *, init: str = "pretrained", seed: int,
                     id2label: dict[int, str] | None = None, regression: bool = False):
     """A sequence classifier with eager attention.
 
     init="pretrained": the encoder's weights with a freshly initialised head (or the saved head when
-    the directory is a fine-tuned checkpoint with the same label count).
+    the directory is a fine-tuned checkpoint with the same label count and kind; a saved head of another
+    number of labels, or a regression head for a classification task and vice versa, is replaced by a fresh
+    one: :func:`head_mismatch`).
     init="random": the same architecture drawn from the model's own normal initialiser (seeded).
     """
     import torch
@@ -312,14 +391,25 @@ def load_classifier(name_or_path: str, num_labels: int, *, init: str = "pretrain
     check_encoder(name_or_path)
     local = Path(name_or_path).is_dir()
     id2label = id2label or {i: f"LABEL_{i}" for i in range(num_labels)}
-    kwargs = dict(num_labels=num_labels, id2label=id2label, label2id={v: k for k, v in id2label.items()},
-                  problem_type="regression" if regression else "single_label_classification")
-    config = AutoConfig.from_pretrained(name_or_path, local_files_only=local, trust_remote_code=False, **kwargs)
+    config = AutoConfig.from_pretrained(name_or_path, local_files_only=local, trust_remote_code=False)
+    config.problem_type = None  # a saved head's kind must not clash with the task's while the labels are set
+    config.id2label = id2label
+    config.label2id = {v: k for k, v in id2label.items()}
+    config.problem_type = "regression" if regression else "single_label_classification"
     torch.manual_seed(seed)
     if init == "pretrained":
-        return AutoModelForSequenceClassification.from_pretrained(
-            name_or_path, config=config, attn_implementation="eager", use_safetensors=True,
-            local_files_only=local, trust_remote_code=False)
+        replace = head_mismatch(name_or_path, num_labels, regression=regression) is not None
+        from transformers.utils import logging as hf_logging
+
+        verbosity = hf_logging.get_verbosity()
+        if replace:  # the caller says so in one line; transformers' load report of the mismatch is many
+            hf_logging.set_verbosity_error()
+        try:
+            return AutoModelForSequenceClassification.from_pretrained(
+                name_or_path, config=config, attn_implementation="eager", use_safetensors=True,
+                local_files_only=local, trust_remote_code=False, ignore_mismatched_sizes=replace)
+        finally:
+            hf_logging.set_verbosity(verbosity)
     if init == "random":
         return AutoModelForSequenceClassification.from_config(config, attn_implementation="eager")
     raise ValueError(f"unknown init {init!r}; use 'pretrained' or 'random'")

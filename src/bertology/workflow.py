@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import sys
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 INVOCATION_ENV = "BERTOLOGY_INVOCATION"
 
@@ -43,12 +45,20 @@ def _pending_hint() -> None:
               f"the next run with jobs sends them, or now: bertology tracking-replay", file=sys.stderr)
 
 
-def check_config(config: dict) -> None:
-    """Validate the workflow's config in place (defaults filled); a bad one stops it in one line."""
+def check_config(config: dict, configfiles: list | tuple = (), basedir: str | Path | None = None) -> None:
+    """Validate the workflow's config in place (defaults filled); a bad one stops it in one line.
+
+    First every config file the invocation read (`configfiles`: the Snakefile's ``configfile:`` and each
+    ``--configfile``, Snakemake's ``workflow.configfiles``; and the profiles' ``config.yaml`` found from the
+    command line and `basedir`) is read again strictly: a key given twice or an alias bomb stops the workflow
+    in one line naming the file (and the key and both lines), before anything walks the config."""
     from bertology.config import validate_config
+    from bertology.configfile import check_workflow_config_files
     from bertology.errors import UserError
 
     try:
+        if basedir is not None:
+            check_workflow_config_files(configfiles, basedir)
         validate_config(config)
     except UserError as err:
         fail(str(err))
@@ -61,20 +71,26 @@ def on_start(invocation: str, config: dict) -> None:
     parent run is created."""
     from bertology import tracking
     from bertology.errors import UserError
-    from bertology.models import check_encoder, check_tokenizer, resolve_model
+    from bertology.models import check_encoder, check_max_length, check_tokenizer, resolve_model
 
     try:  # the model is an encoder, and its directory readable (a hub name not cached: its first job checks)
         resolved = resolve_model(config["model"])
         check_encoder(resolved)
         check_tokenizer(resolved)
+        check_max_length(resolved, config["data"]["max_length"], config["model"])
     except UserError as err:
         fail(f"model: {err}")
     try:
         tracking.start_invocation(invocation, params=config, required=config["mlflow"]["required"])
+    except tracking.StoreCreationError as err:
+        fail(str(err))
     except tracking.TrackingUnreachable as err:
         fail(f"{err}. Start the server, fix mlflow.tracking_uri, or set mlflow.required: false to run "
              f"without tracking (what is not sent is kept under {tracking.PENDING_DIR}/ for "
              f"`bertology tracking-replay`).")
+
+
+_ENDED: set[str] = set()  # invocations whose parent run this process has ended (onsuccess/onerror/atexit)
 
 
 def on_end(invocation: str, status: str) -> None:
@@ -82,7 +98,65 @@ def on_end(invocation: str, status: str) -> None:
     job run of the invocation (never RUNNING after the workflow exits); never raises."""
     from bertology import tracking
 
+    _ENDED.add(invocation)
     tracking.end_invocation(invocation, status)
+
+
+def end_failed_at_exit(invocation: str) -> None:
+    """Make sure the parent run does not stay RUNNING when Snakemake exits without calling ``onerror`` (an
+    exception in its scheduler, e.g. a file where an output's directory should be): at interpreter exit, a run
+    neither ``onsuccess`` nor ``onerror`` ended is ended FAILED. Registered by the Snakefile's ``onstart``."""
+    import atexit
+
+    def _end() -> None:
+        if invocation not in _ENDED:
+            on_end(invocation, "FAILED")
+
+    atexit.register(_end)
+
+
+def blocked_paths(paths: Iterable[str | Path]) -> list[tuple[Path, Path]]:
+    """(path, blocker) for every path whose directory cannot exist because an ancestor `blocker` is a file (or
+    anything but a directory): ``results/stats`` replaced by a file blocks ``results/stats/rte/pretrained/
+    cls.csv``. Each blocker is reported once, with the first path it blocks."""
+    found: dict[Path, Path] = {}
+    checked: dict[Path, bool] = {}
+    for path in map(Path, paths):
+        for parent in reversed(path.parents):
+            if parent in (Path("."), Path("/")):
+                continue
+            if parent not in checked:
+                checked[parent] = parent.exists() and not parent.is_dir()
+            if checked[parent]:
+                found.setdefault(parent, path)
+                break
+    return [(path, blocker) for blocker, path in found.items()]
+
+
+def job_paths(workflow: Any) -> list[str]:
+    """Every output, log and benchmark file of the jobs Snakemake is about to run (``workflow.dag``)."""
+    out: list[str] = []
+    for job in workflow.dag.needrun_jobs():
+        out.extend(str(f) for f in job.output)
+        out.extend(str(f) for f in job.log)
+        if getattr(job, "benchmark", None):
+            out.append(str(job.benchmark))
+    return out
+
+
+def check_job_dirs(workflow: Any, invocation: str) -> None:
+    """The Snakefile's ``onstart``, before any job: a file where a directory of the jobs' outputs, logs or
+    benchmarks must be (``results/stats`` replaced by a file) stops the workflow in one line naming it, and its
+    MLflow run ends FAILED at once (Snakemake would fail inside its scheduler with ~60 lines of traceback ending in
+    NotADirectoryError, without calling ``onerror``)."""
+    blocked = blocked_paths(job_paths(workflow))
+    if not blocked:
+        return
+    path, blocker = blocked[0]
+    more = f" (and {len(blocked) - 1} more such path(s))" if len(blocked) > 1 else ""
+    on_end(invocation, "FAILED")
+    fail(f"{blocker} is a file where a directory is expected (it should hold {path}){more}; move or delete it "
+         f"and run again")
 
 
 def fail(message: str) -> None:

@@ -108,8 +108,9 @@ def load_split_rows(task: str, split: str, data: DataConfig) -> tuple[pd.DataFra
 
 
 def skipped_frame(skipped: tuple[SkippedRow, ...]) -> pd.DataFrame:
-    """The skipped-rows table of the data rule (file, line, fields, expected; one row per skipped row)."""
-    return pd.DataFrame([dataclasses.asdict(s) for s in skipped], columns=["file", "line", "fields", "expected"])
+    """The skipped-rows table of the data rule (file, line, fields, expected, problem; one row per skipped row)."""
+    return pd.DataFrame([dataclasses.asdict(s) for s in skipped],
+                        columns=["file", "line", "fields", "expected", "problem"])
 
 
 def source_version(source: str) -> str:

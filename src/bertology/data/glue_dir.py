@@ -47,12 +47,15 @@ MAX_LISTED = 20  # malformed lines named in an error message (all of them are in
 
 @dataclass(frozen=True)
 class SkippedRow:
-    """A row of a GLUE file dropped under ``data.bad_rows: skip``: its file, 1-based line and field count."""
+    """A malformed row of a GLUE file (dropped under ``data.bad_rows: skip``): its file, 1-based line, field count,
+    the header's, and the problem: ``fields`` (another number of fields than the header's) or ``blank <column>``
+    (a text that is empty or only whitespace: there is nothing to train on or analyse)."""
 
     file: str
     line: int
     fields: int
     expected: int
+    problem: str = "fields"
 
 
 @dataclass(frozen=True)
@@ -129,6 +132,18 @@ def _lines_named(lines: list[int]) -> str:
     return named + (f" and {len(lines) - MAX_LISTED} more" if len(lines) > MAX_LISTED else "")
 
 
+def _problems(malformed: list[SkippedRow], expected: int) -> str:
+    """What is wrong with the malformed rows, in words: the field counts found, the blank texts."""
+    parts = []
+    counts = sorted({m.fields for m in malformed if m.problem == "fields"})
+    if counts:
+        parts.append(f"{'/'.join(map(str, counts))} tab-separated field(s) where the header has {expected}")
+    blank = sorted({m.problem.removeprefix("blank ") for m in malformed if m.problem.startswith("blank ")})
+    if blank:
+        parts.append(f"an empty or whitespace-only {'/'.join(blank)} (nothing to train on or analyse)")
+    return "have " + " or ".join(parts)
+
+
 def read_glue_split(root: Path, spec: TaskSpec, split: str) -> pd.DataFrame:
     """Read one split of a task from a GLUE-layout directory into idx/text_a/text_b/label, strictly: a
     malformed row is an error (:func:`read_glue_rows` with bad_rows="error"; for benchmarks and notebooks)."""
@@ -138,7 +153,8 @@ def read_glue_split(root: Path, spec: TaskSpec, split: str) -> pd.DataFrame:
 def read_glue_rows(root: Path, spec: TaskSpec, split: str, *, bad_rows: str) -> GlueSplit:
     """One split of a task from a GLUE-layout directory, and the malformed rows skipped.
 
-    A row whose number of tab-separated fields differs from the header's is malformed. bad_rows
+    A row whose number of tab-separated fields differs from the header's is malformed, and so is a row whose
+    text (either text of a pair) is empty or only whitespace. bad_rows
     (``data.bad_rows``) "error": any malformed row is an error naming the file and every malformed line;
     "skip": they are dropped and returned (file, line, fields), unless they outnumber the good rows (then the
     file is not the task's file, an error either way).
@@ -170,6 +186,11 @@ def read_glue_rows(root: Path, spec: TaskSpec, split: str, *, bad_rows: str) -> 
         if len(fields) != len(header):
             malformed.append(SkippedRow(str(path), first_line + offset, len(fields), len(header)))
             continue
+        blank = [layout_col for layout_col, i in ((layout.text_a, ia), (layout.text_b, ib))
+                 if i is not None and not fields[i].strip()]
+        if blank:
+            malformed.append(SkippedRow(str(path), first_line + offset, len(fields), len(header), f"blank {blank[0]}"))
+            continue
         label = _label_id(fields[il], spec, path, first_line + offset)
         rows.append((len(rows), fields[ia], fields[ib] if ib is not None else None, label))
     if not rows and not malformed:
@@ -177,9 +198,8 @@ def read_glue_rows(root: Path, spec: TaskSpec, split: str, *, bad_rows: str) -> 
                           f"{spec.display} {split} file")
     if malformed:
         lines_ = [m.line for m in malformed]
-        counts = sorted({m.fields for m in malformed})
-        what = (f"{len(malformed)} of {len(body)} rows (line(s) {_lines_named(lines_)}) have "
-                f"{'/'.join(map(str, counts))} tab-separated field(s) where the header has {len(header)}")
+        what = (f"{len(malformed)} of {len(body)} rows (line(s) {_lines_named(lines_)}) "
+                f"{_problems(malformed, len(header))}")
         if len(malformed) > len(rows):
             raise _glue_error(f"{path}: {what}; is this a GLUE {spec.display} file?")
         if bad_rows == "error":

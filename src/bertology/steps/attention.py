@@ -26,10 +26,15 @@ def attention_sample(ctx: StepContext) -> None:
 
 
 def annotate_words(ctx: StepContext) -> None:
-    """results/attention/{task}/words.parquet: spaCy words of every example of the sample."""
+    """results/attention/{task}/words.parquet: spaCy words of every example of the sample, each text only as far
+    as the model sees it at data.max_length (annotate.visible_texts)."""
+    from bertology.models import load_tokenizer, resolve_model
+
     sample = read_prepared(ctx.input.sample)
+    tokenizer = load_tokenizer(resolve_model(ctx.config.model))
     t0 = time.perf_counter()
-    words = annotate_frame(sample, load_spacy(ctx.config.attention.spacy_model), progress=ctx.progress)
+    words = annotate_frame(sample, load_spacy(ctx.config.attention.spacy_model), progress=ctx.progress,
+                           tokenizer=tokenizer, max_length=ctx.config.data.max_length)
     seconds = time.perf_counter() - t0
     write_words(words, ctx.output.words)
     ctx.log.info("%s: %d examples, %d words annotated in %.1f s (%.0f examples/s) -> %s", ctx.task, len(sample),
@@ -46,7 +51,7 @@ def extract_attention(ctx: StepContext) -> None:
 
     from bertology.diskspace import human, store_space
     from bertology.extract import extract_store
-    from bertology.models import resolve_model
+    from bertology.models import check_max_length, resolve_model
 
     cfg, variant = ctx.config, ctx.variant
     if split_variant(variant)[0] in VARIANT_INIT:  # finetuned or finetuned-seedN (bertology.seeds)
@@ -55,6 +60,7 @@ def extract_attention(ctx: StepContext) -> None:
         if ctx.input.get("model") is not None:
             raise UserError(f"variant {variant} runs the config `model`; it takes no --input model")
         model_path = resolve_model(cfg.model)
+    check_max_length(model_path, cfg.data.max_length, cfg.model)
     torch.set_num_threads(ctx.threads)
     frame = read_prepared(ctx.input.sample)
     words = pd.read_parquet(ctx.input.words, columns=SPAN_COLUMNS)

@@ -10,7 +10,9 @@ from bertology.tasks import get_task
 def prepare_data(ctx: StepContext) -> None:
     """results/data/{task}/{split}.parquet (idx, text_a, text_b, label) from data.source, and (output
     `skipped`) the table of malformed source rows dropped under data.bad_rows: skip (file, line, fields,
-    expected; empty when none), also counted in the MLflow run (`rows_skipped`) and logged there as an artifact."""
+    expected, problem: `fields` or `blank <column>` for an empty or whitespace-only text; empty when none), also
+    counted in the MLflow run (`rows_skipped`; `rows_blank`: those with a blank text) and logged there as an
+    artifact."""
     from bertology.io import write_csv
 
     task, split = ctx.wildcards["task"], ctx.wildcards["split"]
@@ -21,12 +23,13 @@ def prepare_data(ctx: StepContext) -> None:
     if skipped_path is not None:
         write_csv(skipped_frame(skipped), skipped_path)
     if skipped:
-        lines = ", ".join(f"{s.file}:{s.line}" for s in skipped)
+        lines = ", ".join(f"{s.file}:{s.line} ({s.problem})" for s in skipped)
         ctx.log.warning("%s/%s: skipped %d malformed row(s) (data.bad_rows: skip): %s", task, split, len(skipped),
                         lines)
     labels = df["label"].describe().to_dict() if spec.is_regression else df["label"].value_counts().to_dict()
     ctx.log.info("%s/%s: %d rows -> %s; labels: %s", task, split, len(df), ctx.output.table, labels)
-    metrics = {"rows": len(df), "rows_skipped": len(skipped)}
+    metrics = {"rows": len(df), "rows_skipped": len(skipped),
+               "rows_blank": sum(s.problem.startswith("blank ") for s in skipped)}
     if not spec.is_regression:
         metrics.update({f"label_{spec.label_names[int(k)]}": v for k, v in sorted(labels.items())})
     ctx.tracker.metrics(metrics)

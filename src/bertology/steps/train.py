@@ -23,6 +23,20 @@ def _threads(n: int) -> None:
     torch.set_num_threads(max(1, n))
 
 
+def _say_head_replaced(ctx: StepContext, model_path: str, spec) -> None:
+    """One log line and the MLflow param ``head_replaced`` when the model's saved classification head does not
+    fit the task (another number of labels, regression vs classification): its encoder is kept, the head is
+    fresh (models.head_mismatch)."""
+    from bertology.models import head_mismatch
+
+    why = head_mismatch(model_path, spec.num_labels, regression=spec.is_regression)
+    if why is None:
+        return
+    ctx.log.warning("model %s: %s: its encoder is kept and %s gets a fresh classification head", ctx.config.model,
+                    why, spec.name)
+    ctx.tracker.params({"head_replaced": why})
+
+
 def train_model(ctx: StepContext) -> None:
     """results/models/{task}/{init}{seedtag} from the task's train split (per-epoch scores on validation).
 
@@ -32,7 +46,7 @@ def train_model(ctx: StepContext) -> None:
     model is saved.
     """
     from bertology.data import read_prepared
-    from bertology.models import load_classifier, load_tokenizer, resolve_model
+    from bertology.models import check_max_length, load_classifier, load_tokenizer, resolve_model
     from bertology.training import (checkpoint_dir, encode_split, resume_key, save_model, select_device,
                                     train)
 
@@ -45,10 +59,13 @@ def train_model(ctx: StepContext) -> None:
     _threads(ctx.threads)
     device = select_device(ctx.device)
     model_path = resolve_model(ctx.config.model)
+    check_max_length(model_path, max_length, ctx.config.model)
     tokenizer = load_tokenizer(model_path)
     train_df = read_prepared(ctx.input.train)
     train_enc = encode_split(tokenizer, train_df, spec, max_length)
     eval_enc = encode_split(tokenizer, read_prepared(ctx.input.validation), spec, max_length)
+    if init == "pretrained":
+        _say_head_replaced(ctx, model_path, spec)
     model = load_classifier(model_path, spec.num_labels, init=init, seed=cfg.seed, id2label=spec.id2label,
                             regression=spec.is_regression)
     key = resume_key(cfg, model=ctx.config.model, init=init, task=task, max_length=max_length, train_df=train_df)
@@ -109,6 +126,7 @@ def score(ctx: StepContext) -> None:
     if variant == "pretrained":
         path = resolve_model(ctx.config.model)
         tokenizer = load_tokenizer(path)
+        _say_head_replaced(ctx, path, spec)
         model = load_classifier(path, spec.num_labels, init="pretrained", seed=seed, id2label=spec.id2label,
                                 regression=spec.is_regression).to(device)
     else:

@@ -27,12 +27,13 @@ from bertology.tracking.parent import fail_killed_jobs, fail_stale_runs, parent_
 from bertology.tracking.pending import PENDING_DIR, PendingRecord, keep_parent, pending_records, replay_pending
 from bertology.tracking.probe import PROBE_TIMEOUT_S, TrackingUnreachable, check_reachable
 from bertology.tracking.tracker import NULL_TRACKER, Tracker, job_run
-from bertology.tracking.uri import artifact_root, bound_http_timeouts, experiment_name, init_store, tracking_uri
+from bertology.tracking.uri import (StoreCreationError, artifact_root, bound_http_timeouts, experiment_name, init_store,
+                                   store_lock_path, tracking_uri)
 
 __all__ = [
     "INVOCATION_ENV", "INVOCATION_TAG", "KIND_TAG", "NULL_TRACKER", "PENDING_DIR", "PROBE_TIMEOUT_S", "WORKDIR_TAG",
-    "PendingRecord", "Tracker", "TrackingUnreachable", "artifact_root", "bound_http_timeouts", "check_reachable",
-    "end_invocation", "experiment_name", "fail_killed_jobs", "fail_stale_runs", "flatten", "init_store", "job_run",
+    "PendingRecord", "StoreCreationError", "Tracker", "TrackingUnreachable", "artifact_root", "bound_http_timeouts",
+    "check_reachable", "end_invocation", "experiment_name", "fail_killed_jobs", "fail_stale_runs", "flatten", "init_store", "job_run",
     "keep_parent", "parent_run_id", "pending_records", "reason", "replay_pending", "retry", "start_invocation",
-    "tracking_uri",
+    "store_lock_path", "tracking_uri",
 ]

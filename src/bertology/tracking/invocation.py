@@ -13,7 +13,7 @@ from bertology.tracking.calls import reason, retry
 from bertology.tracking.parent import fail_killed_jobs, fail_stale_runs, parent_run_id
 from bertology.tracking.pending import PENDING_DIR, keep_parent, kept_parent, replay_pending
 from bertology.tracking.probe import TrackingUnreachable, check_reachable
-from bertology.tracking.uri import bound_http_timeouts, init_store, tracking_uri
+from bertology.tracking.uri import StoreCreationError, bound_http_timeouts, init_store, tracking_uri
 
 log = logging.getLogger(__name__)
 
@@ -37,16 +37,18 @@ def start_invocation(invocation: str, params: Mapping[str, Any] | None = None, *
         keep_parent(invocation, params, [])
         return
     try:
+        init_store(uri)  # first: under its lock, however many workflows start at once on a fresh store
         sent, kept = replay_pending()
         if sent:
             log.info("MLflow: sent %d record(s) kept by earlier runs (%d still pending)", sent, kept)
-        init_store(uri)
         stale = fail_stale_runs(invocation)
         if stale:
             log.info("MLflow: %d run(s) of earlier invocations in %s were still RUNNING (interrupted): marked FAILED",
                      stale, Path.cwd())
         parent_run_id(invocation, uri, params=params)
     except Exception as err:  # noqa: BLE001 - the store answered the probe but failed: never lose the run
+        if required and isinstance(err, StoreCreationError):
+            raise  # its own message: another process created the store at the same moment
         if required:
             raise TrackingUnreachable(f"the MLflow tracking store {uri} failed: {reason(err)}") from None
         log.warning("MLflow tracking store %s failed (%s); the workflow runs without tracking", uri, reason(err))
