@@ -170,7 +170,8 @@ def test_the_registry_declares_every_analysis_once():
     for name, table in REGISTRY.seed_tables().items():
         assert {*table.seeds.keys, table.seeds.value} <= set(table.columns), name
         first_seed[layout.rel("seed_stat", name=name)] = (*table.seeds.keys, "mean", "std", "n")
-    for st in REGISTRY.statistics():  # a statistic reads a table the registry declares (the first seed's), and its columns
+    # a statistic reads a table the registry declares (the first seed's), and its columns
+    for st in REGISTRY.statistics():
         table = first_seed.get(st.table)
         assert table is not None, st
         assert {c for c in (st.column, *st.key, st.mark, st.count, st.ref, st.notna, st.top, *(st.ci or ()))

@@ -1,11 +1,13 @@
 """One read of an attention store for every store analysis: the one way an analysis reduces a store.
 
 A store analysis is a *kernel* (:class:`ExampleKernel`, :class:`BatchKernel` or :class:`ChunkKernel`) and nothing
-else: what it reads, what one example (a sub-batch, a chunk) adds to its partial result, and how partials combine.
-The registry (:mod:`bertology.registry`) names the kernel of every analysis; :func:`reduce_store` runs any number
-of kernels over one store in ONE read of it: each Dask task reads one chunk of examples
-(:func:`bertology.store.map_chunks` with ``crop="examples"``: every example decoded alone, cropped to its own
-length, converted to float32 once (:func:`bertology.store.as_float32`), its rows summed once for the read's check and the kernels),
+else: what it reads, what one example (a sub-batch, a chunk) adds to its partial result, how partials combine, how
+it is built for a job of the workflow (:meth:`Kernel.build` from a :class:`Job`) and what its result becomes
+(:meth:`Kernel.outputs`: its tables and metrics, :class:`Outputs`). The registry entries (:mod:`bertology.analyses`)
+name the kernel of every store analysis; :func:`reduce_store` runs any number of kernels over one store in ONE read
+of it: each Dask task reads one chunk of examples (:func:`bertology.store.map_chunks` with ``crop="examples"``:
+every example decoded alone, cropped to its own length, converted to float32 once
+(:func:`bertology.store.as_float32`), its rows summed once for the read's check and the kernels),
 hands every example, in the chunk's order, to every per-example kernel and, gathered with the examples of similar
 length into one block zero-padded to the longest of them, to every batch kernel; then gives the chunk to every
 per-chunk kernel; the driver combines the partials in chunk order. Memory is bounded by one chunk per worker

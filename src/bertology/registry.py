@@ -23,11 +23,12 @@ built from it:
   ``stats/{task}/seeds/{name}.csv`` (:meth:`Registry.seed_tables`);
 - the column check of ``docs/reference.md#columns`` (``tests/test_reference.py``).
 
-Dependencies go one way (``tests/test_layering.py``): this module imports only :mod:`bertology.layout`; the
-family modules import it and the science they declare (kernels under ``kovaleva/``, ``clark/``, ``sieve/``...);
-:mod:`bertology.analyses` imports the families; the consumers (rules, steps, CLI, report, explorer) import
-:mod:`bertology.analyses`. A kernel is named by its ``"module:Class"`` (imported when first asked for, so that the
-Snakefile reads the registry without importing the science); nothing else is named by a string.
+Dependencies go one way (``tests/test_hygiene.py``: no import cycle, imports by name included, and the layers):
+this module imports only :mod:`bertology.layout`; the family modules import it and the science they declare
+(kernels under ``kovaleva/``, ``clark/``, ``sieve/``...); :mod:`bertology.analyses` imports the families; the
+consumers (rules, steps, CLI, report, explorer) import :mod:`bertology.analyses`. A kernel is named by its
+``"module:Class"`` (imported when first asked for, so that the Snakefile reads the registry without importing the
+science); nothing else is named by a string.
 
 Adding an analysis: CONTRIBUTING.md, "Adding an analysis" (a store statistic is four files: its kernel, its
 entry, its section of docs/reference.md and its test).
@@ -293,13 +294,13 @@ class Registry:
         name = table.seeds.name
         path = rel("seed_stat", name=name)
         what = st.label
-        return (Statistic(f"seeds:{name}", OVER_SEEDS, f"{what}, mean over seeds",
-                          f"{what}: mean over the fine-tuning seeds; the head view lists each seed's value.", path,
-                          key=st.key, where=st.where, notna=st.notna, diverging=st.diverging, optional=True,
-                          per_seed=True),
-                Statistic(f"seeds:{name}:std", OVER_SEEDS, f"{what}, std over seeds",
-                          f"{what}: standard deviation over the fine-tuning seeds (ddof 1).", path, column="std",
-                          key=st.key, where=st.where, notna=st.notna, optional=True))
+        return (Statistic(id=f"seeds:{name}", group=OVER_SEEDS, label=f"{what}, mean over seeds",
+                          desc=f"{what}: mean over the fine-tuning seeds; the head view lists each seed's value.",
+                          table=path, key=st.key, where=st.where, notna=st.notna, diverging=st.diverging,
+                          optional=True, per_seed=True),
+                Statistic(id=f"seeds:{name}:std", group=OVER_SEEDS, label=f"{what}, std over seeds",
+                          desc=f"{what}: standard deviation over the fine-tuning seeds (ddof 1).", table=path,
+                          column="std", key=st.key, where=st.where, notna=st.notna, optional=True))
 
     def when(self, st: Statistic) -> str:
         """The setting without which a statistic's table is not written (:data:`CONDITIONS`; '' always)."""

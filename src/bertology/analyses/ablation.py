@@ -48,9 +48,9 @@ ANALYSES: tuple[Analysis, ...] = (
             "even improve the score; the paper gave no uncertainty, so check which gains survive here.",
             figure_prefixes=("ablation",), tables=(rel("ablation", name="summary", seedtag=""),)),
         statistics=(
-            Statistic("ablation", "Disabling heads (Kovaleva 4.6)", "disabling Δ {k}",
-                      "Fine-tuned model's {k} with this head attending uniformly, minus the intact model's; "
-                      "interval: paired bootstrap; dots: significant.", rel("ablation", name="heads", seedtag=""),
+            Statistic(id="ablation", group="Disabling heads (Kovaleva 4.6)", label="disabling Δ {k}",
+                      desc="Fine-tuned model's {k} with this head attending uniformly, minus the intact model's; "
+                      "interval: paired bootstrap; dots: significant.", table=rel("ablation", name="heads", seedtag=""),
                       column="delta", key=("metric",), diverging=True, ci=("ci_low", "ci_high"), mark="significant",
                       mark_label="significant", across_seeds=True),
         )),
@@ -60,8 +60,8 @@ ANALYSES: tuple[Analysis, ...] = (
                       seeds=AcrossSeeds("importance", ("layer", "head"), value="importance")),),
         section=Section(
             key="pruning", title="Head importance and pruning (Michel et al. 2019)",
-            measures="Importance of a head = mean over examples of |dL/dξ|, the loss's sensitivity to a gate ξ on the "
-            "head's output (ξ = 1 is the intact model), normalised per layer (l2), computed on the split named in "
+            measures="Importance of a head = mean over examples of |dL/dξ|, the loss's sensitivity to a gate ξ on "
+            "the head's output (ξ = 1 is the intact model), normalised per layer (l2), computed on the split named in "
             "each map's title (ablation.pruning.importance_split; the paper and the default: training data). "
             "Pruning curves: the validation score with 0, 10, ..., 100% of all heads removed, least important "
             "first, against random orders (mean, ±1 std, range); removal zeroes the head's output (the paper) or, "
@@ -72,9 +72,9 @@ ANALYSES: tuple[Analysis, ...] = (
             "buys.",
             figure_prefixes=("importance", "pruning")),
         statistics=(
-            Statistic("importance", "Head importance (Michel et al.)", "importance",
-                      "E|dL/dξ| of a gate on the head's output, normalised per layer.",
-                      rel("ablation", name="importance", seedtag=""), column="importance", optional=True,
+            Statistic(id="importance", group="Head importance (Michel et al.)", label="importance",
+                      desc="E|dL/dξ| of a gate on the head's output, normalised per layer.",
+                      table=rel("ablation", name="importance", seedtag=""), column="importance", optional=True,
                       across_seeds=True),
         )),
     Analysis(

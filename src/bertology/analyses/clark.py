@@ -1,6 +1,8 @@
-"""Clark et al. 2019, "What Does BERT Look At?": attention entropy (section 3.3) and heads as dependency parsers
-(section 4.2), declared once. Both come from the Clark kernel in the one read of a store
-(:class:`bertology.clark.reduce.ClarkKernel`); the gold trees' parser tables from ``rules/clark.smk``."""
+"""Clark et al. 2019, "What Does BERT Look At?": attention to the previous and next token (section 3.1), attention
+entropy (section 3.3) and heads as dependency parsers (section 4.2), declared once. The first from its kernel
+(:class:`bertology.clark.offsets.PreviousKernel`), the other two from the Clark kernel
+(:class:`bertology.clark.reduce.ClarkKernel`), all in the one read of a store; the gold trees' parser tables from
+``rules/clark.smk``."""
 
 from __future__ import annotations
 
@@ -12,6 +14,24 @@ PARSER = ("relation", "direction", "layer", "head", "accuracy", "n", "baseline_o
 PARSER_KEYS = ("relation", "direction", "layer", "head")
 
 ANALYSES: tuple[Analysis, ...] = (
+    Analysis(
+        name="previous", kernel="bertology.clark.offsets:PreviousKernel",
+        tables=(Table(variant_table("previous.csv"), MOMENTS, output="previous",
+                      seeds=AcrossSeeds("previous", ("layer", "head", "feature"))),),
+        section=Section(
+            key="previous", title="Attention to the previous and next token (Clark et al. 2019, §3.1)",
+            measures="Per head, the attention a token pays to the token before it (previous: mean of A[i, i-1] over "
+            "the real query rows i > 0) and after it (next: A[i, i+1], rows i < n-1), averaged over examples, for "
+            "the pretrained and the fine-tuned model.",
+            finding="Some heads attend almost entirely to the previous or to the next token: in BERT-base four "
+            "attention heads put more than 50% of their attention on the previous token and five on the next, "
+            "especially in the earlier layers.",
+            tables=(variant_table("previous.csv"),)),
+        statistics=(
+            Statistic(id="previous", group="Previous / next token (Clark et al.)", label="attention to the {k} token",
+                      desc="Mean over the real query rows of the attention to the {k} token (A[i, i-1] or A[i, i+1]), "
+                      "mean over examples.", table=variant_table("previous.csv"), key=("feature",), across_seeds=True),
+        )),
     Analysis(
         name="entropy", kernel="bertology.clark.reduce:ClarkKernel",
         claims=(
@@ -35,8 +55,9 @@ ANALYSES: tuple[Analysis, ...] = (
             "attention.",
             figure_prefixes=("entropy",)),
         statistics=(
-            Statistic("entropy", "Entropy (Clark et al.)", "entropy: {k}",
-                      "Mean attention entropy ({k}) in nats; uniform attention = ln n.", variant_table("entropy.csv"),
+            Statistic(id="entropy", group="Entropy (Clark et al.)", label="entropy: {k}",
+                      desc="Mean attention entropy ({k}) in nats; uniform attention = ln n.",
+                      table=variant_table("entropy.csv"),
                       key=("feature",), optional=True, across_seeds=True),
         )),
     Analysis(
@@ -90,8 +111,9 @@ ANALYSES: tuple[Analysis, ...] = (
             "syntactic supervision.",
             figure_prefixes=("parser",), tables=(rel("syntax_best"),)),
         statistics=(
-            Statistic("parser", "Heads as parsers (Clark et al.)", "parser accuracy: {k}",
-                      "Share of {k} dependents whose most attended word is their head.", variant_table("parser.csv"),
+            Statistic(id="parser", group="Heads as parsers (Clark et al.)", label="parser accuracy: {k}",
+                      desc="Share of {k} dependents whose most attended word is their head.",
+                      table=variant_table("parser.csv"),
                       column="accuracy", key=("relation",), where=(("direction", "dep_to_head"),), top="n",
                       optional=True),
         )),

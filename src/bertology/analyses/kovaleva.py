@@ -70,8 +70,9 @@ ANALYSES: tuple[Analysis, ...] = (
             "the only one likely to carry linguistic structure, is at most about half and varies by task.",
             figure_prefixes=("patterns",)),
         statistics=(
-            Statistic("patterns", "Pattern classes (Kovaleva 4.1)", "fraction {k}",
-                      "Share of the head's maps classified as {k}.", variant_table("patterns.csv"), column="fraction",
+            Statistic(id="patterns", group="Pattern classes (Kovaleva 4.1)", label="fraction {k}",
+                      desc="Share of the head's maps classified as {k}.", table=variant_table("patterns.csv"),
+                      column="fraction",
                       key=("class",)),
         )),
     Analysis(
@@ -95,9 +96,10 @@ ANALYSES: tuple[Analysis, ...] = (
             finding="Only a couple of heads of 144 in BERT-base attend to FrameNet-linked words more than the rest.",
             figure_prefixes=("relations",)),
         statistics=(
-            Statistic("relations", "Relation attention (Kovaleva 4.2)", "{k} links",
-                      "Max attention between {k}-linked words, mean over examples; dots: above the 99th percentile.",
-                      variant_table("relations.csv"), key=("source",), mark="flagged",
+            Statistic(id="relations", group="Relation attention (Kovaleva 4.2)", label="{k} links",
+                      desc="Max attention between {k}-linked words, mean over examples; dots: above the 99th "
+                      "percentile.",
+                      table=variant_table("relations.csv"), key=("source",), mark="flagged",
                       mark_label="flagged (> 99th percentile)"),
         )),
     Analysis(
@@ -122,9 +124,10 @@ ANALYSES: tuple[Analysis, ...] = (
             "task-specific features, earlier layers keep the pretrained ones.",
             figure_prefixes=("cosine",)),
         statistics=(
-            Statistic("cosine", "Change with fine-tuning (Kovaleva 4.3)", "cosine pretrained vs fine-tuned",
-                      "Mean over examples of the cosine similarity of the pretrained and fine-tuned maps.",
-                      rel("cosine", seedtag=""), across_seeds=True),
+            Statistic(id="cosine", group="Change with fine-tuning (Kovaleva 4.3)",
+                      label="cosine pretrained vs fine-tuned",
+                      desc="Mean over examples of the cosine similarity of the pretrained and fine-tuned maps.",
+                      table=rel("cosine", seedtag=""), across_seeds=True),
         )),
     Analysis(
         name="features", config=("analysis.features",), kernel="bertology.kovaleva.reduce:KovalevaKernel",
@@ -162,9 +165,9 @@ ANALYSES: tuple[Analysis, ...] = (
             "exist but their weights are small next to the special tokens, and they come from pre-training.",
             figure_prefixes=("features",)),
         statistics=(
-            Statistic("features", "Feature attention (Kovaleva 4.4)", "attention to {k}",
-                      "Attention the {k} tokens receive (summed over queries, / n, max over tokens), mean over "
-                      "examples.", variant_table("features.csv"), key=("feature",)),
+            Statistic(id="features", group="Feature attention (Kovaleva 4.4)", label="attention to {k}",
+                      desc="Attention the {k} tokens receive (summed over queries, / n, max over tokens), mean over "
+                      "examples.", table=variant_table("features.csv"), key=("feature",)),
         )),
     Analysis(
         name="cls", config=("analysis.features",), kernel="bertology.kovaleva.reduce:KovalevaKernel",
@@ -186,8 +189,8 @@ ANALYSES: tuple[Analysis, ...] = (
             "[SEP] on some.",
             figure_prefixes=("cls",)),
         statistics=(
-            Statistic("cls", "[CLS] attention, last layer (Kovaleva 4.5)", "[CLS] → {k}",
-                      "The last layer's [CLS] row: attention to {k} tokens.", variant_table("cls.csv"),
+            Statistic(id="cls", group="[CLS] attention, last layer (Kovaleva 4.5)", label="[CLS] → {k}",
+                      desc="The last layer's [CLS] row: attention to {k} tokens.", table=variant_table("cls.csv"),
                       key=("feature",)),
         )),
 )

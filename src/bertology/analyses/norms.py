@@ -45,10 +45,10 @@ ANALYSES: tuple[Analysis, ...] = (
             "attention.",
             figure_prefixes=("norms",)),
         statistics=(
-            Statistic("norms", "Value norms (Kobayashi et al.)", "{k}",
-                      "norms.csv, {k}: weight_share / norm_share = share of the attention weight / of alpha ||f(x)|| "
-                      "the category's keys receive (mean over examples); value_norm = mean ||f(x)||; spearman_* = "
-                      "Spearman's rho (docs/reference.md#norms).", variant_table("norms.csv"),
+            Statistic(id="norms", group="Value norms (Kobayashi et al.)", label="{k}",
+                      desc="norms.csv, {k}: weight_share / norm_share = share of the attention weight / of alpha "
+                      "||f(x)|| the category's keys receive (mean over examples); value_norm = mean ||f(x)||; spearman_* = "
+                      "Spearman's rho (docs/reference.md#norms).", table=variant_table("norms.csv"),
                       key=("measure", "category"), notna="head", optional=True),
         )),
     Analysis(

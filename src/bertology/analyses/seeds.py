@@ -38,8 +38,8 @@ ANALYSES: tuple[Analysis, ...] = (
             figure_prefixes=("seeds",), tables=(rel("seed_stat", name="findings"),
                                                 rel("seed_stat", name="role_agreement"))),
         statistics=(
-            Statistic("seeds:roles", OVER_SEEDS, "seeds assigning {k}",
-                      "Share of the fine-tuning seeds whose sieve test assigns the {k} role to the head.",
-                      rel("seed_stat", name="roles"), column="share", key=("role",), optional=True),
+            Statistic(id="seeds:roles", group=OVER_SEEDS, label="seeds assigning {k}",
+                      desc="Share of the fine-tuning seeds whose sieve test assigns the {k} role to the head.",
+                      table=rel("seed_stat", name="roles"), column="share", key=("role",), optional=True),
         )),
 )

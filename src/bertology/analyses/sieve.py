@@ -55,12 +55,12 @@ ANALYSES: tuple[Analysis, ...] = (
             "local ones, and fine-tuning changes the bias of the final layers most.",
             figure_prefixes=("sieve",), tables=(rel("sieve_summary"), rel("sieve_delta", seedtag=""))),
         statistics=(
-            Statistic("sieve:count", "Sieve roles (Pande)", "number of roles assigned",
-                      "Roles whose one-sided t-test rejects H0: mean bias <= tau (p < alpha).",
-                      variant_table("sieve.csv"), count="assigned", fmt="int"),
-            Statistic("sieve", "Sieve bias per role (Pande)", "bias: {k}",
-                      "Mean over examples of the {k} sieve bias n * mean attention to the sieve (1 = uniform); dots: "
-                      "role assigned (p < alpha); tau = {ref}.", variant_table("sieve.csv"), key=("role",),
+            Statistic(id="sieve:count", group="Sieve roles (Pande)", label="number of roles assigned",
+                      desc="Roles whose one-sided t-test rejects H0: mean bias <= tau (p < alpha).",
+                      table=variant_table("sieve.csv"), count="assigned", fmt="int"),
+            Statistic(id="sieve", group="Sieve bias per role (Pande)", label="bias: {k}",
+                      desc="Mean over examples of the {k} sieve bias n * mean attention to the sieve (1 = uniform); "
+                      "dots: role assigned (p < alpha); tau = {ref}.", table=variant_table("sieve.csv"), key=("role",),
                       mark="assigned", mark_label="role assigned", ref="tau", across_seeds=True),
         )),
     Analysis(

@@ -26,7 +26,7 @@ Outputs (per-head CSVs are long and tidy; ``layer``/``head`` are 0-based ints; e
   ``{patterns,cosine}-tasks.png`` (Figs. 2 and 5 across tasks, one colour scale).
 
 Reads: ``store_stats`` reads a store once for patterns, features, cls and dependency relations (and every other
-store analysis of :mod:`bertology.registry`);
+store analysis of the registry, :mod:`bertology.analyses`);
 ``kovaleva_cosine`` reads the pretrained and fine-tuned stores once more, chunk-aligned, for cosine and the
 paired feature differences (a pairing of two stores cannot come from the per-variant pass; keeping the
 passes apart means changing the pattern classifier or the percentile never re-reads both stores).

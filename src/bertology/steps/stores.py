@@ -37,7 +37,8 @@ def write_table(value: Any, path: Path) -> None:
 
 
 def store_stats(ctx: StepContext) -> None:
-    """One read of a store -> the outputs of every store analysis (:meth:`bertology.registry.Registry.store_outputs`)."""
+    """One read of a store -> the outputs of every store analysis
+    (:meth:`bertology.registry.Registry.store_outputs`)."""
     words = read_words(ctx.input.words)
     ds = open_store(ctx.input.store, expect=expected_attrs(ctx.config, ctx.task, ctx.variant))
     job = Job(ctx.config, ctx.task, ctx.variant, str(ctx.input.store), ds, words,
