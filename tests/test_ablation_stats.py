@@ -161,5 +161,5 @@ def test_no_bootstrap_gives_nan_intervals():
 def test_batched_metric_rejects_bad_shapes():
     with pytest.raises(ValueError, match=r"^preds must be \(C, E\) with E = 4, got \(2, 5\)$"):
         batched_metric("accuracy", np.ones(4), np.ones((2, 5)))
-    with pytest.raises(ValueError, match="^unknown metric 'bleu'; known: accuracy, f1, mcc, pearson, spearman$"):
+    with pytest.raises(ValueError, match="^unknown metric 'bleu'; known: accuracy, f1, macro_f1, mcc, pearson, spearman$"):
         batched_metric("bleu", np.ones(4), np.ones((2, 4)))

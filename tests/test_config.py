@@ -16,7 +16,9 @@ from bertology.config import (Config, ConfigError, Undeclared, load_schema, sect
 
 
 def _schema_tree(schema: dict) -> dict:
-    return {k: _schema_tree(v) if v.get("type") == "object" else None for k, v in schema["properties"].items()}
+    # an object with declared properties is a section; a free mapping (spacy_pipelines) is one value
+    return {k: _schema_tree(v) if v.get("type") == "object" and "properties" in v else None
+            for k, v in schema["properties"].items()}
 
 
 def _class_tree(cls) -> dict:
@@ -43,7 +45,7 @@ def test_no_dataclass_restates_a_default():
 def _schema_defaults(schema: dict) -> dict:
     out = {}
     for key, sub in schema["properties"].items():
-        if sub.get("type") == "object":
+        if sub.get("type") == "object" and "properties" in sub:
             out[key] = _schema_defaults(sub)
         else:
             out[key] = sub["default"]
@@ -69,7 +71,7 @@ def test_bad_values_are_all_named_in_one_line():
         validate_config({"tasks": ["sst3"], "trian": {}})
     assert str(err.value) == (
         "invalid configuration: unknown config key(s) 'trian' at the top level; allowed keys are: ablation, "
-        "analysis, attention, data, mlflow, model, tasks, train; config key 'tasks.0' has value 'sst3', which is "
+        "analysis, attention, data, mlflow, model, spacy_pipelines, tasks, train; config key 'tasks.0' has value 'sst3', which is "
         "not allowed; choose one of: cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte. See schemas/config.schema.yaml "
         "for every key, its meaning and default.")
 

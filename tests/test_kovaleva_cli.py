@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from bertology.analyses import REGISTRY
 from bertology.cli import STEPS
 from bertology.config import sections_json, validate_config
 from tests.builders import identity_attrs
@@ -58,14 +60,13 @@ def test_stats_cosine_and_figures(run_dir):
                             "mean": [0.1, 0.2, 0.3, 0.4, 0.5, 0.9], "std": 0.01, "n": 5,
                             "flagged": [False] * 5 + [True]})
     fn_rows.to_csv(run_dir / "fn.csv", index=False)
-    names = ("patterns", "features", "cls", "relations")
-    others = ("entropy", "parser", "sieve")  # Clark's and Pande's tables come from the same read of the store
+    # every table of the one read of the store (Kovaleva's, Clark's, Pande's), as the registry declares them
+    names = {name: Path(path).name for name, path in REGISTRY.store_outputs().items()}
     for variant in ("pretrained", "finetuned"):
         extra = {"framenet": run_dir / "fn.csv"} if variant == "finetuned" else {}
         assert run("store_stats", wildcards={"task": "mrpc", "variant": variant},
                    inputs={"store": att / f"{variant}.zarr", "words": att / "words.parquet", **extra},
-                   outputs={**{name: stats / variant / f"{name}.csv" for name in names + others},
-                            "sieve_scores": stats / variant / "sieve_scores.npz"}) == 0
+                   outputs={name: stats / variant / file for name, file in names.items()}) == 0
     assert run("kovaleva_cosine", wildcards={"task": "mrpc"},
                inputs={"pretrained": att / "pretrained.zarr", "finetuned": att / "finetuned.zarr",
                        "words": att / "words.parquet"},
@@ -150,9 +151,7 @@ def test_export_then_train_round_trip(run_dir, monkeypatch):
 def test_user_errors_are_one_line(run_dir, capsys):
     att = run_dir / "results" / "attention" / "mrpc"
     stats = run_dir / "x"
-    outputs = {name: stats / f"{name}.csv" for name in ("patterns", "features", "cls", "relations", "entropy",
-                                                          "parser", "sieve")}
-    outputs["sieve_scores"] = stats / "sieve_scores.npz"
+    outputs = {name: stats / Path(path).name for name, path in REGISTRY.store_outputs().items()}
     capsys.readouterr()
     assert run("store_stats", inputs={"store": run_dir / "nope.zarr", "words": att / "words.parquet"},
                outputs=outputs) == 1

@@ -240,7 +240,7 @@ def declared_pipeline(decl: dict, config: dict) -> str | None:
 def annotation_notes(config: dict) -> list[str]:
     """One line per declared task whose language has no installed spaCy pipeline (said at start)."""
     notes = []
-    for decl in declarations(config["tasks"]).values():
+    for decl in declarations(config.get("tasks") or []).values():
         name, key = pipeline_for(decl.get("language", "en"), config)
         if pipeline_installed(name):
             continue
