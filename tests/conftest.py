@@ -23,7 +23,8 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 # counts. Only the order in which pytest-xdist hands out whole files depends on it, never what a test
 # checks; a file not named here runs after these, in its usual order.
 LONG_FILES = (
-    "test_pipeline.py", "test_encoders.py", "test_training.py", "test_seeds_pipeline.py", "test_ablation_cli.py",
+    "test_pipeline.py", "test_declared_pipeline.py", "test_encoders.py", "test_output_cache.py", "test_training.py",
+    "test_seeds_pipeline.py", "test_ablation_cli.py", "test_hostile.py",
     "test_cluster.py", "test_matrix.py", "test_untrusted.py", "test_tracking_server.py", "test_faults.py",
     "test_tracking.py", "test_reference.py", "test_foundation.py", "test_data.py", "test_kovaleva_cli.py",
     "test_sieve_pipeline.py", "test_store_faults.py", "test_store.py",

@@ -5,6 +5,7 @@ expects and said so."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -137,6 +138,20 @@ def test_the_workflow_refuses_an_alias_bomb_in_one_line(tmp_path):
     assert proc.returncode != 0
     errors = [line for line in proc.stderr.splitlines() if "bertology: error" in line]
     assert len(errors) == 1 and "alias bomb" in errors[0], proc.stderr[-3000:]
+
+
+def test_a_bomb_of_mappings_in_the_workflows_own_config_is_refused_before_snakemake_merges_it(tmp_path):
+    """config.yaml beside the Snakefile is merged by its `configfile:` line, which would copy a bomb of mappings
+    for ever: the Snakefile reads it strictly first."""
+    work = tmp_path / "wf"
+    shutil.copytree(REPO / "rules", work / "rules")
+    shutil.copy(REPO / "Snakefile", work / "Snakefile")
+    (work / "config.yaml").write_text(alias_bomb(mapping=True, key="data"))
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(work / "Snakefile"), "-n",
+                           "--directory", str(tmp_path)], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert proc.returncode != 0
+    errors = [line for line in proc.stderr.splitlines() if "bertology: error" in line]
+    assert len(errors) == 1 and "alias bomb" in errors[0] and "config.yaml" in errors[0], proc.stderr[-3000:]
 
 
 # ---- 5. blank texts are malformed rows -------------------------------------------------------------------------

@@ -66,6 +66,20 @@ def check_config(config: dict, configfiles: list | tuple = (), basedir: str | Pa
         fail(str(err))
 
 
+def check_config_file_first(path: str | Path) -> None:
+    """The Snakefile's own config file (config.yaml), read strictly before its ``configfile:`` line merges it:
+    a key given twice or an alias bomb stops the workflow in one line (Snakemake's merge of a bomb of mappings
+    would copy it for ever)."""
+    from bertology.configfile import check_config_file
+    from bertology.errors import UserError
+
+    try:
+        if Path(path).is_file():
+            check_config_file(path)
+    except UserError as err:
+        fail(str(err))
+
+
 def on_start(invocation: str, config: dict) -> None:
     """The Snakefile's ``onstart`` (real runs only, before any job): the model is a bidirectional encoder
     with a readable config that asks for no code of its own, and a tokenizer that reads English, the tracking store answers (or the workflow stops with one line naming it,
