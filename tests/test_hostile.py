@@ -408,7 +408,7 @@ def _config_dir(tmp_path: Path, name: str, config) -> str:
 
 
 def test_the_cap_is_the_models_own_position_limit(tiny_model_dir, tmp_path):
-    from transformers import ModernBertConfig, RobertaConfig
+    from transformers import ModernBertConfig, MPNetConfig, RobertaConfig
 
     from bertology.models import MaxLengthError, check_max_length, position_limit
 
@@ -424,6 +424,10 @@ def test_the_cap_is_the_models_own_position_limit(tiny_model_dir, tmp_path):
         check_max_length(roberta, 513)
     modern = _config_dir(tmp_path, "modernbert", ModernBertConfig(max_position_embeddings=8192))
     check_max_length(modern, 8192)
+    # MPNet's embeddings fix padding_idx = 1 whatever pad_token_id says (a tiny test vocabulary pads with 30524)
+    mpnet = _config_dir(tmp_path, "mpnet", MPNetConfig(max_position_embeddings=130, pad_token_id=30524))
+    assert position_limit(mpnet) == (128, "max_position_embeddings 130 less 2 (its positions are numbered past the "
+                                          "padding index 1)")
 
 
 def test_the_workflow_refuses_a_max_length_past_the_model_at_start_in_one_line(tiny_model_dir, tmp_path,

@@ -78,7 +78,9 @@ def test_seed_tables(seeds_run):
     agreement = pd.read_csv(d / "role_agreement.csv")
     assert {"role", "layer", "fleiss_kappa", "jaccard"} <= set(agreement.columns)
     mb = pd.read_csv(d / "multibootstrap.csv")
-    assert set(mb["quantity"]) == {"cosine", "sieve_bias", "disabling_delta"}
+    faithfulness = {q for q in mb["quantity"] if q.startswith("faithfulness.")}  # the token views (norms)
+    assert set(mb["quantity"]) - faithfulness == {"cosine", "sieve_bias", "disabling_delta"}
+    assert "faithfulness.newer_minus_rollout" in faithfulness
     ok = mb.dropna(subset=["ci_low", "ci_high"])
     assert len(ok) and (ok["ci_low"] <= ok["mean"] + 1e-9).all() and (ok["mean"] <= ok["ci_high"] + 1e-9).all()
     assert (mb["n_seeds"] == 2).all()

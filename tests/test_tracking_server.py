@@ -71,7 +71,9 @@ def test_workflow_with_server_down(server, tmp_path, config_file, snakemake_run)
     """Server frozen for a whole workflow: with mlflow.required (the default) the run stops at once in one
     line naming the URI; with required: false every job runs, nothing is deleted, and the next run (server
     back) sends every kept record: all runs FINISHED, none RUNNING, nothing pending."""
-    config_file(tmp_path, tasks=["rte"], mlflow={"tracking_uri": server.uri, "experiment": "outage"})
+    # mlflow.live: each job talks to the server itself (the path whose kept records are replayed; the default queue
+    # of job runs is tested in test_tracking.py)
+    config_file(tmp_path, tasks=["rte"], mlflow={"tracking_uri": server.uri, "experiment": "outage", "live": True})
     target = "results/data/rte/validation.parquet"
     server.stop()
     try:
@@ -88,7 +90,7 @@ def test_workflow_with_server_down(server, tmp_path, config_file, snakemake_run)
         assert refused_s < 120
 
         config_file(tmp_path, tasks=["rte"], mlflow={"tracking_uri": server.uri, "experiment": "outage",
-                                                     "required": False})
+                                                     "required": False, "live": True})
         snakemake_run(tmp_path, "--cores", "2", target, "results/data/rte/train.parquet")
         assert (tmp_path / target).is_file() and (tmp_path / "results/data/rte/train.parquet").is_file()
         kept = sorted(p.name for p in (tmp_path / ".bertology/pending").glob("*.json"))

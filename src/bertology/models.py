@@ -298,9 +298,13 @@ def check_tokenizer(name_or_path: str) -> None:
     load_tokenizer(name_or_path)
 
 
-def _positions_past_padding(model_type: str) -> bool:
+def _positions_past_padding(model_type: str) -> tuple[bool, int | None]:
     """Whether the model type numbers positions from ``padding_idx + 1`` (RoBERTa, XLM-R, CamemBERT, MPNet, ...):
-    its transformers modeling source computes position ids that way. Read as text, nothing imported."""
+    its transformers modeling source computes position ids that way; and the padding index its embeddings fix
+    whatever the config says (MPNet's ``self.padding_idx = 1``), else None (the config's ``pad_token_id``). Read as
+    text, nothing imported."""
+    import re
+
     import importlib.util
 
     from transformers.models.auto.configuration_auto import model_type_to_module_name
@@ -309,14 +313,16 @@ def _positions_past_padding(model_type: str) -> bool:
     try:
         spec = importlib.util.find_spec(f"transformers.models.{module}.modeling_{module}")
     except (ImportError, ValueError):
-        return False
+        return False, None
     if spec is None or not spec.origin:
-        return False
+        return False, None
     try:
         source = Path(spec.origin).read_text(encoding="utf-8")
     except OSError:
-        return False
-    return "padding_idx + 1" in source or "create_position_ids_from_input_ids" in source
+        return False, None
+    fixed = re.search(r"self\.padding_idx\s*=\s*(\d+)\b", source)
+    return ("padding_idx + 1" in source or "create_position_ids_from_input_ids" in source,
+            int(fixed.group(1)) if fixed else None)
 
 
 def position_limit(name_or_path: str) -> tuple[int, str] | None:
@@ -332,10 +338,12 @@ def position_limit(name_or_path: str) -> tuple[int, str] | None:
     positions = getattr(config, "max_position_embeddings", None)
     if not isinstance(positions, int) or positions <= 0 or getattr(config, "position_biased_input", True) is False:
         return None
-    if _positions_past_padding(config.model_type):
-        offset = int(config.pad_token_id or 0) + 1
+    past_padding, fixed_padding = _positions_past_padding(config.model_type)
+    if past_padding:
+        padding = fixed_padding if fixed_padding is not None else int(config.pad_token_id or 0)
+        offset = padding + 1
         return positions - offset, (f"max_position_embeddings {positions} less {offset} (its positions are numbered "
-                                    f"past the padding index {config.pad_token_id})")
+                                    f"past the padding index {padding})")
     return positions, f"max_position_embeddings {positions}"
 
 
