@@ -411,3 +411,11 @@ def test_claims_step_writes_the_ledger_and_logs_it_to_the_parent_run(tmp_path, m
     assert parent.data.tags["claim.kovaleva_patterns_repeat.rte"] == "contradicted"
     assert parent.data.tags["claim.kovaleva_table1_pretrained.rte"] == "not computed"
     assert {a.path for a in client.list_artifacts(parent.info.run_id)} >= {"claims.csv", "claims.md"}
+
+
+def test_the_obj_claim_reads_spacy_englishs_dobj_arcs():
+    """spaCy's English pipelines label UD's obj `dobj`: the claim on a run parsed by them is computed, not empty."""
+    from bertology.claims import clark
+
+    got = clark.parser_beats_baseline([parser(0.9, 200, "dobj")], BOOT, side=">", null=0.0, relation="obj")
+    assert got.n == 200 and got.ci_low > 0

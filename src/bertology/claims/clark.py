@@ -55,18 +55,23 @@ def broad_lower(tables: Tables, boot: Boot, *, side: str, null: float) -> Result
 #: a relation's best head is judged on at least this many arcs
 MIN_ARCS = 20
 
+#: the labels a UD relation has in the parses a run may hold: spaCy's English pipelines label UD's `obj` with
+#: ClearNLP's `dobj` (docs/reference.md: "UD obj counts as dobj")
+RELATION_LABELS = {"obj": ("obj", "dobj")}
+
 
 def parser_beats_baseline(tables: Tables, boot: Boot, *, side: str, null: float, relation: str) -> Result:
     """4.2: the best head's accuracy for `relation` (either direction; gold CoNLL-U trees where the run has them,
     syntax/*.csv, else the task's spaCy parses, parser.csv) minus the relation's fixed-offset baseline accuracy.
     Interval: percentile bootstrap over the relation's arcs, i.e. binomial resampling of the best head's
     correct arcs (the baseline held fixed); test: scipy.stats.binomtest of its correct arcs against the baseline
-    accuracy. UD subtypes (``nsubj:pass``) count as their own relation. With several seeds: each seed's best
+    accuracy. UD subtypes (``nsubj:pass``) count as their own relation; `obj` is also spaCy English's `dobj`
+    (:data:`RELATION_LABELS`). With several seeds: each seed's best
     head, their arcs pooled."""
     best = []
     for t in tables:
         p = t["parser"]
-        sub = p[(p["relation"] == relation) & (p["n"] >= MIN_ARCS)]
+        sub = p[p["relation"].isin(RELATION_LABELS.get(relation, (relation,))) & (p["n"] >= MIN_ARCS)]
         if sub.empty:
             return nan_result("scipy.stats.binomtest", 0, f"fewer than {MIN_ARCS} {relation} arcs")
         best.append(sub.loc[sub["accuracy"].idxmax()])
