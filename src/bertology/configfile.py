@@ -14,7 +14,8 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import yaml
 
@@ -47,28 +48,25 @@ def compose_config_file(path: str | Path) -> yaml.Node | None:
         loader.dispose()
 
 
-def expanded_size(node: yaml.Node, limit: int = MAX_CONFIG_NODES) -> int:
-    """The number of nodes `node` expands to with every alias written out, counted without expanding anything
-    (each distinct node once, memoised); stops counting past `limit` (returns a number above it). A node that
-    contains itself (``&a [*a]``) is infinite: returns ``limit + 1``. Time and memory: O(distinct nodes)."""
+def _expanded(root: Any, children: Callable[[Any], Iterable[Any] | None], limit: int) -> int:
+    """The number of items `root` expands to with every shared item written out once per use, counted without
+    expanding (each distinct container once, memoised by identity); children(x): x's items, None for a leaf.
+    Stops past `limit` (returns limit + 1); a container that contains itself is infinite (limit + 1)."""
     sizes: dict[int, int] = {}
     active: set[int] = set()
 
-    def size(n: yaml.Node) -> int:
-        key = id(n)
+    def size(x: Any) -> int:
+        kids = children(x)
+        if kids is None:
+            return 1
+        key = id(x)
         if key in sizes:
             return sizes[key]
         if key in active:
             return limit + 1
         active.add(key)
         total = 1
-        if isinstance(n, yaml.MappingNode):
-            children: Iterable[yaml.Node] = (c for pair in n.value for c in pair)
-        elif isinstance(n, yaml.SequenceNode):
-            children = n.value
-        else:
-            children = ()
-        for child in children:
+        for child in kids:
             total += size(child)
             if total > limit:
                 total = limit + 1
@@ -77,7 +75,36 @@ def expanded_size(node: yaml.Node, limit: int = MAX_CONFIG_NODES) -> int:
         sizes[key] = total
         return total
 
-    return size(node)
+    return size(root)
+
+
+def _node_children(n: yaml.Node) -> Iterable[yaml.Node] | None:
+    if isinstance(n, yaml.MappingNode):
+        return (c for pair in n.value for c in pair)
+    if isinstance(n, yaml.SequenceNode):
+        return n.value
+    return None
+
+
+def _value_children(v: Any) -> Iterable[Any] | None:
+    if isinstance(v, dict):
+        return (c for pair in v.items() for c in pair)
+    if isinstance(v, (list, tuple)):
+        return v
+    return None
+
+
+def expanded_size(node: yaml.Node, limit: int = MAX_CONFIG_NODES) -> int:
+    """The number of nodes `node` expands to with every alias written out, counted without expanding anything
+    (each distinct node once, memoised); stops counting past `limit` (returns a number above it). A node that
+    contains itself (``&a [*a]``) is infinite: returns ``limit + 1``. Time and memory: O(distinct nodes)."""
+    return _expanded(node, _node_children, limit)
+
+
+def expanded_value_size(value: Any, limit: int = MAX_CONFIG_NODES) -> int:
+    """:func:`expanded_size` for a loaded value (a loader shares an aliased value, so the same memoised count
+    works on dicts and lists); a config already in memory is checked with it before anything walks it."""
+    return _expanded(value, _value_children, limit)
 
 
 def duplicate_keys(node: yaml.Node) -> list[tuple[str, str, int, int]]:
@@ -152,38 +179,6 @@ def read_config_file(path: str | Path) -> Any:
         raise ConfigFileError(f"config file {path} is not valid YAML: {' '.join(str(err).split())}") from None
     finally:
         loader.dispose()
-
-
-def expanded_value_size(value: Any, limit: int = MAX_CONFIG_NODES) -> int:
-    """:func:`expanded_size` for a loaded value (a loader shares an aliased value, so the same memoised count
-    works on dicts and lists); a config already in memory is checked with it before anything walks it."""
-    sizes: dict[int, int] = {}
-    active: set[int] = set()
-
-    def size(v: Any) -> int:
-        if isinstance(v, dict):
-            children: Iterable[Any] = (c for pair in v.items() for c in pair)
-        elif isinstance(v, (list, tuple)):
-            children = v
-        else:
-            return 1
-        key = id(v)
-        if key in sizes:
-            return sizes[key]
-        if key in active:
-            return limit + 1
-        active.add(key)
-        total = 1
-        for child in children:
-            total += size(child)
-            if total > limit:
-                total = limit + 1
-                break
-        active.discard(key)
-        sizes[key] = total
-        return total
-
-    return size(value)
 
 
 # --------------------------------------------------------------------------------------------------
