@@ -15,6 +15,21 @@ def _finetuned(file: str) -> str:
     """A table of the fine-tuned model only (one per fine-tuning seed): stats/{task}/finetuned{seedtag}/{file}."""
     return rel("variant_stat", variant="finetuned{seedtag}", file=file)
 
+def _beats_raw_claim(view: str) -> Claim:
+    """Abnar & Zuidema: the token view (rollout, flow) agrees with the ablation importance better than raw
+    attention (faithfulness.csv of the fine-tuned model)."""
+    return Claim(f"abnar_{view}_raw", "Abnar & Zuidema 2020", "4",
+                 f"{view.capitalize()} agrees with the ablation importance better than raw attention.",
+                 f"faithfulness.csv: mean, view {view} - view raw, importance ablation",
+                 claims_beyond.view_beats_raw,
+                 (("faithfulness", variant_table("faithfulness.csv"), "analysis.norms.enabled"),
+                  ("faithfulness_examples", variant_table("faithfulness_examples.csv"), "analysis.norms.enabled")),
+                 unit="examples", params=(("view", view),), config="analysis.norms.enabled", anchor="faithfulness",
+                 figure="faithfulness", paper_value="Table 2: higher Spearman than raw for both importances",
+                 sentence="We show that these methods give complementary views on the flow of information, and "
+                          "compared to raw attention, both yield higher correlations with importance scores of input "
+                          "tokens obtained using an ablation method and input gradients.")
+
 
 ANALYSES: tuple[Analysis, ...] = (
     Analysis(
@@ -82,28 +97,7 @@ ANALYSES: tuple[Analysis, ...] = (
     Analysis(
         name="faithfulness", config=("analysis.flow",),
         claims=(
-            Claim("abnar_rollout_raw", "Abnar & Zuidema 2020", "4",
-                  "Rollout agrees with the ablation importance better than raw attention.",
-                  "faithfulness.csv: mean, view rollout - view raw, importance ablation",
-                  claims_beyond.view_beats_raw,
-                  (("faithfulness", variant_table("faithfulness.csv"), "analysis.norms.enabled"),
-                   ("faithfulness_examples", variant_table("faithfulness_examples.csv"), "analysis.norms.enabled")),
-                  unit="examples", params=(("view", "rollout"),), config="analysis.norms.enabled", anchor="faithfulness",
-                  figure="faithfulness", paper_value="Table 2: higher Spearman than raw for both importances",
-                  sentence="We show that these methods give complementary views on the flow of information, and compared "
-                           "to raw attention, both yield higher correlations with importance scores of input tokens "
-                           "obtained using an ablation method and input gradients."),
-            Claim("abnar_flow_raw", "Abnar & Zuidema 2020", "4",
-                  "Flow agrees with the ablation importance better than raw attention.",
-                  "faithfulness.csv: mean, view flow - view raw, importance ablation",
-                  claims_beyond.view_beats_raw,
-                  (("faithfulness", variant_table("faithfulness.csv"), "analysis.norms.enabled"),
-                   ("faithfulness_examples", variant_table("faithfulness_examples.csv"), "analysis.norms.enabled")),
-                  unit="examples", params=(("view", "flow"),), config="analysis.norms.enabled", anchor="faithfulness",
-                  figure="faithfulness", paper_value="Table 2: higher Spearman than raw for both importances",
-                  sentence="We show that these methods give complementary views on the flow of information, and compared "
-                           "to raw attention, both yield higher correlations with importance scores of input tokens "
-                           "obtained using an ablation method and input gradients."),
+            *(_beats_raw_claim(view) for view in ("rollout", "flow")),
             Claim("newer_beat_rollout", "Ferrando et al. 2022; Modarressi et al. 2022, 2023; Mohebbi et al. 2023",
                   "results",
                   "The newer decompositions (ALTI, GlobEnc, DecompX, Value Zeroing) agree with the ablation importance "
