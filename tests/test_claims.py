@@ -516,6 +516,35 @@ def test_ledger_not_computed_names_the_key_and_holm_spans_the_run(tmp_path):
     assert "| kovaleva_cosine_last_layers | rte | finetuned | holds |" in md
 
 
+def test_ledger_reads_the_predictions_of_the_score_files(tmp_path):
+    """build_ledger on score JSON files as the score step writes them: Table 1 decided over the examples; a score
+    file of an earlier version (no predictions) falls back with its note."""
+    import json
+
+    from bertology.table1 import aggregate_seeds, scores_frame
+    from tests.builders.claims import check_table1_rows
+
+    results = tmp_path / "results"
+    labels = BINARY.copy()
+    records = [score_record("rte", "finetuned", labels, right_on(labels, 0, 180)),
+               score_record("rte", "pretrained", labels, right_on(labels, 0, 100)),
+               score_record("rte", "random-finetuned", labels, right_on(labels, 0, 110))]
+    del records[2]["predictions"]
+    for r in records:
+        path = results / "scores" / "rte" / f"{r['variant']}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(r, indent=2))
+    _write(results, "tables/table1.csv", aggregate_seeds(scores_frame(records)))
+    ledger = build_ledger(results, REGISTRY.claims(), ["rte"], [42], BOOT)
+    rows = ledger.set_index("claim")
+    assert rows.loc["kovaleva_table1_pretrained", "verdict"] == "holds"
+    assert rows.loc["kovaleva_table1_pretrained", "effect"] == pytest.approx(0.4)
+    random = rows.loc["kovaleva_table1_random"]
+    assert random["verdict"] == "inconclusive" and random["test"] == "scipy.stats.ttest_1samp"
+    assert "re-run the score jobs" in random["note"]
+    check_table1_rows(results, ledger[ledger.claim == "kovaleva_table1_pretrained"])
+
+
 def test_required_inputs_per_seed_and_gates():
     paths = required_inputs(REGISTRY.claims(), ["rte"], ["", "-seed43"], off={"analysis.norms.enabled"})
     assert "stats/rte/cosine.csv" in paths and "stats/rte/cosine-seed43.csv" in paths
