@@ -72,7 +72,8 @@ def paired_table1(fine, base, labels, variant="pretrained", task="rte", idx=None
     the records by the table1 step's own code, and the two score records as the ledger reads them."""
     from bertology.table1 import aggregate_seeds, scores_frame
 
-    records = [(score_record(task, "finetuned", labels, f, seed, idx), score_record(task, variant, labels, b, seed, idx))
+    records = [(score_record(task, "finetuned", labels, f, seed, idx),
+                score_record(task, variant, labels, b, seed, idx))
                for seed, (f, b) in enumerate(zip(fine, base), start=42)]
     t1 = aggregate_seeds(scores_frame([r for pair in records for r in pair]))
     return [{"table1": t1, "score_finetuned": pd.json_normalize(f), f"score_{variant}": pd.json_normalize(b)}

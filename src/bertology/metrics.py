@@ -48,10 +48,21 @@ def confusion(labels: np.ndarray, preds: np.ndarray,
     if classes is None:
         classes = np.union1d(np.unique(labels), np.unique(preds))
     k = len(classes)
-    code = np.searchsorted(classes, labels) * k + np.searchsorted(classes, preds)   # (C, E)
-    rows = preds.shape[0]
-    flat = (code + (np.arange(rows) * k * k)[:, None]).ravel()
-    return np.bincount(flat, minlength=rows * k * k).reshape(rows, k, k).astype(np.float64), classes
+    cells = np.broadcast_to(confusion_cells(labels, preds, classes), preds.shape)   # (C, E)
+    return row_counts(cells, k * k).reshape(-1, k, k), classes
+
+
+def confusion_cells(labels: np.ndarray, preds: np.ndarray, classes: np.ndarray) -> np.ndarray:
+    """Each example's cell of the confusion counts, i * K + j for label classes[i] and prediction classes[j]:
+    labels and preds of broadcastable shapes (..., E), classes (K,) sorted -> int array in [0, K * K)."""
+    return np.searchsorted(classes, labels) * len(classes) + np.searchsorted(classes, preds)
+
+
+def row_counts(codes: np.ndarray, size: int) -> np.ndarray:
+    """How often each value occurs in each row: codes (C, E) ints in [0, size) -> (C, size) float64."""
+    rows = codes.shape[0]
+    flat = (codes + (np.arange(rows) * size)[:, None]).ravel()
+    return np.bincount(flat, minlength=rows * size).reshape(rows, size).astype(np.float64)
 
 
 def confusion_metric(name: str, counts: np.ndarray, classes: np.ndarray) -> np.ndarray:

@@ -23,6 +23,8 @@ import pandas as pd
 
 from bertology.claims.stats import MIN_UNITS, Boot, percentile, side_alternative
 from bertology.claims.stats import scipy_stats as st
+from bertology.metrics import CLASSIFICATION, batched_metric, confusion_cells, confusion_metric, row_counts
+from bertology.seedstats import multibootstrap_indices
 
 #: the test of the Table 1 claims (Result.test)
 TEST = "scipy.stats.permutation_test"
@@ -75,28 +77,15 @@ def _classes(labels: np.ndarray, fine: np.ndarray, base: np.ndarray) -> np.ndarr
     return np.union1d(np.unique(labels), np.union1d(np.unique(fine), np.unique(base)))
 
 
-def _cells(labels: np.ndarray, preds: np.ndarray, classes: np.ndarray) -> np.ndarray:
-    """Each example's cell of the confusion counts, label * K + prediction (as indices of `classes`): labels (N,),
-    preds (S, N) -> (S, N) int in [0, K * K)."""
-    k = len(classes)
-    return np.searchsorted(classes, labels) * k + np.searchsorted(classes, preds)
-
-
 def _confusions(cells: np.ndarray, weights: np.ndarray, k: int) -> np.ndarray:
-    """Confusion counts of weighted examples: cells (N,) (:func:`_cells` of one model), weights (b, N) whole numbers
-    (draw counts, 0/1 swap masks) -> (b, K, K): per cell, the sum of its examples' weights."""
+    """Confusion counts of weighted examples: cells (N,) (:func:`bertology.metrics.confusion_cells` of one model's
+    predictions), weights (b, N) whole numbers (draw counts, 0/1 swap masks) -> (b, K, K): per cell, the sum of
+    its examples' weights."""
     order = np.argsort(cells, kind="stable")
     present, starts = np.unique(cells[order], return_index=True)
     out = np.zeros((weights.shape[0], k * k))
     out[:, present] = np.add.reduceat(weights[:, order], starts, axis=1)
     return out.reshape(-1, k, k)
-
-
-def draw_counts(draws: np.ndarray, n: int) -> np.ndarray:
-    """How often each example is drawn: draws (b, N') indices in [0, n) -> (b, n) float64 counts."""
-    b = draws.shape[0]
-    flat = (draws + (np.arange(b) * n)[:, None]).ravel()
-    return np.bincount(flat, minlength=b * n).reshape(b, n).astype(np.float64)
 
 
 def resampled_differences(metric: str, labels: np.ndarray, fine: np.ndarray, base: np.ndarray,
@@ -108,20 +97,18 @@ def resampled_differences(metric: str, labels: np.ndarray, fine: np.ndarray, bas
     (the draw counts times each example's cell: :func:`bertology.metrics.confusion_metric`); correlations from the
     drawn labels and predictions (:func:`bertology.metrics.batched_metric` with a label vector per row).
     """
-    from bertology.metrics import CLASSIFICATION, batched_metric, confusion_metric
-
     n_seeds, n = fine.shape
     out = np.empty((draws.shape[0], n_seeds))
     if metric in CLASSIFICATION:
         classes = _classes(labels, fine, base)
         k = len(classes)
-        cells_f, cells_b = _cells(labels, fine, classes), _cells(labels, base, classes)   # (S, N) each
+        cells_f, cells_b = confusion_cells(labels, fine, classes), confusion_cells(labels, base, classes)  # (S, N)
     step = _rows_per_block(2 * n)
     for start in range(0, draws.shape[0], step):
         idx = draws[start:start + step]                                    # (b, N)
         b = idx.shape[0]
         if metric in CLASSIFICATION:
-            w = draw_counts(idx, n)                                        # (b, N)
+            w = row_counts(idx, n)                                        # (b, N)
             for s in range(n_seeds):
                 out[start:start + b, s] = (confusion_metric(metric, _confusions(cells_f[s], w, k), classes)
                                            - confusion_metric(metric, _confusions(cells_b[s], w, k), classes))
@@ -144,14 +131,12 @@ def paired_interval(metric: str, labels: np.ndarray, fine: np.ndarray, base: np.
     mean over the drawn seeds (with their multiplicity) of each one's difference on the drawn examples. NaN, NaN
     when N < :data:`~bertology.claims.stats.MIN_UNITS` or no replicate is finite.
     """
-    from bertology.seedstats import multibootstrap_indices
-
     n_seeds, n = fine.shape
     if n < MIN_UNITS:
         return float("nan"), float("nan")
     seed_draws, example_draws = multibootstrap_indices(n_seeds, n, boot.resamples, boot.seed)  # (B, S), (B, N)
     diffs = resampled_differences(metric, labels, fine, base, example_draws)                   # (B, S)
-    counts = draw_counts(seed_draws, n_seeds)                                                   # (B, S)
+    counts = row_counts(seed_draws, n_seeds)                                                   # (B, S)
     return percentile((counts * diffs).sum(axis=1) / n_seeds, boot.confidence)
 
 
@@ -163,15 +148,14 @@ def swapped_differences(metric: str, labels: np.ndarray, fine: np.ndarray, base:
     labels: (N,); fine, base: (S, N); swaps: (R, N) bool, True where example i's fine-tuned prediction goes to the
     other side. Returns (R,); no swap gives the observed difference.
     """
-    from bertology.metrics import CLASSIFICATION, batched_metric, confusion_metric
-
     n_seeds, n = fine.shape
     out = np.zeros(swaps.shape[0])
     if metric in CLASSIFICATION:
         classes = _classes(labels, fine, base)
         k = len(classes)
         w = swaps.astype(np.float64)                                       # (R, N)
-        for cells_f, cells_b in zip(_cells(labels, fine, classes), _cells(labels, base, classes)):
+        for cells_f, cells_b in zip(confusion_cells(labels, fine, classes), confusion_cells(labels, base, classes),
+                                    strict=True):
             # what the swaps move from the fine-tuned side to the other, and back
             moved = _confusions(cells_b, w, k) - _confusions(cells_f, w, k)             # (R, K, K)
             side_f = _confusions(cells_f, np.ones((1, n)), k) + moved
