@@ -60,6 +60,22 @@ def test_batched_metric_equals_the_libraries_bit_for_bit(name):
             np.testing.assert_array_equal(got, want, err_msg=f"{name}, E={e}")
 
 
+@pytest.mark.parametrize("name", [*LIBRARY, "macro_f1"])
+def test_batched_metric_with_a_label_vector_per_row_is_each_row_alone(name):
+    """labels (C, E), one per row (a bootstrap resample draws labels with predictions): row c is the metric of
+    (labels[c], preds[c]) alone, bit for bit."""
+    rng = np.random.default_rng(3)
+    for e in (2, 3, 17, 60, 255):
+        labels, preds = _cases(rng, "f1" if name == "macro_f1" else name, e)
+        idx = rng.integers(0, e, (preds.shape[0], e))                    # a resample per row
+        lab, pr = labels[idx], np.take_along_axis(preds, idx, axis=1)    # (C, E) each
+        got = batched_metric(name, lab, pr)
+        want = np.array([batched_metric(name, lab[c], pr[c][None])[0] for c in range(len(pr))])
+        np.testing.assert_array_equal(got, want, err_msg=f"{name}, E={e}")
+        if name in LIBRARY:
+            np.testing.assert_array_equal(got, [LIBRARY[name](lab[c], pr[c]) for c in range(len(pr))])
+
+
 @pytest.mark.parametrize("task", ["cola", "mrpc", "stsb", "mnli", "rte"])
 def test_compute_metrics_is_the_batched_code_on_one_row(task):
     rng = np.random.default_rng(1)
@@ -163,3 +179,5 @@ def test_batched_metric_rejects_bad_shapes():
         batched_metric("accuracy", np.ones(4), np.ones((2, 5)))
     with pytest.raises(ValueError, match="^unknown metric 'bleu'; known: accuracy, f1, macro_f1, mcc, pearson, spearman$"):
         batched_metric("bleu", np.ones(4), np.ones((2, 4)))
+    with pytest.raises(ValueError, match=r"^labels must be \(E,\) or \(C, E\) = \(2, 4\), got \(3, 4\)$"):
+        batched_metric("accuracy", np.ones((3, 4)), np.ones((2, 4)))

@@ -44,15 +44,58 @@ def patterns(het: float, layers=4, heads=4):
 
 
 def scores(task, fine, base, variant):
+    """Score records of an earlier version: metrics, no per-example predictions."""
     one = lambda v, name: pd.DataFrame({"task": [task], "variant": [name], "metrics.accuracy": [v]})
     return {"score_finetuned": one(fine, "finetuned"), f"score_{variant}": one(base, variant)}
 
 
 def table1(diffs, variant="pretrained"):
+    """Table 1 from score records without per-example predictions: one seed per difference."""
     fine = [0.6 + d for d in diffs]
     t1 = pd.DataFrame({"task": "rte", "variant": ["finetuned", variant], "metric": "accuracy",
                        "value": [float(np.mean(fine)), 0.6], "n": 100})
     return [{"table1": t1, **scores("rte", f, 0.6, variant)} for f in fine]
+
+
+def score_record(task, variant, labels, preds, seed=42, idx=None) -> dict:
+    """A score record as the score step writes it: the task's metrics of the predictions and the predictions."""
+    from bertology.metrics import compute_metrics
+    from bertology.training import prediction_record
+
+    idx = np.arange(len(labels)) if idx is None else idx
+    return {"task": task, "variant": variant, "seed": seed, "metrics": compute_metrics(task, preds, labels),
+            "n": len(labels), "predictions": prediction_record(idx, labels, preds)}
+
+
+def paired_table1(fine, base, labels, variant="pretrained", task="rte", idx=None):
+    """One mapping per seed (fine[s], base[s]: that seed's two models' predictions of `labels`): table1.csv from
+    the records by the table1 step's own code, and the two score records as the ledger reads them."""
+    from bertology.table1 import aggregate_seeds, scores_frame
+
+    records = [(score_record(task, "finetuned", labels, f, seed, idx),
+                score_record(task, variant, labels, b, seed, idx))
+               for seed, (f, b) in enumerate(zip(fine, base), start=42)]
+    t1 = aggregate_seeds(scores_frame([r for pair in records for r in pair]))
+    return [{"table1": t1, "score_finetuned": pd.json_normalize(f), f"score_{variant}": pd.json_normalize(b)}
+            for f, b in records]
+
+
+def right_on(labels, first: int, last: int | None = None):
+    """Binary predictions right on examples [first, last) and wrong on the others."""
+    preds = 1 - labels
+    preds[first:last] = labels[first:last]
+    return preds
+
+
+BINARY = np.arange(200) % 2
+
+
+def table1_examples(gain: bool, variant="pretrained", n=200):
+    """One seed, n examples: the fine-tuned model right on 90% of them, the baseline on 50% (`gain`), or the reverse."""
+    labels = BINARY[:n].copy()
+    good, bad = right_on(labels, 0, int(0.9 * n)), right_on(labels, 0, n // 2)
+    fine, base = (good, bad) if gain else (bad, good)
+    return paired_table1([fine], [base], labels, variant)
 
 
 def cosine(last_low: bool, layers=6, heads=4):
@@ -200,9 +243,9 @@ WORDS = {"noun": 0.05, "verb": 0.04, "pronoun": 0.03, "subject": 0.02, "object":
 #: claim id -> (tables where it holds, where it is contradicted, where n is too small); one mapping per seed
 CASES = {
     "kovaleva_patterns_repeat": ([patterns(0.1)], [patterns(0.9)], [patterns(0.1, layers=1, heads=2)]),
-    "kovaleva_table1_pretrained": (table1([0.2, 0.25, 0.3]), table1([-0.2, -0.25, -0.3]), table1([0.2])),
-    "kovaleva_table1_random": (table1([0.2, 0.25, 0.3], "random-finetuned"), table1([-0.2, -0.25, -0.3], "random-finetuned"),
-                               table1([0.2], "random-finetuned")),
+    "kovaleva_table1_pretrained": (table1_examples(True), table1_examples(False), table1_examples(True, n=2)),
+    "kovaleva_table1_random": (table1_examples(True, "random-finetuned"), table1_examples(False, "random-finetuned"),
+                               table1_examples(True, "random-finetuned", n=2)),
     "kovaleva_cosine_last_layers": ([cosine(True)], [cosine(False)], [cosine(True, layers=2, heads=1)]),
     "kovaleva_special_tokens": ([features({"cls": 0.5, "sep": 0.6, **WORDS})],
                                 [features({"cls": 0.01, "sep": 0.01, **{k: 0.3 for k in WORDS}})],
@@ -257,6 +300,149 @@ def test_claim_holds_contradicted_and_too_small(claim_id):
     assert sign * (got[0]["effect"] - claim.null) > 0 > sign * (got[1]["effect"] - claim.null)
     if math.isfinite(got[0]["p"]):
         assert got[0]["p"] < 0.5 and got[0]["p"] < got[1]["p"] or not math.isfinite(got[1]["p"])
+
+
+# ------------------------------------------------------------------------ Table 1: the examples behind the scores
+
+
+def _table1_claim(tables, variant="pretrained", task="rte", seeds=None):
+    claim = CLAIMS["kovaleva_table1_pretrained" if variant == "pretrained" else "kovaleva_table1_random"]
+    return evaluate(claim, task, tables, BOOT, seeds or list(range(1, len(tables) + 1)))
+
+
+def _t1_difference(tables, metric, variant="pretrained", task="rte"):
+    v = tables[0]["table1"].query("task == @task and metric == @metric").set_index("variant")["value"]
+    return v["finetuned"] - v[variant]
+
+
+def test_table1_interval_and_test_over_the_examples():
+    """One seed: the paired bootstrap over the examples and the paired permutation test; the effect is table1.csv's
+    difference exactly, n the examples."""
+    tables = table1_examples(True)
+    row = _table1_claim(tables)
+    assert row["effect"] == _t1_difference(tables, "accuracy") and row["effect"] == pytest.approx(0.4)
+    assert row["verdict"] == "holds" and 0 < row["ci_low"] < 0.4 < row["ci_high"] < 0.5
+    assert row["test"] == "scipy.stats.permutation_test" and row["p"] == pytest.approx(1 / (BOOT.resamples + 1))
+    assert row["n"] == 200 and row["n_seeds"] == 1 and row["note"] == ""
+    worse = _table1_claim(table1_examples(False))
+    assert worse["verdict"] == "contradicted" and worse["ci_high"] < 0 and worse["p"] == 1.0
+    small = _table1_claim(table1_examples(True, n=2))
+    assert small["verdict"] == "inconclusive" and math.isnan(small["ci_low"]) and math.isnan(small["p"])
+    assert small["n"] == 2 and "fewer than 3 validation examples" in small["note"]
+
+
+def test_table1_regression_resamples_pearson():
+    """STS-B: Pearson recomputed on each resample (it is no mean over examples); the predictions are floats."""
+    labels = np.linspace(0.0, 5.0, 120)
+    close = labels + np.where(np.arange(120) % 2, 0.2, -0.2)
+    scrambled = np.random.default_rng(0).permutation(labels)       # |r| near 0
+    tables = paired_table1([close], [scrambled], labels, task="stsb")
+    row = _table1_claim(tables, task="stsb")
+    assert row["effect"] == _t1_difference(tables, "pearson", task="stsb") and row["effect"] > 0.8
+    assert row["verdict"] == "holds" and row["ci_low"] > 0.5 and row["n"] == 120
+    assert row["p"] == pytest.approx(1 / (BOOT.resamples + 1))
+    back = _table1_claim(paired_table1([scrambled], [close], labels, task="stsb"), task="stsb")
+    assert back["verdict"] == "contradicted" and back["ci_high"] < -0.5
+
+
+def test_table1_multibootstrap_resamples_the_seeds_with_the_examples():
+    """Three seeds, the middle one reversed: the effect is the mean over seeds, and the Multi-Bootstrap's interval
+    spans the seeds (a replicate drawing the reversed seed twice is below zero), so the pooled verdict is
+    inconclusive while each seed alone is decided; three seeds that agree hold."""
+    labels = BINARY.copy()
+    good, bad = right_on(labels, 0, 180), right_on(labels, 0, 100)      # 0.9 and 0.5 accuracy
+    tables = paired_table1([good, bad, good], [bad, good, bad], labels)
+    row = _table1_claim(tables)
+    assert row["effect"] == pytest.approx(_t1_difference(tables, "accuracy"), abs=1e-12)
+    assert row["effect"] == pytest.approx(0.4 / 3)
+    assert row["ci_low"] < -0.1 and row["ci_high"] > 0.3 and row["verdict"] == "inconclusive"
+    assert row["seed_verdicts"] == "holds;contradicted;holds" and row["n"] == 200 and row["n_seeds"] == 3
+    # three seeds that agree, each wrong on other examples
+    agree = paired_table1([right_on(labels, 0, 180), right_on(labels, 10, 190), right_on(labels, 20, 200)],
+                          [bad, bad, bad], labels)
+    row = _table1_claim(agree)
+    assert row["verdict"] == "holds" and row["seeds_agree"] == 3 and 0.3 < row["ci_low"] < 0.4 < row["ci_high"]
+    assert row["test"] == "scipy.stats.permutation_test" and row["p"] < 0.01
+
+
+def test_table1_score_records_without_predictions_keep_the_seed_bootstrap():
+    """Score records of an earlier version (no predictions): the bootstrap over seeds as before (none with one
+    seed), with a note to re-run the score jobs; records on other examples likewise."""
+    three = _table1_claim(table1([0.2, 0.25, 0.3]))
+    assert three["verdict"] == "holds" and three["test"] == "scipy.stats.ttest_1samp" and three["n"] == 100
+    assert "re-run the score jobs" in three["note"] and "over the seeds" in three["note"]
+    one = _table1_claim(table1([0.2]))
+    assert one["verdict"] == "inconclusive" and math.isnan(one["ci_low"]) and math.isnan(one["p"])
+    assert "no per-example predictions" in one["note"] and "fewer than 3 seeds" in one["note"]
+    assert one["effect"] == pytest.approx(0.2)
+    # a seed with predictions and one without, or records over other examples: no pairing
+    mixed = table1_examples(True) + table1([0.2])
+    assert "no per-example predictions" in _table1_claim(mixed)["note"]
+    labels = BINARY.copy()
+    other = paired_table1([right_on(labels, 0, 180)], [labels], labels, idx=np.arange(200) + 1)
+    other[0]["score_finetuned"] = table1_examples(True)[0]["score_finetuned"]
+    assert "not on the same examples" in _table1_claim(other)["note"]
+
+
+def test_table1_declared_task_headline_is_its_first_metric():
+    """A declared task (not one of GLUE's): its headline is the first metric of its rows in table1.csv (macro_f1
+    here, after another task's accuracy), recomputed on each resample."""
+    from bertology.metrics import batched_metric
+
+    labels = np.arange(90) % 3
+    fine = labels.copy()
+    fine[:9] = (labels[:9] + 1) % 3                                      # right on 90%
+    base = np.zeros(90, dtype=int)                                      # one class for everything
+    value = lambda preds, metric: float(batched_metric(metric, labels, preds[None])[0])
+    t1 = pd.DataFrame({"task": ["rte", "rte", "mine", "mine", "mine", "mine"],
+                       "variant": ["finetuned", "pretrained", "finetuned", "finetuned", "pretrained", "pretrained"],
+                       "metric": ["accuracy", "accuracy", "macro_f1", "accuracy", "macro_f1", "accuracy"],
+                       "value": [0.7, 0.5, value(fine, "macro_f1"), value(fine, "accuracy"), value(base, "macro_f1"),
+                                 value(base, "accuracy")], "n": 90})
+    rec = lambda preds, variant: pd.json_normalize({"task": "mine", "variant": variant, "predictions": {
+        "idx": list(range(90)), "label": labels.tolist(), "prediction": preds.tolist()}})
+    tables = [{"table1": t1, "score_finetuned": rec(fine, "finetuned"), "score_pretrained": rec(base, "pretrained")}]
+    row = _table1_claim(tables, task="mine")
+    assert row["effect"] == value(fine, "macro_f1") - value(base, "macro_f1") and row["verdict"] == "holds"
+
+
+@pytest.mark.parametrize("metric", ["accuracy", "f1", "macro_f1", "mcc", "pearson", "spearman"])
+def test_resampled_differences_are_the_metric_of_the_drawn_rows(metric):
+    """Each replicate's difference (classification: from draw-weighted confusion counts) equals the project's metric
+    of the drawn rows themselves, bit for bit (whole-number counts)."""
+    from bertology.claims.paired import resampled_differences, swapped_differences
+    from bertology.metrics import batched_metric
+
+    rng = np.random.default_rng(4)
+    n = 40
+    if metric in ("pearson", "spearman"):
+        labels = np.round(rng.uniform(0, 5, n), 1)
+        fine, base = labels + rng.normal(0, 1, (2, n)), rng.normal(0, 1, (2, n))
+    else:
+        k = 2 if metric == "f1" else 3
+        labels = rng.integers(0, k, n)
+        fine, base = rng.integers(0, k, (2, n)), rng.integers(0, k, (2, n))
+    draws = rng.integers(0, n, (25, n))
+    got = resampled_differences(metric, labels, fine, base, draws)
+    m = lambda p, idx: batched_metric(metric, labels[idx], p[idx][None])[0]
+    want = np.array([[m(fine[s], d) - m(base[s], d) for s in range(2)] for d in draws])
+    np.testing.assert_array_equal(got, want)
+    swaps = rng.random((6, n)) < 0.5
+    swaps[0] = False
+    got = swapped_differences(metric, labels, fine, base, swaps)
+    side = lambda s, w, a, b: batched_metric(metric, labels, np.where(w, b[s], a[s])[None])[0]
+    want = [np.mean([side(s, w, fine, base) - side(s, w, base, fine) for s in range(2)]) for w in swaps]
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+
+
+def test_paired_permutation_test_is_exact_on_few_examples():
+    """Four examples, the fine-tuned model right on all, the baseline on none: 2**4 = 16 swap patterns (fewer than
+    the resamples: exact), only no swap reaches the observed difference, p = 1/16 (1 on the other side)."""
+    from bertology.claims.paired import paired_permutation_p
+
+    labels = np.array([0, 1, 0, 1])
+    assert paired_permutation_p("accuracy", labels, labels[None], 1 - labels[None], BOOT, side=">") == 1 / 16
+    assert paired_permutation_p("accuracy", labels, labels[None], 1 - labels[None], BOOT, side="<") == 1.0
 
 
 def test_verdict_rule():
@@ -329,6 +515,35 @@ def test_ledger_not_computed_names_the_key_and_holm_spans_the_run(tmp_path):
     assert ledger["claim"].iloc[0].startswith("kovaleva_table1")  # the report's order: Table 1 first
     md = to_markdown(ledger, 0.95)
     assert "| kovaleva_cosine_last_layers | rte | finetuned | holds |" in md
+
+
+def test_ledger_reads_the_predictions_of_the_score_files(tmp_path):
+    """build_ledger on score JSON files as the score step writes them: Table 1 decided over the examples; a score
+    file of an earlier version (no predictions) falls back with its note."""
+    import json
+
+    from bertology.table1 import aggregate_seeds, scores_frame
+    from tests.builders.claims import check_table1_rows
+
+    results = tmp_path / "results"
+    labels = BINARY.copy()
+    records = [score_record("rte", "finetuned", labels, right_on(labels, 0, 180)),
+               score_record("rte", "pretrained", labels, right_on(labels, 0, 100)),
+               score_record("rte", "random-finetuned", labels, right_on(labels, 0, 110))]
+    del records[2]["predictions"]
+    for r in records:
+        path = results / "scores" / "rte" / f"{r['variant']}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(r, indent=2))
+    _write(results, "tables/table1.csv", aggregate_seeds(scores_frame(records)))
+    ledger = build_ledger(results, REGISTRY.claims(), ["rte"], [42], BOOT)
+    rows = ledger.set_index("claim")
+    assert rows.loc["kovaleva_table1_pretrained", "verdict"] == "holds"
+    assert rows.loc["kovaleva_table1_pretrained", "effect"] == pytest.approx(0.4)
+    random = rows.loc["kovaleva_table1_random"]
+    assert random["verdict"] == "inconclusive" and random["test"] == "scipy.stats.ttest_1samp"
+    assert "re-run the score jobs" in random["note"]
+    check_table1_rows(results, ledger[ledger.claim == "kovaleva_table1_pretrained"])
 
 
 def test_required_inputs_per_seed_and_gates():

@@ -629,6 +629,32 @@ def test_score_step_errors_clearly(tiny_model_dir, tmp_path, capsys):
     assert pre["model_path"] == str(tiny_model_dir.resolve())
 
 
+@pytest.mark.parametrize("task", ["sst2", "stsb"])
+def test_score_step_writes_the_predictions_its_metrics_come_from(tiny_model_dir, tmp_path, task):
+    """The score record's ``predictions``: the validation split's idx, gold labels and the model's predictions (class
+    ids; floats for regression), from which its metrics recompute exactly."""
+    from bertology.metrics import compute_metrics
+
+    frame = keyword_frame(12, 2, pair=task == "stsb")
+    frame["idx"] = np.arange(100, 112)[::-1]                            # idx is the prepared data's, not the row
+    frame.to_parquet(tmp_path / "v.parquet")
+    rc = run_step("score", step_config("score", model=str(tiny_model_dir), data={"max_length": 32}),
+                  {"task": task, "variant": "pretrained"}, inputs={"validation": tmp_path / "v.parquet"},
+                  outputs={"score": tmp_path / "score.json"}, options=("--no-mlflow", "--no-progress"))
+    assert rc == 0
+    score = json.loads((tmp_path / "score.json").read_text())
+    pred = score["predictions"]
+    assert pred["idx"] == frame["idx"].tolist() and pred["label"] == frame["label"].tolist()
+    labels, preds = np.array(pred["label"]), np.array(pred["prediction"])
+    assert len(preds) == score["n"] == 12
+    if task == "sst2":
+        assert all(isinstance(p, int) for p in pred["prediction"])
+        assert score["metrics"]["accuracy"] == float(np.mean(preds == labels))
+    else:
+        assert all(isinstance(p, float) for p in pred["prediction"])
+    assert compute_metrics(task, preds, labels) == score["metrics"]
+
+
 # --------------------------------------------------------------------------------- seeds, end to end
 
 

@@ -45,7 +45,7 @@ from bertology.config import ConfigError, TrainConfig, config_hash
 from bertology.encoding import encode
 from bertology.errors import InputError, UserError
 from bertology.io import write_torch
-from bertology.metrics import compute_metrics
+from bertology.metrics import compute_metrics, predictions_from_logits
 from bertology.models import forward_inputs
 from bertology.tasks import TaskSpec
 
@@ -269,12 +269,35 @@ def predict(model, tokenizer, enc: Encoded, *, batch_size: int, device, amp_dtyp
     return np.stack(out)
 
 
+def evaluate_predictions(model, tokenizer, enc: Encoded, spec: TaskSpec, *, batch_size: int, device,
+                         amp_dtype=None, progress: bool = False) -> tuple[dict[str, float], np.ndarray]:
+    """The task's metrics (fractions) of `model` on an encoded split and the (E,) predictions they are computed
+    from, in the split's order: class ids, or float64 scores for regression
+    (:func:`bertology.metrics.predictions_from_logits` of the same logits)."""
+    logits = predict(model, tokenizer, enc, batch_size=batch_size, device=device, amp_dtype=amp_dtype,
+                     progress=progress)
+    return compute_metrics(spec.name, logits, enc.labels), predictions_from_logits(logits, spec.is_regression)
+
+
 def evaluate(model, tokenizer, enc: Encoded, spec: TaskSpec, *, batch_size: int, device,
              amp_dtype=None, progress: bool = False) -> dict[str, float]:
     """The task's metrics (fractions) of `model` on an encoded split."""
-    logits = predict(model, tokenizer, enc, batch_size=batch_size, device=device, amp_dtype=amp_dtype,
-                     progress=progress)
-    return compute_metrics(spec.name, logits, enc.labels)
+    return evaluate_predictions(model, tokenizer, enc, spec, batch_size=batch_size, device=device,
+                                amp_dtype=amp_dtype, progress=progress)[0]
+
+
+def prediction_record(idx: np.ndarray, labels: np.ndarray, predictions: np.ndarray) -> dict[str, list]:
+    """A score record's ``predictions`` (docs/reference.md#columns): per example of the split, in its order, the
+    prepared data's ``idx``, the gold ``label`` and the model's ``prediction`` (class ids as ints, regression
+    labels and scores as floats, each value exactly the one the metrics were computed from).
+
+    idx, labels, predictions: (E,) each -> {"idx": [E], "label": [E], "prediction": [E]}.
+    """
+    idx, labels, predictions = np.asarray(idx), np.asarray(labels), np.asarray(predictions)
+    if not idx.shape == labels.shape == predictions.shape or idx.ndim != 1:
+        raise ValueError(f"idx, labels and predictions must be (E,) each, got {idx.shape}, {labels.shape}, "
+                         f"{predictions.shape}")
+    return {"idx": idx.tolist(), "label": labels.tolist(), "prediction": predictions.tolist()}
 
 
 # --------------------------------------------------------------------------------------------- training

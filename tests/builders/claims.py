@@ -47,9 +47,22 @@ def recomputed_effects(results: Path, task: str) -> dict[str, float]:
     return out
 
 
+def check_table1_rows(results: Path, ledger: pd.DataFrame) -> None:
+    """The Table 1 claims of a run whose score records hold per-example predictions: the interval and the paired
+    permutation test over the validation examples, n = table1.csv's n of the headline metric."""
+    t1 = pd.read_csv(results / "tables/table1.csv")
+    rows = ledger[ledger.claim.str.startswith("kovaleva_table1") & (ledger.verdict != "not computed")]
+    assert len(rows), "no Table 1 claim computed"
+    for r in rows.itertuples():
+        cell = t1[(t1.task == r.task) & (t1.variant == "finetuned") & (t1.metric == TASKS[r.task].metrics[0])]
+        assert r.test == "scipy.stats.permutation_test" and r.n == int(cell["n"].iloc[0]), r
+        assert r.unit == "examples" and math.isfinite(r.ci_low) and math.isfinite(r.p), r
+
+
 def check_ledger(results: Path, tasks: list[str]) -> pd.DataFrame:
     """claims.csv's fixed effects equal their recomputation (1e-9), every verdict follows the rule, p_holm is Holm's
-    over the ledger, and every claim of the registry has one row per task."""
+    over the ledger, every claim of the registry has one row per task, and the Table 1 claims are decided over the
+    validation examples (:func:`check_table1_rows`)."""
     from statsmodels.stats.multitest import multipletests
 
     from bertology.analyses import REGISTRY
@@ -68,6 +81,7 @@ def check_ledger(results: Path, tasks: list[str]) -> pd.DataFrame:
         assert r.verdict == verdict(r.ci_low, r.ci_high, side=r.side, null=r.null), r
         if math.isfinite(r.ci_low):
             assert r.ci_low <= r.ci_high
+    check_table1_rows(results, ledger)
     p = ledger["p"].to_numpy(float)
     ok = np.isfinite(p)
     np.testing.assert_allclose(ledger["p_holm"].to_numpy(float)[ok], multipletests(p[ok], method="holm")[1])

@@ -24,7 +24,7 @@ ANALYSES: tuple[Analysis, ...] = (
                   claims_kovaleva.table1_gain,
                   (("table1", rel("table1"), ""), ("score_finetuned", rel("score", variant="finetuned"), ""),
                    ("score_pretrained", rel("score", variant="pretrained"), "")),
-                  unit="seeds", params=(("baseline", "pretrained"),), config="train.seeds", anchor="table1",
+                  unit="examples", params=(("baseline", "pretrained"),), config="train.seeds", anchor="table1",
                   figure="table1", paper_value="35.9 points on average",
                   sentence="At the same time, Table 1 shows that fine-tuned BERT outperforms pre-trained BERT by a "
                            "significant margin on all the tasks (with an average of 35.9 points of absolute difference)."),
@@ -34,7 +34,7 @@ ANALYSES: tuple[Analysis, ...] = (
                   claims_kovaleva.table1_gain,
                   (("table1", rel("table1"), ""), ("score_finetuned", rel("score", variant="finetuned"), ""),
                    ("score_random-finetuned", rel("score", variant="random-finetuned"), "train.inits")),
-                  unit="seeds", params=(("baseline", "random-finetuned"),), config="train.inits", anchor="table1",
+                  unit="examples", params=(("baseline", "random-finetuned"),), config="train.inits", anchor="table1",
                   figure="table1", paper_value="e.g. RTE 64.6 vs 52.7, QNLI 84.4 vs 49.5",
                   sentence="BERT with weights initialized from normal distribution and further fine-tuned for a given task "
                            "consistently produces lower scores than the ones achieved with pre-trained BERT."),

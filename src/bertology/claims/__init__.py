@@ -4,7 +4,8 @@ A claim is declared in the registry beside the analysis whose tables it reads (:
 and computed by a small pure function of those tables (:mod:`.kovaleva`, :mod:`.pande`, :mod:`.clark`,
 :mod:`.michel`, :mod:`.beyond`): DataFrames in, an effect, its interval, a named test and the heads behind it
 out (:class:`.stats.Result`). :mod:`.stats` holds the bootstrap (Multi-Bootstrap with seeds), the verdict rule and
-Holm; :mod:`.ledger` builds the ledger; :mod:`.render` its HTML for the report.
+Holm; :mod:`.paired` the paired bootstrap and permutation test of two models on the same examples (Table 1);
+:mod:`.ledger` builds the ledger; :mod:`.render` its HTML for the report.
 
 Adding a claim: one :class:`~bertology.registry.Claim` entry on its analysis (and, if no existing function fits,
 one function here), and its test (tests/test_claims.py: holds, contradicted, n too small).

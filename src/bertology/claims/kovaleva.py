@@ -43,38 +43,71 @@ def patterns_repeat(tables: Tables, boot: Boot, *, side: str, null: float) -> Re
 
 
 def _headline(t: pd.DataFrame, task: str | None = None) -> str:
-    """The task's headline metric: its first metric (bertology.tasks), else the table's first."""
-    from bertology.tasks import TASKS
+    """The task's headline metric: its first metric (bertology.tasks; a declared task's when this process knows it),
+    else the first metric of the task's rows in the table (table1.csv lists a task's metrics in its order), else the
+    table's first."""
+    from bertology.tasks import UnknownTaskError, get_task
 
-    if task in TASKS:
-        return TASKS[task].metrics[0]
+    if task is not None:
+        try:
+            return get_task(task).metrics[0]
+        except UnknownTaskError:
+            pass
+        if "task" in t.columns and (t["task"] == task).any():
+            return str(t.loc[t["task"] == task, "metric"].iloc[0])
     return str(t["metric"].iloc[0])
 
 
 def table1_gain(tables: Tables, boot: Boot, *, side: str, null: float, task: str, baseline: str) -> Result:
     """Table 1: the task's headline metric (its first) of ``finetuned`` minus that of `baseline` (``pretrained`` |
-    ``random-finetuned``), as table1.csv's ``value`` (the mean over seeds). The interval: percentile bootstrap of
-    the mean over seeds of the per-seed differences (scores/{task}/{variant}{seedtag}.json; the score records
-    hold no per-example predictions, so one seed gives no interval); test: scipy.stats.ttest_1samp of the
-    per-seed differences."""
+    ``random-finetuned``), exactly table1.csv's ``value`` difference (the means over seeds).
+
+    Interval and test over the validation examples, from each seed's score records' per-example predictions
+    (scores/{task}/{variant}{seedtag}.json, ``predictions``): the paired percentile bootstrap of the mean over seeds
+    of the metric difference, recomputed on every resample (two or more seeds: the Multi-Bootstrap over seeds and
+    examples; :func:`bertology.claims.paired.paired_interval`), and scipy.stats.permutation_test of that difference
+    with the two models' predictions swapped within each example
+    (:func:`~bertology.claims.paired.paired_permutation_p`);
+    n = the examples. Score records without predictions (written by an earlier version) give the former
+    definition, with a note to re-run the score jobs: a bootstrap of the mean of the per-seed differences over
+    seeds (none with fewer than 3 seeds) and scipy.stats.ttest_1samp of them.
+    """
+    from bertology.claims import paired
+
     t1 = tables[0]["table1"]
     metric = _headline(t1, task)
     sub = t1[(t1["task"] == task) & (t1["metric"] == metric)].set_index("variant")["value"]
     if "finetuned" not in sub or baseline not in sub:
-        return nan_result("scipy.stats.ttest_1samp", 0, f"table1.csv lacks finetuned or {baseline} for {task}")
+        return nan_result(paired.TEST, 0, f"table1.csv lacks finetuned or {baseline} for {task}")
     effect = float(sub["finetuned"] - sub[baseline])
-    diffs = []
-    for t in tables:
-        fine, base = t.get("score_finetuned"), t.get(f"score_{baseline}")
-        if fine is not None and base is not None:
-            diffs.append(float(fine[f"metrics.{metric}"].iloc[0]) - float(base[f"metrics.{metric}"].iloc[0]))
-    low, high = seed_bootstrap(diffs, boot) if len(diffs) >= MIN_UNITS else (np.nan, np.nan)
-    p = safe_p(lambda: st.ttest_1samp(diffs, null, alternative=side_alternative(side)).pvalue) \
-        if len(diffs) >= MIN_UNITS else np.nan
-    n = int(t1[(t1["task"] == task) & (t1["variant"] == "finetuned") & (t1["metric"] == metric)]["n"].iloc[0])
-    return Result(effect, low, high, "scipy.stats.ttest_1samp", p, n, (),
-                  "" if len(diffs) >= MIN_UNITS else "fewer than 3 seeds: the score records hold no per-example "
-                  "values, so no interval (train.seeds)")
+    scores = [(t.get("score_finetuned"), t.get(f"score_{baseline}")) for t in tables]
+    examples = paired.paired_examples(scores)
+    if isinstance(examples, str):
+        return _table1_over_seeds(effect, scores, metric, boot, side=side, null=null, why=examples,
+                                  n=int(t1[(t1["task"] == task) & (t1["variant"] == "finetuned")
+                                           & (t1["metric"] == metric)]["n"].iloc[0]))
+    labels, fine, base = examples
+    n = labels.shape[0]
+    low, high = paired.paired_interval(metric, labels, fine, base, boot)
+    p = safe_p(lambda: paired.paired_permutation_p(metric, labels, fine, base, boot, side=side)) \
+        if n >= MIN_UNITS else np.nan
+    return Result(effect, low, high, paired.TEST, p, n, (),
+                  "" if n >= MIN_UNITS else f"fewer than {MIN_UNITS} validation examples: no interval")
+
+
+def _table1_over_seeds(effect: float, scores: list, metric: str, boot: Boot, *, side: str, null: float, why: str,
+                       n: int) -> Result:
+    """Table 1 from score records without per-example predictions: the interval bootstraps the per-seed differences
+    of the metric over seeds (none with fewer than 3), test scipy.stats.ttest_1samp of them; the note says why and
+    to re-run the score jobs."""
+    diffs = [float(fine[f"metrics.{metric}"].iloc[0]) - float(base[f"metrics.{metric}"].iloc[0])
+             for fine, base in scores if fine is not None and base is not None]
+    enough = len(diffs) >= MIN_UNITS
+    low, high = seed_bootstrap(diffs, boot) if enough else (np.nan, np.nan)
+    p = safe_p(lambda: st.ttest_1samp(diffs, null, alternative=side_alternative(side)).pvalue) if enough else np.nan
+    note = (f"{why}: re-run the score jobs (snakemake --forcerun score) for an interval over the examples; "
+            + ("this one is over the seeds" if enough else f"fewer than {MIN_UNITS} seeds: no interval"))
+    return Result(effect, low, high, "scipy.stats.ttest_1samp", p, n, (), note)
 
 
 def cosine_last_layers(tables: Tables, boot: Boot, *, side: str, null: float) -> Result:

@@ -104,12 +104,20 @@ def bootstrap(units: Sequence[pd.DataFrame], statistic: Callable[[pd.DataFrame],
         rows = np.concatenate([g[rng.integers(0, len(g), size=len(g))] for g in groups])
         block = np.concatenate([arrays[s][rows] for s in seeds])
         samples[b] = statistic(pd.DataFrame(block, columns=columns).infer_objects())
+    low, high = percentile(samples, boot.confidence)
+    return estimate, low, high, n
+
+
+def percentile(samples: np.ndarray, confidence: float) -> tuple[float, float]:
+    """The equal-tailed percentile interval of (B,) bootstrap replicates at `confidence`, the non-finite ones left
+    out (NaN, NaN when none is finite)."""
+    samples = np.asarray(samples, dtype=float)
     samples = samples[np.isfinite(samples)]
     if samples.size == 0:
-        return estimate, nan, nan, n
-    tail = (1.0 - boot.confidence) / 2.0
+        return float("nan"), float("nan")
+    tail = (1.0 - confidence) / 2.0
     low, high = np.quantile(samples, [tail, 1.0 - tail])
-    return estimate, float(low), float(high), n
+    return float(low), float(high)
 
 
 def seed_bootstrap(values: Sequence[float], boot: Boot) -> tuple[float, float]:
@@ -119,10 +127,7 @@ def seed_bootstrap(values: Sequence[float], boot: Boot) -> tuple[float, float]:
     if v.size < MIN_UNITS:
         return float("nan"), float("nan")
     rng = np.random.default_rng(boot.seed)
-    means = v[rng.integers(0, v.size, size=(boot.resamples, v.size))].mean(axis=1)
-    tail = (1.0 - boot.confidence) / 2.0
-    low, high = np.quantile(means, [tail, 1.0 - tail])
-    return float(low), float(high)
+    return percentile(v[rng.integers(0, v.size, size=(boot.resamples, v.size))].mean(axis=1), boot.confidence)
 
 
 def verdict(ci_low: float, ci_high: float, *, side: str, null: float) -> str:

@@ -95,7 +95,8 @@ def train_model(ctx: StepContext) -> None:
 
 def score(ctx: StepContext) -> None:
     """results/scores/{task}/{variant}{seedtag}.json: the Table 1 score of one variant and seed on the
-    validation split.
+    validation split, with each example's gold label and prediction (``predictions``: what the Table 1 claims
+    resample, bertology.claims.paired).
 
     pretrained: the config's encoder with a fresh classification head seeded by the job's seed (train.seed,
     or N for ``seedtag`` -seedN; no model input); finetuned / random-finetuned: the fine-tuned model of
@@ -103,7 +104,7 @@ def score(ctx: StepContext) -> None:
     """
     from bertology.data import read_prepared
     from bertology.models import load_classifier, load_encoder, load_tokenizer, resolve_model, weights_fingerprint
-    from bertology.training import autocast_dtype, encode_split, evaluate, select_device
+    from bertology.training import autocast_dtype, encode_split, evaluate_predictions, prediction_record, select_device
 
     task, variant, tag = ctx.wildcards["task"], ctx.variant, ctx.wildcards.get("seedtag", "")
     spec, cfg = get_task(task), ctx.config.train
@@ -138,11 +139,13 @@ def score(ctx: StepContext) -> None:
         model = load_encoder(path, classifier=True, device=device)
     enc = encode_split(tokenizer, validation, spec, ctx.config.data.max_length)
     start = time.perf_counter()
-    metrics = evaluate(model, tokenizer, enc, spec, batch_size=cfg.eval_batch_size, device=device,
-                       amp_dtype=autocast_dtype(cfg.mixed_precision, device), progress=ctx.progress)
+    metrics, predictions = evaluate_predictions(model, tokenizer, enc, spec, batch_size=cfg.eval_batch_size,
+                                                device=device, amp_dtype=autocast_dtype(cfg.mixed_precision, device),
+                                                progress=ctx.progress)
     result = {"task": task, "variant": variant, "seed": seed, "model": ctx.config.model, "model_path": path,
               "weights": weights_fingerprint(path), "split": "validation", "metrics": metrics, "n": len(enc),
-              "seconds": round(time.perf_counter() - start, 3)}
+              "seconds": round(time.perf_counter() - start, 3),
+              "predictions": prediction_record(validation["idx"].to_numpy(), enc.labels, predictions)}
     out = write_json(result, ctx.output.score)
     if model_dir is not None:
         ctx.tracker.tags({"model_dir": str(model_dir.resolve())})
