@@ -166,6 +166,22 @@ def declared_figures(inputs: Sequence[str]) -> list[str]:
     return [p for p in inputs if rx.fullmatch(p)]
 
 
+def data_sources(config: dict) -> str:
+    """Where the run's tasks come from, for the report's header: ``data.source`` when every task is a GLUE name,
+    else ``name: source`` per task (a declared task's own ``source``; ``data.source`` for the GLUE ones).
+
+    >>> data_sources({"tasks": ["rte", "mrpc"], "data": {"source": "demo"}})
+    'demo'
+    >>> data_sources({"tasks": ["rte", {"name": "movies", "source": "data/movies"}], "data": {"source": "demo"}})
+    'rte: demo; movies: data/movies'
+    """
+    glue = str(config["data"]["source"])
+    if not any(isinstance(t, dict) for t in config["tasks"]):
+        return glue
+    return "; ".join(f"{t['name']}: {t['source']}" if isinstance(t, dict) else f"{t}: {glue}"
+                     for t in config["tasks"])
+
+
 def build_report(results: Path, config: dict, inputs: Sequence[str]) -> str:
     """The HTML text of the report of a run: results: its results root; config: the validated config (defaults
     filled, :func:`bertology.config.validate_config`), shown in the report; inputs: the files the report
@@ -179,7 +195,7 @@ def build_report(results: Path, config: dict, inputs: Sequence[str]) -> str:
     when = dt.datetime.now().strftime("%Y-%m-%d %H:%M")
     parts = [f"<!doctype html><html lang=en><head><meta charset=utf-8><title>bertology report — {model}</title>"
              f"<style>{_css()}</style></head><body><header><h1>bertology report</h1>"
-             f"<p>model <b>{model}</b> · tasks <b>{tasks}</b> · data <b>{html.escape(str(cfg['data']['source']))}</b>"
+             f"<p>model <b>{model}</b> · tasks <b>{tasks}</b> · data <b>{html.escape(data_sources(cfg))}</b>"
              f" · bertology {__version__} · {when}</p>"
              f"<p>Browse every run: <code>mlflow ui --backend-store-uri {html.escape(str(cfg['mlflow']['tracking_uri']))}</code></p>"
              + _explorer_link(inputs) + "</header><nav>"]
