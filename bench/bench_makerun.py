@@ -7,8 +7,8 @@ shared virtualenv and each clone's own src/ on PYTHONPATH, one after the other (
 Reports the wall time of each and their ratio; goal (issue 36): this <= 0.5 x the reference. About 25 minutes a
 run on a quiet 2-core machine: run it there, once.
 
-    .venv/bin/python bench/bench_makerun.py --ref main                 # main's code vs this checkout's HEAD
-    .venv/bin/python bench/bench_makerun.py --ref main --keep /tmp/runs  # keep both clones and their results/
+    .venv/bin/python bench/bench_makerun.py --ref 7af3732                 # the code before issue 36 vs HEAD
+    .venv/bin/python bench/bench_makerun.py --ref 7af3732 --keep /tmp/runs  # keep both clones and their results/
 
 Writes bench/out/bench_makerun.json.
 """

@@ -49,9 +49,11 @@ def attention_filters(keepbits: int | None) -> list:
         return [zarr.codecs.BitRound(keepbits=int(keepbits))]
 
 
-#: the small variables whose chunks are plain zstd level 19 with zstd's own checksum in :data:`LAYOUT` (see
-#: :func:`compressors`); the others are Blosc zstd 9 (zstd's level 22), then a CRC32C
-ZSTD19 = ("token_type_ids", "segment", "word_ids")
+#: the zstd level of the small variables whose chunks are plain zstd with zstd's own checksum in :data:`LAYOUT` (see
+#: :func:`compressors`); the others are Blosc zstd (:data:`BLOSC_LEVEL`), then a CRC32C
+ZSTD_LEVEL = {"token_type_ids": 3, "segment": 3, "word_ids": 12}
+#: the Blosc zstd level of the other small variables (Blosc's 5 is zstd's 9, Blosc's 9 zstd's 22)
+BLOSC_LEVEL = {"input_ids": 5, "length": 9, "example_idx": 9}
 #: the small variables Blosc bit-shuffles (the others: byte shuffle)
 BITSHUFFLE = ("length", "example_idx")
 
@@ -59,14 +61,18 @@ BITSHUFFLE = ("length", "example_idx")
 def compressors(name: str, layout: str) -> list:
     """The bytes-to-bytes codecs of variable `name` in `layout`.
 
-    The small variables of :data:`LAYOUT` (chosen by measurement on the store of all 3668 MRPC train pairs, 58
-    chunk files a variable; bytes, and ms to compress one 64-example chunk on the shared 2-core machine, load 8):
-    token_type_ids, segment and word_ids zstd 19 with zstd's checksum (11,755 / 14,982 / 56,981 bytes against
-    12,901 / 16,149 / 65,393 with Blosc zstd 9, at the same cost, about 15 to 22 ms a chunk); input_ids Blosc zstd 9
-    with byte shuffle (277,702; zstd 19 alone: 285,636); length and example_idx Blosc zstd 9 with bit shuffle
-    (5,702 / 4,073 against 6,132 / 6,445 with byte shuffle), each followed by a CRC32C, as value_norm's chunks
-    (Blosc zstd 1): every chunk of every variable is checksummed. :data:`LEGACY_LAYOUT` (what bertology <= 0.1
-    wrote): Blosc zstd 3, no checksum.
+    The small variables of :data:`LAYOUT`, chosen by measurement on real MRPC train pairs (12 chunks of 64
+    examples; bytes of the 12 chunks, and ms to compress one chunk on the 2-core machine, 26 Nov 2026): the cost
+    of a high zstd level on these small chunks is its set-up, about 10 to 24 ms a chunk whatever the bytes, which
+    made them cost more than the chunk's whole `attention` write (issue 36). token_type_ids and segment zstd 3
+    (2,045 / 2,905 bytes; zstd 19: 2,395 / 3,049 at 15 / 14 ms a chunk, zstd 3 about 0.05 ms), word_ids zstd 12
+    (13,332 bytes, 2 ms; zstd 19: 11,904 at 24 ms), each with zstd's checksum; input_ids Blosc zstd 5 with byte
+    shuffle (59,416 bytes; Blosc zstd 9: 57,985 at 11 ms a chunk); length and example_idx Blosc zstd 9 with bit
+    shuffle (a few hundred bytes: cheap at any level), each followed by a CRC32C, as value_norm's chunks (Blosc
+    zstd 1): every chunk of every variable is checksummed. Each is smaller than the earlier layout's Blosc
+    zstd 3 with byte shuffle but input_ids (+1.3%); stores written with the earlier levels (zstd 19 and Blosc
+    zstd 9) read the same (the codecs are in each array's metadata). :data:`LEGACY_LAYOUT` (what bertology <=
+    0.1 wrote): Blosc zstd 3, no checksum.
     """
     import zarr
 
@@ -78,10 +84,10 @@ def compressors(name: str, layout: str) -> list:
         return [zarr.codecs.BloscCodec(cname="zstd", clevel=1, shuffle="shuffle")] + crc
     if layout == LEGACY_LAYOUT:
         return [zarr.codecs.BloscCodec(cname="zstd", clevel=3, shuffle="shuffle")]
-    if name in ZSTD19:
-        return [zarr.codecs.ZstdCodec(level=19, checksum=True)]
+    if name in ZSTD_LEVEL:
+        return [zarr.codecs.ZstdCodec(level=ZSTD_LEVEL[name], checksum=True)]
     shuffle = "bitshuffle" if name in BITSHUFFLE else "shuffle"
-    return [zarr.codecs.BloscCodec(cname="zstd", clevel=9, shuffle=shuffle)] + crc
+    return [zarr.codecs.BloscCodec(cname="zstd", clevel=BLOSC_LEVEL.get(name, 9), shuffle=shuffle)] + crc
 
 
 def metadata_config(layout: str) -> dict:

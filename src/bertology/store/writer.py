@@ -90,15 +90,25 @@ def write_chunk(root, chunk: int, arrays: Mapping[str, np.ndarray]) -> None:
     stop = start + len(arrays["length"])
     import zarr
 
+    import asyncio
+
+    from zarr.core.sync import sync
+
     with zarr.config.set({"array.write_empty_chunks": True}):  # every chunk file exists, even an all-fill one
         optional = [name for name in OPTIONAL_DIMS if name in root]
+        rest = []
         for name in ("attention", "input_ids", "token_type_ids", "segment", "word_ids", "length", *optional):
             arr = root[name]
             fmt = shard_format(arr) if name == "attention" else None
             if fmt is not None and start % fmt.per_shard == 0:
                 write_shard(arr, start // fmt.per_shard, arrays[name], fmt)
             else:
-                arr[start:stop] = np.asarray(arrays[name], dtype=arr.dtype)
+                rest.append((arr, np.asarray(arrays[name], dtype=arr.dtype)))
+
+        async def write_rest() -> None:  # one event-loop round for all of them: their encodes overlap
+            await asyncio.gather(*(arr._async_array.setitem(slice(start, stop), value) for arr, value in rest))
+
+        sync(write_rest())
     root.attrs["chunks_done"] = chunk + 1
 
 
