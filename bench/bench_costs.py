@@ -14,9 +14,11 @@ Per example, what the norms jobs run on it (docs/reference.md#token-views ff.):
   raw, rollout, flow                  bertology.norms.flow from the attention maps
   alti, globenc, decompx              bertology.norms.mixviews.example_views (each view's own time)
   value_zeroing                       mixviews.value_zeroing_view
-  ablation     token ablation of the ordinary tokens (faithful.ablation_importance, batch --batch-size)
-  gradient     input x gradient (faithful.gradient_importance)
-  aopc_per_view  faithful.aopc of the 8 views and the random order, as norms_faithfulness runs it, / 9
+  ablation     token ablation of the ordinary tokens (faithful.masked_drops: forwards of --copy-tokens tokens,
+               the intact forward's probabilities reused)
+  gradient     input x gradient (faithful.gradient_importances)
+  aopc_per_view  AOPC of the 8 views and the random order as norms_faithfulness runs it (faithful.masked_drops,
+               equal copies once), / 9
   whole        the per-example pass: capture + every view + ablation + gradient + AOPC of the 9 orders
 
     flock -x /tmp/bertology-cpu.lock env PYTHONPATH=src .venv/bin/python bench/bench_costs.py
@@ -74,7 +76,7 @@ def _models(name: str):
     return BertForSequenceClassification(cfg).eval()
 
 
-def example_costs(clf, tok, ids_np: np.ndarray, tts_np: np.ndarray, *, batch_size: int, repeats: int,
+def example_costs(clf, tok, ids_np: np.ndarray, tts_np: np.ndarray, *, copy_tokens: int, repeats: int,
                   seed: int = 0) -> dict[str, float]:
     """Seconds of each part on one example (see the module docstring)."""
     import torch
@@ -117,16 +119,23 @@ def example_costs(clf, tok, ids_np: np.ndarray, tts_np: np.ndarray, *, batch_siz
     views["value_zeroing"], _ = mv.value_zeroing_view(clf, parts, inputs, secs)
     ordinary = np.flatnonzero(TokenKinds(tok).categories(ids_np[None], np.array([n]))[0] >= 2)
     replacement = ff.replacement_token_id(tok)
+    x = ff.Example(ids, mask, tts)
+    base = torch.softmax(out.logits.double(), -1)                    # the intact forward's, reused
+    pad = tok.pad_token_id or 0
     t0 = time.perf_counter()
-    ff.ablation_importance(clf, ids, mask, ordinary, replacement, token_type_ids=tts, batch_size=batch_size)
+    ff.masked_drops(clf, [x], ff.ablation_jobs(0, ordinary), replacement, max_tokens=copy_tokens, pad_id=pad,
+                    base=base)
     secs["ablation"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    ff.gradient_importance(clf, ids, mask, token_type_ids=tts)
+    ff.gradient_importances(clf, [x], max_tokens=copy_tokens, pad_id=pad)
     secs["gradient"] = time.perf_counter() - t0
     orders = {v: ff.top_first(views[v], ordinary) for v in ff.VIEWS}
     orders[ff.RANDOM] = np.random.default_rng(seed).permutation(ordinary)
     t0 = time.perf_counter()
-    ff.aopc(clf, ids, mask, orders, replacement, batch_size=batch_size, token_type_ids=tts)
+    labelled = ff.aopc_jobs(0, orders)
+    drops, _ = ff.masked_drops(clf, [x], [j for _, j in labelled], replacement, max_tokens=copy_tokens, pad_id=pad,
+                               base=base)
+    ff.aopc_values(orders, labelled, drops)
     secs["aopc_per_view"] = (time.perf_counter() - t0) / len(orders)
     secs["whole"] = time.perf_counter() - t_all
     return secs
@@ -142,7 +151,8 @@ def main() -> None:
     ap.add_argument("--lengths", nargs="+", type=int, default=[64, 128])
     ap.add_argument("--examples", type=int, default=2, help="examples per model and length")
     ap.add_argument("--repeats", type=int, default=5, help="eager forwards per example (their median is the FE)")
-    ap.add_argument("--batch-size", type=int, default=8, help="ablated copies per forward (analysis.norms.batch_size)")
+    ap.add_argument("--copy-tokens", type=int, default=4096,
+                    help="padded tokens per forward of the copies (analysis.norms.copy_tokens)")
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -154,7 +164,7 @@ def main() -> None:
         clf = _models(name)
         for n in args.lengths:
             for e, (ids, tts) in enumerate(packed_examples(tok, df, n, args.examples)):
-                s = example_costs(clf, tok, ids, tts, batch_size=args.batch_size, repeats=args.repeats, seed=e)
+                s = example_costs(clf, tok, ids, tts, copy_tokens=args.copy_tokens, repeats=args.repeats, seed=e)
                 rows.append({"model": name, "n": n, "example": e, **s})
                 print(name, n, e, {k: round(v / s["eager"], 2) for k, v in s.items()}, flush=True)
     load_after = os.getloadavg()
@@ -164,13 +174,13 @@ def main() -> None:
             sel = [r for r in rows if r["model"] == name and r["n"] == n]
             fe = {p: statistics.mean(r[p] / r["eager"] for r in sel) for p in PARTS}
             table.append({"model": name, "n": n, "eager_ms": 1e3 * statistics.mean(r["eager"] for r in sel), **fe})
-    res = {"threads": args.threads, "batch_size": args.batch_size, "examples": args.examples,
+    res = {"threads": args.threads, "copy_tokens": args.copy_tokens, "examples": args.examples,
            "repeats": args.repeats, "load_before": load_before, "load_after": load_after, "rows": rows,
            "fe": table}
     OUT.mkdir(exist_ok=True)
     (OUT / "bench_costs.json").write_text(json.dumps(res, indent=2) + "\n")
     md = [f"# bench_costs: per-example cost in forward-equivalents (FE), {args.examples} packed MRPC examples per "
-          f"row, {args.threads} torch threads, ablation/AOPC batch {args.batch_size}", "",
+          f"row, {args.threads} torch threads, copies in forwards of {args.copy_tokens} tokens", "",
           f"load average before {load_before}, after {load_after}", "",
           "| model | n | eager ms (1 FE) | " + " | ".join(PARTS) + " |", "|---" * (3 + len(PARTS)) + "|"]
     md += [f"| {t['model']} | {t['n']} | {t['eager_ms']:.1f} | " + " | ".join(f"{t[p]:.2f}" for p in PARTS) + " |"
