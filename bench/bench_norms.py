@@ -14,7 +14,7 @@ each padded to its longest. Interleaved --repeats times (best and median reporte
 Speed is reported as eager time / other time (1.0 = free; extraction's target is >= 0.85).
 
 Per example, on the first --per-example examples (one at a time, after the batched forward): raw, rollout,
-flow (networkx max flow per token), the mixing decomposition of every layer, ablation importance (one
+flow (scipy max flow per token), the mixing decomposition of every layer, ablation importance (one
 forward per --ablation-batch ablated copies) and input x gradient, on MiniLM with a classification head
 (untrained: the cost is the same as a fine-tuned one's); and the newer mixing views (docs/reference.md#newer-mixing-views)
 from the classifier's forward: ALTI, GlobEnc, DecompX (through the head), Value Zeroing (one intact forward plus

@@ -1,18 +1,29 @@
-"""Compare every number two pipeline runs wrote: are they identical, bit for bit?
+"""Compare every number two pipeline runs wrote: are they identical, bit for bit (or equal within a tolerance)?
 
     python bench/compare_runs.py RUN_A/results RUN_B/results
+    python bench/compare_runs.py --rtol 1e-6 --atol 1e-9 RUN_A/results RUN_B/results
 
 Compares, for every file present in either directory (logs, benchmarks, MLflow, figures and the report
 excepted): CSV tables (exact, NaN = NaN), JSON (exact, after dropping timing keys), parquet frames,
 npz arrays, Zarr stores (every variable, exactly; attributes other than package version and timings)
 and safetensors weights (bytes). Prints one line per file that differs (with the largest absolute
 difference) and a summary; exit status 1 if anything differs.
+
+Tolerance mode (--rtol and/or --atol; the one not given is 0): floating-point values a, b are equal when
+|a - b| <= atol or |a - b| <= rtol max(|a|, |b|) (NaN = NaN, inf = inf of the same sign); everything else
+stays exact: integers (counts), strings (labels, roles, verdicts), booleans, and float columns, keys or
+variables whose name says they are a count, a rank, a label or a verdict (EXACT_NAMES: names containing
+"rank" or "count", "n", "n_*", "*_n", "examples", "examples_*", "verdict*", "label*", "role*"). Weights (safetensors) are then compared tensor by tensor, as floats. A file equal within the
+tolerance but not bit for bit is listed as "within tolerance" with its largest difference.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +33,56 @@ SKIP_DIRS = {"logs", "benchmarks", "mlartifacts", "figures", "checkpoints", "pat
 SKIP_SUFFIXES = {".png", ".html", ".db", ".log", ".tsv", ".md", ".lock"}
 TIMING_KEYS = {"seconds", "train_seconds", "eval_seconds", "created", "package_version", "extract_seconds",
                "cpu_seconds", "examples_per_second", "elapsed"}
+# float columns / keys / variables compared exactly even in tolerance mode: counts and ranks
+EXACT_NAMES = re.compile(r"rank|count|^n$|^n_|_n$|^examples$|^n?examples_|^verdict|^label|^role", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Float equality |a - b| <= atol or <= rtol max(|a|, |b|); rtol = atol = 0 is bit for bit."""
+
+    rtol: float = 0.0
+    atol: float = 0.0
+
+    @property
+    def exact(self) -> bool:
+        return self.rtol == 0 and self.atol == 0
+
+    def close(self, a, b, name: str = "") -> bool:
+        """Arrays of one shape: every element equal (exact on non-floats and on EXACT_NAMES)."""
+        a, b = np.asarray(a), np.asarray(b)
+        if a.shape != b.shape:
+            return False
+        floats = a.dtype.kind in "fc" or b.dtype.kind in "fc"
+        if self.exact or not floats or (name and EXACT_NAMES.search(name)):
+            try:
+                return bool(np.array_equal(a, b, equal_nan=floats))
+            except TypeError:
+                return bool(np.array_equal(a, b))
+        if a.dtype.kind not in "fciub" or b.dtype.kind not in "fciub":
+            return False
+        a, b = a.astype(np.float64), b.astype(np.float64)
+        same = (a == b) | (np.isnan(a) & np.isnan(b))
+        with np.errstate(invalid="ignore", over="ignore"):
+            diff = np.abs(a - b)
+            near = (diff <= self.atol) | (diff <= self.rtol * np.maximum(np.abs(a), np.abs(b)))
+        ok = same | (near & np.isfinite(a) & np.isfinite(b))
+        return bool(ok.all())
+
+    def json_equal(self, x, y, key: str = "") -> bool:
+        if isinstance(x, dict) and isinstance(y, dict):
+            return x.keys() == y.keys() and all(self.json_equal(x[k], y[k], k) for k in x)
+        if isinstance(x, list) and isinstance(y, list):
+            return len(x) == len(y) and all(self.json_equal(u, v, key) for u, v in zip(x, y))
+        if isinstance(x, float) or isinstance(y, float):
+            if isinstance(x, bool) or isinstance(y, bool) or not isinstance(x, int | float) \
+                    or not isinstance(y, int | float):
+                return False
+            return self.close(np.float64(x), np.float64(y), key)
+        return type(x) is type(y) and x == y
+
+
+EXACT = Tolerance()
 
 
 def _files(root: Path) -> set[str]:
@@ -54,27 +115,45 @@ def _strip(obj):
     return obj
 
 
-def compare_file(a: Path, b: Path) -> str | None:
-    """None when equal, else a short description of the difference."""
+def _frames(x: pd.DataFrame, y: pd.DataFrame, tol: Tolerance) -> str | None:
+    if list(x.columns) != list(y.columns) or x.shape != y.shape:
+        return f"shape/columns {x.shape} {list(x.columns)} vs {y.shape} {list(y.columns)}"
+    if x.equals(y):
+        return None
+    bad = [c for c in x.columns if not x[c].equals(y[c])
+           and (tol.exact or not tol.close(x[c].to_numpy(), y[c].to_numpy(), str(c)))]
+    if not bad:
+        return None
+    return "columns " + ", ".join(f"{c} ({_maxdiff(x[c].to_numpy(), y[c].to_numpy())})" for c in bad)
+
+
+def _safetensors(a: Path, b: Path, tol: Tolerance) -> str | None:
+    from safetensors.torch import load_file
+
+    x, y = load_file(str(a)), load_file(str(b))
+    if x.keys() != y.keys():
+        return f"tensors {sorted(x)} vs {sorted(y)}"
+    bad = [k for k in x if x[k].shape != y[k].shape or not tol.close(x[k].float().numpy(), y[k].float().numpy())]
+    return "tensors " + ", ".join(bad) if bad else None
+
+
+def compare_file(a: Path, b: Path, tol: Tolerance = EXACT) -> str | None:
+    """None when equal (bit for bit, or within `tol`), else a short description of the difference."""
     if a.suffix == ".csv":
-        x, y = pd.read_csv(a), pd.read_csv(b)
-        if list(x.columns) != list(y.columns) or x.shape != y.shape:
-            return f"shape/columns {x.shape} {list(x.columns)} vs {y.shape} {list(y.columns)}"
-        if x.equals(y):
-            return None
-        bad = [c for c in x.columns if not x[c].equals(y[c])]
-        return "columns " + ", ".join(f"{c} ({_maxdiff(x[c].to_numpy(), y[c].to_numpy())})" for c in bad)
+        return _frames(pd.read_csv(a), pd.read_csv(b), tol)
     if a.suffix == ".json":
         x, y = _strip(json.loads(a.read_text())), _strip(json.loads(b.read_text()))
-        return None if x == y else "JSON differs"
+        return None if x == y or (not tol.exact and tol.json_equal(x, y)) else "JSON differs"
     if a.suffix == ".parquet":
         x, y = pd.read_parquet(a), pd.read_parquet(b)
-        return None if x.equals(y) else "frame differs"
+        if tol.exact:
+            return None if x.equals(y) else "frame differs"
+        return _frames(x, y, tol)
     if a.suffix == ".npz":
         x, y = np.load(a, allow_pickle=True), np.load(b, allow_pickle=True)
         if sorted(x.files) != sorted(y.files):
             return f"arrays {sorted(x.files)} vs {sorted(y.files)}"
-        bad = [k for k in x.files if not np.array_equal(x[k], y[k], equal_nan=x[k].dtype.kind == "f")]
+        bad = [k for k in x.files if not tol.close(x[k], y[k], k)]
         return None if not bad else "arrays " + ", ".join(f"{k} ({_maxdiff(x[k], y[k])})" for k in bad)
     if a.suffix == ".zarr":
         import xarray as xr
@@ -86,27 +165,41 @@ def compare_file(a: Path, b: Path) -> str | None:
                 bad.append(f"{name} missing on one side")
                 continue
             u, v = x[name].values, y[name].values
-            if u.shape != v.shape or not np.array_equal(u, v, equal_nan=u.dtype.kind == "f"):
+            if not tol.close(u, v, str(name)):
                 bad.append(f"{name} ({_maxdiff(u, v)})")
         return "variables " + ", ".join(bad) if bad else None
-    return None if a.read_bytes() == b.read_bytes() else "bytes differ"
+    if a.read_bytes() == b.read_bytes():
+        return None
+    if a.suffix == ".safetensors" and not tol.exact:
+        return _safetensors(a, b, tol)
+    return "bytes differ"
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2:
-        print(__doc__)
-        return 2
-    ra, rb = Path(argv[0]), Path(argv[1])
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("run_a", type=Path)
+    ap.add_argument("run_b", type=Path)
+    ap.add_argument("--rtol", type=float, default=0.0, help="relative tolerance on floats (default 0: exact)")
+    ap.add_argument("--atol", type=float, default=0.0, help="absolute tolerance on floats (default 0: exact)")
+    args = ap.parse_args(argv)
+    if args.rtol < 0 or args.atol < 0:
+        ap.error("--rtol and --atol must be >= 0")
+    tol = Tolerance(args.rtol, args.atol)
+    ra, rb = args.run_a, args.run_b
     fa, fb = _files(ra), _files(rb)
-    differ = 0
+    differ = within = 0
     for rel in sorted(fa ^ fb):
         print(f"only in {'A' if rel in fa else 'B'}: {rel}")
     for rel in sorted(fa & fb):
-        why = compare_file(ra / rel, rb / rel)
+        why = compare_file(ra / rel, rb / rel, tol)
         if why:
             differ += 1
             print(f"DIFFERS {rel}: {why}")
-    print(f"{len(fa & fb)} files compared, {differ} differ, {len(fa ^ fb)} on one side only")
+        elif not tol.exact and compare_file(ra / rel, rb / rel):
+            within += 1
+            print(f"within tolerance {rel}")
+    extra = f", {within} equal within rtol {tol.rtol:g} / atol {tol.atol:g} only" if not tol.exact else ""
+    print(f"{len(fa & fb)} files compared, {differ} differ{extra}, {len(fa ^ fb)} on one side only")
     return 1 if differ or (fa ^ fb) else 0
 
 

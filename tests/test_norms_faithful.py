@@ -117,3 +117,61 @@ def test_aopc_is_the_mean_drop_over_the_fractions_by_construction():
 def test_top_first_puts_nan_last_and_breaks_ties_by_position():
     s = np.array([np.nan, 1.0, 3.0, 1.0, np.nan, 2.0])
     np.testing.assert_array_equal(ff.top_first(s, np.arange(6)), [2, 5, 1, 3, 0, 4])
+
+
+def _one_at_a_time(model, x, jobs, rep):
+    """The reference: every copy its own forward of batch 1, no padding."""
+    with torch.no_grad():
+        p = lambda ids: torch.softmax(ff._forward(model, ids[None], x.attention_mask[None], None if x.token_type_ids
+                                                  is None else x.token_type_ids[None]).logits.double(), -1)[0]
+        base = p(x.input_ids)
+        c = int(base.argmax())
+        out = []
+        for pos in jobs:
+            ids = x.input_ids.clone()
+            ids[torch.as_tensor(np.asarray(pos))] = rep
+            out.append(float(base[c] - p(ids)[c]))
+    return np.array(out), c
+
+
+@pytest.mark.parametrize("arch", ["bert", "roberta", "distilbert"])
+def test_batched_copies_of_several_examples_equal_one_at_a_time(arch):
+    model, tok = tiny(arch)
+    model = model.double()                                   # float64: batching changes rounding only, ~1e-16
+    try:
+        texts = [("the cat sat on the mat and the dog barked at it", "a dog"), ("a short one", None),
+                 ("birds sing in the morning while the sun rises slowly", "and then they stop")]
+        examples = []
+        for a, b in texts:
+            enc = tok(a, b, return_tensors="pt", return_token_type_ids=True)
+            examples.append(ff.Example(enc["input_ids"][0], enc["attention_mask"][0], enc["token_type_ids"][0]))
+        rep = ff.replacement_token_id(tok)
+        jobs, want, classes = [], [], []
+        for e, x in enumerate(examples):
+            n = len(x.input_ids)
+            mine = ff.ablation_jobs(e, np.arange(1, n - 1)) + [(e, np.array([2, 1, 3])), (e, np.array([1, 2, 3])),
+                                                              (e, np.arange(1, n - 1))]
+            jobs += mine
+            drops, c = _one_at_a_time(model, x, [p for _, p in mine], rep)
+            want.append(drops)
+            classes.append(c)
+        pad = tok.pad_token_id
+        for max_tokens in (1, 40, 10_000):                  # 1: one copy a forward; 10_000: all in one padded batch
+            got, cls = ff.masked_drops(model, examples, jobs, rep, max_tokens=max_tokens, pad_id=pad)
+            np.testing.assert_allclose(got, np.concatenate(want), rtol=0, atol=1e-12)
+            np.testing.assert_array_equal(cls, classes)
+        assert np.abs(np.concatenate(want)).max() > 1e-4, "the copies change the prediction (the test can fail)"
+        grads = ff.gradient_importances(model, examples, max_tokens=10_000, pad_id=pad)
+        for x, g in zip(examples, grads):
+            np.testing.assert_allclose(g, ff.gradient_importance(model, x.input_ids, x.attention_mask,
+                                                                 token_type_ids=x.token_type_ids),
+                                       rtol=0, atol=1e-12)
+        # the single-example entry points are the same computation
+        x = examples[0]
+        positions = np.arange(1, len(x.input_ids) - 1)
+        imp, c = ff.ablation_importance(model, x.input_ids, x.attention_mask, positions, rep, batch_size=4,
+                                        token_type_ids=x.token_type_ids)
+        np.testing.assert_allclose(imp[positions], want[0][:len(positions)], rtol=0, atol=1e-12)
+        assert c == classes[0]
+    finally:
+        model.float()

@@ -63,4 +63,41 @@ def test_reusing_one_residual_network_gives_networkx_maximum_flow_value():
     cap = fl.residual_attention(rng.dirichlet(np.full(7, 0.3), size=(3, 2, 7)))
     g = fl.flow_graph(cap)
     want = [nx.maximum_flow_value(g, (0, j), (3, 0)) for j in range(7)]
-    np.testing.assert_allclose(fl.max_flows(cap, target=0), want, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(fl.max_flows(cap, target=0, method="networkx"), want, rtol=1e-12, atol=1e-12)
+
+
+def _attention(rng, L, H, n, temperature, zeros=0.0):
+    logits = rng.normal(size=(L, H, n, n)) * temperature
+    alpha = np.exp(logits - logits.max(-1, keepdims=True))
+    alpha[rng.random(alpha.shape) < zeros] = 0.0                                     # masked keys: exact zeros
+    alpha[..., 0] += 1e-3                                                              # no all-zero row
+    return alpha / alpha.sum(-1, keepdims=True)
+
+
+@pytest.mark.parametrize("L, n, temperature, zeros", [(1, 6, 1.0, 0.0), (2, 3, 1.0, 0.0), (3, 9, 3.0, 0.3),
+                                                      (4, 17, 8.0, 0.0), (6, 24, 2.0, 0.5), (2, 40, 0.0, 0.0)])
+def test_scipy_flows_equal_networkx_preflow_push(L, n, temperature, zeros):
+    # temperature 0: uniform attention (every capacity tied); zeros: edges of capacity 0 left out of both graphs
+    rng = np.random.default_rng(L * 100 + n)
+    alpha = _attention(rng, L, 2, n, temperature, zeros)
+    cap = fl.residual_attention(alpha)
+    for target in (0, n - 1):
+        want = fl.networkx_max_flows(cap, target)
+        got, gap = fl.scipy_max_flows(cap, target)
+        assert (gap >= 0).all() and gap.max() < 1e-6
+        assert (want <= got + 1e-12).all() and (want >= got - gap - 1e-12).all()     # the certified interval
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
+        np.testing.assert_allclose(fl.max_flows(cap, target), got)
+        np.testing.assert_allclose(fl.flow_scores(alpha, target), fl.flow_scores(alpha, target, method="networkx"),
+                                   rtol=0, atol=1e-6)
+
+
+def test_flow_scores_fall_back_to_networkx_beyond_the_tolerance():
+    rng = np.random.default_rng(5)
+    alpha = _attention(rng, 3, 2, 8, 2.0)
+    exact = fl.flow_scores(alpha, method="networkx")
+    np.testing.assert_array_equal(fl.flow_scores(alpha, tol=0.0), exact)              # bound > 0: networkx's numbers
+    with pytest.raises(ValueError, match="not one of"):
+        fl.flow_scores(alpha, method="ortools")
+    with pytest.raises(ValueError, match=">= 0"):
+        fl.scipy_max_flows(-fl.residual_attention(alpha))

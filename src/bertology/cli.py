@@ -126,7 +126,7 @@ STEPS: dict[str, StepSpec] = {
                             "value norms, mixing, token views and the newer mixing views of one variant -> norms.csv, mixing.csv, "
                             "token_scores.parquet, mixing_layers.parquet"),
     "norms_faithfulness": StepSpec("bertology.steps.norms:norms_faithfulness",
-                                   ("data.max_length", "data.seed", "analysis.norms.batch_size", "analysis.flow"),
+                                   ("data.max_length", "data.seed", "analysis.norms.copy_tokens", "analysis.flow"),
                                    "token importance of the fine-tuned model and faithfulness of each view -> "
                                    "faithfulness.csv, faithfulness_examples.csv, importance.parquet"),
     "norms_figures": StepSpec("bertology.steps.norms:norms_figures", (),

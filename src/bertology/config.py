@@ -123,6 +123,7 @@ class NormsConfig:
     enabled: bool
     examples: int | None
     batch_size: int
+    copy_tokens: int
 
 
 @dataclass(frozen=True)

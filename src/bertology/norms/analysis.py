@@ -203,14 +203,18 @@ class FaithfulnessResult:
 
 def run_faithfulness(model, tokenizer, frame: pd.DataFrame, scores: pd.DataFrame, *, max_length: int,
                      batch_size: int, confidence: float, resamples: int, seed: int,
-                     device: str = "cpu") -> FaithfulnessResult:
+                     device: str = "cpu", copy_tokens: int | None = None) -> FaithfulnessResult:
     """Importance (ablation, input x gradient) of the ordinary tokens of the examples whose token_scores have a
     ``flow`` view, and faithfulness.csv: Spearman of every view with every importance, per example, summarised, and
     each view's AOPC (importance ``aopc``, against a seeded random order, view ``random``; the per-example table's
     ``rho`` holds the example's AOPC there).
 
     frame: prepared rows containing those examples; scores: token_scores.parquet of the same (classifier) model.
+    The intact forwards, the ablated and AOPC copies and the gradients of all examples run in batches of at most
+    `copy_tokens` padded tokens (None: batch_size * max_length), examples of one length together
+    (:func:`bertology.norms.faithful.masked_drops`): the same numbers as one example at a time, to float rounding.
     """
+    copy_tokens = copy_tokens or batch_size * max_length
     kinds = TokenKinds(tokenizer)
     flow_idx = scores.loc[scores["method"] == "flow", "example_idx"].unique()
     sub = frame[frame["idx"].isin(flow_idx)].reset_index(drop=True)
@@ -219,39 +223,58 @@ def run_faithfulness(model, tokenizer, frame: pd.DataFrame, scores: pd.DataFrame
     by_example = {k: g for k, g in scores[scores["example_idx"].isin(flow_idx)].groupby("example_idx")}
     seconds = {"ablation": 0.0, "gradient": 0.0, "aopc": 0.0}
     imp_rows, rho_rows = [], []
+    examples, ordinaries, views_of, orders_of = [], [], [], []
     for r in range(len(sub)):
         ids = torch.from_numpy(enc.input_ids[r]).to(device)
         tts = torch.from_numpy(enc.token_type_ids[r]).to(device)
-        mask = torch.ones_like(ids)
-        n = len(ids)
-        cats = kinds.categories(enc.input_ids[r][None], np.array([n]))[0]
-        ordinary = cats >= 2
-        t0 = time.perf_counter()
-        abl, _ = ff.ablation_importance(model, ids, mask, np.flatnonzero(ordinary), replacement, token_type_ids=tts,
-                                        batch_size=batch_size)
-        t1 = time.perf_counter()
-        grad = ff.gradient_importance(model, ids, mask, token_type_ids=tts)
-        seconds["ablation"] += t1 - t0
-        seconds["gradient"] += time.perf_counter() - t1
+        examples.append(ff.Example(ids, torch.ones_like(ids), tts))
+        ordinary = kinds.categories(enc.input_ids[r][None], np.array([len(ids)]))[0] >= 2
+        ordinaries.append(ordinary)
+        g = by_example[int(enc.idx[r])]
+        views = {v: g.loc[g["method"] == v].sort_values("position")["score"].to_numpy(float) for v in ff.VIEWS
+                 if (g["method"] == v).any()}
+        views_of.append(views)
+        positions = np.flatnonzero(ordinary)
+        orders = {v: ff.top_first(sc, positions) for v, sc in views.items()}
+        orders[ff.RANDOM] = np.random.default_rng([int(seed), int(enc.idx[r])]).permutation(positions)
+        orders_of.append(orders)
+    # every example's masked copies in one stream of batches of copy_tokens tokens (the intact forward shared)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    t0 = time.perf_counter()
+    base = ff.class_probabilities(model, [(x.input_ids, x.attention_mask, x.token_type_ids) for x in examples],
+                                  max_tokens=copy_tokens, pad_id=pad_id)
+    abl_jobs = [job for e, o in enumerate(ordinaries) for job in ff.ablation_jobs(e, np.flatnonzero(o))]
+    abl_drops, classes = ff.masked_drops(model, examples, abl_jobs, replacement, max_tokens=copy_tokens,
+                                         pad_id=pad_id, base=base)
+    t1 = time.perf_counter()
+    grads = ff.gradient_importances(model, examples, max_tokens=copy_tokens, pad_id=pad_id, targets=classes)
+    t2 = time.perf_counter()
+    labelled = [(e, view, job) for e, orders in enumerate(orders_of) for view, job in ff.aopc_jobs(e, orders)]
+    aopc_drops, _ = ff.masked_drops(model, examples, [job for _, _, job in labelled], replacement,
+                                    max_tokens=copy_tokens, pad_id=pad_id, base=base)
+    seconds["ablation"] += t1 - t0
+    seconds["gradient"] += t2 - t1
+    seconds["aopc"] += time.perf_counter() - t2
+    bounds = np.searchsorted(np.array([e for e, _, _ in labelled], dtype=np.int64), np.arange(len(examples) + 1))
+    start = 0
+    for r, x in enumerate(examples):
+        n = len(x.input_ids)
         idx = int(enc.idx[r])
+        abl = np.full(n, np.nan)
+        k = int(ordinaries[r].sum())
+        abl[np.flatnonzero(ordinaries[r])] = abl_drops[start:start + k]
+        start += k
         words = [tokenizer.convert_ids_to_tokens(int(i)) for i in enc.input_ids[r]]
-        importances = {"ablation": abl, "gradient": grad}
+        importances = {"ablation": abl, "gradient": grads[r]}
         for method, score in importances.items():
             imp_rows.append(pd.DataFrame({"example_idx": idx, "position": np.arange(n), "word": words,
                                           "method": method, "score": score}))
-        g = by_example[idx]
-        views = {v: g.loc[g["method"] == v].sort_values("position")["score"].to_numpy(float) for v in ff.VIEWS
-                 if (g["method"] == v).any()}
-        for (view, imp), rho in ff.example_correlations(views, importances, ordinary).items():
+        for (view, imp), rho in ff.example_correlations(views_of[r], importances, ordinaries[r]).items():
             rho_rows.append({"example_idx": idx, "view": view, "importance": imp, "rho": rho})
-        t0 = time.perf_counter()
-        positions = np.flatnonzero(ordinary)
-        orders = {v: ff.top_first(sc, positions) for v, sc in views.items()}
-        orders[ff.RANDOM] = np.random.default_rng([int(seed), idx]).permutation(positions)
-        for view, value in ff.aopc(model, ids, mask, orders, replacement, batch_size=batch_size,
-                                   token_type_ids=tts).items():
+        lo, hi = bounds[r], bounds[r + 1]
+        mine = [(view, job) for _, view, job in labelled[lo:hi]]
+        for view, value in ff.aopc_values(orders_of[r], mine, aopc_drops[lo:hi]).items():
             rho_rows.append({"example_idx": idx, "view": view, "importance": ff.AOPC, "rho": value})
-        seconds["aopc"] += time.perf_counter() - t0
     rhos = pd.DataFrame(rho_rows, columns=["example_idx", "view", "importance", "rho"])
     table = ff.summarise(rhos, confidence=confidence, resamples=resamples, seed=seed)
     importance = pd.concat(imp_rows, ignore_index=True) if imp_rows else pd.DataFrame(columns=SCORE_COLUMNS)

@@ -16,6 +16,8 @@ std and n of rho over examples and a bootstrap interval of the mean (scipy.stats
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 import torch
@@ -51,28 +53,132 @@ def _forward(model, ids: torch.Tensor, mask: torch.Tensor, token_type_ids: torch
     return model(input_ids=ids, attention_mask=mask, **extra, **kwargs)
 
 
+@dataclass(frozen=True)
+class Example:
+    """One example without padding: input_ids, attention_mask and token_type_ids (None: none) of shape (n,)."""
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    token_type_ids: torch.Tensor | None = None
+
+
+def _batches(lengths: list[int], max_tokens: int) -> list[list[int]]:
+    """Indices of items of the given lengths, longest first, in batches of at most max_tokens padded tokens (at
+    least one item each)."""
+    order = sorted(range(len(lengths)), key=lambda k: -lengths[k])
+    out: list[list[int]] = []
+    for k in order:
+        if out and lengths[out[-1][0]] * (len(out[-1]) + 1) <= max_tokens:
+            out[-1].append(k)
+        else:
+            out.append([k])
+    return out
+
+
+def class_probabilities(model, rows: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]], *,
+                        max_tokens: int, pad_id: int = 0) -> torch.Tensor:
+    """Softmax of the logits (float64) of each row (input_ids, attention_mask, token_type_ids; each (n_k,)) ->
+    (rows, C). Rows are padded on the right to the longest of their batch (attention mask 0, `pad_id`,
+    token type 0), longest first, at most `max_tokens` padded tokens a forward: a padded key gets weight exactly 0
+    and the real positions keep their position ids, so each row's probabilities are its own forward's to float
+    rounding (the matrix shapes differ)."""
+    out: list[torch.Tensor | None] = [None] * len(rows)
+    lengths = [int(r[0].shape[0]) for r in rows]
+    with torch.no_grad():
+        for batch in _batches(lengths, max_tokens):
+            width = lengths[batch[0]]
+            ids = torch.full((len(batch), width), int(pad_id), dtype=rows[batch[0]][0].dtype)
+            mask = torch.zeros((len(batch), width), dtype=rows[batch[0]][1].dtype)
+            with_tt = rows[batch[0]][2] is not None
+            tts = torch.zeros((len(batch), width), dtype=rows[batch[0]][2].dtype) if with_tt else None
+            for b, k in enumerate(batch):
+                n = lengths[k]
+                ids[b, :n], mask[b, :n] = rows[k][0], rows[k][1]
+                if with_tt:
+                    tts[b, :n] = rows[k][2]
+            dev = rows[batch[0]][0].device
+            p = torch.softmax(_forward(model, ids.to(dev), mask.to(dev), None if tts is None else tts.to(dev))
+                              .logits.double(), -1)
+            for b, k in enumerate(batch):
+                out[k] = p[b]
+    return torch.stack(out) if out else torch.zeros((0, 0), dtype=torch.float64)
+
+
+def masked_drops(model, examples: list[Example], jobs: list[tuple[int, np.ndarray]], replacement: int, *,
+                 max_tokens: int, pad_id: int = 0,
+                 base: torch.Tensor | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The drop p_c(x_e) - p_c(x_e with positions replaced by `replacement`) of each job (e, positions (k,)), c the
+    class example e's intact input predicts. Copies of every example in one stream of batches
+    (:func:`class_probabilities`, `max_tokens` padded tokens a forward); a copy asked for twice (the same example and
+    set of positions: ablation of token j and AOPC's top 1, or two views' equal top k) is computed once.
+    base: (E, C) the intact examples' probabilities where already in hand (else one batched forward).
+    Returns (drops (len(jobs),) float64, predicted classes (E,))."""
+    if base is None:
+        base = class_probabilities(model, [(x.input_ids, x.attention_mask, x.token_type_ids) for x in examples],
+                                   max_tokens=max_tokens, pad_id=pad_id)
+    classes = base.argmax(-1).cpu().numpy() if len(examples) else np.zeros(0, dtype=np.int64)
+    keys: dict[tuple[int, tuple[int, ...]], int] = {}
+    rows = []
+    slot = np.empty(len(jobs), dtype=np.int64)
+    for q, (e, pos) in enumerate(jobs):
+        key = (int(e), tuple(sorted(int(j) for j in np.asarray(pos).ravel())))
+        if key not in keys:
+            keys[key] = len(rows)
+            x = examples[key[0]]
+            ids = x.input_ids.clone()
+            ids[torch.as_tensor(key[1], dtype=torch.long, device=ids.device)] = int(replacement)
+            rows.append((ids, x.attention_mask, x.token_type_ids))
+        slot[q] = keys[key]
+    if not jobs:
+        return np.zeros(0), classes
+    p = class_probabilities(model, rows, max_tokens=max_tokens, pad_id=pad_id)
+    owner = np.array([e for e, _ in keys], dtype=np.int64)
+    cls = torch.as_tensor(classes[owner], device=p.device)
+    copy_p = p[torch.arange(len(rows), device=p.device), cls]
+    base_p = base[torch.as_tensor(owner, device=base.device), cls.to(base.device)]
+    drops = (base_p.to(copy_p.device) - copy_p).cpu().numpy()
+    return drops[slot], classes
+
+
+def ablation_jobs(e: int, positions: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """Token ablation of example e: one copy per position."""
+    return [(e, np.array([int(j)])) for j in np.asarray(positions).ravel()]
+
+
+def aopc_jobs(e: int, orders: dict[str, np.ndarray],
+              fractions: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5)) -> list[tuple[str, tuple[int, np.ndarray]]]:
+    """AOPC copies of example e: (view, job) for each view's top k = max(1, ceil(f m)) positions per fraction f."""
+    import math
+
+    return [(view, (e, order[:max(1, math.ceil(f * len(order) - 1e-9))]))
+            for view, order in orders.items() for f in fractions if len(order)]
+
+
+def aopc_values(orders: dict[str, np.ndarray], labelled: list[tuple[str, tuple[int, np.ndarray]]],
+                drops: np.ndarray) -> dict[str, float]:
+    """Mean drop per view of :func:`aopc_jobs`' copies (NaN for a view without ordinary tokens)."""
+    per: dict[str, list[float]] = {v: [] for v in orders}
+    for (view, _), d in zip(labelled, drops):
+        per[view].append(float(d))
+    return {v: float(np.mean(d)) if d else float("nan") for v, d in per.items()}
+
+
 def ablation_importance(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, positions: np.ndarray,
                         replacement: int, *, batch_size: int,
                         token_type_ids: torch.Tensor | None = None) -> tuple[np.ndarray, int]:
     """Drop in the predicted class's probability when each of `positions` is replaced by `replacement`.
 
     input_ids, attention_mask, token_type_ids: one example (n,); positions: (k,) ints. Returns (importance (n,)
-    float64, NaN outside `positions`; the predicted class c). One forward per `batch_size` ablated copies.
+    float64, NaN outside `positions`; the predicted class c). One forward per `batch_size` ablated copies
+    (:func:`masked_drops`; several examples at once: :func:`masked_drops` with :func:`ablation_jobs`).
     """
     n = input_ids.shape[0]
-    with torch.no_grad():
-        base = torch.softmax(_forward(model, input_ids[None], attention_mask[None],
-                                      None if token_type_ids is None else token_type_ids[None]).logits.double(), -1)[0]
-        c = int(base.argmax())
-        out = np.full(n, np.nan)
-        for start in range(0, len(positions), batch_size):
-            pos = torch.as_tensor(np.asarray(positions[start:start + batch_size]), dtype=torch.long)
-            ids = input_ids[None].repeat(len(pos), 1)
-            ids[torch.arange(len(pos)), pos] = int(replacement)
-            tt = None if token_type_ids is None else token_type_ids[None].expand(len(pos), -1)
-            p = torch.softmax(_forward(model, ids, attention_mask[None].expand(len(pos), -1), tt).logits.double(), -1)
-            out[pos.numpy()] = (base[c] - p[:, c]).cpu().numpy()
-    return out, c
+    x = Example(input_ids, attention_mask, token_type_ids)
+    positions = np.asarray(positions, dtype=np.int64)
+    drops, classes = masked_drops(model, [x], ablation_jobs(0, positions), replacement, max_tokens=batch_size * n)
+    out = np.full(n, np.nan)
+    out[positions] = drops
+    return out, int(classes[0])
 
 
 def gradient_importance(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, *,
@@ -106,6 +212,55 @@ def gradient_importance(model, input_ids: torch.Tensor, attention_mask: torch.Te
     return (grad[0].double() * captured[-1][0].detach().double()).sum(-1).cpu().numpy()
 
 
+def gradient_importances(model, examples: list[Example], *, max_tokens: int, pad_id: int = 0,
+                         targets: np.ndarray | None = None) -> list[np.ndarray]:
+    """:func:`gradient_importance` of several examples, padded into batches of at most `max_tokens` tokens (as
+    :func:`class_probabilities`): one forward and backward per batch of the sum over its rows of p_{c_k}(x_k); the
+    rows do not interact (padded keys get weight 0), so each row's gradient is its own, to float rounding.
+    targets: (E,) classes (None: each example's predicted class). Returns [(n_k,) float64]."""
+    captured: list[torch.Tensor] = []
+
+    def hook(module, args, output):
+        output = output[0] if isinstance(output, tuple) else output
+        leaf = output.detach().requires_grad_(True)
+        captured.append(leaf)
+        return leaf
+
+    embeddings = getattr(model.base_model, "embeddings", None)
+    if embeddings is None:
+        raise ValueError(f"{type(model.base_model).__name__} has no embeddings module to take input x gradient at")
+    lengths = [int(x.input_ids.shape[0]) for x in examples]
+    out: list[np.ndarray | None] = [None] * len(examples)
+    handle = embeddings.register_forward_hook(hook)
+    try:
+        for batch in _batches(lengths, max_tokens):
+            width = lengths[batch[0]]
+            first = examples[batch[0]]
+            ids = torch.full((len(batch), width), int(pad_id), dtype=first.input_ids.dtype, device=first.input_ids.device)
+            mask = torch.zeros((len(batch), width), dtype=first.attention_mask.dtype, device=ids.device)
+            tts = None if first.token_type_ids is None else torch.zeros((len(batch), width),
+                                                                        dtype=first.token_type_ids.dtype,
+                                                                        device=ids.device)
+            for b, k in enumerate(batch):
+                n = lengths[k]
+                ids[b, :n], mask[b, :n] = examples[k].input_ids, examples[k].attention_mask
+                if tts is not None:
+                    tts[b, :n] = examples[k].token_type_ids
+            with torch.enable_grad():
+                probs = torch.softmax(_forward(model, ids, mask, tts).logits.double(), -1)
+                cls = probs.argmax(-1) if targets is None else torch.as_tensor(
+                    np.asarray(targets)[batch], device=probs.device)
+                (grad,) = torch.autograd.grad(probs[torch.arange(len(batch), device=probs.device), cls].sum(),
+                                              captured[-1])
+            prod = (grad.double() * captured[-1].detach().double()).sum(-1).cpu().numpy()
+            captured.clear()
+            for b, k in enumerate(batch):
+                out[k] = prod[b, :lengths[k]]
+    finally:
+        handle.remove()
+    return out
+
+
 def top_first(scores: np.ndarray, positions: np.ndarray) -> np.ndarray:
     """positions (m,) of the ordinary tokens ordered by scores[positions] (scores (n,)), largest first (ties: by
     position; NaN last)."""
@@ -120,30 +275,12 @@ def aopc(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, orders: d
     """AOPC (comprehensiveness, DeYoung et al. 2020) of each order: orders {view: positions (m,) most important
     first}; for each fraction f the top k = max(1, ceil(f m)) positions are replaced by `replacement` and the
     predicted class's probability drop p_c(x) - p_c(x with them replaced) is taken; AOPC = the mean over the
-    fractions. input_ids, attention_mask, token_type_ids: one example (n,). All copies in batches of batch_size."""
-    import math
-
-    with torch.no_grad():
-        base = torch.softmax(_forward(model, input_ids[None], attention_mask[None],
-                                      None if token_type_ids is None else token_type_ids[None]).logits.double(), -1)[0]
-        c = int(base.argmax())
-        jobs = []
-        for view, order in orders.items():
-            m = len(order)
-            for f in fractions:
-                if m:
-                    jobs.append((view, order[:max(1, math.ceil(f * m - 1e-9))]))
-        drops: dict[str, list[float]] = {v: [] for v in orders}
-        for start in range(0, len(jobs), batch_size):
-            part = jobs[start:start + batch_size]
-            ids = input_ids[None].repeat(len(part), 1)
-            for k, (_, pos) in enumerate(part):
-                ids[k, torch.as_tensor(np.ascontiguousarray(pos), dtype=torch.long)] = int(replacement)
-            tt = None if token_type_ids is None else token_type_ids[None].expand(len(part), -1)
-            p = torch.softmax(_forward(model, ids, attention_mask[None].expand(len(part), -1), tt).logits.double(), -1)
-            for k, (view, _) in enumerate(part):
-                drops[view].append(float(base[c] - p[k, c]))
-    return {v: float(np.mean(d)) if d else float("nan") for v, d in drops.items()}
+    fractions. input_ids, attention_mask, token_type_ids: one example (n,). All copies in batches of batch_size
+    (equal copies once: :func:`masked_drops`)."""
+    labelled = aopc_jobs(0, orders, fractions)
+    drops, _ = masked_drops(model, [Example(input_ids, attention_mask, token_type_ids)], [j for _, j in labelled],
+                            replacement, max_tokens=batch_size * input_ids.shape[0])
+    return aopc_values(orders, labelled, drops)
 
 
 def norm_scores(alpha: np.ndarray | torch.Tensor, f: np.ndarray | torch.Tensor, target: int = 0) -> np.ndarray:

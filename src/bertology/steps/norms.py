@@ -156,7 +156,8 @@ def norms_faithfulness(ctx: StepContext) -> None:
     flow = cfg.analysis.flow
     res = run_faithfulness(model, tokenizer, frame, scores, max_length=cfg.data.max_length,
                            batch_size=cfg.analysis.norms.batch_size, confidence=flow.confidence,
-                           resamples=flow.bootstrap, seed=cfg.data.seed, device=device)
+                           resamples=flow.bootstrap, seed=cfg.data.seed, device=device,
+                           copy_tokens=cfg.analysis.norms.copy_tokens)
     from bertology.norms.ranking import paired_differences
 
     write_csv(res.table, ctx.output.table)

@@ -1,0 +1,62 @@
+"""bench/compare_runs.py: bit for bit by default; --rtol/--atol compare floats within a tolerance and counts,
+ranks, labels and verdicts exactly."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+import compare_runs as cr  # noqa: E402
+
+TOL = ["--rtol", "1e-6", "--atol", "1e-9"]
+
+
+def _run(root: Path, score=0.25, tiny=0.0, n=10.0, verdict="supported", rank=1.0, weight=0.5) -> Path:
+    (root / "stats").mkdir(parents=True)
+    pd.DataFrame({"layer": [0, 1], "score": [score, 2.0], "tiny": [tiny, 0.0], "n": [n, 3.0],
+                  "verdict": [verdict, "refuted"], "mean_rank": [rank, 2.0]}).to_csv(root / "stats" / "t.csv",
+                                                                                   index=False)
+    (root / "s.json").write_text(json.dumps({"accuracy": score, "n_examples": 5, "seconds": 1.0,
+                                             "per_layer": [{"value": weight}]}))
+    pd.DataFrame({"method": ["flow"], "score": [score]}).to_parquet(root / "v.parquet")
+    np.savez(root / "a.npz", x=np.array([score, weight]), count=np.array([n]))
+    return root
+
+
+@pytest.mark.parametrize("change, exact_differs, tol_differs", [
+    ({}, False, False),
+    ({"score": 0.25 * (1 + 5e-7)}, True, False),       # relative 5e-7: within 1e-6
+    ({"score": 0.25 * (1 + 5e-6)}, True, True),        # relative 5e-6: beyond
+    ({"tiny": 5e-10}, True, False),                    # absolute 5e-10 from 0: within 1e-9
+    ({"tiny": 5e-9}, True, True),
+    ({"n": 10.0 + 1e-12}, True, True),                 # a count: exact in any mode
+    ({"rank": 1.0 + 1e-12}, True, True),               # a rank: exact
+    ({"verdict": "refuted"}, True, True),              # a verdict (string): exact
+    ({"weight": 0.5 * (1 + 1e-7)}, True, False),       # JSON nested in a list, npz
+])
+def test_tolerance_mode_is_exact_on_counts_ranks_and_labels(tmp_path, capsys, change, exact_differs, tol_differs):
+    a, b = _run(tmp_path / "a"), _run(tmp_path / "b", **change)
+    assert cr.main([str(a), str(b)]) == int(exact_differs)
+    assert cr.main([*TOL, str(a), str(b)]) == int(tol_differs)
+    out = capsys.readouterr().out
+    if exact_differs and not tol_differs:
+        assert "within tolerance" in out and "equal within rtol 1e-06 / atol 1e-09 only" in out
+
+
+def test_tolerance_close_treats_nan_and_infinity_as_equal_to_themselves():
+    tol = cr.Tolerance(1e-6, 1e-9)
+    assert tol.close([np.nan, np.inf, 1.0], [np.nan, np.inf, 1.0 + 1e-7])
+    assert not tol.close([np.inf], [-np.inf]) and not tol.close([np.nan], [0.0]) and not tol.close([1.0], [1.0, 1.0])
+    assert not cr.EXACT.close([1.0], [1.0 + 1e-15]) and cr.EXACT.close([np.nan], [np.nan])
+    assert tol.json_equal({"a": [1, 2.0]}, {"a": [1, 2.0 + 1e-9]}) and not tol.json_equal({"a": 1}, {"a": True})
+
+
+def test_negative_tolerance_is_refused(tmp_path):
+    with pytest.raises(SystemExit):
+        cr.main(["--rtol", "-1", str(tmp_path), str(tmp_path)])
