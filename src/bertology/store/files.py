@@ -16,9 +16,13 @@ from bertology.store.schema import StoreError, damaged_metadata, refix
 
 
 def open_group(path: str | Path):
-    """The store's zarr Group, read-only; StoreError with the fix if it is not a readable Zarr store."""
+    """The store's zarr Group, read-only; StoreError with the fix if it is not a readable Zarr store;
+    :class:`bertology.outputcache.CacheEntryError` if it does not match the digest written with it."""
     import zarr
 
+    from bertology.outputcache import verify_digest
+
+    verify_digest(path, "store")  # its metadata and file sizes as made (the chunks have their own checksums)
     try:
         return zarr.open_group(str(path), mode="r")
     except (OSError, ValueError, TypeError, KeyError) as err:
