@@ -227,7 +227,8 @@ def _syntax_extract_inputs(wildcards):
 
 onstart:
     from bertology import cluster
-    from bertology.workflow import capability_notes, check_job_dirs, end_failed_at_exit, on_start
+    from bertology.workflow import (capability_notes, check_job_dirs, end_failed_at_exit, on_start,
+                                    remove_stale_pages)
 
     # With the slurm executor: stop before submitting anything when a job asks for more than any node
     # offers (sinfo), and warn when the jobs would all track to one sqlite file. A no-op otherwise.
@@ -237,6 +238,9 @@ onstart:
     # job's directory must be stops the workflow now, in one line, its run FAILED.
     end_failed_at_exit(INVOCATION)
     check_job_dirs(workflow, INVOCATION)
+    # report.html and explorer.html whose inputs (claims.csv, ...) are gone or about to be recomputed are removed
+    # now, not left beside a ledger they no longer show after a kill (each is rewritten atomically after them)
+    remove_stale_pages(workflow)
     for note in capability_notes(config):
         print(note, file=sys.stderr)
 
