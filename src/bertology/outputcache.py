@@ -86,10 +86,16 @@ def record_digest(directory: str | Path, *, store: bool = False) -> Path:
 def cache_entry(path: str | Path) -> Path | None:
     """The cache entry an output resolves to: the target of `path` when it is a symlink (the experiment that
     stored it), or the directory holding the targets of its files when it is a directory of symlinks (one that
-    fetched it); None for an output that is not a link into a cache."""
+    fetched it), or the entry itself for a path inside $SNAKEMAKE_OUTPUT_CACHE (a link already resolved); None for
+    an output that is not a link into a cache."""
     path = Path(path)
     if path.is_symlink():
         return Path(os.path.realpath(path))
+    cache = os.environ.get(CACHE_ENV)
+    if cache:
+        real, root = Path(os.path.realpath(path)), Path(os.path.realpath(cache))
+        if real != root and root in real.parents:
+            return root / real.relative_to(root).parts[0]
     if path.is_dir():
         for child in sorted(path.iterdir()):
             if child.is_symlink() and child.name not in _IGNORED:
@@ -103,6 +109,10 @@ def eviction(path: str | Path) -> str:
     entry = cache_entry(path)
     if entry is None:
         return f"delete {path} and re-run (`rm -rf {path}`; `snakemake {path}` re-creates it)"
+    if entry == Path(path):
+        return (f"it is the cache entry {entry} ($SNAKEMAKE_OUTPUT_CACHE): remove it with `rm -rf {entry}` and re-run "
+                f"with --cache (the experiment's link to it then dangles: Snakemake computes the output afresh, a "
+                f"directory of links to it must be removed too)")
     return (f"it is the cache entry {entry} ($SNAKEMAKE_OUTPUT_CACHE): remove it and this experiment's link with "
             f"`rm -rf {entry} {path}` and re-run (`snakemake --cache {path}` computes it afresh and caches it again)")
 

@@ -121,6 +121,9 @@ def refix(path: str | Path) -> str:
     from bertology.outputcache import cache_entry
 
     entry = cache_entry(path)
+    if entry is not None and entry == Path(path):
+        return (f"the store is the cache entry {entry} ($SNAKEMAKE_OUTPUT_CACHE): remove it with `rm -rf {entry}` "
+                f"and re-run the extraction with --cache (it is computed afresh and cached again)")
     if entry is not None:
         return (f"the store is the cache entry {entry} ($SNAKEMAKE_OUTPUT_CACHE): remove it and this experiment's "
                 f"link with `rm -rf {entry} {path}` and re-run the extraction (`snakemake --cache {path}` "
