@@ -286,7 +286,7 @@ def test_claims_about_a_model_at_chance_carry_a_caveat(tmp_path):
 
     # through claims.csv as the claims step writes it and the report reads it
     ledger.to_csv(tmp_path / "claims.csv", index=False)
-    back = pd.read_csv(tmp_path / "claims.csv", keep_default_na=False, na_values=[""])
+    back = pd.read_csv(tmp_path / "claims.csv")  # as the report reads it: an empty caveat is NaN
     md = to_markdown(back, 0.95)
     assert "| kovaleva_cosine_last_layers | rte | finetuned | holds *(model at chance)* |" in md
     assert "| kovaleva_cosine_last_layers | sst2 | finetuned | holds |" in md
