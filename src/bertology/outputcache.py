@@ -8,8 +8,8 @@ Here:
 - :func:`record_digest`: the job that makes a model or a store writes :data:`DIGEST_FILE` into it last (sha256
   and size of every file; a store's chunk and shard files by size only, their bytes being checked by the store's
   own checksums on every read; its metadata by sha256), so the digest enters the cache with the output;
-- :func:`verify_digest`: every read of a model directory or store checks it against that digest, once per
-  process (sha256 of the files: about 0.1-0.2 s for MiniLM's 90 MB on one core); a damaged entry is named by its
+- :func:`verify_digest`: every read of a model directory or store checks it against that digest, in full once per
+  process; a damaged entry is named by its
   cache path with the command that removes it (:func:`eviction`); an entry others can write is refused
   (:func:`check_not_world_writable`);
 - :func:`share_permissions`: the workflow's entries get the modes a shared cache needs (:data:`FILE_MODE`,
@@ -139,13 +139,18 @@ def check_not_world_writable(path: str | Path) -> None:
                               f"else remove it with `rm -rf {entry} {path}` and re-run")
 
 
+#: per resolved directory, the state (:func:`_state`) of its digest and hashed files when it was last verified
 _VERIFIED: dict[str, tuple] = {}
 
 
 def _state(directory: Path, rels: Iterable[str]) -> tuple:
+    """(path, inode, size, mtime) of each of `rels` under `directory`; None for a file that cannot be stat'ed."""
     out = []
     for rel in rels:
-        s = os.stat(directory / rel)
+        try:
+            s = os.stat(directory / rel)
+        except OSError:
+            return None
         out.append((rel, s.st_ino, s.st_size, s.st_mtime_ns))
     return tuple(out)
 
@@ -155,10 +160,16 @@ def verify_digest(directory: str | Path, what: str = "model") -> None:
     before digests were): every file present, of its size, with its sha256. A mismatch is one
     :class:`CacheEntryError` naming the file, the cache entry and the command that removes it
     (:func:`eviction`). An output taken from the cache is also refused when others can write it
-    (:func:`check_not_world_writable`). Checked once per process while the files stay as they were."""
+    (:func:`check_not_world_writable`). Checked in full once per process; a later call (a store is opened once per
+    chunk read) only compares the inode, size and mtime of the digest and of the files it hashes with those of that
+    check."""
     directory = Path(directory)
     digest_path = directory / DIGEST_FILE
     if not digest_path.exists():
+        return
+    key = str(directory.resolve())
+    seen = _VERIFIED.get(key)
+    if seen is not None and _state(directory, [r for r, *_ in seen]) == seen:
         return
     check_not_world_writable(directory)
     try:
@@ -166,13 +177,8 @@ def verify_digest(directory: str | Path, what: str = "model") -> None:
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise CacheEntryError(f"{digest_path} is unreadable ({type(err).__name__}): the {what} cannot be checked; "
                               f"{eviction(directory)}") from None
-    key = str(directory.resolve())
-    try:
-        state = _state(directory, files)
-    except OSError:
-        state = None
-    if state is not None and _VERIFIED.get(key) == state:
-        return
+    hashed = [DIGEST_FILE, *(rel for rel, want in sorted(files.items()) if "sha256" in want)]
+    state = _state(directory, hashed)
     for rel, want in sorted(files.items()):
         path = directory / rel
         if not path.exists():
@@ -184,7 +190,8 @@ def verify_digest(directory: str | Path, what: str = "model") -> None:
         else:
             continue
         raise CacheEntryError(f"the {what} {directory} is damaged: {rel} {problem}; {eviction(directory)}")
-    _VERIFIED[key] = state
+    if state is not None:
+        _VERIFIED[key] = state
 
 
 def check_cache_writable(cache: str | Path | None = None) -> None:

@@ -184,8 +184,8 @@ def remove_stale_pages(workflow: Any, rule_names: Iterable[str] = ("report", "ex
     pages = {}
     for name in rule_names:
         rule = next((r for r in workflow.rules if r.name == name), None)
-        if rule is not None and len(rule.output) == 1 and not rule.output[0].has_wildcards():
-            pages[str(rule.output[0])] = [str(f) for f in rule.input]
+        if rule is not None and len(rule.output) == 1 and "{" not in str(rule.output[0]):
+            pages[str(rule.output[0])] = [str(f) for f in rule.input if "{" not in str(f)]
     rerun = set(job_paths(workflow))
     removed = []
     for page, why in stale_pages(pages, rerun).items():
