@@ -156,8 +156,8 @@ def _state(directory: Path, rels: Iterable[str]) -> tuple:
 
 
 def verify_digest(directory: str | Path, what: str = "model") -> None:
-    """Check a model directory or store against its :data:`DIGEST_FILE` (none: nothing to check, an output written
-    before digests were): every file present, of its size, with its sha256. A mismatch is one
+    """Check a model directory or store against its :data:`DIGEST_FILE` (none: only the permissions are checked, an
+    output written before digests were): every file present, of its size, with its sha256. A mismatch is one
     :class:`CacheEntryError` naming the file, the cache entry and the command that removes it
     (:func:`eviction`). An output taken from the cache is also refused when others can write it
     (:func:`check_not_world_writable`). Checked in full once per process; a later call (a store is opened once per
@@ -165,13 +165,14 @@ def verify_digest(directory: str | Path, what: str = "model") -> None:
     check."""
     directory = Path(directory)
     digest_path = directory / DIGEST_FILE
-    if not digest_path.exists():
-        return
     key = str(directory.resolve())
     seen = _VERIFIED.get(key)
     if seen is not None and _state(directory, [r for r, *_ in seen]) == seen:
         return
     check_not_world_writable(directory)
+    if not digest_path.exists():
+        _VERIFIED[key] = ()  # nothing more to check
+        return
     try:
         files = json.loads(digest_path.read_text())["files"]
     except (OSError, ValueError, KeyError, TypeError) as err:
