@@ -84,23 +84,32 @@ def record_digest(directory: str | Path, *, store: bool = False) -> Path:
 
 
 def cache_entry(path: str | Path) -> Path | None:
-    """The cache entry an output resolves to: the target of `path` when it is a symlink (the experiment that
-    stored it), or the directory holding the targets of its files when it is a directory of symlinks (one that
-    fetched it), or the entry itself for a path inside $SNAKEMAKE_OUTPUT_CACHE (a link already resolved); None for
-    an output that is not a link into a cache."""
-    path = Path(path)
-    if path.is_symlink():
-        return Path(os.path.realpath(path))
+    """The entry of $SNAKEMAKE_OUTPUT_CACHE an output resolves to: the target of `path` when it is a symlink into
+    the cache (the experiment that stored it), the entry holding the targets of its files when it is a directory of
+    such symlinks (one that fetched it), or the entry itself for a path inside the cache (a link already resolved).
+    None without a cache or for an output that is not in it (a symlink elsewhere is no cache entry)."""
     cache = os.environ.get(CACHE_ENV)
-    if cache:
-        real, root = Path(os.path.realpath(path)), Path(os.path.realpath(cache))
-        if real != root and root in real.parents:
-            return root / real.relative_to(root).parts[0]
-    if path.is_dir():
-        for child in sorted(path.iterdir()):
-            if child.is_symlink() and child.name not in _IGNORED:
-                return Path(os.path.realpath(child)).parent
+    if not cache:
+        return None
+    root = Path(os.path.realpath(cache))
+
+    def entry_of(p: Path) -> Path | None:
+        real = Path(os.path.realpath(p))
+        return root / real.relative_to(root).parts[0] if real != root and root in real.parents else None
+
+    path = Path(path)
+    entry = entry_of(path)
+    if entry is not None or path.is_symlink() or not path.is_dir():
+        return entry
+    for child in sorted(path.iterdir()):
+        if child.is_symlink() and child.name not in _IGNORED:
+            return entry_of(child)
     return None
+
+
+def is_entry(path: str | Path, entry: Path) -> bool:
+    """Whether `path` is the cache entry itself (a link already resolved), not an experiment's link to it."""
+    return not Path(path).is_symlink() and Path(os.path.realpath(path)) == entry
 
 
 def eviction(path: str | Path) -> str:
@@ -109,7 +118,7 @@ def eviction(path: str | Path) -> str:
     entry = cache_entry(path)
     if entry is None:
         return f"delete {path} and re-run (`rm -rf {path}`; `snakemake {path}` re-creates it)"
-    if entry == Path(path):
+    if is_entry(path, entry):
         return (f"it is the cache entry {entry} ($SNAKEMAKE_OUTPUT_CACHE): remove it with `rm -rf {entry}` and re-run "
                 f"with --cache (the experiment's link to it then dangles: Snakemake computes the output afresh, a "
                 f"directory of links to it must be removed too)")

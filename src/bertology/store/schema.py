@@ -118,10 +118,10 @@ def refix(path: str | Path) -> str:
     """The fix for a damaged or stale store: what every reading error ends with. A store taken from the
     between-workflow cache: its cache entry, and the command that removes it with the experiment's link
     (deleting the link alone would link the same entry again)."""
-    from bertology.outputcache import cache_entry
+    from bertology.outputcache import cache_entry, is_entry
 
     entry = cache_entry(path)
-    if entry is not None and entry == Path(path):
+    if entry is not None and is_entry(path, entry):
         return (f"the store is the cache entry {entry} ($SNAKEMAKE_OUTPUT_CACHE): remove it with `rm -rf {entry}` "
                 f"and re-run the extraction with --cache (it is computed afresh and cached again)")
     if entry is not None:
