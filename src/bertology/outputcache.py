@@ -6,8 +6,8 @@ checks nothing it hands back, and leaves every entry writable by anyone (files 0
 Here:
 
 - :func:`record_digest`: the job that makes a model or a store writes :data:`DIGEST_FILE` into it last (sha256
-  and size of every file; a store's chunk and shard files by size only, their bytes being checked by the store's
-  own checksums on every read; its metadata by sha256), so the digest enters the cache with the output;
+  and size of every file of a model; of a store its metadata, the chunk and shard files having checksums of their
+  own that every read checks), so the digest enters the cache with the output;
 - :func:`verify_digest`: every read of a model directory or store checks it against that digest, in full once per
   process; a damaged entry is named by its
   cache path with the command that removes it (:func:`eviction`); an entry others can write is refused
@@ -70,14 +70,16 @@ def _files(directory: Path) -> list[str]:
 
 def record_digest(directory: str | Path, *, store: bool = False) -> Path:
     """Write :data:`DIGEST_FILE` into `directory` (a model directory, or with store=True a store; complete): per
-    file its size and sha256, except a store's chunk and shard files (every file not ``*.json``), by size only:
-    the store's checksums check their bytes on every read. Returns the digest's path."""
+    file its size and sha256; of a store only its metadata (``*.json``): every chunk and shard file carries its own
+    checksum, which every read checks, and a missing one is found by the store's own checks. Returns the
+    digest's path."""
     directory = Path(directory)
     files = {}
     for rel in _files(directory):
+        if store and not rel.endswith(".json"):
+            continue
         path = directory / rel
-        by_size = store and not rel.endswith(".json")
-        files[rel] = {"size": path.stat().st_size} | ({} if by_size else {"sha256": _sha256(path)})
+        files[rel] = {"size": path.stat().st_size, "sha256": _sha256(path)}
     out = directory / DIGEST_FILE
     out.write_text(json.dumps({"format": 1, "algorithm": "sha256", "files": files}, indent=0, sort_keys=True))
     return out
