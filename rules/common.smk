@@ -72,6 +72,18 @@ SEED_VARIANTS = store_variants(SEED_TAGS)
 # not say on their own, the code that computes an output and the model's own files, enters their key then
 # (bertology.provenance), and only then: a run without the cache never re-runs a job for an edit elsewhere.
 CACHING = getattr(workflow.workflow_settings, "cache", None) is not None
+if CACHING:
+    # bertology.outputcache: the cache readable at start (one line otherwise); each cached job that has to run checks
+    # it can store its output before computing (BERTOLOGY_OUTPUT_CACHE); entries get a shared cache's modes
+    # (group-writable directories at most, not Snakemake's 0666/0777) and the cache directory's group.
+    import os as _os
+    from bertology.outputcache import CACHE_ENV, CACHING_ENV, check_cache_dir, share_permissions
+    from bertology.workflow import fail as _fail
+
+    if (_why := check_cache_dir(_os.environ.get(CACHE_ENV))) is not None:
+        _fail(_why)
+    _os.environ[CACHING_ENV] = _os.environ[CACHE_ENV]
+    share_permissions()
 
 
 def cache_params(name):
@@ -215,7 +227,8 @@ def _syntax_extract_inputs(wildcards):
 
 onstart:
     from bertology import cluster
-    from bertology.workflow import capability_notes, check_job_dirs, end_failed_at_exit, on_start
+    from bertology.workflow import (capability_notes, check_job_dirs, end_failed_at_exit, on_start,
+                                    remove_stale_pages)
 
     # With the slurm executor: stop before submitting anything when a job asks for more than any node
     # offers (sinfo), and warn when the jobs would all track to one sqlite file. A no-op otherwise.
@@ -225,6 +238,9 @@ onstart:
     # job's directory must be stops the workflow now, in one line, its run FAILED.
     end_failed_at_exit(INVOCATION)
     check_job_dirs(workflow, INVOCATION)
+    # report.html and explorer.html whose inputs (claims.csv, ...) are gone or about to be recomputed are removed
+    # now, not left beside a ledger they no longer show after a kill (each is rewritten atomically after them)
+    remove_stale_pages(workflow)
     for note in capability_notes(config):
         print(note, file=sys.stderr)
 

@@ -10,6 +10,7 @@ one line before anything is loaded.
 from __future__ import annotations
 
 from bertology.errors import UserError
+from bertology.outputcache import verify_digest
 
 import hashlib
 import os
@@ -99,7 +100,8 @@ class NotAnEncoderError(UserError, ValueError):
 def check_encoder(name_or_path: str) -> None:
     """Refuse, in one line, a model that is not a bidirectional encoder (bertology reads full self-attention
     over the whole input: a decoder's causal attention or an encoder-decoder would give meaningless maps),
-    and a model directory whose config.json or safetensors header cannot be read (naming the file).
+    and a model directory whose config.json or safetensors header cannot be read (naming the file), or whose files
+    do not match the digest written with it (a fine-tuned model, :func:`bertology.outputcache.verify_digest`).
 
     name_or_path: a resolved model (a directory or a hub name in the local cache). A bidirectional encoder
     is a model type with a masked-language-model head in transformers (BERT, RoBERTa, DistilBERT, ALBERT,
@@ -110,6 +112,7 @@ def check_encoder(name_or_path: str) -> None:
     local = Path(name_or_path).is_dir()
     where = str(Path(name_or_path) / "config.json") if local else f"the config.json of {name_or_path}"
     if local:
+        verify_digest(name_or_path)
         check_no_custom_code(name_or_path)
     try:
         config = AutoConfig.from_pretrained(name_or_path, local_files_only=local, trust_remote_code=False)
@@ -214,6 +217,7 @@ def load_tokenizer(name_or_path: str):
 
     local = Path(name_or_path).is_dir()
     if local:
+        verify_digest(name_or_path)
         check_no_custom_code(name_or_path)
         _tokenizer_files_present(name_or_path)
     try:

@@ -512,7 +512,8 @@ def save_model(model, tokenizer, output_dir: Path, history: History | None = Non
                extra: dict[str, Any] | None = None) -> Path:
     """Write the fine-tuned model (safetensors, config with the label map, tokenizer) to `output_dir`.
 
-    Written to a temporary sibling first and moved into place, so `output_dir` is never half-written.
+    Written to a temporary sibling first and moved into place, so `output_dir` is never half-written; its digest
+    (:func:`bertology.outputcache.record_digest`) is written last.
     """
     output_dir = Path(output_dir)
     output_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -526,6 +527,9 @@ def save_model(model, tokenizer, output_dir: Path, history: History | None = Non
         if history is not None:
             info["history"] = asdict(history)
         (tmp / HISTORY_FILE).write_text(json.dumps(info, indent=1, default=str))
+    from bertology.outputcache import record_digest
+
+    record_digest(tmp)  # checked by every later load (bertology.outputcache): the model as it entered the cache
     if output_dir.exists():
         shutil.rmtree(output_dir)
     os.replace(tmp, output_dir)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import uuid
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -158,6 +158,43 @@ def job_paths(workflow: Any) -> list[str]:
         if getattr(job, "benchmark", None):
             out.append(str(job.benchmark))
     return out
+
+
+def stale_pages(pages: Mapping[str, Iterable[str]], rerun: Collection[str]) -> dict[str, str]:
+    """The pages on disk (results/report.html, results/explorer.html: page -> its declared inputs) that no longer
+    show their inputs, each with the first input that is gone or that a job about to run rewrites (`rerun`: the
+    outputs of those jobs). Snakemake removes a job's outputs when it starts it, and the outputs of a failed or
+    killed job: a page's inputs (claims.csv) can vanish while the page stays on disk until its own job runs."""
+    out = {}
+    for page, inputs in pages.items():
+        if not os.path.exists(page):
+            continue
+        for f in inputs:
+            if f in rerun or not os.path.exists(f):
+                out[page] = f
+                break
+    return out
+
+
+def remove_stale_pages(workflow: Any, rule_names: Iterable[str] = ("report", "explorer")) -> list[str]:
+    """The Snakefile's ``onstart``: delete each page of `rule_names` (their one output each) whose inputs are gone or
+    about to be recomputed (:func:`stale_pages`), saying so in one line each; the run writes it again after them
+    (written atomically, bertology.io.write_text), so no page on disk shows a ledger that is not the one beside it.
+    Returns the pages removed."""
+    pages = {}
+    for name in rule_names:
+        rule = next((r for r in workflow.rules if r.name == name), None)
+        if rule is not None and len(rule.output) == 1 and "{" not in str(rule.output[0]):
+            pages[str(rule.output[0])] = [str(f) for f in rule.input if "{" not in str(f)]
+    rerun = set(job_paths(workflow))
+    removed = []
+    for page, why in stale_pages(pages, rerun).items():
+        os.remove(page)
+        state = "is about to be recomputed" if why in rerun else "is gone"
+        print(f"bertology: removed {page}: its input {why} {state}; the run writes the page again after its inputs",
+              file=sys.stderr)
+        removed.append(page)
+    return removed
 
 
 def check_job_dirs(workflow: Any, invocation: str) -> None:

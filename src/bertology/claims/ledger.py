@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from bertology import layout
-from bertology.claims.stats import NOT_COMPUTED, Boot, Result, holm, verdict
+from bertology.claims.stats import HOLDS, NOT_COMPUTED, Boot, Result, holm, verdict
 from bertology.errors import InputError
 
 #: a claim as the registry declares it (bertology.registry.Claim: id, inputs, compute, side, null, ...); the ledger
@@ -27,8 +27,14 @@ Claim = Any
 
 #: results/claims.csv's columns (declared with its table in bertology.analyses.ledger)
 COLUMNS = ("claim", "paper", "section", "statement", "paper_value", "statistic", "task", "variant", "effect", "ci_low",
-           "ci_high", "null", "side", "unit", "test", "p", "p_holm", "n", "n_seeds", "verdict", "seed_verdicts",
-           "seeds", "seeds_agree", "note", "heads", "anchor", "figure")
+           "ci_high", "null", "side", "unit", "test", "p", "p_holm", "n", "n_seeds", "verdict", "caveat",
+           "seed_verdicts", "seeds", "seeds_agree", "note", "heads", "anchor", "figure")
+#: the claim whose interval says whether a task's fine-tuned model beats chance: the fine-tuned model's headline
+#: metric minus that of the pretrained encoder with an untrained (randomly initialised) head, a classifier at chance,
+#: its interval over the validation examples (Table 1; :func:`bertology.claims.kovaleva.table1_gain`)
+CHANCE_CLAIM = "kovaleva_table1_pretrained"
+#: the `caveat` of every row of a task whose fine-tuned model does not beat chance (followed by the interval)
+AT_CHANCE = "fine-tuned model not above chance"
 #: stats/{task}/seeds/findings.csv's columns (the view of the ledger over seeds)
 FINDINGS_COLUMNS = ("finding", "paper", "statement", "holds", "seeds", "holding", "n_seeds", "verdict")
 
@@ -175,7 +181,38 @@ def build_ledger(results: Path, claims: Sequence[Claim], tasks: Sequence[str], s
         return pd.DataFrame(columns=list(COLUMNS))
     ledger["p_holm"] = holm(ledger["p"].to_numpy(float))
     ledger["seeds_agree"] = ledger["seeds_agree"].astype("Int64")
+    ledger["caveat"] = chance_caveats(ledger)
     return ledger.reindex(columns=list(COLUMNS))
+
+
+def chance_caveats(ledger: pd.DataFrame) -> pd.Series:
+    """The ledger's ``caveat`` column: per row, empty, or for every row of a task whose fine-tuned model does not
+    beat chance :data:`AT_CHANCE` with the evidence ("fine-tuned model not above chance: kovaleva_table1_pretrained
+    0.0125 [-0.0125, 0.05]").
+
+    Decided from the task's :data:`CHANCE_CLAIM` row alone: its interval computed (finite) and not wholly on the
+    claim's side of its null (the verdict rule, :func:`bertology.claims.stats.verdict`, is not `holds`). A task
+    without that row or without an interval (fewer than MIN_UNITS examples, not computed) gets no caveat: the ledger
+    cannot tell. The verdict of a claim about a fine-tuned model (:func:`verdict_marked`) then describes a classifier
+    that learned nothing of its task."""
+    out = pd.Series([""] * len(ledger), index=ledger.index, dtype=object)
+    chance = ledger[ledger["claim"] == CHANCE_CLAIM]
+    for r in chance.to_dict("records"):
+        lo, hi = float(r["ci_low"]), float(r["ci_high"])
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            continue
+        if verdict(lo, hi, side=r["side"], null=float(r["null"])) == HOLDS:
+            continue
+        out[ledger["task"] == r["task"]] = f"{AT_CHANCE}: {CHANCE_CLAIM} {effect_text(r)}"
+    return out
+
+
+def verdict_marked(row: Mapping) -> bool:
+    """Whether a ledger row's verdict is marked as describing a model that learned nothing: its task's fine-tuned
+    model does not beat chance (a ``caveat``) and the claim is about a fine-tuned model (variant not
+    ``pretrained``)."""
+    caveat = row.get("caveat")
+    return isinstance(caveat, str) and bool(caveat) and row.get("variant") != "pretrained"
 
 
 def findings_view(ledger: pd.DataFrame, task: str) -> pd.DataFrame:
@@ -208,17 +245,25 @@ def effect_text(row: Mapping) -> str:
 
 
 def to_markdown(ledger: pd.DataFrame, confidence: float) -> str:
-    """results/claims.md: one line per claim and task (verdict, effect [interval], the paper's figure)."""
+    """results/claims.md: one line per claim and task (verdict, effect [interval], the paper's figure, the caveat;
+    a verdict about a fine-tuned model that does not beat chance marked, :func:`verdict_marked`)."""
     head = (f"# Claims checked on this run\n\nEffect [{confidence:.0%} interval]; a claim holds when the interval lies "
             f"wholly on the paper's side of the null (holds if), is contradicted when wholly on the other side, and is "
-            f"inconclusive otherwise. p: one-sided test on the paper's side; p_holm: Holm over every test of the run.\n\n"
-            "| claim | task | variant | verdict | effect [interval] | holds if | paper | test | p | p_holm | n | seeds |\n"
-            "|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+            f"inconclusive otherwise. p: one-sided test on the paper's side; p_holm: Holm over every test of the run. "
+            f"caveat: every row of a task whose fine-tuned model does not beat chance ({CHANCE_CLAIM}'s interval); "
+            f"the verdict of a claim about that fine-tuned model is marked *(model at chance)*: it describes a "
+            f"classifier that learned nothing of its task.\n\n"
+            "| claim | task | variant | verdict | effect [interval] | holds if | paper | test | p | p_holm | n | seeds "
+            "| caveat |\n"
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
     lines = []
     for r in ledger.to_dict("records"):
         seeds = f"{r['seeds_agree']}/{r['n_seeds']} agree" if r.get("seed_verdicts") else str(r["n_seeds"])
         verdict_ = r["verdict"] + (f" ({r['note']})" if r["verdict"] == NOT_COMPUTED else "")
+        if verdict_marked(r):
+            verdict_ += " *(model at chance)*"
+        caveat = r["caveat"] if isinstance(r.get("caveat"), str) else ""
         lines.append(f"| {r['claim']} | {r['task']} | {r['variant']} | {verdict_} | {effect_text(r)} | "
                      f"{r['side']} {_fmt(float(r['null']))} | {r['paper_value'] or ''} | {r['test']} | "
-                     f"{_fmt(float(r['p']))} | {_fmt(float(r['p_holm']))} | {r['n']} | {seeds} |")
+                     f"{_fmt(float(r['p']))} | {_fmt(float(r['p_holm']))} | {r['n']} | {seeds} | {caveat} |")
     return head + "\n".join(lines) + "\n"

@@ -9,7 +9,7 @@ from collections.abc import Collection
 
 import pandas as pd
 
-from bertology.claims.ledger import effect_text
+from bertology.claims.ledger import CHANCE_CLAIM, effect_text, verdict_marked
 from bertology.claims.stats import NOT_COMPUTED
 
 #: the colour of each verdict's word (CSS classes v-holds, v-contradicted, v-inconclusive, v-not-computed)
@@ -17,6 +17,7 @@ CSS = """
 .claims td.v{font-weight:600;white-space:nowrap}.v-holds{color:#1e7b34}.v-contradicted{color:#b42318}
 .v-inconclusive{color:#8a6d00}.v-not-computed{color:#7b8794}.claims td{vertical-align:top}
 .claims td.stmt{max-width:28em;text-align:left}.claims td.txt{text-align:left}
+.claims .caveat{color:#b42318;font-weight:400}.claims td.v-marked{font-style:italic}
 """
 
 
@@ -46,9 +47,13 @@ def ledger_html(ledger: pd.DataFrame, figures: Collection[str] = (), confidence:
             "seeds). <b>holds</b>: the interval lies wholly on the paper's side of the null; <b>contradicted</b>: "
             "wholly on the other side; <b>inconclusive</b>: otherwise; <b>not computed</b>: the run lacks its tables "
             "(the config key that computes them is named). p: a one-sided named test, p (Holm): corrected over every "
-            "test of the run. Full table: <code>results/claims.csv</code>, definitions: docs/reference.md#claims.</p>")
+            "test of the run. <b>caveat</b>: the task's fine-tuned model does not beat chance (the interval of "
+            f"<code>{CHANCE_CLAIM}</code>, the fine-tuned model against the encoder with an untrained head); the "
+            "verdict of a claim about that fine-tuned model is then marked <i>model at chance</i>: it describes a "
+            "classifier that learned nothing of its task. Full table: <code>results/claims.csv</code>, definitions: "
+            "docs/reference.md#claims.</p>")
     cols = ["claim", "task", "verdict", "effect [interval]", "holds if", "paper", "statement", "test", "p (Holm)", "n",
-            "seeds agree"]
+            "seeds agree", "caveat"]
     rows = []
     for r in ledger.to_dict("records"):
         verdict = str(r["verdict"])
@@ -58,6 +63,10 @@ def ledger_html(ledger: pd.DataFrame, figures: Collection[str] = (), confidence:
         if stem in figures:
             links.append(f'<a href="#{figure_anchor(stem)}">figure</a>')
         note = f" ({html.escape(str(r['note']))})" if verdict == NOT_COMPUTED and isinstance(r.get("note"), str) else ""
+        caveat = str(r["caveat"]) if isinstance(r.get("caveat"), str) else ""
+        marked = verdict_marked(r)
+        mark = "<br><span class=caveat>model at chance</span>" if marked else ""
+        vclass, title = (" v-marked", f' title="{html.escape(caveat)}"') if marked else ("", "")
         seeds = (f"{r['seeds_agree']}/{r['n_seeds']}: {html.escape(str(r['seed_verdicts']))}"
                  if isinstance(r.get("seed_verdicts"), str) and r["seed_verdicts"] else "")
         cells = [
@@ -65,7 +74,7 @@ def ledger_html(ledger: pd.DataFrame, figures: Collection[str] = (), confidence:
              f"<code>{html.escape(str(r['claim']))}</code> {' '.join(links)}<br><span class=note>"
              f"{html.escape(str(r['paper']))} {html.escape(str(r['section']))}</span></td>"),
             f"<td class=txt>{html.escape(str(r['task']))}<br><span class=note>{html.escape(str(r['variant']))}</span></td>",
-            f"<td class=\"v {verdict_class(verdict)}\">{html.escape(verdict)}{note}</td>",
+            f"<td class=\"v {verdict_class(verdict)}{vclass}\"{title}>{html.escape(verdict)}{note}{mark}</td>",
             f"<td class=num>{html.escape(effect_text(r))}</td>",
             f"<td class=num>{html.escape(str(r['side']))} {_num(r['null'])}</td>",
             f"<td class=txt>{html.escape(str(r['paper_value']) if isinstance(r.get('paper_value'), str) else '')}</td>",
@@ -75,6 +84,7 @@ def ledger_html(ledger: pd.DataFrame, figures: Collection[str] = (), confidence:
             f"<td class=num>{_num(r['p'])} ({_num(r['p_holm'])})</td>",
             f"<td class=num>{html.escape(str(r['n']))}</td>",
             f"<td class=txt>{seeds}</td>",
+            f"<td class=\"txt caveat\">{html.escape(caveat)}</td>",
         ]
         rows.append("<tr>" + "".join(cells) + "</tr>")
     thead = "".join(f"<th>{html.escape(c)}</th>" for c in cols)

@@ -60,7 +60,9 @@ def extract_attention(ctx: StepContext) -> None:
     from bertology.diskspace import human, store_space
     from bertology.extract import extract_store
     from bertology.models import check_max_length, resolve_model
+    from bertology.outputcache import check_cache_writable
 
+    check_cache_writable()  # under --cache: the store could not be cached (Snakemake would then delete it)
     cfg, variant = ctx.config, ctx.variant
     if split_variant(variant)[0] in VARIANT_INIT:  # finetuned or finetuned-seedN (bertology.seeds)
         model_path = str(ctx.input.model)  # the fine-tuned model; one path is required

@@ -47,9 +47,11 @@ def train_model(ctx: StepContext) -> None:
     """
     from bertology.data import read_prepared
     from bertology.models import check_max_length, load_classifier, load_tokenizer, resolve_model
+    from bertology.outputcache import check_cache_writable
     from bertology.training import (checkpoint_dir, encode_split, resume_key, save_model, select_device,
                                     train)
 
+    check_cache_writable()  # under --cache, before training: Snakemake finds out only after, and deletes the model
     task, init, tag = ctx.wildcards["task"], ctx.wildcards["init"], ctx.wildcards.get("seedtag", "")
     if init not in INIT_VARIANT:
         raise UserError(f"unknown init {init!r}; use one of {', '.join(INIT_VARIANT)}")

@@ -16,15 +16,24 @@ from bertology.store.schema import StoreError, damaged_metadata, refix
 
 
 def open_group(path: str | Path):
-    """The store's zarr Group, read-only; StoreError with the fix if it is not a readable Zarr store."""
+    """The store's zarr Group, read-only; StoreError with the fix if it is not a readable Zarr store;
+    also (naming the cache entry and its eviction) if its metadata does not match the digest written with it
+    (:func:`bertology.outputcache.verify_digest`)."""
     import zarr
 
+    from bertology.outputcache import CacheEntryError, verify_digest
+
     try:
-        return zarr.open_group(str(path), mode="r")
+        group = zarr.open_group(str(path), mode="r")
     except (OSError, ValueError, TypeError, KeyError) as err:
         if not damaged_metadata(err):  # not zarr's or json's: a bug keeps its type and traceback
             raise
         raise StoreError(f"{path} is not a readable Zarr store ({type(err).__name__}: {err}); {refix(path)}") from None
+    try:
+        verify_digest(path, "store")  # its metadata as made (the chunks have their own checksums)
+    except CacheEntryError as err:  # a damaged store like any other (the extraction replaces one)
+        raise StoreError(str(err)) from None
+    return group
 
 
 def array_of(group, name: str, path: str | Path):

@@ -115,7 +115,19 @@ class StoreMismatchError(StoreError):
 
 
 def refix(path: str | Path) -> str:
-    """The fix for a damaged or stale store: what every reading error ends with."""
+    """The fix for a damaged or stale store: what every reading error ends with. A store taken from the
+    between-workflow cache: its cache entry, and the command that removes it with the experiment's link
+    (deleting the link alone would link the same entry again)."""
+    from bertology.outputcache import cache_entry, is_entry
+
+    entry = cache_entry(path)
+    if entry is not None and is_entry(path, entry):
+        return (f"the store is the cache entry {entry} ($SNAKEMAKE_OUTPUT_CACHE): remove it with `rm -rf {entry}` "
+                f"and re-run the extraction with --cache (it is computed afresh and cached again)")
+    if entry is not None:
+        return (f"the store is the cache entry {entry} ($SNAKEMAKE_OUTPUT_CACHE): remove it and this experiment's "
+                f"link with `rm -rf {entry} {path}` and re-run the extraction (`snakemake --cache {path}` "
+                f"re-creates it and caches it again)")
     return f"delete {path} and re-run the extraction (`snakemake {path}` re-creates it)"
 
 
