@@ -171,7 +171,8 @@ class Claim:
     one; side, null: the paper's side of the null value (``>`` above, ``<`` below); unit: what the bootstrap
     resamples; variant: the model the claim is about (pretrained: one; finetuned: every fine-tuning seed);
     config: the config key that computes its inputs (named when the run lacks them); params: keyword arguments
-    of `compute`; anchor: its report section; figure: the prefix of its figure (``figures/{figure}-{task}.png``).
+    of `compute`; anchor: its report section; figure: the prefix of its figure (``figures/{figure}-{task}.png``);
+    figure_all: the whole stem of its figure when it is task-free (:meth:`task_free`: one row, task ``all``).
     """
 
     id: str
@@ -191,6 +192,33 @@ class Claim:
     params: tuple[tuple[str, Any], ...] = ()
     anchor: str = ""
     figure: str = ""
+    figure_all: str = ""
+
+    def read_inputs(self, off: Collection[str] = ()) -> tuple[tuple[str, str, str], ...]:
+        """The inputs the claim reads in a run whose config keys `off` are off: per table name, its alternatives
+        from the first one whose gate is on (the ones before it cannot exist in this run)."""
+        first: dict[str, int] = {}
+        for i, (name, _, gate) in enumerate(self.inputs):
+            if name not in first and (not gate or gate not in off):
+                first[name] = i
+        return tuple(x for i, x in enumerate(self.inputs) if i >= first.get(x[0], len(self.inputs)))
+
+    def task_free(self, off: Collection[str] = ()) -> bool:
+        """Whether the claim's inputs in this run do not depend on the task (the first alternative of each table
+        it reads, :meth:`read_inputs`, has no ``{task}`` field: e.g. the gold-syntax stores' tables of the
+        pretrained model): it is then one row of the ledger with task ``all``, and one test in Holm's correction.
+        A claim with no input, or with an input no gate lets it read, is not task-free."""
+        names = {name for name, _, _ in self.inputs}
+        read = self.read_inputs(off)
+        firsts = {name: template for name, template, _ in reversed(read)}
+        return bool(names) and set(firsts) == names and all("{task}" not in t for t in firsts.values())
+
+    def task_inputs(self, off: Collection[str] = ()) -> tuple[tuple[str, str, str], ...]:
+        """The inputs the ledger reads: a task-free claim's alternatives without ``{task}`` (its fallbacks per
+        task are not read), every declared one otherwise."""
+        if self.task_free(off):
+            return tuple(x for x in self.read_inputs(off) if "{task}" not in x[1])
+        return self.inputs
 
 
 @dataclass(frozen=True)

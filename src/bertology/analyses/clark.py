@@ -24,7 +24,7 @@ def _parser_claim(relation: str, paper_value: str) -> Claim:
                  (("parser", rel("syntax_stat", model="pretrained"), "analysis.syntax.conllu"),
                   ("parser", variant_table("parser.csv"), "")),
                  variant="pretrained", params=(("relation", relation),), config="analysis.syntax.conllu",
-                 anchor="parser", figure="parser", paper_value=paper_value,
+                 anchor="parser", figure="parser", figure_all="parser-syntax", paper_value=paper_value,
                  sentence="For example, we find heads that attend to the direct objects of verbs, determiners of "
                           "nouns, objects of prepositions, and coreferent mentions with remarkably high accuracy.")
 

@@ -11,7 +11,8 @@ from bertology.io import write_csv, write_text
 
 def off_keys(config) -> set[str]:
     """The config keys gating claim inputs that are off in this run: analysis.norms.enabled (off, or a model whose
-    value norms bertology cannot compute) and train.inits (without the random initialisation)."""
+    value norms bertology cannot compute), train.inits (without the random initialisation) and
+    analysis.syntax.conllu (no gold trees: none given and data.source is not demo, as rules/claims.smk)."""
     from bertology.norms.values import norms_unsupported
 
     off = set()
@@ -19,6 +20,8 @@ def off_keys(config) -> set[str]:
         off.add("analysis.norms.enabled")
     if "random" not in config.train.inits:
         off.add("train.inits")
+    if not config.analysis.syntax.conllu and config.data.source != "demo":
+        off.add("analysis.syntax.conllu")
     return off
 
 
