@@ -98,7 +98,8 @@ class Section:
     """A section of results/report.html: key (its anchor), title, what it measures, what the paper found
     (``finding``), the file-name prefixes of its figures (``results/figures/{prefix}-*.png``) and the path
     templates under results/ of the tables it shows (a field left open matches any value among the report's
-    declared inputs)."""
+    declared inputs); paper: the paper it follows (the category of its outputs in Snakemake's report,
+    ``snakemake --report``)."""
 
     key: str
     title: str
@@ -106,6 +107,7 @@ class Section:
     finding: str
     figure_prefixes: tuple[str, ...] = ()
     tables: tuple[str, ...] = ()
+    paper: str = ""
 
 
 @dataclass(frozen=True)
@@ -307,6 +309,14 @@ class Registry:
     def report_sections(self) -> tuple[Section, ...]:
         """The report's sections, in the order of declaration."""
         return tuple(a.section for a in self.analyses if a.section is not None)
+
+    def figure_section(self, stem: str) -> Section | None:
+        """The section showing the figure ``figures/{stem}.png`` (``cosine-rte``, or a name with its ``{task}``
+        left open): the one with the longest matching figure prefix (the stem, or the prefix and ``-`` or ``_``);
+        None when no section claims it."""
+        matches = [(p, s) for s in self.report_sections() for p in s.figure_prefixes
+                   if stem == p or stem.startswith((p + "-", p + "_"))]
+        return max(matches, key=lambda m: len(m[0]))[1] if matches else None
 
     def statistics(self) -> tuple[Statistic, ...]:
         """Every statistic the explorer offers: the declared ones in order, then, for each with ``across_seeds``,

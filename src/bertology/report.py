@@ -52,11 +52,9 @@ def assign_figures(figures: list[Path]) -> dict[str, list[Path]]:
     """Map section key -> its figures (by longest matching prefix); unclaimed ones go to 'other'."""
     out: dict[str, list[Path]] = {s.key: [] for s in SECTIONS}
     out["other"] = []
-    prefixes = sorted(((p, s.key) for s in SECTIONS for p in s.figure_prefixes), key=lambda x: -len(x[0]))
     for fig in sorted(figures):
-        key = next((k for p, k in prefixes if fig.stem == p or fig.stem.startswith(p + "-")
-                    or fig.stem.startswith(p + "_")), "other")
-        out[key].append(fig)
+        section = REGISTRY.figure_section(fig.stem)
+        out[section.key if section is not None else "other"].append(fig)
     return out
 
 
