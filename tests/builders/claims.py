@@ -64,16 +64,21 @@ def check_table1_rows(results: Path, ledger: pd.DataFrame) -> None:
         assert r.unit == "examples" and math.isfinite(r.ci_low) and math.isfinite(r.p), r
 
 
-def check_ledger(results: Path, tasks: list[str]) -> pd.DataFrame:
+def check_ledger(results: Path, tasks: list[str], off: frozenset[str] = frozenset()) -> pd.DataFrame:
     """claims.csv's fixed effects equal their recomputation (1e-9), every verdict follows the rule, p_holm is Holm's
-    over the ledger, every claim of the registry has one row per task, and the Table 1 claims are decided over the
-    validation examples (:func:`check_table1_rows`)."""
+    over the ledger (a task-free claim one test), every claim of the registry has one row per task (a task-free one,
+    Claim.task_free with the config keys `off` off, one row: task all), every row says what its interval rests on,
+    and the Table 1 claims are decided over the validation examples (:func:`check_table1_rows`)."""
     from statsmodels.stats.multitest import multipletests
 
     from bertology.analyses import REGISTRY
+    from bertology.claims.ledger import ALL
 
     ledger = pd.read_csv(results / "claims.csv")
-    assert len(ledger) == len(REGISTRY.claims()) * len(tasks)
+    expected = sorted((c.id, t) for c in REGISTRY.claims() for t in ([ALL] if c.task_free(off) else tasks))
+    assert sorted(zip(ledger.claim, ledger.task)) == expected
+    assert ledger["rests_on"].map(lambda x: isinstance(x, str) and x.startswith(("n = ", "no interval: n = ",
+                                                                                  "nothing: "))).all()
     for task in tasks:
         rows = ledger[ledger.task == task].set_index("claim")
         for claim, value in recomputed_effects(results, task).items():
