@@ -116,7 +116,7 @@ def synthetic_ledger(tasks: list[str], *, seeds: int = 1, extra: bool = False) -
             base = {"claim": c.id, "paper": c.paper, "section": c.section, "statement": c.statement,
                     "paper_value": c.paper_value, "statistic": c.statistic, "task": task, "variant": c.variant,
                     "null": c.null, "side": c.side, "unit": c.unit, "anchor": c.anchor,
-                    "figure": (c.figure_all or c.figure) if task == ALL else c.figure, "heads": "0-1;2-3",
+                    "figure": (c.figure_all or c.figure) if task == ALL else c.figure, "heads": "0-1;1-2",
                     "test": "scipy.stats.wilcoxon", "n_seeds": seeds, "note": ""}
             if c.id == "michel_prunable_share" and j == 0:
                 rows.append({**base, "effect": np.nan, "ci_low": np.nan, "ci_high": np.nan, "p": np.nan, "n": 0,

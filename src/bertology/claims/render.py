@@ -23,7 +23,7 @@ table.matrix{border-collapse:separate;border-spacing:3px;font-size:.85em}
 font-weight:400}.matrix th.claim .stmt{display:block;font-weight:600}.matrix td.cell{padding:.3em .5em;
 border-radius:4px;text-align:center;min-width:7.5em;border:1px solid transparent}
 .matrix td.cell .w{display:block;font-weight:700}.matrix td.cell .e{display:block;font-variant-numeric:tabular-nums}
-.matrix td.cell .n,.matrix td.cell .lk{display:block;font-size:.85em;opacity:.8}
+.matrix td.cell .n{display:block;font-size:.85em;opacity:.85}.matrix td.cell .sd{font-size:.9em}
 .c-holds{background:#dff3e4;color:#14532d}.c-contradicted{background:#fde2e0;color:#7f1d1d}
 .c-inconclusive{background:#fdf3d0;color:#5c4700}.c-not-computed{background:#eef0f2;color:#52606d}
 .matrix td.cell a{color:inherit}.legend{display:flex;flex-wrap:wrap;gap:.4em 1.2em;font-size:.85em;margin:.5em 0}
@@ -117,7 +117,7 @@ def holm_count(ledger: pd.DataFrame) -> int:
 
 
 def seed_marks(row) -> str:
-    """Each seed's verdict as a coloured letter (h, c, i), or '' with one seed."""
+    """Each seed's verdict as a dot in its verdict's colour (its title: the seed and verdict), or '' with one seed."""
     per = str(row.get("seed_verdicts") or "")
     if not per or per == "nan":
         return ""
@@ -125,9 +125,9 @@ def seed_marks(row) -> str:
     marks = []
     for i, v in enumerate(per.split(";")):
         tag = seeds[i] if i < len(seeds) else str(i + 1)
-        marks.append(f'<span class="{verdict_class(v)}" title="seed {html.escape(tag)}: {html.escape(v)}">'
-                     f"{html.escape(v[:1] or '?')}</span>")
-    return f"<span class=n>seeds {''.join(marks)}</span>"
+        marks.append(f'<span class="sd {verdict_class(v)}" title="seed {html.escape(tag)}: {html.escape(v)}">'
+                     "&#9679;</span>")
+    return f" · seeds {''.join(marks)}"
 
 
 def _cell(r, figures: set[str], span: int = 1) -> str:
@@ -145,13 +145,13 @@ def _cell(r, figures: set[str], span: int = 1) -> str:
     return (f'<td{col} class="cell {verdict_class(verdict).replace("v-", "c-")}" data-claim="{claim}" '
             f'data-task="{task}" data-verdict="{html.escape(verdict)}" title="{html.escape(rests)}">'
             f"<span class=w>{label}{html.escape(verdict)}</span><span class=e>{effect}</span>"
-            f"<span class=n>{html.escape(_rests_short(rests))}</span>{seed_marks(r)}"
-            f"<span class=lk>{' · '.join(links)}</span></td>")
+            f"<span class=n>{html.escape(_rests_short(rests))}{seed_marks(r)} · {' · '.join(links)}</span></td>")
 
 
 def _rests_short(rests: str) -> str:
-    """The n part of rests_on ('n = 144 heads'), without the reason an interval is missing."""
-    return rests.removeprefix("no interval: ").split(";")[0]
+    """The n part of rests_on ('n = 144 heads'), without the reason an interval is missing or the unit's gloss (the
+    cell's title has the whole)."""
+    return rests.removeprefix("no interval: ").split(";")[0].split(" (")[0]
 
 
 def matrix_html(ledger: pd.DataFrame, figures: Collection[str] = (), confidence: float | None = None) -> str:

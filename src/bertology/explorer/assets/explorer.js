@@ -267,7 +267,7 @@
       colspan: span || 1, 'data-claim': c.id, 'data-task': c.all ? 'all' : D.tasks[ti].task, title: c.rests_on || '',
       onclick: () => pickClaim(c.all ? S.task : ti, c.id)},
       h('b', null, (c.all ? 'all tasks: ' : '') + c.verdict), h('span', null, c.effect || '–'),
-      h('small', null, (c.rests_on || '').replace(/^no interval: /, '').split(';')[0])) : h('td', {class: 'mcell'});
+      h('small', null, (c.rests_on || '').replace(/^no interval: /, '').split(';')[0].split(' (')[0])) : h('td', {class: 'mcell'});
     const rows = ids.map(id => {
       const c0 = first[id];
       const head = h('th', {class: 'mclaim'}, h('span', null, c0.statement), h('small', null, `${c0.paper} · ${id}`));
