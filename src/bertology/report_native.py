@@ -21,7 +21,7 @@ CAPTIONS = "report/captions"
 #: the outputs that are not a section's figure: name -> (category, subcategory, caption title, caption text)
 OTHERS: dict[str, tuple[str, str, str, str]] = {
     "claims": ("Claims", "The ledger", "The papers' claims checked on this run",
-               "results/claims.csv (and claims.md): one row per claim and task (a claim whose inputs do not depend on "
+               "claims.csv (and claims.md): one row per claim and task (a claim whose inputs do not depend on "
                "the task: one row, task all), with the effect, its interval, what the interval rests on (rests_on), "
                "a named one-sided test, Holm's correction over the run and the verdict: holds (the interval lies "
                "wholly on the paper's side of the null), contradicted (wholly on the other side), inconclusive "
@@ -29,7 +29,7 @@ OTHERS: dict[str, tuple[str, str, str, str]] = {
                "figures/claims.png, draws every claim's effect and interval per task against its null, grouped by "
                "paper, the verdict as marker colour. docs/reference.md#claims defines each claim."),
     "report": ("Report", "The run's report", "The run's report",
-               "results/report.html: the claims matrix (claims down, tasks across, the verdict and the effect with its "
+               "report.html: the claims matrix (claims down, tasks across, the verdict and the effect with its "
                "interval in each cell), the forest plot, the full ledger, then every table and figure of the run by "
                "paper and section, and the run's configuration; one self-contained page."),
 }
