@@ -23,7 +23,7 @@ def _parser_claim(relation: str, paper_value: str) -> Claim:
                  claims_clark.parser_beats_baseline,
                  (("parser", rel("syntax_stat", model="pretrained"), "analysis.syntax.conllu"),
                   ("parser", variant_table("parser.csv"), "")),
-                 variant="pretrained", params=(("relation", relation),), config="analysis.syntax.conllu",
+                 variant="pretrained", unit="arcs", params=(("relation", relation),), config="analysis.syntax.conllu",
                  anchor="parser", figure="parser", figure_all="parser-syntax", paper_value=paper_value,
                  sentence="For example, we find heads that attend to the direct objects of verbs, determiners of "
                           "nouns, objects of prepositions, and coreferent mentions with remarkably high accuracy.")
