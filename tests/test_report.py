@@ -175,6 +175,10 @@ def test_claims_matrix_one_row_per_claim_one_column_per_task():
     assert len(cells) == len(ledger)
     assert text.count("<tr>") == 1 + len(REGISTRY.claims())  # the header and a row per claim
     assert [f"<th>{t}</th>" in text for t in TASKS3] == [True] * 3
+    with_seeds = synthetic_ledger(TASKS3, seeds=3)
+    seeded = matrix_html(with_seeds, [], 0.95)
+    n_per_seed = 3 * int((with_seeds["seed_verdicts"].fillna("") != "").sum())  # a dot per seed of each row
+    assert seeded.count("3 seeds pooled") == 3 and seeded.count('class="sd v-') == n_per_seed
     for (claim, task, verdict, cls, span), r in zip(cells, ledger.to_dict("records")):
         assert (claim, task, verdict) == (r["claim"], r["task"], r["verdict"])
         assert f"c-{verdict.replace(' ', '-')}" in cls.split()

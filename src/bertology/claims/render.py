@@ -173,7 +173,10 @@ def matrix_html(ledger: pd.DataFrame, figures: Collection[str] = (), confidence:
             f"and task; a claim whose inputs do not depend on the task is one row, <i>all tasks</i>, and one test). "
             f"{tally}. The full ledger is below and in <code>results/claims.csv</code>; the forest plot after it.</p>"
             f"<div class=legend>{legend}</div>")
-    thead = "<tr><th class=claim>claim</th>" + "".join(f"<th>{html.escape(t)}</th>" for t in tasks) + "</tr>"
+    seeds = pd.to_numeric(ledger["n_seeds"], errors="coerce").groupby(ledger["task"].astype(str)).max()
+    thead = "<tr><th class=claim>claim</th>" + "".join(
+        f"<th>{html.escape(t)}" + (f"<br><span class=note>{int(seeds[t])} seeds pooled (dots: each seed)</span>"
+                                   if seeds.get(t, 0) > 1 else "") + "</th>" for t in tasks) + "</tr>"
     rows = []
     for claim in claims:
         first = next(r for (c, _), r in by.items() if c == claim)
