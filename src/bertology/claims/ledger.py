@@ -231,11 +231,12 @@ def effect_text(row: Mapping) -> str:
 
 
 def to_markdown(ledger: pd.DataFrame, confidence: float) -> str:
-    """results/claims.md: one line per claim and task (verdict, effect [interval], the paper's figure)."""
+    """results/claims.md: one line per claim and task (verdict, effect [interval], the paper's figure, what the
+    interval rests on); a task-free claim's one line has task all."""
     head = (f"# Claims checked on this run\n\nEffect [{confidence:.0%} interval]; a claim holds when the interval lies "
             f"wholly on the paper's side of the null (holds if), is contradicted when wholly on the other side, and is "
             f"inconclusive otherwise. p: one-sided test on the paper's side; p_holm: Holm over every test of the run.\n\n"
-            "| claim | task | variant | verdict | effect [interval] | holds if | paper | test | p | p_holm | n | seeds |\n"
+            "| claim | task | variant | verdict | effect [interval] | holds if | paper | test | p | p_holm | rests on | seeds |\n"
             "|---|---|---|---|---|---|---|---|---|---|---|---|\n")
     lines = []
     for r in ledger.to_dict("records"):
@@ -243,5 +244,5 @@ def to_markdown(ledger: pd.DataFrame, confidence: float) -> str:
         verdict_ = r["verdict"] + (f" ({r['note']})" if r["verdict"] == NOT_COMPUTED else "")
         lines.append(f"| {r['claim']} | {r['task']} | {r['variant']} | {verdict_} | {effect_text(r)} | "
                      f"{r['side']} {_fmt(float(r['null']))} | {r['paper_value'] or ''} | {r['test']} | "
-                     f"{_fmt(float(r['p']))} | {_fmt(float(r['p_holm']))} | {r['n']} | {seeds} |")
+                     f"{_fmt(float(r['p']))} | {_fmt(float(r['p_holm']))} | {r.get('rests_on') or r['n']} | {seeds} |")
     return head + "\n".join(lines) + "\n"
