@@ -21,6 +21,11 @@ check_config_file_first(os.path.join(workflow.basedir, "config.yaml"))
 configfile: os.path.join(workflow.basedir, "config.yaml")
 
 
+# Snakemake's own report after a run: `snakemake --report report.zip` (the workflow's provenance and its results:
+# the outputs flagged with report() in the rules, by paper; rules/common.smk `reported`).
+report: "report/workflow.rst"
+
+
 include: "rules/common.smk"
 include: "rules/data.smk"
 include: "rules/train.smk"

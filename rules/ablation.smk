@@ -45,8 +45,8 @@ rule ablation_figures:
         layers=path("ablation", name="layers", seedtag=""),
         summary=path("ablation", name="summary", seedtag=""),
     output:
-        heads=path("task_figure", name="ablation-heads"),
-        layers=path("task_figure", name="ablation-layers"),
+        heads=reported(path("task_figure", name="ablation-heads"), "ablation-heads"),
+        layers=reported(path("task_figure", name="ablation-layers"), "ablation-layers"),
     params:
         step=step("ablation_figures"),
         files=step_files,
@@ -96,8 +96,8 @@ rule pruning_figures:
         importance=path("ablation", name="importance", seedtag=""),
         pruning=path("ablation", name="pruning", seedtag=""),
     output:
-        importance=path("task_figure", name="importance"),
-        pruning=path("task_figure", name="pruning"),
+        importance=reported(path("task_figure", name="importance"), "importance"),
+        pruning=reported(path("task_figure", name="pruning"), "pruning"),
     params:
         step=step("pruning_figures"),
         files=step_files,

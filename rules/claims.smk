@@ -3,8 +3,8 @@
 # correction over the run and a verdict. The report opens with it. Inputs: exactly the tables the claims read
 # (bertology.claims.ledger.required_inputs), less those a config key switched off (the claim is then "not
 # computed", naming the key). With two or more train.seeds it also writes each task's seeds/findings.csv, the
-# ledger's per-seed view.
-#   results/claims.csv, results/claims.md
+# ledger's per-seed view. A claim whose inputs do not depend on the task (Claim.task_free) is one row, task all.
+#   results/claims.csv, results/claims.md, results/figures/claims.png (the forest plot)
 CLAIMS_OFF = ([] if NORMS_ENABLED else ["analysis.norms.enabled"]) + ([] if "random" in INITS else ["train.inits"])
 CLAIMS_OFF += [] if SYNTAX_FILES else ["analysis.syntax.conllu"]
 
@@ -13,8 +13,9 @@ rule claims:
     input:
         tables=[layout.join(layout.ROOT, p) for p in claims_inputs(REGISTRY.claims(), TASK_NAMES, SEED_TAGS, off=CLAIMS_OFF)],
     output:
-        ledger=path("claims"),
+        ledger=reported(path("claims"), "claims"),
         markdown=path("claims_md"),
+        forest=reported(path("figure", name="claims"), "claims"),
         findings=paths("seed_stat", task=TASK_NAMES, name="findings") if len(SEED_TAGS) > 1 else [],
     params:
         step=step("claims"),
@@ -35,5 +36,6 @@ rule claims:
 
 TARGETS.append(path("claims"))
 TARGETS.append(path("claims_md"))
+TARGETS.append(path("figure", name="claims"))
 if len(SEED_TAGS) > 1:
     TARGETS.extend(paths("seed_stat", task=TASK_NAMES, name="findings"))

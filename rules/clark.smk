@@ -18,8 +18,8 @@ rule clark_figures:
         entropy=paths("variant_stat", variant=STORE_VARIANTS, file="entropy.csv"),
         parser=paths("variant_stat", variant=STORE_VARIANTS, file="parser.csv"),
     output:
-        entropy=path("task_figure", name="entropy"),
-        parser=path("task_figure", name="parser"),
+        entropy=reported(path("task_figure", name="entropy"), "entropy"),
+        parser=reported(path("task_figure", name="parser"), "parser"),
     params:
         step=step("clark_figures"),
         files=step_files,
@@ -137,7 +137,7 @@ rule syntax_figures:
     input:
         tables=paths("syntax_stat", model=SYNTAX_MODELS),
     output:
-        figure=path("figure", name="parser-syntax"),
+        figure=reported(path("figure", name="parser-syntax"), "parser-syntax"),
         best=path("syntax_best"),
     params:
         step=step("syntax_figures"),

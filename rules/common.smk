@@ -1,5 +1,6 @@
 # Shared set-up: config validated once, the one way a rule calls its step, MLflow invocation, targets.
 import json
+import os
 import shlex
 import sys
 
@@ -17,6 +18,16 @@ from bertology.seeds import (SEED_TAG_REGEX, STORE_VARIANT_REGEX, SYNTAX_MODEL_R
 from bertology.tasks import (SPLITS, STORE_VARIANTS, TASKS, declaration_file, declarations, declared_pipeline,
                              get_task, register, task_param)
 from bertology.workflow import check_config, setup_environment
+from bertology.report_native import report_flags
+
+
+def reported(output, name):
+    """An output flagged for Snakemake's own report (snakemake --report report.zip): its category (the paper), its
+    subcategory (the report section's title) and its caption (report/captions/, the registry's section text), by the
+    output's figure name without the task, or table1, claims, report (bertology.report_native.report_flags)."""
+    flags = report_flags(name)
+    caption = os.path.join(workflow.basedir, flags["caption"]) if flags["caption"] else None
+    return report(output, caption=caption, category=flags["category"], subcategory=flags["subcategory"])
 
 
 # Snakemake's validate fills the schema's defaults (the only place they live); on failure one line names

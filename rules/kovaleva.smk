@@ -91,7 +91,7 @@ rule kovaleva_figures:
         cosine=path("cosine", seedtag=""),
         features_diff=path("features_diff", seedtag=""),
     output:
-        **{name: path("task_figure", name=name) for name in KOVALEVA_FIGURES},
+        **{name: reported(path("task_figure", name=name), name) for name in KOVALEVA_FIGURES},
     params:
         step=step("kovaleva_figures"),
         files=step_files,
@@ -115,8 +115,8 @@ rule kovaleva_overview:
            for variant in STORE_VARIANTS},
         cosine=paths("cosine", task=TASK_NAMES, seedtag=""),
     output:
-        patterns=path("figure", name="patterns-tasks"),
-        cosine=path("figure", name="cosine-tasks"),
+        patterns=reported(path("figure", name="patterns-tasks"), "patterns-tasks"),
+        cosine=reported(path("figure", name="cosine-tasks"), "cosine-tasks"),
     params:
         step=step("kovaleva_overview"),
         files=step_files,

@@ -72,9 +72,9 @@ rule norms_figures:
         mixing=paths("variant_stat", variant=STORE_VARIANTS, file="mixing.csv"),
         faithfulness=path("variant_stat", variant="finetuned", file="faithfulness.csv"),
     output:
-        norms=path("task_figure", name="norms"),
-        mixing=path("task_figure", name="mixing"),
-        faithfulness=path("task_figure", name="faithfulness"),
+        norms=reported(path("task_figure", name="norms"), "norms"),
+        mixing=reported(path("task_figure", name="mixing"), "mixing"),
+        faithfulness=reported(path("task_figure", name="faithfulness"), "faithfulness"),
     params:
         step=step("norms_figures"),
         files=step_files,

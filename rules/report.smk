@@ -42,7 +42,7 @@ rule report:
     input:
         targets=REPORT_INPUTS,
     output:
-        report=path("report"),
+        report=reported(path("report"), "report"),
     params:
         step=step("report"),
         files=step_files,

@@ -37,8 +37,8 @@ rule seed_stats:
         ablation_examples=paths("ablation_examples", seedtag=SEED_TAGS),
     output:
         **{name: path("seed_stat", name=name) for name in SEED_OUTPUTS},
-        stability=path("task_figure", name="seeds-stability"),
-        role_figure=path("task_figure", name="seeds-roles"),
+        stability=reported(path("task_figure", name="seeds-stability"), "seeds-stability"),
+        role_figure=reported(path("task_figure", name="seeds-roles"), "seeds-roles"),
     params:
         step=step("seed_stats"),
         files=step_files,

@@ -9,9 +9,9 @@ rule sieve_figures:
         **{variant: path("variant_stat", variant=variant, file="sieve.csv") for variant in STORE_VARIANTS},
         scores=path("variant_stat", variant="finetuned", file="sieve_scores.npz"),
     output:
-        scores=path("task_figure", name="sieve-scores"),
-        overlap=path("task_figure", name="sieve-overlap"),
-        roles=path("task_figure", name="sieve-roles"),
+        scores=reported(path("task_figure", name="sieve-scores"), "sieve-scores"),
+        overlap=reported(path("task_figure", name="sieve-overlap"), "sieve-overlap"),
+        roles=reported(path("task_figure", name="sieve-roles"), "sieve-roles"),
     params:
         step=step("sieve_figures"),
         files=step_files,
@@ -36,7 +36,7 @@ rule sieve_delta:
         finetuned=paths("variant_stat", task=TASK_NAMES, variant="finetuned{seedtag}", file="sieve.csv"),
     output:
         table=path("sieve_delta"),
-        figure=path("sieve_delta_figure"),
+        figure=reported(path("sieve_delta_figure"), "sieve-delta"),
     params:
         step=step("sieve_delta"),
         files=step_files,

@@ -76,10 +76,10 @@ rule table1:
         scores=paths("score", task=TASK_NAMES, variant=SCORED_VARIANTS, seedtag=SEED_TAGS),
         train=paths("data", task=TASK_NAMES, split="train"),
     output:
-        csv=path("table1"),
+        csv=reported(path("table1"), "table1"),
         md=path("table1_md"),
         tests=path("table1_tests"),
-        figure=path("figure", name="table1"),
+        figure=reported(path("figure", name="table1"), "table1"),
     params:
         step=step("table1"),
         files=step_files,

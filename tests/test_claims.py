@@ -634,3 +634,78 @@ def test_the_obj_claim_reads_spacy_englishs_dobj_arcs():
 
     got = clark.parser_beats_baseline([parser(0.9, 200, "dobj")], BOOT, side=">", null=0.0, relation="obj")
     assert got.n == 200 and got.ci_low > 0
+
+
+# ------------------------------------------------------------------------ task-free claims, what an interval rests on
+
+
+def test_the_registry_decides_task_free_claims_from_their_inputs():
+    """A claim is task-free when the first alternative of each table it reads (its gate on) has no {task}: the
+    gold-tree parsers with the gold trees, none of them without (their fallback is the task's parser.csv)."""
+    from bertology.registry import Claim
+
+    assert {c.id for c in REGISTRY.claims() if c.task_free()} == {"clark_parser_nsubj", "clark_parser_obj",
+                                                                   "clark_parser_det"}
+    assert not any(c.task_free({"analysis.syntax.conllu"}) for c in REGISTRY.claims())
+    fn = CLAIMS["clark_parser_det"].compute
+    syntax = Claim("x", "p", "1", "s", "t", fn, (("parser", "stats/syntax/pretrained.csv", ""),))
+    per_task = Claim("y", "p", "1", "s", "t", fn, (("parser", "stats/{task}/pretrained/parser.csv", ""),))
+    mixed = Claim("z", "p", "1", "s", "t", fn, (("parser", "stats/syntax/pretrained.csv", ""),
+                                               ("other", "stats/{task}/cosine.csv", "")))
+    assert syntax.task_free() and not per_task.task_free() and not mixed.task_free()
+
+
+def _parser_run(results, tasks):
+    gold = pd.concat([parser(0.9, 200, r)["parser"] for r in ("nsubj", "obj", "det")], ignore_index=True)
+    _write(results, "stats/syntax/pretrained.csv", gold)
+    for i, task in enumerate(tasks):
+        _write(results, f"stats/{task}/cosine.csv", cosine(i % 2 == 0)["cosine"])
+        spacy = pd.concat([parser(0.5 + 0.1 * i, 200, r)["parser"] for r in ("nsubj", "obj", "det")],
+                          ignore_index=True)
+        _write(results, f"stats/{task}/pretrained/parser.csv", spacy)
+
+
+def test_a_task_free_claim_is_one_row_and_one_test_in_holm(tmp_path):
+    """With the gold trees the three parser claims are one row each, task all (the gold table's numbers), counted
+    once in Holm's correction; without them (analysis.syntax.conllu off) one row per task from each task's parse.
+    The task-dependent rows are the same either way."""
+    from bertology.claims.ledger import ALL
+    from bertology.claims.render import holm_count
+
+    results = tmp_path / "results"
+    tasks = ["rte", "mrpc", "sst2"]
+    _parser_run(results, tasks)
+    order = [s.key for s in REGISTRY.report_sections()]
+    once = build_ledger(results, REGISTRY.claims(), tasks, [42], BOOT, order=order)
+    per_task = build_ledger(results, REGISTRY.claims(), tasks, [42], BOOT, order=order,
+                            off={"analysis.syntax.conllu"})
+    parsers = once[once.claim.str.startswith("clark_parser")]
+    assert list(parsers.task) == [ALL] * 3 and (parsers.verdict == "holds").all()
+    assert (parsers.figure == "parser-syntax").all()
+    assert len(once) == len(per_task) - 3 * (len(tasks) - 1)
+    n_tests = int(np.isfinite(once["p"].to_numpy(float)).sum())
+    assert holm_count(once) == n_tests == holm_count(per_task) - 3 * (len(tasks) - 1)
+    np.testing.assert_allclose(once["p_holm"].to_numpy(float), holm(once["p"].to_numpy(float)), equal_nan=True)
+    gold = evaluate(CLAIMS["clark_parser_det"], ALL, [parser(0.9, 200, "det")], BOOT)
+    row = parsers.set_index("claim").loc["clark_parser_det"]
+    assert row["effect"] == pytest.approx(gold["effect"]) and row["p"] == pytest.approx(gold["p"])
+    spacy = per_task[per_task.claim == "clark_parser_det"]
+    assert list(spacy.task) == tasks and spacy["effect"].nunique() == len(tasks)
+    keep = ["claim", "task", "effect", "ci_low", "ci_high", "p", "n", "verdict"]
+    dep_once = once[~once.claim.str.startswith("clark_parser")][keep].reset_index(drop=True)
+    dep_per = per_task[~per_task.claim.str.startswith("clark_parser")][keep].reset_index(drop=True)
+    pd.testing.assert_frame_equal(dep_once, dep_per)
+    assert required_inputs(REGISTRY.claims(), tasks, [""]).count("stats/syntax/pretrained.csv") == 1
+    assert not any(p.endswith("parser.csv") for p in required_inputs(REGISTRY.claims(), tasks, [""]))
+
+
+def test_every_row_says_what_its_interval_rests_on():
+    """rests_on: the n and unit (x seeds with several); a claim with no interval says why and what would give one:
+    michel_prunable_share on one seed names train.seeds and the per-example predictions pruning.csv lacks."""
+    one = evaluate(CLAIMS["michel_prunable_share"], "rte", [pruning_share(0.3)], BOOT, [42])
+    assert one["verdict"] == "inconclusive" and one["rests_on"].startswith("no interval: n = 1 seeds;")
+    assert "train.seeds" in one["rests_on"] and "per-example predictions" in one["rests_on"]
+    three = evaluate(CLAIMS["michel_prunable_share"], "rte", [pruning_share(0.3)] * 3, BOOT, [1, 2, 3])
+    assert three["rests_on"] == "n = 3 seeds"
+    heads = evaluate(CLAIMS["kovaleva_cosine_last_layers"], "rte", [cosine(True), cosine(True)], BOOT, [1, 2])
+    assert heads["rests_on"] == f"n = {heads['n']} heads x 2 seeds"

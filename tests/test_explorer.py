@@ -404,3 +404,88 @@ def test_claims_in_chromium(browser, results, tmp_path):
     assert claim["verdict"] in info and claim["statement"] in info
     assert f"claim={claim['id']}" in pg.evaluate("location.hash")
     watch.check()
+
+
+def _shot_dir(tmp_path) -> Path:
+    """Where the Chromium tests leave their screenshots (to look at): $BERTOLOGY_SCREENSHOTS, else the test's tmp."""
+    import os
+
+    out = Path(os.environ.get("BERTOLOGY_SCREENSHOTS") or tmp_path)
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+@pytest.mark.browser
+def test_claims_matrix_in_chromium(browser, results, tmp_path):
+    """The claim picker's first view is the claims matrix (claims down, tasks across, a task-free claim one cell
+    across them); clicking a cell switches to its task, picks the claim and outlines exactly its heads."""
+    import shutil
+
+    from tests.builders.claims import synthetic_ledger
+
+    work = tmp_path / "results"
+    shutil.copytree(results, work)
+    ledger = synthetic_ledger(["rte", "sst2"], extra=True)
+    ledger.to_csv(work / "claims.csv", index=False)
+    data = load_explorer_data(work, ["rte", "sst2"], examples=2, seed=3)
+    assert [c["id"] for c in data["tasks"][1]["claims"]] == list(ledger[ledger.task.isin(["sst2", "all"])]["claim"])
+    out = work / "explorer.html"
+    out.write_text(render_explorer(data), encoding="utf-8")
+    pg, watch = _open(browser, out.resolve().as_uri())
+    _wait(pg, "overview")
+    assert pg.locator("#claims-view[open] #claims-matrix").count() == 1
+    n_claims = ledger["claim"].nunique()
+    assert pg.locator("#claims-matrix tbody tr").count() == n_claims
+    assert pg.locator("#claims-matrix td.mcell").count() == len(ledger)
+    free = pg.locator('#claims-matrix td.mcell[data-task="all"]')
+    assert free.count() == 3 and free.first.get_attribute("colspan") == "2"
+    pg.screenshot(path=str(_shot_dir(tmp_path) / "explorer-matrix.png"), full_page=True)
+    row = ledger[(ledger.task == "sst2") & (ledger.verdict == "contradicted")].iloc[0]
+    cell = pg.locator(f'#claims-matrix td.mcell[data-claim="{row.claim}"][data-task="sst2"]')
+    assert "contradicted" in cell.inner_text() and cell.get_attribute("class").split()[1] == "c-contradicted"
+    cell.click()
+    _wait(pg, "overview")
+    assert pg.evaluate("new URLSearchParams(location.hash.slice(1)).get('task')") == "sst2"
+    assert pg.input_value("#claim") == row.claim
+    outlined = pg.eval_on_selector_all("#overview rect.cell.claimed", "rs => rs.map(r => [+r.dataset.layer, +r.dataset.head])")
+    assert {tuple(x) for x in outlined} == {(0, 1), (1, 2)}
+    assert pg.locator("#claims-view[open]").count() == 0  # folded once a claim is picked
+    pg.screenshot(path=str(_shot_dir(tmp_path) / "explorer-picked.png"), full_page=True)
+    watch.check()
+    pg.close()
+
+
+@pytest.mark.browser
+def test_report_opens_with_the_claims_matrix_in_chromium(browser, results, tmp_path):
+    """The report's first section is the claims matrix, then the forest plot, then the full ledger; the page does
+    not scroll sideways; a cell's row link lands on the claim's full row."""
+    import shutil
+
+    from bertology.claims.forest import write_forest
+    from bertology.config import validate_config
+    from bertology.report import build_report
+    from tests.builders.claims import synthetic_ledger
+
+    work = tmp_path / "results"
+    shutil.copytree(results, work)
+    ledger = synthetic_ledger(["rte", "sst2"], seeds=3)
+    ledger.to_csv(work / "claims.csv", index=False)
+    write_forest(ledger, work / "figures" / "claims.png", 0.95)
+    config = validate_config({"model": "tiny", "tasks": ["rte", "sst2"], "data": {"source": "demo"}})
+    declared = [p.relative_to(work).as_posix() for p in work.rglob("*") if p.is_file()]
+    out = work / "report.html"
+    out.write_text(build_report(work, config, declared), encoding="utf-8")
+    pg, watch = _open(browser, out.resolve().as_uri(), width=1400)
+    pg.wait_for_load_state("load")
+    sizes = pg.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+    assert sizes[0] <= sizes[1], f"the report scrolls sideways: {sizes[0]} px wide in a {sizes[1]} px window"
+    tops = [pg.locator(sel).bounding_box()["y"] for sel in ("#claims-matrix", "#fig-claims", "#claims-ledger")]
+    assert tops == sorted(tops)
+    assert tops[0] < 1000, "the matrix is on the first screen"
+    pg.screenshot(path=str(_shot_dir(tmp_path) / "report-top.png"))
+    pg.screenshot(path=str(_shot_dir(tmp_path) / "report-claims.png"), full_page=True)
+    link = pg.locator('#claims-matrix td[data-claim="kovaleva_cosine_last_layers"][data-task="rte"] a', has_text="row")
+    link.click()
+    assert pg.evaluate("location.hash") == "#claim-kovaleva_cosine_last_layers-rte"
+    watch.check()
+    pg.close()

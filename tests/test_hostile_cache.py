@@ -266,7 +266,7 @@ def test_claims_about_a_model_at_chance_carry_a_caveat(tmp_path):
     claims about the fine-tuned model are marked in claims.md and in the report's ledger table."""
     from bertology.analyses import REGISTRY
     from bertology.claims.ledger import AT_CHANCE, CHANCE_CLAIM, build_ledger, to_markdown, verdict_marked
-    from bertology.claims.render import ledger_html
+    from bertology.claims.render import ledger_html, matrix_html
 
     results = _forty_classes_results(tmp_path)
     ledger = build_ledger(results, REGISTRY.claims(), ["rte", "sst2"], [42], _boot())
@@ -295,6 +295,16 @@ def test_claims_about_a_model_at_chance_carry_a_caveat(tmp_path):
     cos_sst2 = next(tr for tr in page.split("<tr>") if 'id="claim-kovaleva_cosine_last_layers-sst2"' in tr)
     assert "model at chance" in cos_rte and AT_CHANCE in cos_rte
     assert "model at chance" not in cos_sst2 and AT_CHANCE not in cos_sst2
+
+    # the claims matrix at the top of the report says it too: the task's column and its marked cells
+    grid = matrix_html(back)
+    cell = next(td for td in grid.split("<td") if 'data-claim="kovaleva_cosine_last_layers" data-task="rte"' in td)
+    assert 'data-caveat="1"' in cell and "model at chance" in cell and AT_CHANCE in cell
+    cell = next(td for td in grid.split("<td") if 'data-claim="kovaleva_cosine_last_layers" data-task="sst2"' in td)
+    assert 'data-caveat=""' in cell and "model at chance" not in cell
+    header = grid.split("</thead>")[0]
+    assert header.count("fine-tuned model at chance") == 1
+    assert header.index("fine-tuned model at chance") > header.index("rte")
 
 
 def test_no_interval_no_caveat():

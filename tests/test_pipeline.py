@@ -97,6 +97,25 @@ def test_mlflow_one_parent_with_a_child_per_job(pipeline):
     assert any(len(client.get_metric_history(train.info.run_id, k)) > 1 for k in train.data.metrics)
 
 
+def test_snakemake_native_report_holds_the_results(pipeline, snakemake_run, tmp_path):
+    """`snakemake --report report.zip` after the run: the native report with the workflow's description and the
+    flagged results (figures, table1.csv, claims.csv, the forest plot, report.html), categorised by paper."""
+    import zipfile
+
+    work, _ = pipeline
+    out = tmp_path / "report.zip"
+    snakemake_run(work, "--report", str(out))
+    with zipfile.ZipFile(out) as z:
+        names = z.namelist()
+        text = "\n".join(z.read(n).decode("utf-8", "replace") for n in names if n.endswith((".js", ".html")))
+    files = {n.rsplit("/", 1)[-1] for n in names}
+    assert {"claims.csv", "table1.csv", "report.html", "claims.png", "parser-syntax.png"} <= files, sorted(files)
+    assert {f"cosine-{t}.png" for t in TASKS} <= files
+    for category in ("Claims", "Kovaleva et al. 2019", "Clark et al. 2019", "Michel et al. 2019", "Pande et al. 2021"):
+        assert category in text, category
+    assert "What it measures." in text and "bertology: self-attention heads" in text
+
+
 def test_rerun_has_nothing_to_do_and_analysis_change_reruns_only_analysis(pipeline, snakemake_run):
     work, _ = pipeline
     again = snakemake_run(work, "-n")

@@ -136,3 +136,144 @@ def test_report_links_the_explorer_when_present(tmp_path):
     (results / "explorer.html").write_text("<!doctype html>")
     assert "explorer.html" not in build_report(results, validate_config({}), [])   # on disk, not declared
     assert '<a href="explorer.html">' in build_report(results, validate_config({}), ["explorer.html"])
+
+
+# ------------------------------------------------------------------ the answer at a glance: matrix, forest, native report
+
+TASKS3 = ["sst2", "mrpc", "rte"]
+
+
+def _cells(text):
+    """(claim, task, verdict, classes, colspan) of every matrix cell of a page."""
+    from html.parser import HTMLParser
+
+    out = []
+
+    class P(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            a = dict(attrs)
+            if tag == "td" and "data-claim" in a:
+                out.append((a["data-claim"], a["data-task"], a["data-verdict"], a["class"], int(a.get("colspan", 1))))
+
+    P().feed(text)
+    return out
+
+
+def test_claims_matrix_one_row_per_claim_one_column_per_task():
+    """The matrix of a ledger: a row per claim, a column per task, each cell the verdict as colour (its class) and
+    word with the effect [interval] and the n it rests on; a task-free claim one cell across the tasks; links to
+    the claim's full row and to its figure (when the report has it); the legend counts Holm's tests. A column the
+    matrix does not know (another helper's flag) is ignored."""
+    from bertology.analyses import REGISTRY
+    from bertology.claims.ledger import effect_text
+    from bertology.claims.render import ledger_html, matrix_html
+    from tests.builders.claims import synthetic_ledger
+
+    ledger = synthetic_ledger(TASKS3, extra=True)
+    text = matrix_html(ledger, ["cosine-rte", "parser-syntax"], 0.95)
+    cells = _cells(text)
+    assert len(cells) == len(ledger)
+    assert text.count("<tr>") == 1 + len(REGISTRY.claims())  # the header and a row per claim
+    assert [f"<th>{t}</th>" in text for t in TASKS3] == [True] * 3
+    with_seeds = synthetic_ledger(TASKS3, seeds=3)
+    seeded = matrix_html(with_seeds, [], 0.95)
+    n_per_seed = 3 * int((with_seeds["seed_verdicts"].fillna("") != "").sum())  # a dot per seed of each row
+    assert seeded.count("3 seeds pooled") == 3 and seeded.count('class="sd v-') == n_per_seed
+    for (claim, task, verdict, cls, span), r in zip(cells, ledger.to_dict("records")):
+        assert (claim, task, verdict) == (r["claim"], r["task"], r["verdict"])
+        assert f"c-{verdict.replace(' ', '-')}" in cls.split()
+        assert span == (3 if task == "all" else 1)
+    free = [c for c in cells if c[1] == "all"]
+    assert {c[0] for c in free} == {"clark_parser_nsubj", "clark_parser_obj", "clark_parser_det"}
+    row = ledger[(ledger.claim == "kovaleva_cosine_last_layers") & (ledger.task == "rte")].iloc[0]
+    cell = text.split('data-claim="kovaleva_cosine_last_layers" data-task="rte"')[1].split("</td>")[0]
+    assert f">{row['verdict']}<" in cell and effect_text(row) in cell and row["rests_on"] in cell
+    assert 'href="#claim-kovaleva_cosine_last_layers-rte"' in cell and 'href="#fig-cosine-rte"' in cell
+    other = text.split('data-claim="kovaleva_cosine_last_layers" data-task="sst2"')[1].split("</td>")[0]
+    assert "fig-" not in other  # the report has no cosine-sst2 figure: no link
+    assert 'href="#fig-parser-syntax"' in text
+    n_tests = int(ledger["p"].notna().sum())
+    assert f"<b>{n_tests} tests</b>" in text
+    for word in ("holds", "contradicted", "inconclusive", "not computed"):
+        assert f">{word}</span>" in text
+    full = ledger_html(ledger, ["cosine-rte"], 0.95)
+    for claim, task, *_ in cells:  # every cell's row link has its target in the full ledger
+        assert f'id="claim-{claim}-{task}"' in full
+
+
+def test_forest_plot_draws_every_claim_against_its_null():
+    """The forest plot of a ledger: a panel per claim, grouped by paper; a row per task (one for a task-free claim);
+    the null drawn as a vertical line; each marker coloured by its row's verdict; the n beside each row."""
+    from matplotlib.colors import to_hex
+
+    from bertology.claims.forest import COLOURS, forest_figure, pack_columns, paper_blocks
+    from tests.builders.claims import synthetic_ledger
+
+    ledger = synthetic_ledger(TASKS3, seeds=3, extra=True)
+    fig = forest_figure(ledger, 0.95)
+    panels = [ax for ax in fig.axes if ax.get_title(loc="left")]
+    claims = [c for _, cs in paper_blocks(ledger) for c in cs]  # by paper, each paper's in the ledger's order
+    assert sorted(claims) == sorted(set(ledger["claim"]))
+    assert [ax.get_title(loc="left").split()[0] for ax in panels] == claims
+    for ax, claim in zip(panels, claims):
+        rows = ledger[ledger.claim == claim]
+        null = float(rows["null"].iloc[0])
+        assert any(list(line.get_xdata()) == [null, null] and line.get_linestyle() == "--" for line in ax.lines)
+        labels = [t.get_text() for t in ax.get_yticklabels()]
+        assert labels == (["all tasks"] if (rows.task == "all").all() else TASKS3)
+        dots = [line for line in ax.lines if line.get_marker() == "o"]
+        drawn = rows[rows.verdict != "not computed"]
+        assert len(dots) == len(drawn)
+        for dot, verdict in zip(dots, drawn["verdict"]):
+            colour = dot.get_color() if dot.get_markerfacecolor() != "white" else dot.get_markeredgecolor()
+            assert to_hex(colour) == COLOURS[verdict]
+        texts = [t.get_text() for t in ax.texts]
+        assert sum(t.startswith("n = ") for t in texts) == len(drawn)
+    papers = [t.get_text() for t in fig.texts]
+    assert "Kovaleva et al. 2019" in papers and "Pande et al. 2021" in papers
+    plt.close(fig)
+    assert pack_columns([1, 1, 1, 1], 2) == [[0, 1], [2, 3]]
+    assert pack_columns([5, 1, 1, 1, 1, 1], 2) == [[0], [1, 2, 3, 4, 5]]
+    assert pack_columns([1, 2], 1) == [[0, 1]]
+
+
+def test_report_opens_with_the_matrix_then_the_forest_plot_then_the_ledger(tmp_path):
+    from bertology.claims.forest import write_forest
+    from tests.builders.claims import synthetic_ledger
+
+    results = tmp_path / "results"
+    results.mkdir()
+    ledger = synthetic_ledger(TASKS3)
+    ledger.to_csv(results / "claims.csv", index=False)
+    write_forest(ledger, results / "figures" / "claims.png", 0.95)
+    _png(results / "figures" / "cosine-rte.png")
+    text = build_report(results, validate_config({"model": "minilm-l6", "tasks": TASKS3, "data": {"source": "demo"}}),
+                        _declared(results))
+    claims = text.split('<section id="claims">')[1].split("</section>")[0]
+    assert claims.index('id=claims-matrix') < claims.index('id="fig-claims"') < claims.index("table class='tbl claims'")
+    assert "Other figures" not in text and text.count("data:image/png;base64,") == 2
+
+
+def test_native_report_captions_are_the_registrys():
+    """report/captions/*.rst are bertology.report_native.caption_files() (regenerate: python -m
+    bertology.report_native), and every figure the rules flag has its paper's category."""
+    from pathlib import Path
+
+    from bertology.report_native import caption_files, report_flags
+
+    repo = Path(__file__).resolve().parents[1]
+    files = caption_files()
+    on_disk = {p.relative_to(repo).as_posix() for p in (repo / "report" / "captions").glob("*.rst")}
+    assert on_disk == set(files), "python -m bertology.report_native writes them"
+    for rel, text in files.items():
+        assert (repo / rel).read_text() == text, f"{rel}: regenerate with python -m bertology.report_native"
+    rules = "\n".join(p.read_text() for p in (repo / "rules").glob("*.smk"))
+    names = re.findall(r'reported\(path\("(?:task_figure|figure)", name="([\w-]+)"\), "([\w-]+)"\)', rules)
+    assert len(names) >= 15
+    for name, flagged in names:
+        assert name == flagged
+        flags = report_flags(name)
+        assert flags["category"] != "Other figures" and (repo / flags["caption"]).is_file(), name
+    assert report_flags("cosine")["category"] == "Kovaleva et al. 2019"
+    assert report_flags("parser-syntax")["subcategory"].startswith("Heads as dependency parsers")
+    assert report_flags("claims")["category"] == "Claims"

@@ -90,6 +90,7 @@ def test_seed_tables(seeds_run):
     assert ((found["n_seeds"] == 2) | (found["verdict"] == "not computed")).all()
     html = (work / "results" / "report.html").read_text()
     assert "Robust across seeds" in html
+    assert "2 seeds pooled" in html and 'class="sd v-' in html  # the claims matrix: each seed's verdict in a cell
     assert (work / "results" / "figures" / f"seeds-stability-{TASK}.png").exists()
     assert (work / "results" / "figures" / f"seeds-roles-{TASK}.png").exists()
 

@@ -157,8 +157,8 @@ STEPS: dict[str, StepSpec] = {
                            "every per-head statistic of a task across fine-tuning seeds -> results/stats/{task}/seeds/"),
     # the claims ledger (the report opens with it)
     "claims": StepSpec("bertology.steps.claims:claims",
-                       ("model", "tasks", "data.seed", "train.seed", "train.seeds", "train.inits",
-                        "analysis.claims", "analysis.norms.enabled"),
+                       ("model", "tasks", "data.seed", "data.source", "train.seed", "train.seeds", "train.inits",
+                        "analysis.claims", "analysis.norms.enabled", "analysis.syntax.conllu"),
                        f"{layout.path('claims')}, claims.md: the papers' claims checked on this run (effect, "
                        f"interval, test, verdict)"),
     # the report

@@ -98,7 +98,8 @@ class Section:
     """A section of results/report.html: key (its anchor), title, what it measures, what the paper found
     (``finding``), the file-name prefixes of its figures (``results/figures/{prefix}-*.png``) and the path
     templates under results/ of the tables it shows (a field left open matches any value among the report's
-    declared inputs)."""
+    declared inputs); paper: the paper it follows (the category of its outputs in Snakemake's report,
+    ``snakemake --report``)."""
 
     key: str
     title: str
@@ -106,6 +107,7 @@ class Section:
     finding: str
     figure_prefixes: tuple[str, ...] = ()
     tables: tuple[str, ...] = ()
+    paper: str = ""
 
 
 @dataclass(frozen=True)
@@ -171,7 +173,8 @@ class Claim:
     one; side, null: the paper's side of the null value (``>`` above, ``<`` below); unit: what the bootstrap
     resamples; variant: the model the claim is about (pretrained: one; finetuned: every fine-tuning seed);
     config: the config key that computes its inputs (named when the run lacks them); params: keyword arguments
-    of `compute`; anchor: its report section; figure: the prefix of its figure (``figures/{figure}-{task}.png``).
+    of `compute`; anchor: its report section; figure: the prefix of its figure (``figures/{figure}-{task}.png``);
+    figure_all: the whole stem of its figure when it is task-free (:meth:`task_free`: one row, task ``all``).
     """
 
     id: str
@@ -191,6 +194,33 @@ class Claim:
     params: tuple[tuple[str, Any], ...] = ()
     anchor: str = ""
     figure: str = ""
+    figure_all: str = ""
+
+    def read_inputs(self, off: Collection[str] = ()) -> tuple[tuple[str, str, str], ...]:
+        """The inputs the claim reads in a run whose config keys `off` are off: per table name, its alternatives
+        from the first one whose gate is on (the ones before it cannot exist in this run)."""
+        first: dict[str, int] = {}
+        for i, (name, _, gate) in enumerate(self.inputs):
+            if name not in first and (not gate or gate not in off):
+                first[name] = i
+        return tuple(x for i, x in enumerate(self.inputs) if i >= first.get(x[0], len(self.inputs)))
+
+    def task_free(self, off: Collection[str] = ()) -> bool:
+        """Whether the claim's inputs in this run do not depend on the task (the first alternative of each table
+        it reads, :meth:`read_inputs`, has no ``{task}`` field: e.g. the gold-syntax stores' tables of the
+        pretrained model): it is then one row of the ledger with task ``all``, and one test in Holm's correction.
+        A claim with no input, or with an input no gate lets it read, is not task-free."""
+        names = {name for name, _, _ in self.inputs}
+        read = self.read_inputs(off)
+        firsts = {name: template for name, template, _ in reversed(read)}
+        return bool(names) and set(firsts) == names and all("{task}" not in t for t in firsts.values())
+
+    def task_inputs(self, off: Collection[str] = ()) -> tuple[tuple[str, str, str], ...]:
+        """The inputs the ledger reads: a task-free claim's alternatives without ``{task}`` (its fallbacks per
+        task are not read), every declared one otherwise."""
+        if self.task_free(off):
+            return tuple(x for x in self.read_inputs(off) if "{task}" not in x[1])
+        return self.inputs
 
 
 @dataclass(frozen=True)
@@ -279,6 +309,14 @@ class Registry:
     def report_sections(self) -> tuple[Section, ...]:
         """The report's sections, in the order of declaration."""
         return tuple(a.section for a in self.analyses if a.section is not None)
+
+    def figure_section(self, stem: str) -> Section | None:
+        """The section showing the figure ``figures/{stem}.png`` (``cosine-rte``, or a name with its ``{task}``
+        left open): the one with the longest matching figure prefix (the stem, or the prefix and ``-`` or ``_``);
+        None when no section claims it."""
+        matches = [(p, s) for s in self.report_sections() for p in s.figure_prefixes
+                   if stem == p or stem.startswith((p + "-", p + "_"))]
+        return max(matches, key=lambda m: len(m[0]))[1] if matches else None
 
     def statistics(self) -> tuple[Statistic, ...]:
         """Every statistic the explorer offers: the declared ones in order, then, for each with ``across_seeds``,

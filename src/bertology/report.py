@@ -30,12 +30,13 @@ from bertology.registry import Section
 SECTIONS: tuple[Section, ...] = REGISTRY.report_sections()
 
 
-def _img(path: Path) -> str:
+def _img(path: Path, wide: bool = False) -> str:
     from bertology.claims.render import figure_anchor
 
     data = base64.b64encode(path.read_bytes()).decode()
     title = html.escape(path.stem)
-    return (f'<figure id="{figure_anchor(path.stem)}"><img alt="{title}" src="data:image/png;base64,{data}">'
+    cls = " class=wide" if wide else ""
+    return (f'<figure id="{figure_anchor(path.stem)}"{cls}><img alt="{title}" src="data:image/png;base64,{data}">'
             f"<figcaption>{title}</figcaption></figure>")
 
 
@@ -51,11 +52,9 @@ def assign_figures(figures: list[Path]) -> dict[str, list[Path]]:
     """Map section key -> its figures (by longest matching prefix); unclaimed ones go to 'other'."""
     out: dict[str, list[Path]] = {s.key: [] for s in SECTIONS}
     out["other"] = []
-    prefixes = sorted(((p, s.key) for s in SECTIONS for p in s.figure_prefixes), key=lambda x: -len(x[0]))
     for fig in sorted(figures):
-        key = next((k for p, k in prefixes if fig.stem == p or fig.stem.startswith(p + "-")
-                    or fig.stem.startswith(p + "_")), "other")
-        out[key].append(fig)
+        section = REGISTRY.figure_section(fig.stem)
+        out[section.key if section is not None else "other"].append(fig)
     return out
 
 
@@ -116,16 +115,21 @@ def _table1_block(results: Path, inputs: Sequence[str]) -> str:
 
 
 def _claims_block(results: Path, inputs: Sequence[str], config: dict) -> str:
-    """The ledger (results/claims.csv) as the report's first section, when the report declares it."""
-    from bertology.claims.render import ledger_html
+    """The report's first section, when the report declares the ledger (results/claims.csv): the claims matrix,
+    the forest plot (figures/claims.png, when declared) and the full ledger."""
+    from bertology.claims.render import ledger_html, matrix_html
 
     if layout.rel("claims") not in inputs:
         return ""
     ledger = pd.read_csv(results / layout.rel("claims"))
     stems = [Path(f).stem for f in declared_figures(inputs)]
     confidence = (config.get("analysis") or {}).get("claims", {}).get("confidence")
-    return ('<section id="claims"><h2>Claims checked on this run</h2>'
-            + ledger_html(ledger, stems, confidence) + "</section>")
+    forest = layout.rel("figure", name="claims")
+    plot = (f'<h3 id="claims-forest">Forest plot</h3><div class=figs>{_img(results / forest, wide=True)}</div>'
+            if forest in inputs else "")
+    return ('<section id="claims"><h2>Claims checked on this run</h2>' + matrix_html(ledger, stems, confidence)
+            + plot + '<h3 id="claims-ledger">The full ledger</h3>' + ledger_html(ledger, stems, confidence)
+            + "</section>")
 
 
 def _explorer_link(inputs: Sequence[str]) -> str:
@@ -150,6 +154,7 @@ border-radius:6px;padding:.5em;max-width:100%}figure img{max-width:min(560px,100
 table.md th{white-space:normal;max-width:14em;vertical-align:bottom}.tbl td.txt{text-align:left}.tbl th,.tbl td{padding:.25em .6em;
 border-bottom:1px solid #eee;text-align:right}.tbl th{background:#f0f4f8}pre.md{background:#fff;border:1px solid #e3e3e3;
 padding:.8em;overflow-x:auto;white-space:pre-wrap;overflow-wrap:anywhere;max-width:100%}code{overflow-wrap:anywhere}
+figure.wide img{width:auto;max-width:min(1400px,100%)}
 header a{color:#f0b429}.note{font-size:.8em;color:#627d98}.missing{color:#9b2c2c}
 """
 
@@ -188,7 +193,8 @@ def build_report(results: Path, config: dict, inputs: Sequence[str]) -> str:
     shows, as paths under `results` (the report rule's declared inputs, :func:`bertology.layout.under`)."""
     results = Path(results)
     inputs = list(inputs)
-    by_section = assign_figures([results / f for f in declared_figures(inputs)])
+    forest = layout.rel("figure", name="claims")  # shown with the claims
+    by_section = assign_figures([results / f for f in declared_figures(inputs) if f != forest])
     cfg = config
     model = html.escape(str(cfg["model"]))
     tasks = html.escape(", ".join(t["name"] if isinstance(t, dict) else str(t) for t in cfg["tasks"]))

@@ -64,16 +64,21 @@ def check_table1_rows(results: Path, ledger: pd.DataFrame) -> None:
         assert r.unit == "examples" and math.isfinite(r.ci_low) and math.isfinite(r.p), r
 
 
-def check_ledger(results: Path, tasks: list[str]) -> pd.DataFrame:
+def check_ledger(results: Path, tasks: list[str], off: frozenset[str] = frozenset()) -> pd.DataFrame:
     """claims.csv's fixed effects equal their recomputation (1e-9), every verdict follows the rule, p_holm is Holm's
-    over the ledger, every claim of the registry has one row per task, and the Table 1 claims are decided over the
-    validation examples (:func:`check_table1_rows`)."""
+    over the ledger (a task-free claim one test), every claim of the registry has one row per task (a task-free one,
+    Claim.task_free with the config keys `off` off, one row: task all), every row says what its interval rests on,
+    and the Table 1 claims are decided over the validation examples (:func:`check_table1_rows`)."""
     from statsmodels.stats.multitest import multipletests
 
     from bertology.analyses import REGISTRY
+    from bertology.claims.ledger import ALL
 
     ledger = pd.read_csv(results / "claims.csv")
-    assert len(ledger) == len(REGISTRY.claims()) * len(tasks)
+    expected = sorted((c.id, t) for c in REGISTRY.claims() for t in ([ALL] if c.task_free(off) else tasks))
+    assert sorted(zip(ledger.claim, ledger.task)) == expected
+    assert ledger["rests_on"].map(lambda x: isinstance(x, str) and x.startswith(("n = ", "no interval: n = ",
+                                                                                  "nothing: "))).all()
     for task in tasks:
         rows = ledger[ledger.task == task].set_index("claim")
         for claim, value in recomputed_effects(results, task).items():
@@ -90,4 +95,47 @@ def check_ledger(results: Path, tasks: list[str]) -> pd.DataFrame:
     p = ledger["p"].to_numpy(float)
     ok = np.isfinite(p)
     np.testing.assert_allclose(ledger["p_holm"].to_numpy(float)[ok], multipletests(p[ok], method="holm")[1])
+    return ledger
+
+
+def synthetic_ledger(tasks: list[str], *, seeds: int = 1, extra: bool = False) -> pd.DataFrame:
+    """A ledger of every registered claim on `tasks`, with known verdicts: claim i on task j holds when (i + j) % 4 is
+    0 or 1, is contradicted when 2, inconclusive (no interval, n = 1) when 3; the task-free claims (Claim.task_free
+    with the gold trees on) are one row, task all, that holds; michel_prunable_share is not computed on the first
+    task. seeds >= 2: each row's seed verdicts (the first seed disagrees). extra: an unknown column (another helper's
+    flag) the consumers must ignore."""
+    from bertology.analyses import REGISTRY
+    from bertology.claims.ledger import ALL, COLUMNS
+    from bertology.claims.stats import holm
+
+    rows = []
+    for i, c in enumerate(REGISTRY.claims()):
+        for j, task in enumerate([ALL] if c.task_free() else tasks):
+            kind = 0 if task == ALL else (i + j) % 4
+            sign = 1.0 if c.side == ">" else -1.0
+            base = {"claim": c.id, "paper": c.paper, "section": c.section, "statement": c.statement,
+                    "paper_value": c.paper_value, "statistic": c.statistic, "task": task, "variant": c.variant,
+                    "null": c.null, "side": c.side, "unit": c.unit, "anchor": c.anchor,
+                    "figure": (c.figure_all or c.figure) if task == ALL else c.figure, "heads": "0-1;1-2",
+                    "test": "scipy.stats.wilcoxon", "n_seeds": seeds, "note": ""}
+            if c.id == "michel_prunable_share" and j == 0:
+                rows.append({**base, "effect": np.nan, "ci_low": np.nan, "ci_high": np.nan, "p": np.nan, "n": 0,
+                             "test": "", "verdict": "not computed", "note": "needs ablation.pruning: x not in this run",
+                             "rests_on": "nothing: needs ablation.pruning", "n_seeds": 0})
+                continue
+            effect = c.null + sign * (0.1 + 0.01 * i) * (1 if kind in (0, 1, 3) else -1)
+            half = 0.05 if kind != 3 else np.nan
+            v = {0: "holds", 1: "holds", 2: "contradicted", 3: "inconclusive"}[kind]
+            n = 144 if kind != 3 else 1
+            rows.append({**base, "effect": effect, "ci_low": effect - half, "ci_high": effect + half,
+                         "p": 0.001 * (i + 1) if kind != 3 else np.nan, "n": n, "verdict": v,
+                         "rests_on": f"n = {n} {c.unit}" if kind != 3 else f"no interval: n = 1 {c.unit}; reason",
+                         "seed_verdicts": ";".join(["inconclusive"] + [v] * (seeds - 1)) if seeds > 1 else "",
+                         "seeds": ";".join(str(42 + s) for s in range(seeds)) if seeds > 1 else "",
+                         "seeds_agree": seeds - 1 if seeds > 1 else pd.NA})
+    ledger = pd.DataFrame(rows)
+    ledger["p_holm"] = holm(ledger["p"].to_numpy(float))
+    ledger = ledger.reindex(columns=list(COLUMNS))
+    if extra:
+        ledger["chance_flag"] = True
     return ledger

@@ -40,7 +40,7 @@ ANALYSES: tuple[Analysis, ...] = (
                                                         "baseline", "delta", "ci_low", "ci_high", "p_value", "p_adj",
                                                         "n"))),
         section=Section(
-            key="ablation", title="Disabling heads and layers (Kovaleva §4.6, Figs. 8–9)",
+            key="ablation", paper="Kovaleva et al. 2019", title="Disabling heads and layers (Kovaleva §4.6, Figs. 8–9)",
             measures="The fine-tuned model's score with one head (or one whole layer) attending uniformly to all "
             "real tokens, against the intact baseline, with paired bootstrap intervals and p-values over the same "
             "examples.",
@@ -59,7 +59,7 @@ ANALYSES: tuple[Analysis, ...] = (
         tables=(Table(rel("ablation", name="importance"), ("layer", "head", "importance", "raw", "n", "split"),
                       seeds=AcrossSeeds("importance", ("layer", "head"), value="importance")),),
         section=Section(
-            key="pruning", title="Head importance and pruning (Michel et al. 2019)",
+            key="pruning", paper="Michel et al. 2019", title="Head importance and pruning (Michel et al. 2019)",
             measures="Importance of a head = mean over examples of |dL/dξ|, the loss's sensitivity to a gate ξ on "
             "the head's output (ξ = 1 is the intact model), normalised per layer (l2), computed on the split named in "
             "each map's title (ablation.pruning.importance_split; the paper and the default: training data). "

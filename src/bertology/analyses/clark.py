@@ -23,8 +23,8 @@ def _parser_claim(relation: str, paper_value: str) -> Claim:
                  claims_clark.parser_beats_baseline,
                  (("parser", rel("syntax_stat", model="pretrained"), "analysis.syntax.conllu"),
                   ("parser", variant_table("parser.csv"), "")),
-                 variant="pretrained", params=(("relation", relation),), config="analysis.syntax.conllu",
-                 anchor="parser", figure="parser", paper_value=paper_value,
+                 variant="pretrained", unit="arcs", params=(("relation", relation),), config="analysis.syntax.conllu",
+                 anchor="parser", figure="parser", figure_all="parser-syntax", paper_value=paper_value,
                  sentence="For example, we find heads that attend to the direct objects of verbs, determiners of "
                           "nouns, objects of prepositions, and coreferent mentions with remarkably high accuracy.")
 
@@ -35,7 +35,7 @@ ANALYSES: tuple[Analysis, ...] = (
         tables=(Table(variant_table("previous.csv"), MOMENTS, output="previous",
                       seeds=AcrossSeeds("previous", ("layer", "head", "feature"))),),
         section=Section(
-            key="previous", title="Attention to the previous and next token (Clark et al. 2019, §3.1)",
+            key="previous", paper="Clark et al. 2019", title="Attention to the previous and next token (Clark et al. 2019, §3.1)",
             measures="Per head, the attention a token pays to the token before it (previous: mean of A[i, i-1] over "
             "the real query rows i > 0) and after it (next: A[i, i+1], rows i < n-1), averaged over examples, for "
             "the pretrained and the fine-tuned model.",
@@ -62,7 +62,7 @@ ANALYSES: tuple[Analysis, ...] = (
         tables=(Table(variant_table("entropy.csv"), MOMENTS, output="entropy",
                       seeds=AcrossSeeds("entropy", ("layer", "head", "feature"))),),
         section=Section(
-            key="entropy", title="Attention entropy (Clark et al. 2019, §3.3)",
+            key="entropy", paper="Clark et al. 2019", title="Attention entropy (Clark et al. 2019, §3.3)",
             measures="Per head, the mean entropy (nats) of its attention rows over every real query of the sampled "
             "examples, and of the [CLS] row alone; the dashed line is uniform attention over the same examples "
             "(ln n). Low entropy = focused attention, near the line = broad, bag-of-words attention.",
@@ -90,7 +90,7 @@ ANALYSES: tuple[Analysis, ...] = (
                                         fields=(("model", "{task}-{variant}"),))),
                 Table(rel("syntax_best"), ("model",) + PARSER, when="gold_trees")),
         section=Section(
-            key="parser", title="Heads as dependency parsers (Clark et al. 2019, §4.2, Fig. 5)",
+            key="parser", paper="Clark et al. 2019", title="Heads as dependency parsers (Clark et al. 2019, §4.2, Fig. 5)",
             measures="For each relation and head, how often the word a word attends to most (dep → head), or the "
             "word that attends most to it (head → dep), is its syntactic head; word-level attention sums over the "
             "wordpieces attended to and averages over those attending. Bars: the best head per relation; black "

@@ -44,7 +44,7 @@ ANALYSES: tuple[Analysis, ...] = (
                                             "difference", "n_a", "n_b", "test", "statistic", "df", "p",
                                             "significant"))),
         section=Section(
-            key="table1", title="Table 1 — what fine-tuning buys",
+            key="table1", paper="Kovaleva et al. 2019", title="Table 1 — what fine-tuning buys",
             measures="Validation scores of the pretrained encoder with an untrained classification head, the same "
             "architecture fine-tuned from a random (normal) initialisation, and the pretrained encoder fine-tuned.",
             finding="Kovaleva et al. (Table 1): fine-tuning the pretrained model wins on every task (35.9 points on "
@@ -63,7 +63,7 @@ ANALYSES: tuple[Analysis, ...] = (
         ),
         tables=(Table(variant_table("patterns.csv"), ("layer", "head", "class", "fraction", "n"), output="patterns"),),
         section=Section(
-            key="patterns", title="Attention patterns (Kovaleva §4.1, Fig. 2)",
+            key="patterns", paper="Kovaleva et al. 2019", title="Attention patterns (Kovaleva §4.1, Fig. 2)",
             measures="Every (example, layer, head) map is classified as vertical, diagonal, vertical+diagonal, block "
             "or heterogeneous; bars give the share of each class.",
             finding="Vertical maps (attention to [CLS]/[SEP]) are the most frequent class; the heterogeneous share, "
@@ -89,7 +89,7 @@ ANALYSES: tuple[Analysis, ...] = (
                                                "links_2_apart_sentences", "core_links", "close_links", "links",
                                                "surviving_sets", "surviving_sentences"), when="framenet")),
         section=Section(
-            key="relations", title="Relation-specific heads (Kovaleva §4.2, Fig. 3)",
+            key="relations", paper="Kovaleva et al. 2019", title="Relation-specific heads (Kovaleva §4.2, Fig. 3)",
             measures="Mean over examples of the maximum attention between linked words (FrameNet: from the "
             "frame-evoking target to its core frame elements, the target's wordpieces being the queries; dependency "
             "arcs: from the dependent to its head), per head; heads above the 99th percentile are flagged.",
@@ -117,7 +117,7 @@ ANALYSES: tuple[Analysis, ...] = (
                       seeds=AcrossSeeds("cosine", ("layer", "head"))),
                 Table(rel("features_diff"), MOMENTS)),
         section=Section(
-            key="cosine", title="Change with fine-tuning (Kovaleva §4.3, Fig. 5)",
+            key="cosine", paper="Kovaleva et al. 2019", title="Change with fine-tuning (Kovaleva §4.3, Fig. 5)",
             measures="Per-head cosine similarity between the pretrained and fine-tuned attention maps of the same "
             "examples (padding excluded), averaged over examples; low values mean fine-tuning changed the head.",
             finding="The last two layers change most with fine-tuning on every task but QQP: they encode "
@@ -158,7 +158,7 @@ ANALYSES: tuple[Analysis, ...] = (
         tables=(Table(variant_table("features.csv"), MOMENTS, output="features",
                       seeds=AcrossSeeds("features", ("layer", "head", "feature"))),),
         section=Section(
-            key="features", title="Attention to linguistic features (Kovaleva §4.4, Fig. 6)",
+            key="features", paper="Kovaleva et al. 2019", title="Attention to linguistic features (Kovaleva §4.4, Fig. 6)",
             measures="Per head, the attention a token type receives (summed over queries, divided by length, maximum "
             "over tokens of the type), averaged over examples, for both variants and their difference.",
             finding="Vertical attention is mostly to [CLS] and [SEP]; heads attending to nouns, objects or negation "
@@ -183,7 +183,7 @@ ANALYSES: tuple[Analysis, ...] = (
         tables=(Table(variant_table("cls.csv"), MOMENTS, output="cls",
                       seeds=AcrossSeeds("cls", ("layer", "head", "feature"))),),
         section=Section(
-            key="cls", title="[CLS] attention in the last layer (Kovaleva §4.5, Fig. 7)",
+            key="cls", paper="Kovaleva et al. 2019", title="[CLS] attention in the last layer (Kovaleva §4.5, Fig. 7)",
             measures="The last layer's [CLS] row: how much of its attention each token type gets, per head.",
             finding="[SEP] gets most of [CLS]'s attention on most tasks; punctuation is attended about as much as "
             "[SEP] on some.",

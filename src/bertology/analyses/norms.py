@@ -47,7 +47,7 @@ ANALYSES: tuple[Analysis, ...] = (
         tables=(Table(variant_table("norms.csv"), ("layer", "head", "category", "measure", "mean", "std", "n"),
                       when="norms", seeds=AcrossSeeds("norms", ("layer", "head", "category", "measure"))),),
         section=Section(
-            key="norms", title="Beyond attention weights: value norms (Kobayashi et al. 2020)",
+            key="norms", paper="Kobayashi et al. 2020", title="Beyond attention weights: value norms (Kobayashi et al. 2020)",
             measures="A head passes on alpha_ij f(x_j), not alpha_ij: per layer, the share of the attention each "
             "token category ([CLS], [SEP], punctuation, other) receives by weight (solid) and by norm-weighted "
             "attention alpha ||f(x)|| (dashed), pooled over the layer's heads, for the pretrained and fine-tuned "
@@ -80,7 +80,7 @@ ANALYSES: tuple[Analysis, ...] = (
         ),
         tables=(Table(variant_table("mixing.csv"), ("layer", "measure", "mean", "std", "n"), when="norms"),),
         section=Section(
-            key="mixing", title="Context mixing with the residual and LayerNorm (Kobayashi et al. 2021)",
+            key="mixing", paper="Kobayashi et al. 2021", title="Context mixing with the residual and LayerNorm (Kobayashi et al. 2021)",
             measures="Per layer, the share of a token's new representation that comes from the other tokens "
             "(context-mixing ratio, mean ± std over tokens) under attention alone (by weights and by norms), "
             "attention + residual, and attention + residual + LayerNorm (the paper's decomposition of LayerNorm into "
@@ -121,7 +121,7 @@ ANALYSES: tuple[Analysis, ...] = (
                                                              "ci_high", "n", "separated"), when="norms"),
                 Table(_finetuned("importance.parquet"), TOKEN_SCORES, when="norms")),
         section=Section(
-            key="faithfulness",
+            key="faithfulness", paper="Abnar & Zuidema 2020 and the newer token views",
             title="Which token view can be trusted: rollout, flow, ALTI, GlobEnc, DecompX, Value Zeroing",
             measures="Token views from the last layer's [CLS]: raw attention (heads averaged), norm-weighted "
             "attention, rollout (attention mixed half and half with the identity, multiplied through the layers), "

@@ -23,7 +23,7 @@ ANALYSES: tuple[Analysis, ...] = (
                 Table(rel("seed_stat", name="findings"), ("finding", "paper", "statement", "holds", "seeds",
                                                           "holding", "n_seeds", "verdict"), when="seeds")),
         section=Section(
-            key="seeds", title="Robust across seeds",
+            key="seeds", paper="Across fine-tuning seeds", title="Robust across seeds",
             measures="With train.seeds: [s1, s2, ...] every fine-tuned analysis runs once per seed (the pretrained "
             "model once). findings.csv: which of the papers' findings hold in every seed, in most, in some, in one "
             "only or in none (head identities compared with the first seed's). Stability maps: each per-head "

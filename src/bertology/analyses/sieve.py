@@ -47,7 +47,7 @@ ANALYSES: tuple[Analysis, ...] = (
                 Table(variant_table("sieve_scores.npz"), ("scores", "example_idx", "layer", "head", "role", "attrs"),
                       output="sieve_scores")),
         section=Section(
-            key="sieve", title="Functional roles of heads (Pande et al. 2021)",
+            key="sieve", paper="Pande et al. 2021", title="Functional roles of heads (Pande et al. 2021)",
             measures="Sieve bias: for each role (local, block, delimiter, syntactic, ...) how much more attention a "
             "head puts on the role's tokens than uniform attention would (n × mean attention); a one-sided t-test "
             "over examples (H0: bias ≤ τ) assigns the role.",

@@ -28,13 +28,15 @@ Claim = Any
 #: results/claims.csv's columns (declared with its table in bertology.analyses.ledger)
 COLUMNS = ("claim", "paper", "section", "statement", "paper_value", "statistic", "task", "variant", "effect", "ci_low",
            "ci_high", "null", "side", "unit", "test", "p", "p_holm", "n", "n_seeds", "verdict", "caveat",
-           "seed_verdicts", "seeds", "seeds_agree", "note", "heads", "anchor", "figure")
+           "seed_verdicts", "seeds", "seeds_agree", "note", "heads", "anchor", "figure", "rests_on")
 #: the claim whose interval says whether a task's fine-tuned model beats chance: the fine-tuned model's headline
 #: metric minus that of the pretrained encoder with an untrained (randomly initialised) head, a classifier at chance,
 #: its interval over the validation examples (Table 1; :func:`bertology.claims.kovaleva.table1_gain`)
 CHANCE_CLAIM = "kovaleva_table1_pretrained"
 #: the `caveat` of every row of a task whose fine-tuned model does not beat chance (followed by the interval)
 AT_CHANCE = "fine-tuned model not above chance"
+#: the task of a task-free claim's one row (its inputs do not depend on the task: Claim.task_free)
+ALL = "all"
 #: stats/{task}/seeds/findings.csv's columns (the view of the ledger over seeds)
 FINDINGS_COLUMNS = ("finding", "paper", "statement", "holds", "seeds", "holding", "n_seeds", "verdict")
 
@@ -47,12 +49,20 @@ def seed_variants(claim: Claim, tags: Sequence[str]) -> list[tuple[str, str]]:
     return [(f"{claim.variant}{tag}", tag) for tag in tags]
 
 
-def input_paths(claim: Claim, task: str, tags: Sequence[str]) -> list[dict[str, list[tuple[str, str]]]]:
-    """Per seed: table name -> its alternatives, each (path under results/, gate), in declaration order."""
+def claim_tasks(claim: Claim, tasks: Sequence[str], off: Collection[str] = ()) -> list[str]:
+    """The tasks a claim has a row for: [:data:`ALL`] for a task-free claim (``Claim.task_free``: its inputs in a
+    run whose config keys `off` are off do not depend on the task), else every task of the run."""
+    return [ALL] if claim.task_free(off) else list(tasks)
+
+
+def input_paths(claim: Claim, task: str, tags: Sequence[str],
+                off: Collection[str] = ()) -> list[dict[str, list[tuple[str, str]]]]:
+    """Per seed: table name -> its alternatives, each (path under results/, gate), in declaration order (a task-free
+    claim's alternatives without ``{task}`` only, ``Claim.task_inputs``)."""
     out = []
     for variant, tag in seed_variants(claim, tags):
         alts: dict[str, list[tuple[str, str]]] = {}
-        for name, template, gate in claim.inputs:
+        for name, template, gate in claim.task_inputs(off):
             values = {k: v for k, v in (("task", task), ("variant", variant), ("seedtag", tag))
                       if "{" + k + "}" in template}
             alts.setdefault(name, []).append((layout.fill(template, **values), gate))
@@ -67,8 +77,8 @@ def required_inputs(claims: Sequence[Claim], tasks: Iterable[str], tags: Sequenc
     this run, e.g. ``analysis.norms.enabled``)."""
     out: dict[str, None] = {}
     for claim in claims:
-        for task in tasks:
-            for alts in input_paths(claim, task, tags):
+        for task in claim_tasks(claim, list(tasks), off):
+            for alts in input_paths(claim, task, tags, off):
                 for options in alts.values():
                     for path, gate in options:
                         if not gate or gate not in off:
@@ -94,14 +104,14 @@ def _base_row(claim: Claim, task: str) -> dict:
     return {"claim": claim.id, "paper": claim.paper, "section": claim.section, "statement": claim.statement,
             "paper_value": claim.paper_value, "statistic": claim.statistic, "task": task, "variant": claim.variant,
             "null": claim.null, "side": claim.side, "unit": claim.unit, "anchor": claim.anchor,
-            "figure": claim.figure}
+            "figure": (claim.figure_all or claim.figure) if task == ALL else claim.figure}
 
 
 def _not_computed(claim: Claim, task: str, why: str) -> dict:
     nan = float("nan")
     return {**_base_row(claim, task), "effect": nan, "ci_low": nan, "ci_high": nan, "test": "", "p": nan, "n": 0,
             "n_seeds": 0, "verdict": NOT_COMPUTED, "seed_verdicts": "", "seeds": "", "seeds_agree": pd.NA,
-            "note": why, "heads": ""}
+            "note": why, "heads": "", "rests_on": f"nothing: {why}"}
 
 
 def run_claim(claim: Claim, tables: Sequence[Mapping[str, pd.DataFrame]], boot: Boot, task: str) -> Result:
@@ -132,7 +142,19 @@ def evaluate(claim: Claim, task: str, tables: Sequence[Mapping[str, pd.DataFrame
         row["seeds_agree"] = sum(v == row["verdict"] for v in verdicts)
     else:
         row["seed_verdicts"], row["seeds"], row["seeds_agree"] = "", "", pd.NA
+    row["rests_on"] = rests_on(claim.unit, res, len(tables))
     return row
+
+
+def rests_on(unit: str, res: Result, n_seeds: int) -> str:
+    """What a claim's interval rests on, in words: ``"n = 144 heads"`` (``x 3 seeds`` with several, the
+    Multi-Bootstrap), or, without an interval, ``"no interval: n = 1 seeds; ..."`` and the claim's own reason
+    (its note: what would give one)."""
+    seeds = f" x {n_seeds} seeds" if n_seeds > 1 and unit != "seeds" else ""
+    what = f"n = {res.n} {unit}{seeds}"
+    if math.isfinite(res.ci_low) and math.isfinite(res.ci_high):
+        return what
+    return f"no interval: {what}" + (f"; {res.note}" if res.note else "")
 
 
 def build_ledger(results: Path, claims: Sequence[Claim], tasks: Sequence[str], seeds: Sequence[int], boot: Boot, *,
@@ -144,16 +166,17 @@ def build_ledger(results: Path, claims: Sequence[Claim], tasks: Sequence[str], s
     that order, :func:`ordered_claims`); tasks: the run's tasks; seeds: its fine-tuning seeds (train.seeds, or [train.seed]); boot: resamples,
     confidence, seed; declared: the paths under results/ the step may read (the rule's inputs; None: any that
     exists); off: config keys that are off in this run (a claim whose inputs they gate is `not computed`,
-    naming the key). Rows in the report's order, then by task; p_holm over every finite p of the ledger.
+    naming the key). Rows in the report's order, then by task (a task-free claim, ``Claim.task_free``, has one row,
+    task :data:`ALL`, and is one test); p_holm over every finite p of the ledger.
     """
     from bertology.seeds import seed_tags
 
     tags = seed_tags(list(seeds))
     rows = []
     for claim in ordered_claims(claims, order):
-        for task in tasks:
+        for task in claim_tasks(claim, tasks, off):
             per_seed, missing = [], None
-            for alts in input_paths(claim, task, tags):
+            for alts in input_paths(claim, task, tags, off):
                 tables = {}
                 for name, options in alts.items():
                     usable = [p for p, gate in options if (not gate or gate not in off)
@@ -222,7 +245,7 @@ def findings_view(ledger: pd.DataFrame, task: str) -> pd.DataFrame:
     from bertology.seedstats import verdict as in_words
 
     rows = []
-    for r in ledger[(ledger["task"] == task) & (ledger["variant"] != "pretrained")].itertuples():
+    for r in ledger[ledger["task"].isin([task, ALL]) & (ledger["variant"] != "pretrained")].itertuples():
         per = [v for v in str(r.seed_verdicts).split(";") if v] if isinstance(r.seed_verdicts, str) else []
         holds = [int(v == "holds") for v in per]
         rows.append({"finding": r.claim, "paper": f"{r.paper}, {r.section}", "statement": r.statement,
@@ -245,16 +268,17 @@ def effect_text(row: Mapping) -> str:
 
 
 def to_markdown(ledger: pd.DataFrame, confidence: float) -> str:
-    """results/claims.md: one line per claim and task (verdict, effect [interval], the paper's figure, the caveat;
-    a verdict about a fine-tuned model that does not beat chance marked, :func:`verdict_marked`)."""
+    """results/claims.md: one line per claim and task (verdict, effect [interval], the paper's figure, what the
+    interval rests on, the caveat; a verdict about a fine-tuned model that does not beat chance marked,
+    :func:`verdict_marked`); a task-free claim's one line has task all."""
     head = (f"# Claims checked on this run\n\nEffect [{confidence:.0%} interval]; a claim holds when the interval lies "
             f"wholly on the paper's side of the null (holds if), is contradicted when wholly on the other side, and is "
             f"inconclusive otherwise. p: one-sided test on the paper's side; p_holm: Holm over every test of the run. "
             f"caveat: every row of a task whose fine-tuned model does not beat chance ({CHANCE_CLAIM}'s interval); "
             f"the verdict of a claim about that fine-tuned model is marked *(model at chance)*: it describes a "
             f"classifier that learned nothing of its task.\n\n"
-            "| claim | task | variant | verdict | effect [interval] | holds if | paper | test | p | p_holm | n | seeds "
-            "| caveat |\n"
+            "| claim | task | variant | verdict | effect [interval] | holds if | paper | test | p | p_holm | rests on "
+            "| seeds | caveat |\n"
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
     lines = []
     for r in ledger.to_dict("records"):
@@ -265,5 +289,6 @@ def to_markdown(ledger: pd.DataFrame, confidence: float) -> str:
         caveat = r["caveat"] if isinstance(r.get("caveat"), str) else ""
         lines.append(f"| {r['claim']} | {r['task']} | {r['variant']} | {verdict_} | {effect_text(r)} | "
                      f"{r['side']} {_fmt(float(r['null']))} | {r['paper_value'] or ''} | {r['test']} | "
-                     f"{_fmt(float(r['p']))} | {_fmt(float(r['p_holm']))} | {r['n']} | {seeds} | {caveat} |")
+                     f"{_fmt(float(r['p']))} | {_fmt(float(r['p_holm']))} | {r.get('rests_on') or r['n']} | {seeds} "
+                     f"| {caveat} |")
     return head + "\n".join(lines) + "\n"

@@ -46,6 +46,11 @@ def importance_order(tables: Tables, boot: Boot, *, side: str, null: float) -> R
 #: "within one point": the metric (a fraction) at most this far below the intact model's
 ONE_POINT = 0.01
 
+#: what would give michel_prunable_share an interval (its ledger row's note and rests_on)
+NO_INTERVAL = (f"one pruning curve per seed, fewer than {MIN_UNITS} seeds: an interval needs {MIN_UNITS} or more "
+               "train.seeds (a bootstrap over seeds); a bootstrap over examples would need each pruning step's "
+               "per-example predictions, which pruning.csv does not keep (only each step's metric)")
+
 
 def prunable_share(tables: Tables, boot: Boot, *, side: str, null: float) -> Result:
     """The largest fraction of heads pruned by importance (pruning.csv) up to which every step keeps the headline
@@ -71,4 +76,5 @@ def prunable_share(tables: Tables, boot: Boot, *, side: str, null: float) -> Res
     p = safe_p(lambda: st.ttest_1samp(shares, null, alternative=side_alternative(side)).pvalue) \
         if len(shares) >= MIN_UNITS else np.nan
     return Result(float(np.mean(shares)), low, high, "scipy.stats.ttest_1samp", p, len(shares), (),
-                  "" if len(shares) >= MIN_UNITS else "fewer than 3 seeds: no interval (train.seeds)")
+                  "" if len(shares) >= MIN_UNITS else NO_INTERVAL)
+

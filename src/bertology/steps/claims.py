@@ -1,5 +1,6 @@
-"""Step of rules/claims.smk: results/claims.csv and claims.md, the papers' claims checked on this run, and, with
-two or more fine-tuning seeds, each task's stats/{task}/seeds/findings.csv (a view of the ledger)."""
+"""Step of rules/claims.smk: results/claims.csv and claims.md, the papers' claims checked on this run, their forest
+plot results/figures/claims.png, and, with two or more fine-tuning seeds, each task's
+stats/{task}/seeds/findings.csv (a view of the ledger)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from bertology.io import write_csv, write_text
 
 def off_keys(config) -> set[str]:
     """The config keys gating claim inputs that are off in this run: analysis.norms.enabled (off, or a model whose
-    value norms bertology cannot compute) and train.inits (without the random initialisation)."""
+    value norms bertology cannot compute), train.inits (without the random initialisation) and
+    analysis.syntax.conllu (no gold trees: none given and data.source is not demo, as rules/claims.smk)."""
     from bertology.norms.values import norms_unsupported
 
     off = set()
@@ -19,12 +21,15 @@ def off_keys(config) -> set[str]:
         off.add("analysis.norms.enabled")
     if "random" not in config.train.inits:
         off.add("train.inits")
+    if not config.analysis.syntax.conllu and config.data.source != "demo":
+        off.add("analysis.syntax.conllu")
     return off
 
 
 def claims(ctx: StepContext) -> None:
-    """--output ledger=results/claims.csv, markdown=results/claims.md [, findings=stats/{task}/seeds/findings.csv
-    per task]; --input tables=... every table the claims read (bertology.claims.ledger.required_inputs)."""
+    """--output ledger=results/claims.csv, markdown=results/claims.md [, forest=results/figures/claims.png]
+    [, findings=stats/{task}/seeds/findings.csv per task]; --input tables=... every table the claims read
+    (bertology.claims.ledger.required_inputs)."""
     from bertology.analyses import REGISTRY
     from bertology.claims.ledger import build_ledger, findings_view, to_markdown
     from bertology.claims.stats import Boot
@@ -42,6 +47,10 @@ def claims(ctx: StepContext) -> None:
                           order=[s.key for s in REGISTRY.report_sections()], declared=declared, off=off_keys(cfg))
     write_csv(ledger, out)
     write_text(to_markdown(ledger, boot.confidence), ctx.output.markdown)
+    if "forest" in ctx.output:
+        from bertology.claims.forest import write_forest
+
+        write_forest(ledger, ctx.output.forest, boot.confidence)
     findings = ctx.output.all("findings") if "findings" in ctx.output else []
     for path in findings:
         task = (match("seed_stat", str(path.relative_to(results))) or {}).get("task")

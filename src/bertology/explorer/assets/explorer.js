@@ -251,14 +251,42 @@
     const c = (t.claims || []).find(x => x.id === S.claim);
     return new Set(c ? c.heads.map(([l, hd]) => l * t.heads + hd) : []);
   }
+  // pick a claim on task index ti: its heads outlined, the grid on its statistic
+  function pickClaim(ti, id) {
+    const t = D.tasks[ti], c = (t.claims || []).find(x => x.id === id);
+    const m = c && c.statistic ? t.metrics.find(x => x.id === c.statistic || x.id.startsWith(c.statistic + ':')) : null;
+    go(m ? {task: ti, claim: id, metric: m.id} : {task: ti, claim: id});
+  }
+  // the claims matrix (claims down, tasks across, as in the report): each cell the verdict as colour and word, the
+  // effect [interval] and what it rests on; a task-free claim one cell across the tasks; a click picks the claim
+  function claimMatrix() {
+    const ids = [], first = {};
+    for (const t of D.tasks) for (const c of t.claims || []) if (!(c.id in first)) { ids.push(c.id); first[c.id] = c; }
+    if (!ids.length) return null;
+    const cell = (ti, c, span) => c ? h('td', {class: 'mcell c-' + c.verdict.replace(' ', '-') + (S.claim === c.id && (c.all || ti === S.task) ? ' on' : ''),
+      colspan: span || 1, 'data-claim': c.id, 'data-task': c.all ? 'all' : D.tasks[ti].task, title: c.rests_on || '',
+      onclick: () => pickClaim(c.all ? S.task : ti, c.id)},
+      h('b', null, (c.all ? 'all tasks: ' : '') + c.verdict), h('span', null, c.effect || '–'),
+      h('small', null, (c.rests_on || '').replace(/^no interval: /, '').split(';')[0].split(' (')[0])) : h('td', {class: 'mcell'});
+    const rows = ids.map(id => {
+      const c0 = first[id];
+      const head = h('th', {class: 'mclaim'}, h('span', null, c0.statement), h('small', null, `${c0.paper} · ${id}`));
+      if (c0.all) return h('tr', null, head, cell(S.task, c0, D.tasks.length));
+      return h('tr', null, head, D.tasks.map((t, ti) => cell(ti, (t.claims || []).find(x => x.id === id), 1)));
+    });
+    const tbl = h('table', {class: 'matrix', id: 'claims-matrix'},
+      h('thead', null, h('tr', null, h('th', null, 'claim'), D.tasks.map(t => h('th', null, t.display || t.task)))),
+      h('tbody', null, rows));
+    const det = h('details', {id: 'claims-view', open: S.claim ? null : ''},
+      h('summary', null, `Claims matrix: ${ids.length} claims × ${D.tasks.length} task(s); click a cell to outline the heads behind the claim`),
+      h('p', {class: 'desc'}, 'holds: the interval lies wholly on the paper\'s side of the null; contradicted: wholly on the other side; ',
+        'inconclusive: it touches the null, or there is none; not computed: the run lacks the claim\'s tables.'), tbl);
+    return det;
+  }
   function claimPicker(t) {
     const cs = t.claims || [];
     if (!cs.length) return null;
-    const sel = h('select', {id: 'claim', onchange: e => {
-      const c = cs.find(x => x.id === e.target.value);
-      const m = c && c.statistic ? t.metrics.find(x => x.id === c.statistic || x.id.startsWith(c.statistic + ':')) : null;
-      go(m ? {claim: e.target.value, metric: m.id} : {claim: e.target.value});
-    }}, h('option', {value: ''}, '—'), cs.map(c => h('option', {value: c.id, selected: c.id === S.claim}, `${c.id} (${c.verdict})`)));
+    const sel = h('select', {id: 'claim', onchange: e => pickClaim(S.task, e.target.value)}, h('option', {value: ''}, '—'), cs.map(c => h('option', {value: c.id, selected: c.id === S.claim}, `${c.id} (${c.verdict})`)));
     const c = cs.find(x => x.id === S.claim);
     const info = c ? h('span', {id: 'claim-info', class: 'claim-info'},
       h('b', {class: 'v-' + c.verdict.replace(' ', '-')}, c.verdict), ` ${c.effect || '–'} (holds if ${c.side} ${fmt(c.null)}) · ${c.paper}: ${c.statement}`,
@@ -329,6 +357,7 @@
     }
     const marks = m.marks ? h('span', {class: 'keys'}, h('span', null, s('svg', {width: 10, height: 10}, s('circle', {cx: 5, cy: 5, r: 3.5, fill: '#d64545'})), ' ' + m.mark_label)) : null;
     root.append(h('div', {class: 'card'},
+      claimMatrix(),
       claimPicker(t),
       h('div', {class: 'controls'}, h('label', null, 'statistic ', sel), seg, marks),
       h('p', {class: 'desc'}, m.desc, ' ', h('span', {class: 'muted'}, 'Source: ', h('code', null, `results/${m.source}`),
