@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -287,3 +290,48 @@ def test_a_file_datasets_cannot_parse_names_the_parsers_reason(tmp_path):
                       bad_rows="error")
     msg = one_line(err)
     assert str(path) in msg and "Expected 1 fields in line 24, saw 4" in msg
+
+
+# ---- command-line overrides of numbers -------------------------------------------------------------------------------
+
+def test_command_line_strings_get_the_schemas_types_and_only_they():
+    from bertology.config import ConfigError, coerce_command_line
+
+    given = {"data": {"max_length": "64", "max_train_examples": "null"}, "train": {"seeds": ["42", "43"]},
+             "mlflow": {"required": "false", "experiment": "2024"}, "attention": {"batch_size": "abc"},
+             "tasks": ["rte", {"name": "own", "source": "x.csv", "text": "s", "labels": ["0", "1"],
+                               "splits": {"validation": "0.1"}}]}
+    cfg = json.loads(json.dumps(given))
+    cfg["data"]["seed"] = "3"  # from a config file (quoted there): not the command line's, left for validation
+    coerce_command_line(cfg, given)
+    assert cfg["data"] == {"max_length": 64, "max_train_examples": None, "seed": "3"}
+    assert cfg["train"]["seeds"] == [42, 43] and cfg["mlflow"] == {"required": False, "experiment": "2024"}
+    assert cfg["attention"]["batch_size"] == "abc"  # fits no type: kept for validation to name
+    own = cfg["tasks"][1]
+    assert own["splits"]["validation"] == 0.1 and own["labels"] == [0, 1] and cfg["tasks"][0] == "rte"
+    assert own["name"] == "own" and own["text"] == "s"
+    with pytest.raises(ConfigError, match="'data.seed' must be of type integer, got '3'"):
+        validate_config({"data": cfg["data"]})
+
+
+def _snakemake_dry(tmp_path: Path, *config: str) -> subprocess.CompletedProcess:
+    (tmp_path / "config.yaml").write_text("model: minilm-l6\ntasks: [sst2]\ndata: {source: demo}\n")
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(tmp_path),
+           "--configfile", str(tmp_path / "config.yaml"), "-n", "-p", "--config", *config]
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+
+
+def test_snakemake_config_on_the_command_line_sets_integers_lists_and_booleans(tmp_path):
+    proc = _snakemake_dry(tmp_path, 'data={"max_length": 72}', 'train={"seeds": [42, 43]}',
+                          'mlflow={"required": false}')
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert '"max_length": 72' in proc.stdout and "results/models/sst2/pretrained-seed43" in proc.stdout
+
+
+def test_a_command_line_value_that_fits_no_type_keeps_the_one_line_error(tmp_path):
+    proc = _snakemake_dry(tmp_path, 'data={"max_length": 64.5}')
+    assert proc.returncode != 0
+    errors = [line for line in proc.stderr.splitlines() if "bertology: error" in line]
+    assert len(errors) == 1 and "'data.max_length' must be of type integer, got '64.5'" in errors[0]
+    assert "Traceback" not in proc.stderr
