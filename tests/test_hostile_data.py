@@ -133,6 +133,15 @@ def test_a_validation_label_never_trained_on_is_refused_in_one_line(tmp_path):
     assert "unseen_labels: allow" in msg
 
 
+def test_a_class_only_in_skipped_training_rows_is_never_trained_on(tmp_path):
+    d_ = _unseen(tmp_path)
+    train = rows([["pos", "neg"][i % 2] for i in range(20)] + ["neutral"])
+    train.loc[20, "sentence"] = "\u200b"
+    train.to_csv(d_ / "train.csv", index=False)
+    with pytest.raises(DataError, match="'neutral' \\(4 row\\(s\\)\\) .* never occur in the training split"):
+        read_declared(decl(source=str(d_)), "validation", seed=0, bad_rows="skip")
+
+
 def test_unseen_labels_allow_scores_them_warns_records_and_notes_table1(tmp_path, caplog, typed_config):
     from bertology.data import load_split_rows, read_unseen_labels, write_prepared
     from bertology.table1 import table1_markdown

@@ -570,15 +570,14 @@ def read_declared(decl: dict, split: str, *, seed: int, bad_rows: str) -> Declar
                         f"({len(skipped)} skipped under data.bad_rows: skip)")
     unseen: tuple[str, ...] = ()
     if decl["kind"] == "classification":
-        index = _class_index(names)
-        train_values = train_df[decl["label"]].to_numpy(dtype=object)[train_pos]
-        trained = {k for v in train_values if (k := label_id(v, index)) is not None}
         if split == "train" and len(set(frame["label"].tolist())) < 2:
             present = np.unique(frame["label"].to_numpy())
             raise DataError(f"task {decl['name']}: the training split ({src.describe(str(source_name))}) holds one "
                             f"class only ({names[int(present[0])]!r} of {', '.join(names)}); a classifier needs two "
                             f"or more: check the label column {decl['label']!r} and the split")
-        if split == "validation":
+        if split == "validation":  # the classes of the training rows that are trained on (no problem)
+            problems, ids = row_problems(decl, names, train_df.iloc[train_pos].reset_index(drop=True))
+            trained = {int(k) for k, p in zip(ids, problems) if not p}
             counts = frame["label"].value_counts()
             new = sorted(int(k) for k in counts.index if int(k) not in trained)
             if new:
