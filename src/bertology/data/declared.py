@@ -360,9 +360,8 @@ def _physical_lines(path: str) -> list[int] | None:
                     header_seen = True
         if suffix in (".jsonl", ".json"):
             with open(path, encoding="utf-8-sig") as fh:
-                lines = [n for n, line in enumerate(fh, 1) if line.strip()]
-            return None if suffix == ".json" and Path(path).read_text(encoding="utf-8-sig").lstrip()[:1] == "[" \
-                else lines
+                lines = [(n, line.lstrip()[:1]) for n, line in enumerate(fh, 1) if line.strip()]
+            return None if lines and lines[0][1] == "[" else [n for n, _ in lines]  # a JSON array: no line per row
     except (OSError, UnicodeDecodeError, csv.Error):
         return None
     return None
