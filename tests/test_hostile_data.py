@@ -93,6 +93,7 @@ def test_class_key_is_one_rule_for_every_format():
     assert [class_key(v) for v in ("nan", "None", "inf", "0x1", "1_0", "")] == ["nan", "None", "inf", "0x1", "1_0",
                                                                                  None]
     assert class_key(None) is None and class_key(float("nan")) is None
+    assert class_key(True) == class_key(np.bool_(True)) == class_key("True") == "True"  # a bool column as CSV
     assert numbers_written_two_ways(["0", "0.0", "1", "1", "a"]) == {"0": ["0", "0.0"]}
     assert numbers_written_two_ways([0, 1, "0"]) == {}
 

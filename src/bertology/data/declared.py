@@ -267,8 +267,8 @@ def class_key(value: Any) -> str | None:
     ``"NA"`` and ``"nan"`` are names)."""
     if _missing(value):
         return None
-    if isinstance(value, (bool, np.bool_)):
-        return str(bool(value)).lower()
+    if isinstance(value, (bool, np.bool_)):  # as pandas writes a boolean column to CSV
+        return str(bool(value))
     if isinstance(value, (int, np.integer)):
         return str(int(value))
     if isinstance(value, (float, np.floating)):
