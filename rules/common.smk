@@ -33,7 +33,8 @@ def reported(output, name):
 # Snakemake's validate fills the schema's defaults (the only place they live); on failure one line names
 # every bad key and the allowed values (no traceback: bertology.workflow.fail). Before that, each config file
 # read (config.yaml, --configfile, the profiles') is refused in one line if it repeats a key or is an alias bomb.
-check_config(config, workflow.configfiles, workflow.basedir)
+# The values of `--config` (strings, when nested) get the schema's types: --config 'data={"max_length": 64}'.
+check_config(config, workflow.configfiles, workflow.basedir, getattr(workflow.config_settings, "config", None))
 
 
 INVOCATION = setup_environment(config)

@@ -75,6 +75,7 @@ rule table1:
     input:
         scores=paths("score", task=TASK_NAMES, variant=SCORED_VARIANTS, seedtag=SEED_TAGS),
         train=paths("data", task=TASK_NAMES, split="train"),
+        validation=paths("data", task=TASK_NAMES, split="validation"),
     output:
         csv=reported(path("table1"), "table1"),
         md=path("table1_md"),

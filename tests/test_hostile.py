@@ -175,7 +175,7 @@ def test_a_blank_text_is_an_error_naming_file_and_line(tmp_path):
     with pytest.raises(DataError) as err:
         read_glue_split(tmp_path / "glue", get_task("rte"), "validation")
     assert str(err.value).startswith(
-        f"{path}:5: 2 of 12 rows (line(s) 5, 10) have an empty or whitespace-only sentence1/sentence2 (nothing to "
+        f"{path}:5: 2 of 12 rows (line(s) 5, 10) have an empty, whitespace-only or invisible sentence1/sentence2 (nothing to "
         f"train on or analyse); fix those lines, or set data.bad_rows: skip")
 
 

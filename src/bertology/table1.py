@@ -199,10 +199,13 @@ def _marks(tests: pd.DataFrame | None, task: str, variant: str) -> dict[str, str
 
 
 def table1_markdown(df: pd.DataFrame, train_sizes: Mapping[str, int] | None = None,
-                    tests: pd.DataFrame | None = None, *, alpha: float) -> str:
+                    tests: pd.DataFrame | None = None, *, alpha: float,
+                    unseen: Mapping[str, list[str]] | None = None) -> str:
     """The paper's layout from :func:`aggregate_seeds`'s table and :func:`variant_tests`'s: one row per task;
     Pre-trained | normal-init fine-tuned | pre-trained fine-tuned (mean ± std over seeds, significant
-    differences marked) | Metric | Size (train examples) | Eval n (eval examples) | Seeds."""
+    differences marked) | Metric | Size (train examples) | Eval n (eval examples) | Seeds. `unseen`: task ->
+    the validation classes that never occur in its training split (a declared task's ``unseen_labels: allow``),
+    each task with any noted under the table."""
     train_sizes = train_sizes or {}
     header = ["Dataset", *(VARIANT_HEADERS[v] for v in VARIANT_ORDER), "Metric", "Size", "Eval n", "Seeds"]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
@@ -234,6 +237,11 @@ def table1_markdown(df: pd.DataFrame, train_sizes: Mapping[str, int] | None = No
                  f"t-test over seeds (scipy.stats.ttest_ind, equal_var=False), p < {alpha:g}, per task and "
                  f"metric, not corrected for the {tested} tests; table1_tests.csv holds every t, df and p. "
                  f"No test where a variant has one seed or neither varies over seeds.\n")
+    for task, classes in sorted((unseen or {}).items()):
+        if classes:
+            note += (f"\n{task}: validation label(s) {', '.join(map(repr, classes))} never occur in its training "
+                     f"split (unseen_labels: allow): the classifier was never trained on them, and its scores count "
+                     f"them.\n")
     return "\n".join(lines) + "\n" + note
 
 

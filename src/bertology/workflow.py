@@ -47,23 +47,38 @@ def _pending_hint() -> None:
               f"the next run with jobs sends them, or now: bertology tracking-replay", file=sys.stderr)
 
 
-def check_config(config: dict, configfiles: list | tuple = (), basedir: str | Path | None = None) -> None:
+def check_config(config: dict, configfiles: list | tuple = (), basedir: str | Path | None = None,
+                 overrides: Any = None) -> None:
     """Validate the workflow's config in place (defaults filled); a bad one stops it in one line.
+
+    `overrides`: the values set on the command line (``--config``; Snakemake's ``workflow.config_settings.config``),
+    whose strings get the schema's types first (:func:`bertology.config.coerce_command_line`: ``64`` an integer).
 
     First every config file the invocation read (`configfiles`: the Snakefile's ``configfile:`` and each
     ``--configfile``, Snakemake's ``workflow.configfiles``; and the profiles' ``config.yaml`` found from the
     command line and `basedir`) is read again strictly: a key given twice or an alias bomb stops the workflow
     in one line naming the file (and the key and both lines), before anything walks the config."""
-    from bertology.config import validate_config
+    from bertology.config import coerce_command_line, validate_config
     from bertology.configfile import check_workflow_config_files
     from bertology.errors import UserError
 
     try:
         if basedir is not None:
             check_workflow_config_files(configfiles, basedir)
+        if overrides:
+            coerce_command_line(config, _plain(overrides))
         validate_config(config)
     except UserError as err:
         fail(str(err))
+
+
+def _plain(value: Any) -> Any:
+    """A mapping of Snakemake's (an immutables.Map, a dict) as plain dicts and lists."""
+    if hasattr(value, "items"):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
 
 
 def check_config_file_first(path: str | Path) -> None:

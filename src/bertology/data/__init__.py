@@ -111,6 +111,8 @@ def load_declared_rows(task: str, split: str, data: DataConfig) -> tuple[pd.Data
     df = sample_rows(read.frame[COLUMNS], limit, data.seed, what=f"{task}/{split}", key=key,
                      short_split=data.short_split)
     df.attrs["label_names"] = list(read.label_names)
+    if read.unseen_labels:
+        df.attrs["unseen_labels"] = list(read.unseen_labels)
     return df, read.skipped
 
 
@@ -125,6 +127,17 @@ def read_label_names(path: str | Path) -> list[str]:
     import json
 
     return list(json.loads(raw).get("label_names") or [])
+
+
+def read_unseen_labels(path: str | Path) -> list[str]:
+    """The validation classes that never occur in training, which a prepared validation split of a declared task
+    records when its declaration allows them (``unseen_labels: allow``); [] otherwise."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    raw = (pq.read_schema(path).metadata or {}).get(b"PANDAS_ATTRS")
+    return list(json.loads(raw).get("unseen_labels") or []) if raw else []
 
 
 def skipped_frame(skipped: tuple[SkippedRow, ...]) -> pd.DataFrame:

@@ -12,6 +12,7 @@ text) is an error naming file and line.
 from __future__ import annotations
 
 import logging
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,7 +50,7 @@ MAX_LISTED = 20  # malformed lines named in an error message (all of them are in
 class SkippedRow:
     """A malformed row of a GLUE file (dropped under ``data.bad_rows: skip``): its file, 1-based line, field count,
     the header's, and the problem: ``fields`` (another number of fields than the header's) or ``blank <column>``
-    (a text that is empty or only whitespace: there is nothing to train on or analyse)."""
+    (a text without a visible character, :func:`blank_text`: there is nothing to train on or analyse)."""
 
     file: str
     line: int
@@ -62,6 +63,13 @@ class SkippedRow:
 class GlueSplit:
     frame: pd.DataFrame  # idx, text_a, text_b, label
     skipped: tuple[SkippedRow, ...]
+
+
+def blank_text(text: str) -> bool:
+    """A text with no visible character: empty, or only separators (Unicode categories Z*: spaces, line and
+    paragraph separators), controls (Cc: tabs, newlines) and format characters (Cf: zero-width spaces and joiners,
+    the byte-order mark, direction marks). A tokenizer leaves nothing of it: the model would see ``[CLS] [SEP]``."""
+    return all(unicodedata.category(c)[0] == "Z" or unicodedata.category(c) in ("Cc", "Cf") for c in text)
 
 
 def _glue_error(msg: str):
@@ -140,7 +148,7 @@ def _problems(malformed: list[SkippedRow], expected: int) -> str:
         parts.append(f"{'/'.join(map(str, counts))} tab-separated field(s) where the header has {expected}")
     blank = sorted({m.problem.removeprefix("blank ") for m in malformed if m.problem.startswith("blank ")})
     if blank:
-        parts.append(f"an empty or whitespace-only {'/'.join(blank)} (nothing to train on or analyse)")
+        parts.append(f"an empty, whitespace-only or invisible {'/'.join(blank)} (nothing to train on or analyse)")
     return "have " + " or ".join(parts)
 
 
@@ -154,7 +162,7 @@ def read_glue_rows(root: Path, spec: TaskSpec, split: str, *, bad_rows: str) -> 
     """One split of a task from a GLUE-layout directory, and the malformed rows skipped.
 
     A row whose number of tab-separated fields differs from the header's is malformed, and so is a row whose
-    text (either text of a pair) is empty or only whitespace. bad_rows
+    text (either text of a pair) has no visible character (blank_text). bad_rows
     (``data.bad_rows``) "error": any malformed row is an error naming the file and every malformed line;
     "skip": they are dropped and returned (file, line, fields), unless they outnumber the good rows (then the
     file is not the task's file, an error either way).
@@ -187,7 +195,7 @@ def read_glue_rows(root: Path, spec: TaskSpec, split: str, *, bad_rows: str) -> 
             malformed.append(SkippedRow(str(path), first_line + offset, len(fields), len(header)))
             continue
         blank = [layout_col for layout_col, i in ((layout.text_a, ia), (layout.text_b, ib))
-                 if i is not None and not fields[i].strip()]
+                 if i is not None and blank_text(fields[i])]
         if blank:
             malformed.append(SkippedRow(str(path), first_line + offset, len(fields), len(header), f"blank {blank[0]}"))
             continue

@@ -9,7 +9,7 @@ from bertology.tasks import get_task, with_labels
 
 def prepare_data(ctx: StepContext) -> None:
     """results/data/{task}/{split}.parquet (idx, text_a, text_b, label) from data.source, and (output
-    `skipped`) the table of malformed source rows (GLUE files; a declared task's blank texts and missing labels)
+    `skipped`) the table of malformed source rows (GLUE files; a declared task's unusable rows: blank texts, bad labels)
     dropped under data.bad_rows: skip (file, line, fields,
     expected, problem: `fields` or `blank <column>` for an empty or whitespace-only text; empty when none), also
     counted in the MLflow run (`rows_skipped`; `rows_blank`: those with a blank text) and logged there as an

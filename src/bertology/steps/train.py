@@ -162,10 +162,12 @@ def table1(ctx: StepContext) -> None:
     between variants at train.alpha.
 
     The train sizes come from the ``train`` inputs, results/data/{task}/train.parquet (the task is the
-    name of the file's folder, as the path contract fixes it).
+    name of the file's folder, as the path contract fixes it); the validation classes never trained on (noted
+    under the table) from the ``validation`` inputs' metadata.
     """
     import pyarrow.parquet as pq
 
+    from bertology.data import read_unseen_labels
     from bertology.io import write_csv
     from bertology.table1 import aggregate_seeds, plot_table1, scores_frame, table1_markdown, variant_tests
 
@@ -185,7 +187,12 @@ def table1(ctx: StepContext) -> None:
         if fields is None:
             raise UserError(f"--input train={path} is not a prepared train split ({layout.path('data', split='train')})")
         sizes[fields["task"]] = pq.read_metadata(path).num_rows
-    md = table1_markdown(df, sizes, tests, alpha=alpha)
+    unseen = {}
+    for path in ctx.input["validation"] if "validation" in ctx.input else []:  # classes never trained on
+        fields = layout.parse("data", path, split="validation")
+        if fields is not None and (classes := read_unseen_labels(path)):
+            unseen[fields["task"]] = classes
+    md = table1_markdown(df, sizes, tests, alpha=alpha, unseen=unseen)
     write_csv(df, ctx.output.csv)
     write_csv(tests, ctx.output.tests)
     write_text(md, ctx.output.md)
