@@ -167,6 +167,40 @@ def test_unseen_labels_allow_scores_them_warns_records_and_notes_table1(tmp_path
     assert "never occur" not in table1_markdown(table, {"own": 20}, None, alpha=0.05)
 
 
+def test_unseen_labels_allowed_are_noted_on_the_table1_claims_of_the_ledger(tmp_path):
+    """The ledger says it too: score records of a task whose validation classes were never trained on carry
+    them (the score step copies the prepared split's record), and the Table 1 claims' note names them; a task
+    without them gets no such note."""
+    from bertology.analyses import REGISTRY
+    from bertology.claims.ledger import build_ledger
+    from bertology.claims.stats import Boot
+    from bertology.table1 import aggregate_seeds, scores_frame
+    from tests.test_claims import BINARY, right_on, score_record
+
+    results = tmp_path / "results"
+    labels = BINARY.copy()
+    records = []
+    for task, unseen in (("rte", ["neutral"]), ("mrpc", [])):
+        for variant, right in (("finetuned", 180), ("pretrained", 100), ("random-finetuned", 110)):
+            rec = score_record(task, variant, labels, right_on(labels, 0, right))
+            if unseen:
+                rec["unseen_labels"] = unseen
+            records.append(rec)
+            path = results / "scores" / task / f"{variant}.json"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(rec))
+    (results / "tables").mkdir(parents=True)
+    aggregate_seeds(scores_frame(records)).to_csv(results / "tables" / "table1.csv", index=False)
+    ledger = build_ledger(results, REGISTRY.claims(), ["rte", "mrpc"], [42], Boot(resamples=200, confidence=0.95,
+                                                                                   seed=0))
+    rows = ledger.set_index(["claim", "task"])
+    for claim in ("kovaleva_table1_pretrained", "kovaleva_table1_random"):
+        note = str(rows.loc[(claim, "rte"), "note"])
+        assert "'neutral' never occur in training (unseen_labels: allow)" in note, note
+        assert "never occur" not in str(rows.loc[(claim, "mrpc"), "note"])
+        assert rows.loc[(claim, "rte"), "verdict"] == "holds"  # the verdict is the rule's; the note says why to care
+
+
 # ---- every problem of every row at once ---------------------------------------------------------------------------
 
 def split_dir(tmp_path: Path, train: pd.DataFrame, validation: pd.DataFrame) -> Path:

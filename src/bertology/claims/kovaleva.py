@@ -91,8 +91,27 @@ def table1_gain(tables: Tables, boot: Boot, *, side: str, null: float, task: str
     low, high = paired.paired_interval(metric, labels, fine, base, boot)
     p = safe_p(lambda: paired.paired_permutation_p(metric, labels, fine, base, boot, side=side)) \
         if n >= MIN_UNITS else np.nan
-    return Result(effect, low, high, paired.TEST, p, n, (),
-                  "" if n >= MIN_UNITS else f"fewer than {MIN_UNITS} validation examples: no interval")
+    notes = [f"fewer than {MIN_UNITS} validation examples: no interval"] if n < MIN_UNITS else []
+    return Result(effect, low, high, paired.TEST, p, n, (), "; ".join(notes + unseen_note(scores)))
+
+
+def unseen_note(scores: list) -> list[str]:
+    """The ledger's note on a Table 1 claim whose validation split holds classes its training split never has
+    (a declared task's ``unseen_labels: allow``; the score records' ``unseen_labels``): [] when there are none.
+    scores: per seed (fine-tuned record, baseline record), each a one-row frame or None."""
+    classes: list[str] = []
+    for pair in scores:
+        for rec in pair:
+            if rec is None or "unseen_labels" not in rec:
+                continue
+            value = rec["unseen_labels"].iloc[0]
+            for c in value if isinstance(value, (list, tuple, np.ndarray)) else []:
+                if str(c) not in classes:
+                    classes.append(str(c))
+    if not classes:
+        return []
+    return [f"validation label(s) {', '.join(map(repr, classes))} never occur in training (unseen_labels: allow): "
+            f"the classifier was never trained on them, and the metric counts them"]
 
 
 def _table1_over_seeds(effect: float, scores: list, metric: str, boot: Boot, *, side: str, null: float, why: str,

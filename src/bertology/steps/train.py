@@ -148,6 +148,8 @@ def score(ctx: StepContext) -> None:
               "weights": weights_fingerprint(path), "split": "validation", "metrics": metrics, "n": len(enc),
               "seconds": round(time.perf_counter() - start, 3),
               "predictions": prediction_record(validation["idx"].to_numpy(), enc.labels, predictions)}
+    if unseen := list(validation.attrs.get("unseen_labels") or []):  # unseen_labels: allow (the ledger notes it)
+        result["unseen_labels"] = unseen
     out = write_json(result, ctx.output.score)
     if model_dir is not None:
         ctx.tracker.tags({"model_dir": str(model_dir.resolve())})
