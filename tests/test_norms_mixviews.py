@@ -68,12 +68,23 @@ def test_example_views_are_distributions_where_the_papers_normalise(arch):
         assert set(ev.scores) == set(mv.VIEWS) and set(seconds) == set(mv.VIEWS)
         for view in ("alti", "globenc", "value_zeroing"):
             s = ev.scores[view]
-            assert s.shape == (n,) and (s >= 0).all() and np.isclose(s.sum(), 1.0)
+            assert s.shape == (n,) and (s >= 0).all()
+            # GlobEnc rolls out the raw norms (the authors' code); the others normalise every layer's rows
+            assert np.isclose(s.sum(), 1.0) != (view == "globenc")
             assert ev.layers[view].shape == (model.config.num_hidden_layers, n)
+        # the normalised GlobEnc (analysis.mixing_views.globenc_rows) is a distribution, in the same order here
+        normalised = mv.example_views(model, parts, head, cap, pc, out.attentions, 1, n, out.logits[1], {},
+                                      options=mv.MixingOptions(globenc_rows="normalised"))
+        assert np.isclose(normalised.scores["globenc"].sum(), 1.0)
+        np.testing.assert_allclose(normalised.layers["globenc"].sum(1), 1.0)
         # DecompX's parts of the predicted class add up to its logit
         assert ev.predicted == int(out.logits[1].argmax())
         assert np.isclose(ev.scores["decompx"].sum(), float(out.logits[1, ev.predicted]))
-        assert ev.decompx_error < 1e-12                                   # float64: the parts add up
+        # float64: the parts add up, to the share eps / (sum_j |<p_j, b>| + eps) of each bias the authors' eps loses
+        assert ev.decompx_error < 1e-9
+        exact = mv.example_views(model, parts, head, cap, pc, out.attentions, 1, n, out.logits[1], {},
+                                 options=mv.MixingOptions(decompx_epsilon=0.0))
+        assert exact.decompx_error < 1e-12
     finally:
         model.float()
 
@@ -173,9 +184,11 @@ def test_arithmetic_by_construction():
     out = mv.split_bias(parts, torch.tensor([1.0, 1.0], dtype=torch.float64))
     torch.testing.assert_close(out.sum(1), parts.sum(1) + 1.0)
     torch.testing.assert_close(out[0, 0] - parts[0, 0], torch.tensor([0.25, 0.25], dtype=torch.float64))
-    # a bias orthogonal to every part is split equally
-    out = mv.split_bias(torch.tensor([[[0.0, 1.0], [0.0, 2.0]]], dtype=torch.float64),
-                        torch.tensor([1.0, 0.0], dtype=torch.float64))
+    # a bias orthogonal to every part: the authors' eps drops it, exact division (eps = 0) splits it equally
+    orth = torch.tensor([[[0.0, 1.0], [0.0, 2.0]]], dtype=torch.float64)
+    out = mv.split_bias(orth, torch.tensor([1.0, 0.0], dtype=torch.float64))
+    torch.testing.assert_close(out, orth)
+    out = mv.split_bias(orth, torch.tensor([1.0, 0.0], dtype=torch.float64), eps=0.0)
     torch.testing.assert_close(out[0, :, 0], torch.tensor([0.5, 0.5], dtype=torch.float64))
     # value zeroing: a row whose output does not move stays 0, the others are distributions
     intact = torch.tensor([[1.0, 0.0], [0.0, 1.0]], dtype=torch.float64)

@@ -136,6 +136,10 @@ class FlowConfig:
 @dataclass(frozen=True)
 class MixingViewsConfig:
     examples: int | None
+    globenc_rows: str
+    decompx_bias_split: str
+    decompx_first_layer_value_bias: str
+    decompx_epsilon: float
 
 
 @dataclass(frozen=True)

@@ -90,13 +90,15 @@ class ViewsResult:
 
 def run_views(model, tokenizer, frame: pd.DataFrame, *, max_length: int, batch_size: int, flow_examples: int,
               frequencies: np.ndarray | None = None, device: str = "cpu",
-              stored_norms: dict[int, np.ndarray] | None = None, mixing_examples: int | None = 0) -> ViewsResult:
+              stored_norms: dict[int, np.ndarray] | None = None, mixing_examples: int | None = 0,
+              mixing_options: mv.MixingOptions | None = None) -> ViewsResult:
     """Attention, value norms, mixing and token views of every example of `frame` (prepared rows, E of them); flow
     on the first `flow_examples` rows only (None = all), the newer mixing views (:mod:`bertology.norms.mixviews`)
     on the first `mixing_examples` (None = all; their per-layer rows in ``layers``). frequencies: (vocab,) token
     counts of the training split (None: no frequency correlation). The target of the views is position 0 ([CLS]).
     stored_norms: example idx -> its value norms (L, H, n) as the attention store holds them (`value_norm`): used
     instead of computing them again (the forward then keeps only the vectors mixing and the norm view need).
+    mixing_options: how GlobEnc and DecompX are computed (None: the authors' defaults, config analysis.mixing_views).
     `model` may be a classifier (DecompX then runs through its head) or a bare encoder."""
     from contextlib import nullcontext
 
@@ -169,7 +171,7 @@ def run_views(model, tokenizer, frame: pd.DataFrame, *, max_length: int, batch_s
                 if r < n_mix:
                     logits = getattr(out, "logits", None) if head else None
                     ev = mv.example_views(model, parts, head, cap, pc, out.attentions, k, n,
-                                          None if logits is None else logits[k], seconds)
+                                          None if logits is None else logits[k], seconds, options=mixing_options)
                     views.update(ev.scores)
                     decompx_error = max(decompx_error, ev.decompx_error)
                     layer_out += [_layer_rows(int(enc.idx[r]), m, x) for m, x in ev.layers.items()]

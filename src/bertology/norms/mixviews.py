@@ -12,16 +12,20 @@ Per layer l, one example of n tokens (no padding), i the receiving token, j the 
 - ALTI: T_i(x_j) = g1(y_ij), g1 LN1's linear part with the token's own scale (:func:`bertology.norms.mixing.decompose`),
   y_i = LN1's real output; c_ij = max(0, ||y_i||_1 - ||y_i - T_i(x_j)||_1), rows normalised to sum 1;
 - GlobEnc: ||g2(T_i(x_j))||_2 with g2 LN2's linear part at the real LN2 input's scale (the FFN left out, as the paper
-  does), rows normalised to sum 1;
+  does), the raw norms rolled out as the authors' code does (``globenc_rows="normalised"``: rows normalised to sum 1
+  first, a variant of bertology's own);
 - Value Zeroing: 1 - cos(y_i, y_i^{-j}), y the layer's real output and y^{-j} its output with token j's value vectors
   zeroed in every head (the layers below as in the intact pass), rows normalised to sum 1;
 - each of the three is aggregated by rollout: R = C_L ... C_1 (no identity added: the residual is in C), view = R[0];
 - DecompX: the decomposition X (n, n, D), X[i, j] token j's part of token i's representation, from X = diag(input of
-  layer 1) through attention, residual, LN1, FFN (activation as its zero-origin slope act(z)/z at the real z), residual
-  and LN2 of every layer, then the classifier head at position 0 (each linear; activations by their zero-origin slope),
-  every bias split over the tokens by |<part, bias>| ("absdot"): sum_j X[i, j] is the real hidden state and the
-  head's parts sum to the logits. View: the predicted class's logit part of each token (signed); on a bare encoder
-  (no head) ||X_L[0, j]||.
+  layer 1) through attention, residual, LN1, FFN (activation as its zero-origin slope act(z)/(z + eps) at the real z),
+  residual and LN2 of every layer, then the classifier head at position 0 (each linear; activations by their
+  zero-origin slope), every bias split over the tokens by |<part, bias>| / (sum + eps) ("absdot", eps = 1e-12 as the
+  authors' code): sum_j X[i, j] is the real hidden state (to eps) and the head's parts sum to the logits. The
+  attention block's bias b_V W_O + b_O is split by the attention parts (the paper's eq. 5) or by attention +
+  residual parts (the authors' code; :class:`MixingOptions`); in the first layer b_V stays inside the value vectors
+  (spread by the attention, as the authors' code) and only b_O is split. View: the predicted class's logit part of
+  each token (signed); on a bare encoder (no head) ||X_L[0, j]||.
 
 Glossary: n tokens, D hidden size, F the FFN's width, C classes, L layers, H heads, dh head size.
 """
@@ -48,6 +52,44 @@ from bertology.norms.values import (
 VIEWS = ("alti", "globenc", "decompx", "value_zeroing")
 #: views whose scores are signed (a diverging colour scale around 0)
 SIGNED = ("decompx",)
+#: the authors' epsilon in DecompX's bias shares and zero-origin slopes (mohsenfayyaz/DecompX modeling_bert.py)
+AUTHORS_EPS = 1e-12
+
+
+@dataclass(frozen=True)
+class MixingOptions:
+    """How GlobEnc and DecompX are computed (config analysis.mixing_views; docs/reference.md#newer-mixing-views).
+    The defaults are the authors' (their code; the paper's text where it says otherwise).
+
+    globenc_rows: "raw" (the authors' code rolls out the raw N_Enc norms) or "normalised" (each layer's rows divided
+    by their sums first). decompx_bias_split: "attention" (the paper's eq. 5: b_Att split by |<attention part, b>|,
+    the residual added after) or "attention_residual" (the authors' code: the residual added first, b_Att split by
+    |<attention + residual part, b>|). decompx_first_layer_value_bias: "values" (the authors' code: in the first layer
+    b_V stays inside the value vectors, spread over the tokens by the attention, and only b_O is split) or "split"
+    (b_V W_O + b_O split in every layer). decompx_epsilon: the eps of every bias share |<p_j, b>| / (sum_j + eps) and
+    of the zero-origin slope act(z) / (z + eps) (the authors' 1e-12); 0: exact division, equal shares of a bias whose
+    products are all 0, slope 0 where z = 0."""
+
+    globenc_rows: str = "raw"
+    decompx_bias_split: str = "attention"
+    decompx_first_layer_value_bias: str = "values"
+    decompx_epsilon: float = AUTHORS_EPS
+
+    def __post_init__(self):
+        allowed = {"globenc_rows": ("raw", "normalised"), "decompx_bias_split": ("attention", "attention_residual"),
+                   "decompx_first_layer_value_bias": ("values", "split")}
+        for key, values in allowed.items():
+            if getattr(self, key) not in values:
+                raise UserError(f"analysis.mixing_views.{key} is {getattr(self, key)!r}: use one of {values}")
+        if not self.decompx_epsilon >= 0:
+            raise UserError(f"analysis.mixing_views.decompx_epsilon is {self.decompx_epsilon!r}: use a number >= 0")
+
+    @classmethod
+    def from_config(cls, section) -> MixingOptions:
+        """From the config's analysis.mixing_views section (keys it does not declare keep their defaults)."""
+        names = ("globenc_rows", "decompx_bias_split", "decompx_first_layer_value_bias", "decompx_epsilon")
+        values = {k: getattr(section, k, None) for k in names}
+        return cls(**{k: v for k, v in values.items() if isinstance(v, (str, int, float)) and not isinstance(v, bool)})
 
 
 class MixingViewsUnsupported(UserError, ValueError):
@@ -218,35 +260,47 @@ def ln_linear(parts: torch.Tensor, norm: torch.nn.LayerNorm, real_in: torch.Tens
     return (parts - parts.mean(-1, keepdim=True)) * scale[:, None, None] * gamma
 
 
-def globenc_matrix(ln1_parts: torch.Tensor, norm2: torch.nn.LayerNorm, ln2_in: torch.Tensor) -> torch.Tensor:
-    """GlobEnc (Modarressi et al. 2022, N_ENC): ln1_parts (n, n, D) the LN1 decomposition, LN2 and its real input
-    (n, D) -> (n, n) ||g2(parts)||, rows normalised (the FFN is not decomposed: its output is left out)."""
-    return normalise_rows(torch.linalg.vector_norm(ln_linear(ln1_parts, norm2, ln2_in), dim=-1))
+def globenc_matrix(ln1_parts: torch.Tensor, norm2: torch.nn.LayerNorm, ln2_in: torch.Tensor,
+                   rows: str = "raw") -> torch.Tensor:
+    """GlobEnc (Modarressi et al. 2022, N_ENC): ln1_parts (n, n, D) the LN1 decomposition (beta1 and b_O left out),
+    LN2 and its real input (n, D) -> (n, n) ||g2(parts)||_2 (the FFN is not decomposed: its output is left out;
+    beta2 left out). rows: "raw" (the authors' code rolls these out as they are) or "normalised" (rows divided by
+    their sums, bertology's variant)."""
+    c = torch.linalg.vector_norm(ln_linear(ln1_parts, norm2, ln2_in), dim=-1)
+    return normalise_rows(c) if rows == "normalised" else c
 
 
-def split_bias(parts: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+def split_bias(parts: torch.Tensor, bias: torch.Tensor | None, eps: float = AUTHORS_EPS) -> torch.Tensor:
     """DecompX's "absdot" bias decomposition: parts (n, m, D) (or (m, D)), bias (D,) -> parts + w_ij bias with
-    w_ij = |<parts_ij, bias>| / sum_j |<parts_ij, bias>| (equal shares where every product is 0)."""
+    w_ij = |<parts_ij, bias>| / (sum_j |<parts_ij, bias>| + eps) (the authors' eps = 1e-12: a bias whose products
+    are all 0 is dropped); eps = 0: exact shares, equal shares where every product is 0."""
     if bias is None:
         return parts
     b = bias.to(parts.dtype)
     w = (parts @ b).abs()
     s = w.sum(-1, keepdim=True)
-    m = parts.shape[-2]
-    w = torch.where(s > 0, w / torch.where(s > 0, s, torch.ones_like(s)), torch.full_like(w, 1.0 / m))
+    if eps > 0:
+        w = w / (s + eps)
+    else:
+        m = parts.shape[-2]
+        w = torch.where(s > 0, w / torch.where(s > 0, s, torch.ones_like(s)), torch.full_like(w, 1.0 / m))
     return parts + w[..., None] * b
 
 
-def zero_origin_slope(z: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
-    """The zero-origin slope of an elementwise activation at its real input z: a / z (0 where z = 0)."""
+def zero_origin_slope(z: torch.Tensor, a: torch.Tensor, eps: float = AUTHORS_EPS) -> torch.Tensor:
+    """The zero-origin slope of an elementwise activation at its real input z: a / (z + eps) (the authors'
+    `GeLU_ZO`, eps = 1e-12); eps = 0: a / z, 0 where z = 0."""
+    if eps > 0:
+        return a / (z + eps)
     return torch.where(z != 0, a / torch.where(z != 0, z, torch.ones_like(z)), torch.zeros_like(z))
 
 
-def ln_parts(parts: torch.Tensor, norm: torch.nn.LayerNorm, real_in: torch.Tensor) -> torch.Tensor:
+def ln_parts(parts: torch.Tensor, norm: torch.nn.LayerNorm, real_in: torch.Tensor,
+             eps: float = AUTHORS_EPS) -> torch.Tensor:
     """LayerNorm through a decomposition (parts (n, m, D) summing to the real input real_in (n, D)): the linear part
     per part, beta split by absdot -> (n, m, D) summing to LN(real_in)."""
     out = ln_linear(parts, norm, real_in)
-    return split_bias(out, norm.bias)
+    return split_bias(out, norm.bias, eps)
 
 
 def cosine_distance_matrix(intact: torch.Tensor, zeroed: torch.Tensor) -> torch.Tensor:
@@ -264,43 +318,61 @@ def _dt(model) -> torch.dtype:
 
 @torch.no_grad()
 def decompx_layer(parts: LayerParts, x: torch.Tensor, alpha: torch.Tensor, ln1_in: torch.Tensor, z: torch.Tensor,
-                  a: torch.Tensor, ln2_in: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+                  a: torch.Tensor, ln2_in: torch.Tensor, first: bool = False,
+                  options: MixingOptions | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """One layer of DecompX: x (n, m, D) the decomposition of the layer's input (sum over m = the real input), alpha
     (H, n, n), the real LN1 input (n, D), FFN pre-activation z (n, F) and activation a (n, F), LN2 input (n, D) ->
-    (the decomposition of the layer's output (n, m, D), its stages {"ln1": (n, m, D), "res2": (n, m, D)})."""
+    (the decomposition of the layer's output (n, m, D), its stages {"ln1": (n, m, D), "res2": (n, m, D)}).
+
+    first: x is the model's input, diagonal (x[k, j] = 0 for k != j; m = n): with
+    ``options.decompx_first_layer_value_bias == "values"`` b_V is added to each token's own value vector (the
+    authors' first layer) and only b_O is split."""
+    o = options or MixingOptions()
+    eps = o.decompx_epsilon
     b = parts.block
     H, dh = b.heads, b.head_dim
     n, m, D = x.shape
     wv, bv = b.value_weights()
-    v = (x @ wv.T.to(x.dtype)).view(n, m, H, dh)                                          # no bias: split below
-    y = torch.einsum("hik,kjhc->ijhc", alpha.to(x.dtype), v).reshape(n, m, H * dh)
+    v = (x @ wv.T.to(x.dtype)).view(n, m, H, dh)
     wo = b.output.weight.to(x.dtype)
-    attn = y @ wo.T
     bias = torch.zeros(D, dtype=x.dtype, device=x.device)
     if bv is not None:
-        bias = bias + bv.to(x.dtype) @ wo.T                         # rows of alpha sum to 1: b_V reaches every token
+        if first and o.decompx_first_layer_value_bias == "values":
+            if m != n:
+                raise ValueError(f"decompx_layer(first=True) needs the diagonal input decomposition (n, n, D), got "
+                                 f"{tuple(x.shape)}")
+            idx = torch.arange(n, device=x.device)
+            v[idx, idx] += bv.to(x.dtype).view(H, dh)                 # token j's value x_j W_V + b_V, as the model's
+        else:
+            bias = bias + bv.to(x.dtype) @ wo.T                     # rows of alpha sum to 1: b_V reaches every token
+    y = torch.einsum("hik,kjhc->ijhc", alpha.to(x.dtype), v).reshape(n, m, H * dh)
+    attn = y @ wo.T
     if b.output.bias is not None:
         bias = bias + b.output.bias.to(x.dtype)
-    res1 = split_bias(attn, bias) + x
-    h = ln_parts(res1, b.post_norm, ln1_in)
-    zz = split_bias(h @ parts.ffn_in.weight.T.to(x.dtype), getattr(parts.ffn_in, "bias", None))
-    act = zz * zero_origin_slope(z.to(x.dtype), a.to(x.dtype))[:, None, :]
-    ff = split_bias(act @ parts.ffn_out.weight.T.to(x.dtype), getattr(parts.ffn_out, "bias", None))
+    if o.decompx_bias_split == "attention_residual":
+        res1 = split_bias(attn + x, bias, eps)
+    else:
+        res1 = split_bias(attn, bias, eps) + x
+    h = ln_parts(res1, b.post_norm, ln1_in, eps)
+    zz = split_bias(h @ parts.ffn_in.weight.T.to(x.dtype), getattr(parts.ffn_in, "bias", None), eps)
+    act = zz * zero_origin_slope(z.to(x.dtype), a.to(x.dtype), eps)[:, None, :]
+    ff = split_bias(act @ parts.ffn_out.weight.T.to(x.dtype), getattr(parts.ffn_out, "bias", None), eps)
     res2 = ff + h
-    return ln_parts(res2, parts.final_norm, ln2_in), {"ln1": h, "res2": res2}
+    return ln_parts(res2, parts.final_norm, ln2_in, eps), {"ln1": h, "res2": res2}
 
 
 @torch.no_grad()
 def decompx_head(head: list[torch.nn.Module], pooled: torch.Tensor, head_in: list[torch.Tensor],
-                 head_out: list[torch.Tensor]) -> torch.Tensor:
+                 head_out: list[torch.Tensor], eps: float = AUTHORS_EPS) -> torch.Tensor:
     """The classifier head through DecompX: pooled (m, D) the decomposition of the top [CLS], each linear's real input
     and output at position 0 (head_in[k], head_out[k]: (F_k,), (G_k,)) -> (m, C) per-token logit parts (each linear's
-    bias split by absdot; between linears the activation's zero-origin slope head_in[k+1] / head_out[k])."""
+    bias split by absdot; between linears the activation's zero-origin slope head_in[k+1] / (head_out[k] + eps), the
+    authors' `tanh_approx_type="ZO"`)."""
     p = pooled
     for k, lin in enumerate(head):
-        p = split_bias(p @ lin.weight.T.to(p.dtype), getattr(lin, "bias", None))
+        p = split_bias(p @ lin.weight.T.to(p.dtype), getattr(lin, "bias", None), eps)
         if k + 1 < len(head):
-            p = p * zero_origin_slope(head_out[k].to(p.dtype), head_in[k + 1].to(p.dtype))
+            p = p * zero_origin_slope(head_out[k].to(p.dtype), head_in[k + 1].to(p.dtype), eps)
     return p
 
 
@@ -431,11 +503,13 @@ class ExampleViews:
 @torch.no_grad()
 def example_views(model, parts: list[LayerParts], head: list[torch.nn.Module], cap: Capture, pc: PartsCapture,
                   attentions, row: int, n: int, logits: torch.Tensor | None, seconds: dict[str, float],
-                  inputs: dict[str, torch.Tensor] | None = None, target: int = 0) -> ExampleViews:
+                  inputs: dict[str, torch.Tensor] | None = None, target: int = 0,
+                  options: MixingOptions | None = None) -> ExampleViews:
     """ALTI, GlobEnc and DecompX of row `row` (real length n) of the last forward pass (run inside `cap` =
     ``Capture(model, vectors=True)`` and `pc`), and Value Zeroing from `inputs` (this example alone, batch 1, no
     padding; None: no Value Zeroing). logits: (C,) the row's real logits (None: a bare encoder). seconds: adds each
-    view's time."""
+    view's time. options: how GlobEnc and DecompX are computed (None: the authors' defaults)."""
+    options = options or MixingOptions()
     t0 = time.perf_counter()
     alti, glob = [], []
     decs = []
@@ -450,7 +524,8 @@ def example_views(model, parts: list[LayerParts], head: list[torch.nn.Module], c
         alti.append(alti_matrix(dec.ln, y))
     t1 = time.perf_counter()
     for p, dec in zip(parts, decs):
-        glob.append(globenc_matrix(dec.ln, p.final_norm, pc.ln2_in[p.block.index][row, :n].double()))
+        glob.append(globenc_matrix(dec.ln, p.final_norm, pc.ln2_in[p.block.index][row, :n].double(),
+                                   options.globenc_rows))
     t2 = time.perf_counter()
     A, G = torch.stack(alti), torch.stack(glob)
     scores = {"alti": rollout(A)[target].cpu().numpy(), "globenc": rollout(G)[target].cpu().numpy()}
@@ -468,14 +543,14 @@ def example_views(model, parts: list[LayerParts], head: list[torch.nn.Module], c
     for p in parts:
         i = p.block.index
         X, _ = decompx_layer(p, X, attentions[i][row, :, :n, :n], cap.sum_in[i][row, :n], pc.z[i][row, :n],
-                             pc.a[i][row, :n], pc.ln2_in[i][row, :n])
+                             pc.a[i][row, :n], pc.ln2_in[i][row, :n], first=i == first, options=options)
         real = pc.ln2_out[i][row, :n].to(X.dtype)
         err = max(err, float((X.sum(1) - real).abs().max() / real.abs().max().clamp(min=1e-30)))
         dx_layers.append(torch.linalg.vector_norm(X[target], dim=-1).double().cpu().numpy())
     predicted = None
     mods, hin, hout = pc.head_of(row, target)
     if mods and logits is not None and mods[-1].weight.shape[0] == logits.shape[-1]:
-        parts_logits = decompx_head(mods, X[target], hin, hout)                           # (n, C)
+        parts_logits = decompx_head(mods, X[target], hin, hout, options.decompx_epsilon)  # (n, C)
         predicted = int(logits.argmax())
         scores["decompx"] = parts_logits[:, predicted].double().cpu().numpy()
     else:

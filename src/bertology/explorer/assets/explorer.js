@@ -732,7 +732,7 @@
     rollout: ['rollout', 'each layer\'s head-averaged attention mixed half and half with the identity, multiplied through the layers'],
     flow: ['flow', 'maximum flow from the token to the top [CLS] through the layered attention graph'],
     alti: ['ALTI', 'Ferrando et al. 2022: max(0, ‖y_i‖₁ − ‖y_i − T_i(x_j)‖₁) through attention, residual and LN1, rows normalised, rolled out'],
-    globenc: ['GlobEnc', 'Modarressi et al. 2022: ‖contribution‖ through attention, residual and both LayerNorms, rows normalised, rolled out'],
+    globenc: ['GlobEnc', 'Modarressi et al. 2022: ‖contribution‖ through attention, residual and both LayerNorms, the raw norms rolled out (as the authors\' code)'],
     decompx: ['DecompX', 'Modarressi et al. 2023: the token\'s signed part of the predicted class\'s logit, decomposed through every layer and the head (pretrained: ‖part of the top [CLS]‖)'],
     value_zeroing: ['Value Zeroing', 'Mohebbi et al. 2023: cosine distance of each output when the token\'s values are zeroed, rows normalised, rolled out'],
     ablation: ['ablation importance', 'drop in the predicted class\'s probability when the token is replaced by the mask token'],
