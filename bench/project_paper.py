@@ -66,7 +66,6 @@ import math
 import os
 import platform
 import re
-import shutil
 import statistics
 import subprocess
 import sys
@@ -364,7 +363,7 @@ def measure(args) -> dict:
     evaluate()
     c["eval_example_64"] = _timed(evaluate, 3) / args.eval_batch
     print({k: round(v, 4) for k, v in c.items()}, flush=True)
-    del opt, model, batch, full
+    opt = model = batch = ebatch = full = None  # free BERT-base and its optimizer state
 
     with tempfile.TemporaryDirectory(dir=args.tmp) as tmp:
         tmp = Path(tmp)
