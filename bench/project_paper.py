@@ -305,6 +305,9 @@ def measure(args) -> dict:
 
     torch.set_num_threads(args.threads)
     device = args.device
+    git = [subprocess.run(["git", *a], cwd=REPO, capture_output=True, text=True).stdout.strip()
+           for a in (["rev-parse", "--short", "HEAD"], ["status", "--porcelain", "--untracked-files=no"])]
+    commit = git[0] + (" (with uncommitted changes)" if git[1] else "")
     load_before = os.getloadavg()
     c: dict[str, float] = {}
     # the fixed cost of a job's process
@@ -402,11 +405,22 @@ def measure(args) -> dict:
         norms_rows.append(s)
         print("norms", e, {k: round(v / s["eager"], 2) for k, v in s.items()}, flush=True)
     c["eager_example"] = statistics.mean(r["eager"] for r in norms_rows)
+    if device != "cpu":
+        # the FE ratios are the CPU's (bench_costs runs on the CPU); the FE itself the device's: one eager forward
+        # with attentions of the same example, batch 1, the median of 5 after a warm-up
+        clf = clf.to(device)
+        one = {"input_ids": torch.from_numpy(ids)[None].to(device),
+               "token_type_ids": torch.from_numpy(tts)[None].to(device)}
+
+        def eager():
+            with torch.inference_mode():
+                clf(**one, output_attentions=True)
+            torch.cuda.synchronize()
+        eager()
+        c["eager_example"] = _timed(eager, 5)
     fe = {p: statistics.mean(r[p] / r["eager"] for r in norms_rows) for p in norms_rows[0] if p != "eager"}
     c["views_fe"] = sum(fe[p] for p in VIEW_PARTS)
     c["faithfulness_fe"] = fe["ablation"] + fe["gradient"] + AOPC_ORDERS * fe["aopc_per_view"]
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
-                            text=True).stdout.strip()
     return {"machine": f"{platform.node()} {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs",
             "device": device if device == "cpu" else torch.cuda.get_device_name(), "threads": args.threads,
             "commit": commit, "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -460,7 +474,9 @@ def main() -> int:
     m.add_argument("--train-steps", type=int, default=2, help="timed optimizer steps (after one warm-up)")
     m.add_argument("--eval-batch", type=int, default=64)
     m.add_argument("--threads", type=int, default=2)
-    m.add_argument("--device", default="cpu", help="cpu or cuda (training, evaluation; the norms in FE)")
+    m.add_argument("--device", default="cpu",
+                   help="cpu or cuda: fine-tuning, evaluation, extraction and the FE on it; the norms' FE ratios "
+                        "are measured on the CPU")
     m.add_argument("--tmp", default=os.environ.get("TMPDIR", "/tmp"))
     m.add_argument("--out", default=str(OUT / "paper_costs.json"))
     p = sub.add_parser("project", help="the per-job table and total from costs files")
