@@ -93,6 +93,8 @@ SUMMARY_RULES = frozenset({
     "sieve_figures", "sieve_delta", "sieve_summary", "norms_figures", "claims", "explorer", "report",
     "patterns_sheet", "syntax_figures", "seed_stats"})
 
+UNITS = ("job_fixed", "prep_example", "annotate_example", "train_step", "grad_example", "eval_example",
+         "extract_example", "onepass_example", "cosine_example", "eager_example", "views_fe", "faithfulness_fe")
 VIEW_PARTS = ("capture", "raw", "rollout", "flow", "alti", "globenc", "decompx", "value_zeroing")
 AOPC_ORDERS = 9  # the 8 views of bertology.norms.faithful.VIEWS and the random order
 
@@ -192,6 +194,18 @@ def job_cost(rule: str, wc: dict[str, str], sizes: dict[str, tuple[int, int]], s
         return (fixed + imp * c["grad_example"] + evaluated * fw * c["eval_example"],
                 f"{imp} grad ex. + {evaluated} ex. x {fw:.0f} fwd")
     raise ProjectionError(f"rule {rule} has no cost model in bench/project_paper.py (job_cost): add one")
+
+
+def check_costs(meta: dict, s: Settings, max_length: int, name: str = "costs file") -> None:
+    """Refuse a costs file measured at another batch size or sequence length than the config's, or lacking a
+    unit (ProjectionError, one line)."""
+    if meta.get("train_batch") != s.batch_size or meta.get("max_length") != max_length:
+        raise ProjectionError(f"{name} was measured at train batch {meta.get('train_batch')} and max_length "
+                              f"{meta.get('max_length')}, the config has {s.batch_size} and {max_length}: measure "
+                              f"again with `project_paper.py measure --train-batch {s.batch_size}`")
+    missing = sorted(set(UNITS) - set(meta.get("costs", {})))
+    if missing:
+        raise ProjectionError(f"{name} lacks the per-unit costs {', '.join(missing)}: measure again")
 
 
 def project(jobs: list[tuple[str, dict[str, str]]], sizes: dict[str, tuple[int, int]], s: Settings,
@@ -501,12 +515,22 @@ def main() -> int:
     validate_config(cfg)
     settings = settings_from_config(cfg)
     sizes, source = split_sizes()
-    jobs = dag_jobs(Path(args.configfile))
-    projections = []
+    loaded = []
     for spec in args.costs:
         label, _, path = spec.rpartition("=")
+        if not Path(path).is_file():
+            raise SystemExit(f"{path}: no such costs file; write one with `project_paper.py measure`")
         meta = json.loads(Path(path).read_text())
-        projections.append((label or meta.get("device", path), meta, project(jobs, sizes, settings, meta["costs"])))
+        try:
+            check_costs(meta, settings, int(cfg["data"]["max_length"]), path)
+        except ProjectionError as e:
+            raise SystemExit(str(e)) from None
+        loaded.append((label or meta.get("device", path), meta))
+    jobs = dag_jobs(Path(args.configfile))
+    try:
+        projections = [(label, meta, project(jobs, sizes, settings, meta["costs"])) for label, meta in loaded]
+    except ProjectionError as e:
+        raise SystemExit(str(e)) from None
     md = report(projections, sizes, source)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(md)

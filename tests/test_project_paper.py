@@ -61,6 +61,17 @@ def test_a_rule_without_a_cost_model_or_a_task_without_sizes_stops_the_projectio
         pp.job_cost("score", {"task": "z", "variant": "pretrained"}, SIZES, SETTINGS, COSTS)
 
 
+def test_a_costs_file_of_another_batch_size_length_or_lacking_a_unit_is_refused():
+    meta = {"train_batch": 32, "max_length": 128, "costs": dict(COSTS)}
+    pp.check_costs(meta, pp.Settings(), 128)
+    with pytest.raises(pp.ProjectionError, match="train batch 4 and max_length 128, the config has 32 and 128"):
+        pp.check_costs(dict(meta, train_batch=4), pp.Settings(), 128)
+    with pytest.raises(pp.ProjectionError, match="max_length 128, the config has 32 and 256"):
+        pp.check_costs(meta, pp.Settings(), 256)
+    with pytest.raises(pp.ProjectionError, match="lacks the per-unit costs views_fe"):
+        pp.check_costs(dict(meta, costs={k: v for k, v in COSTS.items() if k != "views_fe"}), pp.Settings(), 128)
+
+
 def test_totals_per_rule():
     jobs = [("score", {"task": "x", "variant": v}) for v in ("pretrained", "finetuned")] + [("report", {})]
     rows = pp.project(jobs, SIZES, SETTINGS, COSTS)
