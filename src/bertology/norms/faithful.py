@@ -181,6 +181,24 @@ def ablation_importance(model, input_ids: torch.Tensor, attention_mask: torch.Te
     return out, int(classes[0])
 
 
+def _embeddings(model) -> torch.nn.Module:
+    """The model's embeddings module (``model.base_model.embeddings``), where input x gradient is taken."""
+    embeddings = getattr(model.base_model, "embeddings", None)
+    if embeddings is None:
+        raise ValueError(f"{type(model.base_model).__name__} has no embeddings module to take input x gradient at")
+    return embeddings
+
+
+def _leaf_hook(captured: list[torch.Tensor]):
+    """A forward hook that makes the embeddings' output a leaf we differentiate against, appended to `captured`."""
+    def hook(module, args, output):
+        output = output[0] if isinstance(output, tuple) else output
+        leaf = output.detach().requires_grad_(True)
+        captured.append(leaf)
+        return leaf
+    return hook
+
+
 def gradient_importance(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, *,
                         token_type_ids: torch.Tensor | None = None, target: int | None = None) -> np.ndarray:
     """Input x gradient of the predicted (or `target`) class's probability: (n,) float64, sum_d e_jd dp/de_jd.
@@ -189,17 +207,7 @@ def gradient_importance(model, input_ids: torch.Tensor, attention_mask: torch.Te
     (``model.base_model.embeddings``), taken through a forward hook.
     """
     captured: list[torch.Tensor] = []
-
-    def hook(module, args, output):  # the embeddings' output becomes a leaf we differentiate against
-        output = output[0] if isinstance(output, tuple) else output
-        leaf = output.detach().requires_grad_(True)
-        captured.append(leaf)
-        return leaf
-
-    embeddings = getattr(model.base_model, "embeddings", None)
-    if embeddings is None:
-        raise ValueError(f"{type(model.base_model).__name__} has no embeddings module to take input x gradient at")
-    handle = embeddings.register_forward_hook(hook)
+    handle = _embeddings(model).register_forward_hook(_leaf_hook(captured))
     try:
         with torch.enable_grad():
             logits = _forward(model, input_ids[None], attention_mask[None],
@@ -219,19 +227,10 @@ def gradient_importances(model, examples: list[Example], *, max_tokens: int, pad
     rows do not interact (padded keys get weight 0), so each row's gradient is its own, to float rounding.
     targets: (E,) classes (None: each example's predicted class). Returns [(n_k,) float64]."""
     captured: list[torch.Tensor] = []
-
-    def hook(module, args, output):
-        output = output[0] if isinstance(output, tuple) else output
-        leaf = output.detach().requires_grad_(True)
-        captured.append(leaf)
-        return leaf
-
-    embeddings = getattr(model.base_model, "embeddings", None)
-    if embeddings is None:
-        raise ValueError(f"{type(model.base_model).__name__} has no embeddings module to take input x gradient at")
+    embeddings = _embeddings(model)
     lengths = [int(x.input_ids.shape[0]) for x in examples]
     out: list[np.ndarray | None] = [None] * len(examples)
-    handle = embeddings.register_forward_hook(hook)
+    handle = embeddings.register_forward_hook(_leaf_hook(captured))
     try:
         for batch in _batches(lengths, max_tokens):
             width = lengths[batch[0]]
