@@ -66,3 +66,25 @@ def test_ratios_by_construction():
     torch.testing.assert_close(r[mx.MEASURES.index("attnres_n")], torch.full((2,), 0.5, dtype=torch.float64))
     torch.testing.assert_close(r[mx.MEASURES.index("attn_w")], torch.ones(2, dtype=torch.float64))
     assert torch.isnan(r[mx.MEASURES.index("attnresln_n")]).all()
+
+
+@pytest.mark.parametrize("layout", ["post_ln", "pre_ln", "unrecognised"])
+def test_ratios_from_row_sums_equal_the_decomposition(layout):
+    # layer_ratios_fast (row sums and own parts) = layer_ratios of the whole (n, n, D) decomposition
+    H, n, D = 3, 6, 8
+    rng = torch.Generator().manual_seed(1)
+    alpha = torch.softmax(torch.randn(H, n, n, generator=rng, dtype=torch.float64), -1)
+    f = torch.randn(H, n, D, generator=rng, dtype=torch.float64)
+    x = torch.randn(n, D, generator=rng, dtype=torch.float64)
+    b = torch.randn(D, generator=rng, dtype=torch.float64)
+    norm = torch.nn.LayerNorm(D).double()
+    with torch.no_grad():
+        norm.weight.copy_(torch.randn(D, generator=rng, dtype=torch.float64))
+    norm = norm if layout == "post_ln" else None
+    dec = mx.decompose(alpha, f, x, b, norm)
+    want = mx.layer_ratios(alpha, dec)
+    if layout == "unrecognised":
+        want[3:] = float("nan")
+    got = mx.layer_ratios_fast(alpha, f, None if layout == "unrecognised" else x, b, norm)
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12, equal_nan=True)
+    assert got[4].isnan().all() == (layout != "post_ln")

@@ -89,8 +89,9 @@ def test_example_views_are_distributions_where_the_papers_normalise(arch):
         model.float()
 
 
+@pytest.mark.parametrize("method", ["subtract", "forward"])
 @pytest.mark.parametrize("arch", POST_LN)
-def test_value_zeroing_equals_a_hand_built_zeroed_forward(arch):
+def test_value_zeroing_equals_a_hand_built_zeroed_forward(arch, method):
     model, tok = tiny(arch)
     model = model.double()
     try:
@@ -98,7 +99,7 @@ def test_value_zeroing_equals_a_hand_built_zeroed_forward(arch):
         n = int(lengths[1])
         one = {k: v[1:2, :n] for k, v in inputs.items()}
         parts = mv.layer_parts(model)
-        got = mv.value_zeroing(model, parts, one)
+        got = mv.value_zeroing(model, parts, one, method)
         L = model.config.num_hidden_layers
         assert got.shape == (L, n, n)
         values = {id(p.block.value): p.block for p in parts}.values()
@@ -196,3 +197,29 @@ def test_arithmetic_by_construction():
     c = mv.cosine_distance_matrix(intact, zeroed)
     torch.testing.assert_close(c[0], torch.zeros(2, dtype=torch.float64))
     torch.testing.assert_close(c[1], torch.tensor([1.0, 0.0], dtype=torch.float64))
+
+
+@pytest.mark.parametrize("arch", POST_LN)
+@pytest.mark.parametrize("chunk", [1, 1 << 20])
+def test_alti_and_globenc_by_blocks_equal_their_definitions(arch, chunk):
+    # alti_globenc_layer (rows in blocks, GlobEnc from Gram matrices) = alti_matrix and globenc_matrix of the whole
+    # LN1 decomposition, in both GlobEnc row modes; chunk 1: one row at a time
+    model, tok, inputs, lengths, parts, head, cap, pc, out = _forward(arch)
+    try:
+        for row in range(2):
+            n = int(lengths[row])
+            for p in parts:
+                i = p.block.index
+                args = (out.attentions[i][row, :, :n, :n], nv.transformed_vectors(
+                    p.block, cap.values[i][row:row + 1, :n])[0], cap.residual[i][row, :n], p.block.output.bias)
+                dec = decompose(*args, p.block.post_norm)
+                ln2_in = pc.ln2_in[i][row, :n]
+                for rows in ("raw", "normalised"):
+                    a, g = mv.alti_globenc_layer(*args, p.block.post_norm, cap.sum_out[i][row, :n], p.final_norm,
+                                                 ln2_in, rows, chunk_elements=chunk)
+                    torch.testing.assert_close(a, mv.alti_matrix(dec.ln, cap.sum_out[i][row, :n]), rtol=1e-12,
+                                               atol=1e-12)
+                    torch.testing.assert_close(g, mv.globenc_matrix(dec.ln, p.final_norm, ln2_in, rows),
+                                               rtol=1e-10, atol=1e-12)
+    finally:
+        model.float()

@@ -97,24 +97,62 @@ def example_decomposition(cap: Capture, block: AttentionBlock, alpha: torch.Tens
                      block.post_norm)
 
 
+def ratio_from_sums(total: torch.Tensor, own: torch.Tensor) -> torch.Tensor:
+    """The mixing ratio from a decomposition's row sums: total (n, D) = sum_j v_ij, own (n, D) = v_ii -> (n,)
+    ||total - own|| / (||total - own|| + ||own||) (:func:`mixing_ratio` without the (n, n, D) decomposition)."""
+    m, k = (total - own).norm(dim=-1), own.norm(dim=-1)
+    return m / (m + k)
+
+
+def layer_ratios_fast(alpha: torch.Tensor, f: torch.Tensor, residual: torch.Tensor | None, bias: torch.Tensor | None,
+                      norm: torch.nn.LayerNorm | None) -> torch.Tensor:
+    """:func:`layer_ratios` of :func:`decompose` (same arguments; residual None: the layout is not recognised, the
+    attention measures only) without the (n, n, D) decomposition -> (len(MEASURES), n) float64.
+
+    Every measure needs only two vectors a token: the row sum sum_j v_ij and the own part v_ii. For the attention,
+    sum_j a_ij = sum_h alpha_h f_h (the attention's output, b_O left out) and a_ii = sum_h alpha_h[i, i] f_h(x_i);
+    the residual adds x_i to both; LayerNorm's linear part g commutes with the sum over j. O(H n^2 D) for the
+    first (one matrix product a head) against the decomposition's O(n^2 D) memory: the same numbers to rounding."""
+    alpha, f = alpha.double(), f.double()
+    n, D = alpha.shape[-1], f.shape[-1]
+    attn_w = 1.0 - alpha.mean(0).diagonal()
+    nan = torch.full((n,), float("nan"), dtype=torch.float64, device=alpha.device)
+    total = torch.matmul(alpha, f).sum(0)                                              # (n, D)
+    own = torch.einsum("hi,hid->id", alpha.diagonal(dim1=-2, dim2=-1), f)              # (n, D)
+    attn_n = ratio_from_sums(total, own)
+    if residual is None:
+        return torch.stack([attn_w, attn_n, attn_w / 2, nan, nan])
+    x = residual.double()
+    total, own = total + x, own + x
+    attnres_n = ratio_from_sums(total, own)
+    if norm is None:
+        return torch.stack([attn_w, attn_n, attn_w / 2, attnres_n, nan])
+    b = torch.zeros(D, dtype=torch.float64, device=x.device) if bias is None else bias.double()
+    scale = ((total + b).var(-1, unbiased=False) + norm.eps).rsqrt()                 # LayerNorm's input's
+    gamma = norm.weight.double() if norm.weight is not None else torch.ones(D, dtype=torch.float64, device=x.device)
+
+    def g(v):
+        return (v - v.mean(-1, keepdim=True)) * scale[:, None] * gamma
+    return torch.stack([attn_w, attn_n, attn_w / 2, attnres_n, ratio_from_sums(g(total), g(own))])
+
+
 @torch.no_grad()
 def mixing_ratios(cap: Capture, attentions: tuple[torch.Tensor, ...], lengths: torch.Tensor) -> torch.Tensor:
     """Every layer's mixing ratios for the last forward pass: (B, L, len(MEASURES), T) float64, NaN at padding.
 
-    attentions: the model's output_attentions, L tensors (B, H, T, T); lengths (B,) real lengths.
+    attentions: the model's output_attentions, L tensors (B, H, T, T); lengths (B,) real lengths. Computed from
+    each token's row sum and own part (:func:`layer_ratios_fast`), never the (n, n, D) decomposition.
     """
     B, T = attentions[0].shape[0], attentions[0].shape[-1]
     out = torch.full((B, len(cap.blocks), len(MEASURES), T), float("nan"), dtype=torch.float64)
     for block in cap.blocks:
         alpha = attentions[block.index]
+        if block.layer is not None and block.index not in cap.residual:
+            raise RuntimeError("mixing needs Capture(model, vectors=True) around the forward pass")
+        f_all = transformed_vectors(block, cap.values[block.index])                     # (B, H, T, D)
         for row in range(B):
             n = int(lengths[row])
-            if block.layer is None:            # residual layout not recognised: attention measures only
-                f = transformed_vectors(block, cap.values[block.index][row:row + 1, :n])[0]
-                dec = Decomposition(torch.einsum("hij,hjd->ijd", alpha[row, :, :n, :n].double(), f.double()),
-                                    torch.full((n, n, f.shape[-1]), float("nan"), dtype=torch.float64), None, None,
-                                    torch.zeros(f.shape[-1], dtype=torch.float64))
-            else:
-                dec = example_decomposition(cap, block, alpha, row, n)
-            out[row, block.index, :, :n] = layer_ratios(alpha[row, :, :n, :n], dec).cpu()
+            residual = None if block.layer is None else cap.residual[block.index][row, :n]
+            out[row, block.index, :, :n] = layer_ratios_fast(alpha[row, :, :n, :n], f_all[row, :, :n], residual,
+                                                             block.output.bias, block.post_norm).cpu()
     return out

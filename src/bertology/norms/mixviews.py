@@ -40,7 +40,6 @@ import numpy as np
 import torch
 
 from bertology.errors import UserError
-from bertology.norms.mixing import decompose
 from bertology.norms.values import (
     AttentionBlock,
     Capture,
@@ -270,6 +269,59 @@ def globenc_matrix(ln1_parts: torch.Tensor, norm2: torch.nn.LayerNorm, ln2_in: t
     return normalise_rows(c) if rows == "normalised" else c
 
 
+def alti_globenc_layer(alpha: torch.Tensor, f: torch.Tensor, residual: torch.Tensor, bias: torch.Tensor | None,
+                       norm1: torch.nn.LayerNorm, y: torch.Tensor, norm2: torch.nn.LayerNorm, ln2_in: torch.Tensor,
+                       rows: str = "raw", chunk_elements: int = 1 << 20) -> tuple[torch.Tensor, torch.Tensor]:
+    """One post-LN layer's ALTI and GlobEnc matrices (:func:`alti_matrix` and :func:`globenc_matrix` of the LN1
+    decomposition of :func:`bertology.norms.mixing.decompose`) -> ((n, n), (n, n)) float64, the same numbers to
+    rounding, without the (n, n, D) decomposition ever whole in memory.
+
+    alpha (H, n, n), f (H, n, D) the transformed vectors f_h(x_j), residual (n, D) the layer's input x, bias (D,) b_O
+    or None, norm1 the LayerNorm after the residual; y (n, D) that LayerNorm's real output; norm2 and its real input
+    ln2_in (n, D) (GlobEnc); rows: GlobEnc's "raw" or "normalised"; chunk_elements: the most decomposition entries
+    held at once (ALTI).
+
+    LayerNorm's linear part g1 is linear, so T_i(x_j) = g1(sum_h alpha_h[i, j] f_h(x_j) + [i = j] x_i)
+    = s1_i (sum_h alpha_h[i, j] f'_h(x_j) + [i = j] x'_i), with f' and x' centred and multiplied by gamma1 once and
+    s1_i = 1 / sqrt(var(LN1's input_i) + eps).
+    ALTI: ||y_i - T_i(x_j)||_1 for a block of rows at a time (one batched product over the keys, K = H, and one L1
+    distance kernel). GlobEnc: ||g2(T_i(x_j))||_2 = s2_i s1_i ||sum_h alpha_h[i, j] w_hj + [i = j] u_i|| with
+    w = g2's centring and gamma2 applied to f', u to x': a quadratic form of each key's H x H Gram matrix of w,
+    O(n^2 H^2) instead of O(n^2 D)."""
+    alpha, f, x = alpha.double(), f.double(), residual.double()
+    H, n, D = f.shape
+    dev = x.device
+    b = torch.zeros(D, dtype=torch.float64, device=dev) if bias is None else bias.double()
+    ones = torch.ones(D, dtype=torch.float64, device=dev)
+    g1 = norm1.weight.double() if norm1.weight is not None else ones
+    g2 = norm2.weight.double() if norm2.weight is not None else ones
+    s1 = ((torch.matmul(alpha, f).sum(0) + x + b).var(-1, unbiased=False) + norm1.eps).rsqrt()      # (n,)
+    s2 = (ln2_in.double().var(-1, unbiased=False) + norm2.eps).rsqrt()
+    fc = ((f - f.mean(-1, keepdim=True)) * g1).transpose(0, 1).contiguous()                       # (n_j, H, D)
+    xc = (x - x.mean(-1, keepdim=True)) * g1                                                      # (n, D)
+    keys_first = alpha.permute(2, 1, 0)                                                           # (n_j, n_i, H)
+    # ALTI, a block of rows at a time
+    y = y.double()
+    y_l1 = y.abs().sum(-1)
+    alti = torch.empty(n, n, dtype=torch.float64, device=dev)
+    step = max(1, chunk_elements // max(n * D, 1))
+    for lo in range(0, n, step):
+        hi = min(n, lo + step)
+        t = torch.bmm(keys_first[:, lo:hi].contiguous(), fc).transpose(0, 1).contiguous()        # (c, n_j, D)
+        t[:, lo:hi].diagonal(dim1=0, dim2=1).add_(xc[lo:hi].T)                                    # + x'_i at j = i
+        t *= s1[lo:hi, None, None]
+        alti[lo:hi] = (y_l1[lo:hi, None] - torch.cdist(y[lo:hi, None], t, p=1)[:, 0]).clamp(min=0)
+    # GlobEnc from the Gram matrices
+    w = (fc - fc.mean(-1, keepdim=True)) * g2                                                      # (n_j, H, D)
+    u = (xc - xc.mean(-1, keepdim=True)) * g2                                                      # (n, D)
+    gram = torch.bmm(w, w.transpose(1, 2))                                                         # (n_j, H, H)
+    sq = (torch.bmm(keys_first, gram) * keys_first).sum(-1)                                        # (n_j, n_i)
+    own = alpha.diagonal(dim1=-2, dim2=-1).T                                                       # (n, H) alpha_h[i, i]
+    sq.diagonal().add_(2 * (own * torch.einsum("ihd,id->ih", w, u)).sum(-1) + (u * u).sum(-1))
+    glob = sq.clamp(min=0).sqrt().T * (s1 * s2)[:, None]
+    return normalise_rows(alti), (normalise_rows(glob) if rows == "normalised" else glob)
+
+
 def split_bias(parts: torch.Tensor, bias: torch.Tensor | None, eps: float = AUTHORS_EPS) -> torch.Tensor:
     """DecompX's "absdot" bias decomposition: parts (n, m, D) (or (m, D)), bias (D,) -> parts + w_ij bias with
     w_ij = |<parts_ij, bias>| / (sum_j |<parts_ij, bias>| + eps) (the authors' eps = 1e-12: a bias whose products
@@ -305,8 +357,10 @@ def ln_parts(parts: torch.Tensor, norm: torch.nn.LayerNorm, real_in: torch.Tenso
 
 def cosine_distance_matrix(intact: torch.Tensor, zeroed: torch.Tensor) -> torch.Tensor:
     """Value Zeroing (Mohebbi et al. 2023): intact (n, D) the layer's output, zeroed (n_j, n, D) its output with token
-    j's value vectors zeroed -> (n, n) C[i, j] = 1 - cos(intact_i, zeroed_j,i), rows normalised."""
-    cos = torch.nn.functional.cosine_similarity(zeroed, intact[None].to(zeroed.dtype), dim=-1)    # (n_j, n_i)
+    j's value vectors zeroed -> (n, n) float64 C[i, j] = 1 - cos(intact_i, zeroed_j,i), rows normalised. The cosine
+    is taken in float64 whatever the model's dtype: 1 - cos of vectors that differ little cancels, and in float32 its
+    rounding (about 6e-8) is a sizeable part of the distances of a small effect."""
+    cos = torch.nn.functional.cosine_similarity(zeroed.double(), intact[None].double(), dim=-1)  # (n_j, n_i)
     return normalise_rows((1 - cos).T.clamp(min=0))
 
 
@@ -413,13 +467,29 @@ def _zero_values(block: AttentionBlock, out: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def removed_parts(alpha: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
+    """What zeroing token j's value vectors takes from the attention output at position i: alpha (H, n, n), f (H, n, D)
+    f_h(x_j) (value vectors through W_O^h, b_V included, b_O not) -> (n_j, n_i, D) sum_h alpha_h[i, j] f_h(x_j)."""
+    return torch.bmm(alpha.permute(2, 1, 0).contiguous(), f.transpose(0, 1).contiguous())
+
+
 @torch.no_grad()
-def value_zeroing(model, parts: list[LayerParts], inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+def value_zeroing(model, parts: list[LayerParts], inputs: dict[str, torch.Tensor],
+                  method: str = "subtract") -> torch.Tensor:
     """Value Zeroing matrices of one example (inputs: model inputs of batch 1, no padding, n tokens) -> (L, n, n).
 
-    One intact forward keeps every layer's output; then per layer l one forward of n copies (copy j: token j's value
-    vectors zeroed in layer l) in which the layers below return their intact outputs without computing and the pass
-    stops at layer l's output."""
+    One intact forward keeps every layer's output, attention and value vectors. Then per layer l, copy j has token
+    j's value vectors zeroed in layer l only: its attention output at position i is the intact one less
+    sum_h alpha_h[i, j] f_h(x_j) (the attention weights are not renormalised: a zeroed value vector adds nothing).
+
+    method "subtract" (the default): layer l runs once on the intact input (batch 1; the layers below return their
+    kept outputs) and W_O's output o (1, n, D) becomes o - removed (n copies, n, D), broadcast through the rest of
+    the layer (residual, LayerNorm, feed-forward): the queries, keys, values and attention of the n copies, which are
+    the intact ones, are not computed again, nor W_O on them. "forward": the n copies run the whole layer with the
+    value projection's output zeroed at (copy j, token j) (the literal definition; about 4/3 the cost). Both stop at
+    layer l's output; they agree to rounding."""
+    if method not in ("subtract", "forward"):
+        raise ValueError(f"value_zeroing method must be 'subtract' or 'forward', got {method!r}")
     blocks = [p.block for p in parts]
     layers = []
     for b in blocks:
@@ -433,13 +503,19 @@ def value_zeroing(model, parts: list[LayerParts], inputs: dict[str, torch.Tensor
 
     handles = [m.register_forward_hook(record) for m in layers]
     try:
-        model(**inputs)
+        with Capture(model, vectors=True, norms=False) as cap:
+            intact = model(**inputs, output_attentions=method == "subtract")
     finally:
         for h in handles:
             h.remove()
     if len(kept) != len(blocks):
         raise RuntimeError(f"value zeroing: {len(kept)} layer calls in the intact pass for {len(blocks)} layers")
     n = inputs["input_ids"].shape[1]
+    removed: dict[int, torch.Tensor] = {}
+    if method == "subtract":
+        for b in blocks:
+            f = transformed_vectors(b, cap.values[b.index])[0]                          # (H, n, D)
+            removed[b.index] = removed_parts(intact.attentions[b.index][0].to(f.dtype), f)
     originals = {id(m): m.forward for m in layers}
 
     def wrapped(module):
@@ -458,29 +534,38 @@ def value_zeroing(model, parts: list[LayerParts], inputs: dict[str, torch.Tensor
         if state["call"] - 1 == state["target"]:
             return _zero_values(blocks[state["target"]], output)
 
+    def subtract_hook(module, args, output):
+        if state["call"] - 1 == state["target"]:
+            return output - removed[blocks[state["target"]].index].to(output.dtype)
+
     scores = []
-    big = {k: v.expand(n, *v.shape[1:]) for k, v in inputs.items()}
-    zero_handles = []
+    copies = 1 if method == "subtract" else n
+    big = {k: v.expand(copies, *v.shape[1:]) for k, v in inputs.items()}
+    hook_handles = []
     seen: set[int] = set()
     for b in blocks:
-        if id(b.value) not in seen:
-            seen.add(id(b.value))
-            zero_handles.append(b.value.register_forward_hook(zero_hook))
+        module = b.output if method == "subtract" else b.value
+        if id(module) not in seen:
+            seen.add(id(module))
+            hook_handles.append(module.register_forward_hook(subtract_hook if method == "subtract" else zero_hook))
     try:
         for m in layers:
             m.forward = wrapped(m)
         for l, b in enumerate(blocks):
-            state.update(call=0, target=l, copies=n)
+            state.update(call=0, target=l, copies=copies)
             try:
                 model(**big)
                 raise RuntimeError("value zeroing: the forward pass did not reach the target layer")
             except _Stop as stop:
                 zeroed = _first(stop.output)                                      # (n copies, n, D)
+            if zeroed.shape[:2] != (n, n):
+                raise RuntimeError(f"value zeroing: layer {b.index} gave {tuple(zeroed.shape)} for {n} copies of "
+                                   f"{n} tokens (method={method!r}; 'forward' runs the copies whole)")
             scores.append(cosine_distance_matrix(_first(kept[l])[0], zeroed))
     finally:
         for m in layers:
             del m.forward
-        for h in zero_handles:
+        for h in hook_handles:
             h.remove()
     return torch.stack(scores)
 
@@ -512,24 +597,21 @@ def example_views(model, parts: list[LayerParts], head: list[torch.nn.Module], c
     options = options or MixingOptions()
     t0 = time.perf_counter()
     alti, glob = [], []
-    decs = []
     for p in parts:
         b = p.block
-        v = cap.values[b.index][row:row + 1, :n]
-        f = transformed_vectors(b, v)[0]
-        dec = decompose(attentions[b.index][row, :, :n, :n], f, cap.residual[b.index][row, :n], b.output.bias,
-                        b.post_norm)
-        decs.append(dec)
-        y = cap.sum_out[b.index][row, :n].double()
-        alti.append(alti_matrix(dec.ln, y))
-    t1 = time.perf_counter()
-    for p, dec in zip(parts, decs):
-        glob.append(globenc_matrix(dec.ln, p.final_norm, pc.ln2_in[p.block.index][row, :n].double(),
-                                   options.globenc_rows))
-    t2 = time.perf_counter()
+        f = transformed_vectors(b, cap.values[b.index][row:row + 1, :n])[0]
+        a, g = alti_globenc_layer(attentions[b.index][row, :, :n, :n], f, cap.residual[b.index][row, :n],
+                                  b.output.bias, b.post_norm, cap.sum_out[b.index][row, :n], p.final_norm,
+                                  pc.ln2_in[b.index][row, :n], options.globenc_rows)
+        alti.append(a)
+        glob.append(g)
+    t1 = time.perf_counter()                        # ALTI's time holds the one pass both views share
     A, G = torch.stack(alti), torch.stack(glob)
-    scores = {"alti": rollout(A)[target].cpu().numpy(), "globenc": rollout(G)[target].cpu().numpy()}
+    scores = {"alti": rollout(A)[target].cpu().numpy()}
     layers = {"alti": A[:, target].cpu().numpy(), "globenc": G[:, target].cpu().numpy()}
+    t2 = time.perf_counter()
+    scores["globenc"] = rollout(G)[target].cpu().numpy()
+    t1, t2 = t2, time.perf_counter()
     seconds["alti"] = seconds.get("alti", 0.0) + (t1 - t0)
     seconds["globenc"] = seconds.get("globenc", 0.0) + (t2 - t1)
 
