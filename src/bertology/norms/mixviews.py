@@ -373,12 +373,17 @@ def _dt(model) -> torch.dtype:
 @torch.no_grad()
 def decompx_layer(parts: LayerParts, x: torch.Tensor, alpha: torch.Tensor, ln1_in: torch.Tensor, z: torch.Tensor,
                   a: torch.Tensor, ln2_in: torch.Tensor, first: bool = False,
-                  options: MixingOptions | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+                  options: MixingOptions | None = None,
+                  rows: slice | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """One layer of DecompX: x (n, m, D) the decomposition of the layer's input (sum over m = the real input), alpha
     (H, n, n), the real LN1 input (n, D), FFN pre-activation z (n, F) and activation a (n, F), LN2 input (n, D) ->
-    (the decomposition of the layer's output (n, m, D), its stages {"ln1": (n, m, D), "res2": (n, m, D)}).
+    (the decomposition of the layer's output (r, m, D), its stages {"ln1": (r, m, D), "res2": (r, m, D)}).
 
-    first: x is the model's input, diagonal (x[k, j] = 0 for k != j; m = n): with
+    rows: the output positions to decompose (a slice; None: all n, r = n). Every position's input parts are the
+    keys, so a layer below needs all rows; the last needs only the target's (row 0 of the top [CLS]).
+
+    first: x is the model's input, diagonal (x[k, j] = 0 for k != j; m = n): the value projection then runs on the
+    n diagonal vectors, not n x n parts, and the attention mixes them by broadcasting (the same numbers); with
     ``options.decompx_first_layer_value_bias == "values"`` b_V is added to each token's own value vector (the
     authors' first layer) and only b_O is split."""
     o = options or MixingOptions()
@@ -386,33 +391,41 @@ def decompx_layer(parts: LayerParts, x: torch.Tensor, alpha: torch.Tensor, ln1_i
     b = parts.block
     H, dh = b.heads, b.head_dim
     n, m, D = x.shape
+    q = slice(None) if rows is None else rows
     wv, bv = b.value_weights()
-    v = (x @ wv.T.to(x.dtype)).view(n, m, H, dh)
     wo = b.output.weight.to(x.dtype)
+    al = alpha.to(x.dtype)[:, q]                                                   # (H, r, n)
     bias = torch.zeros(D, dtype=x.dtype, device=x.device)
-    if bv is not None:
-        if first and o.decompx_first_layer_value_bias == "values":
-            if m != n:
-                raise ValueError(f"decompx_layer(first=True) needs the diagonal input decomposition (n, n, D), got "
-                                 f"{tuple(x.shape)}")
-            idx = torch.arange(n, device=x.device)
-            v[idx, idx] += bv.to(x.dtype).view(H, dh)                 # token j's value x_j W_V + b_V, as the model's
-        else:
+    if first:
+        if m != n:
+            raise ValueError(f"decompx_layer(first=True) needs the diagonal input decomposition (n, n, D), got "
+                             f"{tuple(x.shape)}")
+        idx = torch.arange(n, device=x.device)
+        vd = x[idx, idx] @ wv.T.to(x.dtype)                                        # (n, H*dh): token j's own
+        if bv is not None and o.decompx_first_layer_value_bias == "values":
+            vd = vd + bv.to(x.dtype)                                  # token j's value x_j W_V + b_V, as the model's
+        elif bv is not None:
             bias = bias + bv.to(x.dtype) @ wo.T                     # rows of alpha sum to 1: b_V reaches every token
-    y = torch.einsum("hik,kjhc->ijhc", alpha.to(x.dtype), v).reshape(n, m, H * dh)
+        y = (al.permute(1, 2, 0)[..., None] * vd.view(n, H, dh)).reshape(-1, m, H * dh)   # alpha_h[i, j] v_jj
+    else:
+        v = (x @ wv.T.to(x.dtype)).view(n, m, H, dh)
+        if bv is not None:
+            bias = bias + bv.to(x.dtype) @ wo.T
+        y = torch.einsum("hik,kjhc->ijhc", al, v).reshape(-1, m, H * dh)
     attn = y @ wo.T
     if b.output.bias is not None:
         bias = bias + b.output.bias.to(x.dtype)
+    xr = x[q]
     if o.decompx_bias_split == "attention_residual":
-        res1 = split_bias(attn + x, bias, eps)
+        res1 = split_bias(attn + xr, bias, eps)
     else:
-        res1 = split_bias(attn, bias, eps) + x
-    h = ln_parts(res1, b.post_norm, ln1_in, eps)
+        res1 = split_bias(attn, bias, eps) + xr
+    h = ln_parts(res1, b.post_norm, ln1_in[q], eps)
     zz = split_bias(h @ parts.ffn_in.weight.T.to(x.dtype), getattr(parts.ffn_in, "bias", None), eps)
-    act = zz * zero_origin_slope(z.to(x.dtype), a.to(x.dtype), eps)[:, None, :]
+    act = zz * zero_origin_slope(z[q].to(x.dtype), a[q].to(x.dtype), eps)[:, None, :]
     ff = split_bias(act @ parts.ffn_out.weight.T.to(x.dtype), getattr(parts.ffn_out, "bias", None), eps)
     res2 = ff + h
-    return ln_parts(res2, parts.final_norm, ln2_in, eps), {"ln1": h, "res2": res2}
+    return ln_parts(res2, parts.final_norm, ln2_in[q], eps), {"ln1": h, "res2": res2}
 
 
 @torch.no_grad()
@@ -581,7 +594,8 @@ class ExampleViews:
     layers: dict[str, np.ndarray]
     predicted: int | None = None
     #: max over layers of max |sum_j X_l[i, j] - h_l[i]| / max |h_l| (the decomposition against the real hidden
-    #: states: rounding only, ~1e-6 in float32, where the layer is the layout DecompX follows)
+    #: states, every row i below the top layer and the target's row in it: rounding only, ~1e-6 in float32, where
+    #: the layer is the layout DecompX follows)
     decompx_error: float = 0.0
 
 
@@ -622,21 +636,24 @@ def example_views(model, parts: list[LayerParts], head: list[torch.nn.Module], c
     X = torch.zeros(n, n, x0.shape[-1], dtype=dt, device=x0.device)
     X[torch.arange(n), torch.arange(n)] = x0
     dx_layers, err = [], 0.0
-    for p in parts:
+    for k, p in enumerate(parts):
         i = p.block.index
+        last = k == len(parts) - 1
+        keep = slice(target, target + 1) if last else slice(None)       # the top layer: the target's row alone
         X, _ = decompx_layer(p, X, attentions[i][row, :, :n, :n], cap.sum_in[i][row, :n], pc.z[i][row, :n],
-                             pc.a[i][row, :n], pc.ln2_in[i][row, :n], first=i == first, options=options)
-        real = pc.ln2_out[i][row, :n].to(X.dtype)
+                             pc.a[i][row, :n], pc.ln2_in[i][row, :n], first=i == first, options=options, rows=keep)
+        real = pc.ln2_out[i][row, :n][keep].to(X.dtype)
         err = max(err, float((X.sum(1) - real).abs().max() / real.abs().max().clamp(min=1e-30)))
-        dx_layers.append(torch.linalg.vector_norm(X[target], dim=-1).double().cpu().numpy())
+        dx_layers.append(torch.linalg.vector_norm(X[0 if last else target], dim=-1).double().cpu().numpy())
+    top = X[0]                                                                       # (n, D): the target's parts
     predicted = None
     mods, hin, hout = pc.head_of(row, target)
     if mods and logits is not None and mods[-1].weight.shape[0] == logits.shape[-1]:
-        parts_logits = decompx_head(mods, X[target], hin, hout, options.decompx_epsilon)  # (n, C)
+        parts_logits = decompx_head(mods, top, hin, hout, options.decompx_epsilon)  # (n, C)
         predicted = int(logits.argmax())
         scores["decompx"] = parts_logits[:, predicted].double().cpu().numpy()
     else:
-        scores["decompx"] = torch.linalg.vector_norm(X[target], dim=-1).double().cpu().numpy()
+        scores["decompx"] = torch.linalg.vector_norm(top, dim=-1).double().cpu().numpy()
     layers["decompx"] = np.stack(dx_layers)
     seconds["decompx"] = seconds.get("decompx", 0.0) + (time.perf_counter() - t0)
     if inputs is not None:
