@@ -12,8 +12,9 @@ Per example, what the norms jobs run on it (docs/reference.md#token-views ff.):
   eager        the eager forward with output_attentions=True, the FE (median of --repeats)
   capture      the forward inside Capture(vectors=True) and PartsCapture (what norms_views runs)
   raw, rollout, flow                  bertology.norms.flow from the attention maps
-  alti, globenc, decompx              bertology.norms.mixviews.example_views (each view's own time)
-  value_zeroing                       mixviews.value_zeroing_view
+  alti, globenc, decompx              bertology.norms.mixviews.example_views (each view's own time; alti holds the
+                                      one pass ALTI and GlobEnc share, globenc its rollout)
+  value_zeroing                       mixviews.value_zeroing_view (method "subtract")
   ablation     token ablation of the ordinary tokens (faithful.masked_drops: forwards of --copy-tokens tokens,
                the intact forward's probabilities reused)
   gradient     input x gradient (faithful.gradient_importances)
