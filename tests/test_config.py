@@ -136,3 +136,15 @@ def test_unknown_step_and_missing_input(capsys):
 def test_step_args_quote_paths():
     args = cli.step_args({"task": "rte"}, {"store": "a b.zarr", "stats": ["x.csv", "y.csv"]}, {"out": "o.csv"})
     assert args == "-w task=rte --input 'store=a b.zarr' --input stats=x.csv --input stats=y.csv --output out=o.csv"
+
+
+def test_the_schema_beside_the_workflow_is_the_packages():
+    # schemas/config.schema.yaml is a link to the schema inside the package (the one Snakemake's validate and the
+    # steps read): an in-place edit that turned it into a copy once let the two disagree on a default
+    from pathlib import Path
+
+    import bertology
+
+    beside = Path(__file__).resolve().parents[1] / "schemas" / "config.schema.yaml"
+    packaged = Path(bertology.__file__).resolve().parent / "config.schema.yaml"
+    assert beside.is_symlink() and beside.resolve() == packaged.resolve()
