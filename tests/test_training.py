@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -603,6 +604,51 @@ def test_train_and_score_steps_log_to_mlflow(tiny_model_dir, tmp_path, monkeypat
     assert client.list_artifacts(train_run.info.run_id) == []  # checkpoints stay on disk
     assert runs["score"].data.metrics["eval_accuracy"] == pytest.approx(score["metrics"]["accuracy"])
     assert runs["score"].data.metrics["eval_n"] == 32
+    assert runs["score"].data.tags["evaluation"] == "reused from training"
+
+
+@pytest.mark.parametrize("task", ["sst2", "stsb"])
+def test_score_of_a_fine_tuned_model_reuses_its_last_training_evaluation(tiny_model_dir, tmp_path, monkeypatch, task):
+    """A fine-tuned variant's score is its training's last evaluation when that was made with the score's settings
+    on the saved weights: the same record, bit for bit, as evaluating the saved model again (here forced by
+    taking the record away, and by another eval_batch_size, which re-evaluates)."""
+    from bertology.outputcache import record_digest
+    from bertology.training import HISTORY_FILE
+
+    monkeypatch.chdir(tmp_path)
+    data = tmp_path / "data"
+    data.mkdir()
+    keyword_frame(48, 0, pair=task == "stsb").to_parquet(data / "train.parquet")
+    keyword_frame(20, 1, pair=task == "stsb").to_parquet(data / "validation.parquet")
+    settings = dict(model=str(tiny_model_dir), data={"max_length": 32},
+                    train={"epochs": 1, "batch_size": 16, "learning_rate": 3e-3, "seed": 1, "eval_batch_size": 8})
+    quiet = ("--no-progress", "--no-mlflow")
+    assert run_step("train_model", step_config("train_model", **settings), {"task": task, "init": "pretrained"},
+                    inputs={"train": data / "train.parquet", "validation": data / "validation.parquet"},
+                    outputs={"model": "model"}, options=quiet) == 0
+
+    def score(name: str, model: str = "model", **train) -> dict:
+        cfg = dict(settings, train={**settings["train"], **train})
+        assert run_step("score", step_config("score", **cfg), {"task": task, "variant": "finetuned"},
+                        inputs={"validation": data / "validation.parquet", "model": model},
+                        outputs={"score": name}, options=quiet) == 0
+        record = json.loads(Path(name).read_text())
+        record.pop("seconds")
+        return record
+
+    info = json.loads(Path("model", HISTORY_FILE).read_text())
+    last = info["history"]["evals"][-1]
+    assert len(last["predictions"]) == 20 and info["evaluation"]["eval_batch_size"] == 8
+    reused = score("reused.json")
+    assert reused["metrics"] == last["metrics"] and reused["predictions"]["prediction"] == last["predictions"]
+    shutil.copytree("model", "plain")
+    del info["evaluation"]
+    Path("plain", HISTORY_FILE).write_text(json.dumps(info))
+    record_digest("plain")
+    evaluated = score("evaluated.json", model="plain")
+    assert {**evaluated, "model_path": "model"} == reused                       # evaluated again: the same record
+    rebatched = score("rebatched.json", eval_batch_size=3)                      # other settings: evaluated
+    assert rebatched["n"] == 20 and rebatched["predictions"]["label"] == reused["predictions"]["label"]
 
 
 def _score(tmp_path: Path, model_name: str, variant: str, **inputs) -> int:

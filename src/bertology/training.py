@@ -127,7 +127,9 @@ class History:
     steps: list[int] = field(default_factory=list)
     losses: list[float] = field(default_factory=list)
     lrs: list[float] = field(default_factory=list)
-    evals: list[dict[str, Any]] = field(default_factory=list)  # {"epoch", "step", "metrics"}
+    #: {"epoch", "step", "metrics"} per epoch; the last epoch's also "predictions" (E,) and "seconds", the
+    #: evaluation a score of the saved model would compute (:func:`recorded_evaluation`)
+    evals: list[dict[str, Any]] = field(default_factory=list)
     resumed_from: list[int] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -230,8 +232,12 @@ def encode_split(tokenizer, df: pd.DataFrame, spec: TaskSpec, max_length: int) -
     enc = encode(tokenizer, df, max_length)
     keys = [k for k in ("input_ids", "token_type_ids", "attention_mask") if k in enc]
     features = [{k: enc[k][i] for k in keys} for i in range(len(df))]
-    labels = df["label"].to_numpy(np.float32 if spec.is_regression else np.int64)
-    return Encoded(features, labels)
+    return Encoded(features, split_labels(df, spec))
+
+
+def split_labels(df: pd.DataFrame, spec: TaskSpec) -> np.ndarray:
+    """The gold labels of a prepared frame as the classifier reads them: (E,) int64, float32 for regression."""
+    return df["label"].to_numpy(np.float32 if spec.is_regression else np.int64)
 
 
 def collate(tokenizer, enc: Encoded, idx: np.ndarray, device, regression: bool) -> dict[str, Any]:
@@ -284,6 +290,35 @@ def evaluate(model, tokenizer, enc: Encoded, spec: TaskSpec, *, batch_size: int,
     """The task's metrics (fractions) of `model` on an encoded split."""
     return evaluate_predictions(model, tokenizer, enc, spec, batch_size=batch_size, device=device,
                                 amp_dtype=amp_dtype, progress=progress)[0]
+
+
+def evaluation_settings(validation: pd.DataFrame, *, max_length: int, batch_size: int, device,
+                        amp_dtype=None) -> dict[str, Any]:
+    """What fixes an evaluation's predictions besides the weights: the split's content and size, the truncation,
+    the batch size (batches are padded to their longest), the device and the autocast dtype. train_model records
+    it beside the saved model; a score job with equal settings reuses the training's last evaluation."""
+    return {"validation": data_fingerprint(validation), "n": len(validation), "max_length": int(max_length),
+            "eval_batch_size": int(batch_size), "device": str(device), "amp": str(amp_dtype)}
+
+
+def recorded_evaluation(model_dir: str | Path, settings: dict[str, Any]) -> dict[str, Any] | None:
+    """The last evaluation of training, as :func:`train` recorded it in the saved model's training.json, when it
+    was made with exactly `settings` (:func:`evaluation_settings`) on the weights saved there: the dict with
+    "metrics", "predictions" (E,) and "seconds". None when the model holds no such record (trained without an
+    evaluation split, by an older version, with other settings, or a history that does not end at its last
+    evaluation): the score job then evaluates."""
+    try:
+        info = json.loads((Path(model_dir) / HISTORY_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    history = info.get("history") or {}
+    evals, steps = history.get("evals") or [], history.get("steps") or []
+    if info.get("evaluation") != settings or not evals or not steps:
+        return None
+    last = evals[-1]
+    if last.get("step") != steps[-1] or len(last.get("predictions") or ()) != settings["n"]:
+        return None
+    return last
 
 
 def prediction_record(idx: np.ndarray, labels: np.ndarray, predictions: np.ndarray) -> dict[str, list]:
@@ -477,9 +512,15 @@ def train(model, tokenizer, train_enc: Encoded, spec: TaskSpec, cfg: TrainConfig
             if step % per_epoch == 0 or step == n_steps:  # a completed (possibly last, partial) epoch
                 metrics = None
                 if eval_enc is not None and not any(e["step"] == step for e in history.evals):
-                    metrics = evaluate(model, tokenizer, eval_enc, spec, batch_size=cfg.eval_batch_size,
-                                       device=device, amp_dtype=amp_dtype)
-                    history.evals.append({"epoch": epoch + 1, "step": step, "metrics": metrics})
+                    began = time.perf_counter()
+                    metrics, predictions = evaluate_predictions(model, tokenizer, eval_enc, spec,
+                                                                batch_size=cfg.eval_batch_size, device=device,
+                                                                amp_dtype=amp_dtype)
+                    entry = {"epoch": epoch + 1, "step": step, "metrics": metrics}
+                    if step >= n_steps:  # the saved model's own evaluation: a score job reuses it
+                        entry.update(predictions=predictions.tolist(),
+                                     seconds=round(time.perf_counter() - began, 3))
+                    history.evals.append(entry)
                     log.info("%s epoch %d (step %d): %s", spec.name, epoch + 1, step,
                              ", ".join(f"{k}={v:.4f}" for k, v in metrics.items()))
                     model.train()

@@ -48,8 +48,8 @@ def train_model(ctx: StepContext) -> None:
     from bertology.data import read_prepared
     from bertology.models import check_max_length, load_classifier, load_tokenizer, resolve_model
     from bertology.outputcache import check_cache_writable
-    from bertology.training import (checkpoint_dir, encode_split, resume_key, save_model, select_device,
-                                    train)
+    from bertology.training import (autocast_dtype, checkpoint_dir, encode_split, evaluation_settings, resume_key,
+                                    save_model, select_device, train)
 
     check_cache_writable()  # under --cache, before training: Snakemake finds out only after, and deletes the model
     task, init, tag = ctx.wildcards["task"], ctx.wildcards["init"], ctx.wildcards.get("seedtag", "")
@@ -66,7 +66,8 @@ def train_model(ctx: StepContext) -> None:
     train_df = read_prepared(ctx.input.train)
     spec = with_labels(spec, train_df.attrs.get("label_names"))  # a declared task's names from its data
     train_enc = encode_split(tokenizer, train_df, spec, max_length)
-    eval_enc = encode_split(tokenizer, read_prepared(ctx.input.validation), spec, max_length)
+    validation = read_prepared(ctx.input.validation)
+    eval_enc = encode_split(tokenizer, validation, spec, max_length)
     if init == "pretrained":
         _say_head_replaced(ctx, model_path, spec)
     model = load_classifier(model_path, spec.num_labels, init=init, seed=cfg.seed, id2label=spec.id2label,
@@ -87,7 +88,10 @@ def train_model(ctx: StepContext) -> None:
                 if not isinstance(getattr(cfg, f.name), Undeclared)}  # the declared train keys
     save_model(model.cpu(), tokenizer, output, history,
                extra={"task": task, "init": init, "model": ctx.config.model, "max_length": max_length,
-                      "train": settings, "device": str(device), "threads": ctx.threads})
+                      "train": settings, "device": str(device), "threads": ctx.threads,
+                      "evaluation": evaluation_settings(validation, max_length=max_length,
+                                                        batch_size=cfg.eval_batch_size, device=device,
+                                                        amp_dtype=autocast_dtype(cfg.mixed_precision, device))})
     ctx.tracker.metrics({"train_seconds": history.seconds, "train_steps": len(history.steps)})
     (ckpt / "state.pt").unlink(missing_ok=True)
     with contextlib.suppress(OSError):
@@ -102,11 +106,16 @@ def score(ctx: StepContext) -> None:
 
     pretrained: the config's encoder with a fresh classification head seeded by the job's seed (train.seed,
     or N for ``seedtag`` -seedN; no model input); finetuned / random-finetuned: the fine-tuned model of
-    that seed given as ``--input model=``, as saved.
+    that seed given as ``--input model=``, as saved. A fine-tuned model whose training evaluated it last on
+    this split with these settings (training.recorded_evaluation: same data, max_length, eval_batch_size,
+    device and autocast) is not evaluated again: its recorded metrics and predictions are the score.
     """
     from bertology.data import read_prepared
     from bertology.models import load_classifier, load_encoder, load_tokenizer, resolve_model, weights_fingerprint
-    from bertology.training import autocast_dtype, encode_split, evaluate_predictions, prediction_record, select_device
+    import numpy as np
+
+    from bertology.training import (autocast_dtype, encode_split, evaluate_predictions, evaluation_settings,
+                                    prediction_record, recorded_evaluation, select_device, split_labels)
 
     task, variant, tag = ctx.wildcards["task"], ctx.variant, ctx.wildcards.get("seedtag", "")
     spec, cfg = get_task(task), ctx.config.train
@@ -129,33 +138,51 @@ def score(ctx: StepContext) -> None:
     device = select_device(ctx.device)
     validation = read_prepared(ctx.input.validation)
     spec = with_labels(spec, validation.attrs.get("label_names"))  # a declared task's names from its data
-    if variant == "pretrained":
-        path = resolve_model(ctx.config.model)
-        tokenizer = load_tokenizer(path)
-        _say_head_replaced(ctx, path, spec)
-        model = load_classifier(path, spec.num_labels, init="pretrained", seed=seed, id2label=spec.id2label,
-                                regression=spec.is_regression).to(device)
-    else:
+    amp_dtype = autocast_dtype(cfg.mixed_precision, device)
+    max_length = ctx.config.data.max_length
+    recorded = None
+    if variant != "pretrained":  # the fine-tuned model's training evaluated it last with these settings?
+        from bertology.outputcache import verify_digest
+
+        verify_digest(model_dir)  # as loading it would: a damaged or edited model is refused, not scored
+        recorded = recorded_evaluation(model_dir, evaluation_settings(validation, max_length=max_length,
+                                                                      batch_size=cfg.eval_batch_size,
+                                                                      device=device, amp_dtype=amp_dtype))
+    if recorded is not None:
         path = str(model_dir)
-        tokenizer = load_tokenizer(path)
-        model = load_encoder(path, classifier=True, device=device)
-    enc = encode_split(tokenizer, validation, spec, ctx.config.data.max_length)
-    start = time.perf_counter()
-    metrics, predictions = evaluate_predictions(model, tokenizer, enc, spec, batch_size=cfg.eval_batch_size,
-                                                device=device, amp_dtype=autocast_dtype(cfg.mixed_precision, device),
-                                                progress=ctx.progress)
+        metrics, predictions, seconds = recorded["metrics"], np.asarray(recorded["predictions"]), recorded["seconds"]
+        labels = split_labels(validation, spec)
+        ctx.log.info("%s: the evaluation of its last training epoch, made with these settings on these weights "
+                     "(training.json), reused", path)
+        ctx.tracker.tags({"evaluation": "reused from training"})
+    else:
+        if variant == "pretrained":
+            path = resolve_model(ctx.config.model)
+            tokenizer = load_tokenizer(path)
+            _say_head_replaced(ctx, path, spec)
+            model = load_classifier(path, spec.num_labels, init="pretrained", seed=seed, id2label=spec.id2label,
+                                    regression=spec.is_regression).to(device)
+        else:
+            path = str(model_dir)
+            tokenizer = load_tokenizer(path)
+            model = load_encoder(path, classifier=True, device=device)
+        enc = encode_split(tokenizer, validation, spec, max_length)
+        start = time.perf_counter()
+        metrics, predictions = evaluate_predictions(model, tokenizer, enc, spec, batch_size=cfg.eval_batch_size,
+                                                    device=device, amp_dtype=amp_dtype, progress=ctx.progress)
+        seconds, labels = round(time.perf_counter() - start, 3), enc.labels
     result = {"task": task, "variant": variant, "seed": seed, "model": ctx.config.model, "model_path": path,
-              "weights": weights_fingerprint(path), "split": "validation", "metrics": metrics, "n": len(enc),
-              "seconds": round(time.perf_counter() - start, 3),
-              "predictions": prediction_record(validation["idx"].to_numpy(), enc.labels, predictions)}
+              "weights": weights_fingerprint(path), "split": "validation", "metrics": metrics, "n": len(labels),
+              "seconds": seconds,
+              "predictions": prediction_record(validation["idx"].to_numpy(), labels, predictions)}
     if unseen := list(validation.attrs.get("unseen_labels") or []):  # unseen_labels: allow (the ledger notes it)
         result["unseen_labels"] = unseen
     out = write_json(result, ctx.output.score)
     if model_dir is not None:
         ctx.tracker.tags({"model_dir": str(model_dir.resolve())})
-    ctx.tracker.metrics({**{f"eval_{k}": v for k, v in metrics.items()}, "eval_n": len(enc)})
+    ctx.tracker.metrics({**{f"eval_{k}": v for k, v in metrics.items()}, "eval_n": len(labels)})
     ctx.log.info("%s %s seed %d: %s (n=%d) -> %s", task, variant, seed,
-                 ", ".join(f"{k}={v:.4f}" for k, v in metrics.items()), len(enc), out)
+                 ", ".join(f"{k}={v:.4f}" for k, v in metrics.items()), len(labels), out)
 
 
 def table1(ctx: StepContext) -> None:
