@@ -19,16 +19,23 @@ The step that runs it on files (rule ablation_sweep, ablation_figures) is :mod:`
 nothing here touches paths given on a command line or MLflow.
 """
 
-from bertology.ablation.heads import (ATTN_IMPLEMENTATION, DISABLED_KWARG, GATES_KWARG, DisablingUnsupported,
-                                      disabled_heads, enable_heads, head_gates)
-from bertology.ablation.figures import plot_heads, plot_layers, verdict
-from bertology.ablation.stats import COLUMN_DOCS, TABLE_COLUMNS, SweepTables, sweep_tables
-from bertology.ablation.sweep import (SWEEPS, Batch, Configuration, encode_batches, fast_sweep, forward_logits,
-                                      make_batches, naive_sweep, resolve_sweep, run_sweep, sweep_configurations)
+import importlib
 
-__all__ = ["ATTN_IMPLEMENTATION", "DISABLED_KWARG", "GATES_KWARG", "DisablingUnsupported", "disabled_heads",
-           "enable_heads", "head_gates",
-           "plot_heads", "plot_layers", "verdict",
-           "COLUMN_DOCS", "TABLE_COLUMNS", "SweepTables", "sweep_tables", "SWEEPS", "Batch", "Configuration",
-           "encode_batches", "fast_sweep", "forward_logits", "make_batches", "naive_sweep", "resolve_sweep", "run_sweep",
-           "sweep_configurations"]
+#: where each name of the package lives: imported on first use (PEP 562), so that the figure steps, which need
+#: only :mod:`~bertology.ablation.figures`, do not import torch through :mod:`~bertology.ablation.heads`
+_HOMES = {
+    "heads": ("ATTN_IMPLEMENTATION", "DISABLED_KWARG", "GATES_KWARG", "DisablingUnsupported", "disabled_heads",
+              "enable_heads", "head_gates"),
+    "figures": ("plot_heads", "plot_layers", "verdict"),
+    "stats": ("COLUMN_DOCS", "TABLE_COLUMNS", "SweepTables", "sweep_tables"),
+    "sweep": ("SWEEPS", "Batch", "Configuration", "encode_batches", "fast_sweep", "forward_logits", "make_batches",
+              "naive_sweep", "resolve_sweep", "run_sweep", "sweep_configurations"),
+}
+_HOME = {name: module for module, names in _HOMES.items() for name in names}
+__all__ = list(_HOME)
+
+
+def __getattr__(name: str):
+    if name in _HOME:
+        return getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

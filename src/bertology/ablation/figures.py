@@ -114,7 +114,7 @@ def plot_pruning(pruning: pd.DataFrame, task: str, path: str | Path) -> Path:
     """Michel et al. Fig. 3 style: the metric against the percentage of heads pruned, least important first,
     against random orders (mean, ±1 std band, min-max range), one panel per metric; the title gives the
     removal mode (zeroed output or uniform attention)."""
-    from bertology.ablation.pruning import curve_summary
+    from bertology.ablation.stats import curve_summary
     from bertology.plotting import new_figure, save_figure
 
     summary = curve_summary(pruning)

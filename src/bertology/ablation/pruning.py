@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from bertology.ablation.stats import curve_summary  # noqa: F401 - the pruning table's summary, torch-free
 from bertology.ablation.heads import DISABLED_KWARG, GATES_KWARG, disabled_heads, head_gates
 from bertology.ablation.sweep import (Batch, check_fast_supported, effective_config_batch, finish_layer, layer_parts,
                                       model_inputs, n_outputs, repeat_rows)
@@ -231,15 +232,3 @@ def pruning_table(plan: pd.DataFrame, logits: np.ndarray, labels: np.ndarray, me
         frames.append(plan.assign(metric=metric, value=batched_metric(metric, np.asarray(labels), preds), mode=mode))
     cols = ["order", "seed", "fraction", "n_pruned", "metric", "value", "mode"]
     return pd.concat(frames, ignore_index=True)[cols]
-
-
-def curve_summary(table: pd.DataFrame) -> pd.DataFrame:
-    """Per metric and fraction: the importance order's value and the random orders' mean, std (ddof 1), min,
-    max and count. Columns: metric, fraction, importance, random_mean, random_std, random_min, random_max,
-    random_n."""
-    imp = table[table["order"] == "importance"].set_index(["metric", "fraction"])["value"].rename("importance")
-    rnd = table[table["order"] == "random"].groupby(["metric", "fraction"])["value"]
-    out = pd.concat([imp, rnd.mean().rename("random_mean"), rnd.std(ddof=1).rename("random_std"),
-                     rnd.min().rename("random_min"), rnd.max().rename("random_max"),
-                     rnd.count().rename("random_n")], axis=1)
-    return out.reset_index()

@@ -29,7 +29,6 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from bertology.ablation.sweep import sweep_configurations
 from bertology.metrics import batched_metric, predictions_from_logits
 from bertology.stats import fdr_bh
 from bertology.tasks import get_task
@@ -153,6 +152,8 @@ def sweep_tables(task: str, labels: np.ndarray, logits: np.ndarray, n_layers: in
 
     labels: (E,); logits: (C, E, K) in the order of :func:`sweep_configurations`.
     """
+    from bertology.ablation.sweep import sweep_configurations  # torch: not for the figure steps' curve_summary
+
     spec = get_task(task)
     configs = sweep_configurations(n_layers, n_heads)
     if logits.shape[0] != len(configs):
@@ -221,3 +222,15 @@ def sweep_tables(task: str, labels: np.ndarray, logits: np.ndarray, n_layers: in
     summ["layer"] = summ["layer"].astype("Int64")
     summ["head"] = summ["head"].astype("Int64")
     return SweepTables(heads, layers, summ, info)
+
+
+def curve_summary(table: pd.DataFrame) -> pd.DataFrame:
+    """Per metric and fraction: the importance order's value and the random orders' mean, std (ddof 1), min,
+    max and count. Columns: metric, fraction, importance, random_mean, random_std, random_min, random_max,
+    random_n."""
+    imp = table[table["order"] == "importance"].set_index(["metric", "fraction"])["value"].rename("importance")
+    rnd = table[table["order"] == "random"].groupby(["metric", "fraction"])["value"]
+    out = pd.concat([imp, rnd.mean().rename("random_mean"), rnd.std(ddof=1).rename("random_std"),
+                     rnd.min().rename("random_min"), rnd.max().rename("random_max"),
+                     rnd.count().rename("random_n")], axis=1)
+    return out.reset_index()
