@@ -480,6 +480,43 @@ def test_bootstrap_one_seed_and_multibootstrap():
     assert all(math.isnan(v) for v in bootstrap([units[0].head(2)], lambda t: t["x"].mean(), BOOT)[1:3])
 
 
+@pytest.mark.parametrize("n_seeds", [1, 3])
+def test_batched_statistics_are_the_replicates_of_the_one_at_a_time_statistics(n_seeds):
+    """bootstrap(batched=...) evaluates the same replicates as the statistic applied to each resampled table: the
+    mean (NaN left out), the stratified group difference and Spearman's rho (ties, a constant replicate: NaN),
+    one seed and the Multi-Bootstrap."""
+    from scipy import stats as sst
+
+    from bertology.claims.stats import batched_group_difference, batched_mean, batched_spearman
+
+    rng = np.random.default_rng(0)
+    units = []
+    for _ in range(n_seeds):
+        x = rng.normal(size=15)
+        x[[2, 7]] = np.nan
+        units.append(pd.DataFrame({"x": x, "g": np.r_[np.zeros(9, int), np.ones(6, int)],
+                                   "r": np.round(rng.normal(size=15), 1), "s": rng.integers(0, 3, 15).astype(float)}))
+    boot = Boot(400, 0.9, 3)
+
+    def group(t):
+        return float(np.nanmean(t.loc[t["g"] == 1, "x"]) - np.nanmean(t.loc[t["g"] == 0, "x"]))
+
+    def rho(t):
+        return float("nan") if t["r"].nunique() < 2 or t["s"].nunique() < 2 else float(sst.spearmanr(t["r"], t["s"])[0])
+
+    cases = [(lambda t: float(np.nanmean(t["x"].to_numpy(float))), batched_mean("x"), None),
+             (group, batched_group_difference("x", "g"), "g"),
+             (rho, batched_spearman("r", "s"), None)]
+    for one, batched, strata in cases:
+        slow = bootstrap(units, one, boot, strata=strata)
+        fast = bootstrap(units, one, boot, strata=strata, batched=batched)
+        assert fast[0] == slow[0] and fast[3] == slow[3]
+        np.testing.assert_allclose(fast[1:3], slow[1:3], rtol=1e-12, atol=1e-12)
+    # a constant column: every replicate NaN, as spearmanr's one at a time
+    flat = [u.assign(s=1.0) for u in units]
+    assert all(math.isnan(v) for v in bootstrap(flat, rho, boot, batched=batched_spearman("r", "s"))[1:3])
+
+
 def test_per_seed_verdicts_and_findings_view():
     claim = CLAIMS["kovaleva_cosine_last_layers"]
     tables = [cosine(True), cosine(True), cosine(False)]

@@ -10,6 +10,8 @@ import pandas as pd
 from bertology.claims.stats import scipy_stats as st
 from bertology.claims.stats import (
     Boot,
+    batched_group_difference,
+    batched_mean,
     Result,
     bootstrap,
     nan_result,
@@ -45,7 +47,7 @@ def mean_above(units: Sequence[pd.DataFrame], column: str, boot: Boot, *, side: 
     of its location against `null` on the paper's side: ``scipy.stats.wilcoxon`` (signed-rank of column - null)
     or ``scipy.stats.ttest_1samp`` on the pooled values."""
     est, low, high, n = bootstrap(units, lambda t: float(np.nanmean(t[column].to_numpy(float)))
-                                  if len(t) else float("nan"), boot)
+                                  if len(t) else float("nan"), boot, batched=batched_mean(column))
     values = pd.concat(list(units), ignore_index=True)[column].to_numpy(float)
     values = values[np.isfinite(values)]
     alt = side_alternative(side)
@@ -79,7 +81,8 @@ def group_difference(units: Sequence[pd.DataFrame], column: str, group: str, a, 
 
     if keep[0].empty or keep[0]["_g"].nunique() < 2:
         return nan_result("scipy.stats.mannwhitneyu", len(keep[0]), "a layer group has no head", heads)
-    est, low, high, n = bootstrap([k[[column, "_g"]] for k in keep], stat, boot, strata="_g")
+    est, low, high, n = bootstrap([k[[column, "_g"]] for k in keep], stat, boot, strata="_g",
+                                  batched=batched_group_difference(column, "_g"))
     pooled = pd.concat(keep, ignore_index=True)
     x, y = (pooled.loc[pooled["_g"] == 1, column].dropna().to_numpy(float),
             pooled.loc[pooled["_g"] == 0, column].dropna().to_numpy(float))

@@ -20,6 +20,7 @@ from bertology.claims.stats import scipy_stats as st
 from bertology.claims.stats import (
     MIN_UNITS,
     Boot,
+    batched_spearman,
     Result,
     bootstrap,
     nan_result,
@@ -179,7 +180,8 @@ def cls_early_sep_late(tables: Tables, boot: Boot, *, side: str, null: float) ->
             return float("nan")
         return float(st.spearmanr(t["layer"], t["d"]).statistic)
 
-    est, low, high, n = bootstrap(units, rho, boot)
+    whole = not any(u.isna().any().any() for u in units)  # NaN rows: spearmanr's own NaN handling, one at a time
+    est, low, high, n = bootstrap(units, rho, boot, batched=batched_spearman("layer", "d") if whole else None)
     pooled = pd.concat(units, ignore_index=True)
     p = safe_p(lambda: st.spearmanr(pooled["layer"], pooled["d"], alternative=side_alternative(side)).pvalue)
     return Result(est, low, high, "scipy.stats.spearmanr", p, n, heads_of(tables[0]["features"]))

@@ -19,6 +19,7 @@ from bertology.claims.common import (
 from bertology.claims.stats import scipy_stats as st
 from bertology.claims.stats import (
     Boot,
+    batched_spearman,
     Result,
     bootstrap,
     nan_result,
@@ -48,7 +49,8 @@ def local_syntactic(tables: Tables, boot: Boot, *, side: str, null: float) -> Re
             return float("nan")
         return float(st.spearmanr(t["local"], t["syntactic"]).statistic)
 
-    est, low, high, n = bootstrap(units, rho, boot)
+    whole = not any(u.isna().any().any() for u in units)  # NaN rows are dropped per replicate: one at a time
+    est, low, high, n = bootstrap(units, rho, boot, batched=batched_spearman("local", "syntactic") if whole else None)
     pooled = pd.concat(units, ignore_index=True).dropna()
     p = safe_p(lambda: st.spearmanr(pooled["local"], pooled["syntactic"], alternative=side_alternative(side)).pvalue) \
         if len(pooled) >= 3 else np.nan

@@ -8,6 +8,7 @@ B bootstrap resamples.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -72,7 +73,8 @@ def nan_result(test: str, n: int = 0, note: str = "", heads: tuple = ()) -> Resu
 
 
 def bootstrap(units: Sequence[pd.DataFrame], statistic: Callable[[pd.DataFrame], float], boot: Boot,
-              strata: str | None = None) -> tuple[float, float, float, int]:
+              strata: str | None = None,
+              batched: Callable[[dict[str, np.ndarray]], np.ndarray] | None = None) -> tuple[float, float, float, int]:
     """Point estimate and percentile interval of `statistic` over resampled units.
 
     units: one unit table per seed (S >= 1), N rows each (one per unit; the same units in the same order in
@@ -82,6 +84,10 @@ def bootstrap(units: Sequence[pd.DataFrame], statistic: Callable[[pd.DataFrame],
     replacement, together, and evaluates the statistic on the drawn seeds' drawn rows pooled. The estimate is
     the statistic of every seed's rows pooled. Returns (estimate, low, high, N); low and high are NaN when N <
     :data:`MIN_UNITS`, a stratum has fewer than :data:`MIN_STRATUM` units, or no replicate is finite.
+
+    batched: the same statistic on every replicate at once, {column: (B, S*N) values of each replicate's rows}
+    -> (B,), for the ledger's common statistics (:func:`batched_mean`, :func:`batched_group_difference`,
+    :func:`batched_spearman`); the replicates are the same draws, the numbers equal to float rounding.
     """
     frames = [f.reset_index(drop=True) for f in units]
     pooled = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
@@ -95,17 +101,58 @@ def bootstrap(units: Sequence[pd.DataFrame], statistic: Callable[[pd.DataFrame],
     if strata is not None and min(len(g) for g in groups) < MIN_STRATUM:
         return estimate, nan, nan, n
     rng = np.random.default_rng(boot.seed)
-    arrays = [f.to_numpy() for f in frames]
-    columns = frames[0].columns
     S = len(frames)
-    samples = np.empty(boot.resamples)
-    for b in range(boot.resamples):
+    draws = []
+    for _ in range(boot.resamples):
         seeds = rng.integers(0, S, size=S) if S > 1 else np.zeros(1, dtype=int)
-        rows = np.concatenate([g[rng.integers(0, len(g), size=len(g))] for g in groups])
-        block = np.concatenate([arrays[s][rows] for s in seeds])
-        samples[b] = statistic(pd.DataFrame(block, columns=columns).infer_objects())
+        draws.append((seeds, np.concatenate([g[rng.integers(0, len(g), size=len(g))] for g in groups])))
+    if batched is not None:
+        seeds = np.stack([d[0] for d in draws])                                  # (B, S)
+        rows = np.stack([d[1] for d in draws])                                   # (B, N)
+        columns = {}
+        for c in frames[0].columns:
+            values = np.stack([f[c].to_numpy() for f in frames])                 # (S, N)
+            columns[c] = values[seeds[:, :, None], rows[:, None, :]].reshape(len(draws), -1)
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)                      # all-NaN replicates give NaN
+            samples = np.asarray(batched(columns), dtype=float)
+    else:
+        arrays = [f.to_numpy() for f in frames]
+        samples = np.empty(boot.resamples)
+        for b, (seeds, rows) in enumerate(draws):
+            block = np.concatenate([arrays[s][rows] for s in seeds])
+            samples[b] = statistic(pd.DataFrame(block, columns=frames[0].columns).infer_objects())
     low, high = percentile(samples, boot.confidence)
     return estimate, low, high, n
+
+
+def batched_mean(column: str) -> Callable[[dict[str, np.ndarray]], np.ndarray]:
+    """The replicates' mean of `column`, NaN left out: (B, M) -> (B,) (NaN where a replicate has no value)."""
+    return lambda cols: np.nanmean(cols[column].astype(float), axis=1)
+
+
+def batched_group_difference(column: str, flag: str) -> Callable[[dict[str, np.ndarray]], np.ndarray]:
+    """mean(`column` where `flag` == 1) - mean(`column` where `flag` == 0) per replicate, NaN left out:
+    (B, M) -> (B,)."""
+    def stat(cols: dict[str, np.ndarray]) -> np.ndarray:
+        x, g = cols[column].astype(float), cols[flag].astype(int)
+        return np.nanmean(np.where(g == 1, x, np.nan), axis=1) - np.nanmean(np.where(g == 0, x, np.nan), axis=1)
+    return stat
+
+
+def batched_spearman(a: str, b: str) -> Callable[[dict[str, np.ndarray]], np.ndarray]:
+    """Spearman's rho of columns `a` and `b` per replicate (Pearson's r of their average ranks, as
+    ``scipy.stats.spearmanr``): (B, M) -> (B,); NaN where either column is constant. For columns without NaN
+    (the caller checks)."""
+    def stat(cols: dict[str, np.ndarray]) -> np.ndarray:
+        ra = scipy_stats.rankdata(cols[a].astype(float), axis=1)
+        rb = scipy_stats.rankdata(cols[b].astype(float), axis=1)
+        ra -= ra.mean(axis=1, keepdims=True)
+        rb -= rb.mean(axis=1, keepdims=True)
+        den = np.sqrt((ra * ra).sum(axis=1) * (rb * rb).sum(axis=1))
+        rho = np.where(den > 0, (ra * rb).sum(axis=1) / np.where(den > 0, den, 1.0), np.nan)
+        return np.clip(rho, -1.0, 1.0)
+    return stat
 
 
 def percentile(samples: np.ndarray, confidence: float) -> tuple[float, float]:

@@ -13,11 +13,13 @@ from bertology.io import write_csv, write_text
 def off_keys(config) -> set[str]:
     """The config keys gating claim inputs that are off in this run: analysis.norms.enabled (off, or a model whose
     value norms bertology cannot compute), train.inits (without the random initialisation) and
-    analysis.syntax.conllu (no gold trees: none given and data.source is not demo, as rules/claims.smk)."""
-    from bertology.norms.values import norms_unsupported
+    analysis.syntax.conllu (no gold trees: none given and data.source is not demo, as rules/claims.smk). The
+    model's capabilities are the workflow's own decision (bertology.capability: remembered when the Snakefile
+    was read, so this job builds no model to tell)."""
+    from bertology.capability import model_capabilities
 
     off = set()
-    if not config.analysis.norms.enabled or norms_unsupported(config.model) is not None:
+    if not config.analysis.norms.enabled or model_capabilities(config.model)["norms"] is not None:
         off.add("analysis.norms.enabled")
     if "random" not in config.train.inits:
         off.add("train.inits")
