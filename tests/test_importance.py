@@ -14,6 +14,7 @@ import torch
 from bertology.ablation import importance as imp
 from bertology.ablation.heads import enable_heads
 from bertology.ablation import pruning as pr
+from bertology.ablation import stats as ast
 from bertology.ablation import sweep as sw
 from tests.builders.ablation import H, L, padded, random_examples, tiny_classifier
 
@@ -158,7 +159,7 @@ def test_fast_pruning_equals_naive_and_zero_percent_is_the_baseline(model, mode)
     want = float((base.argmax(1) == labels).mean())
     assert (table.loc[table["fraction"] == 0, "value"] == want).all()
     assert (table["mode"] == mode).all() and table["seed"].isna().sum() == len(pr.pruning_fractions(0.25))
-    summary = pr.curve_summary(table)
+    summary = ast.curve_summary(table)
     assert (summary["random_n"] == 2).all() and len(summary) == len(pr.pruning_fractions(0.25))
 
 

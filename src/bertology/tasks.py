@@ -18,7 +18,7 @@ class TaskSpec:
     """What the pipeline needs to know about one GLUE task.
 
     label_names: class names in label-id order (hub ids); empty for regression (STS-B).
-    metrics: names understood by bertology.metrics (issue 3), the first is the headline metric.
+    metrics: names understood by bertology.metrics, the first is the headline metric.
     hub_splits: our split name -> the split name of nyu-mll/glue.
     glue_dir / glue_files: the layout of GLUE's original download script.
     """

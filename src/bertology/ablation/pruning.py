@@ -29,7 +29,6 @@ import numpy as np
 import pandas as pd
 import torch
 
-from bertology.ablation.stats import curve_summary  # noqa: F401 - the pruning table's summary, torch-free
 from bertology.ablation.heads import DISABLED_KWARG, GATES_KWARG, disabled_heads, head_gates
 from bertology.ablation.sweep import (Batch, check_fast_supported, effective_config_batch, finish_layer, layer_parts,
                                       model_inputs, n_outputs, repeat_rows)

@@ -185,7 +185,8 @@ def ablation_pruning(ctx: StepContext) -> None:
     """
     from bertology.ablation.heads import DisablingUnsupported
     from bertology.ablation.importance import head_importance
-    from bertology.ablation.pruning import curve_summary, pruned_logits, pruning_fractions, pruning_plan, pruning_table
+    from bertology.ablation.pruning import pruned_logits, pruning_fractions, pruning_plan, pruning_table
+    from bertology.ablation.stats import curve_summary
     from bertology.ablation.sweep import encode_batches, resolve_sweep
     from bertology.data import read_prepared, sample_rows
     from bertology.io import write_csv

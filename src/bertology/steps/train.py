@@ -110,10 +110,10 @@ def score(ctx: StepContext) -> None:
     this split with these settings (training.recorded_evaluation: same data, max_length, eval_batch_size,
     device and autocast) is not evaluated again: its recorded metrics and predictions are the score.
     """
-    from bertology.data import read_prepared
-    from bertology.models import load_classifier, load_encoder, load_tokenizer, resolve_model, weights_fingerprint
     import numpy as np
 
+    from bertology.data import read_prepared
+    from bertology.models import load_classifier, load_encoder, load_tokenizer, resolve_model, weights_fingerprint
     from bertology.training import (autocast_dtype, encode_split, evaluate_predictions, evaluation_settings,
                                     prediction_record, recorded_evaluation, select_device, split_labels)
 

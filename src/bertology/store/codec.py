@@ -17,7 +17,7 @@ warnings.filterwarnings("ignore", message="Numcodecs codecs are not in the Zarr 
 
 # The attention compressor (whatever the precision): Blosc zstd level 1, byte shuffle, 1 MiB blocks (see
 # bench/bench_store.py); recorded in the `codec` attribute, so a partial store of another codec is not resumed.
-# Re-encoding the inner chunks of 256 real MRPC train examples (issue 23) found nothing smaller: 91.81 MB here
+# Re-encoding the inner chunks of 256 real MRPC train examples found nothing smaller: 91.81 MB here
 # against 91.81-91.86 MB with 512 KiB to 4 MiB blocks, 92.25 / 92.10 MB with zstd 2 / 3, 100.5 MB with Blosc's
 # automatic block size, 101.7 MB with bit shuffle and 119.2 MB with lz4.
 ATTENTION_CODEC = "blosc-zstd1-shuffle-1MiB"
@@ -64,7 +64,7 @@ def compressors(name: str, layout: str) -> list:
     The small variables of :data:`LAYOUT`, chosen by measurement on real MRPC train pairs (12 chunks of 64
     examples; bytes of the 12 chunks, and ms to compress one chunk on the 2-core machine, 26 Nov 2026): the cost
     of a high zstd level on these small chunks is its set-up, about 10 to 24 ms a chunk whatever the bytes, which
-    made them cost more than the chunk's whole `attention` write (issue 36). token_type_ids and segment zstd 3
+    made them cost more than the chunk's whole `attention` write. token_type_ids and segment zstd 3
     (2,045 / 2,905 bytes; zstd 19: 2,395 / 3,049 at 15 / 14 ms a chunk, zstd 3 about 0.05 ms), word_ids zstd 12
     (13,332 bytes, 2 ms; zstd 19: 11,904 at 24 ms), each with zstd's checksum; input_ids Blosc zstd 5 with byte
     shuffle (59,416 bytes; Blosc zstd 9: 57,985 at 11 ms a chunk); length and example_idx Blosc zstd 9 with bit

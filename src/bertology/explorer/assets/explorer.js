@@ -222,7 +222,7 @@
     const R = sv.roles.length, base = (l * t.heads + hd) * R;
     return sv.roles.filter((r, k) => st.assigned[base + k]);
   }
-  // issue 26: a seed-statistics metric carries each fine-tuning seed's grid (m.seeds: seed -> values)
+  // a seed-statistics metric carries each fine-tuning seed's grid (m.seeds: seed -> values)
   function seedValues(m, i) {
     return 'per seed: ' + Object.entries(m.seeds).map(([sd, xs]) => `${sd}: ${fmt(xs[i], 3)}`).join(' · ');
   }
