@@ -238,7 +238,7 @@ def _syntax_extract_inputs(wildcards):
 
 
 onstart:
-    from bertology import cluster
+    from bertology import cluster, jobserver
     from bertology.workflow import (capability_notes, check_job_dirs, end_failed_at_exit, on_start,
                                     remove_stale_pages)
 
@@ -255,15 +255,22 @@ onstart:
     remove_stale_pages(workflow)
     for note in capability_notes(config):
         print(note, file=sys.stderr)
+    # A local run's jobs fork from one process that has imported torch, transformers and the rest once
+    # (bertology.jobserver; BERTOLOGY_JOB_SERVER=0 turns it off).
+    jobserver.start_for_workflow(workflow)
 
 
 onsuccess:
+    from bertology import jobserver
     from bertology.workflow import on_end
 
+    jobserver.stop()
     on_end(INVOCATION, "FINISHED")
 
 
 onerror:
+    from bertology import jobserver
     from bertology.workflow import on_end
 
+    jobserver.stop()
     on_end(INVOCATION, "FAILED")

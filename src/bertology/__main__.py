@@ -1,5 +1,5 @@
 import sys
 
-from bertology.cli import main
+from bertology.launch import main
 
 sys.exit(main())

@@ -1,0 +1,150 @@
+"""The job server (bertology.jobserver): a job forked from a process that imported everything once writes what
+the job's own process writes, exits with its status, and the server refuses what it cannot run that way."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bertology import jobserver
+
+DATA_CONFIG = {"data": {"bad_rows": "error", "demo": {"train": 40, "validation": 24}, "max_eval_examples": None,
+                        "max_length": 64, "max_train_examples": None, "seed": 1, "short_split": "error",
+                        "source": "demo"}}
+SCORE_CONFIG = {"data": {"max_length": 64}, "model": "minilm-l6",
+                "train": {"eval_batch_size": 8, "mixed_precision": "auto", "seed": 42}}
+
+
+def bertology(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "bertology", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=600)
+
+
+def wait_for(path: str, proc=None, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(path):
+        assert time.monotonic() < deadline, "the job server did not start listening"
+        time.sleep(0.1)
+
+
+@pytest.fixture()
+def server(tmp_path, monkeypatch):
+    """A job server for this test process, started in tmp_path; yields (socket path, environment of its jobs)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(jobserver.SOCKET_ENV, raising=False)
+    path = jobserver.start(os.getpid())
+    try:
+        wait_for(path)
+        yield path, dict(os.environ)
+    finally:
+        jobserver.stop()
+
+
+def served_jobs(workdir: Path) -> list[str]:
+    log = workdir / jobserver.LOG_PATH
+    return [line for line in log.read_text().splitlines() if " job " in line] if log.exists() else []
+
+
+def test_refusal_names_what_differs():
+    env = {"HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "2", "HOME": "/root"}
+    request = {"executable": sys.executable, "package": jobserver._package_path(), "env": dict(env)}
+    assert jobserver.refusal(request, env) is None
+    # what a library reads only when it runs (Snakemake's thread variables, the job's own) may differ
+    assert jobserver.refusal({**request, "env": {**env, "OMP_NUM_THREADS": "1", "BERTOLOGY_X": "y"}}, env) is None
+    assert "HF_HUB_OFFLINE" in jobserver.refusal({**request, "env": {**env, "HF_HUB_OFFLINE": "0"}}, env)
+    assert "PYTHONPATH" in jobserver.refusal({**request, "env": {**env, "PYTHONPATH": "/elsewhere"}}, env)
+    assert "another Python" in jobserver.refusal({**request, "executable": "/usr/bin/python9"}, env)
+    assert "another bertology" in jobserver.refusal({**request, "package": "/elsewhere/bertology"}, env)
+
+
+def test_no_server_means_the_job_runs_in_its_own_process(monkeypatch, tmp_path):
+    monkeypatch.delenv(jobserver.SOCKET_ENV, raising=False)
+    assert jobserver.submit(["prepare-data"]) is None
+    for off in ("0", "off"):
+        monkeypatch.setenv(jobserver.SOCKET_ENV, off)
+        assert jobserver.submit(["prepare-data"]) is None
+    monkeypatch.setenv(jobserver.SOCKET_ENV, str(tmp_path / "nobody.sock"))
+    assert jobserver.submit(["prepare-data"]) is None
+
+
+def test_a_served_job_writes_what_its_own_process_writes(server, tmp_path):
+    path, env = server
+    own = dict(env, **{jobserver.SOCKET_ENV: "0"})
+    outputs = {}
+    for name, job_env in (("served", env), ("own", own)):
+        out = tmp_path / name
+        data = bertology(["prepare-data", "--config", json.dumps(DATA_CONFIG), "-w", "task=sst2",
+                          "-w", "split=validation", "--output", f"table={out}/validation.parquet",
+                          "--output", f"skipped={out}/skipped.csv", "--no-mlflow"], tmp_path, job_env)
+        assert data.returncode == 0, data.stderr
+        score = bertology(["score", "--config", json.dumps(SCORE_CONFIG), "-w", "task=sst2", "-w", "variant=pretrained",
+                           "-w", "seedtag=", "--input", f"validation={out}/validation.parquet",
+                           "--output", f"score={out}/score.json", "--threads", "2", "--no-mlflow"], tmp_path, job_env)
+        assert score.returncode == 0, score.stderr
+        assert "bertology.score: sst2 pretrained seed 42" in score.stderr  # the step's log reaches the job's stderr
+        record = json.loads((out / "score.json").read_text())
+        record.pop("seconds", None)
+        outputs[name] = ((out / "validation.parquet").read_bytes(), record)
+    assert outputs["served"] == outputs["own"]
+    jobs = served_jobs(tmp_path)
+    assert len(jobs) == 2 and "prepare-data" in jobs[0] and "score" in jobs[1], jobs
+
+
+def test_a_served_job_exits_with_its_status_and_says_why(server, tmp_path):
+    path, env = server
+    unknown = bertology(["no-such-step"], tmp_path, env)
+    assert unknown.returncode == 2 and "unknown step 'no-such-step'" in unknown.stderr
+    bad = bertology(["prepare-data", "--config", "{not json", "-w", "task=sst2", "--no-mlflow"], tmp_path, env)
+    assert bad.returncode == 1 and "bertology prepare-data: error: --config is not valid JSON" in bad.stderr, bad.stderr
+    assert len(served_jobs(tmp_path)) == 2
+
+
+def test_a_job_the_server_refuses_runs_in_its_own_process(server, tmp_path):
+    path, env = server
+    proc = bertology(["no-such-step"], tmp_path, dict(env, HF_HUB_CACHE=str(tmp_path / "elsewhere")))
+    assert proc.returncode == 2 and "unknown step" in proc.stderr
+    log = (tmp_path / jobserver.LOG_PATH).read_text()
+    assert "refused no-such-step: variables read at import differ from the server's: HF_HUB_CACHE" in log
+    assert not served_jobs(tmp_path)
+
+
+def test_the_server_ends_with_its_workflow(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    parent = subprocess.Popen(["sleep", "600"])
+    sock = str(tmp_path / "jobs.sock")
+    server = subprocess.Popen([sys.executable, "-m", "bertology.jobserver", "--socket", sock, "--parent", str(parent.pid)])
+    try:
+        wait_for(sock)
+        parent.kill()
+        parent.wait()
+        assert server.wait(timeout=30) == 0
+        assert not os.path.exists(sock)
+    finally:
+        parent.kill()
+        server.kill()
+
+
+def test_a_workflow_serves_its_jobs_and_writes_the_same_files(tmp_path, config_file, snakemake_run, monkeypatch):
+    monkeypatch.delenv(jobserver.SOCKET_ENV, raising=False)
+    targets = ["results/scores/sst2/pretrained.json", "results/attention/sst2/sample.parquet"]
+    runs = {}
+    for name, setting in (("served", None), ("own", "0")):
+        work = tmp_path / name
+        work.mkdir()
+        config_file(work, tasks=["sst2"])
+        if setting is None:
+            monkeypatch.delenv(jobserver.SOCKET_ENV, raising=False)
+        else:
+            monkeypatch.setenv(jobserver.SOCKET_ENV, setting)
+        snakemake_run(work, "--cores", "2", *targets)
+        record = json.loads((work / targets[0]).read_text())
+        record.pop("seconds", None)
+        runs[name] = (record, (work / targets[1]).read_bytes(), served_jobs(work))
+    assert runs["served"][:2] == runs["own"][:2]
+    assert len(runs["served"][2]) >= 2 and not runs["own"][2]  # the jobs after the server's imports were served
