@@ -38,7 +38,8 @@ def server(tmp_path, monkeypatch):
     """A job server for this test process, started in tmp_path; yields (socket path, environment of its jobs)."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv(jobserver.SOCKET_ENV, raising=False)
-    path = jobserver.start(os.getpid())
+    # a request timeout far below a job's length: a child must not inherit it (its step would be interrupted)
+    path = jobserver.start(os.getpid(), request_timeout=0.5)
     try:
         wait_for(path)
         yield path, dict(os.environ)
@@ -148,3 +149,29 @@ def test_a_workflow_serves_its_jobs_and_writes_the_same_files(tmp_path, config_f
         runs[name] = (record, (work / targets[1]).read_bytes(), served_jobs(work))
     assert runs["served"][:2] == runs["own"][:2]
     assert len(runs["served"][2]) >= 2 and not runs["own"][2]  # the jobs after the server's imports were served
+
+
+def test_a_killed_job_interrupts_its_child(server, tmp_path):
+    path, env = server
+    out = tmp_path / "data"
+    data = bertology(["prepare-data", "--config", json.dumps(DATA_CONFIG), "-w", "task=sst2", "-w", "split=validation",
+                      "--output", f"table={out}/validation.parquet", "--output", f"skipped={out}/skipped.csv",
+                      "--no-mlflow"], tmp_path, env)
+    assert data.returncode == 0, data.stderr
+    job = subprocess.Popen([sys.executable, "-m", "bertology", "score", "--config", json.dumps(SCORE_CONFIG),
+                            "-w", "task=sst2", "-w", "variant=pretrained", "-w", "seedtag=",
+                            "--input", f"validation={out}/validation.parquet", "--output", f"score={out}/score.json",
+                            "--no-mlflow"], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    log = tmp_path / jobserver.LOG_PATH
+    deadline = time.monotonic() + 60
+    while len(served_jobs(tmp_path)) < 2:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    job.kill()  # as a job killed outright: the child is told by its connection closing
+    job.wait()
+    child = served_jobs(tmp_path)[-1].rsplit("pid ", 1)[1]
+    while f"pid {child} exited" not in log.read_text():
+        assert time.monotonic() < deadline + 60
+        time.sleep(0.1)
+    assert f"pid {child} exited 130" in log.read_text()  # interrupted (KeyboardInterrupt), not left running
+    assert not (out / "score.json").exists()

@@ -209,6 +209,7 @@ def _run_child(request: dict[str, Any], fds: list[int], conn: socket.socket, clo
         sys.argv = [request.get("prog") or "bertology", *request["argv"]]
         tempfile.tempdir = None
         _fresh_state(os.environ.get(_THREAD_ENV))
+        conn.settimeout(None)  # the watcher waits as long as the step runs
         threading.Thread(target=_watch_job, args=(conn,), daemon=True).start()
         from bertology.cli import main
 
@@ -269,7 +270,7 @@ def preload(modules: tuple[str, ...] = PRELOAD) -> list[str]:
     return failed
 
 
-def serve(path: str | Path, parent: int, *, modules: tuple[str, ...] = PRELOAD) -> None:
+def serve(path: str | Path, parent: int, *, modules: tuple[str, ...] = PRELOAD, request_timeout: float = 10) -> None:
     """Import `modules`, then run jobs sent to the Unix socket `path` until the process `parent` ends or
     SIGTERM; each job in a forked child (:func:`_run_child`). Single-threaded, so that forking is safe."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the jobs themselves (same process group)
@@ -309,7 +310,7 @@ def serve(path: str | Path, parent: int, *, modules: tuple[str, ...] = PRELOAD) 
                 with contextlib.suppress(BlockingIOError):
                     os.read(wake_r, 4096)
             if listener in ready:
-                _accept(listener, children, [listener, wake_r, wake_w, *children.values()])
+                _accept(listener, children, [listener, wake_r, wake_w, *children.values()], request_timeout)
             _reap(children)
     finally:
         listener.close()
@@ -325,11 +326,13 @@ def serve(path: str | Path, parent: int, *, modules: tuple[str, ...] = PRELOAD) 
         log.info("stopped")
 
 
-def _accept(listener: socket.socket, children: dict[int, socket.socket], closing: list[Any]) -> None:
+def _accept(listener: socket.socket, children: dict[int, socket.socket], closing: list[Any],
+            timeout: float) -> None:
+    """Read one job's request (waiting at most `timeout` seconds for it), then refuse it or fork its child."""
     conn, _ = listener.accept()
     fds: list[int] = []
     try:
-        conn.settimeout(10)
+        conn.settimeout(timeout)
         data, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
         buf = bytearray(data)
         while b"\n" not in buf:
@@ -408,14 +411,15 @@ def start_for_workflow(workflow: Any) -> str | None:
     return start(os.getpid())
 
 
-def start(parent: int) -> str:
-    """Start a server for the jobs of process `parent`; exports and returns its socket path."""
+def start(parent: int, *, request_timeout: float = 10) -> str:
+    """Start a server for the jobs of process `parent`; exports and returns its socket path. request_timeout:
+    how long the server waits for a connected job's request."""
     folder = tempfile.mkdtemp(prefix="bertology-jobs-")
     path = os.path.join(folder, "jobs.sock")
     LOG_PATH.parent.mkdir(parents=True, exist_ok=True)
     with open(LOG_PATH, "a") as logfile:
         proc = subprocess.Popen([sys.executable, "-m", "bertology.jobserver", "--socket", path,
-                                 "--parent", str(parent)], stdin=subprocess.DEVNULL, stdout=logfile,
+                                 "--parent", str(parent), "--request-timeout", str(request_timeout)], stdin=subprocess.DEVNULL, stdout=logfile,
                                 stderr=subprocess.STDOUT, cwd=os.getcwd(), env=dict(os.environ))
     Path(path + STARTING).write_text(str(proc.pid))
     _SERVER.update(proc=proc, folder=folder)
@@ -444,9 +448,10 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m bertology.jobserver", description=__doc__.split("\n\n")[0])
     ap.add_argument("--socket", required=True, help="the Unix socket to listen on")
     ap.add_argument("--parent", type=int, required=True, help="serve until this process ends")
+    ap.add_argument("--request-timeout", type=float, default=10, help="seconds to wait for a connected job's request")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(process)d %(message)s")
-    serve(args.socket, args.parent)
+    serve(args.socket, args.parent, request_timeout=args.request_timeout)
 
 
 if __name__ == "__main__":
