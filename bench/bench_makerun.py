@@ -4,11 +4,11 @@ score and store compared bit for bit (bench/compare_runs.py).
 Each run is the default pipeline (`snakemake --cores 2` on the embedded config.yaml, as `make run` does after
 install) in a fresh clone of its checkout (`git clone`, so nothing ignored or untracked comes along), with the
 shared virtualenv and each clone's own src/ on PYTHONPATH, one after the other (`--order` says which first).
-Reports the wall time of each and their ratio; goal (issue 36): this <= 0.5 x the reference. About 25 minutes a
-run on a quiet 2-core machine: run it there, once.
+Reports the wall time of each and their ratio, and how many of this checkout's jobs the job server ran
+(bertology.jobserver). About 25 minutes a run on a quiet 2-core machine: run it there, once.
 
-    .venv/bin/python bench/bench_makerun.py --ref 7af3732                 # the code before issue 36 vs HEAD
-    .venv/bin/python bench/bench_makerun.py --ref 7af3732 --keep /tmp/runs  # keep both clones and their results/
+    .venv/bin/python bench/bench_makerun.py --ref c47b489                 # c47b489 (views on 4 to 16 examples) vs HEAD
+    .venv/bin/python bench/bench_makerun.py --ref c47b489 --keep /tmp/runs  # keep both clones and their results/
 
 Writes bench/out/bench_makerun.json.
 """
@@ -52,6 +52,12 @@ def entry_point(checkout: Path) -> None:
         launch.write_text(LAUNCH)
 
 
+def served_jobs(checkout: Path) -> int:
+    """How many jobs of the run in `checkout` the job server forked (0 without one)."""
+    log = checkout / ".bertology" / "jobserver.log"
+    return sum(" job " in line for line in log.read_text().splitlines()) if log.exists() else 0
+
+
 def run(checkout: Path, cores: int) -> float:
     venv_bin = Path(sys.executable).parent
     entry_point(checkout)
@@ -89,7 +95,10 @@ def main() -> None:
                               str(checkouts["ref"] / "results"), str(checkouts["this"] / "results")],
                              capture_output=True, text=True)
         print(cmp.stdout[-4000:])
+        served = {name: served_jobs(checkout) for name, checkout in checkouts.items()}
+        print(f"jobs run by the job server: {served}")
         result = {"ref": args.ref, "this": this_commit, "wall_s": walls, "ratio": walls["this"] / walls["ref"],
+                  "served_jobs": served,
                   "identical": cmp.returncode == 0, "compare_tail": cmp.stdout[-2000:],
                   "load_average": os.getloadavg()}
         print(f"this / ref = {result['ratio']:.2f}; every number identical: {result['identical']}")

@@ -175,3 +175,13 @@ def test_a_killed_job_interrupts_its_child(server, tmp_path):
         time.sleep(0.1)
     assert f"pid {child} exited 130" in log.read_text()  # interrupted (KeyboardInterrupt), not left running
     assert not (out / "score.json").exists()
+
+
+def test_a_server_stopped_while_it_imports_ends_at_once(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(jobserver.SOCKET_ENV, raising=False)
+    path = jobserver.start(os.getpid())
+    started = time.monotonic()
+    jobserver.stop()
+    assert time.monotonic() - started < 5  # a run with nothing to do does not wait for the imports
+    assert not os.path.exists(path) and jobserver.SOCKET_ENV not in os.environ

@@ -274,10 +274,10 @@ def serve(path: str | Path, parent: int, *, modules: tuple[str, ...] = PRELOAD, 
     """Import `modules`, then run jobs sent to the Unix socket `path` until the process `parent` ends or
     SIGTERM; each job in a forked child (:func:`_run_child`). Single-threaded, so that forking is safe."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the jobs themselves (same process group)
+    t0 = time.perf_counter()
+    failed = preload(modules)  # SIGTERM ends the process at once until it serves (no job to wait for yet)
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
-    t0 = time.perf_counter()
-    failed = preload(modules)
     log.info("preloaded %d modules in %.1f s%s", len(modules) - len(failed), time.perf_counter() - t0,
              f" (not importable: {', '.join(failed)})" if failed else "")
     path = str(path)
@@ -452,6 +452,8 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(process)d %(message)s")
     serve(args.socket, args.parent, request_timeout=args.request_timeout)
+    logging.shutdown()
+    os._exit(0)  # not seconds of tearing down torch and the rest: the children are gone, the log is flushed
 
 
 if __name__ == "__main__":
