@@ -185,3 +185,24 @@ def test_a_server_stopped_while_it_imports_ends_at_once(tmp_path, monkeypatch):
     jobserver.stop()
     assert time.monotonic() - started < 5  # a run with nothing to do does not wait for the imports
     assert not os.path.exists(path) and jobserver.SOCKET_ENV not in os.environ
+
+
+def test_which_workflows_get_a_server(monkeypatch, tmp_path):
+    from types import SimpleNamespace
+
+    def workflow(name, non_local=False, dryrun=False):
+        settings = SimpleNamespace(non_local_exec=non_local, dryrun_exec=dryrun, touch_exec=False)
+        return SimpleNamespace(executor_plugin=SimpleNamespace(name=name, common_settings=settings))
+
+    monkeypatch.delenv(jobserver.SOCKET_ENV, raising=False)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert jobserver.wanted(workflow("local"), gpus=[]) is None
+    assert "slurm executor" in jobserver.wanted(workflow("slurm", non_local=True), gpus=[])
+    assert "GPU machine (nvidia0)" in jobserver.wanted(workflow("local"), gpus=["nvidia0"])
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert jobserver.wanted(workflow("local"), gpus=["nvidia0"]) is None  # no GPU visible to the jobs
+    monkeypatch.setenv(jobserver.SOCKET_ENV, "0")
+    assert jobserver.wanted(workflow("local"), gpus=[]) == f"{jobserver.SOCKET_ENV}=0"
+    (tmp_path / "nvidia0").touch()
+    (tmp_path / "nvidiactl").touch()
+    assert jobserver.gpu_devices(tmp_path) == ["nvidia0"]

@@ -22,8 +22,8 @@ without a server (the result is the same, only slower): another Python or anothe
 variable that the preloaded libraries read when they are imported (HF_*, TORCH*, PYTHON*, ...; the
 :data:`IMPORT_TIME_PREFIXES`) set differently from the server's. The server ends with the workflow
 (``onsuccess``/``onerror``: :func:`stop`, or within a second of the Snakemake process ending). It runs only
-with the local executor (on a cluster every job runs on its own node, as before) and not at all with
-``BERTOLOGY_JOB_SERVER=0``. What it did is in ``.bertology/jobserver.log``: each job it ran, its pid and exit
+with the local executor (on a cluster every job runs on its own node, as before), not on a machine with an NVIDIA
+GPU (:func:`wanted`), and not at all with ``BERTOLOGY_JOB_SERVER=0``. What it did is in ``.bertology/jobserver.log``: each job it ran, its pid and exit
 status, and each refusal with its reason.
 
 Snakemake's ``benchmark:`` files time the job's command: their wall time (``s``) is the job's, but their memory
@@ -392,14 +392,24 @@ def _reap(children: dict[int, socket.socket]) -> None:
 _SERVER: dict[str, Any] = {}
 
 
-def wanted(workflow: Any) -> str | None:
-    """Why this workflow runs without a job server (None: it runs one): a non-local executor, or turned off."""
+def gpu_devices(dev: Path = Path("/dev")) -> list[str]:
+    """The NVIDIA device files of this machine (``/dev/nvidia0``, ...), found without touching CUDA."""
+    return sorted(p.name for p in dev.glob("nvidia[0-9]*")) if dev.is_dir() else []
+
+
+def wanted(workflow: Any, *, gpus: list[str] | None = None) -> str | None:
+    """Why this workflow runs without a job server (None: it runs one): turned off, a non-local executor, or a
+    machine with an NVIDIA GPU (a process may not use CUDA after a fork from one whose imports initialised it, and
+    whether transformers' imports do is not checked here: there each job runs in its own process)."""
     if os.environ.get(SOCKET_ENV, "").lower() in _OFF and os.environ.get(SOCKET_ENV) is not None:
         return f"{SOCKET_ENV}={os.environ[SOCKET_ENV]}"
     plugin = getattr(workflow, "executor_plugin", None)
     settings = getattr(plugin, "common_settings", None)
     if plugin is None or settings is None or settings.non_local_exec or settings.dryrun_exec or settings.touch_exec:
         return f"the {getattr(plugin, 'name', 'unknown')} executor runs jobs elsewhere"
+    gpus = gpu_devices() if gpus is None else gpus
+    if gpus and os.environ.get("CUDA_VISIBLE_DEVICES", None) not in ("", "-1"):
+        return f"a GPU machine ({', '.join(gpus)}): each job initialises CUDA in its own process"
     return None
 
 
