@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator, Mapping
 from pathlib import Path
