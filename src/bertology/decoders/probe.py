@@ -1,0 +1,73 @@
+"""The decoder probe: causal attention maps of a model on the induction probe (random tokens repeated twice) and
+on natural text, and the per-head tables of :mod:`bertology.decoders.heads` from them.
+
+Glossary as in :mod:`bertology.decoders.heads` (E sequences, L layers, H query heads, T padded length, s the
+repeated half). A grouped-query model (Llama, Qwen2, Mistral: key/value heads shared by a group of query heads)
+gives one map per query head; sliding-window layers are taken as the model computes them (eager attention).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from bertology.decoders import heads as H
+
+INDUCTION_SEQ_LEN = 50    # TransformerLens' induction demo
+INDUCTION_BATCH = 10
+SINK_TOKENS = 64          # Gu et al.: the first 64 tokens of each sequence
+
+
+def causal_maps(model, input_ids, attention_mask=None) -> np.ndarray:
+    """(E, L, H, T, T) float64 attention maps of a causal model's base model (eager attention) on (E, T) ids.
+
+    The model must have been loaded with ``attn_implementation="eager"`` (other kernels return no weights).
+    """
+    import torch
+
+    if getattr(model.config, "_attn_implementation", "eager") != "eager":
+        raise ValueError(f"{type(model).__name__} computes attention with {model.config._attn_implementation!r}, "
+                         f"which returns no weights: load it with attn_implementation='eager'")
+    ids = torch.as_tensor(np.asarray(input_ids), dtype=torch.long)
+    mask = torch.ones_like(ids) if attention_mask is None else torch.as_tensor(np.asarray(attention_mask))
+    with torch.no_grad():
+        out = model.base_model(input_ids=ids, attention_mask=mask, output_attentions=True)
+    if not out.attentions or out.attentions[0] is None:
+        raise ValueError(f"{type(model).__name__} returned no attention weights")
+    return torch.stack(out.attentions, dim=1).double().cpu().numpy()
+
+
+def induction_probe(model, *, seed: int, seq_len: int = INDUCTION_SEQ_LEN, batch: int = INDUCTION_BATCH,
+                    bos_id: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(tokens (E, 2s + 1), maps (E, L, H, 2s + 1, 2s + 1)) of the seeded induction probe: a BOS token (the
+    tokenizer's, else token 0) and s uniform random tokens of the model's vocabulary repeated twice."""
+    rng = np.random.default_rng(seed)
+    bos = 0 if bos_id is None else bos_id
+    tokens = H.repeated_random_tokens(rng, int(model.config.vocab_size), seq_len, batch, bos_id=bos)
+    return tokens, causal_maps(model, tokens)
+
+
+def induction_table(tokens: np.ndarray, maps: np.ndarray, seq_len: int) -> pd.DataFrame:
+    """Per head: the induction demo's stripe score and the detection ("mul") scores of the induction,
+    previous-token and duplicate-token patterns on the probe (means over its sequences).
+    Columns: layer, head, induction_stripe, induction, previous_token, duplicate_token."""
+    _, n_layers, n_heads, t, _ = maps.shape
+    scores = {
+        "induction_stripe": H.induction_stripe_score(maps, seq_len),
+        "induction": H.detection_scores(maps, H.induction_pattern(tokens)).mean(axis=0),
+        "previous_token": H.detection_scores(maps, H.previous_token_pattern(t)).mean(axis=0),
+        "duplicate_token": H.detection_scores(maps, H.duplicate_token_pattern(tokens)).mean(axis=0),
+    }
+    layer, head = np.meshgrid(np.arange(n_layers), np.arange(n_heads), indexing="ij")
+    return pd.DataFrame({"layer": layer.ravel(), "head": head.ravel(), **{k: v.ravel() for k, v in scores.items()}})
+
+
+def sink_table(maps: np.ndarray, lengths: np.ndarray, epsilon: float = H.SINK_EPSILON) -> pd.DataFrame:
+    """Per head, over natural-text sequences: alpha_0 (mean over sequences) and the share of sequences with
+    alpha_0 > epsilon; the whole model's sink rate (percent of sequence x layer x head) is
+    ``100 * table.share_sink.mean()``. Columns: layer, head, alpha_0, share_sink, n."""
+    alpha0 = H.sink_alpha(maps, lengths)[..., 0]                          # (E, L, H)
+    _, n_layers, n_heads = alpha0.shape
+    layer, head = np.meshgrid(np.arange(n_layers), np.arange(n_heads), indexing="ij")
+    return pd.DataFrame({"layer": layer.ravel(), "head": head.ravel(), "alpha_0": alpha0.mean(axis=0).ravel(),
+                         "share_sink": (alpha0 > epsilon).mean(axis=0).ravel(), "n": alpha0.shape[0]})
