@@ -112,6 +112,9 @@ def submit(argv: list[str], *, prog: str | None = None) -> int | None:
         request = {"argv": argv, "prog": prog or sys.argv[0], "cwd": os.getcwd(), "env": dict(os.environ),
                    "executable": sys.executable, "package": _package_path()}
         socket.send_fds(conn, [json.dumps(request).encode() + b"\n"], [0, 1, 2])
+        # the reply (a pid or a refusal) comes in milliseconds; a job that gives up waiting closes the connection,
+        # which interrupts a child forked too late (_watch_job) before it runs the step beside this process
+        conn.settimeout(60)
         buf = bytearray()
         reply = _read_line(conn, buf)
     except OSError:
