@@ -1,4 +1,4 @@
-# The claims ledger (issue 34; step: bertology.steps.claims): every paper's claim the registry declares
+# The claims ledger (step: bertology.steps.claims): every paper's claim the registry declares
 # (bertology.registry.Claim) checked on this run's own tables, with an effect, an interval, a named test, Holm's
 # correction over the run and a verdict. The report opens with it. Inputs: exactly the tables the claims read
 # (bertology.claims.ledger.required_inputs), less those a config key switched off (the claim is then "not

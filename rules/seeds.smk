@@ -1,4 +1,4 @@
-# Every per-head analysis across fine-tuning seeds (issue 26; steps: bertology.steps.seeds).
+# Every per-head analysis across fine-tuning seeds (steps: bertology.steps.seeds).
 # With train.seeds: [s1, s2, ...] every fine-tuned analysis runs once per seed: the seed is part of the store
 # variant (finetuned = s1, finetuned-seedN = seed N; rules/common.smk maps a variant to its checkpoint) and
 # the outputs without a variant in their path add the seed tag (cosine-seedN.csv, ablation/{task}/heads-seedN.csv).

@@ -197,8 +197,11 @@ def _run_child(request: dict[str, Any], fds: list[int], conn: socket.socket, clo
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        for thing in closing:
-            thing.close() if hasattr(thing, "close") else os.close(thing)
+        for thing in closing:  # the listener, the wake-up pipe's fds, the other jobs' connections
+            if isinstance(thing, int):
+                os.close(thing)
+            else:
+                thing.close()
         for target, fd in enumerate(fds[:3]):
             os.dup2(fd, target)
         for fd in fds:
@@ -404,7 +407,7 @@ def wanted(workflow: Any, *, gpus: list[str] | None = None) -> str | None:
     """Why this workflow runs without a job server (None: it runs one): turned off, a non-local executor, or a
     machine with an NVIDIA GPU (a process may not use CUDA after a fork from one whose imports initialised it, and
     whether transformers' imports do is not checked here: there each job runs in its own process)."""
-    if os.environ.get(SOCKET_ENV, "").lower() in _OFF and os.environ.get(SOCKET_ENV) is not None:
+    if os.environ.get(SOCKET_ENV, "").lower() in _OFF:
         return f"{SOCKET_ENV}={os.environ[SOCKET_ENV]}"
     plugin = getattr(workflow, "executor_plugin", None)
     settings = getattr(plugin, "common_settings", None)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from bertology.decoders import heads as H
+from bertology.decoders import heads
 
 INDUCTION_SEQ_LEN = 50    # TransformerLens' induction demo
 INDUCTION_BATCH = 10
@@ -43,7 +43,7 @@ def induction_probe(model, *, seed: int, seq_len: int = INDUCTION_SEQ_LEN, batch
     tokenizer's, else token 0) and s uniform random tokens of the model's vocabulary repeated twice."""
     rng = np.random.default_rng(seed)
     bos = 0 if bos_id is None else bos_id
-    tokens = H.repeated_random_tokens(rng, int(model.config.vocab_size), seq_len, batch, bos_id=bos)
+    tokens = heads.repeated_random_tokens(rng, int(model.config.vocab_size), seq_len, batch, bos_id=bos)
     return tokens, causal_maps(model, tokens)
 
 
@@ -53,20 +53,20 @@ def induction_table(tokens: np.ndarray, maps: np.ndarray, seq_len: int) -> pd.Da
     Columns: layer, head, induction_stripe, induction, previous_token, duplicate_token."""
     _, n_layers, n_heads, t, _ = maps.shape
     scores = {
-        "induction_stripe": H.induction_stripe_score(maps, seq_len),
-        "induction": H.detection_scores(maps, H.induction_pattern(tokens)).mean(axis=0),
-        "previous_token": H.detection_scores(maps, H.previous_token_pattern(t)).mean(axis=0),
-        "duplicate_token": H.detection_scores(maps, H.duplicate_token_pattern(tokens)).mean(axis=0),
+        "induction_stripe": heads.induction_stripe_score(maps, seq_len),
+        "induction": heads.detection_scores(maps, heads.induction_pattern(tokens)).mean(axis=0),
+        "previous_token": heads.detection_scores(maps, heads.previous_token_pattern(t)).mean(axis=0),
+        "duplicate_token": heads.detection_scores(maps, heads.duplicate_token_pattern(tokens)).mean(axis=0),
     }
     layer, head = np.meshgrid(np.arange(n_layers), np.arange(n_heads), indexing="ij")
     return pd.DataFrame({"layer": layer.ravel(), "head": head.ravel(), **{k: v.ravel() for k, v in scores.items()}})
 
 
-def sink_table(maps: np.ndarray, lengths: np.ndarray, epsilon: float = H.SINK_EPSILON) -> pd.DataFrame:
+def sink_table(maps: np.ndarray, lengths: np.ndarray, epsilon: float = heads.SINK_EPSILON) -> pd.DataFrame:
     """Per head, over natural-text sequences: alpha_0 (mean over sequences) and the share of sequences with
     alpha_0 > epsilon; the whole model's sink rate (percent of sequence x layer x head) is
     ``100 * table.share_sink.mean()``. Columns: layer, head, alpha_0, share_sink, n."""
-    alpha0 = H.sink_alpha(maps, lengths)[..., 0]                          # (E, L, H)
+    alpha0 = heads.sink_alpha(maps, lengths)[..., 0]                          # (E, L, H)
     _, n_layers, n_heads = alpha0.shape
     layer, head = np.meshgrid(np.arange(n_layers), np.arange(n_heads), indexing="ij")
     return pd.DataFrame({"layer": layer.ravel(), "head": head.ravel(), "alpha_0": alpha0.mean(axis=0).ravel(),
