@@ -36,6 +36,7 @@ include: "rules/sieve.smk"
 include: "rules/kovaleva.smk"
 include: "rules/clark.smk"
 include: "rules/norms.smk"
+include: "rules/decoders.smk"
 include: "rules/seeds.smk"
 include: "rules/claims.smk"
 

@@ -11,7 +11,7 @@ CLAIMS_OFF += [] if SYNTAX_FILES else ["analysis.syntax.conllu"]
 
 rule claims:
     input:
-        tables=[layout.join(layout.ROOT, p) for p in claims_inputs(REGISTRY.claims(), TASK_NAMES, SEED_TAGS, off=CLAIMS_OFF)],
+        tables=[layout.join(layout.ROOT, p) for p in claims_inputs(REGISTRY.claims(MODEL_KIND), TASK_NAMES, SEED_TAGS, off=CLAIMS_OFF)],
     output:
         ledger=reported(path("claims"), "claims"),
         markdown=path("claims_md"),

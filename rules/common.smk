@@ -69,6 +69,10 @@ TASK_NAMES = [e["name"] if isinstance(e, dict) else e for e in config["tasks"]]
 # Decided once per model and remembered under .bertology/capability/ (bertology.capability): reading the
 # Snakefile imports neither torch nor transformers.
 NORMS_ENABLED = bool(config["analysis"]["norms"]["enabled"]) and model_capabilities(config["model"])["norms"] is None
+# A decoder (causal attention: GPT-2, Llama, Qwen2, Mistral, ...) also gets the decoder probe (rules/decoders.smk)
+# and the ledger's decoder claims (bertology.models.model_kind, decided with the capabilities above).
+MODEL_KIND = model_capabilities(config["model"])["kind"]
+DECODER = MODEL_KIND == "decoder"
 PAIR_TASKS = [t for t in TASK_NAMES if get_task(t).is_pair]
 INITS = list(config["train"]["inits"])
 # Path tags of the fine-tuning seeds: '' for the first (train.seed: the plain paths, read by every

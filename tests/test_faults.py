@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bertology.models import NotAnEncoderError, check_encoder, load_encoder
+from bertology.models import UnsupportedModelError, check_model, load_encoder
 
 
 def _save(model, path: Path) -> Path:
@@ -30,7 +30,7 @@ def gpt2_dir(tmp_path_factory) -> Path:
 
 
 def test_decoder_is_refused_in_one_line(gpt2_dir):
-    with pytest.raises(NotAnEncoderError) as err:
+    with pytest.raises(UnsupportedModelError) as err:
         load_encoder(str(gpt2_dir))
     message = str(err.value)
     assert "\n" not in message
@@ -51,27 +51,27 @@ def test_encoder_decoder_is_refused(tmp_path, kind):
                                      encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=32,
                                      decoder_ffn_dim=32, max_position_embeddings=32))
     path = _save(model, tmp_path / kind)
-    with pytest.raises(NotAnEncoderError, match=rf"is an encoder-decoder \({kind}\), not a bidirectional encoder"):
-        check_encoder(str(path))
+    with pytest.raises(UnsupportedModelError, match=rf"is an encoder-decoder \({kind}\), not a bidirectional encoder"):
+        check_model(str(path))
 
 
 def test_a_bert_configured_as_decoder_is_refused(tiny_model_dir, tmp_path):
     path = shutil.copytree(tiny_model_dir, tmp_path / "bert")
     config = json.loads((path / "config.json").read_text())
     (path / "config.json").write_text(json.dumps({**config, "is_decoder": True}))
-    with pytest.raises(NotAnEncoderError, match=r"configured as a decoder \(bert, is_decoder: true\)"):
-        check_encoder(str(path))
+    with pytest.raises(UnsupportedModelError, match=r"configured as a decoder \(bert, is_decoder: true\)"):
+        check_model(str(path))
 
 
 def test_encoder_passes(tiny_model_dir):
-    check_encoder(str(tiny_model_dir))
+    check_model(str(tiny_model_dir))
     assert load_encoder(str(tiny_model_dir)).config.model_type == "bert"
 
 
 def test_broken_config_json_names_the_file(tiny_model_dir, tmp_path):
     path = shutil.copytree(tiny_model_dir, tmp_path / "bert")
     (path / "config.json").write_text('{"model_type": "bert", "hidden_size": ')
-    with pytest.raises(NotAnEncoderError) as err:
+    with pytest.raises(UnsupportedModelError) as err:
         load_encoder(str(path))
     message = str(err.value)
     assert message.startswith(f"{path}/config.json cannot be read as a transformers model config") and "\n" not in message
@@ -81,7 +81,7 @@ def test_truncated_weights_name_the_file(tiny_model_dir, tmp_path):
     path = shutil.copytree(tiny_model_dir, tmp_path / "bert")
     weights = path / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:200])
-    with pytest.raises(NotAnEncoderError, match=f"^{weights} cannot be read as safetensors weights"):
+    with pytest.raises(UnsupportedModelError, match=f"^{weights} cannot be read as safetensors weights"):
         load_encoder(str(path))
 
 

@@ -381,7 +381,7 @@ def test_a_migration_race_that_persists_is_named_in_one_line_not_as_a_server_to_
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/results/mlflow.db")
     monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "e")
-    monkeypatch.setattr("bertology.models.check_encoder", lambda m: None)
+    monkeypatch.setattr("bertology.models.check_model", lambda m: None)
     monkeypatch.setattr("bertology.models.check_tokenizer", lambda m: None)
     with pytest.raises(tracking.StoreCreationError):
         tracking.init_store()

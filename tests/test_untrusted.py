@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from bertology.models import (CustomCodeError, TokenizerError, check_encoder, check_no_custom_code, check_tokenizer,
+from bertology.models import (CustomCodeError, TokenizerError, check_model, check_no_custom_code, check_tokenizer,
                               load_tokenizer)
 from tests.builders.explorer import HOSTILE
 
@@ -38,7 +38,7 @@ def _weights_only(tiny_model_dir: Path, dst: Path) -> Path:
 
 def test_a_directory_without_tokenizer_files_is_refused(tiny_model_dir, tmp_path):
     path = _weights_only(tiny_model_dir, tmp_path / "bare")
-    check_encoder(str(path))  # the weights and config are fine: only the tokenizer is missing
+    check_model(str(path))  # the weights and config are fine: only the tokenizer is missing
     with pytest.raises(TokenizerError) as err:
         load_tokenizer(str(path))
     message = str(err.value)
@@ -117,7 +117,7 @@ def test_auto_map_and_unknown_model_types_are_refused_without_reading_code(tiny_
     with pytest.raises(CustomCodeError, match=rf"^{path}/config.json has an auto_map \(AutoConfig, AutoModel, "
                                               rf"AutoModelForSequenceClassification\): the model asks to run its own "
                                               rf"Python code, which bertology never does"):
-        check_encoder(str(path))
+        check_model(str(path))
     with pytest.raises(CustomCodeError):
         load_tokenizer(str(path))
     config = json.loads((path / "config.json").read_text())

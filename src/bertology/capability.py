@@ -66,13 +66,30 @@ def capability_key(model_dir: Path) -> str:
     return h.hexdigest()[:24]
 
 
+def model_kind_of(name_or_path: str) -> str:
+    """"decoder" or "encoder" (:func:`bertology.models.model_kind`) from the model's config; "encoder" when the
+    config cannot be read yet (a hub name not cached: its jobs report their own errors)."""
+    from transformers import AutoConfig
+
+    from bertology.models import model_kind, resolve_model, unsupported_model
+
+    try:
+        path = resolve_model(name_or_path)
+        config = AutoConfig.from_pretrained(path, local_files_only=Path(path).is_dir(), trust_remote_code=False)
+    except Exception:  # noqa: BLE001 - onstart and the jobs report an unreadable model
+        return "encoder"
+    return model_kind(config) if unsupported_model(config) is None else "encoder"
+
+
 def decide_capabilities(name_or_path: str) -> dict[str, str | None]:
-    """{"norms": why value norms cannot be computed or None, "disabling": why heads cannot be disabled or None},
-    from the classifier built on the meta device (imports torch and transformers)."""
+    """{"norms": why value norms cannot be computed or None, "disabling": why heads cannot be disabled or None,
+    "kind": "encoder" or "decoder"}, from the classifier built on the meta device (imports torch and
+    transformers)."""
     from bertology.ablation.heads import disabling_unsupported
     from bertology.norms.values import norms_unsupported
 
-    return {"norms": norms_unsupported(name_or_path), "disabling": disabling_unsupported(name_or_path)}
+    return {"norms": norms_unsupported(name_or_path), "disabling": disabling_unsupported(name_or_path),
+            "kind": model_kind_of(name_or_path)}
 
 
 def model_capabilities(name_or_path: str, cache_dir: Path | str = CAPABILITY_DIR) -> dict[str, str | None]:
@@ -85,7 +102,7 @@ def model_capabilities(name_or_path: str, cache_dir: Path | str = CAPABILITY_DIR
     cache = Path(cache_dir) / f"{capability_key(model_dir)}.json"
     try:
         kept = json.loads(cache.read_text())
-        return {"norms": kept["norms"], "disabling": kept["disabling"]}
+        return {"norms": kept["norms"], "disabling": kept["disabling"], "kind": kept["kind"]}
     except (OSError, ValueError, KeyError, TypeError):
         pass
     decided = decide_capabilities(name_or_path)

@@ -131,6 +131,11 @@ STEPS: dict[str, StepSpec] = {
                                    "faithfulness.csv, faithfulness_examples.csv, importance.parquet"),
     "norms_figures": StepSpec("bertology.steps.norms:norms_figures", (),
                               "weight vs norm-weighted shares, mixing ratios and faithfulness of one task"),
+    # decoders: attention sinks and induction heads
+    "decoder_probe": StepSpec("bertology.steps.decoders:decoder_probe",
+                              ("model", "data.max_length", "data.seed", "train.seed"),
+                              "a decoder's sink and induction probe of one task -> decoder_sink.csv, "
+                              "decoder_induction.csv, decoder_heads.csv and the figure"),
     # Pande et al. sieves
     "sieve_figures": StepSpec("bertology.steps.sieve:sieve_figures", ("analysis.sieve",),
                               "Pande Figs. 3-5 of one task"),

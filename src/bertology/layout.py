@@ -80,6 +80,9 @@ TEMPLATES: Mapping[str, str] = {
     "syntax_stat": "stats/syntax/{model}.csv",
     "syntax_summary": "stats/syntax/{model}.json",
     "syntax_best": "stats/syntax/best_heads.csv",
+    # the decoder probe (rules/decoders.smk)
+    "decoder_sink": "stats/{task}/decoder_sink.csv",
+    "decoder_induction": "stats/{task}/decoder_induction.csv",
     # disabling, importance and pruning (rules/ablation.smk): {name} heads | layers | summary | importance | pruning
     "ablation": "ablation/{task}/{name}{seedtag}.csv",
     "ablation_info": "ablation/{task}/summary{seedtag}.json",

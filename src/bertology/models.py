@@ -92,20 +92,20 @@ def resolve_model(name: str) -> str:
     return name
 
 
-class NotAnEncoderError(UserError, ValueError):
-    """The model is not a bidirectional encoder (a decoder, an encoder-decoder), or its directory is broken
-    (config.json or weights unreadable)."""
+class UnsupportedModelError(UserError, ValueError):
+    """The model is neither a bidirectional encoder nor a decoder language model with a sequence-classification
+    head (an encoder-decoder, a BERT configured as a decoder, ...), or its directory is broken (config.json or
+    weights unreadable)."""
 
 
-def check_encoder(name_or_path: str) -> None:
-    """Refuse, in one line, a model that is not a bidirectional encoder (bertology reads full self-attention
-    over the whole input: a decoder's causal attention or an encoder-decoder would give meaningless maps),
-    and a model directory whose config.json or safetensors header cannot be read (naming the file), or whose files
-    do not match the digest written with it (a fine-tuned model, :func:`bertology.outputcache.verify_digest`).
+def check_model(name_or_path: str) -> str:
+    """Refuse, in one line, a model bertology cannot study, and a model directory whose config.json or
+    safetensors header cannot be read (naming the file), or whose files do not match the digest written with it
+    (a fine-tuned model, :func:`bertology.outputcache.verify_digest`); return what it studies it as:
+    ``"encoder"`` (full self-attention over the whole input) or ``"decoder"`` (causal self-attention: each token
+    attends to itself and the tokens before it), :func:`model_kind`'s rule.
 
-    name_or_path: a resolved model (a directory or a hub name in the local cache). A bidirectional encoder
-    is a model type with a masked-language-model head in transformers (BERT, RoBERTa, DistilBERT, ALBERT,
-    ELECTRA, DeBERTa, ModernBERT, ...) that is neither an encoder-decoder nor configured as a decoder.
+    name_or_path: a resolved model (a directory or a hub name in the local cache).
     """
     from transformers import AutoConfig
 
@@ -118,8 +118,8 @@ def check_encoder(name_or_path: str) -> None:
         config = AutoConfig.from_pretrained(name_or_path, local_files_only=local, trust_remote_code=False)
     except Exception as err:  # noqa: BLE001 - json, OSError, ValueError: all mean an unusable config
         reason = " ".join(str(err).split())[:300]
-        raise NotAnEncoderError(f"{where} cannot be read as a transformers model config ({type(err).__name__}: "
-                                f"{reason}); re-save the model with save_pretrained() or fix the file") from None
+        raise UnsupportedModelError(f"{where} cannot be read as a transformers model config ({type(err).__name__}: "
+                                    f"{reason}); re-save the model with save_pretrained() or fix the file") from None
     if local:
         from safetensors import safe_open
 
@@ -128,49 +128,80 @@ def check_encoder(name_or_path: str) -> None:
                 with safe_open(str(weights), framework="pt"):
                     pass  # reads the header only
             except Exception as err:  # noqa: BLE001 - truncated or not a safetensors file
-                raise NotAnEncoderError(f"{weights} cannot be read as safetensors weights ({type(err).__name__}: "
-                                        f"{' '.join(str(err).split())[:200]}): the file is truncated or corrupt; "
-                                        f"re-save the model (or delete it and re-run the rule that wrote it)") from None
-    what = not_an_encoder(config)
+                raise UnsupportedModelError(
+                    f"{weights} cannot be read as safetensors weights ({type(err).__name__}: "
+                    f"{' '.join(str(err).split())[:200]}): the file is truncated or corrupt; re-save the model (or "
+                    f"delete it and re-run the rule that wrote it)") from None
+    what = unsupported_model(config)
     if what is None:
-        return
-    raise NotAnEncoderError(f"{name_or_path} is {what}, not a bidirectional encoder ({where}); bertology studies "
-                            f"encoders such as BERT, RoBERTa, DistilBERT, ALBERT, ELECTRA or DeBERTa")
+        return model_kind(config)
+    raise UnsupportedModelError(
+        f"{name_or_path} is {what}, neither a bidirectional encoder nor a decoder language model ({where}); "
+        f"bertology studies encoders such as BERT, RoBERTa, DeBERTa or ModernBERT and decoders such as GPT-2, "
+        f"Llama, Qwen2 or Mistral")
 
 
-def not_an_encoder(config) -> str | None:
-    """What a transformers config is when it is not a bidirectional encoder ("an encoder-decoder (t5)", "a
-    decoder (gpt2: causal attention)", ...), None when it is one (:func:`check_encoder`'s rule)."""
+def model_kind(config) -> str:
+    """``"decoder"`` for a config whose model type has a causal language-model head in transformers and no
+    masked-language-model head (GPT-2, Llama, Qwen2, Mistral, Gemma, ...), else ``"encoder"``. Only meaningful
+    where :func:`unsupported_model` is None."""
     from transformers.models.auto.modeling_auto import (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
                                                         MODEL_FOR_MASKED_LM_MAPPING_NAMES)
 
     kind = getattr(config, "model_type", "?")
+    return ("decoder" if kind in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and kind not in MODEL_FOR_MASKED_LM_MAPPING_NAMES
+            else "encoder")
+
+
+def unsupported_model(config) -> str | None:
+    """What a transformers config is when bertology cannot study it ("an encoder-decoder (t5)", "configured as a
+    decoder (bert, is_decoder: true)", ...), None when it is a bidirectional encoder (a model type with a
+    masked-language-model head that is neither an encoder-decoder nor configured as a decoder) or a decoder
+    language model (a model type with a causal language-model head and a sequence-classification head)."""
+    from transformers.models.auto.modeling_auto import (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+                                                        MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+                                                        MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES)
+
+    kind = getattr(config, "model_type", "?")
     if getattr(config, "is_encoder_decoder", False):
         return f"an encoder-decoder ({kind})"
-    if getattr(config, "is_decoder", False):
-        return f"configured as a decoder ({kind}, is_decoder: true)"
-    if kind not in MODEL_FOR_MASKED_LM_MAPPING_NAMES:
-        return (f"a decoder ({kind}: causal attention)" if kind in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
-                else f"not a bidirectional encoder (model type {kind})")
-    return None
+    if kind in MODEL_FOR_MASKED_LM_MAPPING_NAMES:
+        if getattr(config, "is_decoder", False):
+            return f"configured as a decoder ({kind}, is_decoder: true)"
+        return None
+    if kind in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        if kind not in MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES:
+            return f"a decoder without a sequence-classification head in transformers ({kind})"
+        return None
+    return f"not a language model of a kind bertology reads (model type {kind})"
 
 
-def encoder_model_types() -> list[str]:
-    """Every model type of the installed transformers' sequence-classification mapping that bertology accepts
-    (:func:`not_an_encoder` of its default config is None): the rows of the compatibility matrix
-    (tests/test_matrix.py, README "Encoders checked")."""
+def _default_configs(kind: str) -> list[str]:
     from transformers import CONFIG_MAPPING
     from transformers.models.auto.modeling_auto import MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES
 
     out = []
-    for kind in MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES:
+    for model_type in MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES:
         try:
-            config = CONFIG_MAPPING[kind]()
+            config = CONFIG_MAPPING[model_type]()
         except Exception:  # noqa: BLE001 - a config that cannot be built with defaults is not one we can check
             continue
-        if not_an_encoder(config) is None:
-            out.append(kind)
+        if unsupported_model(config) is None and model_kind(config) == kind:
+            out.append(model_type)
     return sorted(out)
+
+
+def encoder_model_types() -> list[str]:
+    """Every model type of the installed transformers' sequence-classification mapping that bertology reads as
+    a bidirectional encoder (:func:`unsupported_model` of its default config is None, :func:`model_kind`
+    "encoder"): the rows of the compatibility matrix (tests/test_matrix.py, README "Encoders checked")."""
+    return _default_configs("encoder")
+
+
+def decoder_model_types() -> list[str]:
+    """Every model type of the sequence-classification mapping that bertology reads as a decoder (causal
+    attention): the decoder rows of the compatibility matrix."""
+    return _default_configs("decoder")
 
 
 def load_encoder(name_or_path: str, *, classifier: bool = False, device: str | None = None):
@@ -188,7 +219,7 @@ def load_encoder(name_or_path: str, *, classifier: bool = False, device: str | N
     if local and not (Path(path) / "config.json").exists():
         raise ModelNotFoundError(f"{path} holds no config.json: give a directory written by save_pretrained() "
                                  f"(e.g. results/models/<task>/pretrained), a hub name, or 'minilm-l6'")
-    check_encoder(path)
+    check_model(path)
     auto = AutoModelForSequenceClassification if classifier else AutoModel
     model = auto.from_pretrained(path, attn_implementation="eager", use_safetensors=True, local_files_only=local,
                                  trust_remote_code=False)
@@ -228,6 +259,55 @@ def load_tokenizer(name_or_path: str):
                              f"{' '.join(str(err).split())[:200]}); save the model's tokenizer into the directory "
                              f"with tokenizer.save_pretrained(dir)") from None
     _check_tokenizer_reads_english(tokenizer, name_or_path)
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(name_or_path, local_files_only=local, trust_remote_code=False)
+    if unsupported_model(config) is None and model_kind(config) == "decoder":
+        prepare_decoder_tokenizer(tokenizer, str(name_or_path))
+    return tokenizer
+
+
+def prepare_decoder_tokenizer(tokenizer, where: str = "the model"):
+    """Make a decoder's tokenizer batch and join pairs as bertology needs, in place (returned too):
+
+    - padding: its own pad token, else its eos token (GPT-2's ``<|endoftext|>``), else one line saying the
+      model has neither (:class:`TokenizerError`); padding goes on the right, so that a sequence classifier's
+      "last non-pad token" and every analysis's positions are those of the unpadded example;
+    - pairs: the tokenizer's own pair template where it puts a special token between the two texts; else
+      (GPT-2, Llama, Qwen2: the texts are simply concatenated) ``A <eos> B``, with what its single template
+      puts before and after a text kept around the pair, the eos token closing the first text (segment 0) and
+      the second text segment 1 (``BatchEncoding.sequence_ids``, so :func:`bertology.encoding.segments` reads
+      the join like any encoder's).
+    """
+    if tokenizer.pad_token is None:
+        if tokenizer.eos_token is None:
+            raise TokenizerError(f"the tokenizer of {where} has neither a pad token nor an eos token: a batch of "
+                                 f"examples cannot be padded; save it with one (tokenizer.pad_token = '...'; "
+                                 f"tokenizer.save_pretrained(dir))")
+        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.padding_side = "right"
+    enc = tokenizer("a", "b")
+    seq = enc.sequence_ids(0)
+    first_b = seq.index(1) if 1 in seq else len(seq)
+    last_a = max(i for i, s in enumerate(seq) if s == 0)
+    if any(s is None for s in seq[last_a + 1:first_b]):
+        return tokenizer                      # its own template separates the texts
+    if tokenizer.eos_token is None or not getattr(tokenizer, "is_fast", False):
+        raise TokenizerError(f"the tokenizer of {where} joins two texts with nothing between them and has no eos "
+                             f"token (or no fast tokenizer) to put there; pair tasks cannot be read with it")
+    from tokenizers import processors
+
+    single = tokenizer("a").sequence_ids(0)
+    ids = tokenizer("a")["input_ids"]
+    text_at = single.index(0)
+    before = [tokenizer.convert_ids_to_tokens(i) for i in ids[:text_at]]
+    after = [tokenizer.convert_ids_to_tokens(i) for i in ids[text_at + 1:]]
+    eos = tokenizer.eos_token
+    specials = {t: tokenizer.convert_tokens_to_ids(t) for t in [*before, *after, eos]}
+    single_t = " ".join([*before, "$A", *after])
+    pair_t = " ".join([*before, "$A:0", f"{eos}:0", "$B:1", *(f"{t}:1" for t in after)])
+    tokenizer.backend_tokenizer.post_processor = processors.TemplateProcessing(
+        single=single_t, pair=pair_t, special_tokens=list(specials.items()))
     return tokenizer
 
 
@@ -256,7 +336,7 @@ def check_no_custom_code(path: str | Path) -> None:
         try:
             data = json.loads(file.read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            continue  # check_encoder names an unreadable config.json; a broken tokenizer_config fails its load
+            continue  # check_model names an unreadable config.json; a broken tokenizer_config fails its load
         if not isinstance(data, dict):
             continue
         if data.get("auto_map"):
@@ -400,7 +480,7 @@ def load_classifier(name_or_path: str, num_labels: int, *, init: str = "pretrain
     import torch
     from transformers import AutoConfig, AutoModelForSequenceClassification
 
-    check_encoder(name_or_path)
+    check_model(name_or_path)
     local = Path(name_or_path).is_dir()
     id2label = id2label or {i: f"LABEL_{i}" for i in range(num_labels)}
     config = AutoConfig.from_pretrained(name_or_path, local_files_only=local, trust_remote_code=False)

@@ -47,8 +47,9 @@ from bertology.layout import ROOT, fill, join, rel
 
 #: the settings without which some tables are not written (:attr:`Table.when`): ``norms``
 #: (analysis.norms.enabled and a supported model), ``gold_trees`` (analysis.syntax.conllu, or the demo's own
-#: trees), ``seeds`` (two or more train.seeds), ``framenet`` (analysis.relations.framenet)
-CONDITIONS = ("norms", "gold_trees", "seeds", "framenet")
+#: trees), ``seeds`` (two or more train.seeds), ``framenet`` (analysis.relations.framenet), ``decoder`` (the
+#: model is a decoder: the decoder probe)
+CONDITIONS = ("norms", "gold_trees", "seeds", "framenet", "decoder")
 
 #: the explorer's group of the statistics over fine-tuning seeds
 OVER_SEEDS = "Across fine-tuning seeds"
@@ -195,6 +196,9 @@ class Claim:
     anchor: str = ""
     figure: str = ""
     figure_all: str = ""
+    #: the models it is about: "" any, "decoder" decoders only (a run's ledger holds the claims of its model's
+    #: kind, :meth:`Registry.claims`)
+    models: str = ""
 
     def read_inputs(self, off: Collection[str] = ()) -> tuple[tuple[str, str, str], ...]:
         """The inputs the claim reads in a run whose config keys `off` are off: per table name, its alternatives
@@ -349,9 +353,12 @@ class Registry:
 
     # the claims ledger
 
-    def claims(self) -> tuple[Claim, ...]:
-        """Every claim of the ledger (results/claims.csv), in the order of declaration."""
-        out = tuple(c for a in self.analyses for c in a.claims)
+    def claims(self, kind: str | None = None) -> tuple[Claim, ...]:
+        """Every claim of the ledger (results/claims.csv), in the order of declaration; with `kind` ("encoder" or
+        "decoder", the run's model: :func:`bertology.models.model_kind`) only those about models of that kind
+        (:attr:`Claim.models`)."""
+        out = tuple(c for a in self.analyses for c in a.claims
+                    if kind is None or not c.models or c.models == kind)
         ids = [c.id for c in out]
         twice = sorted({i for i in ids if ids.count(i) > 1})
         if twice:

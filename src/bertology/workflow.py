@@ -102,11 +102,11 @@ def on_start(invocation: str, config: dict) -> None:
     parent run is created."""
     from bertology import tracking
     from bertology.errors import UserError
-    from bertology.models import check_encoder, check_max_length, check_tokenizer, resolve_model
+    from bertology.models import check_model, check_max_length, check_tokenizer, resolve_model
 
     try:  # the model is an encoder, and its directory readable (a hub name not cached: its first job checks)
         resolved = resolve_model(config["model"])
-        check_encoder(resolved)
+        check_model(resolved)
         check_tokenizer(resolved)
         check_max_length(resolved, config["data"]["max_length"], config["model"])
     except UserError as err:

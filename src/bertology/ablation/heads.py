@@ -71,6 +71,15 @@ def real_keys(attention_mask: torch.Tensor | None, key: torch.Tensor) -> torch.T
     return keep.any(dim=-2, keepdim=True)
 
 
+def causal_real_keys(attention_mask: torch.Tensor | None, key: torch.Tensor, n_queries: int) -> torch.Tensor:
+    """A causal layer's keys that each query may see if it looked at every earlier real token: (N|1, 1, Q, K)
+    bool, :func:`real_keys` and key position <= query position (the queries are the last Q positions)."""
+    k = key.shape[-2]
+    rows = torch.arange(k - n_queries, k, device=key.device)[:, None]
+    tril = torch.arange(k, device=key.device)[None, :] <= rows                       # (Q, K)
+    return real_keys(attention_mask, key) & tril[None, None]
+
+
 def uniform_weights(keep: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """(N, 1, Q|1, K) bool keep-mask -> weights of the same shape: 1/n on the n visible keys, 0 elsewhere."""
     keep_f = keep.to(dtype)
@@ -82,8 +91,9 @@ class AttentionParts:
     """One layer's attention computed once, from which any set of disabled heads is assembled.
 
     weights: (N, H, Q, K) softmax probabilities; context: (N, H, Q, dh) = weights @ V;
-    uniform: (N|1, 1, 1, K) uniform weights over the real keys (the same for every query);
-    uniform_context: (N, H, 1, dh) = uniform @ V (broadcast over the queries).
+    uniform: (N|1, 1, 1, K) uniform weights over the real keys (the same for every query), or (N|1, 1, Q, K)
+    over each query's real keys up to itself in a causal layer;
+    uniform_context: (N, H, 1|Q, dh) = uniform @ V (broadcast over the queries).
     """
 
     weights: torch.Tensor
@@ -107,11 +117,17 @@ class AttentionParts:
 
 def attention_parts(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                     attention_mask: torch.Tensor | None, scaling: float, *, dropout: float = 0.0,
-                    training: bool = False, with_uniform: bool = True) -> AttentionParts:
+                    training: bool = False, with_uniform: bool = True, causal: bool = False) -> AttentionParts:
     """Eager attention (as transformers' BERT computes it) plus the uniform alternative.
 
-    query: (N, H, Q, dh); key, value: (N, H, K, dh); attention_mask: additive (N, 1, Q, K) or None.
+    query: (N, H, Q, dh); key, value: (N, H|G, K, dh), G key/value heads each shared by H/G query heads
+    (grouped-query attention: repeated as transformers' ``repeat_kv`` does); attention_mask: additive
+    (N, 1, Q, K) or None. causal: the uniform alternative of query i covers the real keys 0..i only (a decoder's
+    disabled head must not see the future), else every real key.
     """
+    if key.shape[1] != query.shape[1]:
+        groups = query.shape[1] // key.shape[1]
+        key, value = key.repeat_interleave(groups, dim=1), value.repeat_interleave(groups, dim=1)
     scores = torch.matmul(query, key.transpose(2, 3)) * scaling
     if attention_mask is not None:
         scores = scores + attention_mask[:, :, : query.shape[-2], : key.shape[-2]]
@@ -120,7 +136,8 @@ def attention_parts(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     context = torch.matmul(weights, value)
     if not with_uniform:
         return AttentionParts(weights, context, weights[:, :1], context)
-    uniform = uniform_weights(real_keys(attention_mask, key), weights.dtype)
+    keep = (causal_real_keys(attention_mask, key, query.shape[-2]) if causal else real_keys(attention_mask, key))
+    uniform = uniform_weights(keep, weights.dtype)
     uniform_context = torch.matmul(uniform, value)
     return AttentionParts(weights, context, uniform, uniform_context)
 
@@ -227,7 +244,8 @@ def head_attention_forward(module: torch.nn.Module, query: torch.Tensor, key: to
         scaling = query.shape[-1] ** -0.5
     rows, gates = module_selection(module, kwargs, query.shape[0], query.shape[1])
     parts = attention_parts(query, key, value, attention_mask, scaling, dropout=dropout,
-                            training=module.training, with_uniform=rows is not None)
+                            training=module.training, with_uniform=rows is not None,
+                            causal=bool(getattr(module, "is_causal", False)))
     context = parts.context_for(rows)
     if gates is not None:
         context = context * gates[:, None, :, None].to(context.dtype)

@@ -71,3 +71,51 @@ def sink_table(maps: np.ndarray, lengths: np.ndarray, epsilon: float = heads.SIN
     layer, head = np.meshgrid(np.arange(n_layers), np.arange(n_heads), indexing="ij")
     return pd.DataFrame({"layer": layer.ravel(), "head": head.ravel(), "alpha_0": alpha0.mean(axis=0).ravel(),
                          "share_sink": (alpha0 > epsilon).mean(axis=0).ravel(), "n": alpha0.shape[0]})
+
+
+def sink_units(model, batches, *, tokens: int = SINK_TOKENS) -> pd.DataFrame:
+    """Gu et al.'s alpha_0 of every head on every natural-text example, at most its first `tokens` tokens.
+
+    batches: an iterable of (input_ids (B, T), attention_mask (B, T)) right-padded batches of the task's examples
+    (their real tokens first). Returns one row per example x layer x head: example (0-based, in batch order),
+    layer, head, alpha_0, n (the tokens read: min(length, tokens)).
+    """
+    frames, offset = [], 0
+    for ids, mask in batches:
+        ids, mask = np.asarray(ids)[:, :tokens], np.asarray(mask)[:, :tokens]
+        lengths = mask.sum(axis=1)
+        t = int(lengths.max())
+        maps = causal_maps(model, ids[:, :t], mask[:, :t])
+        alpha0 = heads.sink_alpha(maps, lengths)[..., 0]                     # (B, L, H)
+        b, n_layers, n_heads = alpha0.shape
+        e, layer, head = np.meshgrid(np.arange(b) + offset, np.arange(n_layers), np.arange(n_heads), indexing="ij")
+        frames.append(pd.DataFrame({"example": e.ravel(), "layer": layer.ravel(), "head": head.ravel(),
+                                    "alpha_0": alpha0.ravel(), "n": np.repeat(lengths, n_layers * n_heads)}))
+        offset += b
+    return pd.concat(frames, ignore_index=True)
+
+
+def induction_units(tokens: np.ndarray, maps: np.ndarray, seq_len: int) -> pd.DataFrame:
+    """:func:`induction_table`'s scores per probe sequence (the units its means are taken over): one row per
+    sequence x layer x head: sequence, layer, head, induction_stripe, induction, previous_token, duplicate_token."""
+    e, n_layers, n_heads, t, _ = maps.shape
+    scores = {
+        "induction_stripe": np.stack([heads.induction_stripe_score(maps[i:i + 1], seq_len) for i in range(e)]),
+        "induction": heads.detection_scores(maps, heads.induction_pattern(tokens)),
+        "previous_token": heads.detection_scores(maps, heads.previous_token_pattern(t)),
+        "duplicate_token": heads.detection_scores(maps, heads.duplicate_token_pattern(tokens)),
+    }
+    s, layer, head = np.meshgrid(np.arange(e), np.arange(n_layers), np.arange(n_heads), indexing="ij")
+    return pd.DataFrame({"sequence": s.ravel(), "layer": layer.ravel(), "head": head.ravel(),
+                         **{k: v.ravel() for k, v in scores.items()}})
+
+
+def head_summary(sink: pd.DataFrame, induction: pd.DataFrame, epsilon: float = heads.SINK_EPSILON) -> pd.DataFrame:
+    """Per head of one model: alpha_0 (mean over examples), share_sink (share of examples with alpha_0 >
+    epsilon) from :func:`sink_units`' rows, and the means over probe sequences of :func:`induction_units`' scores.
+    Columns: layer, head, alpha_0, share_sink, induction_stripe, induction, previous_token, duplicate_token."""
+    s = sink.assign(share_sink=(sink["alpha_0"] > epsilon).astype(float))
+    a = s.groupby(["layer", "head"])[["alpha_0", "share_sink"]].mean()
+    b = induction.groupby(["layer", "head"])[["induction_stripe", "induction", "previous_token",
+                                              "duplicate_token"]].mean()
+    return a.join(b, how="outer").reset_index()

@@ -33,15 +33,16 @@ def statistic_files(st: Statistic, task: str) -> list[str]:
 
 
 def explorer_inputs(tasks: Sequence[str], results: str | Path = layout.ROOT, *, norms: bool = False,
-                    seeds: bool = False) -> dict[str, list[str]]:
+                    seeds: bool = False, decoder: bool = False) -> dict[str, list[str]]:
     """Paths the explorer reads, for a Snakemake rule (under `results`, the results root).
 
     ``required``: what the workflow produces for these settings, to declare as the rule's input: the stores,
     their words, the fine-tuned model (its tokenizer), the data splits, the sieve scores and the source table of
     every statistic of the registry's catalogue; with ``norms`` (analysis.norms.enabled) the norm analyses'
-    tables and token views too, with ``seeds`` (two or more train.seeds) the tables over seeds.
+    tables and token views too, with ``seeds`` (two or more train.seeds) the tables over seeds, with ``decoder``
+    (a decoder model) the decoder probe's per-head tables.
     ``optional``: what the explorer also reads when declared and present (those the settings switched off)."""
-    off = {c for c, on in (("norms", norms), ("seeds", seeds)) if not on}  # settings (registry.CONDITIONS) off
+    off = {c for c, on in (("norms", norms), ("seeds", seeds), ("decoder", decoder)) if not on}  # settings (registry.CONDITIONS) off
     req: list[str] = []
     opt: list[str] = []
     for t in tasks:

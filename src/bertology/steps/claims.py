@@ -45,7 +45,10 @@ def claims(ctx: StepContext) -> None:
     seeds = configured_seeds({"seed": cfg.train.seed, "seeds": cfg.train.seeds})
     boot = Boot(resamples=cfg.analysis.claims.bootstrap, confidence=cfg.analysis.claims.confidence,
                 seed=int(cfg.data.seed))
-    ledger = build_ledger(results, REGISTRY.claims(), list(cfg.tasks), seeds, boot,
+    from bertology.capability import model_capabilities
+
+    kind = model_capabilities(cfg.model)["kind"]
+    ledger = build_ledger(results, REGISTRY.claims(kind), list(cfg.tasks), seeds, boot,
                           order=[s.key for s in REGISTRY.report_sections()], declared=declared, off=off_keys(cfg))
     write_csv(ledger, out)
     write_text(to_markdown(ledger, boot.confidence), ctx.output.markdown)

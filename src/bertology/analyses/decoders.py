@@ -1,0 +1,86 @@
+"""Decoder language models' heads: attention sinks (Gu et al. 2024, *When Attention Sink Emerges in Language
+Models*) and induction, previous-token and duplicate-token heads (Olsson et al. 2022, *In-context Learning and
+Induction Heads*; TransformerLens' head detector), declared once. The tables come from the decoder probe
+(``rules/decoders.smk``, :mod:`bertology.steps.decoders`), which runs only when the model is a decoder."""
+
+from __future__ import annotations
+
+from bertology.claims import decoders as claims_decoders
+from bertology.layout import rel
+from bertology.registry import Analysis, Claim, Section, Statistic, Table, variant_table
+
+SINK = ("variant", "example", "layer", "head", "alpha_0", "n")
+INDUCTION = ("variant", "sequence", "layer", "head", "induction_stripe", "induction", "previous_token",
+             "duplicate_token")
+HEADS = ("layer", "head", "alpha_0", "share_sink", "induction_stripe", "induction", "previous_token",
+         "duplicate_token")
+GU = ("Although the first token carries little semantic information, it attracts a significant amount of attention "
+      "in LMs; we term this phenomenon attention sink.")
+OLSSON = ("Induction heads ... implement a simple algorithm to complete token sequences like [A][B] ... [A] -> [B]; "
+          "they form during training at the same point as a sudden improvement in in-context learning.")
+
+
+def _sink(variant: str) -> Claim:
+    return Claim(f"gu_sink_first_token{'' if variant == 'pretrained' else '_finetuned'}", "Gu et al. 2024", "3",
+                 "Most heads of a trained decoder put more than 0.3 of their attention on the first token "
+                 f"(the {variant} model).",
+                 f"decoder_sink.csv ({variant}): per example, the share of heads with alpha_0 > 0.3; mean over examples",
+                 claims_decoders.sink_share, (("sink", rel("decoder_sink"), ""),), null=0.5, unit="examples",
+                 variant=variant, params=(("variant", variant),), anchor="decoders", figure="decoder",
+                 paper_value="sink rate (eps 0.3) near 100% for GPT-2, Llama-2/3, Mistral, Pythia on natural text",
+                 sentence=GU, models="decoder")
+
+
+def _induction(variant: str) -> Claim:
+    return Claim(f"olsson_induction{'' if variant == 'pretrained' else '_finetuned'}", "Olsson et al. 2022", "Argument 1",
+                 f"The {variant} model has an induction head: its best head scores higher on repeated random tokens "
+                 "than any head of the same architecture at random initialisation.",
+                 f"decoder_induction.csv: induction score of the {variant} model's best head minus the random "
+                 "initialisation's best head, per probe sequence",
+                 claims_decoders.induction_gain, (("induction", rel("decoder_induction"), ""),), unit="sequences",
+                 variant=variant, params=(("variant", variant),), anchor="decoders", figure="decoder",
+                 paper_value="induction heads in every model of 2+ layers after the phase change",
+                 sentence=OLSSON, models="decoder")
+
+
+ANALYSES: tuple[Analysis, ...] = (
+    Analysis(
+        name="decoders", config=("model", "data.max_length", "data.seed", "train.seed", "train.inits"),
+        claims=(_sink("pretrained"), _sink("finetuned"), _induction("pretrained"), _induction("finetuned")),
+        tables=(Table(rel("decoder_sink"), SINK, when="decoder"),
+                Table(rel("decoder_induction"), INDUCTION, when="decoder"),
+                Table(variant_table("decoder_heads.csv"), HEADS, when="decoder")),
+        section=Section(
+            key="decoders", paper="Gu et al. 2024; Olsson et al. 2022",
+            title="Decoders: attention sinks and induction heads (Gu et al. 2024; Olsson et al. 2022)",
+            measures="For a decoder model only. Attention sink: per head, alpha_0 = mean over the query positions t "
+            "of A[t, 0], the attention the first token receives, on the first 64 tokens of each sampled example "
+            "(Gu et al.'s definition; a head 'has a sink' when alpha_0 > 0.3). Induction, previous-token and "
+            "duplicate-token heads: TransformerLens' detection scores (the share of a head's attention on the "
+            "pattern's query-key pairs) on 10 sequences of a BOS token and 50 random tokens repeated twice. Each "
+            "for the pretrained model, its random initialisation (untrained), the fine-tuned model and the model "
+            "fine-tuned from random.",
+            finding="Trained decoders put most of the attention of most heads on the first token, whatever it is "
+            "(an attention sink), and it is absent at random initialisation (Gu et al.); trained models of two or "
+            "more layers have induction heads, which attend from a token to the token after its earlier "
+            "occurrence (Olsson et al.).",
+            figure_prefixes=("decoder",),
+            tables=(variant_table("decoder_heads.csv"),)),
+        statistics=(
+            Statistic(id="decoder_sink", group="Decoders (Gu et al.; Olsson et al.)", label="sink alpha_0",
+                      desc="Mean attention to the first token (alpha_0, Gu et al.) over the first 64 tokens of the "
+                      "sampled examples; > 0.3 is a sink.", table=variant_table("decoder_heads.csv"),
+                      column="alpha_0", optional=True),
+            Statistic(id="decoder_induction", group="Decoders (Gu et al.; Olsson et al.)", label="induction score",
+                      desc="TransformerLens' induction score on random tokens repeated twice: the share of the head's "
+                      "attention on the token after the current token's earlier occurrence.",
+                      table=variant_table("decoder_heads.csv"), column="induction", optional=True),
+            Statistic(id="decoder_previous", group="Decoders (Gu et al.; Olsson et al.)", label="previous-token score",
+                      desc="TransformerLens' previous-token score on the induction probe.",
+                      table=variant_table("decoder_heads.csv"), column="previous_token", optional=True),
+            Statistic(id="decoder_duplicate", group="Decoders (Gu et al.; Olsson et al.)",
+                      label="duplicate-token score",
+                      desc="TransformerLens' duplicate-token score on the induction probe.",
+                      table=variant_table("decoder_heads.csv"), column="duplicate_token", optional=True),
+        )),
+)
