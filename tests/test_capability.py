@@ -27,7 +27,7 @@ def test_decided_once_and_read_back_until_the_config_changes(tmp_path, monkeypat
     monkeypatch.setattr(capability, "decide_capabilities", lambda name: calls.append(name) or real(name))
     cache = tmp_path / "cache"
     first = capability.model_capabilities(str(model), cache)
-    assert first == {"norms": None, "disabling": None}
+    assert first == {"norms": None, "disabling": None, "kind": "encoder"}
     assert capability.model_capabilities(str(model), cache) == first
     assert len(calls) == 1 and len(list(cache.glob("*.json"))) == 1
     config = json.loads((model / "config.json").read_text())
@@ -43,7 +43,7 @@ def test_a_broken_cache_file_is_decided_again(tmp_path, monkeypatch):
     capability.model_capabilities(str(model), cache)
     (kept,) = cache.glob("*.json")
     kept.write_text("{not json")
-    assert capability.model_capabilities(str(model), cache) == {"norms": None, "disabling": None}
+    assert capability.model_capabilities(str(model), cache) == {"norms": None, "disabling": None, "kind": "encoder"}
     assert json.loads(kept.read_text())["norms"] is None
 
 
@@ -55,4 +55,4 @@ def test_reading_a_remembered_decision_imports_neither_torch_nor_transformers(tm
             f"print(model_capabilities({str(model)!r}, {str(cache)!r})); "
             "print(sorted(m for m in ('torch', 'transformers', 'mlflow') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.splitlines() == ["{'norms': None, 'disabling': None}", "[]"]
+    assert out.splitlines() == ["{'norms': None, 'disabling': None, 'kind': 'encoder'}", "[]"]

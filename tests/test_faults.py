@@ -1,6 +1,6 @@
-"""Bad models and user errors, as a careful new user meets them: a decoder or an encoder-decoder is refused
-up front in one line (by the loader and at workflow start), a broken model directory names its file, and a
-user error is one line on stderr (the traceback only with --debug)."""
+"""Bad models and user errors, as a careful new user meets them: an encoder-decoder is refused up front in one
+line (by the loader and at workflow start), as is a decoder whose tokenizer cannot pad a batch; a broken model
+directory names its file, and a user error is one line on stderr (the traceback only with --debug)."""
 
 from __future__ import annotations
 
@@ -23,19 +23,14 @@ def _save(model, path: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def gpt2_dir(tmp_path_factory) -> Path:
-    from transformers import GPT2Config, GPT2Model
+    from tests.builders.decoders import build_decoder
 
-    config = GPT2Config(vocab_size=100, n_positions=32, n_embd=16, n_layer=1, n_head=2)
-    return _save(GPT2Model(config), tmp_path_factory.mktemp("gpt2"))
+    return build_decoder("gpt2", tmp_path_factory.mktemp("gpt2"))
 
 
-def test_decoder_is_refused_in_one_line(gpt2_dir):
-    with pytest.raises(UnsupportedModelError) as err:
-        load_encoder(str(gpt2_dir))
-    message = str(err.value)
-    assert "\n" not in message
-    assert message.startswith(f"{gpt2_dir} is a decoder (gpt2: causal attention), not a bidirectional encoder "
-                              f"({gpt2_dir}/config.json)")
+def test_a_decoder_is_read_as_one(gpt2_dir):
+    assert check_model(str(gpt2_dir)) == "decoder"
+    assert load_encoder(str(gpt2_dir)).config.model_type == "gpt2"
 
 
 @pytest.mark.parametrize("kind", ["t5", "bart"])
@@ -51,7 +46,7 @@ def test_encoder_decoder_is_refused(tmp_path, kind):
                                      encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=32,
                                      decoder_ffn_dim=32, max_position_embeddings=32))
     path = _save(model, tmp_path / kind)
-    with pytest.raises(UnsupportedModelError, match=rf"is an encoder-decoder \({kind}\), not a bidirectional encoder"):
+    with pytest.raises(UnsupportedModelError, match=rf"is an encoder-decoder \({kind}\), neither a bidirectional encoder nor a decoder"):
         check_model(str(path))
 
 
@@ -110,15 +105,18 @@ def test_user_error_is_one_line_and_the_traceback_only_with_debug(tmp_path):
     assert not (tmp_path / "out.parquet").exists()
 
 
-def test_workflow_refuses_a_decoder_at_start(gpt2_dir, tmp_path, config_file, snakemake_run):
-    """The check runs before any job (onstart): one line, no traceback, nothing computed."""
-    config_file(tmp_path, model=str(gpt2_dir), tasks=["rte"])
+def test_workflow_refuses_a_decoder_that_cannot_pad_at_start(tmp_path, config_file, snakemake_run):
+    """A decoder tokenizer with neither a pad nor an eos token: refused before any job (onstart), in one line."""
+    from tests.builders.decoders import build_decoder
+
+    model = build_decoder("gpt2", tmp_path / "gpt2", eos=False)
+    config_file(tmp_path, model=str(model), tasks=["rte"])
     proc = snakemake_run(tmp_path, "--cores", "1", "results/data/rte/validation.parquet", check=False)
     assert proc.returncode != 0
     errors = [line for line in proc.stderr.splitlines() if "error" in line.lower()]
-    assert errors == [f"bertology: error: model: {gpt2_dir} is a decoder (gpt2: causal attention), not a "
-                      f"bidirectional encoder ({gpt2_dir}/config.json); bertology studies encoders such as BERT, "
-                      f"RoBERTa, DistilBERT, ALBERT, ELECTRA or DeBERTa"], proc.stderr[-3000:]
+    assert errors == [f"bertology: error: model: the tokenizer of {model} has neither a pad token nor an eos token: "
+                      f"a batch of examples cannot be padded; save it with one (tokenizer.pad_token = '...'; "
+                      f"tokenizer.save_pretrained(dir))"], proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr and not (tmp_path / "results/data").exists()
 
 

@@ -20,8 +20,9 @@ from tests.builders.encoders import demo_corpus
 HIDDEN, LAYERS, HEADS, KV_HEADS = 32, 2, 4, 2
 
 
-def decoder_tokenizer(style: str = "gpt2", vocab_size: int = 600):
-    """A byte-level BPE tokenizer of `style` ('gpt2' or 'llama'), without a pad token."""
+def decoder_tokenizer(style: str = "gpt2", vocab_size: int = 600, *, eos: bool = True):
+    """A byte-level BPE tokenizer of `style` ('gpt2' or 'llama'), without a pad token (and, with eos=False,
+    without an eos token either: a batch of it cannot be padded)."""
     from tokenizers import ByteLevelBPETokenizer, processors
     from transformers import PreTrainedTokenizerFast
 
@@ -31,14 +32,14 @@ def decoder_tokenizer(style: str = "gpt2", vocab_size: int = 600):
                             show_progress=False)
     if style == "gpt2":
         return PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, bos_token="<|endoftext|>",
-                                       eos_token="<|endoftext|>", unk_token="<|endoftext|>",
+                                       eos_token="<|endoftext|>" if eos else None, unk_token="<|endoftext|>",
                                        model_input_names=["input_ids", "attention_mask"])
     if style != "llama":
         raise ValueError(style)
     bos = bpe.token_to_id("<s>")
     bpe.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A $B:1",
                                                        special_tokens=[("<s>", bos)])
-    return PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, bos_token="<s>", eos_token="</s>",
+    return PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, bos_token="<s>", eos_token="</s>" if eos else None,
                                    unk_token="<unk>", model_input_names=["input_ids", "attention_mask"])
 
 
@@ -47,7 +48,7 @@ def decoder_config(model_type: str, tok, *, layers: int = LAYERS, num_labels: in
     from transformers import CONFIG_MAPPING
 
     config = CONFIG_MAPPING[model_type]()
-    eos = tok.eos_token_id
+    eos = tok.eos_token_id if tok.eos_token_id is not None else tok.bos_token_id
     sizes = dict(hidden_size=HIDDEN, num_hidden_layers=layers, num_attention_heads=HEADS, intermediate_size=2 * HIDDEN,
                  vocab_size=len(tok), max_position_embeddings=128, initializer_range=0.3, num_labels=num_labels,
                  head_dim=HIDDEN // HEADS, num_key_value_heads=KV_HEADS, attention_dropout=0.0,
@@ -65,12 +66,12 @@ def decoder_config(model_type: str, tok, *, layers: int = LAYERS, num_labels: in
     return config
 
 
-def build_decoder(model_type: str, path: Path, *, style: str = "gpt2", seed: int = 0) -> Path:
+def build_decoder(model_type: str, path: Path, *, style: str = "gpt2", seed: int = 0, eos: bool = True) -> Path:
     """Save a tiny random `model_type` sequence classifier and a `style` tokenizer (no pad token) to `path`."""
     import torch
     from transformers import AutoModelForSequenceClassification
 
-    tok = decoder_tokenizer(style)
+    tok = decoder_tokenizer(style, eos=eos)
     config = decoder_config(model_type, tok)
     torch.manual_seed(seed)
     model = AutoModelForSequenceClassification.from_config(config, attn_implementation="eager")
