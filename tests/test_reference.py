@@ -254,6 +254,29 @@ def _seed_tables() -> dict[str, object]:
             "stats/{task}/seeds/multibootstrap.csv": mb, "stats/{task}/seeds/findings.csv": found}
 
 
+def _decoder_tables() -> dict[str, object]:
+    """The decoder probe's tables, from its own functions on a tiny random Llama (two models of the probe)."""
+    import torch
+    from transformers import LlamaConfig, LlamaModel
+
+    from bertology.decoders import probe
+
+    torch.manual_seed(0)
+    model = LlamaModel(LlamaConfig(hidden_size=16, num_attention_heads=2, num_key_value_heads=1, num_hidden_layers=1,
+                                   intermediate_size=32, vocab_size=50, max_position_embeddings=64),
+                       ).eval()
+    model.config._attn_implementation = "eager"
+    ids, mask = np.array([[3, 4, 5], [6, 7, 0]]), np.array([[1, 1, 1], [1, 1, 0]])
+    tokens, maps = probe.induction_probe(model, seed=0, seq_len=4, batch=2, bos_id=1)
+    sink = {v: probe.sink_units(model, [(ids, mask)]) for v in ("pretrained", "finetuned")}
+    induction = {v: probe.induction_units(tokens, maps, 4) for v in ("pretrained", "finetuned")}
+    sink_df, induction_df = probe.probe_tables(sink, induction)
+    return {"stats/{task}/decoder_sink.csv": list(sink_df.columns),
+            "stats/{task}/decoder_induction.csv": list(induction_df.columns),
+            "stats/{task}/{variant}/decoder_heads.csv": list(probe.head_summary(sink["pretrained"],
+                                                                                 induction["pretrained"]).columns)}
+
+
 def _claims_tables(tmp) -> dict[str, object]:
     from bertology.analyses import REGISTRY
     from bertology.claims.ledger import build_ledger
@@ -290,7 +313,7 @@ def code_tables(tmp_path_factory, typed_config) -> dict[str, list[str]]:
     tmp = tmp_path_factory.mktemp("reference")
     built: dict[str, object] = {**_kovaleva_tables(), **_sieve_tables(tmp), **_ablation_tables(), **_table1_tables(),
                                 **_data_tables(), **_best_heads(tmp), **_norms_tables(), **_seed_tables(),
-                                **_store_tables(tmp, typed_config()), **_claims_tables(tmp)}
+                                **_store_tables(tmp, typed_config()), **_claims_tables(tmp), **_decoder_tables()}
     return {k: list(v.columns) if isinstance(v, pd.DataFrame) else list(v) for k, v in built.items()}
 
 

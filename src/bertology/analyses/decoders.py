@@ -14,32 +14,35 @@ INDUCTION = ("variant", "sequence", "layer", "head", "induction_stripe", "induct
              "duplicate_token")
 HEADS = ("layer", "head", "alpha_0", "share_sink", "induction_stripe", "induction", "previous_token",
          "duplicate_token")
-GU = ("Although the first token carries little semantic information, it attracts a significant amount of attention "
-      "in LMs; we term this phenomenon attention sink.")
-OLSSON = ("Induction heads ... implement a simple algorithm to complete token sequences like [A][B] ... [A] -> [B]; "
-          "they form during training at the same point as a sudden improvement in in-context learning.")
+#: the papers' own sentences (their abstracts)
+GU = ("Language Models (LMs) assign significant attention to the first token, even if it is not semantically "
+      "important, which is known as attention sink.")
+OLSSON = ("We find that induction heads develop at precisely the same point as a sudden sharp increase in in-context "
+          "learning ability, visible as a bump in the training loss.")
 
 
 def _sink(variant: str) -> Claim:
-    return Claim(f"gu_sink_first_token{'' if variant == 'pretrained' else '_finetuned'}", "Gu et al. 2024", "3",
+    return Claim(f"gu_sink_first_token{'' if variant == 'pretrained' else '_finetuned'}", "Gu et al. 2024",
+                 "abstract; 3 (Sink_1^eps, eps 0.3)",
                  "Most heads of a trained decoder put more than 0.3 of their attention on the first token "
                  f"(the {variant} model).",
                  f"decoder_sink.csv ({variant}): per example, the share of heads with alpha_0 > 0.3; mean over examples",
                  claims_decoders.sink_share, (("sink", rel("decoder_sink"), ""),), null=0.5, unit="examples",
                  variant=variant, params=(("variant", variant),), anchor="decoders", figure="decoder",
-                 paper_value="sink rate (eps 0.3) near 100% for GPT-2, Llama-2/3, Mistral, Pythia on natural text",
+                 paper_value="attention sinks in every LM they test, small ones included",
                  sentence=GU, models="decoder")
 
 
 def _induction(variant: str) -> Claim:
-    return Claim(f"olsson_induction{'' if variant == 'pretrained' else '_finetuned'}", "Olsson et al. 2022", "Argument 1",
+    return Claim(f"olsson_induction{'' if variant == 'pretrained' else '_finetuned'}", "Olsson et al. 2022",
+                 "abstract; Argument 1",
                  f"The {variant} model has an induction head: its best head scores higher on repeated random tokens "
                  "than any head of the same architecture at random initialisation.",
                  f"decoder_induction.csv: induction score of the {variant} model's best head minus the random "
                  "initialisation's best head, per probe sequence",
                  claims_decoders.induction_gain, (("induction", rel("decoder_induction"), ""),), unit="sequences",
                  variant=variant, params=(("variant", variant),), anchor="decoders", figure="decoder",
-                 paper_value="induction heads in every model of 2+ layers after the phase change",
+                 paper_value="induction heads form in a phase change early in training",
                  sentence=OLSSON, models="decoder")
 
 

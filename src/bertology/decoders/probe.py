@@ -119,3 +119,16 @@ def head_summary(sink: pd.DataFrame, induction: pd.DataFrame, epsilon: float = h
     b = induction.groupby(["layer", "head"])[["induction_stripe", "induction", "previous_token",
                                               "duplicate_token"]].mean()
     return a.join(b, how="outer").reset_index()
+
+
+SINK_COLUMNS = ("variant", "example", "layer", "head", "alpha_0", "n")
+INDUCTION_COLUMNS = ("variant", "sequence", "layer", "head", "induction_stripe", "induction", "previous_token",
+                     "duplicate_token")
+
+
+def probe_tables(sink: dict[str, pd.DataFrame], induction: dict[str, pd.DataFrame]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """decoder_sink.csv and decoder_induction.csv: :func:`sink_units` and :func:`induction_units` of each model of
+    the probe (variant -> its rows, in the probe's order), with the variant as the first column."""
+    s = pd.concat([f.assign(variant=v) for v, f in sink.items()], ignore_index=True)
+    i = pd.concat([f.assign(variant=v) for v, f in induction.items()], ignore_index=True)
+    return s[list(SINK_COLUMNS)], i[list(INDUCTION_COLUMNS)]

@@ -19,10 +19,6 @@ from __future__ import annotations
 from bertology.io import write_csv
 from bertology.steps.context import StepContext
 
-#: the probe's models, in the tables' order: variant name -> what it is
-PROBE_VARIANTS = ("pretrained", "random-init", "finetuned", "random-finetuned")
-
-
 def _text_batches(tokenizer, frame, max_length: int, tokens: int, batch_size: int = 16):
     from bertology.encoding import encode
 
@@ -56,15 +52,14 @@ def decoder_probe(ctx: StepContext) -> None:
               "finetuned": lambda: load_encoder(str(ctx.input.finetuned))}
     if "random_finetuned" in ctx.input:
         models["random-finetuned"] = lambda: load_encoder(str(ctx.input.random_finetuned))
-    sink, induction = [], []
+    sink, induction = {}, {}
     for variant, load in models.items():
         model = load()
         bos = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
         s = probe.sink_units(model, _text_batches(tokenizer, frame, cfg.data.max_length, probe.SINK_TOKENS))
         tokens, maps = probe.induction_probe(model, seed=int(cfg.data.seed), bos_id=bos)
         i = probe.induction_units(tokens, maps, probe.INDUCTION_SEQ_LEN)
-        sink.append(s.assign(variant=variant))
-        induction.append(i.assign(variant=variant))
+        sink[variant], induction[variant] = s, i
         rate = float((s["alpha_0"] > 0.3).mean())
         best = i.groupby(["layer", "head"])["induction"].mean()
         ctx.log.info("%s %s: sink rate %.1f%% of example x head (alpha_0 > 0.3); best induction head %s score %.3f",
@@ -73,9 +68,7 @@ def decoder_probe(ctx: StepContext) -> None:
             ctx.tracker.metrics({f"decoder.{variant}.sink_rate": rate,
                                  f"decoder.{variant}.induction_max": float(best.max())})
         del model, maps
-    sink_df = pd.concat(sink, ignore_index=True)[["variant", "example", "layer", "head", "alpha_0", "n"]]
-    induction_df = pd.concat(induction, ignore_index=True)[
-        ["variant", "sequence", "layer", "head", "induction_stripe", "induction", "previous_token", "duplicate_token"]]
+    sink_df, induction_df = probe.probe_tables(sink, induction)
     write_csv(sink_df, ctx.output.sink)
     write_csv(induction_df, ctx.output.induction)
     for variant in ("pretrained", "finetuned"):
