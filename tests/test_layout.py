@@ -38,6 +38,8 @@ CONTRACT = {
     ("variant_stat", (("task", "rte"), ("variant", "pretrained"), ("file", "patterns.csv"))):
         "results/stats/rte/pretrained/patterns.csv",
     ("cosine", (("task", "rte"), ("seedtag", ""))): "results/stats/rte/cosine.csv",
+    ("decoder_sink", (("task", "rte"),)): "results/stats/rte/decoder_sink.csv",
+    ("decoder_induction", (("task", "rte"),)): "results/stats/rte/decoder_induction.csv",
     ("features_diff", (("task", "rte"), ("seedtag", "-seed43"))): "results/stats/rte/features_diff-seed43.csv",
     ("cosine_examples", (("task", "rte"), ("seedtag", ""))): "results/stats/rte/cosine_examples.npz",
     ("seed_stat", (("task", "rte"), ("name", "roles"))): "results/stats/rte/seeds/roles.csv",

@@ -16,6 +16,7 @@ from bertology.decoders import heads
 INDUCTION_SEQ_LEN = 50    # TransformerLens' induction demo
 INDUCTION_BATCH = 10
 SINK_TOKENS = 64          # Gu et al.: the first 64 tokens of each sequence
+SINK_BATCH = 16           # examples per forward pass of the sink probe (at most 64 tokens each)
 
 
 def causal_maps(model, input_ids, attention_mask=None) -> np.ndarray:

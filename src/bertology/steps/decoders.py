@@ -19,7 +19,7 @@ from __future__ import annotations
 from bertology.io import write_csv
 from bertology.steps.context import StepContext
 
-def _text_batches(tokenizer, frame, max_length: int, tokens: int, batch_size: int = 16):
+def _text_batches(tokenizer, frame, max_length: int, tokens: int, batch_size: int):
     from bertology.encoding import encode
 
     enc = encode(tokenizer, frame, min(max_length, tokens), padding="longest")
@@ -56,7 +56,8 @@ def decoder_probe(ctx: StepContext) -> None:
     for variant, load in models.items():
         model = load()
         bos = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
-        s = probe.sink_units(model, _text_batches(tokenizer, frame, cfg.data.max_length, probe.SINK_TOKENS))
+        s = probe.sink_units(model, _text_batches(tokenizer, frame, cfg.data.max_length, probe.SINK_TOKENS,
+                                                  probe.SINK_BATCH))
         tokens, maps = probe.induction_probe(model, seed=int(cfg.data.seed), bos_id=bos)
         i = probe.induction_units(tokens, maps, probe.INDUCTION_SEQ_LEN)
         sink[variant], induction[variant] = s, i
