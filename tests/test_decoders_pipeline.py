@@ -1,0 +1,61 @@
+"""The whole workflow on a tiny random decoder (Llama: grouped key/value heads, a bos token, no pad token): every
+step that applies to a causal model runs, the decoder probe writes its tables and figure, the ledger holds the
+decoder claims, and the norm analyses are left out in one line."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from tests.builders.decoders import build_decoder
+from tests.conftest import write_config
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, snakemake_run):
+    work = tmp_path_factory.mktemp("decoder-run")
+    model = build_decoder("llama", work / "llama", style="llama")
+    write_config(work, model=str(model), tasks=["rte"], attention={"examples": 12, "batch_size": 4, "chunk_size": 4},
+                 ablation={"examples": 12, "bootstrap": 20, "pruning": {"random_orders": 1}})
+    proc = snakemake_run(work, "--cores", "2")
+    return work / "results", proc
+
+
+def test_the_probe_writes_its_tables_and_figure(run):
+    results, _ = run
+    sink = pd.read_csv(results / "stats/rte/decoder_sink.csv")
+    induction = pd.read_csv(results / "stats/rte/decoder_induction.csv")
+    models = ["pretrained", "random-init", "finetuned", "random-finetuned"]
+    assert list(pd.unique(sink["variant"])) == models and list(pd.unique(induction["variant"])) == models
+    assert len(sink) == 4 * 12 * 2 * 4 and sink["alpha_0"].between(0, 1).all() and (sink["n"] <= 64).all()
+    assert len(induction) == 4 * 10 * 2 * 4 and induction["induction"].between(0, 1).all()
+    for variant in ("pretrained", "finetuned"):
+        heads = pd.read_csv(results / f"stats/rte/{variant}/decoder_heads.csv")
+        assert len(heads) == 8 and heads["share_sink"].between(0, 1).all()
+    assert (results / "figures/decoder-rte.png").stat().st_size > 10_000
+
+
+def test_the_ledger_holds_the_decoder_claims(run):
+    results, _ = run
+    ledger = pd.read_csv(results / "claims.csv")
+    decoder = ledger[ledger["claim"].str.startswith(("gu_", "olsson_"))]
+    assert sorted(decoder["claim"]) == ["gu_sink_first_token", "gu_sink_first_token_finetuned", "olsson_induction",
+                                        "olsson_induction_finetuned"]
+    assert (decoder["verdict"] != "not computed").all() and decoder["ci_low"].notna().all()
+    norms = ledger[ledger["claim"].str.startswith("kobayashi_")]
+    assert len(norms) and (norms["verdict"] == "not computed").all()      # the norm analyses are left out
+    report = (results / "report.html").read_text()
+    assert "attention sinks and induction heads" in report and '<figure id="fig-decoder-rte">' in report
+
+
+def test_steps_that_apply_ran_and_the_norms_are_left_out_in_one_line(run):
+    results, proc = run
+    for path in ("attention/rte/pretrained.zarr", "attention/rte/finetuned.zarr", "stats/rte/finetuned/patterns.csv",
+                 "stats/rte/finetuned/sieve.csv", "ablation/rte/heads.csv", "ablation/rte/pruning.csv",
+                 "tables/table1.csv", "explorer.html"):
+        assert (results / path).exists(), path
+    assert not (results / "stats/rte/finetuned/norms.csv").exists()
+    lines = [line for line in proc.stderr.splitlines() if "norm analyses" in line]
+    assert len(lines) == 1 and "left out" in lines[0]
