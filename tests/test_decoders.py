@@ -185,3 +185,20 @@ def test_induction_claim_pairs_the_best_heads_per_sequence():
     assert res.effect == pytest.approx(0.8 - 0.02) and res.heads == ((1, 2),) and res.ci_low > 0
     missing = claims_decoders.induction_gain([{"induction": table}], BOOT, side=">", null=0.0, variant="finetuned")
     assert np.isnan(missing.effect) and "lacks finetuned" in missing.note
+
+
+def test_a_gguf_file_transformers_cannot_read_is_one_line(tmp_path, monkeypatch):
+    from bertology import models
+
+    package = tmp_path / "site" / "fake_gguf_pkg"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "broken.Q4_1.gguf").write_bytes(b"GGUF\x03\x00\x00\x00not really a gguf file")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.setenv("BERTOLOGY_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setitem(models.GGUF_MODELS, "broken-1m", ("fake_gguf_pkg", "broken.Q4_1.gguf", "pip install it"))
+    with pytest.raises(ModelNotFoundError) as err:
+        models.resolve_model("broken-1m")
+    message = str(err.value)
+    assert "\n" not in message and message.startswith(f"transformers cannot read {package / 'broken.Q4_1.gguf'} (")
+    assert not list((tmp_path / "cache" / "models").glob("*broken-1m-*"))        # nothing half-written is kept

@@ -114,7 +114,11 @@ def gguf_model_dir(name: str) -> Path:
             return target
         tmp = target.parent / f".{target.name}.{os.getpid()}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
-        _convert_gguf(source, tmp)
+        try:
+            _convert_gguf(source, tmp)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
         digest = hashlib.sha256()
         with open(source, "rb") as fh:
             for block in iter(lambda: fh.read(1 << 22), b""):
