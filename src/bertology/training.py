@@ -19,6 +19,14 @@ Progress is reported through one callback, ``on_metrics(values, step)``: ``train
 It is called only once the state of that step is on disk (whenever a checkpoint is due), so a slow or
 failing tracker never costs a checkpoint.
 
+Methods (``train.method``): ``full`` updates every weight. ``lora`` (optional package peft) trains low-rank
+adapters on ``train.lora.target_modules`` and the whole classification head, every other weight frozen
+(:func:`wrap_lora`); the resumable state then holds only the adapters, the head and the optimizer
+(:func:`resumable_weights`), the last evaluation is made with the adapters merged, and :func:`train` ends by
+merging them into the weights (``merge_and_unload``): the caller's model is again a plain transformers classifier,
+saved by :func:`save_model` exactly as a fully fine-tuned one. The history's ``finetuning`` record (method, rank,
+alpha, dropout, target modules, trained parameters) goes into the model's training.json.
+
 The settings are ``bertology.config.TrainConfig`` (the `train:` section, filled by the schema).
 
 Glossary: E examples, B batch size, T tokens of a padded batch, C classes (1 for regression).
@@ -33,15 +41,16 @@ import math
 import os
 import shutil
 import time
+import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from bertology.config import ConfigError, TrainConfig, config_hash
+from bertology.config import ConfigError, LoraConfig, TrainConfig, config_hash
 from bertology.encoding import encode
 from bertology.errors import InputError, UserError
 from bertology.io import write_torch
@@ -115,9 +124,14 @@ def checkpoint_dir(task: str, init: str, seed_tag: str = "") -> Path:
 
 
 def resume_key(cfg: TrainConfig, *, model: str, init: str, task: str, max_length: int, train_df: pd.DataFrame) -> str:
-    """The identity of a training run (16 hex): a checkpoint resumes only a run with the same key."""
+    """The identity of a training run (16 hex): a checkpoint resumes only a run with the same key. A LoRA run's
+    key also holds the method and every train.lora setting (a full fine-tuning's is what it was before LoRA
+    existed, so that its checkpoints stay valid)."""
+    train = {k: getattr(cfg, k) for k in RESUME_SETTINGS}
+    if cfg.method != "full":
+        train.update(method=cfg.method, lora=asdict(cfg.lora))
     return config_hash({"model": model, "init": init, "task": task, "max_length": max_length,
-                        "train": {k: getattr(cfg, k) for k in RESUME_SETTINGS}, "data": data_fingerprint(train_df)})
+                        "train": train, "data": data_fingerprint(train_df)})
 
 
 @dataclass
@@ -132,6 +146,9 @@ class History:
     evals: list[dict[str, Any]] = field(default_factory=list)
     resumed_from: list[int] = field(default_factory=list)
     seconds: float = 0.0
+    #: how the weights were trained (:func:`train`): {"method": "full", "trainable_parameters", "parameters"}, or
+    #: LoRA's record (:func:`wrap_lora`); save_model writes it as training.json's top-level "finetuning"
+    finetuning: dict[str, Any] = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------------------------- devices
@@ -268,7 +285,7 @@ def predict(model, tokenizer, enc: Encoded, *, batch_size: int, device, amp_dtyp
             batch = collate(tokenizer, enc, idx, device, regression=False)
             batch.pop("labels")
             with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
-                logits = model(**forward_inputs(model, batch)).logits
+                logits = model(**forward_inputs(classifier_of(model), batch)).logits
             logits = logits.float().cpu().numpy()
             for j, i in enumerate(idx):
                 out[i] = logits[j]
@@ -335,6 +352,177 @@ def prediction_record(idx: np.ndarray, labels: np.ndarray, predictions: np.ndarr
     return {"idx": idx.tolist(), "label": labels.tolist(), "prediction": predictions.tolist()}
 
 
+# ------------------------------------------------------------------------------------------------- LoRA
+
+#: where peft has no default for the architecture, the attention's query and value projections by name: the first
+#: pair of which the model has both, else the first fused query-key-value projection it has
+QUERY_VALUE_NAMES = (("query", "value"), ("q_proj", "v_proj"), ("q_lin", "v_lin"), ("query_proj", "value_proj"),
+                     ("q", "v"))
+FUSED_QKV_NAMES = ("Wqkv", "qkv_proj", "query_key_value", "c_attn", "qkv", "in_proj")
+PEFT_INSTALL = "pip install -c constraints.txt -e '.[decoders]' (or: make install-decoders)"
+
+
+class LoraUnavailableError(UserError, ImportError):
+    """train.method is lora but the optional package peft is not installed; the message says how to install it."""
+
+
+def require_peft() -> None:
+    """Raise :class:`LoraUnavailableError` (one line, how to install it) when peft is not installed."""
+    import importlib.util
+
+    if importlib.util.find_spec("peft") is None:
+        raise LoraUnavailableError(f"train.method: lora needs the optional package peft, which is not installed: "
+                                   f"{PEFT_INSTALL}")
+
+
+def classifier_of(model):
+    """The transformers classifier of `model`: itself, or the one a peft wrapper holds (whose forward signature
+    says which inputs it takes, :func:`bertology.models.forward_inputs`; the wrapper's own does not list
+    ``token_type_ids``, which it hands on all the same)."""
+    get_base = getattr(model, "get_base_model", None)
+    return get_base() if callable(get_base) else model
+
+
+def head_modules(model) -> list[str]:
+    """The classification head of a sequence classifier: the names of its child modules with parameters outside
+    its base model (``base_model_prefix``): ``classifier`` (BERT, RoBERTa, ELECTRA), ``pre_classifier`` and
+    ``classifier`` (DistilBERT), ``score`` (decoders). The pooler of BERT is part of its base model."""
+    prefix = getattr(model, "base_model_prefix", "")
+    return [name for name, child in model.named_children()
+            if name != prefix and next(child.parameters(), None) is not None]
+
+
+def linear_modules(model) -> list[str]:
+    """Full names of the linear modules of a sequence classifier outside its head (torch ``Linear`` and
+    transformers' ``Conv1D`` of GPT-2): what LoRA can adapt."""
+    import torch
+    from transformers.pytorch_utils import Conv1D
+
+    head = set(head_modules(model))
+    return [name for name, module in model.named_modules()
+            if isinstance(module, (torch.nn.Linear, Conv1D)) and name.split(".", 1)[0] not in head]
+
+
+def _named(name: str, target: str) -> bool:
+    """peft's rule for a target name given as a string: the module's full name, or its last dotted part(s)."""
+    return name == target or name.endswith("." + target)
+
+
+def lora_targets(model, target_modules: Sequence[str] | None) -> list[str]:
+    """The names LoRA adapts in `model` (a sequence classifier, possibly on the meta device) for
+    ``train.lora.target_modules``: those names, each of which must name a linear module of the model; for None,
+    peft's default for the model type where it has one (every name of it found), else the attention's query and
+    value projections found by name (:data:`QUERY_VALUE_NAMES`, then :data:`FUSED_QKV_NAMES`).
+
+    Raises ConfigError, one line naming the missing names and the linear modules the model has."""
+    names = linear_modules(model)
+    model_type = getattr(model.config, "model_type", type(model).__name__)
+    have = ", ".join(sorted({n.rsplit(".", 1)[-1] for n in names})) or "none"
+
+    def found(target: str) -> bool:
+        return any(_named(n, target) for n in names)
+
+    if target_modules is not None:
+        missing = [t for t in target_modules if not found(t)]
+        if missing:
+            raise ConfigError(
+                f"train.lora.target_modules: the model ({model_type}) has no linear module named "
+                f"{', '.join(missing)}; its linear modules are: {have}. Name some of those, or set "
+                f"train.lora.target_modules: null for its attention's query and value projections")
+        return list(target_modules)
+    require_peft()
+    from peft.utils import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING as PEFT_DEFAULTS
+
+    default = PEFT_DEFAULTS.get(model_type)
+    if isinstance(default, (list, tuple)) and default and all(found(t) for t in default):
+        return list(default)
+    for pair in QUERY_VALUE_NAMES:
+        if all(found(t) for t in pair):
+            return list(pair)
+    for fused in FUSED_QKV_NAMES:
+        if found(fused):
+            return [fused]
+    raise ConfigError(f"train.lora.target_modules is null, but peft has no default for model type {model_type} and "
+                      f"no query and value projection was found by name; its linear modules are: {have}. Set "
+                      f"train.lora.target_modules to some of those")
+
+
+def check_lora(model: str, lora: dict[str, Any]) -> None:
+    """Before any job (the workflow's onstart, when train.method is lora): peft is installed, and `model` (a config
+    ``model:`` value or a resolved one) has the linear modules ``lora["target_modules"]`` names (or, for None,
+    some the default finds). Built on the meta device, no weight read; a model that cannot be built yet (a hub
+    name not cached) is left to its training job, which checks the same. Raises a UserError, one line."""
+    from bertology.models import meta_classifier
+
+    require_peft()
+    classifier = meta_classifier(model)
+    if classifier is not None:
+        lora_targets(classifier, lora.get("target_modules"))
+
+
+def wrap_lora(model, settings: LoraConfig, *, seed: int):
+    """`model` (a transformers sequence classifier) with LoRA adapters: peft's ``get_peft_model`` with
+    ``LoraConfig(task_type=SEQ_CLS)`` of rank, alpha, dropout and the modules of :func:`lora_targets`; the head
+    (:func:`head_modules`) is one of peft's ``modules_to_save``, so it is trained whole (a copy, which merging puts
+    in its place); every other weight is frozen. peft changes `model` in place (it holds the wrapped layers until
+    ``merge_and_unload``). The adapters' initialisation is seeded with `seed`.
+
+    Returns (the peft model, the record of :attr:`History.finetuning`: method, rank, alpha, dropout,
+    target_modules, adapted_modules (how many layers got adapters), head, trainable_parameters, parameters)."""
+    require_peft()
+    import torch
+    from peft import LoraConfig as PeftLoraConfig
+    from peft import TaskType, get_peft_model
+    from transformers.pytorch_utils import Conv1D
+
+    targets = lora_targets(model, settings.target_modules)
+    head = head_modules(model)
+    parameters = sum(p.numel() for p in model.parameters())
+    adapted = [n for n in linear_modules(model) if any(_named(n, t) for t in targets)]
+    conv1d = any(isinstance(model.get_submodule(n), Conv1D) for n in adapted)  # GPT-2 stores its weights in x out
+    config = PeftLoraConfig(task_type=TaskType.SEQ_CLS, r=settings.rank, lora_alpha=settings.alpha,
+                            lora_dropout=settings.dropout, target_modules=list(targets), modules_to_save=list(head),
+                            fan_in_fan_out=conv1d)
+    torch.manual_seed(seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # peft asks transformers a deprecated question
+        wrapped = get_peft_model(model, config)
+    record = {"method": "lora", "rank": settings.rank, "alpha": settings.alpha, "dropout": settings.dropout,
+              "target_modules": list(targets), "adapted_modules": len(adapted), "head": head,
+              "trainable_parameters": sum(p.numel() for p in wrapped.parameters() if p.requires_grad),
+              "parameters": parameters}
+    return wrapped, record
+
+
+def merge_lora(model):
+    """The transformers classifier of a peft model with its adapters merged into the weights and the head's trained
+    copy in place of the original (peft's ``merge_and_unload``): the object :func:`wrap_lora` was given."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="All adapters are already merged")  # merged for the last evaluation
+        return model.merge_and_unload()
+
+
+def resumable_weights(model) -> dict[str, Any]:
+    """The weights the resumable state keeps: every one (full fine-tuning); of a peft model only the adapters and
+    the head's trained copy (the frozen rest comes again from the model's files, or its seeded initialiser)."""
+    state = model.state_dict()
+    if classifier_of(model) is model:
+        return state
+    trained = {n for n, p in model.named_parameters() if p.requires_grad}
+    return {k: v for k, v in state.items() if k in trained or ".modules_to_save." in k}
+
+
+def _load_weights(model, weights: dict[str, Any]) -> None:
+    if classifier_of(model) is model:
+        model.load_state_dict(weights)
+        return
+    expected = set(resumable_weights(model))
+    result = model.load_state_dict(weights, strict=False)
+    if result.unexpected_keys or expected - set(weights):
+        raise RuntimeError(f"the checkpoint's LoRA weights do not fit the model: unexpected "
+                           f"{sorted(result.unexpected_keys)[:5]}, missing {sorted(expected - set(weights))[:5]}")
+
+
 # --------------------------------------------------------------------------------------------- training
 
 
@@ -356,16 +544,17 @@ def _rng_state() -> dict[str, Any]:
 def _set_rng_state(state: dict[str, Any]) -> None:
     import torch
 
-    torch.set_rng_state(state["torch"])
+    # generators take CPU byte tensors; load_state maps the whole state to the training device
+    torch.set_rng_state(state["torch"].cpu())
     if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+        torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
 
 
 def save_state(checkpoint_dir: Path, *, model, optimizer, scheduler, scaler, step: int, history: History,
                key: str) -> Path:
     """Write the resumable training state atomically to checkpoint_dir/state.pt."""
     state = {
-        "key": key, "step": step, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+        "key": key, "step": step, "model": resumable_weights(model), "optimizer": optimizer.state_dict(),
         "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict() if scaler is not None else None,
         "rng": _rng_state(), "history": json.dumps(asdict(history)),
     }
@@ -399,6 +588,10 @@ def train(model, tokenizer, train_enc: Encoded, spec: TaskSpec, cfg: TrainConfig
           device=None, on_metrics: MetricsCallback | None = None, progress: bool = True) -> History:
     """Fine-tune `model` in place on an encoded train split; return its history.
 
+    cfg.method lora: `model` gets LoRA adapters (:func:`wrap_lora`), trained with the head while every other weight
+    is frozen; the last evaluation is made with the adapters merged, and on return they are merged into `model`'s
+    weights (:func:`merge_lora`), which is again a plain transformers classifier.
+
     Resumes from checkpoint_dir/state.pt when it holds a state for `resume_key`. Evaluates on
     `eval_enc` after every full epoch. Calls ``on_metrics({"train_loss", "learning_rate"}, step)`` after
     every step and ``on_metrics({"eval_<metric>": ...}, epoch)`` after every epoch, each time after the
@@ -411,6 +604,17 @@ def train(model, tokenizer, train_enc: Encoded, spec: TaskSpec, cfg: TrainConfig
     device = device or select_device()
     amp_dtype = autocast_dtype(cfg.mixed_precision, device)
     model.to(device)
+    plain = model  # the transformers classifier: forward_inputs reads its signature; LoRA is merged back into it
+    if cfg.method == "lora":
+        model, finetuning = wrap_lora(model, cfg.lora, seed=cfg.seed)
+        log.info("LoRA rank %d on %d modules (%s): %d of %d parameters trained", cfg.lora.rank,
+                 finetuning["adapted_modules"], ", ".join(finetuning["target_modules"]),
+                 finetuning["trainable_parameters"], finetuning["parameters"])
+    elif cfg.method == "full":
+        finetuning = {"method": "full", "parameters": sum(p.numel() for p in model.parameters())}
+        finetuning["trainable_parameters"] = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    else:
+        raise ConfigError(f"train.method must be full or lora, got {cfg.method!r}")
     n_steps = total_steps(len(train_enc), cfg.batch_size, cfg.epochs)
     per_epoch = steps_per_epoch(len(train_enc), cfg.batch_size)
     decay = [p for n, p in model.named_parameters() if p.requires_grad and not _no_decay(n)]
@@ -423,7 +627,7 @@ def train(model, tokenizer, train_enc: Encoded, spec: TaskSpec, cfg: TrainConfig
     history, step = History(), 0
     state = load_state(checkpoint_dir, resume_key, device)
     if state is not None:
-        model.load_state_dict(state["model"])
+        _load_weights(model, state["model"])
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
         if scaler is not None and state["scaler"] is not None:
@@ -436,6 +640,7 @@ def train(model, tokenizer, train_enc: Encoded, spec: TaskSpec, cfg: TrainConfig
         del state
     else:
         torch.manual_seed(cfg.seed)  # dropout stream
+    history.finetuning = finetuning
 
     last_save, saved_step = time.perf_counter(), step
 
@@ -468,7 +673,7 @@ def train(model, tokenizer, train_enc: Encoded, spec: TaskSpec, cfg: TrainConfig
                     break
                 batch = collate(tokenizer, train_enc, idx, device, spec.is_regression)
                 with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
-                    loss = model(**forward_inputs(model, batch)).loss
+                    loss = model(**forward_inputs(plain, batch)).loss
                 lr = scheduler.get_last_lr()[0]
                 if not torch.isfinite(loss):
                     raise TrainingDivergedError(
@@ -512,6 +717,8 @@ def train(model, tokenizer, train_enc: Encoded, spec: TaskSpec, cfg: TrainConfig
             if step % per_epoch == 0 or step == n_steps:  # a completed (possibly last, partial) epoch
                 metrics = None
                 if eval_enc is not None and not any(e["step"] == step for e in history.evals):
+                    if model is not plain and step >= n_steps:  # the saved model's evaluation: adapters merged
+                        model.merge_adapter()
                     began = time.perf_counter()
                     metrics, predictions = evaluate_predictions(model, tokenizer, eval_enc, spec,
                                                                 batch_size=cfg.eval_batch_size, device=device,
@@ -537,6 +744,10 @@ def train(model, tokenizer, train_enc: Encoded, spec: TaskSpec, cfg: TrainConfig
             if step >= n_steps:
                 break
     bar.close()
+    if model is not plain:
+        merged = merge_lora(model)
+        if merged is not plain:  # peft merged into a copy: the caller's model would keep its weights
+            raise RuntimeError("peft's merge_and_unload returned another model than the one it wrapped")
     history.seconds = time.perf_counter() - started
     return history
 
@@ -549,9 +760,18 @@ def _no_decay(name: str) -> bool:
 # ------------------------------------------------------------------------------------ saving the model
 
 
+def _json_value(value: Any) -> Any:
+    """A value json cannot write: a config section (dataclass) as its mapping, anything else as its str."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return asdict(value)
+    return str(value)
+
+
 def save_model(model, tokenizer, output_dir: Path, history: History | None = None,
                extra: dict[str, Any] | None = None) -> Path:
-    """Write the fine-tuned model (safetensors, config with the label map, tokenizer) to `output_dir`.
+    """Write the fine-tuned model (safetensors, config with the label map, tokenizer) to `output_dir`, with
+    training.json: `extra`, the history and, top level, the history's ``finetuning`` record (method, and for LoRA
+    rank, alpha, dropout, target modules, trained parameters).
 
     Written to a temporary sibling first and moved into place, so `output_dir` is never half-written; its digest
     (:func:`bertology.outputcache.record_digest`) is written last.
@@ -567,7 +787,9 @@ def save_model(model, tokenizer, output_dir: Path, history: History | None = Non
         info = dict(extra or {})
         if history is not None:
             info["history"] = asdict(history)
-        (tmp / HISTORY_FILE).write_text(json.dumps(info, indent=1, default=str))
+            if info["history"].get("finetuning"):
+                info["finetuning"] = info["history"].pop("finetuning")
+        (tmp / HISTORY_FILE).write_text(json.dumps(info, indent=1, default=_json_value))
     from bertology.outputcache import record_digest
 
     record_digest(tmp)  # checked by every later load (bertology.outputcache): the model as it entered the cache

@@ -109,6 +109,10 @@ def on_start(invocation: str, config: dict) -> None:
         check_model(resolved)
         check_tokenizer(resolved)
         check_max_length(resolved, config["data"]["max_length"], config["model"])
+        if config["train"]["method"] == "lora":  # peft installed, the target modules in the model
+            from bertology.training import check_lora
+
+            check_lora(resolved, config["train"]["lora"])
     except UserError as err:
         fail(f"model: {err}")
     try:
