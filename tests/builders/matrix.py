@@ -26,6 +26,9 @@ Checks, in order (each only where the previous ones make sense):
    (and output).
 
 Table 1 scoring (6) runs for every model that builds and takes token ids, whatever 1-5 found.
+
+The decoders of :func:`bertology.models.decoder_model_types` have their own rows (tests/test_matrix_decoders.py,
+docs/matrix-decoders.md): :func:`check_decoder_architecture`, and the checks listed above its section below.
 """
 
 from __future__ import annotations
@@ -185,9 +188,10 @@ def check_extraction(model_dir, frames_: dict) -> None:
             assert np.isnan(out[e, :, :, n:, :].astype(np.float32)).all()
 
 
-def disabled_mask(model) -> torch.Tensor:
+def disabled_mask(model, sliding: list[bool] | None = None) -> torch.Tensor:
     """The heads the reference check disables: head 1 of layer 0 and every head of layer 1; ALBERT (shared
-    attention) head 1 of layer 3 only (layer 4 intact); MPNet (one position-bias table) head 1 everywhere."""
+    attention) head 1 of layer 3 only (layer 4 intact); MPNet (one position-bias table) head 1 everywhere.
+    sliding: which layers have a sliding window (default: the attention modules' ``sliding_window``)."""
     from bertology.ablation import heads as dis
     from bertology.attention_layers import shares_attention
 
@@ -198,8 +202,9 @@ def disabled_mask(model) -> torch.Tensor:
     elif getattr(getattr(model.base_model, "encoder", None), "relative_attention_bias", None) is not None:
         mask[:, 1] = True
     else:  # one head of a global layer, a whole other layer (a sliding-window layer is only referenced whole)
-        modules, _ = dis.attention_modules(model)
-        sliding = [getattr(m, "sliding_window", None) is not None for m in modules]
+        if sliding is None:
+            modules, _ = dis.attention_modules(model)
+            sliding = [getattr(m, "sliding_window", None) is not None for m in modules]
         if all(sliding):
             mask[0] = True
         else:
@@ -243,14 +248,12 @@ def check_disabling(model_dir, tok, frame) -> str:
     """Disabling and gates on a model enable_heads accepts; returns the mechanism."""
     from bertology.ablation import heads as dis
     from bertology.ablation import sweep as sw
-    from bertology.ablation.importance import gate_gradients, per_example_loss
     from bertology.attention_layers import shares_attention
     from bertology.models import load_encoder
     from tests.builders.encoders import reference_model
 
     model = dis.enable_heads(load_encoder(str(model_dir), classifier=True))
     plain = load_encoder(str(model_dir), classifier=True)
-    L, H = model.config.num_hidden_layers, model.config.num_attention_heads
     rows = [1, 0, 2, 3]
     enc = tok(frame.loc[rows, "text_a"].tolist(), frame.loc[rows, "text_b"].tolist(), truncation=True,
               max_length=MAX_LENGTH, return_token_type_ids=True)
@@ -274,6 +277,22 @@ def check_disabling(model_dir, tok, frame) -> str:
     # padding changes nothing
     one = sw.make_batches(enc["input_ids"], tt, tok.pad_token_id, 1)
     np.testing.assert_allclose(sw.forward_logits(model, one, mask, len(rows)), got, atol=1e-5)
+    check_gates(model_dir, tok, frame)
+    return model.bertology_heads
+
+
+def check_gates(model_dir, tok, frame, eps: float = 1e-5) -> None:
+    """The gates' gradient (gate_gradients) = central finite differences of the loss with step `eps`, float64
+    throughout."""
+    from bertology.ablation import heads as dis
+    from bertology.ablation import sweep as sw
+    from bertology.ablation.importance import gate_gradients, per_example_loss
+    from bertology.models import load_encoder
+
+    rows = [1, 0, 2, 3]
+    enc = tok(frame.loc[rows, "text_a"].tolist(), frame.loc[rows, "text_b"].tolist(), truncation=True,
+              max_length=MAX_LENGTH, return_token_type_ids=True)
+    tt = enc.get("token_type_ids") or [[0] * len(x) for x in enc["input_ids"]]
     # gates: gradient = central finite differences, in float64 throughout (float64_everywhere). The error of
     # (loss(1 + eps) - loss(1 - eps)) / 2 eps is truncation, eps^2 |loss'''| / 6, plus rounding, about
     # u |loss| / eps with u the unit roundoff of the arithmetic. The step that balances them is eps ~ u^(1/3):
@@ -283,9 +302,11 @@ def check_disabling(model_dir, tok, frame) -> str:
     # difference by ~1e-11. With float32 parts (u = 6e-8) the rounding term alone is ~1e-4..1e-3 at eps = 1e-3:
     # DeBERTa v1's LayerNorm normalises in float32 even in a .double() model, 1.2e-3 on some CPUs.
     model64 = dis.enable_heads(load_encoder(str(model_dir), classifier=True).double())
+    if getattr(model64.config, "_experts_implementation", None) not in (None, "eager"):
+        model64.set_experts_implementation("eager")       # torch's grouped_mm (experts) has no float64 kernel
+    L, H = model64.config.num_hidden_layers, model64.config.num_attention_heads
     (b,) = sw.make_batches(enc["input_ids"][:3], tt[:3], tok.pad_token_id, 3)
     labels = torch.tensor(frame.loc[rows[:3], "label"].tolist())[b.rows]       # in the batch's row order
-    eps = 1e-5
     with float64_everywhere():
         grad = gate_gradients(model64, b.input_ids, b.token_type_ids, b.attention_mask, labels)     # (N, L, H)
         differences = {}
@@ -301,7 +322,6 @@ def check_disabling(model_dir, tok, frame) -> str:
     for (layer, head), fd in differences.items():
         torch.testing.assert_close(grad[:, layer, head], fd, rtol=1e-5, atol=1e-9)
     assert float(grad.abs().max()) > 0
-    return model.bertology_heads
 
 
 def check_sweep(model_dir, tok, frame) -> str:
@@ -510,3 +530,230 @@ def readme_table(readme: str) -> str:
     if TABLE_START not in readme or TABLE_END not in readme:
         return ""
     return readme[readme.index(TABLE_START): readme.index(TABLE_END) + len(TABLE_END)]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Decoders: every type of bertology.models.decoder_model_types() on a tiny random model (tests/builders/decoders.py),
+# checked as tests/test_matrix_decoders.py does, and the table of docs/matrix-decoders.md.
+#
+# 1. causal maps: the eager forward returns L maps (N, H_query, T, T) on a padded pair batch, 0 above the diagonal
+#    of every example's real queries; else the reason;
+# 2. extraction: check_extraction (maps = each example's unpadded eager forward; segment 0 then 1 on pairs);
+# 3. disabling (check_decoder_disabling): enable_heads' mechanism (else its reason); nothing disabled = the eager
+#    model; a disabled head's returned weights are uniform over each query's causal prefix of real tokens, the
+#    other heads of its layer and the layers before it as in the eager model; the logits change; padding changes
+#    nothing; gates (check_gates) and the sweep (check_sweep) as for encoders;
+# 4. Table 1 scoring (check_table1), for every model that builds and takes token ids;
+# 5. value norms: attention_blocks' refusal, or check_value_norms where it finds the blocks.
+
+DECODER_TABLE_START = ("<!-- decoder-matrix:start (generated by tests/test_matrix_decoders.py; "
+                       "BERTOLOGY_WRITE_MATRIX=1 rewrites it) -->")
+DECODER_TABLE_END = "<!-- decoder-matrix:end -->"
+
+# Decoders whose attention is not L causal softmax T x T maps: the cause in one line (the detected fact is appended).
+DECODER_NOT_FULL = {
+    "gemma3": "a vision-language model: its layers and heads are in text_config, bertology reads the top-level "
+              "config (the gemma3_text row is its text model)",
+    "qwen3_5": "a vision-language model: its layers and heads are in text_config, bertology reads the top-level "
+               "config (the qwen3_5_text row is its text model)",
+    "jamba": "Jamba's Mamba (state-space) layers have no attention",
+    "zamba2": "Zamba2's Mamba2 (state-space) layers have no attention",
+    "qwen3_5_text": "Qwen3.5's Gated DeltaNet (linear-attention) layers return no attention weights",
+    "qwen3_next": "Qwen3-Next's Gated DeltaNet (linear-attention) layers return no attention weights",
+    "minimax": "MiniMax's lightning (linear) attention layers return their key-value state, not softmax maps",
+    "xlnet": "XLNet's classifier attends both ways (a permutation language model)",
+}
+
+# Decoders with causal maps whose attention bertology cannot reach to disable heads, and why.
+DECODER_NOT_HOOKED = {
+    "bloom": "BLOOM's attention adds its ALiBi biases and softmax in its own code, not through AttentionInterface",
+    "mpt": "MPT's attention adds its ALiBi biases and softmax in its own code, not through AttentionInterface",
+    "falcon": "Falcon's attention computes its softmax in its own code, not through AttentionInterface",
+    "openai-gpt": "GPT-1's Attention computes its softmax in its own code (_attn), not through AttentionInterface",
+    "gpt_neo": "GPT-Neo's self-attention computes its softmax in its own code (_attn), not through "
+               "AttentionInterface",
+    "gptj": "GPT-J's attention computes its softmax in its own code (_attn), not through AttentionInterface",
+}
+
+
+def decoder_maps_reason(model, tok, frame) -> str | None:
+    """None when the eager forward returns L causal maps (N, H, T, T) on a padded pair batch, else what it does."""
+    if not hasattr(model.config, "num_hidden_layers"):
+        return f"{type(model.config).__name__} names no num_hidden_layers"
+    why = maps_reason(model, tok, frame)
+    if why is not None:
+        return why
+    enc = tok(frame["text_a"].tolist()[:3], frame["text_b"].tolist()[:3], truncation=True, max_length=MAX_LENGTH,
+              padding=True, return_tensors="pt")
+    assert int(enc["attention_mask"].sum(1).min()) < enc["input_ids"].shape[1], "a padded row"
+    with torch.no_grad():
+        att = model(**_inputs(model, enc), output_attentions=True).attentions
+    for b, n in enumerate(enc["attention_mask"].sum(1).tolist()):
+        above = torch.ones(n, n, dtype=torch.bool).triu(1)
+        for layer, a in enumerate(att):
+            if float(a[b, :, :n, :n][:, above].abs().max()) > 1e-6:
+                return f"layer {layer}'s maps are not causal (weight above the diagonal)"
+    return None
+
+
+def causal_uniform(n: int) -> torch.Tensor:
+    """(n, n): row i is 1/(i+1) on keys 0..i, 0 after (a disabled head of a causal layer)."""
+    t = torch.arange(n)
+    return (t[:, None] >= t[None, :]).float() / (t[:, None] + 1).float()
+
+
+def windowed_layers(model, tok, frame) -> list[bool]:
+    """Which layers' maps show a sliding window: the last query of the longest pair (MAX_LENGTH tokens) gives the
+    first token no weight at all in every head (a full causal softmax gives every earlier token some)."""
+    enc = tok(frame.loc[1, "text_a"], frame.loc[1, "text_b"], truncation=True, max_length=MAX_LENGTH,
+              return_tensors="pt")
+    assert enc["input_ids"].shape[1] == MAX_LENGTH
+    with torch.no_grad():
+        att = model(**_inputs(model, enc), output_attentions=True).attentions
+    return [bool((a[0, :, -1, 0] == 0).all()) for a in att]
+
+
+def check_decoder_disabling(model_dir, tok, frame, sliding: list[bool]) -> str:
+    """Disabling on a decoder enable_heads accepts (3. of the decoder checks); returns the mechanism.
+    sliding: the layers with a sliding window (windowed_layers): only whole layers are disabled there."""
+    from bertology.ablation import heads as dis
+    from bertology.ablation import sweep as sw
+    from bertology.models import load_encoder
+
+    model = dis.enable_heads(load_encoder(str(model_dir), classifier=True))
+    plain = load_encoder(str(model_dir), classifier=True)
+    rows = [1, 0, 2, 3]
+    enc = tok(frame.loc[rows, "text_a"].tolist(), frame.loc[rows, "text_b"].tolist(), truncation=True,
+              max_length=MAX_LENGTH)
+    tt = [[0] * len(x) for x in enc["input_ids"]]
+    batches = sw.make_batches(enc["input_ids"], tt, tok.pad_token_id, 4)
+    tol = dict(atol=2e-5, rtol=1e-4)          # float32: Llama-style eager attention takes its softmax in float32
+    mask = disabled_mask(model, sliding)
+    first = int(mask.any(1).nonzero()[0])
+    for b in batches:
+        lengths = b.attention_mask.sum(1).tolist()
+        assert min(lengths) < b.input_ids.shape[1], "a padded row"
+        with torch.no_grad():
+            want = plain(**sw.model_inputs(plain, b), output_attentions=True)
+            same = model(**sw.model_inputs(model, b), output_attentions=True)
+            with dis.disabled_heads(model, mask):
+                out = model(**sw.model_inputs(model, b), output_attentions=True)
+        # nothing disabled = the eager model
+        torch.testing.assert_close(same.logits, want.logits, **tol)
+        for a, w in zip(same.attentions, want.attentions):
+            torch.testing.assert_close(a, w, **tol)
+        # a disabled head: uniform over each query's causal prefix of real tokens; the rest before it unchanged
+        for layer in range(first):
+            torch.testing.assert_close(out.attentions[layer], want.attentions[layer], **tol)
+        kept = ~mask[first]
+        torch.testing.assert_close(out.attentions[first][:, kept], want.attentions[first][:, kept], **tol)
+        for layer, head in mask.nonzero().tolist():
+            for r, n in enumerate(lengths):
+                torch.testing.assert_close(out.attentions[layer][r, head, :n, :n], causal_uniform(n), **tol)
+    got = sw.forward_logits(model, batches, mask, len(rows))
+    assert np.abs(got - sw.forward_logits(model, batches, None, len(rows))).max() > 1e-4, "disabling changed nothing"
+    # padding changes nothing
+    one = sw.make_batches(enc["input_ids"], tt, tok.pad_token_id, 1)
+    np.testing.assert_allclose(sw.forward_logits(model, one, mask, len(rows)), got, atol=1e-4)
+    return model.bertology_heads
+
+
+def decoder_notes(model, sliding: list[bool]) -> list[str]:
+    """What the row's model is built with, where it matters: key/value heads, sliding windows, experts."""
+    config, notes = model.config.get_text_config(), []
+    kv = getattr(config, "num_key_value_heads", None)
+    if kv is not None and kv < config.num_attention_heads:
+        notes.append(f"{kv} key/value heads for {config.num_attention_heads} query heads")
+    if any(sliding):
+        notes.append("sliding window (8) in layer " + ", ".join(str(i) for i, w in enumerate(sliding) if w))
+    if any("Experts" in type(m).__name__ for m in model.modules()):
+        experts = max(int(getattr(config, k, 0) or 0) for k in ("num_experts", "num_local_experts", "n_routed_experts"))
+        notes.append(f"mixture of experts ({experts})")
+    if any("mamba" in type(m).__name__.lower() for m in model.modules()):
+        notes.append("Mamba (state-space) blocks beside the attention")
+    return notes
+
+
+def check_decoder_architecture(model_type: str, workdir: Path, frames_: dict) -> Row:
+    """Every decoder check on a tiny random `model_type`; the row says what works and why not.
+
+    Asserts (raises) wherever a capability is found: causal maps must pass the extraction check, a mechanism
+    enable_heads accepts the disabling, gates and sweep checks.
+    """
+    import warnings
+
+    from bertology.ablation import heads as dis
+    from bertology.models import check_model, load_encoder, load_tokenizer
+    from bertology.norms import values as nv
+    from tests.builders.decoders import build_decoder, decoder_style
+
+    row = Row(model_type)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        row.tokenizer = decoder_style(model_type)
+        model_dir = build_decoder(model_type, workdir / model_type, style=row.tokenizer, trained_pad=True)
+        assert check_model(str(model_dir)) == "decoder"
+        tok = load_tokenizer(str(model_dir))
+        model = load_encoder(str(model_dir), classifier=True)
+        assert len(tok) <= model.config.get_text_config().vocab_size
+        row.model_class = type(model).__name__
+        row.segments = template(tok)
+        pair = frames_["pair"]
+        why = decoder_maps_reason(model, tok, pair)
+        assert why is not None or model_type not in DECODER_NOT_FULL, f"{model_type}'s maps are causal after all"
+        row.maps = "causal" if why is None else "; ".join(x for x in (DECODER_NOT_FULL.get(model_type), why) if x)
+        sliding = windowed_layers(model, tok, pair) if row.maps == "causal" else []
+        row.notes = decoder_notes(model, sliding)
+        if row.maps == "causal":
+            check_extraction(model_dir, frames_)
+            row.extraction = "yes"
+            try:
+                nv.attention_blocks(load_encoder(str(model_dir)))
+            except nv.NormsUnsupported as err:
+                row.norms = "no: " + str(err).split("; leave")[0].split(": bertology computes")[0]
+            else:
+                row.norms = check_value_norms(model_dir, tok, pair)
+            try:
+                dis.enable_heads(load_encoder(str(model_dir), classifier=True))
+            except dis.DisablingUnsupported as err:
+                row.disabling = DECODER_NOT_HOOKED.get(model_type) or str(err).split(": ", 1)[-1]
+            else:
+                row.disabling = check_decoder_disabling(model_dir, tok, pair, sliding)
+                # ReLU decoders (CTRL, OPT): a step of 1e-5 can straddle a kink of the loss; at 1e-6 float64 rounding
+                # is still ~1e-10 relative (check_gates' comment), truncation 100 times smaller than at 1e-5
+                check_gates(model_dir, tok, pair, eps=1e-6)
+                row.sweep = check_sweep(model_dir, tok, pair)
+        else:
+            row.extraction = row.disabling = "no: no causal attention maps"
+        try:
+            padded = check_table1(model_dir, tok, pair)
+        except AssertionError:
+            raise
+        except Exception as err:  # noqa: BLE001 - a model that cannot even classify token ids: the row says why
+            row.table1 = f"no ({_short(err)})"
+        else:
+            row.table1 = "yes" if padded is None else "yes, but padding changes its logits"
+    return row
+
+
+def decoder_table(rows: list[Row]) -> str:
+    """docs/matrix-decoders.md's table (markdown, between DECODER_TABLE_START and DECODER_TABLE_END)."""
+    lines = [DECODER_TABLE_START,
+             "| model type | classifier | tokenizer style | pair template (`segment` 0 then 1) | causal maps, "
+             "extraction | disabling and gates through | ablation sweep | Table 1 | value norms | notes |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in sorted(rows, key=lambda r: r.model_type):
+        maps = "causal, extracted" if r.extraction == "yes" else r.maps
+        disabling = MECHANISMS.get(r.disabling, r.disabling if r.extraction == "yes" else "-")
+        lines.append("| " + " | ".join(_cell(x) for x in (
+            r.model_type, r.model_class, r.tokenizer, f"`{r.segments}`" if r.segments != "-" else "-", maps,
+            disabling, r.sweep, r.table1, r.norms, "; ".join(r.notes) or "-")) + " |")
+    lines.append(DECODER_TABLE_END)
+    return "\n".join(lines)
+
+
+def decoder_doc_table(text: str) -> str:
+    """The generated table as it stands in docs/matrix-decoders.md (markers included), or '' if absent."""
+    if DECODER_TABLE_START not in text or DECODER_TABLE_END not in text:
+        return ""
+    return text[text.index(DECODER_TABLE_START): text.index(DECODER_TABLE_END) + len(DECODER_TABLE_END)]

@@ -55,6 +55,7 @@ DISABLED_KWARG = "bertology_disabled"
 GATES_KWARG = "bertology_gates"
 _STATE = "_bertology_head_state"      # the model's HeadState, also set on each attention module
 _LAYER = "_bertology_layer"           # an attention module's layer index
+_CAUSAL = "_bertology_causal"         # whether a module's layer is causal (a decoder's, or ``is_causal``)
 
 
 def real_keys(attention_mask: torch.Tensor | None, key: torch.Tensor) -> torch.Tensor:
@@ -117,21 +118,32 @@ class AttentionParts:
 
 def attention_parts(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                     attention_mask: torch.Tensor | None, scaling: float, *, dropout: float = 0.0,
-                    training: bool = False, with_uniform: bool = True, causal: bool = False) -> AttentionParts:
+                    training: bool = False, with_uniform: bool = True, causal: bool = False,
+                    softcap: float | None = None, sinks: torch.Tensor | None = None) -> AttentionParts:
     """Eager attention (as transformers' BERT computes it) plus the uniform alternative.
 
     query: (N, H, Q, dh); key, value: (N, H|G, K, dh), G key/value heads each shared by H/G query heads
     (grouped-query attention: repeated as transformers' ``repeat_kv`` does); attention_mask: additive
     (N, 1, Q, K) or None. causal: the uniform alternative of query i covers the real keys 0..i only (a decoder's
-    disabled head must not see the future), else every real key.
+    disabled head must not see the future), else every real key. softcap: scores capped to
+    softcap * tanh(scores / softcap) before the mask (Gemma 2's attention logit soft-capping); sinks: (H,) one
+    extra logit per head in each softmax, dropped after it (GPT-OSS's attention sinks: rows sum to less than 1).
     """
     if key.shape[1] != query.shape[1]:
         groups = query.shape[1] // key.shape[1]
         key, value = key.repeat_interleave(groups, dim=1), value.repeat_interleave(groups, dim=1)
     scores = torch.matmul(query, key.transpose(2, 3)) * scaling
+    if softcap is not None:
+        scores = torch.tanh(scores / softcap) * softcap
     if attention_mask is not None:
         scores = scores + attention_mask[:, :, : query.shape[-2], : key.shape[-2]]
-    weights = torch.nn.functional.softmax(scores, dim=-1)
+    if sinks is not None:
+        sink = sinks.reshape(1, -1, 1, 1).to(scores.dtype).expand(scores.shape[0], -1, scores.shape[2], 1)
+        combined = torch.cat([scores, sink], dim=-1)
+        combined = combined - combined.max(dim=-1, keepdim=True).values
+        weights = torch.nn.functional.softmax(combined, dim=-1)[..., :-1]
+    else:
+        weights = torch.nn.functional.softmax(scores, dim=-1)
     weights = torch.nn.functional.dropout(weights, p=dropout, training=training)
     context = torch.matmul(weights, value)
     if not with_uniform:
@@ -236,16 +248,20 @@ def head_attention_forward(module: torch.nn.Module, query: torch.Tensor, key: to
 
     query: (N, H, Q, dh); key, value: (N, H, K, dh) -> (context (N, Q, H, dh), weights (N, H, Q, K)).
     attention_mask: the layer's own mask (padding, and a sliding window where the layer has one); a
-    disabled head is uniform over the example's real tokens whatever that mask hides (see :func:`real_keys`).
+    disabled head is uniform over the example's real tokens whatever that mask hides (see :func:`real_keys`),
+    in a causal layer (a decoder's, see :func:`enable_heads`) over each query's real tokens up to itself.
+    The keywords ``softcap`` (Gemma 2) and ``s_aux`` (GPT-OSS's sinks) of transformers' eager functions apply.
     The returned weights are the (possibly disabled) attention probabilities, not gated: the gate acts on
     the head's output. Disabled heads and gates of this layer: :func:`module_selection`.
     """
     if scaling is None:
         scaling = query.shape[-1] ** -0.5
     rows, gates = module_selection(module, kwargs, query.shape[0], query.shape[1])
+    causal = getattr(module, _CAUSAL, None)
     parts = attention_parts(query, key, value, attention_mask, scaling, dropout=dropout,
                             training=module.training, with_uniform=rows is not None,
-                            causal=bool(getattr(module, "is_causal", False)))
+                            causal=bool(getattr(module, "is_causal", False)) if causal is None else causal,
+                            softcap=kwargs.get("softcap"), sinks=kwargs.get("s_aux"))
     context = parts.context_for(rows)
     if gates is not None:
         context = context * gates[:, None, :, None].to(context.dtype)
@@ -430,7 +446,9 @@ class DisablingUnsupported(UserError, ValueError):
 def enable_heads(model: torch.nn.Module) -> torch.nn.Module:
     """Make a loaded model's heads disableable and gateable (it behaves as eager while nothing is set).
 
-    Every self-attention module learns its layer index and the model's :class:`HeadState`; models whose
+    Every self-attention module learns its layer index, the model's :class:`HeadState` and whether it is causal
+    (every layer of a decoder, :func:`bertology.models.model_kind`, whether its module says ``is_causal`` or not:
+    Doge's does not; else the module's ``is_causal``); models whose
     attention follows AttentionInterface switch to :data:`ATTN_IMPLEMENTATION`, DeBERTa-v2 gets the forward
     hook :func:`head_hook` on each DisentangledSelfAttention, MPNet and DeBERTa v1 :func:`probability_hook` on
     their attention's probability dropout. Fewer modules than layers (ALBERT's layers share one): each module
@@ -439,7 +457,10 @@ def enable_heads(model: torch.nn.Module) -> torch.nn.Module:
     """
     import functools
 
+    from bertology.models import model_kind
+
     modules, mechanism = attention_modules(model)
+    decoder = model_kind(model.config) == "decoder"
     n_layers = int(model.config.num_hidden_layers)
     layers = layer_modules(model, modules)
     if layers is None:
@@ -451,6 +472,7 @@ def enable_heads(model: torch.nn.Module) -> torch.nn.Module:
     for layer, module in enumerate(modules):
         setattr(module, _LAYER, SHARED if shared else layer)
         setattr(module, _STATE, state)
+        setattr(module, _CAUSAL, decoder or bool(getattr(module, "is_causal", False)))
         if mechanism == "forward_hook" and not getattr(module, "_bertology_hooked", False):
             module.register_forward_hook(head_hook, with_kwargs=True)
             module._bertology_hooked = True
