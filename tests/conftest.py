@@ -25,7 +25,7 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 LONG_FILES = (
     "test_pipeline.py", "test_declared_pipeline.py", "test_encoders.py", "test_output_cache.py", "test_training.py",
     "test_seeds_pipeline.py", "test_ablation_cli.py", "test_hostile.py",
-    "test_cluster.py", "test_matrix.py", "test_untrusted.py", "test_tracking_server.py", "test_faults.py",
+    "test_cluster.py", "test_matrix.py", "test_matrix_decoders.py", "test_untrusted.py", "test_tracking_server.py", "test_faults.py",
     "test_tracking.py", "test_reference.py", "test_foundation.py", "test_data.py", "test_kovaleva_cli.py",
     "test_sieve_pipeline.py", "test_store_faults.py", "test_store.py",
 )

@@ -26,7 +26,7 @@ def probe_figure(sink: pd.DataFrame, induction: pd.DataFrame, path: str | Path, 
     from bertology.plotting import layer_head_heatmap, new_figure, save_figure
 
     variants = [v for v in pd.unique(sink["variant"])]
-    fig, axes = new_figure(2.6 * len(variants) + 1, 7.2, nrows=2, ncols=len(variants), squeeze=False)
+    fig, axes = new_figure(max(2.6 * len(variants) + 1, 9.5), 7.2, nrows=2, ncols=len(variants), squeeze=False)
     for col, variant in enumerate(variants):
         alpha = _grid(sink[sink["variant"] == variant], "alpha_0")
         ind = _grid(induction[induction["variant"] == variant], "induction")
@@ -38,5 +38,5 @@ def probe_figure(sink: pd.DataFrame, induction: pd.DataFrame, path: str | Path, 
                                  title=f"{variant}: induction score\nmax {np.nanmax(ind):.2f}")
     fig.colorbar(im0, ax=axes[0, :], shrink=0.8, label="alpha_0 (mean attention to token 0)")
     fig.colorbar(im1, ax=axes[1, :], shrink=0.8, label="induction score (share of attention)")
-    fig.suptitle(f"{task}: attention sinks (Gu et al. 2024) and induction heads (Olsson et al. 2022)")
+    fig.suptitle(f"{task}: attention sinks (Gu et al. 2024) and induction heads (Olsson et al. 2022)", fontsize=10)
     return save_figure(fig, path)
