@@ -131,7 +131,7 @@ def random_model(source: Path, out: Path) -> str:
     import torch
     from transformers import AutoConfig, AutoModelForSequenceClassification
 
-    config = AutoConfig.from_pretrained(source)
+    config = AutoConfig.from_pretrained(source, trust_remote_code=False)
     torch.manual_seed(0)
     AutoModelForSequenceClassification.from_config(config).save_pretrained(out, safe_serialization=True)
     for f in source.iterdir():

@@ -93,6 +93,18 @@ def tiny_model_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
+def one_torch_thread():
+    """torch on one thread for the module (tiny models run fastest so; several threads on a shared CPU mostly
+    wait); use it with ``pytestmark = pytest.mark.usefixtures("one_torch_thread")``."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
 def browser():
     """A headless system Chromium driven by Playwright (tests.builders.browser); skips without one."""
     from tests.builders.browser import launch

@@ -161,7 +161,8 @@ def test_inputs_for_the_rule():
     assert "results/stats/rte/pretrained/entropy.csv" in got["required"]
     assert "results/stats/rte/finetuned/norms.csv" in got["optional"]  # only with analysis.norms.enabled
     assert "results/stats/rte/seeds/cosine.csv" in got["optional"]     # only with two or more train.seeds
-    both = explorer_inputs(["rte"], norms=True, seeds=True)
+    assert "results/stats/rte/finetuned/decoder_heads.csv" in got["optional"]  # only for a decoder model
+    both = explorer_inputs(["rte"], norms=True, seeds=True, decoder=True)
     assert both["optional"] == [] and set(both["required"]) == set(got["required"]) | set(got["optional"])
     assert "results/stats/rte/finetuned/faithfulness_examples.csv" in both["required"]
     assert len(both["required"]) == len(set(both["required"]))

@@ -19,18 +19,11 @@ from tests.test_training import _setup, keyword_frame, step_config, train_config
 
 pytest.importorskip("peft", reason="train.method lora needs peft (in the test extra: pip install -e '.[test]')")
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 RANK = 4
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models run fastest on one thread (several threads on a shared CPU mostly wait)."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

@@ -12,23 +12,18 @@ from __future__ import annotations
 import os
 
 import pytest
-import torch
 
 from bertology.models import decoder_model_types, encoder_model_types
 from tests.builders.matrix import (DECODER_NOT_FULL, DECODER_NOT_HOOKED, Row, check_decoder_architecture,
                                    decoder_doc_table, decoder_table, frames)
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 TYPES = decoder_model_types()
 ROWS: dict[str, Row] = {}
 DOC = "docs/matrix-decoders.md"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

@@ -21,6 +21,9 @@ from bertology.tasks import get_task
 from tests.builders.steps import run_step
 
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
 def validated(**overrides) -> dict:
     """A validated config: the schema fills every key that `overrides` leaves out."""
     from bertology.config import validate_config
@@ -63,15 +66,6 @@ def keyword_frame(n: int, seed: int, pair: bool = False) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models run fastest on one thread (several threads on a shared CPU mostly wait)."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

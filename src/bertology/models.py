@@ -140,8 +140,9 @@ def _convert_gguf(source: Path, out: Path) -> None:
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()
     try:
-        tokenizer = AutoTokenizer.from_pretrained(str(source.parent), gguf_file=source.name)
-        quantised = AutoModelForCausalLM.from_pretrained(str(source.parent), gguf_file=source.name)
+        tokenizer = AutoTokenizer.from_pretrained(str(source.parent), gguf_file=source.name, trust_remote_code=False)
+        quantised = AutoModelForCausalLM.from_pretrained(str(source.parent), gguf_file=source.name,
+                                                         trust_remote_code=False)
     except Exception as err:  # noqa: BLE001 - gguf missing, an unsupported quantisation or architecture
         raise ModelNotFoundError(f"transformers cannot read {source} ({type(err).__name__}: "
                                  f"{' '.join(str(err).split())[:300]}); install the gguf package (pip install gguf), "

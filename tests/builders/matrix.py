@@ -434,6 +434,18 @@ def check_value_norms(model_dir, tok, frame) -> str:
     return "yes; mixing: " + ", ".join(sorted(mixing))
 
 
+def table1_cell(model_dir, tok, frame) -> str:
+    """The Table 1 column of a row: :func:`check_table1` run (its assertions raise), or why the model cannot even
+    classify token ids."""
+    try:
+        padded = check_table1(model_dir, tok, frame)
+    except AssertionError:
+        raise
+    except Exception as err:  # noqa: BLE001 - a model that cannot even classify token ids: the row says why
+        return f"no ({_short(err)})"
+    return "yes" if padded is None else "yes, but padding changes its logits"
+
+
 def _short(err: Exception) -> str:
     return f"{type(err).__name__}: {' '.join(str(err).split())[:110]}"
 
@@ -489,14 +501,7 @@ def check_architecture(model_type: str, workdir: Path, frames_: dict) -> Row:
                 row.sweep = check_sweep(model_dir, tok, pair)
         else:
             row.extraction = row.disabling = "no: no full attention maps"
-        try:
-            padded = check_table1(model_dir, tok, pair)
-        except AssertionError:
-            raise
-        except Exception as err:  # noqa: BLE001 - a model that cannot even classify token ids: the row says why
-            row.table1 = f"no ({_short(err)})"
-        else:
-            row.table1 = "yes" if padded is None else "yes, but padding changes its logits"
+        row.table1 = table1_cell(model_dir, tok, pair)
         if shares_attention(model):
             row.notes.append("layers share one attention module: a call's layer is its rank in the forward pass")
         if not any(k == "token_type_ids" for k in _inputs(model, {"token_type_ids": 0})):
@@ -725,14 +730,7 @@ def check_decoder_architecture(model_type: str, workdir: Path, frames_: dict) ->
                 row.sweep = check_sweep(model_dir, tok, pair)
         else:
             row.extraction = row.disabling = "no: no causal attention maps"
-        try:
-            padded = check_table1(model_dir, tok, pair)
-        except AssertionError:
-            raise
-        except Exception as err:  # noqa: BLE001 - a model that cannot even classify token ids: the row says why
-            row.table1 = f"no ({_short(err)})"
-        else:
-            row.table1 = "yes" if padded is None else "yes, but padding changes its logits"
+        row.table1 = table1_cell(model_dir, tok, pair)
     return row
 
 
