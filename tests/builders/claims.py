@@ -64,10 +64,11 @@ def check_table1_rows(results: Path, ledger: pd.DataFrame) -> None:
         assert r.unit == "examples" and math.isfinite(r.ci_low) and math.isfinite(r.p), r
 
 
-def check_ledger(results: Path, tasks: list[str], off: frozenset[str] = frozenset()) -> pd.DataFrame:
+def check_ledger(results: Path, tasks: list[str], off: frozenset[str] = frozenset(), kind: str = "encoder") -> pd.DataFrame:
     """claims.csv's fixed effects equal their recomputation (1e-9), every verdict follows the rule, p_holm is Holm's
     over the ledger (a task-free claim one test), every claim of the registry has one row per task (a task-free one,
-    Claim.task_free with the config keys `off` off, one row: task all), every row says what its interval rests on,
+    Claim.task_free with the config keys `off` off, one row: task all; the claims about models of the run's `kind`),
+    every row says what its interval rests on,
     and the Table 1 claims are decided over the validation examples (:func:`check_table1_rows`)."""
     from statsmodels.stats.multitest import multipletests
 
@@ -75,7 +76,7 @@ def check_ledger(results: Path, tasks: list[str], off: frozenset[str] = frozense
     from bertology.claims.ledger import ALL
 
     ledger = pd.read_csv(results / "claims.csv")
-    expected = sorted((c.id, t) for c in REGISTRY.claims() for t in ([ALL] if c.task_free(off) else tasks))
+    expected = sorted((c.id, t) for c in REGISTRY.claims(kind) for t in ([ALL] if c.task_free(off) else tasks))
     assert sorted(zip(ledger.claim, ledger.task)) == expected
     assert ledger["rests_on"].map(lambda x: isinstance(x, str) and x.startswith(("n = ", "no interval: n = ",
                                                                                   "nothing: "))).all()
