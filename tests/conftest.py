@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -90,6 +91,20 @@ def build_tiny_bert(path: Path, *, layers: int = 2, heads: int = 4, hidden: int 
 def tiny_model_dir(tmp_path_factory) -> Path:
     """A tiny BERT: 2 layers x 4 heads, hidden 32, random weights, the embedded model's tokenizer."""
     return build_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))
+
+
+@pytest.fixture(scope="session")
+def dropout_model_dir(tiny_model_dir, tmp_path_factory) -> Path:
+    """The tiny BERT with dropout 0.1, so that resumption must restore the RNG to reproduce a run."""
+    import shutil
+
+    path = tmp_path_factory.mktemp("tiny-dropout")
+    for f in tiny_model_dir.iterdir():
+        shutil.copy(f, path / f.name)
+    cfg = json.loads((path / "config.json").read_text())
+    cfg.update(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
+    (path / "config.json").write_text(json.dumps(cfg))
+    return path
 
 
 @pytest.fixture(scope="module")

@@ -24,27 +24,11 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 RANK = 4
 
 
-
-
 @pytest.fixture(scope="module")
 def tiny_llama_dir(tmp_path_factory) -> Path:
     from tests.builders.decoders import build_decoder
 
     return build_decoder("llama", tmp_path_factory.mktemp("tiny-llama") / "llama", style="llama")
-
-
-@pytest.fixture(scope="module")
-def dropout_model_dir(tiny_model_dir, tmp_path_factory) -> Path:
-    """The tiny BERT with dropout 0.1, so that resumption must restore the RNG to reproduce a run."""
-    import shutil
-
-    path = tmp_path_factory.mktemp("tiny-dropout")
-    for f in tiny_model_dir.iterdir():
-        shutil.copy(f, path / f.name)
-    cfg = json.loads((path / "config.json").read_text())
-    cfg.update(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
-    (path / "config.json").write_text(json.dumps(cfg))
-    return path
 
 
 def lora_config(**train):

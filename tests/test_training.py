@@ -66,22 +66,6 @@ def keyword_frame(n: int, seed: int, pair: bool = False) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-
-
-@pytest.fixture(scope="module")
-def dropout_model_dir(tiny_model_dir, tmp_path_factory) -> Path:
-    """The tiny BERT with dropout 0.1, so that resumption must restore the RNG to reproduce a run."""
-    import shutil
-
-    path = tmp_path_factory.mktemp("tiny-dropout")
-    for f in tiny_model_dir.iterdir():
-        shutil.copy(f, path / f.name)
-    cfg = json.loads((path / "config.json").read_text())
-    cfg.update(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
-    (path / "config.json").write_text(json.dumps(cfg))
-    return path
-
-
 def _setup(model_dir, task="sst2", n_train=96, n_eval=64, seed=0):
     from bertology.models import load_classifier, load_tokenizer
     from bertology.training import encode_split

@@ -8,9 +8,7 @@ import pandas as pd
 
 from bertology.claims.common import Tables, mean_above
 from bertology.claims.stats import Boot, Result, nan_result
-
-#: Gu et al.'s threshold on alpha_0
-EPSILON = 0.3
+from bertology.decoders.heads import SINK_EPSILON as EPSILON  # Gu et al.'s threshold on alpha_0
 
 
 def sink_share(tables: Tables, boot: Boot, *, side: str, null: float, variant: str) -> Result:

@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from bertology.decoders.heads import SINK_EPSILON
+
 
 def _grid(frame: pd.DataFrame, column: str) -> np.ndarray:
     """(L, H) means of `column` over the frame's units."""
@@ -20,7 +22,7 @@ def _grid(frame: pd.DataFrame, column: str) -> np.ndarray:
 
 
 def probe_figure(sink: pd.DataFrame, induction: pd.DataFrame, path: str | Path, *, task: str,
-                 epsilon: float = 0.3) -> Path:
+                 epsilon: float = SINK_EPSILON) -> Path:
     """figures/decoder-{task}.png: two rows of layer x head maps (alpha_0, with the heads above `epsilon`
     outlined; the induction "mul" score), one column per model of the probe, one colour scale per row."""
     from bertology.plotting import layer_head_heatmap, new_figure, save_figure

@@ -36,6 +36,7 @@ def decoder_probe(ctx: StepContext) -> None:
     import torch
 
     from bertology.decoders import probe
+    from bertology.decoders.heads import SINK_EPSILON
     from bertology.models import load_classifier, load_encoder, load_tokenizer, resolve_model
     from bertology.tasks import get_task
 
@@ -52,16 +53,16 @@ def decoder_probe(ctx: StepContext) -> None:
               "finetuned": lambda: load_encoder(str(ctx.input.finetuned))}
     if "random_finetuned" in ctx.input:
         models["random-finetuned"] = lambda: load_encoder(str(ctx.input.random_finetuned))
+    texts = list(_text_batches(tokenizer, frame, cfg.data.max_length, probe.SINK_TOKENS, probe.SINK_BATCH))
+    bos = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
     sink, induction = {}, {}
     for variant, load in models.items():
         model = load()
-        bos = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
-        s = probe.sink_units(model, _text_batches(tokenizer, frame, cfg.data.max_length, probe.SINK_TOKENS,
-                                                  probe.SINK_BATCH))
+        s = probe.sink_units(model, texts)
         tokens, maps = probe.induction_probe(model, seed=int(cfg.data.seed), bos_id=bos)
         i = probe.induction_units(tokens, maps, probe.INDUCTION_SEQ_LEN)
         sink[variant], induction[variant] = s, i
-        rate = float((s["alpha_0"] > 0.3).mean())
+        rate = float((s["alpha_0"] > SINK_EPSILON).mean())
         best = i.groupby(["layer", "head"])["induction"].mean()
         ctx.log.info("%s %s: sink rate %.1f%% of example x head (alpha_0 > 0.3); best induction head %s score %.3f",
                      task, variant, 100 * rate, best.idxmax(), float(best.max()))
