@@ -67,6 +67,15 @@ def padded(enc: Encoded, rows: np.ndarray, pad_id: int, model) -> tuple[dict[str
     return kwargs, lengths
 
 
+def view_target(model, n: int) -> int:
+    """The position the token views are read from, of an example of n tokens: 0 ([CLS]) for an encoder; for a
+    decoder (:func:`bertology.models.model_kind`) its last token, n - 1, the one its sequence classifier reads and
+    the only one whose causal row sees every token (row 0 attends to itself alone)."""
+    from bertology.models import model_kind
+
+    return n - 1 if model_kind(model.config) == "decoder" else 0
+
+
 def _layer_rows(idx: int, method: str, per_layer: np.ndarray) -> pd.DataFrame:
     """mixing_layers.parquet rows of one example and view: per_layer (L, n) -> L * n rows."""
     L, n = per_layer.shape
@@ -86,6 +95,8 @@ class ViewsResult:
     mixing_examples: int = 0
     mixing_note: str | None = None
     decompx_error: float = 0.0
+    #: the newer mixing views computed (mixviews.VIEWS, less ALTI, GlobEnc and DecompX off a post-LN layout)
+    mixing_views: tuple[str, ...] = ()
 
 
 def run_views(model, tokenizer, frame: pd.DataFrame, *, max_length: int, batch_size: int, flow_examples: int,
@@ -94,8 +105,10 @@ def run_views(model, tokenizer, frame: pd.DataFrame, *, max_length: int, batch_s
               mixing_options: mv.MixingOptions | None = None) -> ViewsResult:
     """Attention, value norms, mixing and token views of every example of `frame` (prepared rows, E of them); flow
     on the first `flow_examples` rows only (None = all), the newer mixing views (:mod:`bertology.norms.mixviews`)
-    on the first `mixing_examples` (None = all; their per-layer rows in ``layers``). frequencies: (vocab,) token
-    counts of the training split (None: no frequency correlation). The target of the views is position 0 ([CLS]).
+    on the first `mixing_examples` (None = all; their per-layer rows in ``layers``): ALTI, GlobEnc and DecompX on a
+    post-LN layout, Value Zeroing wherever each layer is found (``mixing_note`` says what is left out and why).
+    frequencies: (vocab,) token counts of the training split (None: no frequency correlation). The target of the
+    views is position 0 ([CLS]); a decoder's last real token (:func:`view_target`).
     stored_norms: example idx -> its value norms (L, H, n) as the attention store holds them (`value_norm`): used
     instead of computing them again (the forward then keeps only the vectors mixing and the norm view need).
     mixing_options: how GlobEnc and DecompX are computed (None: the authors' defaults, config analysis.mixing_views).
@@ -109,14 +122,21 @@ def run_views(model, tokenizer, frame: pd.DataFrame, *, max_length: int, batch_s
     n_flow = len(frame) if flow_examples is None else min(int(flow_examples), len(frame))
     n_mix = len(frame) if mixing_examples is None else min(int(mixing_examples), len(frame))
     seconds = dict.fromkeys(("forward", "mixing", "stats", "raw", "norm", "rollout", "flow"), 0.0)
-    parts, head, note = None, [], None
+    parts, head, note, zeroing = None, [], None, None
     if n_mix:
         try:
             parts = mv.layer_parts(model)
             head = mv.head_linears(model)
-            seconds.update(dict.fromkeys(mv.VIEWS, 0.0))
         except mv.MixingViewsUnsupported as err:
-            note, n_mix = str(err), 0
+            note = f"no ALTI, GlobEnc or DecompX: {err}"
+        try:
+            zeroing = mv.zeroing_blocks(model)
+        except mv.MixingViewsUnsupported as err:
+            note = f"no ALTI, GlobEnc, DecompX or Value Zeroing: {err}" if parts is None else f"no Value Zeroing: {err}"
+    computed = tuple(v for v in mv.VIEWS if (parts and v != "value_zeroing") or (zeroing and v == "value_zeroing"))
+    if not computed:
+        n_mix = 0
+    seconds.update(dict.fromkeys(computed, 0.0))
     rows_out: list[pd.DataFrame] = []
     layer_out: list[pd.DataFrame] = []
     vz_jobs: list[tuple[int, list[str]]] = []
@@ -140,6 +160,7 @@ def run_views(model, tokenizer, frame: pd.DataFrame, *, max_length: int, batch_s
             alpha_all = torch.stack(out.attentions, 1).cpu()                           # (B, L, H, T, T)
             for k, r in enumerate(rows):
                 n = int(lengths[k])
+                target = view_target(model, n)
                 ids = enc.input_ids[r]
                 alpha = alpha_all[k, :, :, :n, :n].double().numpy()
                 cats = kinds.categories(ids[None], np.array([n]))[0]
@@ -154,27 +175,29 @@ def run_views(model, tokenizer, frame: pd.DataFrame, *, max_length: int, batch_s
                 seconds["stats"] += time.perf_counter() - t0
                 views = {}
                 t0 = time.perf_counter()
-                views["raw"] = fl.raw_scores(alpha)
+                views["raw"] = fl.raw_scores(alpha, target)
                 t1 = time.perf_counter()
                 f_last = transformed_vectors(last, cap.values[last.index][k:k + 1, :n])[0]
-                views["norm"] = ff.norm_scores(alpha_all[k, -1, :, :n, :n], f_last.cpu())
+                views["norm"] = ff.norm_scores(alpha_all[k, -1, :, :n, :n], f_last.cpu(), target)
                 t2 = time.perf_counter()
-                views["rollout"] = fl.rollout_scores(alpha)
+                views["rollout"] = fl.rollout_scores(alpha, target)
                 t3 = time.perf_counter()
                 seconds["raw"] += t1 - t0
                 seconds["norm"] += t2 - t1
                 seconds["rollout"] += t3 - t2
                 if r < n_flow:
-                    views["flow"] = fl.flow_scores(alpha)
+                    views["flow"] = fl.flow_scores(alpha, target)
                     seconds["flow"] += time.perf_counter() - t3
                 words = [kinds.tokenizer.convert_ids_to_tokens(int(i)) for i in ids]
-                if r < n_mix:
+                if r < n_mix and parts:
                     logits = getattr(out, "logits", None) if head else None
                     ev = mv.example_views(model, parts, head, cap, pc, out.attentions, k, n,
-                                          None if logits is None else logits[k], seconds, options=mixing_options)
+                                          None if logits is None else logits[k], seconds, target=target,
+                                          options=mixing_options)
                     views.update(ev.scores)
                     decompx_error = max(decompx_error, ev.decompx_error)
                     layer_out += [_layer_rows(int(enc.idx[r]), m, x) for m, x in ev.layers.items()]
+                if r < n_mix and zeroing:
                     vz_jobs.append((r, words))
                 for method, score in views.items():
                     rows_out.append(pd.DataFrame({"example_idx": int(enc.idx[r]), "position": np.arange(n),
@@ -182,7 +205,8 @@ def run_views(model, tokenizer, frame: pd.DataFrame, *, max_length: int, batch_s
     # Value Zeroing's own forwards, after the pass (they would reset the capture's tensors)
     for r, words in vz_jobs:
         one, _ = padded(enc, np.array([r]), pad, model)
-        score, per_layer = mv.value_zeroing_view(model, parts, {k: v.to(device) for k, v in one.items()}, seconds)
+        score, per_layer = mv.value_zeroing_view(model, zeroing, {k: v.to(device) for k, v in one.items()}, seconds,
+                                                 view_target(model, len(words)))
         rows_out.append(pd.DataFrame({"example_idx": int(enc.idx[r]), "position": np.arange(len(words)),
                                       "word": words, "method": "value_zeroing", "score": score}))
         layer_out.append(_layer_rows(int(enc.idx[r]), "value_zeroing", per_layer))
@@ -191,7 +215,7 @@ def run_views(model, tokenizer, frame: pd.DataFrame, *, max_length: int, batch_s
     layers = pd.concat(layer_out, ignore_index=True) if layer_out else pd.DataFrame(columns=LAYER_COLUMNS)
     layers = layers.sort_values(["example_idx", "method", "layer", "position"], kind="stable").reset_index(drop=True)
     return ViewsResult(norm_stats.table(), mix_stats.table(), scores[SCORE_COLUMNS], seconds, len(frame), n_flow,
-                       layers[LAYER_COLUMNS], n_mix, note, decompx_error)
+                       layers[LAYER_COLUMNS], n_mix, note, decompx_error, computed if n_mix else ())
 
 
 @dataclass
@@ -221,7 +245,7 @@ def run_faithfulness(model, tokenizer, frame: pd.DataFrame, scores: pd.DataFrame
     flow_idx = scores.loc[scores["method"] == "flow", "example_idx"].unique()
     sub = frame[frame["idx"].isin(flow_idx)].reset_index(drop=True)
     enc = encode_frame(tokenizer, sub, max_length)
-    replacement = ff.replacement_token_id(tokenizer)
+    replacement = ff.replacement_token_id(tokenizer, model)
     by_example = {k: g for k, g in scores[scores["example_idx"].isin(flow_idx)].groupby("example_idx")}
     seconds = {"ablation": 0.0, "gradient": 0.0, "aopc": 0.0}
     imp_rows, rho_rows = [], []

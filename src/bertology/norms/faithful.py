@@ -3,11 +3,14 @@
 Two importance scores of input token j for a classifier's predicted class c (predicted on the intact input):
 
 - ablation: p_c(x) - p_c(x with token j replaced by the tokenizer's mask token, or its unk token where it has
-  none): the drop in the predicted class's probability (negative when the replacement raises it);
+  none): the drop in the predicted class's probability (negative when the replacement raises it). A decoder
+  (no mask token; its unk is often its pad/eos, which its classifier skips when it looks for the last token) has
+  token j deleted instead (:data:`DELETE`: the copy is one token shorter, the tokens after j move left);
 - input x gradient: sum_d e_jd * d p_c / d e_jd, with e_j the token's input representation, the output of the
   model's embeddings module (word + position + segment embeddings, normalised: the first layer's input). Not the
   raw word embedding: where the embeddings module only normalises it (DeBERTa-v2 without absolute positions),
-  p_c is invariant to its scale and the product is zero whatever the token's importance.
+  p_c is invariant to its scale and the product is zero whatever the token's importance. A decoder has no
+  embeddings module: e_j is the first layer's input (its hidden_states argument), the same quantity.
 
 Each view (raw attention, norm-weighted attention, rollout, flow) is compared with each importance by Spearman's
 rho over an example's ordinary tokens (specials left out: they are never ablated); :func:`summarise` gives the mean,
@@ -29,14 +32,22 @@ IMPORTANCES = ("ablation", "gradient")
 #: the deletion curve's summary (DeYoung et al. 2020's comprehensiveness), a row of faithfulness.csv per view; its
 #: baseline "view": a seeded random order of the tokens
 AOPC, RANDOM = "aopc", "random"
+#: the "replacement" that deletes the tokens (a decoder's ablation and AOPC; any token id is >= 0)
+DELETE = -1
 
 
 class NoReplacementToken(UserError, ValueError):
     """The tokenizer has neither a mask nor an unk token to ablate a token with."""
 
 
-def replacement_token_id(tokenizer) -> int:
-    """The tokenizer's mask token id, else its unk token id."""
+def replacement_token_id(tokenizer, model=None) -> int:
+    """The tokenizer's mask token id, else its unk token id; :data:`DELETE` for a decoder `model`
+    (:func:`bertology.models.model_kind`: a causal model has no mask token and was never trained on one)."""
+    if model is not None:
+        from bertology.models import model_kind
+
+        if model_kind(model.config) == "decoder":
+            return DELETE
     for name in ("mask_token_id", "unk_token_id"):
         value = getattr(tokenizer, name, None)
         if value is not None:
@@ -108,7 +119,8 @@ def masked_drops(model, examples: list[Example], jobs: list[tuple[int, np.ndarra
                  max_tokens: int, pad_id: int = 0,
                  base: torch.Tensor | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The drop p_c(x_e) - p_c(x_e with positions replaced by `replacement`) of each job (e, positions (k,)), c the
-    class example e's intact input predicts. Copies of every example in one stream of batches
+    class example e's intact input predicts (`replacement` :data:`DELETE`: the positions are deleted; a copy
+    with no token left gets NaN). Copies of every example in one stream of batches
     (:func:`class_probabilities`, `max_tokens` padded tokens a forward); a copy asked for twice (the same example and
     set of positions: ablation of token j and AOPC's top 1, or two views' equal top k) is computed once.
     base: (E, C) the intact examples' probabilities where already in hand (else one batched forward).
@@ -125,13 +137,28 @@ def masked_drops(model, examples: list[Example], jobs: list[tuple[int, np.ndarra
         if key not in keys:
             keys[key] = len(rows)
             x = examples[key[0]]
-            ids = x.input_ids.clone()
-            ids[torch.as_tensor(key[1], dtype=torch.long, device=ids.device)] = int(replacement)
-            rows.append((ids, x.attention_mask, x.token_type_ids))
+            where = torch.as_tensor(key[1], dtype=torch.long, device=x.input_ids.device)
+            if replacement == DELETE:
+                keep = torch.ones_like(x.input_ids, dtype=torch.bool)
+                keep[where] = False
+                rows.append((x.input_ids[keep], x.attention_mask[keep],
+                             None if x.token_type_ids is None else x.token_type_ids[keep]))
+            else:
+                ids = x.input_ids.clone()
+                ids[where] = int(replacement)
+                rows.append((ids, x.attention_mask, x.token_type_ids))
         slot[q] = keys[key]
     if not jobs:
         return np.zeros(0), classes
-    p = class_probabilities(model, rows, max_tokens=max_tokens, pad_id=pad_id)
+    empty = [k for k, r in enumerate(rows) if r[0].shape[0] == 0]
+    if empty:                                       # nothing left to classify: NaN, the other rows as they are
+        full = [k for k, r in enumerate(rows) if r[0].shape[0] > 0]
+        got = class_probabilities(model, [rows[k] for k in full], max_tokens=max_tokens, pad_id=pad_id)
+        p = torch.full((len(rows), base.shape[-1]), float("nan"), dtype=torch.float64, device=base.device)
+        if full:
+            p[torch.as_tensor(full, device=p.device)] = got.to(p.device)
+    else:
+        p = class_probabilities(model, rows, max_tokens=max_tokens, pad_id=pad_id)
     owner = np.array([e for e, _ in keys], dtype=np.int64)
     cls = torch.as_tensor(classes[owner], device=p.device)
     copy_p = p[torch.arange(len(rows), device=p.device), cls]
@@ -199,6 +226,36 @@ def _leaf_hook(captured: list[torch.Tensor]):
     return hook
 
 
+def _first_layer_hook(captured: list[torch.Tensor]):
+    """A forward pre-hook (with kwargs) that makes the first layer's input hidden states a leaf, appended to
+    `captured` (a decoder: no embeddings module; the positions are added inside the layers or before this input)."""
+    def hook(module, args, kwargs):
+        if args:
+            leaf = args[0].detach().requires_grad_(True)
+            captured.append(leaf)
+            return (leaf, *args[1:]), kwargs
+        leaf = kwargs["hidden_states"].detach().requires_grad_(True)
+        captured.append(leaf)
+        return args, {**kwargs, "hidden_states": leaf}
+    return hook
+
+
+def _input_hook(model, captured: list[torch.Tensor]):
+    """The hook handle that captures e, the input representation input x gradient is taken at: the embeddings
+    module's output, or, without one (a decoder), the first layer's input."""
+    if getattr(model.base_model, "embeddings", None) is not None:
+        return _embeddings(model).register_forward_hook(_leaf_hook(captured))
+    from bertology.norms.values import NormsUnsupported, attention_blocks
+
+    try:
+        first = attention_blocks(model)[0].enclosing
+    except NormsUnsupported:
+        first = None
+    if first is None:
+        _embeddings(model)                          # its error: nowhere to take the gradient at
+    return first.register_forward_pre_hook(_first_layer_hook(captured), with_kwargs=True)
+
+
 def gradient_importance(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, *,
                         token_type_ids: torch.Tensor | None = None, target: int | None = None) -> np.ndarray:
     """Input x gradient of the predicted (or `target`) class's probability: (n,) float64, sum_d e_jd dp/de_jd.
@@ -207,7 +264,7 @@ def gradient_importance(model, input_ids: torch.Tensor, attention_mask: torch.Te
     (``model.base_model.embeddings``), taken through a forward hook.
     """
     captured: list[torch.Tensor] = []
-    handle = _embeddings(model).register_forward_hook(_leaf_hook(captured))
+    handle = _input_hook(model, captured)
     try:
         with torch.enable_grad():
             logits = _forward(model, input_ids[None], attention_mask[None],
@@ -227,10 +284,9 @@ def gradient_importances(model, examples: list[Example], *, max_tokens: int, pad
     rows do not interact (padded keys get weight 0), so each row's gradient is its own, to float rounding.
     targets: (E,) classes (None: each example's predicted class). Returns [(n_k,) float64]."""
     captured: list[torch.Tensor] = []
-    embeddings = _embeddings(model)
     lengths = [int(x.input_ids.shape[0]) for x in examples]
     out: list[np.ndarray | None] = [None] * len(examples)
-    handle = embeddings.register_forward_hook(_leaf_hook(captured))
+    handle = _input_hook(model, captured)
     try:
         for batch in _batches(lengths, max_tokens):
             width = lengths[batch[0]]

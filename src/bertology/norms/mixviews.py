@@ -4,8 +4,11 @@
 All four need a post-LN layer whose parts bertology finds from the modules' structure (:func:`layer_parts`): the
 attention block of :mod:`bertology.norms.values` with its post-LayerNorm LN1 (:mod:`bertology.norms.mixing`), then a
 feed-forward block of two linears W1 (D -> F) and W2 (F -> D) with an elementwise activation between them, and a
-second LayerNorm LN2 over (FFN + residual), whose output is the layer's output. A pre-LN layer (ModernBERT) or a
-layout bertology does not recognise gets none of them (:class:`MixingViewsUnsupported`, said in one line).
+second LayerNorm LN2 over (FFN + residual), whose output is the layer's output. A pre-LN layer (ModernBERT, a
+pre-norm decoder) or a layout bertology does not recognise gets none of ALTI, GlobEnc and DecompX
+(:class:`MixingViewsUnsupported`, said in one line). Value Zeroing needs only the layer whose output it compares
+(:func:`zeroing_blocks`: the element of the layers' ModuleList holding each attention module), so it runs on those
+too, decoders included (a grouped key/value head's value vector is zeroed, so for every query head of its group).
 
 Per layer l, one example of n tokens (no padding), i the receiving token, j the contributing one:
 
@@ -16,7 +19,8 @@ Per layer l, one example of n tokens (no padding), i the receiving token, j the 
   first, a variant of bertology's own);
 - Value Zeroing: 1 - cos(y_i, y_i^{-j}), y the layer's real output and y^{-j} its output with token j's value vectors
   zeroed in every head (the layers below as in the intact pass), rows normalised to sum 1;
-- each of the three is aggregated by rollout: R = C_L ... C_1 (no identity added: the residual is in C), view = R[0];
+- each of the three is aggregated by rollout: R = C_L ... C_1 (no identity added: the residual is in C), view = R[t]
+  with t the views' target (0, [CLS]; a decoder's last token, :func:`bertology.norms.analysis.view_target`);
 - DecompX: the decomposition X (n, n, D), X[i, j] token j's part of token i's representation, from X = diag(input of
   layer 1) through attention, residual, LN1, FFN (activation as its zero-origin slope act(z)/(z + eps) at the real z),
   residual and LN2 of every layer, then the classifier head at position 0 (each linear; activations by their
@@ -119,12 +123,12 @@ def layer_parts(model: torch.nn.Module) -> list[LayerParts]:
             kind = "a pre-LN layer (no LayerNorm after attention + residual)" if b.residual_sum is not None else \
                 "a layer whose residual layout bertology does not recognise"
             raise MixingViewsUnsupported(
-                f"{type(model).__name__} layer {b.index} is {kind}: ALTI, GlobEnc, DecompX and Value Zeroing decompose "
+                f"{type(model).__name__} layer {b.index} is {kind}: ALTI, GlobEnc and DecompX decompose "
                 f"post-LN layers (attention, residual, LayerNorm, feed-forward, residual, LayerNorm)")
         rest = [m for m in b.layer.modules() if is_linear(m) and m is not b.output and not _inside(m, b.attention)]
         norms = [m for m in b.layer.modules() if isinstance(m, torch.nn.LayerNorm) and m is not b.post_norm
                  and not _inside(m, b.attention)]
-        D = b.output.weight.shape[0]
+        D = b.output_weight().shape[0]
         ok = len(rest) == 2 and len(norms) == 1 and rest[0].weight.shape[1] == D and \
             rest[1].weight.shape == (D, rest[0].weight.shape[0])
         if not ok:
@@ -393,7 +397,7 @@ def decompx_layer(parts: LayerParts, x: torch.Tensor, alpha: torch.Tensor, ln1_i
     n, m, D = x.shape
     q = slice(None) if rows is None else rows
     wv, bv = b.value_weights()
-    wo = b.output.weight.to(x.dtype)
+    wo = b.output_weight().to(x.dtype)
     al = alpha.to(x.dtype)[:, q]                                                   # (H, r, n)
     bias = torch.zeros(D, dtype=x.dtype, device=x.device)
     if first:
@@ -471,13 +475,26 @@ def _zero_values(block: AttentionBlock, out: torch.Tensor) -> torch.Tensor:
     H, dh = block.heads, block.head_dim
     j = torch.arange(n, device=out.device)
     if block.layout == "blocks":
-        out[j, j, 2 * H * dh:] = 0
+        start, stop = block.value_columns()
+        out[j, j, start:stop] = 0
     elif block.layout == "per_head":
         view = out.view(n, T, H, 3 * dh)
         view[j, j, :, 2 * dh:] = 0
     else:
         out[j, j] = 0
     return out
+
+
+def zeroing_blocks(model: torch.nn.Module) -> list[AttentionBlock]:
+    """The attention blocks Value Zeroing runs on: every one whose layer (``enclosing``, the element of the layers'
+    ModuleList holding the attention module; its output is the layer's output) is found, whatever its residual and
+    normalisation layout; else :class:`MixingViewsUnsupported`."""
+    blocks = attention_blocks(model)
+    missing = [b.index for b in blocks if b.enclosing is None]
+    if missing:
+        raise MixingViewsUnsupported(f"{type(model).__name__}: the layer holding the attention of layers {missing} is "
+                                     f"not found: Value Zeroing compares a layer's outputs")
+    return blocks
 
 
 def removed_parts(alpha: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
@@ -487,9 +504,14 @@ def removed_parts(alpha: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
 
 
 @torch.no_grad()
-def value_zeroing(model, parts: list[LayerParts], inputs: dict[str, torch.Tensor],
+def value_zeroing(model, parts: list[LayerParts] | list[AttentionBlock], inputs: dict[str, torch.Tensor],
                   method: str = "subtract") -> torch.Tensor:
     """Value Zeroing matrices of one example (inputs: model inputs of batch 1, no padding, n tokens) -> (L, n, n).
+
+    parts: :func:`layer_parts` or :func:`zeroing_blocks` (only each block's ``enclosing`` layer, value and output
+    projections are used). Grouped key/value heads: token j's key/value vectors are zeroed, which zeroes it for every
+    query head (removed = sum over the H query heads of alpha_h[i, j] f_h(x_j), f_h from the group's vector). A
+    causal layer's C_l is lower-triangular (token j changes no output before it).
 
     One intact forward keeps every layer's output, attention and value vectors. Then per layer l, copy j has token
     j's value vectors zeroed in layer l only: its attention output at position i is the intact one less
@@ -503,11 +525,11 @@ def value_zeroing(model, parts: list[LayerParts], inputs: dict[str, torch.Tensor
     layer l's output; they agree to rounding."""
     if method not in ("subtract", "forward"):
         raise ValueError(f"value_zeroing method must be 'subtract' or 'forward', got {method!r}")
-    blocks = [p.block for p in parts]
+    blocks = [getattr(p, "block", p) for p in parts]
     layers = []
     for b in blocks:
-        if not any(b.layer is m for m in layers):
-            layers.append(b.layer)
+        if not any(b.enclosing is m for m in layers):
+            layers.append(b.enclosing)
     kept: list = []
     state = {"call": 0, "target": -1, "copies": 1}
 
@@ -661,7 +683,7 @@ def example_views(model, parts: list[LayerParts], head: list[torch.nn.Module], c
     return ExampleViews(scores, layers, predicted, err)
 
 
-def value_zeroing_view(model, parts: list[LayerParts], inputs: dict[str, torch.Tensor], seconds: dict[str, float],
+def value_zeroing_view(model, parts: list[LayerParts] | list[AttentionBlock], inputs: dict[str, torch.Tensor], seconds: dict[str, float],
                        target: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Value Zeroing of one example (inputs: batch 1, no padding) -> (row `target` of the rollout (n,), each layer's
     own row (L, n)). Its forwards reset a :class:`~bertology.norms.values.Capture` open on the model: run it after

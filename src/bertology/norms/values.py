@@ -45,8 +45,12 @@ from bertology.attention_layers import CallRank, layer_modules
 from bertology.errors import UserError
 
 VALUE_NAMES = ("value", "v", "v_proj", "v_lin", "value_proj")
-FUSED_NAMES = {"Wqkv": "blocks", "in_proj": "per_head"}       # V's columns: last third; each head's last third
-OUTPUT_NAMES = ("o", "o_proj", "out_lin", "out_proj", "Wo", "dense")
+# V's columns: the last (the key/value heads' share of the) block; each head's last third
+FUSED_NAMES = {"Wqkv": "blocks", "c_attn": "blocks", "in_proj": "per_head"}
+OUTPUT_NAMES = ("o", "o_proj", "out_lin", "out_proj", "Wo", "dense", "c_proj")
+# a pre-norm decoder layer (Llama, Qwen2, Mistral, Gemma, ...): the norm before attention, the norm whose input is
+# x + attention
+PRE_NORM_NAMES = ("input_layernorm", "post_attention_layernorm")
 
 
 class NormsUnsupported(UserError, ValueError):
@@ -54,9 +58,22 @@ class NormsUnsupported(UserError, ValueError):
 
 
 def is_linear(module) -> bool:
-    """A linear layer: a module with a 2-d ``weight`` (torch's Linear, I-BERT's QuantLinear, ...)."""
+    """A linear layer: a module with a 2-d ``weight`` (torch's Linear, I-BERT's QuantLinear, GPT-2's Conv1D, ...)."""
     w = getattr(module, "weight", None)
     return isinstance(module, torch.nn.Module) and isinstance(w, torch.Tensor) and w.ndim == 2
+
+
+def is_conv1d(module) -> bool:
+    """GPT-2's ``Conv1D`` (transformers.pytorch_utils): a linear whose weight is stored (in, out), y = x W + b,
+    told by its ``nx`` (in) and ``nf`` (out features) and a weight of shape (nx, nf)."""
+    nf, nx = getattr(module, "nf", None), getattr(module, "nx", None)
+    return is_linear(module) and isinstance(nf, int) and isinstance(nx, int) and tuple(module.weight.shape) == (nx, nf)
+
+
+def linear_weight(module) -> torch.Tensor:
+    """A linear's weight as torch's Linear holds it, (out, in), y = x W^T + b: Conv1D's (in, out) transposed (a
+    view)."""
+    return module.weight.T if is_conv1d(module) else module.weight
 
 
 @dataclass(frozen=True)
@@ -64,11 +81,17 @@ class AttentionBlock:
     """One layer's attention block, as modules of the model.
 
     attention: the module holding the value projection; value: the linear whose output holds V (layout
-    "plain": all of its columns; "blocks": the last third; "per_head": the last third of each head's 3*dh
-    columns, plus `value_bias` (H*dh,) added after); output: the output projection W_O (D x H*dh), b_O;
-    layer: the encoder layer whose input is the residual stream x (None: not recognised, no mixing);
-    post_norm: the LayerNorm applied to (attention output + residual) in a post-LN layer, None otherwise;
-    residual_sum: in a pre-LN layer, the module whose input is x + attention (ModernBERT's ``mlp_norm``).
+    "plain": all of its columns; "blocks": the last KV*dh of the fused [q (H*dh) | k (KV*dh) | v (KV*dh)]
+    columns, the last third where KV = H; "per_head": the last third of each head's 3*dh columns, plus
+    `value_bias` (H*dh,) added after); output: the output projection W_O (D x H*dh), b_O (a Conv1D's (H*dh, D)
+    weight is read transposed, :func:`linear_weight`); layer: the encoder layer whose input is the residual
+    stream x (None: not recognised, no mixing); post_norm: the LayerNorm applied to (attention output +
+    residual) in a post-LN layer, None otherwise; residual_sum: in a pre-LN layer, the module whose input is
+    x + attention (ModernBERT's ``mlp_norm``, a pre-norm decoder's ``post_attention_layernorm``).
+    kv_heads: KV, the key/value heads (grouped-query attention: KV < H, KV divides H; query head h reads the
+    value of key/value head h // (H / KV), transformers' ``repeat_kv``); enclosing: the element of the layers'
+    ModuleList that holds the attention module (None: not found), whether or not its residual layout is
+    recognised.
     """
 
     index: int
@@ -82,11 +105,22 @@ class AttentionBlock:
     heads: int
     head_dim: int
     value_bias: torch.Tensor | None = None
+    kv_heads: int | None = None
+    enclosing: torch.nn.Module | None = None
+
+    @property
+    def groups(self) -> int:
+        """KV, the key/value heads (H where the attention does not group them)."""
+        return self.heads if self.kv_heads is None else self.kv_heads
+
+    def output_weight(self) -> torch.Tensor:
+        """W_O as (D, H*dh), whatever the module stores (Conv1D: (H*dh, D))."""
+        return linear_weight(self.output)
 
     def head_weights(self) -> torch.Tensor:
-        """W_O split per head: (H, D, dh), W_O^h = the columns of head h."""
-        w = self.output.weight                                   # (D, H*dh)
-        return w.view(w.shape[0], self.heads, self.head_dim).permute(1, 0, 2)
+        """W_O split per head: (H, D, dh), W_O^h = the columns of (query) head h."""
+        w = self.output_weight()                                 # (D, H*dh)
+        return w.reshape(w.shape[0], self.heads, self.head_dim).permute(1, 0, 2)
 
     def factors(self) -> torch.Tensor:
         """(H, dh, dh): M_h = R_h^T with W_O^h = Q_h R_h (reduced QR), so that ||v W_O^h^T|| = ||v M_h||."""
@@ -94,12 +128,18 @@ class AttentionBlock:
         r = torch.linalg.qr(w, mode="r").R                         # (H, min(D, dh), dh)
         return r.transpose(1, 2).contiguous().to(self.output.weight.dtype)
 
+    def value_columns(self) -> tuple[int, int]:
+        """(start, stop) of V's KV*dh features in a "blocks" layout's fused output [q | k | v] (its last KV*dh)."""
+        width = linear_weight(self.value).shape[0]
+        return width - self.groups * self.head_dim, width
+
     def value_weights(self) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """(W_V (H*dh, D_in), b_V (H*dh,) or None): the rows of the value linear that make V, head after head."""
-        w, b = self.value.weight, getattr(self.value, "bias", None)
-        hd = self.heads * self.head_dim
+        """(W_V (KV*dh, D_in), b_V (KV*dh,) or None): the rows of the value linear that make V, key/value head after
+        key/value head (KV = H without grouped-query attention; query head h reads rows of head h // (H / KV))."""
+        w, b = linear_weight(self.value), getattr(self.value, "bias", None)
+        hd = self.groups * self.head_dim
         if self.layout == "blocks":
-            rows = torch.arange(2 * hd, 3 * hd, device=w.device)
+            rows = torch.arange(*self.value_columns(), device=w.device)
         elif self.layout == "per_head":
             rows = (torch.arange(self.heads, device=w.device)[:, None] * 3 * self.head_dim + 2 * self.head_dim
                     + torch.arange(self.head_dim, device=w.device)[None, :]).reshape(-1)
@@ -135,7 +175,7 @@ def _output(module: torch.nn.Module, parent: torch.nn.Module | None, width: int)
         kids = _children(place)
         for name in OUTPUT_NAMES:
             m = kids.get(name)
-            if is_linear(m) and m is not module and m.weight.shape[1] == width:
+            if is_linear(m) and m is not module and linear_weight(m).shape[1] == width:
                 return m, place
     return None
 
@@ -144,15 +184,42 @@ def _layer_norms(module: torch.nn.Module) -> list[torch.nn.LayerNorm]:
     return [m for m in module.children() if isinstance(m, torch.nn.LayerNorm)]
 
 
-def _residual_layout(attention, parent, container, names, modules):
-    """(layer, post_norm, residual_sum) of the mixing analysis where the layout is recognised, else Nones."""
-    layer, name = None, names[attention]
-    while name:                                    # the enclosing element of a ModuleList
+def enclosing_layer(module: torch.nn.Module, names: dict, modules: dict) -> torch.nn.Module | None:
+    """The element of a ModuleList (the model's layers) that holds `module`, or None."""
+    name = names[module]
+    while name:
         up = name.rsplit(".", 1)[0] if "." in name else ""
         if isinstance(modules.get(up), torch.nn.ModuleList):
-            layer = modules[name]
-            break
+            return modules[name]
         name = up
+    return None
+
+
+def _is_norm(module) -> bool:
+    """A normalisation module: torch's LayerNorm or RMSNorm, or a model's own class named ``*Norm``/``*NormNd``
+    (LlamaRMSNorm, GemmaRMSNorm, ...)."""
+    return isinstance(module, (torch.nn.LayerNorm, getattr(torch.nn, "RMSNorm", torch.nn.LayerNorm))) or \
+        "Norm" in type(module).__name__
+
+
+def _pre_norm_sum(attention, layer, config) -> torch.nn.Module | None:
+    """A pre-norm decoder layer's module whose input is x + attention: its ``post_attention_layernorm``, where the
+    layer holds the attention module and exactly two norms, ``input_layernorm`` and ``post_attention_layernorm``
+    (Llama, Qwen2, Mistral, Gemma, ...), and the config does not run attention and feed-forward in parallel
+    (``use_parallel_residual``/``parallel_attn``: both read x, GPT-NeoX). Else None: a sandwich layer (Gemma 2's
+    four norms) or a post-norm one (OLMo 2 normalises the attention's output before the residual)."""
+    kids = _children(layer)
+    norms = [n for n, m in kids.items() if _is_norm(m)]
+    if sorted(norms) != sorted(PRE_NORM_NAMES) or not any(m is attention for m in kids.values()):
+        return None
+    if getattr(config, "use_parallel_residual", False) or getattr(config, "parallel_attn", False):
+        return None
+    return kids["post_attention_layernorm"]
+
+
+def _residual_layout(attention, parent, container, names, modules, config=None):
+    """(layer, post_norm, residual_sum) of the mixing analysis where the layout is recognised, else Nones."""
+    layer = enclosing_layer(attention, names, modules)
     if layer is None:
         return None, None, None
     if container is not attention and len(_layer_norms(container)) == 1:             # BERT: output.LayerNorm
@@ -167,15 +234,38 @@ def _residual_layout(attention, parent, container, names, modules):
             return layer, layer.sa_layer_norm, None
         if getattr(layer, "attn", None) is attention and isinstance(getattr(layer, "mlp_norm", None), torch.nn.Module):
             return layer, None, layer.mlp_norm                                        # ModernBERT (pre-LN)
+        pre = _pre_norm_sum(attention, layer, config)
+        if pre is not None:
+            return layer, None, pre                                                   # a pre-norm decoder
     return None, None, None
 
 
-def attention_blocks(model: torch.nn.Module) -> list[AttentionBlock]:
-    """Every layer's :class:`AttentionBlock`, in layer order (model: an encoder or a classifier around one).
+def _widths(value: torch.nn.Module, layout: str, heads: int, kv: int) -> tuple[int, int] | None:
+    """(V's width KV*dh, W_O's input width H*dh) of a value linear, or None where its features do not split so."""
+    out = linear_weight(value).shape[0]
+    if layout == "per_head":
+        return (out // 3, out // 3) if out % 3 == 0 else None
+    if layout == "blocks":                                     # [q (H dh) | k (KV dh) | v (KV dh)]
+        if out % (heads + 2 * kv):
+            return None
+        dh = out // (heads + 2 * kv)
+        return kv * dh, heads * dh
+    if out % kv:
+        return None
+    return out, out // kv * heads
 
-    A module shared by several layers (ALBERT's ``num_hidden_groups`` groups of consecutive layers) gives one
-    block per layer, the same modules under each layer's index."""
+
+def attention_blocks(model: torch.nn.Module) -> list[AttentionBlock]:
+    """Every layer's :class:`AttentionBlock`, in layer order (model: an encoder, a decoder or a classifier around
+    one).
+
+    Grouped-query attention (``config.num_key_value_heads`` KV < H, KV dividing H): the value projection has
+    KV*dh outputs and W_O takes H*dh inputs. A module shared by several layers (ALBERT's ``num_hidden_groups``
+    groups of consecutive layers) gives one block per layer, the same modules under each layer's index."""
     heads = int(model.config.num_attention_heads)
+    kv = int(getattr(model.config, "num_key_value_heads", None) or heads)
+    if kv <= 0 or heads % kv:
+        kv = heads
     modules = dict(model.named_modules())
     names = {m: n for n, m in modules.items()}
     found = []
@@ -185,14 +275,19 @@ def attention_blocks(model: torch.nn.Module) -> list[AttentionBlock]:
             continue
         v, layout = value
         parent = modules.get(name.rsplit(".", 1)[0] if "." in name else "")
-        width = v.weight.shape[0] // (3 if layout != "plain" else 1)
-        out = _output(module, parent, width)
-        if out is None or width % heads:
+        widths = _widths(v, layout, heads, kv if layout != "per_head" else heads)
+        if widths is None:
+            continue
+        width, out_width = widths
+        out = _output(module, parent, out_width)
+        if out is None or out_width % heads:
             continue
         extra = getattr(module, "v_bias", None) if layout == "per_head" else None
-        layer, post_norm, residual_sum = _residual_layout(module, parent, out[1], names, modules)
-        found.append((module, layer, v, layout, out[0], post_norm, residual_sum, width // heads,
-                      extra if isinstance(extra, torch.Tensor) else None))
+        layer, post_norm, residual_sum = _residual_layout(module, parent, out[1], names, modules, model.config)
+        groups = width // (out_width // heads)
+        found.append((module, layer, v, layout, out[0], post_norm, residual_sum, out_width // heads,
+                      extra if isinstance(extra, torch.Tensor) else None, None if groups == heads else groups,
+                      enclosing_layer(module, names, modules)))
     n_layers = int(model.config.num_hidden_layers)
     layers = layer_modules(model, [f[0] for f in found])       # shared (ALBERT): each group's for its layers
     if layers is None:
@@ -207,8 +302,7 @@ def attention_blocks(model: torch.nn.Module) -> list[AttentionBlock]:
                                f"are quantised after the projection; leave the norm analyses out for this model "
                                f"(analysis.norms.enabled: false)")
     by_module = {id(f[0]): f for f in found}
-    return [AttentionBlock(i, *by_module[id(m)][:7], heads, by_module[id(m)][7], by_module[id(m)][8])
-            for i, m in enumerate(layers)]
+    return [AttentionBlock(i, *by_module[id(m)][:7], heads, *by_module[id(m)][7:]) for i, m in enumerate(layers)]
 
 
 def norms_unsupported(name_or_path: str) -> str | None:
@@ -229,24 +323,30 @@ def norms_unsupported(name_or_path: str) -> str | None:
 
 
 def head_values(block: AttentionBlock, value_out) -> torch.Tensor:
-    """The value projection's output (B, T, *) -> the value vectors (B, T, H, dh) of every head (bias included).
+    """The value projection's output (B, T, *) -> the value vectors (B, T, H, dh) of every (query) head, bias
+    included.
 
-    A tuple output (I-BERT's QuantLinear: (output, scale)) gives its first element."""
+    Grouped-query attention (KV < H key/value heads): the KV vectors (B, T, KV, dh) repeated to the H query heads,
+    query head h taking key/value head h // (H / KV) (transformers' ``repeat_kv`` order; a view, no copy until
+    used). A tuple output (I-BERT's QuantLinear: (output, scale)) gives its first element."""
     if isinstance(value_out, (tuple, list)):
         value_out = value_out[0]
     if value_out.ndim != 3:
         raise NormsUnsupported(f"layer {block.index}'s value projection gave a {value_out.ndim}-d output (unpadded "
                                f"sequences?); value norms need (batch, positions, features)")
     B, T, _ = value_out.shape
-    H, dh = block.heads, block.head_dim
+    H, G, dh = block.heads, block.groups, block.head_dim
     if block.layout == "blocks":
-        v = value_out[..., 2 * H * dh:].reshape(B, T, H, dh)
+        start, stop = block.value_columns()
+        v = value_out[..., start:stop].reshape(B, T, G, dh)
     elif block.layout == "per_head":
         v = value_out.reshape(B, T, H, 3 * dh)[..., 2 * dh:]
     else:
-        v = value_out.reshape(B, T, H, dh)
+        v = value_out.reshape(B, T, G, dh)
     if block.value_bias is not None:
         v = v + block.value_bias.view(H, dh).to(v.dtype)
+    if G != H:
+        v = v[:, :, :, None, :].expand(B, T, G, H // G, dh).reshape(B, T, H, dh)
     return v
 
 

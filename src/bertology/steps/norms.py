@@ -101,8 +101,7 @@ def norms_views(ctx: StepContext) -> None:
     write_parquet(res.scores, ctx.output.scores)
     write_parquet(res.layers, ctx.output.layers)
     if res.mixing_note:
-        ctx.log.warning("%s/%s: no ALTI, GlobEnc, DecompX or Value Zeroing: %s", ctx.task,
-                        ctx.wildcards.get("variant"), res.mixing_note)
+        ctx.log.warning("%s/%s: %s", ctx.task, ctx.wildcards.get("variant"), res.mixing_note)
     _views_metrics(ctx, res)
     ctx.log.info("%s/%s: %d examples (flow on %d, newer mixing views on %d); seconds %s", ctx.task,
                  ctx.wildcards.get("variant"), res.examples, res.flow_examples, res.mixing_examples,
@@ -124,15 +123,14 @@ def _views_metrics(ctx: StepContext, res) -> None:
     if res.flow_examples:
         metrics["seconds_per_example.flow"] = res.seconds["flow"] / res.flow_examples
     metrics["mixing_examples"] = res.mixing_examples
-    if res.mixing_examples:
+    if res.mixing_examples and "decompx" in res.mixing_views:
         metrics["decompx_max_relative_error"] = res.decompx_error
         if res.decompx_error > 1e-3:
             ctx.log.warning("%s/%s: DecompX's parts miss the real hidden states by up to %.2g of their size: this "
                             "layer layout is not the one DecompX follows (docs/reference.md#newer-mixing-views)",
                             ctx.task, ctx.wildcards.get("variant"), res.decompx_error)
-        from bertology.norms.mixviews import VIEWS
-
-        metrics.update({f"seconds_per_example.{v}": res.seconds[v] / res.mixing_examples for v in VIEWS})
+    if res.mixing_examples:
+        metrics.update({f"seconds_per_example.{v}": res.seconds[v] / res.mixing_examples for v in res.mixing_views})
     ctx.tracker.metrics(metrics)
 
 
