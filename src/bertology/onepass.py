@@ -48,6 +48,11 @@ class StoreInfo:
     attrs: Mapping[str, Any]
     example_idx: np.ndarray  # (E,) the store's examples, in store order
 
+    @property
+    def causal(self) -> bool:
+        """The store's maps are a decoder's (attribute ``causal``; absent in stores of encoders written before it)."""
+        return bool(self.attrs.get("causal", False))
+
 
 @dataclass
 class Example:
@@ -57,7 +62,8 @@ class Example:
     segment: (>= n,) the example's rows as stored; cls, sep: (n,) bool, the special-token positions;
     example_idx: the example's idx (joins the words table); row_sums: (L, H, n) float64, each attention row summed
     over its n keys, once for the read's check and every kernel. Exact whatever the order of the sum: the values are
-    float16 numbers (multiples of 2**-24 below 1), so are their sums in float64.
+    float16 numbers (multiples of 2**-24 below 1), so are their sums in float64. causal: a decoder's maps (row t
+    covers keys 0..t; :attr:`StoreInfo.causal`); its classified token is the last real one, n - 1.
     """
 
     attention: np.ndarray
@@ -69,6 +75,15 @@ class Example:
     sep: np.ndarray
     example_idx: int
     row_sums: np.ndarray
+    causal: bool = False
+
+    @property
+    def classified(self) -> int | None:
+        """The position the sequence classifier reads: the first [CLS] of an encoder (None: no [CLS]), the last
+        real token of a decoder (transformers' decoder classifiers pool the last non-pad token)."""
+        if self.causal:
+            return self.n - 1
+        return int(np.flatnonzero(self.cls)[0]) if self.cls.any() else None
 
 
 @dataclass(frozen=True)
@@ -279,7 +294,7 @@ def _example(block: Mapping[str, Any], e: int, crops: Crops, info: StoreInfo) ->
     n = int(block["length"][e])
     cls, sep = info.specials.masks(block["input_ids"][e, :n], n)
     return Example(crops.maps[e], n, block["input_ids"][e], block["word_ids"][e], block["segment"][e], cls, sep,
-                   int(block["example_idx"][e]), crops.row_sums[e])
+                   int(block["example_idx"][e]), crops.row_sums[e], info.causal)
 
 
 def _by_length(block: Mapping[str, Any], crops: Crops, batches: list[tuple[int, BatchKernel, Any]],

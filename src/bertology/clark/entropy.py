@@ -8,9 +8,11 @@ the entropy: the result is the entropy of a distribution, between 0 and ln n.
 Features of entropy.csv (per layer and head; mean, std with ddof 1 and n over the pooled observations):
 
 - ``all``: every real query row of every example (n = number of query rows);
-- ``uniform``: ln n for the same rows, the entropy of uniform attention over the same examples (the reference);
-- ``cls``: the [CLS] row of every example (n = examples);
-- ``uniform_cls``: ln n once per example, the reference of the [CLS] row.
+- ``uniform``: the entropy of uniform attention over each of the same rows' keys (the reference): ln n for every
+  row of an encoder; ln (t + 1) for row t of a decoder's causal map (its keys are 0..t);
+- ``cls``: the classified row of every example (n = examples): an encoder's [CLS], a decoder's last real token
+  (:attr:`bertology.onepass.Example.classified`);
+- ``uniform_cls``: ln n once per example, the reference of that row (a decoder's last row has n keys too).
 
 Glossary: L layers, H heads, n real length of one example.
 """
@@ -41,12 +43,26 @@ def row_entropy(attn: np.ndarray, row_sums: np.ndarray | None = None) -> np.ndar
     return -plogp.sum(axis=-1, dtype=np.float64)
 
 
+def uniform_reference(n: int, causal: bool = False) -> tuple[float, float]:
+    """(sum, sum of squares) over the n query rows of an example of the uniform rows' entropies: n ln n and
+    n (ln n)^2 for full attention; sum_{t=0}^{n-1} ln(t + 1) and its squares for a causal map, whose row t
+    spreads over t + 1 keys (row 0 attends only to itself: entropy 0)."""
+    if not causal:
+        ref = float(np.log(n))
+        return n * ref, n * ref * ref
+    refs = np.log(np.arange(1, n + 1, dtype=np.float64))
+    return float(refs.sum()), float((refs * refs).sum())
+
+
 def example_entropy(attn: np.ndarray, cls_position: int | None,
-                    row_sums: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                    row_sums: np.ndarray | None = None,
+                    causal: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The entropy sums one example contributes, per head and feature of :data:`FEATURES`.
 
-    attn: (L, H, n, n) cropped to the real length; cls_position: the [CLS] query (None: no [CLS], its
-    features are not observed); row_sums: (L, H, n) float64 sums of attn's rows when the caller has them. Returns (total, sum of squares, count), each (L, H, F): pooled sums over this
+    attn: (L, H, n, n) cropped to the real length; cls_position: the classified query ([CLS]; a decoder's last
+    token; None: none, its features are not observed); row_sums: (L, H, n) float64 sums of attn's rows when the
+    caller has them; causal: a decoder's map (the ``uniform`` reference of row t is ln(t + 1),
+    :func:`uniform_reference`). Returns (total, sum of squares, count), each (L, H, F): pooled sums over this
     example's observations (``all``/``uniform``: its n query rows; ``cls``/``uniform_cls``: one row).
     """
     L, H, n, _ = attn.shape
@@ -56,7 +72,8 @@ def example_entropy(attn: np.ndarray, cls_position: int | None,
     sumsq = np.zeros_like(total)
     count = np.zeros((L, H, len(FEATURES)), dtype=np.int64)
     total[..., 0], sumsq[..., 0], count[..., 0] = h.sum(-1), (h * h).sum(-1), n
-    total[..., 1], sumsq[..., 1], count[..., 1] = n * ref, n * ref * ref, n
+    uniform, uniform_sq = uniform_reference(n, causal)
+    total[..., 1], sumsq[..., 1], count[..., 1] = uniform, uniform_sq, n
     if cls_position is not None:
         c = h[..., cls_position]
         total[..., 2], sumsq[..., 2], count[..., 2] = c, c * c, 1

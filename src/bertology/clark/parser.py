@@ -20,6 +20,13 @@ Fixed-offset baseline: always predict the word at the relation's most common rel
 ``h - d`` (in word indices), counted over the same scored arcs; its accuracy is that position's count / n.
 Ties between positions go to the smaller |offset|, then to the negative one (the head on the left).
 
+Causal maps (a decoder's store, ``causal``): a word's row covers only itself and the words before it, so
+``dep_to_head`` can only find a head on the dependent's left and ``head_to_dep`` (the column of d, read from the
+rows of later words) only a head on its right. The candidates are those words (a first word has none in
+``dep_to_head``, a last word none in ``head_to_dep``: never correct), and each direction's baseline is the most
+common offset on its own side (``h - d < 0`` for ``dep_to_head``, ``> 0`` for ``head_to_dep``), its accuracy
+that offset's count over all n arcs of the relation: the head and its baseline see the same arcs.
+
 Glossary: L layers, H heads, n real length of one example, W words of one example, A arcs of one example.
 """
 
@@ -123,28 +130,39 @@ def predict_heads(wd: np.ndarray, present: np.ndarray) -> np.ndarray:
     return np.stack([to, frm])
 
 
-def predict_present(blocks: np.ndarray, rows: np.ndarray) -> np.ndarray:
+def predict_present(blocks: np.ndarray, rows: np.ndarray, causal: bool = False) -> np.ndarray:
     """:func:`predict_heads` of the words with a wordpiece, from their blocks (L, H, k, k) (:func:`word_blocks`),
-    for the words at `rows` (A,) of those k: (2, L, H, A) indices into the k words. Overwrites the diagonal of
-    `blocks` (a word is not its own head): the caller gives blocks it owns. Needs k >= 2."""
-    diagonal = np.arange(blocks.shape[-1])
+    for the words at `rows` (A,) of those k: (2, L, H, A) indices into the k words, -1 where a word has no
+    candidate. Overwrites the diagonal of `blocks` (a word is not its own head), and with ``causal`` the upper
+    triangle too (a causal row sees no later word: dep_to_head's candidates are the earlier words, head_to_dep's
+    the later ones): the caller gives blocks it owns. Needs k >= 2."""
+    k = blocks.shape[-1]
+    diagonal = np.arange(k)
     blocks[..., diagonal, diagonal] = -np.inf
-    return np.stack([blocks.argmax(axis=-1)[..., rows], blocks.argmax(axis=-2)[..., rows]])
+    if not causal:
+        return np.stack([blocks.argmax(axis=-1)[..., rows], blocks.argmax(axis=-2)[..., rows]])
+    blocks[..., np.triu_indices(k, 1)[0], np.triu_indices(k, 1)[1]] = -np.inf
+    to, frm = blocks.argmax(axis=-1)[..., rows], blocks.argmax(axis=-2)[..., rows]
+    to[..., rows == 0] = -1                    # the first word has no earlier word
+    frm[..., rows == k - 1] = -1               # the last word has no later word
+    return np.stack([to, frm])
 
 
 @dataclass
 class ParserCounts:
     """Running counts: relation -> correct (2, L, H) per direction, n scored arcs, Counter of offsets h - d;
-    ``skipped`` arcs whose dependent or head had no wordpiece (truncated, or a word the tokenizer lost)."""
+    ``skipped`` arcs whose dependent or head had no wordpiece (truncated, or a word the tokenizer lost);
+    ``causal``: the maps were a decoder's (the candidates and baselines of the module docstring)."""
 
     correct: dict[str, np.ndarray] = field(default_factory=dict)
     n: Counter = field(default_factory=Counter)
     offsets: dict[str, Counter] = field(default_factory=dict)
     skipped: int = 0
+    causal: bool = False
 
     def __add__(self, other: "ParserCounts") -> "ParserCounts":
         out = ParserCounts({k: v.copy() for k, v in self.correct.items()}, Counter(self.n),
-                           {k: Counter(v) for k, v in self.offsets.items()}, self.skipped)
+                           {k: Counter(v) for k, v in self.offsets.items()}, self.skipped, self.causal)
         out += other
         return out
 
@@ -155,10 +173,12 @@ class ParserCounts:
             self.offsets.setdefault(rel, Counter()).update(other.offsets[rel])
         self.n.update(other.n)
         self.skipped += other.skipped
+        self.causal = self.causal or other.causal
         return self
 
-    def add_example(self, attn: np.ndarray, word_ids: np.ndarray, arcs: Arcs) -> None:
-        """Score every arc of one example. attn: (L, H, n, n); word_ids: (>= n,)."""
+    def add_example(self, attn: np.ndarray, word_ids: np.ndarray, arcs: Arcs, causal: bool = False) -> None:
+        """Score every arc of one example. attn: (L, H, n, n); word_ids: (>= n,); causal: a decoder's maps."""
+        self.causal = self.causal or causal
         if arcs.size == 0:
             return
         n = attn.shape[-1]
@@ -173,7 +193,8 @@ class ParserCounts:
         dep, head, rel = arcs.dependent[ok], arcs.head[ok], arcs.relation[ok]
         # the argmax over the present words only (the others are no candidates): same order, same ties
         blocks, words = word_blocks(attn, word_ids, n_words)
-        hits = words[predict_present(blocks, np.searchsorted(words, dep))] == head  # (2, L, H, A)
+        predicted = predict_present(blocks, np.searchsorted(words, dep), causal)
+        hits = (predicted >= 0) & (words[predicted] == head)  # (2, L, H, A); -1: no candidate
         labels, code = np.unique(rel, return_inverse=True)
         order = np.argsort(code, kind="stable")  # the arcs of each relation side by side
         starts = np.searchsorted(code[order], np.arange(labels.size))
@@ -186,10 +207,15 @@ class ParserCounts:
             self.offsets.setdefault(r, Counter()).update(offset[sel].tolist())
 
 
-def baseline(offsets: Counter) -> tuple[int, float]:
-    """(most common offset, its share) of a relation's Counter of h - d; ties: smaller |offset|, then negative."""
+def baseline(offsets: Counter, side: int = 0) -> tuple[int, float]:
+    """(most common offset, its share of all arcs) of a relation's Counter of h - d; ties: smaller |offset|, then
+    negative. side -1 or +1: only the offsets of that sign are candidates (a causal direction's reach); none there:
+    (side, 0.0)."""
     total = sum(offsets.values())
-    best = min(offsets, key=lambda o: (-offsets[o], abs(o), o))
+    candidates = [o for o in offsets if side == 0 or o * side > 0]
+    if not candidates:
+        return side, 0.0
+    best = min(candidates, key=lambda o: (-offsets[o], abs(o), o))
     return int(best), offsets[best] / total
 
 
@@ -200,8 +226,8 @@ def parser_table(counts: ParserCounts, layers: int, heads: int) -> pd.DataFrame:
     layer, head = np.meshgrid(np.arange(layers), np.arange(heads), indexing="ij")
     for rel in sorted(counts.correct):
         n = counts.n[rel]
-        offset, share = baseline(counts.offsets[rel])
         for k, direction in enumerate(DIRECTIONS):
+            offset, share = baseline(counts.offsets[rel], (-1, 1)[k] if counts.causal else 0)
             frames.append(pd.DataFrame({
                 "relation": rel, "direction": direction, "layer": layer.ravel(), "head": head.ravel(),
                 "accuracy": counts.correct[rel][k].ravel() / n, "n": n, "baseline_offset": offset,

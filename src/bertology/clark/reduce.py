@@ -68,10 +68,9 @@ class ClarkKernel(ExampleKernel):
 
     def add(self, part: Partial, ex: Example, words: prs.Arcs | None) -> None:
         if self.entropy:
-            part.entropy.add_sums(*ent.example_entropy(ex.attention, int(np.flatnonzero(ex.cls)[0])
-                                                       if ex.cls.any() else None, ex.row_sums))
+            part.entropy.add_sums(*ent.example_entropy(ex.attention, ex.classified, ex.row_sums, causal=ex.causal))
         if words is not None:
-            part.parser.add_example(ex.attention, ex.word_ids, words)
+            part.parser.add_example(ex.attention, ex.word_ids, words, causal=ex.causal)
 
     def outputs(self, result: Partial, job: Job) -> Outputs:
         """entropy.csv and parser.csv (heads as parsers on the words table's spaCy arcs) and their metrics."""

@@ -11,7 +11,8 @@ Definitions (docs/reference.md#features):
 
 * features: score(f) = max over tokens w of type f of (sum_i sum_{s in wp(w)} A[i, s]) / n, averaged
   over the examples that contain f;
-* cls: last layer, the [CLS] row: max over tokens w of type f of sum_{s in wp(w)} A[0, s].
+* cls: last layer, the [CLS] row: max over tokens w of type f of sum_{s in wp(w)} A[0, s]; on a decoder's causal
+  maps the row of the token its classifier reads, the last real one (A[n - 1, s]).
 
 Negation words (``analysis.features.negation``): ``paper`` (the default) is exactly Kovaleva et al.'s
 footnote 6; ``extended`` adds no, nobody, cannot and every n't form; both matched on whole spaCy words, a
@@ -119,13 +120,15 @@ def feature_scores(attn: np.ndarray, tokens: dict[str, np.ndarray], names: tuple
     return out
 
 
-def cls_scores(attn_last: np.ndarray, tokens: dict[str, np.ndarray], names: tuple[str, ...] = CLS_FEATURES) -> np.ndarray:
-    """Kovaleva 4.5 scores of one example: what the [CLS] query attends to in the last layer.
+def cls_scores(attn_last: np.ndarray, tokens: dict[str, np.ndarray], names: tuple[str, ...] = CLS_FEATURES,
+               query: int = 0) -> np.ndarray:
+    """Kovaleva 4.5 scores of one example: what the classified query attends to in the last layer.
 
-    attn_last: (H, n, n), the last layer. Returns (H, F): max over tokens of type f of
-    sum_{s in wp(w)} A[h, 0, s]; NaN where the feature is absent.
+    attn_last: (H, n, n), the last layer; query: the row the classifier reads (0: BERT's [CLS]; a decoder's
+    last real token, n - 1: :attr:`bertology.onepass.Example.classified`). Returns (H, F): max over tokens of
+    type f of sum_{s in wp(w)} A[h, query, s]; NaN where the feature is absent.
     """
-    row = np.asarray(attn_last[:, 0, :], dtype=np.float64)  # (H, n)
+    row = np.asarray(attn_last[:, query, :], dtype=np.float64)  # (H, n)
     out = np.full((attn_last.shape[0], len(names)), np.nan)
     for f, name in enumerate(names):
         m = tokens[name]

@@ -133,7 +133,7 @@ def example_stats(ex: Example, words: ExampleWords | None, classifier: str) -> d
     mask = rel.link_pair_mask(ex.word_ids, n, words.links) if words else np.zeros((n, n), bool)
     return {
         "features": feat.feature_scores(attn, tokens),
-        "cls": feat.cls_scores(attn[-1], tokens),
+        "cls": feat.cls_scores(attn[-1], tokens, query=n - 1 if ex.causal else 0),
         "dependency": rel.relation_scores(attn, mask),
         "patterns": (pat.classify_rule_exact(attn, ex.cls | ex.sep, ex.segment[:n])
                      if classifier == "rule" else None),
