@@ -679,6 +679,87 @@ def decoder_notes(model, sliding: list[bool]) -> list[str]:
     return notes
 
 
+def check_decoder_value_norms(model_dir, tok, frame) -> str:
+    """Value norms of a decoder (5. above) on its base model: ||f_h(x_j)|| = ||v_j^{g(h)} W_O^h^T||, g(h) = h // (H /
+    KV) the query head's key/value group (grouped-query attention; KV = H otherwise), against the weights (float64,
+    x_j the value projection's own input, W_V's rows and W_O's columns as the model's (out, in) weights: GPT-2's
+    Conv1D transposed); the heads' value vectors weighted by the model's own causal attention give W_O's input
+    (so the group order is the model's); NaN on padding; where the block names a residual layout, the mixing
+    decomposition adds up to the input of the module after the residual (a pre-norm decoder's
+    post_attention_layernorm); Value Zeroing's matrices are causal. Returns the row's cell."""
+    from bertology.models import load_encoder
+    from bertology.norms import mixing as mx
+    from bertology.norms import mixviews as mv
+    from bertology.norms import values as nv
+
+    model = load_encoder(str(model_dir))
+    tol = dict(rtol=1e-4, atol=1e-5)
+    enc = tok(frame["text_a"].tolist()[:3], frame["text_b"].tolist()[:3], truncation=True, max_length=MAX_LENGTH,
+              padding=True, return_tensors="pt", return_token_type_ids=True)
+    lengths = enc["attention_mask"].sum(1)
+    blocks = nv.attention_blocks(model)
+    seen: dict[str, list] = {"x": [], "ctx": []}
+    handles = [m.register_forward_hook(lambda m, a, o: seen["x"].append(a[0]))
+               for m in {id(b.value): b.value for b in blocks}.values()]
+    handles += [m.register_forward_hook(lambda m, a, o: seen["ctx"].append(a[0]))
+                for m in {id(b.output): b.output for b in blocks}.values()]
+    try:
+        with torch.no_grad(), nv.Capture(model, vectors=True) as cap:
+            out = model(**_inputs(model, enc), output_attentions=True)
+            norms = cap.value_norms(lengths)                                        # (B, L, H, T)
+            ratios = mx.mixing_ratios(cap, out.attentions, lengths)
+            sums = {b.index: [(mx.example_decomposition(cap, b, out.attentions[b.index], r, n),
+                               cap.sum_in[b.index][r, :n]) for r, n in enumerate(lengths.tolist())]
+                    for b in blocks if b.layer is not None}
+    finally:
+        for h in handles:
+            h.remove()
+    L, H = len(blocks), model.config.num_attention_heads
+    assert len(seen["x"]) == len(seen["ctx"]) == L, "one value and one output projection call per layer"
+    mixing, groups = set(), {b.groups for b in blocks}
+    for block, x, ctx, alpha in zip(blocks, seen["x"], seen["ctx"], out.attentions):
+        wv, bv = block.value_weights()                                               # (KV*dh, D_in)
+        v = x.double() @ wv.T.double() + (0 if bv is None else bv.double())
+        wo, dh, rep = block.output_weight().double(), block.head_dim, H // block.groups
+        for h in range(H):
+            g = h // rep
+            vg = v[..., g * dh:(g + 1) * dh]
+            f = vg @ wo[:, h * dh:(h + 1) * dh].T
+            ctx_h = alpha[:, h].double() @ vg
+            for b, n in enumerate(lengths.tolist()):
+                torch.testing.assert_close(norms[b, block.index, h, :n], f[b, :n].norm(dim=-1).float(), **tol)
+                assert torch.isnan(norms[b, block.index, h, n:]).all()
+                torch.testing.assert_close(ctx_h[b, :n].float(), ctx[b, :n, h * dh:(h + 1) * dh].float(), **tol)
+        if block.layer is not None:
+            for dec, real in sums[block.index]:
+                torch.testing.assert_close(dec.attnres.sum(1) + dec.bias, real.double(), **tol)
+            mixing.add("residual + LayerNorm" if block.post_norm is not None else "residual (pre-LN)")
+        else:
+            mixing.add("attention only")
+        for b, n in enumerate(lengths.tolist()):
+            assert not torch.isnan(ratios[b, block.index, :2, :n]).any()
+    assert float(norms.nan_to_num(1.0).min()) > 0
+    n = int(lengths.min())
+    one = {k: v[:1, :n] for k, v in _inputs(model, enc).items() if k != "token_type_ids"}
+    vz = mv.value_zeroing(model, mv.zeroing_blocks(model), one)
+    assert float(torch.triu(vz, diagonal=1).abs().max()) < 1e-6, "Value Zeroing: token j changes no earlier output"
+    kv = f"; {groups.pop()} key/value heads" if groups != {H} else ""
+    return "yes; mixing: " + ", ".join(sorted(mixing)) + kv + "; Value Zeroing"
+
+
+def decoder_value_norms_cell(model_dir, tok, frame) -> str:
+    """The value-norms cell of a decoder's row: attention_blocks' refusal, else :func:`check_decoder_value_norms`
+    (its assertions raise where the blocks are found but the numbers are not the model's)."""
+    from bertology.models import load_encoder
+    from bertology.norms import values as nv
+
+    try:
+        nv.attention_blocks(load_encoder(str(model_dir)))
+    except nv.NormsUnsupported as err:
+        return "no: " + str(err).split("; leave")[0].split(": bertology computes")[0]
+    return check_decoder_value_norms(model_dir, tok, frame)
+
+
 def check_decoder_architecture(model_type: str, workdir: Path, frames_: dict) -> Row:
     """Every decoder check on a tiny random `model_type`; the row says what works and why not.
 
@@ -689,7 +770,6 @@ def check_decoder_architecture(model_type: str, workdir: Path, frames_: dict) ->
 
     from bertology.ablation import heads as dis
     from bertology.models import check_model, load_encoder, load_tokenizer
-    from bertology.norms import values as nv
     from tests.builders.decoders import build_decoder, decoder_style
 
     row = Row(model_type)
@@ -712,12 +792,7 @@ def check_decoder_architecture(model_type: str, workdir: Path, frames_: dict) ->
         if row.maps == "causal":
             check_extraction(model_dir, frames_)
             row.extraction = "yes"
-            try:
-                nv.attention_blocks(load_encoder(str(model_dir)))
-            except nv.NormsUnsupported as err:
-                row.norms = "no: " + str(err).split("; leave")[0].split(": bertology computes")[0]
-            else:
-                row.norms = check_value_norms(model_dir, tok, pair)
+            row.norms = decoder_value_norms_cell(model_dir, tok, pair)
             try:
                 dis.enable_heads(load_encoder(str(model_dir), classifier=True))
             except dis.DisablingUnsupported as err:

@@ -48,6 +48,8 @@ VALUE_NAMES = ("value", "v", "v_proj", "v_lin", "value_proj")
 # V's columns: the last (the key/value heads' share of the) block; each head's last third
 FUSED_NAMES = {"Wqkv": "blocks", "c_attn": "blocks", "in_proj": "per_head"}
 OUTPUT_NAMES = ("o", "o_proj", "out_lin", "out_proj", "Wo", "dense", "c_proj")
+# a child of the attention module that normalises the heads' outputs before W_O (DiffLlama's differential attention)
+HEAD_NORM_NAMES = ("groupnorm",)
 # a pre-norm decoder layer (Llama, Qwen2, Mistral, Gemma, ...): the norm before attention, the norm whose input is
 # x + attention
 PRE_NORM_NAMES = ("input_layernorm", "post_attention_layernorm")
@@ -296,6 +298,12 @@ def attention_blocks(model: torch.nn.Module) -> list[AttentionBlock]:
             f"value norms for attention modules with a value projection and an output projection it can find "
             f"(docs/reference.md#value-norms); leave the norm analyses out for this model "
             f"(analysis.norms.enabled: false)")
+    mixed = [b for b in found if any(n in _children(b[0]) for n in HEAD_NORM_NAMES)]
+    if mixed:
+        raise NormsUnsupported(f"{type(model).__name__}'s attention normalises each head's output before the output "
+                               f"projection ({type(mixed[0][0]).__name__}: differential attention): a head's output is "
+                               f"not sum_j alpha_ij f_h(x_j); leave the norm analyses out for this model "
+                               f"(analysis.norms.enabled: false)")
     quant = getattr(model.config, "quant_mode", False)
     if quant:
         raise NormsUnsupported(f"{type(model).__name__} runs in integer mode (quant_mode: true): its value vectors "
