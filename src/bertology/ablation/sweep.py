@@ -206,8 +206,9 @@ def fast_plan(model) -> FastPlan | str:
     post-LayerNorm BERT layers (:func:`_is_bert_layer`), one per config layer, nothing between them -> a head that
     reads the first token: the base model's pooler and a Linear classifier (BERT), or a classification head
     with ``out_proj`` (RoBERTa, ELECTRA). BERT, RoBERTa, ELECTRA, CamemBERT, XLM-RoBERTa, Data2Vec-text, ERNIE,
-    ... qualify; DistilBERT, ModernBERT, DeBERTa, ALBERT, MPNet, pre-LayerNorm layers and others run the naive
-    sweep. tests/test_matrix.py checks that both sweeps agree on every architecture the rule admits.
+    ... qualify; DistilBERT, ModernBERT, DeBERTa-v2, decoders, pre-LayerNorm layers and others run the prefix
+    sweep where :func:`prefix_plan` admits them (ALBERT's shared layers: the naive sweep).
+    tests/test_matrix.py checks that both sweeps agree on every architecture the rule admits.
     """
     import inspect
 
