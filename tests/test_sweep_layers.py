@@ -1,6 +1,7 @@
 """The prefix disabling sweep (bertology.ablation.sweep.prefix_sweep): every layered model enable_heads accepts,
 layers below the disabled one replayed from a kept forward pass; equal to the naive sweep on tiny random models
-of several architectures (a Llama with grouped-query attention, GPT-2, DistilBERT, ModernBERT, DeBERTa-v2)."""
+of several architectures (a Llama with grouped-query attention, GPT-2, DistilBERT, ModernBERT, DeBERTa-v2, and
+MPNet, whose heads are disabled by a hook on its probability dropout)."""
 
 from __future__ import annotations
 
@@ -16,14 +17,19 @@ from tests.builders.encoders import model_config, tokenizer_for
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 LAYERS = 3
-ARCHES = ("llama", "gpt2", "distilbert", "modernbert", "deberta-v2")
+ARCHES = ("llama", "gpt2", "distilbert", "modernbert", "deberta-v2", "mpnet")
 
 
 def _classifier(arch: str, seed: int = 0):
     """A tiny random eval-mode sequence classifier of `arch` through enable_heads, and its pad id."""
+    import transformers as tf
     from transformers import AutoModelForSequenceClassification
 
-    if arch in ("llama", "gpt2"):
+    if arch == "mpnet":
+        config = tf.MPNetConfig(vocab_size=100, hidden_size=32, num_hidden_layers=LAYERS, num_attention_heads=4,
+                                intermediate_size=64, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                                num_labels=2, pad_token_id=1, initializer_range=0.3)
+    elif arch in ("llama", "gpt2"):
         config = decoder_config(arch, decoder_tokenizer("llama" if arch == "llama" else "gpt2"), layers=LAYERS)
     else:
         config = model_config(arch, tokenizer_for(arch), layers=LAYERS)
