@@ -241,17 +241,21 @@ def _sieve_cases():
 WORDS = {"noun": 0.05, "verb": 0.04, "pronoun": 0.03, "subject": 0.02, "object": 0.02, "negation": 0.01}
 
 #: claim id -> (tables where it holds, where it is contradicted, where n is too small); one mapping per seed
-def decoder_sink(share: float, examples: int = 12, heads: int = 10):
-    """decoder_sink.csv of the pretrained and fine-tuned models: per example, `share` of the heads above 0.3."""
-    rows = [(v, e, 0, h, 0.9 if h < round(share * heads) + (e % 2) else 0.1, 64)
+def decoder_sink(share: float, examples: int = 12, heads: int = 10, finetuned: float | None = None):
+    """decoder_sink.csv of the pretrained and fine-tuned models: per example, `share` of the heads above 0.3
+    (`finetuned`: the fine-tuned model's share, else the same)."""
+    shares = {"pretrained": share, "finetuned": share if finetuned is None else finetuned}
+    rows = [(v, e, 0, h, 0.9 if h < round(shares[v] * heads) + (e % 2) else 0.1, 64)
             for v in ("pretrained", "finetuned") for e in range(examples) for h in range(heads)]
     return {"sink": pd.DataFrame(rows, columns=["variant", "example", "layer", "head", "alpha_0", "n"])}
 
 
-def decoder_induction(trained: float, random: float, sequences: int = 10):
-    """decoder_induction.csv: head (1, 2) of the trained models scores `trained`, the random init's best `random`."""
+def decoder_induction(trained: float, random: float, sequences: int = 10, finetuned: float | None = None):
+    """decoder_induction.csv: head (1, 2) of the trained models scores `trained` (the fine-tuned one `finetuned`
+    where given), the random init's best `random`."""
     rows = []
-    for v, best in (("pretrained", trained), ("finetuned", trained), ("random-init", random)):
+    for v, best in (("pretrained", trained), ("finetuned", trained if finetuned is None else finetuned),
+                    ("random-init", random)):
         for s in range(sequences):
             rows += [(v, s, 1, 2, 0.0, best + 0.01 * (s % 3), 0.0, 0.0), (v, s, 0, 0, 0.0, 0.005, 0.0, 0.0)]
     return {"induction": pd.DataFrame(rows, columns=["variant", "sequence", "layer", "head", "induction_stripe",
@@ -296,6 +300,10 @@ CASES = {
     "gu_sink_first_token_finetuned": ([decoder_sink(0.8)], [decoder_sink(0.1)], [decoder_sink(0.8, examples=2)]),
     "olsson_induction": ([decoder_induction(0.8, 0.02)], [decoder_induction(0.02, 0.5)],
                          [decoder_induction(0.8, 0.02, sequences=2)]),
+    "gu_sink_kept_finetuned": ([decoder_sink(0.8, finetuned=0.8)], [decoder_sink(0.8, finetuned=0.3)],
+                               [decoder_sink(0.8, examples=2)]),
+    "olsson_induction_kept_finetuned": ([decoder_induction(0.8, 0.02)], [decoder_induction(0.8, 0.02, finetuned=0.4)],
+                                        [decoder_induction(0.8, 0.02, sequences=2)]),
     "olsson_induction_finetuned": ([decoder_induction(0.8, 0.02)], [decoder_induction(0.02, 0.5)],
                                    [decoder_induction(0.8, 0.02, sequences=2)]),
 }

@@ -46,10 +46,33 @@ def _induction(variant: str) -> Claim:
                  sentence=OLSSON, models="decoder")
 
 
+def _kept(what: str) -> Claim:
+    sink = what == "sink"
+    return Claim(f"{'gu_sink' if sink else 'olsson_induction'}_kept_finetuned",
+                 "Gu et al. 2024" if sink else "Olsson et al. 2022",
+                 "abstract; fine-tuning: ours (the paper compares no fine-tuned model)",
+                 ("Fine-tuning on the task keeps the attention sink: the fine-tuned model's share of sink heads "
+                  f"is at most {claims_decoders.KEPT_MARGIN} below the pretrained model's on the same examples."
+                  if sink else
+                  "Fine-tuning on the task keeps the induction head: the fine-tuned model's best head scores at "
+                  f"most {claims_decoders.KEPT_MARGIN} below the pretrained model's best head on the same sequences."),
+                 ("decoder_sink.csv: per example, the fine-tuned minus the pretrained share of heads with "
+                  "alpha_0 > 0.3" if sink else
+                  "decoder_induction.csv: per probe sequence, the fine-tuned model's best head's induction score "
+                  "minus the pretrained model's best head's"),
+                 claims_decoders.sink_kept if sink else claims_decoders.induction_kept,
+                 (("sink", rel("decoder_sink"), ""),) if sink else (("induction", rel("decoder_induction"), ""),),
+                 null=-claims_decoders.KEPT_MARGIN, unit="examples" if sink else "sequences", variant="finetuned",
+                 anchor="decoders", figure="decoder",
+                 paper_value="sinks and induction heads form in pre-training; no fine-tuned figure",
+                 sentence=GU if sink else OLSSON, models="decoder")
+
+
 ANALYSES: tuple[Analysis, ...] = (
     Analysis(
         name="decoders", config=("model", "data.max_length", "data.seed", "train.seed", "train.inits"),
-        claims=(_sink("pretrained"), _sink("finetuned"), _induction("pretrained"), _induction("finetuned")),
+        claims=(_sink("pretrained"), _sink("finetuned"), _induction("pretrained"), _induction("finetuned"),
+                _kept("sink"), _kept("induction")),
         tables=(Table(rel("decoder_sink"), SINK, when="decoder"),
                 Table(rel("decoder_induction"), INDUCTION, when="decoder"),
                 Table(variant_table("decoder_heads.csv"), HEADS, when="decoder")),

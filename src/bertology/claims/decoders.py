@@ -10,6 +10,10 @@ from bertology.claims.common import Tables, mean_above
 from bertology.claims.stats import Boot, Result, nan_result
 from bertology.decoders.heads import SINK_EPSILON as EPSILON  # Gu et al.'s threshold on alpha_0
 
+#: how much of a pretrained decoder's sink share or best induction score fine-tuning may lose and still "keep" it
+#: (ours: the papers compare no fine-tuned model; the null of the two `*_kept_finetuned` claims is -KEPT_MARGIN)
+KEPT_MARGIN = 0.05
+
 
 def sink_share(tables: Tables, boot: Boot, *, side: str, null: float, variant: str) -> Result:
     """Gu et al. §3: per example, the share of heads with alpha_0 > 0.3 (their Sink_0 with eps 0.3, as a share);
@@ -23,6 +27,52 @@ def sink_share(tables: Tables, boot: Boot, *, side: str, null: float, variant: s
             return nan_result("scipy.stats.wilcoxon", 0, f"decoder_sink.csv has no rows of {variant}")
         units.append((s["alpha_0"] > EPSILON).groupby(s["example"]).mean().rename("share").reset_index())
     return mean_above(units, "share", boot, side=side, null=null)
+
+
+def _shares(sink: pd.DataFrame, variant: str) -> pd.Series:
+    """Per example, the share of heads with alpha_0 > EPSILON of one model's rows (index: example)."""
+    s = sink[sink["variant"] == variant]
+    return (s["alpha_0"] > EPSILON).groupby(s["example"]).mean()
+
+
+def sink_kept(tables: Tables, boot: Boot, *, side: str, null: float, variant: str = "finetuned",
+              baseline: str = "pretrained") -> Result:
+    """Whether fine-tuning keeps the sink: per example, the share of heads with alpha_0 > 0.3 in `variant` minus
+    that share in `baseline` on the same example (paired); effect = the mean difference; unit: examples;
+    test: scipy.stats.wilcoxon against `null` (-KEPT_MARGIN: the fine-tuned model loses less than that)."""
+    units = []
+    for t in tables:
+        a, b = _shares(t["sink"], variant), _shares(t["sink"], baseline)
+        if a.empty or b.empty:
+            return nan_result("scipy.stats.wilcoxon", 0, f"decoder_sink.csv lacks {variant} or {baseline}")
+        both = a.index.intersection(b.index)
+        units.append(pd.DataFrame({"change": (a[both] - b[both]).to_numpy()}))
+    return mean_above(units, "change", boot, side=side, null=null)
+
+
+def _best_head_scores(induction: pd.DataFrame, variant: str) -> tuple[tuple[int, int], pd.Series]:
+    """One model's best induction head (largest mean score) and its score per probe sequence."""
+    rows = induction[induction["variant"] == variant]
+    best = rows.groupby(["layer", "head"])["induction"].mean().idxmax()
+    scores = rows[(rows["layer"] == best[0]) & (rows["head"] == best[1])].set_index("sequence")["induction"]
+    return (int(best[0]), int(best[1])), scores.sort_index()
+
+
+def induction_kept(tables: Tables, boot: Boot, *, side: str, null: float, variant: str = "finetuned",
+                   baseline: str = "pretrained") -> Result:
+    """Whether fine-tuning keeps the induction head: per probe sequence, the induction score of `variant`'s best
+    head minus that of `baseline`'s best head (each model's own best, paired over the same sequences); effect =
+    the mean difference; unit: sequences; test: scipy.stats.wilcoxon against `null` (-KEPT_MARGIN)."""
+    units, heads = [], ()
+    for t in tables:
+        i = t["induction"]
+        if (i["variant"] == variant).sum() == 0 or (i["variant"] == baseline).sum() == 0:
+            return nan_result("scipy.stats.wilcoxon", 0, f"decoder_induction.csv lacks {variant} or {baseline}")
+        head, a = _best_head_scores(i, variant)
+        _, b = _best_head_scores(i, baseline)
+        units.append(pd.DataFrame({"change": (a - b).to_numpy()}))
+        heads = (head,)
+    return mean_above(units, "change", boot, side=side, null=null, heads=heads)
 
 
 def induction_gain(tables: Tables, boot: Boot, *, side: str, null: float, variant: str,
