@@ -242,8 +242,7 @@ def test_sweeps_fall_back_and_agree(arch, model_dir, frame):
     model = classifier(model_dir)
     L, H = model.config.num_hidden_layers, model.config.num_attention_heads
     used, why = sw.resolve_sweep(model, "fast")
-    assert used == ("fast" if arch in FAST else "naive")
-    assert (why is None) == (arch in FAST)
+    assert used == ("fast" if arch in FAST else "prefix") and why is None     # one list of layers: the prefix sweep
     assert sw.resolve_sweep(model, "naive") == ("naive", None)
     tok = tokenizer(model_dir)
     enc = tok(frame["text_a"].tolist()[:6], frame["text_b"].tolist()[:6], truncation=True, max_length=MAX_LENGTH,
@@ -254,10 +253,9 @@ def test_sweeps_fall_back_and_agree(arch, model_dir, frame):
     assert logits.shape == (len(configs), 6, 2)
     for c in (0, 2, len(configs) - 1):
         np.testing.assert_allclose(logits[c], sw.forward_logits(model, batches, configs[c].mask(L, H), 6), atol=1e-5)
-    if arch in FAST:
-        naive = sw.run_sweep(model, batches, 6, sweep="naive", config_batch=3, progress=False)
-        np.testing.assert_allclose(logits, naive, atol=1e-5)
-    else:
+    naive = sw.run_sweep(model, batches, 6, sweep="naive", config_batch=3, progress=False)
+    np.testing.assert_allclose(logits, naive, atol=1e-5)
+    if arch not in FAST:
         with pytest.raises(ValueError, match="naive sweep"):
             sw.check_fast_supported(model)
 
@@ -426,7 +424,7 @@ def _sweep_step(model_dir, frame, out, monkeypatch, tmp_path):
     return client.search_runs([client.get_experiment_by_name("bertology").experiment_id])
 
 
-def test_ablation_step_falls_back_to_the_naive_sweep_and_says_so(tmp_path, monkeypatch, frame, capfd):
+def test_ablation_step_runs_the_prefix_sweep_and_says_so(tmp_path, monkeypatch, frame, capfd):
     import json
 
     model_dir = build_encoder("distilbert", tmp_path / "distilbert")
@@ -434,10 +432,10 @@ def test_ablation_step_falls_back_to_the_naive_sweep_and_says_so(tmp_path, monke
     runs = _sweep_step(model_dir, frame, out, monkeypatch, tmp_path)
     heads = pd.read_csv(out / "heads.csv")
     assert sorted(set(zip(heads["layer"], heads["head"]))) == [(l, h) for l in range(2) for h in range(4)]
-    assert json.loads((out / "summary.json").read_text())["sweep"] == "naive"
+    assert json.loads((out / "summary.json").read_text())["sweep"] == "prefix"
     sweep_run = next(r for r in runs if r.data.tags.get("rule") == "ablation_sweep")
-    assert sweep_run.data.tags["sweep"] == "naive" and sweep_run.data.tags["sweep_requested"] == "fast"
-    assert "running the naive sweep" in capfd.readouterr().err
+    assert sweep_run.data.tags["sweep"] == "prefix" and sweep_run.data.tags["sweep_requested"] == "fast"
+    assert "prefix sweep" in capfd.readouterr().err
 
 
 def test_a_model_whose_heads_cannot_be_disabled_still_gets_its_outputs(tmp_path, monkeypatch, frame):

@@ -184,9 +184,13 @@ def pruned_logits(model, batches: Sequence[Batch], masks: np.ndarray, n_examples
     """(C, E, K) logits of the model with the heads of each (L, H) mask removed in `mode` ("zero" | "uniform").
 
     method: "fast" (BERT-layer classifiers: :func:`bertology.ablation.sweep.fast_plan`; resolve it with
-    :func:`bertology.ablation.sweep.resolve_sweep`) or "naive" (every supported architecture). The model must
-    have been passed through :func:`bertology.ablation.heads.enable_heads`.
+    :func:`bertology.ablation.sweep.resolve_sweep`) or "naive" (every supported architecture); "prefix" (what
+    :func:`~bertology.ablation.sweep.resolve_sweep` gives other layered models) runs the naive way: a pruning
+    configuration removes heads in many layers, the first of them almost always early, so resuming from a kept
+    layer saves little. The model must have been passed through :func:`bertology.ablation.heads.enable_heads`.
     """
+    if method == "prefix":
+        method = "naive"
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; use one of {', '.join(METHODS)}")
     if method == "naive":
