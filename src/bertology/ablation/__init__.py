@@ -7,8 +7,9 @@ probabilities inside the forward pass. The package, by responsibility:
   function registered with transformers' AttentionInterface and its padding mask, or one forward hook for
   DeBERTa-v2; :func:`enable_heads`, :func:`disabled_heads`, :func:`head_gates`);
 - :mod:`~bertology.ablation.sweep`: configurations (baseline, each head, each layer), padded batches, the
-  naive sweep (one forward pass per configuration) and the fast one (reuses the layers below; BERT-layer
-  encoders, :func:`resolve_sweep` falls back to the naive one elsewhere);
+  naive sweep (one forward pass per configuration), the fast one (reuses the layers below; BERT-layer
+  encoders) and the prefix one (any model whose layers form one list: the kept outputs of the layers below
+  stand in for them); :func:`resolve_sweep` picks the fastest the model allows;
 - :mod:`~bertology.ablation.stats`: heads/layers/summary tables with paired bootstrap intervals, paired
   tests and Benjamini-Hochberg;
 - :mod:`~bertology.ablation.figures`: the verdict in words and Figs. 8-9;
@@ -29,7 +30,7 @@ _HOMES = {
     "figures": ("plot_heads", "plot_layers", "verdict"),
     "stats": ("COLUMN_DOCS", "TABLE_COLUMNS", "SweepTables", "sweep_tables"),
     "sweep": ("SWEEPS", "Batch", "Configuration", "encode_batches", "fast_sweep", "forward_logits", "make_batches",
-              "naive_sweep", "resolve_sweep", "run_sweep", "sweep_configurations"),
+              "naive_sweep", "prefix_sweep", "resolve_sweep", "run_sweep", "sweep_configurations"),
 }
 _HOME = {name: module for module, names in _HOMES.items() for name in names}
 __all__ = list(_HOME)
