@@ -282,7 +282,10 @@ def test_a_decoder_store_says_it_is_causal_and_its_analyses_read_it(llama_dir, t
                   task="rte", attention=attention, seed=0, max_length=48, device="cpu", progress=False)
     import zarr
 
-    assert zarr.open_group(str(out), mode="r").attrs["causal"] is True
+    attrs = zarr.open_group(str(out), mode="r").attrs
+    assert attrs["causal"] is True
+    # the tiny Llama: 4 query heads on 2 key/value heads, full attention in both layers
+    assert attrs["head_groups"] == [0, 0, 1, 1] and attrs["layer_windows"] == [None, None]
     kernel = ClarkKernel()
     part = reduce_store(out, [kernel], words)[kernel.name]
     assert part.parser.causal
@@ -292,3 +295,19 @@ def test_a_decoder_store_says_it_is_causal_and_its_analyses_read_it(llama_dir, t
     causal_ref = sum(lgamma(n + 1) for n in lengths)              # sum over rows t of ln(t + 1)
     assert part.entropy.total[..., 1] == pytest.approx(np.full(part.entropy.total.shape[:2], causal_ref))
     assert causal_ref < sum(n * np.log(n) for n in lengths)       # not the encoder's ln n per row
+
+
+def test_the_geometry_a_store_records_comes_from_the_config():
+    from transformers import AutoConfig
+
+    from bertology.models import attention_geometry
+
+    gemma = AutoConfig.for_model("gemma2", num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=3,
+                                 sliding_window=8, layer_types=["sliding_attention", "full_attention",
+                                                                "sliding_attention"])
+    assert attention_geometry(gemma) == {"head_groups": [0, 0, 1, 1], "layer_windows": [8, None, 8]}
+    mistral = AutoConfig.for_model("mistral", num_attention_heads=4, num_key_value_heads=1, num_hidden_layers=2,
+                                   sliding_window=16)
+    assert attention_geometry(mistral) == {"head_groups": [0, 0, 0, 0], "layer_windows": [16, 16]}
+    bert = AutoConfig.for_model("bert", num_attention_heads=3, num_hidden_layers=2)
+    assert attention_geometry(bert) == {"head_groups": [0, 1, 2], "layer_windows": [None, None]}

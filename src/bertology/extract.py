@@ -224,12 +224,13 @@ def special_token_ids(tokenizer) -> dict[str, int | None]:
 
 def store_attrs(*, model: str, model_path: str, variant: str, task: str, attention: AttentionConfig, seed: int,
                 max_length: int, tokenizer, layers: int, heads: int, example_idx: np.ndarray,
-                causal: bool = False) -> dict[str, Any]:
+                causal: bool = False, geometry: dict[str, list] | None = None) -> dict[str, Any]:
     """The store's attributes: identity (what it holds) + provenance; config_hash covers the identity.
 
     model: the config `model`; model_path: what was loaded (resolved name or fine-tuned directory);
     attention: the `attention` section; seed: data.seed; max_length: data.max_length; causal: the model is a
-    decoder (:func:`bertology.models.model_kind`): row t of every map covers keys 0..t only.
+    decoder (:func:`bertology.models.model_kind`): row t of every map covers keys 0..t only; geometry: the heads'
+    key/value groups and the layers' windows (:func:`bertology.models.attention_geometry`).
     """
     from bertology import __version__
     from bertology.config import config_hash
@@ -248,7 +249,7 @@ def store_attrs(*, model: str, model_path: str, variant: str, task: str, attenti
     }
     attrs["config_hash"] = config_hash(attrs)
     attrs.update({"bertology_version": __version__, "model_path": str(model_path), "causal": bool(causal),
-                  **precision})
+                  **(geometry or {}), **precision})
     return attrs
 
 
@@ -276,7 +277,7 @@ def extract_store(output: str | Path, *, frame: pd.DataFrame, words: pd.DataFram
     import zarr
     from tqdm import tqdm
 
-    from bertology.models import load_encoder, load_tokenizer, model_kind
+    from bertology.models import attention_geometry, load_encoder, load_tokenizer, model_kind
 
     output = Path(output)
     batch_size, chunk_size = attention.batch_size, attention.chunk_size
@@ -300,7 +301,7 @@ def extract_store(output: str | Path, *, frame: pd.DataFrame, words: pd.DataFram
     E = len(example_idx)
     attrs = store_attrs(model=model, model_path=model_path, variant=variant, task=task, attention=attention, seed=seed,
                         max_length=max_length, tokenizer=tokenizer, layers=L, heads=H, example_idx=example_idx,
-                        causal=model_kind(cfg) == "decoder")
+                        causal=model_kind(cfg) == "decoder", geometry=attention_geometry(cfg))
     identity = {k: attrs[k] for k in st.IDENTITY_ATTRS}
     if output.exists():
         try:

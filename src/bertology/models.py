@@ -243,6 +243,28 @@ def check_model(name_or_path: str) -> str:
         f"Llama, Qwen2 or Mistral")
 
 
+def attention_geometry(config) -> dict[str, list]:
+    """How a model's heads and layers attend, from its config, as the store records it:
+
+    - ``head_groups`` (H,): the key/value head each query head reads, h // (H / KV) with KV =
+      ``num_key_value_heads`` (transformers' ``repeat_kv`` order); 0..H-1 where every head has its own (KV = H);
+    - ``layer_windows`` (L,): each layer's ``sliding_window`` where its ``layer_types`` entry is a sliding one
+      (Gemma 2/3, ModernBERT's local layers), the config's ``sliding_window`` for every layer of a model that
+      names one but no layer types (Mistral), else None (full attention, as the model's own mask applies it).
+    """
+    heads, layers = int(config.num_attention_heads), int(config.num_hidden_layers)
+    kv = getattr(config, "num_key_value_heads", None) or heads
+    kv = int(kv) if heads % int(kv) == 0 else heads
+    groups = [h // (heads // kv) for h in range(heads)]
+    window = getattr(config, "sliding_window", None)
+    types = getattr(config, "layer_types", None)
+    if types is not None and len(types) == layers:
+        windows = [int(window) if window and "sliding" in str(t) else None for t in types]
+    else:
+        windows = [int(window) if window else None] * layers
+    return {"head_groups": groups, "layer_windows": windows}
+
+
 def model_kind(config) -> str:
     """``"decoder"`` for a config whose model type has a causal language-model head in transformers and no
     masked-language-model head (GPT-2, Llama, Qwen2, Mistral, Gemma, ...), else ``"encoder"``. Only meaningful
