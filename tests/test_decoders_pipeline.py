@@ -20,20 +20,25 @@ def run(tmp_path_factory, snakemake_run):
     work = tmp_path_factory.mktemp("decoder-run")
     model = build_decoder("llama", work / "llama", style="llama")
     write_config(work, model=str(model), tasks=["rte"], attention={"examples": 12, "batch_size": 4, "chunk_size": 4},
-                 ablation={"examples": 12, "bootstrap": 20, "pruning": {"random_orders": 1}})
+                 ablation={"examples": 12, "bootstrap": 20, "pruning": {"random_orders": 1}},
+                 train={"seeds": [42, 43]})
     proc = snakemake_run(work, "--cores", "2")
     return work / "results", proc
 
 
 def test_the_probe_writes_its_tables_and_figure(run):
     results, _ = run
-    sink = pd.read_csv(results / "stats/rte/decoder_sink.csv")
-    induction = pd.read_csv(results / "stats/rte/decoder_induction.csv")
-    models = ["pretrained", "random-init", "finetuned", "random-finetuned"]
-    assert list(pd.unique(sink["variant"])) == models and list(pd.unique(induction["variant"])) == models
-    assert len(sink) == 4 * 12 * 2 * 4 and sink["alpha_0"].between(0, 1).all() and (sink["n"] <= 64).all()
-    assert len(induction) == 4 * 10 * 2 * 4 and induction["induction"].between(0, 1).all()
-    for variant in ("pretrained", "finetuned"):
+    # the pretrained model and its random initialisation once per task, the fine-tuned models once per seed
+    for where, models in (("", ["pretrained", "random-init"]), ("finetuned/", ["finetuned", "random-finetuned"]),
+                          ("finetuned-seed43/", ["finetuned", "random-finetuned"])):
+        sink = pd.read_csv(results / f"stats/rte/{where}decoder_sink.csv")
+        induction = pd.read_csv(results / f"stats/rte/{where}decoder_induction.csv")
+        assert list(pd.unique(sink["variant"])) == models and list(pd.unique(induction["variant"])) == models
+        assert len(sink) == 2 * 12 * 2 * 4 and sink["alpha_0"].between(0, 1).all() and (sink["n"] <= 64).all()
+        assert len(induction) == 2 * 10 * 2 * 4 and induction["induction"].between(0, 1).all()
+    first = pd.read_csv(results / "stats/rte/finetuned/decoder_sink.csv")
+    assert not first["alpha_0"].equals(sink["alpha_0"])                 # the two seeds' models differ
+    for variant in ("pretrained", "finetuned", "finetuned-seed43"):
         heads = pd.read_csv(results / f"stats/rte/{variant}/decoder_heads.csv")
         assert len(heads) == 8 and heads["share_sink"].between(0, 1).all()
     assert (results / "figures/decoder-rte.png").stat().st_size > 10_000
@@ -43,9 +48,12 @@ def test_the_ledger_holds_the_decoder_claims(run):
     results, _ = run
     ledger = pd.read_csv(results / "claims.csv")
     decoder = ledger[ledger["claim"].str.startswith(("gu_", "olsson_"))]
-    assert sorted(decoder["claim"]) == ["gu_sink_first_token", "gu_sink_first_token_finetuned", "olsson_induction",
-                                        "olsson_induction_finetuned"]
+    assert sorted(decoder["claim"]) == ["gu_sink_first_token", "gu_sink_first_token_finetuned", "gu_sink_kept_finetuned",
+                                        "olsson_induction", "olsson_induction_finetuned",
+                                        "olsson_induction_kept_finetuned"]
     assert (decoder["verdict"] != "not computed").all() and decoder["ci_low"].notna().all()
+    finetuned = decoder[decoder["claim"].str.endswith("_finetuned")]
+    assert (finetuned["n_seeds"] == 2).all()                               # every seed's probe
     norms = ledger[ledger["claim"].str.startswith("kobayashi_")]
     assert len(norms) and (norms["verdict"] != "not computed").all()      # the norm analyses ran
     report = (results / "report.html").read_text()

@@ -273,6 +273,8 @@ def _decoder_tables() -> dict[str, object]:
     sink_df, induction_df = probe.probe_tables(sink, induction)
     return {"stats/{task}/decoder_sink.csv": list(sink_df.columns),
             "stats/{task}/decoder_induction.csv": list(induction_df.columns),
+            "stats/{task}/{variant}/decoder_sink.csv": list(sink_df.columns),
+            "stats/{task}/{variant}/decoder_induction.csv": list(induction_df.columns),
             "stats/{task}/{variant}/decoder_heads.csv": list(probe.head_summary(sink["pretrained"],
                                                                                  induction["pretrained"]).columns)}
 

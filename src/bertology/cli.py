@@ -134,8 +134,14 @@ STEPS: dict[str, StepSpec] = {
     # decoders: attention sinks and induction heads
     "decoder_probe": StepSpec("bertology.steps.decoders:decoder_probe",
                               ("model", "data.max_length", "data.seed", "train.seed"),
-                              "a decoder's sink and induction probe of one task -> decoder_sink.csv, "
-                              "decoder_induction.csv, decoder_heads.csv and the figure"),
+                              "a decoder's sink and induction probe of one task, the pretrained model and its random "
+                              "initialisation -> decoder_sink.csv, decoder_induction.csv, pretrained/decoder_heads.csv"),
+    "decoder_probe_finetuned": StepSpec("bertology.steps.decoders:decoder_probe_finetuned",
+                                        ("model", "data.max_length", "data.seed"),
+                                        "the same probe of one fine-tuning seed's models -> "
+                                        "finetuned{seedtag}/decoder_{sink,induction,heads}.csv"),
+    "decoder_figure": StepSpec("bertology.steps.decoders:decoder_figure", (),
+                               "alpha_0 and the induction score per head, one column per model of the probe"),
     # Pande et al. sieves
     "sieve_figures": StepSpec("bertology.steps.sieve:sieve_figures", ("analysis.sieve",),
                               "Pande Figs. 3-5 of one task"),

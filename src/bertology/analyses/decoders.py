@@ -21,13 +21,26 @@ OLSSON = ("We find that induction heads develop at precisely the same point as a
           "learning ability, visible as a bump in the training loss.")
 
 
+def _table(what: str, variant: str) -> str:
+    """Where the probe's `what` ("sink" or "induction") rows of `variant` are: the task's table for the pretrained
+    model (and its random initialisation), each fine-tuning seed's own for the fine-tuned models."""
+    return rel(f"decoder_{what}") if variant == "pretrained" else variant_table(f"decoder_{what}.csv")
+
+
+def _with_reference(what: str, variant: str) -> tuple[tuple[str, str, str], ...]:
+    """A claim's inputs: `variant`'s table, and for a fine-tuned model the task's table as ``reference`` (the
+    pretrained model and the random initialisation it is compared with)."""
+    inputs = ((what, _table(what, variant), ""),)
+    return inputs if variant == "pretrained" else inputs + (("reference", rel(f"decoder_{what}"), ""),)
+
+
 def _sink(variant: str) -> Claim:
     return Claim(f"gu_sink_first_token{'' if variant == 'pretrained' else '_finetuned'}", "Gu et al. 2024",
                  "abstract; 3 (Sink_1^eps, eps 0.3)",
                  "Most heads of a trained decoder put more than 0.3 of their attention on the first token "
                  f"(the {variant} model).",
                  f"decoder_sink.csv ({variant}): per example, the share of heads with alpha_0 > 0.3; mean over examples",
-                 claims_decoders.sink_share, (("sink", rel("decoder_sink"), ""),), null=0.5, unit="examples",
+                 claims_decoders.sink_share, (("sink", _table("sink", variant), ""),), null=0.5, unit="examples",
                  variant=variant, params=(("variant", variant),), anchor="decoders", figure="decoder",
                  paper_value="attention sinks in every LM they test, small ones included",
                  sentence=GU, models="decoder")
@@ -40,7 +53,7 @@ def _induction(variant: str) -> Claim:
                  "than any head of the same architecture at random initialisation.",
                  f"decoder_induction.csv: induction score of the {variant} model's best head minus the random "
                  "initialisation's best head, per probe sequence",
-                 claims_decoders.induction_gain, (("induction", rel("decoder_induction"), ""),), unit="sequences",
+                 claims_decoders.induction_gain, _with_reference("induction", variant), unit="sequences",
                  variant=variant, params=(("variant", variant),), anchor="decoders", figure="decoder",
                  paper_value="induction heads form in a phase change early in training",
                  sentence=OLSSON, models="decoder")
@@ -61,7 +74,7 @@ def _kept(what: str) -> Claim:
                   "decoder_induction.csv: per probe sequence, the fine-tuned model's best head's induction score "
                   "minus the pretrained model's best head's"),
                  claims_decoders.sink_kept if sink else claims_decoders.induction_kept,
-                 (("sink", rel("decoder_sink"), ""),) if sink else (("induction", rel("decoder_induction"), ""),),
+                 _with_reference("sink" if sink else "induction", "finetuned"),
                  null=-claims_decoders.KEPT_MARGIN, unit="examples" if sink else "sequences", variant="finetuned",
                  anchor="decoders", figure="decoder",
                  paper_value="sinks and induction heads form in pre-training; no fine-tuned figure",
@@ -75,6 +88,8 @@ ANALYSES: tuple[Analysis, ...] = (
                 _kept("sink"), _kept("induction")),
         tables=(Table(rel("decoder_sink"), SINK, when="decoder"),
                 Table(rel("decoder_induction"), INDUCTION, when="decoder"),
+                Table(variant_table("decoder_sink.csv"), SINK, when="decoder"),
+                Table(variant_table("decoder_induction.csv"), INDUCTION, when="decoder"),
                 Table(variant_table("decoder_heads.csv"), HEADS, when="decoder")),
         section=Section(
             key="decoders", paper="Gu et al. 2024; Olsson et al. 2022",

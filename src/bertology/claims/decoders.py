@@ -1,6 +1,8 @@
 """The decoder claims (Gu et al. 2024 attention sinks; Olsson et al. 2022 induction heads): pure functions of the
 decoder probe's tables (stats/{task}/decoder_sink.csv, decoder_induction.csv; docs/reference.md#decoders). Every
-function: ``(tables, boot, *, side, null, ...) -> Result``."""
+function: ``(tables, boot, *, side, null, ...) -> Result``. A claim about a fine-tuned model gets, per fine-tuning
+seed, that seed's table (``sink`` / ``induction``) and the task's table of the pretrained model and its random
+initialisation as ``reference``: :func:`rows` joins them."""
 
 from __future__ import annotations
 
@@ -15,13 +17,19 @@ from bertology.decoders.heads import SINK_EPSILON as EPSILON  # Gu et al.'s thre
 KEPT_MARGIN = 0.05
 
 
+def rows(t, what: str) -> pd.DataFrame:
+    """One seed's `what` rows ("sink" or "induction") with its ``reference`` rows (where given) after them."""
+    frames = [t[what]] + ([t["reference"]] if "reference" in t else [])
+    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+
+
 def sink_share(tables: Tables, boot: Boot, *, side: str, null: float, variant: str) -> Result:
     """Gu et al. §3: per example, the share of heads with alpha_0 > 0.3 (their Sink_0 with eps 0.3, as a share);
     effect = its mean over the examples (= the sink rate / 100); unit: examples; test: scipy.stats.wilcoxon
     against `null`."""
     units = []
     for t in tables:
-        s = t["sink"]
+        s = rows(t, "sink")
         s = s[s["variant"] == variant]
         if s.empty:
             return nan_result("scipy.stats.wilcoxon", 0, f"decoder_sink.csv has no rows of {variant}")
@@ -42,7 +50,8 @@ def sink_kept(tables: Tables, boot: Boot, *, side: str, null: float, variant: st
     test: scipy.stats.wilcoxon against `null` (-KEPT_MARGIN: the fine-tuned model loses less than that)."""
     units = []
     for t in tables:
-        a, b = _shares(t["sink"], variant), _shares(t["sink"], baseline)
+        s = rows(t, "sink")
+        a, b = _shares(s, variant), _shares(s, baseline)
         if a.empty or b.empty:
             return nan_result("scipy.stats.wilcoxon", 0, f"decoder_sink.csv lacks {variant} or {baseline}")
         both = a.index.intersection(b.index)
@@ -65,7 +74,7 @@ def induction_kept(tables: Tables, boot: Boot, *, side: str, null: float, varian
     the mean difference; unit: sequences; test: scipy.stats.wilcoxon against `null` (-KEPT_MARGIN)."""
     units, heads = [], ()
     for t in tables:
-        i = t["induction"]
+        i = rows(t, "induction")
         if (i["variant"] == variant).sum() == 0 or (i["variant"] == baseline).sum() == 0:
             return nan_result("scipy.stats.wilcoxon", 0, f"decoder_induction.csv lacks {variant} or {baseline}")
         head, a = _best_head_scores(i, variant)
@@ -83,7 +92,7 @@ def induction_gain(tables: Tables, boot: Boot, *, side: str, null: float, varian
     test: scipy.stats.wilcoxon."""
     units, heads = [], ()
     for t in tables:
-        i = t["induction"]
+        i = rows(t, "induction")
         a, b = i[i["variant"] == variant], i[i["variant"] == baseline]
         if a.empty or b.empty:
             return nan_result("scipy.stats.wilcoxon", 0, f"decoder_induction.csv lacks {variant} or {baseline}")

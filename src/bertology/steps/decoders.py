@@ -1,23 +1,32 @@
-"""Step of rules/decoders.smk: the decoder probe of one task (a decoder model only).
+"""Steps of rules/decoders.smk: the decoder probe of one task (a decoder model only).
 
-For each model of the task: the config's pretrained model, its random initialisation (the model's own
-initialiser, seeded with train.seed, untrained), the fine-tuned model and, where train.inits has it, the model
-fine-tuned from the random initialisation:
+The probe measures, per head of a model:
 
-- Gu et al.'s alpha_0 per head on the task's attention sample (its first 64 tokens per example,
-  :func:`bertology.decoders.probe.sink_units`) -> stats/{task}/decoder_sink.csv;
-- TransformerLens' induction, previous-token and duplicate-token scores per head on the seeded induction probe
-  (a BOS token and 50 random tokens repeated twice, 10 sequences; :func:`bertology.decoders.probe.induction_units`)
-  -> stats/{task}/decoder_induction.csv;
-- per head of the pretrained and the fine-tuned model, the means (:func:`bertology.decoders.probe.head_summary`)
-  -> stats/{task}/{variant}/decoder_heads.csv, read by the explorer's head grid;
-- the figure figures/decoder-{task}.png.
+- Gu et al.'s alpha_0 on the task's attention sample (its first 64 tokens per example,
+  :func:`bertology.decoders.probe.sink_units`) -> ``decoder_sink.csv``;
+- TransformerLens' induction, previous-token and duplicate-token scores on the seeded induction probe (a BOS token
+  and 50 random tokens repeated twice, 10 sequences; :func:`bertology.decoders.probe.induction_units`)
+  -> ``decoder_induction.csv``;
+- their per-head means (:func:`bertology.decoders.probe.head_summary`) -> ``decoder_heads.csv``, read by the
+  explorer's head grid;
+- the induction probe's maps as an attention store, attention/{task}/probe-{model}.zarr
+  (:func:`bertology.extract.write_probe_store`: split ``probe``, read like any store; the explorer shows them).
+
+Three steps, so that nothing is probed twice and every fine-tuning seed is:
+
+- :func:`decoder_probe` (once per task): the config's pretrained model and its random initialisation (the model's
+  own initialiser, seeded with train.seed, untrained) -> stats/{task}/decoder_{sink,induction}.csv and
+  stats/{task}/pretrained/decoder_heads.csv;
+- :func:`decoder_probe_finetuned` (per task and fine-tuning seed): the fine-tuned model and, where train.inits
+  has it, the model fine-tuned from the random initialisation -> stats/{task}/finetuned{seedtag}/decoder_*.csv;
+- :func:`decoder_figure` (per task): figures/decoder-{task}.png from the first two (the first seed).
 """
 
 from __future__ import annotations
 
 from bertology.io import write_csv
 from bertology.steps.context import StepContext
+
 
 def _text_batches(tokenizer, frame, max_length: int, tokens: int, batch_size: int):
     from bertology.encoding import encode
@@ -28,31 +37,25 @@ def _text_batches(tokenizer, frame, max_length: int, tokens: int, batch_size: in
         yield ids[start:start + batch_size], mask[start:start + batch_size]
 
 
-def decoder_probe(ctx: StepContext) -> None:
-    """--input sample=attention/{task}/sample.parquet finetuned=models/{task}/pretrained
-    [random_finetuned=models/{task}/random]; --output sink=..., induction=..., pretrained=..., finetuned=...,
-    figure=figures/decoder-{task}.png."""
+def _probe(ctx: StepContext, models: dict, tokenizer, model_paths: dict) -> tuple:
+    """Probe each model of `models` (name -> a function that loads it; model_paths: name -> what it is loaded
+    from) -> decoder_sink.csv and decoder_induction.csv's frames (:func:`bertology.decoders.probe.probe_tables`),
+    the MLflow metrics and the log line of each, and its probe store where the rule names one
+    (``probe_{name}``)."""
+    from pathlib import Path
+
     import pandas as pd
     import torch
 
     from bertology.decoders import probe
     from bertology.decoders.heads import SINK_EPSILON
-    from bertology.models import load_classifier, load_encoder, load_tokenizer, resolve_model
-    from bertology.tasks import get_task
+    from bertology.extract import write_probe_store
+    from bertology.models import attention_geometry
 
     cfg = ctx.config
     task = ctx.wildcards["task"]
     torch.set_num_threads(ctx.threads)
-    base = resolve_model(cfg.model)
-    tokenizer = load_tokenizer(base)
     frame = pd.read_parquet(ctx.input.sample)
-    spec = get_task(task)
-    models = {"pretrained": lambda: load_encoder(base),
-              "random-init": lambda: load_classifier(base, max(spec.num_labels, 1), init="random",
-                                                     seed=int(cfg.train.seed)).eval(),
-              "finetuned": lambda: load_encoder(str(ctx.input.finetuned))}
-    if "random_finetuned" in ctx.input:
-        models["random-finetuned"] = lambda: load_encoder(str(ctx.input.random_finetuned))
     texts = list(_text_batches(tokenizer, frame, cfg.data.max_length, probe.SINK_TOKENS, probe.SINK_BATCH))
     bos = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
     sink, induction = {}, {}
@@ -60,6 +63,11 @@ def decoder_probe(ctx: StepContext) -> None:
         model = load()
         s = probe.sink_units(model, texts)
         tokens, maps = probe.induction_probe(model, seed=int(cfg.data.seed), bos_id=bos)
+        store = ctx.output.get(f"probe_{variant.replace('-', '_')}")
+        if store is not None:
+            write_probe_store(store, tokens=tokens, maps=maps, model=str(cfg.model), model_path=str(model_paths[variant]),
+                              variant=Path(store).stem, task=task, seed=int(cfg.data.seed), tokenizer=tokenizer,
+                              geometry=attention_geometry(model.config))
         i = probe.induction_units(tokens, maps, probe.INDUCTION_SEQ_LEN)
         sink[variant], induction[variant] = s, i
         rate = float((s["alpha_0"] > SINK_EPSILON).mean())
@@ -70,12 +78,61 @@ def decoder_probe(ctx: StepContext) -> None:
             ctx.tracker.metrics({f"decoder.{variant}.sink_rate": rate,
                                  f"decoder.{variant}.induction_max": float(best.max())})
         del model, maps
-    sink_df, induction_df = probe.probe_tables(sink, induction)
+    return probe.probe_tables(sink, induction)
+
+
+def _write(ctx: StepContext, sink_df, induction_df, variant: str) -> None:
+    from bertology.decoders import probe
+
     write_csv(sink_df, ctx.output.sink)
     write_csv(induction_df, ctx.output.induction)
-    for variant in ("pretrained", "finetuned"):
-        write_csv(probe.head_summary(sink_df[sink_df["variant"] == variant],
-                                     induction_df[induction_df["variant"] == variant]), ctx.output.get(variant))
+    write_csv(probe.head_summary(sink_df[sink_df["variant"] == variant],
+                                 induction_df[induction_df["variant"] == variant]), ctx.output.heads)
+
+
+def decoder_probe(ctx: StepContext) -> None:
+    """--input sample=attention/{task}/sample.parquet; --output sink=stats/{task}/decoder_sink.csv,
+    induction=stats/{task}/decoder_induction.csv, heads=stats/{task}/pretrained/decoder_heads.csv,
+    probe_pretrained=, probe_random_init= (attention/{task}/probe-*.zarr): the pretrained model and its random
+    initialisation."""
+    from bertology.models import load_classifier, load_encoder, load_tokenizer, resolve_model
+    from bertology.tasks import get_task
+
+    cfg = ctx.config
+    base = resolve_model(cfg.model)
+    spec = get_task(ctx.wildcards["task"])
+    models = {"pretrained": lambda: load_encoder(base),
+              "random-init": lambda: load_classifier(base, max(spec.num_labels, 1), init="random",
+                                                     seed=int(cfg.train.seed)).eval()}
+    sink_df, induction_df = _probe(ctx, models, load_tokenizer(base), {"pretrained": base, "random-init": base})
+    _write(ctx, sink_df, induction_df, "pretrained")
+
+
+def decoder_probe_finetuned(ctx: StepContext) -> None:
+    """--input sample=attention/{task}/sample.parquet finetuned=models/{task}/pretrained{seedtag}
+    [random_finetuned=models/{task}/random{seedtag}]; --output sink=, induction=, heads= under
+    stats/{task}/finetuned{seedtag}/, probe_finetuned= [probe_random_finetuned=] (attention/{task}/probe-*.zarr): the model fine-tuned with one seed (rows ``finetuned``) and the one fine-tuned
+    from the random initialisation with the same seed (rows ``random-finetuned``)."""
+    from bertology.models import load_encoder, load_tokenizer, resolve_model
+
+    models = {"finetuned": lambda: load_encoder(str(ctx.input.finetuned))}
+    paths = {"finetuned": str(ctx.input.finetuned)}
+    if "random_finetuned" in ctx.input:
+        models["random-finetuned"] = lambda: load_encoder(str(ctx.input.random_finetuned))
+        paths["random-finetuned"] = str(ctx.input.random_finetuned)
+    sink_df, induction_df = _probe(ctx, models, load_tokenizer(resolve_model(ctx.config.model)), paths)
+    _write(ctx, sink_df, induction_df, "finetuned")
+
+
+def decoder_figure(ctx: StepContext) -> None:
+    """--input sink=, induction= (the pretrained model's and its random initialisation's),
+    finetuned_sink=, finetuned_induction= (the first fine-tuning seed's); --output figure=figures/decoder-{task}.png:
+    one column per model of the probe."""
+    import pandas as pd
+
     from bertology.decoders.figures import probe_figure
 
-    probe_figure(sink_df, induction_df, ctx.output.figure, task=task)
+    sink = pd.concat([pd.read_csv(ctx.input.sink), pd.read_csv(ctx.input.finetuned_sink)], ignore_index=True)
+    induction = pd.concat([pd.read_csv(ctx.input.induction), pd.read_csv(ctx.input.finetuned_induction)],
+                          ignore_index=True)
+    probe_figure(sink, induction, ctx.output.figure, task=ctx.wildcards["task"])
