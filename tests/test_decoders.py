@@ -311,3 +311,23 @@ def test_the_geometry_a_store_records_comes_from_the_config():
     assert attention_geometry(mistral) == {"head_groups": [0, 0, 0, 0], "layer_windows": [16, 16]}
     bert = AutoConfig.for_model("bert", num_attention_heads=3, num_hidden_layers=2)
     assert attention_geometry(bert) == {"head_groups": [0, 1, 2], "layer_windows": [None, None]}
+
+
+def test_the_probe_maps_are_a_store_like_any_other(llama_dir, tmp_path):
+    from bertology.extract import write_probe_store
+    from bertology.models import attention_geometry
+    from bertology.store import SpecialTokens, open_store
+
+    model = load_encoder(str(llama_dir))
+    tok = load_tokenizer(str(llama_dir))
+    tokens, maps = probe.induction_probe(model, seed=0, seq_len=6, batch=3, bos_id=tok.bos_token_id)
+    out = write_probe_store(tmp_path / "probe-pretrained.zarr", tokens=tokens, maps=maps, model="tiny",
+                            model_path=str(llama_dir), variant="probe-pretrained", task="rte", seed=0, tokenizer=tok,
+                            geometry=attention_geometry(model.config))
+    ds = open_store(out, expect={"split": "probe", "variant": "probe-pretrained"}, check_rows=True)
+    assert ds.sizes["example"] == 3 and ds.attrs["causal"] is True and ds.attrs["head_groups"] == [0, 0, 1, 1]
+    np.testing.assert_allclose(ds["attention"].values, maps, atol=1e-3)              # float16
+    assert (ds["input_ids"].values == tokens).all() and (ds["length"].values == 13).all()
+    assert (ds["word_ids"].values == -1).all()
+    cls, _ = SpecialTokens.of(ds.attrs).masks(ds["input_ids"].values, ds["length"].values)
+    assert cls[:, 0].all()                                  # the probe's BOS is the store's [CLS]-like token

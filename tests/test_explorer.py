@@ -162,6 +162,7 @@ def test_inputs_for_the_rule():
     assert "results/stats/rte/finetuned/norms.csv" in got["optional"]  # only with analysis.norms.enabled
     assert "results/stats/rte/seeds/cosine.csv" in got["optional"]     # only with two or more train.seeds
     assert "results/stats/rte/finetuned/decoder_heads.csv" in got["optional"]  # only for a decoder model
+    assert "results/attention/rte/probe-finetuned.zarr" in got["optional"]       # the decoder probe's maps
     both = explorer_inputs(["rte"], norms=True, seeds=True, decoder=True)
     assert both["optional"] == [] and set(both["required"]) == set(got["required"]) | set(got["optional"])
     assert "results/stats/rte/finetuned/faithfulness_examples.csv" in both["required"]

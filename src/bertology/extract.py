@@ -371,3 +371,34 @@ def extract_store(output: str | Path, *, frame: pd.DataFrame, words: pd.DataFram
 def dir_bytes(path: str | Path) -> int:
     """Bytes on disk of the files under `path` (apparent sizes)."""
     return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
+
+
+def write_probe_store(output: str | Path, *, tokens: np.ndarray, maps: np.ndarray, model: str, model_path: str,
+                      variant: str, task: str, seed: int, tokenizer, causal: bool = True,
+                      geometry: dict[str, list] | None = None) -> Path:
+    """An attention store of maps computed elsewhere (the decoder probe's sequences of token ids, which are no
+    text of a task): the same layout, attributes and checks as :func:`extract_store`'s, split ``probe``, one chunk.
+
+    tokens: (E, T) int token ids, every one real (length T); maps: (E, L, H, T, T) float attention. Words: none
+    (``word_ids`` -1), one segment. Written to a partial store and moved into place (:func:`bertology.store.finalize`).
+    """
+    output = Path(output)
+    tokens = np.asarray(tokens, dtype=np.int64)
+    E, T = tokens.shape
+    _, L, H, _, _ = maps.shape
+    attention = AttentionConfig(split="probe", examples=None, batch_size=E, chunk_size=E, spacy_model="", keepbits=None)
+    attrs = store_attrs(model=model, model_path=model_path, variant=variant, task=task, attention=attention,
+                        seed=seed, max_length=T, tokenizer=tokenizer, layers=L, heads=H,
+                        example_idx=np.arange(E), causal=causal, geometry=geometry)
+    partial = st.partial_path(output)
+    root = st.create_store(partial, example_idx=np.arange(E), layers=L, heads=H, max_length=T, chunk_size=E,
+                           attrs=attrs)
+    st.write_chunk(root, 0, {"attention": np.asarray(maps, dtype=np.float16),
+                             "input_ids": tokens, "token_type_ids": np.zeros_like(tokens),
+                             "segment": np.zeros_like(tokens), "word_ids": np.full_like(tokens, -1),
+                             "length": np.full(E, T, dtype=np.int64)})
+    if output.exists():
+        import shutil
+
+        shutil.rmtree(output)
+    return st.finalize(root, partial, output)

@@ -164,3 +164,39 @@ def sampled_examples(src: Inputs, task: str, stores: dict[str, Any], words: pd.D
         log.warning("explorer: %s: %d of %d sampled examples left out to keep the page under its size budget",
                     task, dropped, len(pos))
     return out, dropped
+
+
+#: how many of the decoder probe's sequences the page shows beside the task's examples
+PROBE_EXAMPLES = 1
+
+
+def probe_examples(src: Inputs, task: str, stores: dict[str, Any], L: int, H: int) -> list[dict]:
+    """The decoder probe's first sequences (a BOS token and random tokens repeated twice) as examples of the page,
+    after the task's: their tokens and the maps of each variant's probe store (attention/{task}/probe-*.zarr,
+    :func:`bertology.extract.write_probe_store`). stores: {page variant: opened probe store}; an empty list
+    without one. idx -1, -2, ...: no example of the task."""
+    if not stores:
+        return []
+    ref = next(iter(stores.values()))
+    tok = tokenizer(src, task, dict(ref.attrs))
+    special = {int(ref.attrs.get(k)): name for k, name in SPECIAL_LABELS if ref.attrs.get(k) is not None}
+    out = []
+    for p in range(min(PROBE_EXAMPLES, int(ref.sizes["example"]))):
+        n = int(ref["length"][p].values)
+        ids = ref["input_ids"][p, :n].values.astype(np.int64)
+        tokens = ([tok.id_to_token(int(i)) or f"<{i}>" for i in ids] if tok is not None
+                  else [special.get(int(i), f"<{int(i)}>") for i in ids])
+        half = (n - 1) // 2
+        ex: dict[str, Any] = {"pos": p, "idx": -1 - p, "n": n, "word_ids": [-1] * n, "segment": [0] * n, "words": [],
+                              "tokens": tokens, "probe": True,
+                              "text_a": f"decoder probe, sequence {p + 1}: a BOS token and {half} random tokens "
+                                        f"repeated twice (an induction head attends from each token of the second "
+                                        f"half to the token after its first occurrence)",
+                              "maps": {}, "sieve": {}}
+        for v, ds in stores.items():
+            a = ds["attention"][p, :, :, :n, :n].values
+            check_block(a[None], np.array([n]), ds.attrs, where=f"probe store of {v} example {p}", padding=False,
+                        example_idx=np.array([p]), store=str(v))
+            ex["maps"][v] = encode_maps(quantise(a))
+        out.append(ex)
+    return out

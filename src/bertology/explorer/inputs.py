@@ -19,6 +19,8 @@ from bertology.registry import Statistic
 from bertology.tasks import SPLITS
 
 VARIANTS = ("pretrained", "finetuned")
+#: a decoder's induction-probe stores, by the page's variant (rules/decoders.smk)
+PROBE_STORES = {v: f"probe-{v}" for v in VARIANTS}
 # the fine-tuned model's token importance and the per-example agreement of each view with it (norms_faithfulness)
 TOKEN_VIEW_FILES = ("importance.parquet", "faithfulness.csv", "faithfulness_examples.csv")
 #: the norm analyses' per-variant token scores (token views of the example view)
@@ -40,7 +42,7 @@ def explorer_inputs(tasks: Sequence[str], results: str | Path = layout.ROOT, *, 
     their words, the fine-tuned model (its tokenizer), the data splits, the sieve scores and the source table of
     every statistic of the registry's catalogue; with ``norms`` (analysis.norms.enabled) the norm analyses'
     tables and token views too, with ``seeds`` (two or more train.seeds) the tables over seeds, with ``decoder``
-    (a decoder model) the decoder probe's per-head tables.
+    (a decoder model) the decoder probe's per-head tables and its stores of the induction probe's maps.
     ``optional``: what the explorer also reads when declared and present (those the settings switched off)."""
     off = {c for c, on in (("norms", norms), ("seeds", seeds), ("decoder", decoder)) if not on}  # settings (registry.CONDITIONS) off
     req: list[str] = []
@@ -55,6 +57,7 @@ def explorer_inputs(tasks: Sequence[str], results: str | Path = layout.ROOT, *, 
         views = [layout.rel("variant_stat", task=t, variant=v, file=TOKEN_SCORES) for v in VARIANTS]
         views += [layout.rel("variant_stat", task=t, variant="finetuned", file=f) for f in TOKEN_VIEW_FILES]
         (req if norms else opt).extend(views)
+        (req if decoder else opt).extend(layout.rel("store", task=t, variant=p) for p in PROBE_STORES.values())
     return {"required": [layout.join(results, p) for p in dict.fromkeys(req)],
             "optional": [layout.join(results, p) for p in dict.fromkeys(opt) if p not in req]}
 

@@ -16,8 +16,8 @@ import pandas as pd
 from bertology import __version__
 from bertology.explorer.catalogue import catalogue, statistic_tables
 from bertology.explorer.claims import claims_block
-from bertology.explorer.examples import sampled_examples
-from bertology.explorer.inputs import VARIANTS, Inputs
+from bertology.explorer.examples import probe_examples, sampled_examples
+from bertology.explorer.inputs import PROBE_STORES, VARIANTS, Inputs
 from bertology.explorer.maps import QUANT
 from bertology.explorer.sieve import sieve_block
 from bertology.explorer.views import token_views
@@ -83,6 +83,9 @@ def load_explorer_data(results: Path, tasks: list[str], *, examples: int, seed: 
         views, look = token_views(src, task, list(stores))
         exs, dropped = sampled_examples(src, task, stores, words, scores, sieve["roles"] if sieve else [],
                                         examples, seed, share, look)
+        probes = {v: open_store(path) for v, path in ((v, src.path("store", task=task, variant=p))
+                                                      for v, p in PROBE_STORES.items()) if src.readable(path)}
+        exs += probe_examples(src, task, probes, L, H)
         try:
             spec = get_task(task)
             display, pair = spec.display, spec.is_pair

@@ -369,13 +369,15 @@
   function exampleNav(t, onpick) {
     const sel = h('select', {id: 'example-select', onchange: e => onpick(+e.target.value)},
       t.examples.map((ex, i) => h('option', {value: i, selected: i === S.example},
-        `${tvMark(ex)}#${i + 1} (idx ${ex.idx}, n=${ex.n}) ${(ex.text_a || ex.tokens.slice(1, 9).join(' ')).slice(0, 70)}`)));
-    const n = t.examples.length;
+        ex.probe ? `decoder probe ${-ex.idx} (n=${ex.n}): random tokens repeated twice`
+          : `${tvMark(ex)}#${i + 1} (idx ${ex.idx}, n=${ex.n}) ${(ex.text_a || ex.tokens.slice(1, 9).join(' ')).slice(0, 70)}`)));
+    const n = t.examples.length, probes = t.examples.filter(ex => ex.probe).length;
     return h('div', {class: 'exnav'}, 'example ',
       h('button', {onclick: () => onpick((S.example + n - 1) % n), title: 'previous example'}, '‹'), sel,
       h('button', {onclick: () => onpick((S.example + 1) % n), title: 'next example'}, '›'),
-      h('span', {class: 'muted'}, `${n} of ${t.store_examples} examples of the store (` +
-        (t.examples.some(tvMark) ? 'those with token views first: ◆ every view, ◇ some; then a seeded sample)' : 'seeded sample)')));
+      h('span', {class: 'muted'}, `${n - probes} of ${t.store_examples} examples of the store (` +
+        (t.examples.some(tvMark) ? 'those with token views first: ◆ every view, ◇ some; then a seeded sample)' : 'seeded sample)') +
+        (probes ? `, then ${probes} sequence${probes > 1 ? 's' : ''} of the decoder probe` : '')));
   }
   // ◆ every token view (flow, importance), ◇ some; the list's examples with token scores come first
   function tvMark(ex) {
