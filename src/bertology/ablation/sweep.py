@@ -241,13 +241,17 @@ def fast_plan(model) -> FastPlan | str:
     return FastPlan(model, layers, pooled)
 
 
-def check_fast_supported(model) -> FastPlan:
-    """The fast sweep's plan of `model`; ValueError saying why (and to use the naive sweep) if it has none."""
-    plan = fast_plan(model)
+def _plan_or_raise(plan):
+    """A sweep's plan, or ConfigError with why it has none (`plan` the reason) and the naive sweep to run instead."""
     if isinstance(plan, str):
         raise ConfigError(f"{plan}. Run the naive sweep instead (config: ablation.sweep: naive); it gives the "
-                         f"same outputs")
+                          f"same outputs")
     return plan
+
+
+def check_fast_supported(model) -> FastPlan:
+    """The fast sweep's plan of `model`; ValueError saying why (and to use the naive sweep) if it has none."""
+    return _plan_or_raise(fast_plan(model))
 
 
 def layer_parts(layer, hidden: torch.Tensor, mask: torch.Tensor | None, cls_only: bool,
@@ -410,11 +414,7 @@ def prefix_plan(model) -> PrefixPlan | str:
 
 def check_prefix_supported(model) -> PrefixPlan:
     """The prefix sweep's plan of `model`; ConfigError saying why (and to use the naive sweep) if it has none."""
-    plan = prefix_plan(model)
-    if isinstance(plan, str):
-        raise ConfigError(f"{plan}. Run the naive sweep instead (config: ablation.sweep: naive); it gives the "
-                          f"same outputs")
-    return plan
+    return _plan_or_raise(prefix_plan(model))
 
 
 def _map_tensors(obj, fn):
