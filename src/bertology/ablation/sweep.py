@@ -23,7 +23,7 @@ size, C configurations, K logits per example (classes, or 1 for regression), Q q
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -489,7 +489,8 @@ def prefix_layer_passes(n_layers: int, n_heads: int) -> tuple[int, int]:
 
 
 @torch.no_grad()
-def prefix_batch_logits(model, batch: Batch, config_batch: int, plan: PrefixPlan | None = None) -> torch.Tensor:
+def prefix_batch_logits(model, batch: Batch, config_batch: int, plan: PrefixPlan | None = None,
+                        on_layer: Callable[[], None] | None = None) -> torch.Tensor:
     """Logits of every configuration of :func:`sweep_configurations` on one batch: (1 + L*H + L, N, K).
 
     One forward pass with nothing disabled keeps each layer's output (forward hooks; whatever the layer returns,
@@ -501,6 +502,7 @@ def prefix_batch_logits(model, batch: Batch, config_batch: int, plan: PrefixPlan
     embeddings, what runs between layers, final norm, pooling, head) is the model's own code. A layer with no
     disabled head returns the same output on the same input, so the logits equal the naive sweep's up to
     float rounding (stacked rows run as different batch shapes). Layer passes: see :func:`prefix_layer_passes`.
+    on_layer: called after each layer's configurations (a progress bar).
 
     Raises ValueError when the forward did not call the plan's layers in order, each once.
     """
@@ -551,6 +553,8 @@ def prefix_batch_logits(model, batch: Batch, config_batch: int, plan: PrefixPlan
                 for i in range(l):
                     layers[i] = originals[i]
             out[targets[start:start + k]] = logits.view(k, n, -1).double().cpu()
+        if on_layer is not None:
+            on_layer()
     return out
 
 
@@ -566,8 +570,10 @@ def prefix_sweep(model, batches: Sequence[Batch], n_examples: int, config_batch:
     device = next(model.parameters()).device
     n_layers, n_heads = model.config.num_hidden_layers, model.config.num_attention_heads
     out = np.zeros((1 + n_layers * n_heads + n_layers, n_examples, n_outputs(model)))
-    for batch in tqdm(batches, desc="prefix sweep", unit="batch", disable=not progress):
-        out[:, batch.rows] = prefix_batch_logits(model, batch.to(device), config_batch, plan).numpy()
+    with tqdm(total=len(batches) * n_layers, desc="prefix sweep", unit="layer", disable=not progress) as bar:
+        for batch in batches:
+            out[:, batch.rows] = prefix_batch_logits(model, batch.to(device), config_batch, plan,
+                                                     on_layer=lambda: bar.update(1)).numpy()
     return out
 
 
