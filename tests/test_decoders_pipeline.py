@@ -81,3 +81,35 @@ def test_steps_that_apply_ran_and_the_norms_run_without_the_post_ln_views(run):
         assert len(notes) == 1 and "pre-LN" in notes[0]
     faith = pd.read_csv(results / "stats/rte/finetuned/faithfulness.csv")
     assert {"ablation", "gradient", "aopc"} <= set(faith["importance"]) and faith["n"].max() > 0
+
+
+def test_the_probe_maps_are_stores_and_the_explorer_shows_them(run):
+    from bertology.explorer.load import load_explorer_data
+    from bertology.store import open_store
+
+    results, _ = run
+    for model in ("pretrained", "random-init", "finetuned", "random-finetuned", "finetuned-seed43"):
+        ds = open_store(results / f"attention/rte/probe-{model}.zarr", check_rows=True)
+        assert ds.attrs["split"] == "probe" and ds.sizes["example"] == 10 and ds.attrs["causal"]
+        assert ds.sizes["query"] == 101 and ds.attrs["head_groups"] == [0, 0, 1, 1]
+    (task,) = load_explorer_data(results, ["rte"], examples=2, seed=0)["tasks"]
+    probes = [ex for ex in task["examples"] if ex.get("probe")]
+    assert len(probes) == 1 and set(probes[0]["maps"]) == {"pretrained", "finetuned"} and probes[0]["n"] == 101
+
+
+def test_the_explorer_shows_the_probe_sequence_in_chromium(run, browser, tmp_path):
+    from tests.builders.browser import open_page, wait_view
+
+    results, _ = run
+    pg, watch = open_page(browser, (results / "explorer.html").resolve().as_uri())
+    wait_view(pg, "overview")
+    pg.click('#tabs button[data-view="example"]')
+    wait_view(pg, "example")
+    options = pg.eval_on_selector_all("#example-select option", "os => os.map(o => [o.value, o.textContent])")
+    value, text = next(o for o in options if o[1].startswith("decoder probe 1"))
+    pg.select_option("#example-select", value)
+    wait_view(pg, "example")
+    assert "random tokens repeated twice" in pg.inner_text("#example")
+    assert pg.locator("#sm-grid canvas").count() == 2 * 2 * 4            # both models' maps of 2 layers x 4 heads
+    pg.screenshot(path=str(tmp_path / "probe.png"), full_page=False)
+    watch.check()

@@ -388,11 +388,12 @@
   function exampleText(t, ex) {
     const parts = [];
     if (ex.text_a !== undefined) {
-      parts.push(h('div', null, h('b', null, t.pair ? 'A ' : 'text '), ex.text_a));
+      parts.push(h('div', null, h('b', null, ex.probe ? 'probe ' : t.pair ? 'A ' : 'text '), ex.text_a));
       if (ex.text_b) parts.push(h('div', null, h('b', null, 'B '), ex.text_b));
       if (ex.label) parts.push(h('div', null, h('b', null, 'label '), ex.label));
     }
-    parts.push(h('div', {class: 'muted'}, `example_idx ${ex.idx} · store position ${ex.pos} · ${ex.n} wordpieces`));
+    parts.push(h('div', {class: 'muted'}, ex.probe ? `sequence ${ex.pos} of the probe stores (attention/${t.task}/probe-*.zarr) · ${ex.n} tokens`
+      : `example_idx ${ex.idx} · store position ${ex.pos} · ${ex.n} wordpieces`));
     return h('div', {class: 'extext'}, parts);
   }
   function headStatsTable(t, l, hd) {
@@ -866,7 +867,7 @@
       }
     }
     root.append(h('div', {class: 'card'}, h('h3', null, `One example — ${t.display}`), exampleNav(t, i => go({example: i})), exampleText(t, ex)));
-    root.append(tokenViews(t, ex));
+    if (!ex.probe) root.append(tokenViews(t, ex));  // the decoder probe's sequences are no text: no token views
     root.append(h('div', {class: 'card'}, h('h3', null, 'Every head on this example'),
       h('div', {class: 'controls'}, seg('exmode', modes, shown.length === 2 ? 'both' : shown[0], k => go({exmode: k})),
         h('span', {class: 'keys'}, t.variants.map(v => h('span', null, h('i', {class: 'sw', style: `background:${VCOL[v]}`}), `${VN[v]} (frame)`))),
@@ -878,7 +879,7 @@
   // ------------------------------------------------------------------ page frame
   function about() {
     const box = $('#about');
-    const rows = D.tasks.map(t => h('li', null, `${t.display}: ${t.examples.length} of ${t.store_examples} examples of the ${t.split} store` +
+    const rows = D.tasks.map(t => h('li', null, `${t.display}: ${t.examples.filter(ex => !ex.probe).length} of ${t.store_examples} examples of the ${t.split} store` +
       (t.dropped ? ` (${t.dropped} more sampled but left out to keep the page small)` : '') +
       (t.notes.length ? ` — ${t.notes.join('; ')}` : '')));
     const t0 = T();
