@@ -361,8 +361,8 @@ def _built(arch: str, path):
 def test_whole_dag_reaches_the_report(arch, layers, heads_mechanism, tmp_path, config_file, snakemake_run):
     """The default DAG on non-BERT encoders, from demo data up to report.html, on the pair task rte: ModernBERT
     (byte-level BPE, no token types, sliding-window layers), ALBERT (one attention module shared by its layers:
-    every layer's heads disabled one by one), MPNet (its own attention code, hooked); all by the naive sweep
-    (fallback: their layers are not BERT layers)."""
+    every layer's heads disabled one by one), MPNet (its own attention code, hooked); their layers are not BERT
+    layers: ModernBERT and MPNet by the prefix sweep (one list of layers), ALBERT by the naive one (shared)."""
     import json
 
     import xarray as xr
@@ -384,9 +384,10 @@ def test_whole_dag_reaches_the_report(arch, layers, heads_mechanism, tmp_path, c
     assert (r / "report.html").exists()
     heads = pd.read_csv(r / "ablation/rte/heads.csv")
     assert sorted(set(zip(heads["layer"], heads["head"]))) == [(l, h) for l in range(layers) for h in range(4)]
-    assert json.loads((r / "ablation/rte/summary.json").read_text())["sweep"] == "naive"
+    sweep = "naive" if arch == "albert" else "prefix"
+    assert json.loads((r / "ablation/rte/summary.json").read_text())["sweep"] == sweep
     log = (r / "logs/ablation_sweep/rte.log").read_text()
-    assert "running the naive sweep" in log
+    assert ("running the naive sweep" in log) == (sweep == "naive") and f"{sweep} sweep" in log
     assert not pd.read_csv(r / "ablation/rte/importance.csv").empty
     for variant in ("pretrained", "finetuned"):
         ds = xr.open_zarr(r / f"attention/rte/{variant}.zarr")
