@@ -97,13 +97,15 @@ def test_one_pass_views_and_faithfulness(arch):
     assert list(res.scores.columns) == SCORE_COLUMNS
     counts = res.scores.groupby("method")["example_idx"].nunique().to_dict()
     newer = ("alti", "globenc", "decompx", "value_zeroing")
-    # the newer mixing views on the first 3 (post-LN layers only: ModernBERT is pre-LN, and says so)
-    assert counts == {"raw": 5, "norm": 5, "rollout": 5, "flow": 2, **({} if arch == "modernbert" else
-                                                                        dict.fromkeys(newer, 3))}
-    assert (res.mixing_note is not None) == (arch == "modernbert") and res.mixing_examples == (arch != "modernbert") * 3
+    # the newer mixing views on the first 3: ALTI, GlobEnc and DecompX on post-LN layers only (ModernBERT is pre-LN,
+    # and says so), Value Zeroing on every layer it finds
+    assert counts == {"raw": 5, "norm": 5, "rollout": 5, "flow": 2, **({"value_zeroing": 3} if arch == "modernbert"
+                                                                        else dict.fromkeys(newer, 3))}
+    assert (res.mixing_note is not None) == (arch == "modernbert") and res.mixing_examples == 3
+    assert res.mixing_views == (("value_zeroing",) if arch == "modernbert" else newer)
     assert res.decompx_error < 1e-4                    # float32 models: DecompX's parts add up to the hidden states
-    assert len(res.layers) == (0 if arch == "modernbert" else 4 * L * res.scores[res.scores["method"] == "alti"]
-                               .shape[0])
+    # every layer's own row of each newer view (mixing_layers.parquet), one per token of the views' examples
+    assert len(res.layers) == len(res.mixing_views) * L * (res.scores["method"] == "value_zeroing").sum()
     for method in ("raw", "rollout", "flow"):
         sums = res.scores[res.scores["method"] == method].groupby("example_idx")["score"].sum()
         np.testing.assert_allclose(sums, 1.0, rtol=1e-5)
@@ -116,7 +118,7 @@ def test_one_pass_views_and_faithfulness(arch):
     fr = run_faithfulness(model, tok, frame, res.scores, max_length=48, batch_size=8, confidence=0.95,
                           resamples=50, seed=0)
     assert fr.examples == 2
-    views = ("raw", "norm", "rollout", "flow") + (() if arch == "modernbert" else newer)
+    views = ("raw", "norm", "rollout", "flow") + res.mixing_views
     assert set(zip(fr.table["view"], fr.table["importance"])) == {(v, i) for v in views
                                                                   for i in ("ablation", "gradient", "aopc")} | {
         ("random", "aopc")}
