@@ -72,8 +72,9 @@ def _probe(ctx: StepContext, models: dict, tokenizer, model_paths: dict) -> tupl
         sink[variant], induction[variant] = s, i
         rate = float((s["alpha_0"] > SINK_EPSILON).mean())
         best = i.groupby(["layer", "head"])["induction"].mean()
-        ctx.log.info("%s %s: sink rate %.1f%% of example x head (alpha_0 > 0.3); best induction head %s score %.3f",
-                     task, variant, 100 * rate, best.idxmax(), float(best.max()))
+        layer, head = (int(x) for x in best.idxmax())
+        ctx.log.info("%s %s: sink rate %.1f%% of example x head (alpha_0 > 0.3); best induction head: layer %d "
+                     "head %d (0-based), score %.3f", task, variant, 100 * rate, layer, head, float(best.max()))
         if ctx.tracker is not None:
             ctx.tracker.metrics({f"decoder.{variant}.sink_rate": rate,
                                  f"decoder.{variant}.induction_max": float(best.max())})
