@@ -93,6 +93,7 @@ def load_explorer_data(results: Path, tasks: list[str], *, examples: int, seed: 
             display, pair = task, bool(sieve and "block" in sieve["roles"])
         out["tasks"].append({
             "task": task, "display": display, "pair": pair, "layers": L, "heads": H,
+            "causal": bool(ref.attrs.get("causal", False)),
             "split": str(ref.attrs.get("split", "")), "store_examples": int(ref.sizes["example"]),
             "variants": list(stores), "stores": {v: src.name(src.path("store", task=task, variant=v)) for v in stores},
             "metrics": metrics, "sieve": sieve, "examples": exs, "dropped": dropped, "notes": notes,

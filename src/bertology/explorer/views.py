@@ -42,7 +42,7 @@ def token_views(src: Inputs, task: str, variants: Sequence[str]) -> tuple[dict[s
     from bertology.norms.mixviews import VIEWS as NEWER
 
     block: dict[str, Any] = {"views": list(VIEWS), "importances": list(IMPORTANCES), "signed": list(SIGNED),
-                             "newer": list(NEWER), "missing": {}, "scored": {}, "flow": {}, "mixing": {}, "faith": {},
+                             "newer": list(NEWER), "missing": {}, "scored": {}, "flow": {}, "mixing": {}, "methods": {}, "faith": {},
                              "importance_missing": None, "rho_missing": None, "sources": {}}
     look: dict[str, Any] = {"scores": {}, "importance": {}, "rho": {}}
     for v in variants:
@@ -58,6 +58,7 @@ def token_views(src: Inputs, task: str, variants: Sequence[str]) -> tuple[dict[s
         block["scored"][v] = int(df["example_idx"].nunique())
         block["flow"][v] = int(df.loc[df["method"] == "flow", "example_idx"].nunique())
         block["mixing"][v] = int(df.loc[df["method"].isin(NEWER), "example_idx"].nunique())
+        block["methods"][v] = sorted(map(str, pd.unique(df["method"])))    # the views this model has at all
     imp = src.stat(task, "finetuned", "importance.parquet")
     if src.readable(imp):
         look["importance"] = by_example(pd.read_parquet(imp))

@@ -746,7 +746,8 @@
   function tokenViews(t, ex) {
     const tv = t.token_views;
     const card = h('div', {class: 'card', id: 'token-views'});
-    card.append(h('h3', null, 'Token views: what the top [CLS] sees of each token, pretrained next to fine-tuned'));
+    const q = t.causal ? 'last token' : '[CLS]';  // the row the classifier reads: a decoder's last token
+    card.append(h('h3', null, `Token views: what the top layer's ${q} sees of each token, pretrained next to fine-tuned`));
     if (!tv) { card.append(h('p', {class: 'muted'}, 'This page was built without token views.')); return card; }
     const variants = t.variants, views = ex.views || {}, imp = ex.importance || {};
     const rows = [...tv.views.map(m => ({m, kind: 'view'})), ...tv.importances.map(m => ({m, kind: 'importance'}))];
@@ -762,7 +763,8 @@
     for (const n of ex.views_note || []) notes.push(n + '.');
     const scored = variants.filter(v => !tv.missing[v]);
     if (scored.length && !variants.some(v => views[v])) notes.push(`Example idx ${ex.idx} has no token scores: the norm analyses score a seeded sample (analysis.norms.examples, ${scored.map(v => tv.scored[v]).join(' / ')} examples); the examples marked ◆ (every view) or ◇ in the list have them.`);
-    card.append(h('p', {class: 'desc'}, 'Each row colours the example\'s wordpieces by one view of how much the last layer\'s [CLS] draws on them; ' +
+    card.append(h('p', {class: 'desc'}, `Each row colours the example's wordpieces by one view of how much the last layer's ${q} draws on them; ` +
+      (t.causal ? 'a decoder: every view is read from the last token\'s row, [CLS] below means that token, and the ablation importance deletes the token (no mask token); ' : '') +
       'one colour scale per row, shared by both models, from the smallest (or 0) to the largest score of either model on the ' +
       (scaleAll ? 'example\'s tokens' : 'example\'s words ([CLS], [SEP] and other specials outside it are clipped, dashed)') +
       '; importance rows are symmetric around 0. ' +
@@ -797,7 +799,7 @@
           else if (tv.missing[v]) why = 'no token scores for this model (see above)';
           else if (!views[v]) why = 'this example has no token scores';
           else if (r.m === 'flow') why = `not computed for this example: flow runs on a capped sample (analysis.flow.examples; ${tv.flow[v]} of ${tv.scored[v]} scored examples, marked ◆)`;
-          else if ((tv.newer || []).includes(r.m) && (tv.mixing || {})[v] === 0) why = 'not computed for this model: the newer mixing views need post-LN layers bertology decomposes, or analysis.mixing_views.examples is 0 (the log of norms_views says which)';
+          else if ((tv.newer || []).includes(r.m) && ((tv.mixing || {})[v] === 0 || ((tv.methods || {})[v] && !tv.methods[v].includes(r.m)))) why = 'not computed for this model: the newer mixing views need post-LN layers bertology decomposes, or analysis.mixing_views.examples is 0 (the log of norms_views says which)';
           else if ((tv.newer || []).includes(r.m)) why = `not computed for this example: the newer mixing views run on a capped sample (analysis.mixing_views.examples; ${(tv.mixing || {})[v]} of ${tv.scored[v]} scored examples)`;
           else why = 'not computed for this example';
           cell.classList.add('tv-missing');
