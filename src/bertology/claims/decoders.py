@@ -29,11 +29,10 @@ def sink_share(tables: Tables, boot: Boot, *, side: str, null: float, variant: s
     against `null`."""
     units = []
     for t in tables:
-        s = rows(t, "sink")
-        s = s[s["variant"] == variant]
-        if s.empty:
+        shares = _shares(rows(t, "sink"), variant)
+        if shares.empty:
             return nan_result("scipy.stats.wilcoxon", 0, f"decoder_sink.csv has no rows of {variant}")
-        units.append((s["alpha_0"] > EPSILON).groupby(s["example"]).mean().rename("share").reset_index())
+        units.append(shares.rename("share").reset_index())
     return mean_above(units, "share", boot, side=side, null=null)
 
 
@@ -61,27 +60,17 @@ def sink_kept(tables: Tables, boot: Boot, *, side: str, null: float, variant: st
 
 def _best_head_scores(induction: pd.DataFrame, variant: str) -> tuple[tuple[int, int], pd.Series]:
     """One model's best induction head (largest mean score) and its score per probe sequence."""
-    rows = induction[induction["variant"] == variant]
-    best = rows.groupby(["layer", "head"])["induction"].mean().idxmax()
-    scores = rows[(rows["layer"] == best[0]) & (rows["head"] == best[1])].set_index("sequence")["induction"]
+    own = induction[induction["variant"] == variant]
+    best = own.groupby(["layer", "head"])["induction"].mean().idxmax()
+    scores = own[(own["layer"] == best[0]) & (own["head"] == best[1])].set_index("sequence")["induction"]
     return (int(best[0]), int(best[1])), scores.sort_index()
 
 
 def induction_kept(tables: Tables, boot: Boot, *, side: str, null: float, variant: str = "finetuned",
                    baseline: str = "pretrained") -> Result:
-    """Whether fine-tuning keeps the induction head: per probe sequence, the induction score of `variant`'s best
-    head minus that of `baseline`'s best head (each model's own best, paired over the same sequences); effect =
-    the mean difference; unit: sequences; test: scipy.stats.wilcoxon against `null` (-KEPT_MARGIN)."""
-    units, heads = [], ()
-    for t in tables:
-        i = rows(t, "induction")
-        if (i["variant"] == variant).sum() == 0 or (i["variant"] == baseline).sum() == 0:
-            return nan_result("scipy.stats.wilcoxon", 0, f"decoder_induction.csv lacks {variant} or {baseline}")
-        head, a = _best_head_scores(i, variant)
-        _, b = _best_head_scores(i, baseline)
-        units.append(pd.DataFrame({"change": (a - b).to_numpy()}))
-        heads = (head,)
-    return mean_above(units, "change", boot, side=side, null=null, heads=heads)
+    """Whether fine-tuning keeps the induction head: :func:`induction_gain` of `variant` against `baseline` (each
+    model's own best head, paired over the same sequences), tested against `null` (-KEPT_MARGIN)."""
+    return induction_gain(tables, boot, side=side, null=null, variant=variant, baseline=baseline)
 
 
 def induction_gain(tables: Tables, boot: Boot, *, side: str, null: float, variant: str,
@@ -93,13 +82,10 @@ def induction_gain(tables: Tables, boot: Boot, *, side: str, null: float, varian
     units, heads = [], ()
     for t in tables:
         i = rows(t, "induction")
-        a, b = i[i["variant"] == variant], i[i["variant"] == baseline]
-        if a.empty or b.empty:
+        if (i["variant"] == variant).sum() == 0 or (i["variant"] == baseline).sum() == 0:
             return nan_result("scipy.stats.wilcoxon", 0, f"decoder_induction.csv lacks {variant} or {baseline}")
-        best_a = a.groupby(["layer", "head"])["induction"].mean().idxmax()
-        best_b = b.groupby(["layer", "head"])["induction"].mean().idxmax()
-        sa = a[(a["layer"] == best_a[0]) & (a["head"] == best_a[1])].set_index("sequence")["induction"]
-        sb = b[(b["layer"] == best_b[0]) & (b["head"] == best_b[1])].set_index("sequence")["induction"]
-        units.append(pd.DataFrame({"gain": (sa - sb).sort_index().to_numpy()}))
-        heads = ((int(best_a[0]), int(best_a[1])),)
+        head, a = _best_head_scores(i, variant)
+        _, b = _best_head_scores(i, baseline)
+        units.append(pd.DataFrame({"gain": (a - b).to_numpy()}))
+        heads = (head,)
     return mean_above(units, "gain", boot, side=side, null=null, heads=heads)

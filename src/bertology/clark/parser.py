@@ -141,7 +141,8 @@ def predict_present(blocks: np.ndarray, rows: np.ndarray, causal: bool = False) 
     blocks[..., diagonal, diagonal] = -np.inf
     if not causal:
         return np.stack([blocks.argmax(axis=-1)[..., rows], blocks.argmax(axis=-2)[..., rows]])
-    blocks[..., np.triu_indices(k, 1)[0], np.triu_indices(k, 1)[1]] = -np.inf
+    upper = np.triu_indices(k, 1)
+    blocks[..., upper[0], upper[1]] = -np.inf
     to, frm = blocks.argmax(axis=-1)[..., rows], blocks.argmax(axis=-2)[..., rows]
     to[..., rows == 0] = -1                    # the first word has no earlier word
     frm[..., rows == k - 1] = -1               # the last word has no later word

@@ -18,7 +18,7 @@ import pandas as pd
 
 from bertology.explorer.cells import num
 from bertology import layout
-from bertology.explorer.inputs import Inputs
+from bertology.explorer.inputs import PROBE_STORES, Inputs
 from bertology.explorer.maps import encode_maps, quantise
 from bertology.explorer.sampling import pick_examples
 from bertology.explorer.views import attach_views, preferred_groups
@@ -170,7 +170,7 @@ def sampled_examples(src: Inputs, task: str, stores: dict[str, Any], words: pd.D
 PROBE_EXAMPLES = 1
 
 
-def probe_examples(src: Inputs, task: str, stores: dict[str, Any], L: int, H: int) -> list[dict]:
+def probe_examples(src: Inputs, task: str, stores: dict[str, Any]) -> list[dict]:
     """The decoder probe's first sequences (a BOS token and random tokens repeated twice) as examples of the page,
     after the task's: their tokens and the maps of each variant's probe store (attention/{task}/probe-*.zarr,
     :func:`bertology.extract.write_probe_store`). stores: {page variant: opened probe store}; an empty list
@@ -195,8 +195,9 @@ def probe_examples(src: Inputs, task: str, stores: dict[str, Any], L: int, H: in
                               "maps": {}, "sieve": {}}
         for v, ds in stores.items():
             a = ds["attention"][p, :, :, :n, :n].values
-            check_block(a[None], np.array([n]), ds.attrs, where=f"probe store of {v} example {p}", padding=False,
-                        example_idx=np.array([p]), store=str(v))
+            path = src.path("store", task=task, variant=PROBE_STORES[v])
+            check_block(a[None], np.array([n]), ds.attrs, where=f"{path} example {p}", padding=False,
+                        example_idx=np.array([p]), store=path)
             ex["maps"][v] = encode_maps(quantise(a))
         out.append(ex)
     return out

@@ -85,7 +85,7 @@ def load_explorer_data(results: Path, tasks: list[str], *, examples: int, seed: 
                                         examples, seed, share, look)
         probes = {v: open_store(path) for v, path in ((v, src.path("store", task=task, variant=p))
                                                       for v, p in PROBE_STORES.items()) if src.readable(path)}
-        exs += probe_examples(src, task, probes, L, H)
+        exs += probe_examples(src, task, probes)
         try:
             spec = get_task(task)
             display, pair = spec.display, spec.is_pair
