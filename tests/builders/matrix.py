@@ -1,7 +1,7 @@
 """The compatibility matrix: every encoder type of the installed transformers' sequence-classification mapping
 (:func:`bertology.models.encoder_model_types`) through bertology's analyses on a tiny random model
 (tests/builders/anyencoder.py). :func:`check_architecture` runs the checks and asserts them wherever the
-capability is claimed; :func:`matrix_table` renders the README's encoder table from the rows.
+capability is claimed; :func:`matrix_table` renders the encoder table of docs/encoders.md from the rows.
 
 Checks, in order (each only where the previous ones make sense):
 
@@ -516,7 +516,7 @@ def _cell(text: str) -> str:
 
 
 def matrix_table(rows: list[Row]) -> str:
-    """The README's encoder table (markdown, between TABLE_START and TABLE_END)."""
+    """The encoder table of docs/encoders.md (markdown, between TABLE_START and TABLE_END)."""
     lines = [TABLE_START,
              "| model type | classifier | tokenizer (built in the test) | pair template (`segment` 0 then 1) | "
              "attention maps, extraction | value norms (norms analyses) | disabling and gates through | "
@@ -532,11 +532,11 @@ def matrix_table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
-def readme_table(readme: str) -> str:
-    """The generated table as it stands in README.md (markers included), or '' if absent."""
-    if TABLE_START not in readme or TABLE_END not in readme:
+def encoder_doc_table(doc: str) -> str:
+    """The generated table as it stands in docs/encoders.md (markers included), or '' if absent."""
+    if TABLE_START not in doc or TABLE_END not in doc:
         return ""
-    return readme[readme.index(TABLE_START): readme.index(TABLE_END) + len(TABLE_END)]
+    return doc[doc.index(TABLE_START): doc.index(TABLE_END) + len(TABLE_END)]
 
 
 # ---------------------------------------------------------------------------------------------------------------
