@@ -41,6 +41,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_norms import OUT, mrpc_train  # noqa: E402
+from provenance import provenance  # noqa: E402
 
 PARTS = ("capture", "raw", "rollout", "flow", "alti", "globenc", "decompx", "value_zeroing", "ablation", "gradient",
          "aopc_per_view", "whole")
@@ -177,7 +178,7 @@ def main() -> None:
             table.append({"model": name, "n": n, "eager_ms": 1e3 * statistics.mean(r["eager"] for r in sel), **fe})
     res = {"threads": args.threads, "copy_tokens": args.copy_tokens, "examples": args.examples,
            "repeats": args.repeats, "load_before": load_before, "load_after": load_after, "rows": rows,
-           "fe": table}
+           "fe": table, **provenance()}
     OUT.mkdir(exist_ok=True)
     (OUT / "bench_costs.json").write_text(json.dumps(res, indent=2) + "\n")
     md = [f"# bench_costs: per-example cost in forward-equivalents (FE), {args.examples} packed MRPC examples per "

@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from provenance import provenance
 
 REPO = Path(__file__).resolve().parents[1]
 GLUE = Path(os.environ.get("BERTOLOGY_GLUE", REPO.parent / "shared" / "data" / "glue"))
@@ -134,7 +135,7 @@ def main(argv=None) -> int:
               "load": os.getloadavg(),
               **{f"{k}_best_s": min(v) for k, v in times.items()},
               **{f"{k}_median_s": statistics.median(v) for k, v in times.items()},
-              "speed_ratio_best": min(times["eager"]) / min(times["ours"]), **cost}
+              "speed_ratio_best": min(times["eager"]) / min(times["ours"]), **cost, **provenance()}
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "bench_decoder_extract.json").write_text(json.dumps(result, indent=1))
     md = ["| quantity | value |", "|---|---|"] + [f"| {k} | {v} |" for k, v in result.items()]

@@ -25,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from provenance import provenance
+
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "bench" / "out"
 
@@ -100,7 +102,7 @@ def main() -> None:
         result = {"ref": args.ref, "this": this_commit, "wall_s": walls, "ratio": walls["this"] / walls["ref"],
                   "served_jobs": served,
                   "identical": cmp.returncode == 0, "compare_tail": cmp.stdout[-2000:],
-                  "load_average": os.getloadavg()}
+                  "load_average": os.getloadavg(), **provenance()}
         print(f"this / ref = {result['ratio']:.2f}; every number identical: {result['identical']}")
         OUT.mkdir(parents=True, exist_ok=True)
         (OUT / "bench_makerun.json").write_text(json.dumps(result, indent=1))
