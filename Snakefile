@@ -31,7 +31,6 @@ include: "rules/data.smk"
 include: "rules/train.smk"
 include: "rules/attention.smk"
 include: "rules/ablation.smk"
-include: "rules/stores.smk"
 include: "rules/sieve.smk"
 include: "rules/kovaleva.smk"
 include: "rules/clark.smk"
@@ -39,13 +38,11 @@ include: "rules/norms.smk"
 include: "rules/decoders.smk"
 include: "rules/seeds.smk"
 include: "rules/claims.smk"
-
-
-# Keep last among the includes: the report needs every other rule file's targets.
+include: "rules/tables.smk"
 include: "rules/report.smk"
 
 
 rule all:
     default_target: True
     input:
-        TARGETS,
+        targets(),

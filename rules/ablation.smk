@@ -16,14 +16,10 @@ rule ablation_sweep:
         model=path("model", init="pretrained"),
         validation=path("data", split="validation"),
     output:
-        heads=path("ablation", name="heads"),
-        layers=path("ablation", name="layers"),
-        summary=path("ablation", name="summary"),
-        info=path("ablation_info"),
-        examples=path("ablation_examples"),
+        **outputs("ablation_sweep"),
     params:
         step=step("ablation_sweep"),
-        files=step_files,
+        files=step_files("ablation_sweep"),
     log:
         layout.log("ablation_sweep", "{task}{seedtag}"),
     benchmark:
@@ -41,15 +37,14 @@ rule ablation_sweep:
 
 rule ablation_figures:
     input:
-        heads=path("ablation", name="heads", seedtag=""),
-        layers=path("ablation", name="layers", seedtag=""),
-        summary=path("ablation", name="summary", seedtag=""),
+        heads=output("ablation_sweep", "heads", seedtag=""),
+        layers=output("ablation_sweep", "layers", seedtag=""),
+        summary=output("ablation_sweep", "summary", seedtag=""),
     output:
-        heads=reported(path("task_figure", name="ablation-heads"), "ablation-heads"),
-        layers=reported(path("task_figure", name="ablation-layers"), "ablation-layers"),
+        **outputs("ablation_figures"),
     params:
         step=step("ablation_figures"),
-        files=step_files,
+        files=step_files("ablation_figures"),
     log:
         layout.log("ablation_figures", "{task}"),
     benchmark:
@@ -71,11 +66,10 @@ rule ablation_pruning:
         # the paper computes importance on the training data; ablation.pruning.importance_split chooses
         importance_data=path("data", split=config["ablation"]["pruning"]["importance_split"]),
     output:
-        importance=path("ablation", name="importance"),
-        pruning=path("ablation", name="pruning"),
+        **outputs("ablation_pruning"),
     params:
         step=step("ablation_pruning"),
-        files=step_files,
+        files=step_files("ablation_pruning"),
     log:
         layout.log("ablation_pruning", "{task}{seedtag}"),
     benchmark:
@@ -93,14 +87,13 @@ rule ablation_pruning:
 
 rule pruning_figures:
     input:
-        importance=path("ablation", name="importance", seedtag=""),
-        pruning=path("ablation", name="pruning", seedtag=""),
+        importance=output("ablation_pruning", "importance", seedtag=""),
+        pruning=output("ablation_pruning", "pruning", seedtag=""),
     output:
-        importance=reported(path("task_figure", name="importance"), "importance"),
-        pruning=reported(path("task_figure", name="pruning"), "pruning"),
+        **outputs("pruning_figures"),
     params:
         step=step("pruning_figures"),
-        files=step_files,
+        files=step_files("pruning_figures"),
     log:
         layout.log("pruning_figures", "{task}"),
     benchmark:
@@ -114,21 +107,3 @@ rule pruning_figures:
     shell:
         STEP
 
-
-TARGETS.extend(
-    expand(
-        [
-            path("ablation", name="heads", seedtag=""),
-            path("ablation", name="layers", seedtag=""),
-            path("ablation", name="summary", seedtag=""),
-            path("ablation_info", seedtag=""),
-            path("task_figure", name="ablation-heads"),
-            path("task_figure", name="ablation-layers"),
-            path("ablation", name="importance", seedtag=""),
-            path("ablation", name="pruning", seedtag=""),
-            path("task_figure", name="importance"),
-            path("task_figure", name="pruning"),
-        ],
-        task=TASK_NAMES,
-    )
-)

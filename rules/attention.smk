@@ -10,10 +10,10 @@ rule attention_sample:
     input:
         data=path("data", split=config["attention"]["split"]),
     output:
-        sample=path("sample"),
+        **outputs("attention_sample"),
     params:
         step=step("attention_sample"),
-        files=step_files,
+        files=step_files("attention_sample"),
     log:
         layout.log("attention_sample", "{task}"),
     benchmark:
@@ -32,10 +32,10 @@ rule annotate_words:
     input:
         sample=path("sample"),
     output:
-        words=path("words"),
+        **outputs("annotate_words"),
     params:
         step=step("annotate_words"),
-        files=words_step_files,
+        files=step_files("annotate_words"),
     log:
         layout.log("annotate_words", "{task}"),
     benchmark:
@@ -54,12 +54,12 @@ rule extract_attention:
     input:
         unpack(_extract_inputs),
     output:
-        store=directory(path("store")),
+        **outputs("extract_attention"),
     wildcard_constraints:
         variant=STORE_VARIANT_REGEX,
     params:
         step=step("extract_attention"),
-        files=step_files,
+        files=step_files("extract_attention"),
         **cache_params("extract_attention"),
     cache: CACHING  # snakemake --cache: shared across working directories (rules/common.smk)
     log:
@@ -80,5 +80,31 @@ rule extract_attention:
 without_benchmark_when_cached(rules.extract_attention)
 
 
-TARGETS.extend(paths("words", task=TASK_NAMES))
-TARGETS.extend(paths("store", task=TASK_NAMES, variant=list(STORE_VARIANTS)))
+# The one read of an attention store (step: bertology.steps.stores): every store analysis of the registry
+# (bertology.analyses: Kovaleva's patterns/features/cls/relations, Clark's entropy/parser, Pande's sieve, ...)
+# from one read of results/attention/{task}/{variant}.zarr. Its outputs, its config sections and the run's final
+# outputs of its tables all come from the registry: a new store analysis needs no edit here.
+
+rule store_stats:
+    input:
+        unpack(_store_stats_inputs),
+    output:
+        **outputs("store_stats"),
+    wildcard_constraints:
+        variant=STORE_VARIANT_REGEX,
+    params:
+        step=step("store_stats"),
+        files=step_files("store_stats"),
+    log:
+        layout.log("store_stats", "{task}/{variant}"),
+    benchmark:
+        layout.benchmark("store_stats", "{task}/{variant}")
+    threads: 2
+    resources:
+        mem_mb=6000,
+        runtime=60,
+    conda:
+        "../envs/bertology.yaml"
+    shell:
+        STEP
+

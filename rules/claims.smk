@@ -13,13 +13,10 @@ rule claims:
     input:
         tables=[layout.join(layout.ROOT, p) for p in claims_inputs(REGISTRY.claims(MODEL_KIND), TASK_NAMES, SEED_TAGS, off=CLAIMS_OFF)],
     output:
-        ledger=reported(path("claims"), "claims"),
-        markdown=path("claims_md"),
-        forest=reported(path("figure", name="claims"), "claims"),
-        findings=paths("seed_stat", task=TASK_NAMES, name="findings") if len(SEED_TAGS) > 1 else [],
+        **outputs("claims"),
     params:
         step=step("claims"),
-        files=step_files,
+        files=step_files("claims"),
     log:
         layout.log("claims"),
     benchmark:
@@ -33,9 +30,3 @@ rule claims:
     shell:
         STEP
 
-
-TARGETS.append(path("claims"))
-TARGETS.append(path("claims_md"))
-TARGETS.append(path("figure", name="claims"))
-if len(SEED_TAGS) > 1:
-    TARGETS.extend(paths("seed_stat", task=TASK_NAMES, name="findings"))

@@ -1,6 +1,6 @@
 # Clark et al. 2019, "What Does BERT Look At?" (steps: bertology.steps.clark).
 #   results/stats/{task}/{variant}/entropy.csv parser.csv   written by store_stats in its one read of the store
-#                                                            (rules/stores.smk)
+#                                                            (rules/attention.smk)
 #   results/figures/{entropy,parser}-{task}.png              entropy by layer; best head per relation (spaCy arcs)
 #   gold trees (analysis.syntax.conllu, plus the demo's own trees when data.source is demo):
 #   results/data/syntax/demo.conllu                          the demo grammar's sentences with their gold trees
@@ -8,21 +8,17 @@
 #   results/attention/syntax/{model}.zarr                    model: pretrained | {task}-finetuned (same schema)
 #   results/stats/syntax/{model}.csv (+ .json)               heads as parsers on the gold trees
 #   results/figures/parser-syntax.png, results/stats/syntax/best_heads.csv   every model's best head per relation
-DEMO_TREES = path("demo_trees")
-SYNTAX_FILES = list(config["analysis"]["syntax"]["conllu"]) + ([DEMO_TREES] if config["data"]["source"] == "demo" else [])
-SYNTAX_MODELS = ["pretrained"] + [f"{t}-finetuned" for t in TASK_NAMES]
 
 
 rule clark_figures:
     input:
-        entropy=paths("variant_stat", variant=STORE_VARIANTS, file="entropy.csv"),
-        parser=paths("variant_stat", variant=STORE_VARIANTS, file="parser.csv"),
+        entropy=output("store_stats", "entropy", variant=STORE_VARIANTS),
+        parser=output("store_stats", "parser", variant=STORE_VARIANTS),
     output:
-        entropy=reported(path("task_figure", name="entropy"), "entropy"),
-        parser=reported(path("task_figure", name="parser"), "parser"),
+        **outputs("clark_figures"),
     params:
         step=step("clark_figures"),
-        files=step_files,
+        files=step_files("clark_figures"),
     log:
         layout.log("clark_figures", "{task}"),
     benchmark:
@@ -39,10 +35,10 @@ rule clark_figures:
 
 rule demo_trees:
     output:
-        conllu=DEMO_TREES,
+        **outputs("demo_trees"),
     params:
         step=step("demo_trees"),
-        files=step_files,
+        files=step_files("demo_trees"),
     log:
         layout.log("demo_trees"),
     benchmark:
@@ -61,13 +57,10 @@ rule syntax_sentences:
     input:
         conllu=SYNTAX_FILES,
     output:
-        sample=path("syntax_sample"),
-        words=path("syntax_words"),
-        sentences=path("syntax_sentences"),
-        counts=path("syntax_counts"),
+        **outputs("syntax_sentences"),
     params:
         step=step("syntax_sentences"),
-        files=step_files,
+        files=step_files("syntax_sentences"),
     log:
         layout.log("syntax_sentences"),
     benchmark:
@@ -86,12 +79,12 @@ rule extract_syntax:
     input:
         unpack(_syntax_extract_inputs),
     output:
-        store=directory(path("syntax_store")),
+        **outputs("extract_syntax"),
     wildcard_constraints:
         model=SYNTAX_MODEL_REGEX,
     params:
         step=step("extract_syntax"),
-        files=step_files,
+        files=step_files("extract_syntax"),
     log:
         layout.log("extract_syntax", "{model}"),
     benchmark:
@@ -112,13 +105,12 @@ rule syntax_parser:
         store=path("syntax_store"),
         words=path("syntax_words"),
     output:
-        table=path("syntax_stat"),
-        summary=path("syntax_summary"),
+        **outputs("syntax_parser"),
     wildcard_constraints:
         model=SYNTAX_MODEL_REGEX,
     params:
         step=step("syntax_parser"),
-        files=step_files,
+        files=step_files("syntax_parser"),
     log:
         layout.log("syntax_parser", "{model}"),
     benchmark:
@@ -135,13 +127,12 @@ rule syntax_parser:
 
 rule syntax_figures:
     input:
-        tables=paths("syntax_stat", model=SYNTAX_MODELS),
+        tables=output("syntax_parser", "table", model=list(RUN.values("syntax_models"))),
     output:
-        figure=reported(path("figure", name="parser-syntax"), "parser-syntax"),
-        best=path("syntax_best"),
+        **outputs("syntax_figures"),
     params:
         step=step("syntax_figures"),
-        files=step_files,
+        files=step_files("syntax_figures"),
     log:
         layout.log("syntax_figures"),
     benchmark:
@@ -155,8 +146,3 @@ rule syntax_figures:
     shell:
         STEP
 
-
-TARGETS.extend(paths("task_figure", name=["entropy", "parser"], task=TASK_NAMES))
-if SYNTAX_FILES:
-    TARGETS.extend(paths("syntax_stat", model=SYNTAX_MODELS))
-    TARGETS.extend([path("figure", name="parser-syntax"), path("syntax_best")])

@@ -1,4 +1,5 @@
-# Shared set-up: config validated once, the one way a rule calls its step, MLflow invocation, targets.
+# Shared set-up: config validated once, the run's values (RUN), the one way a rule calls its step and names its
+# outputs (the registry's declarations, bertology.analyses), the MLflow invocation.
 import json
 import os
 import shlex
@@ -13,9 +14,10 @@ from bertology.claims.ledger import required_inputs as claims_inputs
 from bertology.explorer import explorer_inputs
 from bertology.capability import model_capabilities
 from bertology.layout import path, paths
+from bertology.registry import Run
 from bertology.seeds import (SEED_TAG_REGEX, STORE_VARIANT_REGEX, SYNTAX_MODEL_REGEX, configured_seeds,
-                             finetuned_variants, seed_tags, store_variants)
-from bertology.tasks import (SPLITS, STORE_VARIANTS, TASKS, declaration_file, declarations, declared_pipeline,
+                             finetuned_variants, seed_tags)
+from bertology.tasks import (SCORE_VARIANTS, SPLITS, STORE_VARIANTS, TASKS, VARIANT_INIT, declaration_file, declarations, declared_pipeline,
                              get_task, register, task_param)
 from bertology.workflow import check_config, setup_environment
 from bertology.report_native import report_flags
@@ -54,12 +56,14 @@ envvars:
 # --task JSON (step_files): the data rule gets the whole declaration, later steps what they read of it
 # (bertology.tasks.task_param), so a changed declaration re-runs exactly the jobs that read what changed.
 DECLARED = declarations(config["tasks"])
-TASK_PARAMS, WORDS_PARAMS = {}, {}
+PIPELINES = {name: declared_pipeline(decl, config) for name, decl in DECLARED.items()}
 for _name, _decl in DECLARED.items():
-    _pipeline = declared_pipeline(_decl, config)
-    register(task_param(_decl, _pipeline))
-    TASK_PARAMS[_name] = json.dumps(task_param(_decl, _pipeline, words=False), sort_keys=True)
-    WORDS_PARAMS[_name] = json.dumps(task_param(_decl, _pipeline), sort_keys=True)
+    register(task_param(_decl, PIPELINES[_name]))
+# what a job's --task gets of a declared task (bertology.registry.Step.task): plain, words, or the whole declaration
+TASK_JSON = {
+    "plain": {n: json.dumps(task_param(d, PIPELINES[n], words=False), sort_keys=True) for n, d in DECLARED.items()},
+    "words": {n: json.dumps(task_param(d, PIPELINES[n]), sort_keys=True) for n, d in DECLARED.items()},
+}
 DECLARATIONS = {name: json.dumps(decl, sort_keys=True) for name, decl in DECLARED.items()}
 # results/data/{task}/declaration.json, rewritten only when a declaration changes: the data rule's input
 DECLARATION_FILES = {name: declaration_file(name, text, layout.ROOT) for name, text in DECLARATIONS.items()}
@@ -75,13 +79,49 @@ MODEL_KIND = model_capabilities(config["model"])["kind"]
 DECODER = MODEL_KIND == "decoder"
 PAIR_TASKS = [t for t in TASK_NAMES if get_task(t).is_pair]
 INITS = list(config["train"]["inits"])
+# The variants scored: `pretrained` (untrained head) and the fine-tuned variant of every configured init.
+SCORED_VARIANTS = [v for v in SCORE_VARIANTS if v not in VARIANT_INIT or VARIANT_INIT[v] in INITS]
 # Path tags of the fine-tuning seeds: '' for the first (train.seed: the plain paths, read by every
 # analysis), '-seedN' for each further one of train.seeds.
 SEED_TAGS = seed_tags(configured_seeds(config["train"]))
 # Every fine-tuned analysis runs once per seed: the seed is part of the store variant's name (bertology.seeds):
 # `finetuned` (the first seed), `finetuned-seedN`; `pretrained` has no fine-tuning seed and is computed once.
 FINETUNED_VARIANTS = finetuned_variants(SEED_TAGS)
-SEED_VARIANTS = store_variants(SEED_TAGS)
+# Gold trees for heads as parsers (Clark et al.): the configured CoNLL-U files and, on the demo data, its own trees.
+DEMO_TREES = path("demo_trees")
+SYNTAX_FILES = list(config["analysis"]["syntax"]["conllu"]) + ([DEMO_TREES] if config["data"]["source"] == "demo" else [])
+FRAMENET_DIR = config["analysis"]["relations"]["framenet"]
+
+# What this run computes: the values of the wildcards and the settings switched on (bertology.registry.CONDITIONS).
+# Every rule's outputs (`outputs`) and the run's targets (`targets`) are expanded from the registry with it.
+RUN = Run(
+    tasks=tuple(TASK_NAMES), splits=tuple(SPLITS), stores=tuple(STORE_VARIANTS), inits=tuple(INITS),
+    seedtags=tuple(SEED_TAGS), finetuned=tuple(FINETUNED_VARIANTS),
+    enabled=frozenset(c for c, on in (("norms", NORMS_ENABLED), ("gold_trees", bool(SYNTAX_FILES)),
+                                      ("seeds", len(SEED_TAGS) > 1), ("framenet", bool(FRAMENET_DIR)),
+                                      ("decoder", DECODER), ("random", "random" in INITS)) if on),
+)
+
+
+def outputs(rule):
+    """The rule's named outputs, as the registry declares them (bertology.registry.Registry.outputs), with
+    Snakemake's directory() and the report flag (`reported`) applied where declared."""
+    return REGISTRY.outputs(rule, RUN, directory=directory, report=reported)
+
+
+def output(rule, name, **values):
+    """One declared output of a rule as another rule's input, fields in `values` filled (a list gives one path
+    per value)."""
+    return REGISTRY.output(rule, name, **values)
+
+
+def targets(run=RUN, *, pages=True):
+    """The run's final outputs (rule all): every declared output the run wants (Registry.targets); without the
+    two pages with pages=False (what the report shows)."""
+    found = REGISTRY.targets(run)
+    if pages:
+        return found
+    return [t for t in found if t not in (path("report"), path("explorer"))]
 
 # `snakemake --cache` with SNAKEMAKE_OUTPUT_CACHE=DIR (README, "Reuse across experiments"): fine-tuned models
 # and attention stores (`cache: True`) are shared through DIR by every working directory. What the params do
@@ -108,22 +148,14 @@ def cache_params(name):
         return {}
     from bertology.provenance import code_version, model_version
 
-    if "model_version" not in _CACHE_KEYS:
-        _CACHE_KEYS["model_version"] = model_version(config["model"])
-    return {"code_version": code_version(name), "model_version": _CACHE_KEYS["model_version"]}
-
-
-_CACHE_KEYS = {}
+    return {"code_version": code_version(name), "model_version": model_version(config["model"])}
 
 
 def without_benchmark_when_cached(proxy):
     """Under --cache, drop the rule's benchmark file: Snakemake refuses one on a cached rule (a job taken from the
-    cache has no run to measure)."""
+    cache has no run to measure), and its rule API has no way to unset one (Rule.benchmark's setter takes a path)."""
     if CACHING:
         proxy.rule._benchmark = None
-
-# Every rule file appends the final outputs it contributes; `rule all` asks for all of them.
-TARGETS = []
 
 
 wildcard_constraints:
@@ -145,21 +177,17 @@ def step(name):
     return f"{name} --config {shlex.quote(sections_json(config, STEPS[name].sections))}"
 
 
-def step_files(wildcards, input, output):
-    """The `files` param: the job's wildcards and named inputs/outputs as -w/--input/--output arguments."""
-    return " ".join(filter(None, [step_args(wildcards, input, output), task_args(wildcards, TASK_PARAMS)]))
+def step_files(name):
+    """The `files` param of the rule `name`: the job's wildcards and named inputs/outputs as -w/--input/--output
+    arguments, and what its step reads of a declared task (bertology.registry.Step.task: plain, words, whole)."""
+    kind = STEPS[name].task
 
+    def files(wildcards, input, output):
+        tasks = (task_args(wildcards, TASK_JSON["plain"], whole=DECLARATIONS) if kind == "whole"
+                 else task_args(wildcards, TASK_JSON[kind]))
+        return " ".join(filter(None, [step_args(wildcards, input, output), tasks]))
 
-def words_step_files(wildcards, input, output):
-    """The `files` param of the rules that annotate words or read their annotations (annotate_words, store_stats,
-    kovaleva_cosine): as step_files, with a declared task's language and spaCy pipeline."""
-    return " ".join(filter(None, [step_args(wildcards, input, output), task_args(wildcards, WORDS_PARAMS)]))
-
-
-def data_step_files(wildcards, input, output):
-    """The data rule's `files` param: as step_files, with the whole declaration of a declared task."""
-    return " ".join(filter(None, [step_args(wildcards, input, output),
-                                  task_args(wildcards, TASK_PARAMS, whole=DECLARATIONS)]))
+    return files
 
 
 def _source_version(wildcards):
@@ -194,8 +222,7 @@ def _store_stats_inputs(wildcards):
         "words": path("words", task=wildcards.task),
     }
     if config["analysis"]["relations"]["framenet"] and get_task(wildcards.task).annotated:
-        inputs["framenet"] = path("variant_stat", task=wildcards.task, variant=wildcards.variant,
-                                  file="relations_framenet.csv")
+        inputs["framenet"] = output("framenet_relations", "table", task=wildcards.task, variant=wildcards.variant)
     if config["analysis"]["patterns"]["classifier"] != "rule":
         inputs["classifier"] = config["analysis"]["patterns"]["classifier"]
     return inputs
@@ -239,6 +266,13 @@ def _syntax_extract_inputs(wildcards):
     if model is not None:
         inputs["model"] = model
     return inputs
+
+
+def job_path(rule):
+    """A rule's job as a path of its outputs' wildcards: {task}/{variant}, {task}{seedtag}, ..."""
+    from bertology.layout import wildcard_job
+
+    return wildcard_job(next(iter(REGISTRY.outputs(rule).values())))
 
 
 onstart:

@@ -7,11 +7,10 @@ rule prepare_data:
     input:
         source=_source_files,
     output:
-        table=path("data"),
-        skipped=path("data_skipped"),
+        **outputs("prepare_data"),
     params:
         step=step("prepare_data"),
-        files=data_step_files,
+        files=step_files("prepare_data"),
         source_version=_source_version,
     log:
         layout.log("prepare_data", "{task}/{split}"),
@@ -26,5 +25,3 @@ rule prepare_data:
     shell:
         STEP
 
-
-TARGETS.extend(paths("data", task=TASK_NAMES, split=list(SPLITS)))

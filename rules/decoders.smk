@@ -17,14 +17,10 @@ if DECODER:
         input:
             sample=path("sample"),
         output:
-            sink=path("decoder_sink"),
-            induction=path("decoder_induction"),
-            heads=path("variant_stat", variant="pretrained", file="decoder_heads.csv"),
-            probe_pretrained=directory(path("store", variant="probe-pretrained")),
-            probe_random_init=directory(path("store", variant="probe-random-init")),
+            **outputs("decoder_probe"),
         params:
             step=step("decoder_probe"),
-            files=step_files,
+            files=step_files("decoder_probe"),
         log:
             layout.log("decoder_probe", "{task}"),
         benchmark:
@@ -38,10 +34,6 @@ if DECODER:
         shell:
             STEP
 
-    # the model fine-tuned from the random initialisation, where train.inits has it
-    _RANDOM_PROBE = ({"probe_random_finetuned": directory(path("store", variant="probe-random-finetuned{seedtag}"))}
-                     if "random" in INITS else {})
-
     # seedtag: '' for the first fine-tuning seed, -seedN for each further one
     rule decoder_probe_finetuned:
         input:
@@ -49,14 +41,10 @@ if DECODER:
             finetuned=path("model", init="pretrained"),
             random_finetuned=path("model", init="random") if "random" in INITS else [],
         output:
-            sink=path("variant_stat", variant="finetuned{seedtag}", file="decoder_sink.csv"),
-            induction=path("variant_stat", variant="finetuned{seedtag}", file="decoder_induction.csv"),
-            heads=path("variant_stat", variant="finetuned{seedtag}", file="decoder_heads.csv"),
-            probe_finetuned=directory(path("store", variant="probe-finetuned{seedtag}")),
-            **_RANDOM_PROBE,
+            **outputs("decoder_probe_finetuned"),
         params:
             step=step("decoder_probe_finetuned"),
-            files=step_files,
+            files=step_files("decoder_probe_finetuned"),
         log:
             layout.log("decoder_probe_finetuned", "{task}{seedtag}"),
         benchmark:
@@ -72,15 +60,15 @@ if DECODER:
 
     rule decoder_figure:
         input:
-            sink=path("decoder_sink"),
-            induction=path("decoder_induction"),
-            finetuned_sink=path("variant_stat", variant="finetuned", file="decoder_sink.csv"),
-            finetuned_induction=path("variant_stat", variant="finetuned", file="decoder_induction.csv"),
+            sink=output("decoder_probe", "sink"),
+            induction=output("decoder_probe", "induction"),
+            finetuned_sink=output("decoder_probe_finetuned", "sink", seedtag=""),
+            finetuned_induction=output("decoder_probe_finetuned", "induction", seedtag=""),
         output:
-            figure=path("task_figure", name="decoder"),
+            **outputs("decoder_figure"),
         params:
             step=step("decoder_figure"),
-            files=step_files,
+            files=step_files("decoder_figure"),
         log:
             layout.log("decoder_figure", "{task}"),
         benchmark:
@@ -93,13 +81,3 @@ if DECODER:
             "../envs/bertology.yaml"
         shell:
             STEP
-
-    TARGETS.extend(paths("decoder_sink", task=TASK_NAMES))
-    TARGETS.extend(paths("decoder_induction", task=TASK_NAMES))
-    TARGETS.extend(paths("variant_stat", task=TASK_NAMES, variant=["pretrained", *FINETUNED_VARIANTS],
-                         file="decoder_heads.csv"))
-    TARGETS.extend(paths("variant_stat", task=TASK_NAMES, variant=FINETUNED_VARIANTS,
-                         file=["decoder_sink.csv", "decoder_induction.csv"]))
-    TARGETS.extend(paths("task_figure", name="decoder", task=TASK_NAMES))
-    TARGETS.extend(paths("store", task=TASK_NAMES, variant=["probe-pretrained", "probe-random-init"]))
-    TARGETS.extend(paths("store", task=TASK_NAMES, variant=[f"probe-{v}" for v in FINETUNED_VARIANTS]))

@@ -1,13 +1,10 @@
 # Kovaleva et al. 2019, sections 4.1-4.5, over the attention stores (steps: bertology.steps.kovaleva).
 #   results/stats/{task}/{variant}/patterns.csv features.csv cls.csv relations.csv   written by store_stats in its
-#     one read of the store (rules/stores.smk)
+#     one read of the store (rules/attention.smk)
 #   results/stats/{task}/cosine.csv, features_diff.csv  pretrained vs fine-tuned, both stores read once, aligned
 #   results/stats/framenet/links.parquet, counts.json   FrameNet sentences that survive the paper's filters
 #   results/stats/{task}/{variant}/relations_framenet.csv   FrameNet link scores (merged into relations.csv)
 #   results/figures/{patterns,relations,cosine,features,cls}-{task}.png, {patterns,cosine}-tasks.png
-KOVALEVA_TABLES = ["patterns", "features", "cls", "relations"]  # the figures' inputs
-KOVALEVA_FIGURES = ["patterns", "relations", "cosine", "features", "cls"]
-FRAMENET_DIR = config["analysis"]["relations"]["framenet"]
 
 
 # seedtag: '' compares the first fine-tuning seed, -seedN seed N (rules/seeds.smk), with the one pretrained store
@@ -17,12 +14,10 @@ rule kovaleva_cosine:
         finetuned=path("store", variant="finetuned{seedtag}"),
         words=path("words"),
     output:
-        cosine=path("cosine"),
-        features_diff=path("features_diff"),
-        examples=path("cosine_examples"),
+        **outputs("kovaleva_cosine"),
     params:
         step=step("kovaleva_cosine"),
-        files=words_step_files,
+        files=step_files("kovaleva_cosine"),
     log:
         layout.log("kovaleva_cosine", "{task}{seedtag}"),
     benchmark:
@@ -41,11 +36,10 @@ rule framenet_links:
     input:
         release=FRAMENET_DIR or [],
     output:
-        links=path("framenet_links"),
-        counts=path("framenet_counts"),
+        **outputs("framenet_links"),
     params:
         step=step("framenet_links"),
-        files=step_files,
+        files=step_files("framenet_links"),
     log:
         layout.log("framenet_links"),
     benchmark:
@@ -64,12 +58,12 @@ rule framenet_relations:
     input:
         unpack(_framenet_model_inputs),
     output:
-        table=path("variant_stat", file="relations_framenet.csv"),
+        **outputs("framenet_relations"),
     wildcard_constraints:
         variant=STORE_VARIANT_REGEX,
     params:
         step=step("framenet_relations"),
-        files=step_files,
+        files=step_files("framenet_relations"),
     log:
         layout.log("framenet_relations", "{task}/{variant}"),
     benchmark:
@@ -87,14 +81,14 @@ rule framenet_relations:
 
 rule kovaleva_figures:
     input:
-        **{name: paths("variant_stat", variant=STORE_VARIANTS, file=f"{name}.csv") for name in KOVALEVA_TABLES},
-        cosine=path("cosine", seedtag=""),
-        features_diff=path("features_diff", seedtag=""),
+        **{name: output("store_stats", name, variant=STORE_VARIANTS) for name in ("patterns", "features", "cls", "relations")},
+        cosine=output("kovaleva_cosine", "cosine", seedtag=""),
+        features_diff=output("kovaleva_cosine", "features_diff", seedtag=""),
     output:
-        **{name: reported(path("task_figure", name=name), name) for name in KOVALEVA_FIGURES},
+        **outputs("kovaleva_figures"),
     params:
         step=step("kovaleva_figures"),
-        files=step_files,
+        files=step_files("kovaleva_figures"),
     log:
         layout.log("kovaleva_figures", "{task}"),
     benchmark:
@@ -111,15 +105,13 @@ rule kovaleva_figures:
 
 rule kovaleva_overview:
     input:
-        **{variant: paths("variant_stat", task=TASK_NAMES, variant=variant, file="patterns.csv")
-           for variant in STORE_VARIANTS},
-        cosine=paths("cosine", task=TASK_NAMES, seedtag=""),
+        **{variant: output("store_stats", "patterns", task=TASK_NAMES, variant=[variant]) for variant in STORE_VARIANTS},
+        cosine=output("kovaleva_cosine", "cosine", task=TASK_NAMES, seedtag=""),
     output:
-        patterns=reported(path("figure", name="patterns-tasks"), "patterns-tasks"),
-        cosine=reported(path("figure", name="cosine-tasks"), "cosine-tasks"),
+        **outputs("kovaleva_overview"),
     params:
         step=step("kovaleva_overview"),
-        files=step_files,
+        files=step_files("kovaleva_overview"),
     log:
         layout.log("kovaleva_overview"),
     benchmark:
@@ -139,11 +131,10 @@ rule patterns_sheet:
     input:
         store=path("store", variant="finetuned"),
     output:
-        sheet=path("patterns_labels"),
-        images=directory(path("patterns_images")),
+        **outputs("patterns_sheet"),
     params:
         step=step("patterns_sheet"),
-        files=step_files,
+        files=step_files("patterns_sheet"),
     log:
         layout.log("patterns_sheet", "{task}"),
     benchmark:
@@ -157,10 +148,3 @@ rule patterns_sheet:
     shell:
         STEP
 
-
-for _task in TASK_NAMES:
-    TARGETS.extend([path("cosine", task=_task, seedtag=""), path("features_diff", task=_task, seedtag="")])
-TARGETS.extend(paths("task_figure", name=KOVALEVA_FIGURES, task=TASK_NAMES))
-TARGETS.extend([path("figure", name="patterns-tasks"), path("figure", name="cosine-tasks")])
-if FRAMENET_DIR:
-    TARGETS.append(path("framenet_counts"))

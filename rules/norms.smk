@@ -15,15 +15,12 @@ rule norms_views:
     input:
         unpack(_norms_inputs),
     output:
-        norms=path("variant_stat", file="norms.csv"),
-        mixing=path("variant_stat", file="mixing.csv"),
-        scores=path("variant_stat", file="token_scores.parquet"),
-        layers=path("variant_stat", file="mixing_layers.parquet"),
+        **outputs("norms_views"),
     wildcard_constraints:
         variant=STORE_VARIANT_REGEX,
     params:
         step=step("norms_views"),
-        files=step_files,
+        files=step_files("norms_views"),
     log:
         layout.log("norms_views", "{task}/{variant}"),
     benchmark:
@@ -42,16 +39,13 @@ rule norms_views:
 rule norms_faithfulness:
     input:
         sample=path("sample"),
-        scores=path("variant_stat", variant="finetuned{seedtag}", file="token_scores.parquet"),
+        scores=output("norms_views", "scores", variant="finetuned{seedtag}"),
         model=path("model", init="pretrained"),
     output:
-        table=path("variant_stat", variant="finetuned{seedtag}", file="faithfulness.csv"),
-        examples=path("variant_stat", variant="finetuned{seedtag}", file="faithfulness_examples.csv"),
-        pairs=path("variant_stat", variant="finetuned{seedtag}", file="faithfulness_pairs.csv"),
-        importance=path("variant_stat", variant="finetuned{seedtag}", file="importance.parquet"),
+        **outputs("norms_faithfulness"),
     params:
         step=step("norms_faithfulness"),
-        files=step_files,
+        files=step_files("norms_faithfulness"),
     log:
         layout.log("norms_faithfulness", "{task}{seedtag}"),
     benchmark:
@@ -68,16 +62,14 @@ rule norms_faithfulness:
 
 rule norms_figures:
     input:
-        norms=paths("variant_stat", variant=STORE_VARIANTS, file="norms.csv"),
-        mixing=paths("variant_stat", variant=STORE_VARIANTS, file="mixing.csv"),
-        faithfulness=path("variant_stat", variant="finetuned", file="faithfulness.csv"),
+        norms=output("norms_views", "norms", variant=STORE_VARIANTS),
+        mixing=output("norms_views", "mixing", variant=STORE_VARIANTS),
+        faithfulness=output("norms_faithfulness", "table", seedtag=""),
     output:
-        norms=reported(path("task_figure", name="norms"), "norms"),
-        mixing=reported(path("task_figure", name="mixing"), "mixing"),
-        faithfulness=reported(path("task_figure", name="faithfulness"), "faithfulness"),
+        **outputs("norms_figures"),
     params:
         step=step("norms_figures"),
-        files=step_files,
+        files=step_files("norms_figures"),
     log:
         layout.log("norms_figures", "{task}"),
     benchmark:
@@ -91,10 +83,3 @@ rule norms_figures:
     shell:
         STEP
 
-
-if NORMS_ENABLED:
-    TARGETS.extend(paths("variant_stat", task=TASK_NAMES, variant=STORE_VARIANTS,
-                         file=["norms.csv", "mixing.csv", "token_scores.parquet", "mixing_layers.parquet"]))
-    TARGETS.extend(paths("variant_stat", task=TASK_NAMES, variant="finetuned",
-                         file=["faithfulness.csv", "faithfulness_pairs.csv"]))
-    TARGETS.extend(paths("task_figure", name=["norms", "mixing", "faithfulness"], task=TASK_NAMES))

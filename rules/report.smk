@@ -1,6 +1,6 @@
 # The head explorer (one offline page: statistics on the layer x head grid, maps of a seeded sample of
 # examples, dependency arcs) and the report (every table and figure on one self-contained page, linking
-# the explorer). Included last: they need every target.
+# the explorer).
 
 
 rule explorer:
@@ -10,12 +10,12 @@ rule explorer:
         # and token views with analysis.norms.enabled, the tables over seeds with two or more train.seeds
         reads=explorer_inputs(TASK_NAMES, norms=NORMS_ENABLED, seeds=len(SEED_TAGS) > 1, decoder=DECODER)["required"],
         # the claims ledger: each claim with the heads behind it highlighted in the grid
-        claims=path("claims"),
+        claims=output("claims", "ledger"),
     output:
-        page=path("explorer"),
+        **outputs("explorer"),
     params:
         step=step("explorer"),
-        files=step_files,
+        files=step_files("explorer"),
     log:
         layout.log("explorer"),
     benchmark:
@@ -30,22 +30,19 @@ rule explorer:
         STEP
 
 
-TARGETS.append(path("explorer"))
-
-# The report shows its declared inputs and nothing else (no crawling of results/): every target, so it shows
-# every table and figure the run makes (a rule file adds what the report should show to TARGETS) and re-runs
-# when any of them changes.
-REPORT_INPUTS = list(TARGETS)
+# The report shows its declared inputs and nothing else (no crawling of results/): every other target of the run
+# (rules/common.smk `targets`), so it shows every table and figure the run makes and re-runs when any of them
+# changes.
 
 
 rule report:
     input:
-        targets=REPORT_INPUTS,
+        targets=[t for t in targets() if t != output("report", "report")],
     output:
-        report=reported(path("report"), "report"),
+        **outputs("report"),
     params:
         step=step("report"),
-        files=step_files,
+        files=step_files("report"),
     log:
         layout.log("report"),
     benchmark:
@@ -59,5 +56,3 @@ rule report:
     shell:
         STEP
 
-
-TARGETS.append(path("report"))

@@ -15,33 +15,23 @@
 #   results/figures/seeds-stability-{task}.png, seeds-roles-{task}.png
 # The per-head tables over seeds are every table the registry compares across seeds (bertology.registry.AcrossSeeds:
 # features, cls, entropy, parser, relations, sieve, cosine, disabling, importance, norms, syntax, ...), those of a
-# switched-off setting left out; then the seeds analysis's own tables but findings.csv (the claims rule's).
-from pathlib import PurePosixPath
-
-SEED_CONDITIONS = [c for c, on in (("norms", NORMS_ENABLED), ("gold_trees", bool(SYNTAX_FILES))) if on]
-SEED_INPUTS = REGISTRY.seed_inputs(FINETUNED_VARIANTS, SEED_TAGS, SEED_CONDITIONS)
-SEED_OUTPUTS = list(SEED_INPUTS) + [PurePosixPath(t.path).stem for t in REGISTRY.analysis("seeds").tables
-                                    if PurePosixPath(t.path).stem != "findings"]
+# switched-off setting left out (Registry.seed_inputs, Registry.outputs).
 
 
 rule seed_stats:
     input:
-        **SEED_INPUTS,
-        sieve_scores=paths("variant_stat", variant=FINETUNED_VARIANTS, file="sieve_scores.npz"),
-        pretrained_scores=path("variant_stat", variant="pretrained", file="sieve_scores.npz"),
+        **REGISTRY.seed_inputs(FINETUNED_VARIANTS, SEED_TAGS, RUN.enabled),
+        sieve_scores=output("store_stats", "sieve_scores", variant=FINETUNED_VARIANTS),
+        pretrained_scores=output("store_stats", "sieve_scores", variant="pretrained"),
         # the token views' faithfulness per seed (norm analyses): Multi-Bootstrap rows in multibootstrap.csv
-        faithfulness_examples=paths("variant_stat", variant=FINETUNED_VARIANTS, file="faithfulness_examples.csv")
-        if NORMS_ENABLED
-        else [],
-        cosine_examples=paths("cosine_examples", seedtag=SEED_TAGS),
-        ablation_examples=paths("ablation_examples", seedtag=SEED_TAGS),
+        faithfulness_examples=output("norms_faithfulness", "examples", seedtag=SEED_TAGS) if NORMS_ENABLED else [],
+        cosine_examples=output("kovaleva_cosine", "examples", seedtag=SEED_TAGS),
+        ablation_examples=output("ablation_sweep", "examples", seedtag=SEED_TAGS),
     output:
-        **{name: path("seed_stat", name=name) for name in SEED_OUTPUTS},
-        stability=reported(path("task_figure", name="seeds-stability"), "seeds-stability"),
-        role_figure=reported(path("task_figure", name="seeds-roles"), "seeds-roles"),
+        **outputs("seed_stats"),
     params:
         step=step("seed_stats"),
-        files=step_files,
+        files=step_files("seed_stats"),
     log:
         layout.log("seed_stats", "{task}"),
     benchmark:
@@ -55,19 +45,3 @@ rule seed_stats:
     shell:
         STEP
 
-
-# One seed (the default): nothing here, and `make run` is what it was. Two or more: every further seed's
-# per-variant outputs (so a partial run still has them) and the seed tables.
-if len(SEED_TAGS) > 1:
-    EXTRA_VARIANTS = FINETUNED_VARIANTS[1:]
-    TARGETS.extend(paths("store", task=TASK_NAMES, variant=EXTRA_VARIANTS))
-    TARGETS.extend(paths("sieve_delta", seedtag=SEED_TAGS[1:]))
-    TARGETS.extend(paths("sieve_delta_figure", seedtag=SEED_TAGS[1:]))
-    if SYNTAX_FILES:
-        TARGETS.extend(paths("syntax_stat", model=[f"{task}-{variant}" for task in TASK_NAMES
-                                                   for variant in EXTRA_VARIANTS]))
-    if NORMS_ENABLED:
-        TARGETS.extend(paths("variant_stat", task=TASK_NAMES, variant=EXTRA_VARIANTS,
-                             file=["norms.csv", "mixing.csv", "token_scores.parquet", "faithfulness.csv"]))
-    TARGETS.extend(paths("seed_stat", task=TASK_NAMES, name=SEED_OUTPUTS))
-    TARGETS.extend(paths("task_figure", name=["seeds-stability", "seeds-roles"], task=TASK_NAMES))

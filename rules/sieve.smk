@@ -1,20 +1,18 @@
 # Pande et al. 2021, the heads hypothesis (steps: bertology.steps.sieve): sieve bias scores and one-sided
 # t-tests per head and role, then the paper's Figs. 3-6 and a summary (role shares, overlaps, Spearman of
 # local vs syntactic bias). The scores and sieve.csv of a store come from its one read, rule store_stats
-# (rules/stores.smk).
+# (rules/attention.smk).
 
 
 rule sieve_figures:
     input:
-        **{variant: path("variant_stat", variant=variant, file="sieve.csv") for variant in STORE_VARIANTS},
-        scores=path("variant_stat", variant="finetuned", file="sieve_scores.npz"),
+        **{variant: output("store_stats", "sieve", variant=variant) for variant in STORE_VARIANTS},
+        scores=output("store_stats", "sieve_scores", variant="finetuned"),
     output:
-        scores=reported(path("task_figure", name="sieve-scores"), "sieve-scores"),
-        overlap=reported(path("task_figure", name="sieve-overlap"), "sieve-overlap"),
-        roles=reported(path("task_figure", name="sieve-roles"), "sieve-roles"),
+        **outputs("sieve_figures"),
     params:
         step=step("sieve_figures"),
-        files=step_files,
+        files=step_files("sieve_figures"),
     log:
         layout.log("sieve_figures", "{task}"),
     benchmark:
@@ -32,14 +30,13 @@ rule sieve_figures:
 # seedtag: '' for the first fine-tuning seed, -seedN for each further one (rules/seeds.smk asks for those)
 rule sieve_delta:
     input:
-        pretrained=paths("variant_stat", task=TASK_NAMES, variant="pretrained", file="sieve.csv"),
-        finetuned=paths("variant_stat", task=TASK_NAMES, variant="finetuned{seedtag}", file="sieve.csv"),
+        pretrained=output("store_stats", "sieve", task=TASK_NAMES, variant="pretrained"),
+        finetuned=output("store_stats", "sieve", task=TASK_NAMES, variant="finetuned{seedtag}"),
     output:
-        table=path("sieve_delta"),
-        figure=reported(path("sieve_delta_figure"), "sieve-delta"),
+        **outputs("sieve_delta"),
     params:
         step=step("sieve_delta"),
-        files=step_files,
+        files=step_files("sieve_delta"),
     log:
         layout.log("sieve_delta", "sieve_delta{seedtag}"),
     benchmark:
@@ -56,15 +53,14 @@ rule sieve_delta:
 
 rule sieve_summary:
     input:
-        **{variant: paths("variant_stat", task=TASK_NAMES, variant=variant, file="sieve.csv")
-           for variant in STORE_VARIANTS},
-        **{f"{variant}_scores": paths("variant_stat", task=TASK_NAMES, variant=variant, file="sieve_scores.npz")
+        **{variant: output("store_stats", "sieve", task=TASK_NAMES, variant=variant) for variant in STORE_VARIANTS},
+        **{f"{variant}_scores": output("store_stats", "sieve_scores", task=TASK_NAMES, variant=variant)
            for variant in STORE_VARIANTS},
     output:
-        table=path("sieve_summary"),
+        **outputs("sieve_summary"),
     params:
         step=step("sieve_summary"),
-        files=step_files,
+        files=step_files("sieve_summary"),
     log:
         layout.log("sieve_summary"),
     benchmark:
@@ -78,6 +74,3 @@ rule sieve_summary:
     shell:
         STEP
 
-
-TARGETS.extend(paths("task_figure", name=["sieve-scores", "sieve-overlap", "sieve-roles"], task=TASK_NAMES))
-TARGETS.extend([path("sieve_delta", seedtag=""), path("sieve_delta_figure", seedtag=""), path("sieve_summary")])

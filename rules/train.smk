@@ -4,10 +4,6 @@
 #   results/tables/table1.{csv,md}, table1_tests.csv, results/figures/table1.png
 # seedtag: '' for the first seed (train.seed; the model every analysis reads), -seedN for each further
 # seed of train.seeds (bertology.seeds).
-from bertology.tasks import SCORE_VARIANTS, VARIANT_INIT
-
-# The variants scored: `pretrained` (untrained head) and the fine-tuned variant of every configured init.
-SCORED_VARIANTS = [v for v in SCORE_VARIANTS if v not in VARIANT_INIT or VARIANT_INIT[v] in INITS]
 
 
 # The resumable training state lives in results/checkpoints/{task}/{init}{seedtag}/ (the step names it with
@@ -19,10 +15,10 @@ rule train_model:
         train=path("data", split="train"),
         validation=path("data", split="validation"),
     output:
-        model=directory(path("model")),
+        **outputs("train_model"),
     params:
         step=step("train_model"),
-        files=step_files,
+        files=step_files("train_model"),
         **cache_params("train_model"),
     cache: CACHING  # snakemake --cache: shared across working directories (rules/common.smk)
     log:
@@ -50,12 +46,12 @@ rule score:
         validation=path("data", split="validation"),
         model=_score_model,
     output:
-        score=path("score"),
+        **outputs("score"),
     wildcard_constraints:
         variant="|".join(SCORE_VARIANTS),
     params:
         step=step("score"),
-        files=step_files,
+        files=step_files("score"),
     log:
         layout.log("score", "{task}/{variant}{seedtag}"),
     benchmark:
@@ -73,17 +69,14 @@ rule score:
 
 rule table1:
     input:
-        scores=paths("score", task=TASK_NAMES, variant=SCORED_VARIANTS, seedtag=SEED_TAGS),
+        scores=output("score", "score", task=TASK_NAMES, variant=SCORED_VARIANTS, seedtag=SEED_TAGS),
         train=paths("data", task=TASK_NAMES, split="train"),
         validation=paths("data", task=TASK_NAMES, split="validation"),
     output:
-        csv=reported(path("table1"), "table1"),
-        md=path("table1_md"),
-        tests=path("table1_tests"),
-        figure=reported(path("figure", name="table1"), "table1"),
+        **outputs("table1"),
     params:
         step=step("table1"),
-        files=step_files,
+        files=step_files("table1"),
     log:
         layout.log("table1"),
     benchmark:
@@ -97,13 +90,3 @@ rule table1:
     shell:
         STEP
 
-
-TARGETS.extend(
-    [
-        *paths("model", task=TASK_NAMES, init=INITS, seedtag=SEED_TAGS),
-        path("table1"),
-        path("table1_md"),
-        path("table1_tests"),
-        path("figure", name="table1"),
-    ]
-)

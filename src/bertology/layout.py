@@ -328,3 +328,20 @@ def checkpoint(task: str, init: str, seedtag: str = "", *, root: str | PathLike[
     'results/checkpoints/rte/random-seed43'
     """
     return path("checkpoint", root=root, task=task, init=init, seedtag=seedtag)
+
+
+def wildcard_job(pattern: str) -> str:
+    """A job's log name from an output pattern's wildcards: ``{task}/{variant}``; a ``{seedtag}`` follows the field
+    before it (``{task}{seedtag}``); the pattern's file stem when it has none.
+
+    >>> wildcard_job(path("variant_stat", file="x.csv")), wildcard_job(path("ablation", name="heads"))
+    ('{task}/{variant}', '{task}{seedtag}')
+    """
+    names = [f for _, f, _, _ in _FORMATTER.parse(pattern) if f is not None]
+    parts: list[str] = []
+    for name in names:
+        if name == "seedtag" and parts:
+            parts[-1] += "{seedtag}"
+        else:
+            parts.append("{" + name + "}")
+    return "/".join(parts) if parts else pattern.rsplit("/", 1)[-1].split(".")[0]

@@ -6,7 +6,7 @@ Every analysis is declared once, as an :class:`Analysis`, in the module of its f
 families, in its order, into the one :class:`Registry`, ``bertology.analyses.REGISTRY``. Everything else is
 built from it:
 
-- the rule ``store_stats`` (``rules/stores.smk``): its outputs (:meth:`Registry.store_outputs`), the config
+- the rule ``store_stats`` (``rules/attention.smk``): its outputs (:meth:`Registry.store_outputs`), the config
   sections its step reads (:meth:`Registry.store_sections`, ``cli.STEPS``), the kernels it runs in the ONE read
   of a store (:meth:`Registry.store_kernels`, :mod:`bertology.steps.stores`: each kernel builds itself from the
   job, :meth:`bertology.onepass.Kernel.build`, and turns its result into its tables,
@@ -37,9 +37,9 @@ entry, its section of docs/reference.md and its test).
 from __future__ import annotations
 
 import importlib
-
+import itertools
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, replace
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -48,8 +48,14 @@ from bertology.layout import ROOT, fill, join, rel
 #: the settings without which some tables are not written (:attr:`Table.when`): ``norms``
 #: (analysis.norms.enabled and a supported model), ``gold_trees`` (analysis.syntax.conllu, or the demo's own
 #: trees), ``seeds`` (two or more train.seeds), ``framenet`` (analysis.relations.framenet), ``decoder`` (the
-#: model is a decoder: the decoder probe)
-CONDITIONS = ("norms", "gold_trees", "seeds", "framenet", "decoder")
+#: model is a decoder: the decoder probe), ``random`` (train.inits has random)
+CONDITIONS = ("norms", "gold_trees", "seeds", "framenet", "decoder", "random")
+
+#: the rule of the one read of a store, and its outputs' targets: every task and store variant
+STORE_RULE = "store_stats"
+STORE_WANT_OVER = (("task", "tasks"), ("variant", "stores"))
+#: the rule of the statistics over fine-tuning seeds (its per-head outputs come from the tables' ``seeds``)
+SEED_RULE = "seed_stats"
 
 #: the explorer's group of the statistics over fine-tuning seeds
 OVER_SEEDS = "Across fine-tuning seeds"
@@ -79,19 +85,159 @@ class AcrossSeeds:
 
 
 @dataclass(frozen=True)
-class Table:
-    """An output table: its path under results/ (a :mod:`bertology.layout` template text, with {task},
-    {variant}, ...) and its columns (for .npz the arrays it holds, for .json its keys).
+class Want:
+    """When an output is one of the run's final targets (rule ``all``, :meth:`Registry.targets`): one target per
+    combination of the values of `over`, when the setting `when` is on (one of :data:`CONDITIONS`; empty: always).
 
-    output: the output's name for a table the one read of a store writes (rule ``store_stats``; its kernel's
-    :meth:`~bertology.onepass.Kernel.outputs` names it so); seeds: how it is compared across fine-tuning seeds;
-    when: the setting without which it is not written (one of :data:`CONDITIONS`; empty: always)."""
+    over: (field, values) pairs, the last varying fastest; values is the name of one of the run's value sets
+    (:meth:`Run.values`: ``tasks``, ``stores``, ``first_seed``, ...) or a tuple of the values themselves."""
+
+    over: tuple[tuple[str, str | tuple[str, ...]], ...] = ()
+    when: str = ""
+
+
+@dataclass(frozen=True)
+class Output:
+    """An output of a rule: its path under results/ (a :mod:`bertology.layout` template text, with {task},
+    {variant}, ...), the rule that writes it and when the run wants it.
+
+    rule: the rule (= step) that writes it; output: its name among the rule's outputs (``--output NAME=PATH``);
+    fill: fields the rule's output pattern fixes (``(("variant", "finetuned{seedtag}"),)``: the fine-tuned
+    models only, one per seed); expand: fields the rule writes one file per value of (a list output, e.g. one
+    per task); only: the setting without which the rule does not write it (one of :data:`CONDITIONS`);
+    when: the setting without which it is not written at all; wanted: when it is a final target of the run;
+    directory: a directory (a model, a store); report: its figure name in Snakemake's own report (flagged with
+    ``report()``, its caption by the figure's section)."""
 
     path: str
-    columns: tuple[str, ...]
+    _: KW_ONLY
+    rule: str = ""
     output: str = ""
-    seeds: AcrossSeeds | None = None
+    fill: tuple[tuple[str, str], ...] = ()
+    expand: tuple[tuple[str, str | tuple[str, ...]], ...] = ()
+    only: str = ""
     when: str = ""
+    wanted: tuple[Want, ...] = ()
+    directory: bool = False
+    report: str = ""
+
+    @property
+    def pattern(self) -> str:
+        """The rule's output pattern under results/: the path with the rule's fixed fields filled."""
+        return fill(self.path, **dict(self.fill))
+
+
+@dataclass(frozen=True)
+class Table(Output):
+    """An output table, and its columns (for .npz the arrays it holds, for .json its keys).
+
+    A table the one read of a store writes names its output (rule ``store_stats``; its kernel's
+    :meth:`~bertology.onepass.Kernel.outputs` names it so) and leaves `rule` empty; seeds: how it is compared
+    across fine-tuning seeds."""
+
+    columns: tuple[str, ...]
+    seeds: AcrossSeeds | None = None
+
+
+@dataclass(frozen=True)
+class Run:
+    """The values a run's wildcards take and the settings it has switched on (:data:`CONDITIONS`): what
+    :meth:`Registry.targets` and :meth:`Registry.outputs` expand declarations with.
+
+    tasks, splits, stores (the store variants of the first seed: pretrained, finetuned), inits, seedtags ('' and
+    -seedN), finetuned (the fine-tuned store variant of each seed: finetuned, finetuned-seedN)."""
+
+    tasks: tuple[str, ...]
+    splits: tuple[str, ...]
+    stores: tuple[str, ...]
+    inits: tuple[str, ...]
+    seedtags: tuple[str, ...]
+    finetuned: tuple[str, ...]
+    enabled: frozenset[str] = frozenset()
+
+    def values(self, name: str | tuple[str, ...]) -> tuple[str, ...]:
+        """A value set by name, or the tuple of values itself."""
+        if not isinstance(name, str):
+            return tuple(name)
+        sets = {
+            "tasks": self.tasks, "splits": self.splits, "stores": self.stores, "inits": self.inits,
+            "seedtags": self.seedtags, "first_seed": ("",), "extra_seedtags": self.seedtags[1:],
+            "finetuned": self.finetuned, "extra_finetuned": self.finetuned[1:],
+            "pretrained_and_finetuned": ("pretrained", *self.finetuned),
+            "probe_finetuned": tuple(f"probe-{v}" for v in self.finetuned),
+            "syntax_models": ("pretrained", *(f"{t}-finetuned" for t in self.tasks)),
+            "extra_syntax_models": tuple(f"{t}-{v}" for t in self.tasks for v in self.finetuned[1:]),
+        }
+        try:
+            return sets[name]
+        except KeyError:
+            raise KeyError(f"no value set {name!r}; sets: {', '.join(sets)}") from None
+
+    def on(self, condition: str) -> bool:
+        return not condition or condition in self.enabled
+
+    def expand(self, pattern: str, over: Iterable[tuple[str, str | tuple[str, ...]]]) -> list[str]:
+        """One path per combination of the values of `over` (the last varying fastest), under results/."""
+        over = tuple(over)
+        combos = itertools.product(*(self.values(v) for _, v in over))
+        return [join(ROOT, fill(pattern, **dict(zip((f for f, _ in over), combo)))) for combo in combos]
+
+
+#: a store table's targets: every task and store variant of the first seed
+STORE_WANT = Want(STORE_WANT_OVER)
+#: wanted once for the run, once per task, once per task for the first fine-tuning seed
+ONCE = Want()
+PER_TASK = Want((("task", "tasks"),))
+FIRST_SEED = Want((("task", "tasks"), ("seedtag", "first_seed")))
+
+
+def figure(rule: str, output: str, name: str, *, per_task: bool = True, when: str = "",
+           reported: bool = True) -> Output:
+    """A figure a rule draws, ``figures/{name}-{task}.png`` (``figures/{name}.png`` with per_task False), wanted
+    once per task (or once) and, when `reported`, flagged for Snakemake's report under `name`."""
+    path = rel("task_figure", name=name) if per_task else rel("figure", name=name)
+    return Output(path, rule=rule, output=output, report=name if reported else "", when=when,
+                  wanted=(PER_TASK if per_task else ONCE,))
+
+
+@dataclass(frozen=True)
+class Step:
+    """A step of the pipeline (= its rule's name): the config sections it reads (handed over by its rule, so a
+    change re-runs exactly the steps that read it), its help, and what a declared task's ``--task`` gives it
+    (``task``: ``plain``, ``words`` (its language and spaCy pipeline too), ``whole`` (its whole declaration)).
+
+    The function is ``bertology.steps.{module}:{name}`` (module: the family's step module; the CLI imports it
+    when the step runs), or, for a table function (`function`: a pure function of named frames returning its
+    output tables by name, :mod:`bertology.steps.functions`), the one step of those, with its rule built from the
+    declaration (``rules/tables.smk``: `inputs`, the outputs declared with its name, `threads`, `mem_mb`,
+    `runtime`). tracked: one MLflow run per job; options: the name of a function of the step module
+    adding a tool step's own options (-> ``ctx.options``); passthrough: arguments after ``--`` go to the step as
+    they are (-> ``ctx.rest``); function: for a step that runs one table function (``module:function``,
+    :mod:`bertology.steps.tables`), that function; inputs: its named inputs (name, path template under results/,
+    fields filled), for such a step."""
+
+    name: str
+    module: str
+    config: tuple[str, ...]
+    help: str
+    task: str = "plain"
+    tracked: bool = True
+    options: str | None = None
+    passthrough: bool = False
+    function: Any = None
+    inputs: tuple[tuple[str, str], ...] = ()
+    threads: int = 1
+    mem_mb: int = 2000
+    runtime: int = 10
+
+    @property
+    def sections(self) -> tuple[str, ...]:
+        return self.config
+
+    @property
+    def target(self) -> str:
+        """The step's function as ``module:function`` (a table function's: :data:`bertology.cli.TABLE_FUNCTION`)."""
+        return f"bertology.steps.{self.module}:{self.name}"
 
 
 @dataclass(frozen=True)
@@ -241,6 +387,10 @@ class Analysis:
     config: tuple[str, ...] = ()
     kernel: type | str | None = None
     tables: tuple[Table, ...] = ()
+    #: its rules' outputs that are not tables (figures, models, stores)
+    outputs: tuple[Output, ...] = ()
+    #: the steps (= rules) that compute it, with the config sections each reads
+    steps: tuple[Step, ...] = ()
     section: Section | None = None
     statistics: tuple[Statistic, ...] = ()
     #: the papers' claims computed from this analysis's tables (the ledger, :mod:`bertology.claims`)
@@ -297,7 +447,7 @@ class Registry:
 
     def store_outputs(self) -> dict[str, str]:
         """The one-pass rule's outputs: output name -> path under the working directory (results/...)."""
-        return {t.output: join(ROOT, t.path) for a in self.store_analyses() for t in a.tables if t.output}
+        return self.outputs(STORE_RULE)
 
     def store_sections(self) -> tuple[str, ...]:
         """The config sections the store analyses read (without the store's identity and Dask)."""
@@ -307,6 +457,107 @@ class Registry:
         """The final outputs of the one read of the stores: every store table of every task and variant."""
         return [join(root, fill(t.path, task=task, variant=v)) for task in tasks for v in variants
                 for a in self.store_analyses() for t in a.tables if t.output]
+
+    # every rule's outputs, the run's targets, the steps
+
+    def steps(self) -> dict[str, Step]:
+        """Every step by name, in the order of declaration. The one read of a store (``store_stats``) reads the
+        config sections of every store analysis before its own."""
+        out: dict[str, Step] = {}
+        for a in self.analyses:
+            for st in a.steps:
+                if st.name in out:
+                    raise ValueError(f"step {st.name} declared twice")
+                if st.name == STORE_RULE:
+                    st = replace(st, config=(*self.store_sections(), *st.config))
+                out[st.name] = st
+        return out
+
+    def step(self, name: str) -> Step:
+        """The step (and rule) named `name`."""
+        steps = self.steps()
+        if name not in steps:
+            raise KeyError(f"no step {name!r}; steps: {', '.join(steps)}")
+        return steps[name]
+
+    def declared_outputs(self) -> tuple[Output, ...]:
+        """Every declared output of every rule: the analyses' tables and other outputs, in order of declaration;
+        a store analysis's table with an output name is the one read's (:data:`STORE_RULE`)."""
+        out = []
+        for a in self.analyses:
+            for t in a.tables:
+                if a.kernel is not None and t.output and not t.rule:
+                    t = replace(t, rule=STORE_RULE, wanted=(STORE_WANT,))
+                out.append(t)
+            out.extend(a.outputs)
+        return tuple(out)
+
+    def outputs(self, rule: str, run: Run | None = None, *, directory: Any = None,
+                report: Any = None) -> dict[str, Any]:
+        """The rule's outputs: output name -> path pattern under the working directory (results/...), a list for
+        an output the rule writes one file per value of; those a switched-off setting leaves out omitted (`run`:
+        the run; None: all of them). directory, report: Snakemake's ``directory`` and the workflow's
+        ``report`` flag, applied to the outputs declared so (the Snakefile passes them in)."""
+        out: dict[str, Any] = {}
+        for o in self.declared_outputs():
+            if o.rule != rule or (run is not None and not run.on(o.only)):
+                continue
+            value: Any = (run.expand(o.pattern, o.expand) if o.expand and run is not None
+                          else join(ROOT, o.pattern))
+            if o.directory and directory is not None:
+                value = directory(value)
+            if o.report and report is not None:
+                value = report(value, o.report)
+            out[o.output] = value
+        if rule == SEED_RULE:
+            enabled = CONDITIONS if run is None else run.enabled
+            out = {**{name: join(ROOT, rel("seed_stat", name=name)) for name in self.seed_tables(enabled)}, **out}
+        if not out:
+            raise KeyError(f"no outputs declared for rule {rule!r}")
+        return out
+
+    def output(self, rule: str, name: str, **values: object) -> str | list[str]:
+        """The path under the working directory of one output of a rule, fields in `values` filled (a list or
+        tuple value gives one path per item, like :func:`bertology.layout.paths`)."""
+        for o in self.declared_outputs():
+            if o.rule == rule and o.output == name:
+                names = list(values)
+                choices = [list(v) if isinstance(v, (list, tuple)) else [v] for v in values.values()]
+                many = any(isinstance(v, (list, tuple)) for v in values.values())
+                found = [join(ROOT, fill(o.pattern, **dict(zip(names, c)))) for c in itertools.product(*choices)]
+                return found if many else found[0]
+        raise KeyError(f"rule {rule!r} declares no output {name!r}")
+
+    def targets(self, run: Run) -> list[str]:
+        """The run's final outputs (rule ``all``): every declared output's wanted combinations whose settings are
+        on, then the tables over fine-tuning seeds with two or more seeds; in order of declaration, no file
+        twice."""
+        out: list[str] = []
+        for o in self.declared_outputs():
+            if not run.on(o.when):
+                continue
+            for want in o.wanted:
+                if run.on(want.when):
+                    out.extend(run.expand(o.path, want.over))
+        if run.on("seeds"):
+            out.extend(run.expand(rel("seed_stat"), (("task", "tasks"), ("name", tuple(self.seed_tables(run.enabled))))))
+        left = [t for t in out if "{" in t]
+        if left:
+            raise ValueError(f"targets with a field no value set fills: {left[:3]}")
+        return list(dict.fromkeys(out))
+
+    def table_steps(self) -> tuple[Step, ...]:
+        """The steps that run a table function (:attr:`Step.function`): each gets its rule from
+        ``rules/tables.smk``."""
+        return tuple(st for st in self.steps().values() if st.function is not None)
+
+    def inputs(self, rule: str) -> dict[str, str]:
+        """A table function's rule inputs: name -> path pattern under the working directory."""
+        return {name: join(ROOT, template) for name, template in self.step(rule).inputs}
+
+    def tables_of(self, rule: str) -> dict[str, Table]:
+        """The tables a rule writes: output name -> table, in order of declaration."""
+        return {t.output: t for t in self.declared_outputs() if t.rule == rule and isinstance(t, Table)}
 
     # the report and the explorer
 
@@ -404,7 +655,7 @@ def check_outputs(kernel: Any, tables: dict[str, Any], declared: dict[str, Table
     """Raise when a kernel's tables are not the declared ones: the same output names, each with the declared
     columns (a frame's columns, or the arrays of an .npz, in order). A mismatch is a bug of the kernel or of its
     registry entry."""
-    name = getattr(kernel, "name", type(kernel).__name__)
+    name = getattr(kernel, "name", getattr(kernel, "__name__", type(kernel).__name__))
     if set(tables) != set(declared):
         raise RuntimeError(f"kernel {name} gave the tables {list(tables)}, its registry entries declare "
                            f"{list(declared)}")

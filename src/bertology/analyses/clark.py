@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from bertology.claims import clark as claims_clark
 from bertology.layout import rel
-from bertology.registry import MOMENTS, AcrossSeeds, Analysis, Claim, Section, Statistic, Table, variant_table
+from bertology.config import EXPECT_SECTIONS
+from bertology.registry import (MOMENTS, ONCE, AcrossSeeds, Analysis, Claim, Output, Section, Statistic, Step, Table,
+                                Want, figure, variant_table)
 
 PARSER = ("relation", "direction", "layer", "head", "accuracy", "n", "baseline_offset", "baseline_accuracy")
 PARSER_KEYS = ("relation", "direction", "layer", "head")
@@ -87,8 +89,33 @@ ANALYSES: tuple[Analysis, ...] = (
                       seeds=AcrossSeeds("parser", PARSER_KEYS, value="accuracy")),
                 Table(rel("syntax_stat"), PARSER, when="gold_trees",
                       seeds=AcrossSeeds("syntax", PARSER_KEYS, value="accuracy",
-                                        fields=(("model", "{task}-{variant}"),))),
-                Table(rel("syntax_best"), ("model",) + PARSER, when="gold_trees")),
+                                        fields=(("model", "{task}-{variant}"),)),
+                      rule="syntax_parser", output="table",
+                      wanted=(Want((("model", "syntax_models"),)),
+                              Want((("model", "extra_syntax_models"),), when="seeds"))),
+                Table(rel("syntax_best"), ("model",) + PARSER, when="gold_trees", rule="syntax_figures",
+                      output="best", wanted=(ONCE,))),
+        steps=(Step("clark_figures", "clark", (), "entropy by layer and best head per relation (spaCy arcs) of one task"),
+               Step("demo_trees", "clark", ("data.seed", "data.demo"),
+                    "gold CoNLL-U trees of the demo grammar -> results/data/syntax/demo.conllu"),
+               Step("syntax_sentences", "clark", (),
+                    "gold CoNLL-U trees -> results/attention/syntax/sample.parquet, words.parquet"),
+               Step("extract_syntax", "clark", ("model", "data.max_length", "data.seed", "attention"),
+                    "the attention store of the gold sentences, results/attention/syntax/{model}.zarr"),
+               Step("syntax_parser", "clark", ("analysis.dask", *EXPECT_SECTIONS),
+                    "heads as dependency parsers on the gold trees -> results/stats/syntax/{model}.csv"),
+               Step("syntax_figures", "clark", (),
+                    "best head per relation on the gold trees, every model (Clark et al. Fig. 5)")),
+        outputs=(figure("clark_figures", "entropy", "entropy"),
+                 figure("clark_figures", "parser", "parser"),
+                 Output(rel("demo_trees"), rule="demo_trees", output="conllu"),
+                 Output(rel("syntax_sample"), rule="syntax_sentences", output="sample"),
+                 Output(rel("syntax_words"), rule="syntax_sentences", output="words"),
+                 Output(rel("syntax_sentences"), rule="syntax_sentences", output="sentences"),
+                 Output(rel("syntax_counts"), rule="syntax_sentences", output="counts"),
+                 Output(rel("syntax_store"), rule="extract_syntax", output="store", directory=True),
+                 Output(rel("syntax_summary"), rule="syntax_parser", output="summary"),
+                 figure("syntax_figures", "figure", "parser-syntax", per_task=False, when="gold_trees")),
         section=Section(
             key="parser", paper="Clark et al. 2019", title="Heads as dependency parsers (Clark et al. 2019, §4.2, Fig. 5)",
             measures="For each relation and head, how often the word a word attends to most (dep → head), or the "

@@ -7,13 +7,18 @@ from __future__ import annotations
 
 from bertology.claims import decoders as claims_decoders
 from bertology.layout import rel
-from bertology.registry import Analysis, Claim, Section, Statistic, Table, variant_table
+from bertology.registry import PER_TASK, Analysis, Claim, Output, Section, Statistic, Step, Table, Want, figure, variant_table
 
 SINK = ("variant", "example", "layer", "head", "alpha_0", "n")
 INDUCTION = ("variant", "sequence", "layer", "head", "induction_stripe", "induction", "previous_token",
              "duplicate_token")
 HEADS = ("layer", "head", "alpha_0", "share_sink", "induction_stripe", "induction", "previous_token",
          "duplicate_token")
+#: the per-head table of each model (the explorer's grid)
+DECODER_HEADS = variant_table("decoder_heads.csv")
+#: a fine-tuning seed's models (the fine-tuned one, and the one fine-tuned from random with that seed)
+FINETUNED = (("variant", "finetuned{seedtag}"),)
+PER_FINETUNED = Want((("task", "tasks"), ("variant", "finetuned")))
 #: the papers' own sentences (their abstracts)
 GU = ("Language Models (LMs) assign significant attention to the first token, even if it is not semantically "
       "important, which is known as attention sink.")
@@ -86,11 +91,39 @@ ANALYSES: tuple[Analysis, ...] = (
         name="decoders", config=("model", "data.max_length", "data.seed", "train.seed", "train.inits"),
         claims=(_sink("pretrained"), _sink("finetuned"), _induction("pretrained"), _induction("finetuned"),
                 _kept("sink"), _kept("induction")),
-        tables=(Table(rel("decoder_sink"), SINK, when="decoder"),
-                Table(rel("decoder_induction"), INDUCTION, when="decoder"),
-                Table(variant_table("decoder_sink.csv"), SINK, when="decoder"),
-                Table(variant_table("decoder_induction.csv"), INDUCTION, when="decoder"),
-                Table(variant_table("decoder_heads.csv"), HEADS, when="decoder")),
+        steps=(Step("decoder_probe", "decoders", ("model", "data.max_length", "data.seed", "train.seed"),
+                    "a decoder's sink and induction probe of one task, the pretrained model and its random "
+                    "initialisation -> decoder_sink.csv, decoder_induction.csv, pretrained/decoder_heads.csv"),
+               Step("decoder_probe_finetuned", "decoders", ("model", "data.max_length", "data.seed"),
+                    "the same probe of one fine-tuning seed's models -> finetuned{seedtag}/"
+                    "decoder_{sink,induction,heads}.csv"),
+               Step("decoder_figure", "decoders", (),
+                    "alpha_0 and the induction score per head, one column per model of the probe")),
+        tables=(Table(_table("sink", "pretrained"), SINK, when="decoder", rule="decoder_probe", output="sink",
+                      wanted=(PER_TASK,)),
+                Table(_table("induction", "pretrained"), INDUCTION, when="decoder", rule="decoder_probe",
+                      output="induction", wanted=(PER_TASK,)),
+                Table(_table("sink", "finetuned"), SINK, when="decoder", rule="decoder_probe_finetuned", output="sink",
+                      fill=FINETUNED, wanted=(PER_FINETUNED,)),
+                Table(_table("induction", "finetuned"), INDUCTION, when="decoder", rule="decoder_probe_finetuned",
+                      output="induction", fill=FINETUNED, wanted=(PER_FINETUNED,)),
+                Table(DECODER_HEADS, HEADS, when="decoder", rule="decoder_probe_finetuned", output="heads",
+                      fill=FINETUNED,
+                      wanted=(Want((("task", "tasks"), ("variant", "pretrained_and_finetuned"))),))),
+        outputs=(Output(DECODER_HEADS, rule="decoder_probe", output="heads", fill=(("variant", "pretrained"),),
+                        when="decoder"),
+                 *(Output(rel("store"), rule="decoder_probe", output=f"probe_{model.replace('-', '_')}",
+                          fill=(("variant", f"probe-{model}"),), directory=True, when="decoder",
+                          wanted=(Want((("task", "tasks"), ("variant", (f"probe-{model}",)))),))
+                   for model in ("pretrained", "random-init")),
+                 Output(rel("store"), rule="decoder_probe_finetuned", output="probe_finetuned",
+                        fill=(("variant", "probe-finetuned{seedtag}"),), directory=True, when="decoder",
+                        wanted=(Want((("task", "tasks"), ("variant", "probe_finetuned"))),)),
+                 # the model fine-tuned from the random initialisation, where train.inits has it
+                 Output(rel("store"), rule="decoder_probe_finetuned", output="probe_random_finetuned",
+                        fill=(("variant", "probe-random-finetuned{seedtag}"),), directory=True, when="decoder",
+                        only="random"),
+                 figure("decoder_figure", "figure", "decoder", when="decoder", reported=False)),
         section=Section(
             key="decoders", paper="Gu et al. 2024; Olsson et al. 2022",
             title="Decoders: attention sinks and induction heads (Gu et al. 2024; Olsson et al. 2022)",
@@ -106,22 +139,22 @@ ANALYSES: tuple[Analysis, ...] = (
             "more layers have induction heads, which attend from a token to the token after its earlier "
             "occurrence (Olsson et al.).",
             figure_prefixes=("decoder",),
-            tables=(variant_table("decoder_heads.csv"),)),
+            tables=(DECODER_HEADS,)),
         statistics=(
             Statistic(id="decoder_sink", group="Decoders (Gu et al.; Olsson et al.)", label="sink alpha_0",
                       desc="Mean attention to the first token (alpha_0, Gu et al.) over the first 64 tokens of the "
-                      "sampled examples; > 0.3 is a sink.", table=variant_table("decoder_heads.csv"),
+                      "sampled examples; > 0.3 is a sink.", table=DECODER_HEADS,
                       column="alpha_0", optional=True),
             Statistic(id="decoder_induction", group="Decoders (Gu et al.; Olsson et al.)", label="induction score",
                       desc="TransformerLens' induction score on random tokens repeated twice: the share of the head's "
                       "attention on the token after the current token's earlier occurrence.",
-                      table=variant_table("decoder_heads.csv"), column="induction", optional=True),
+                      table=DECODER_HEADS, column="induction", optional=True),
             Statistic(id="decoder_previous", group="Decoders (Gu et al.; Olsson et al.)", label="previous-token score",
                       desc="TransformerLens' previous-token score on the induction probe.",
-                      table=variant_table("decoder_heads.csv"), column="previous_token", optional=True),
+                      table=DECODER_HEADS, column="previous_token", optional=True),
             Statistic(id="decoder_duplicate", group="Decoders (Gu et al.; Olsson et al.)",
                       label="duplicate-token score",
                       desc="TransformerLens' duplicate-token score on the induction probe.",
-                      table=variant_table("decoder_heads.csv"), column="duplicate_token", optional=True),
+                      table=DECODER_HEADS, column="duplicate_token", optional=True),
         )),
 )

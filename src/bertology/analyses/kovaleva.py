@@ -9,10 +9,14 @@ from __future__ import annotations
 
 from bertology.claims import clark as claims_clark
 from bertology.claims import kovaleva as claims_kovaleva
+from bertology.config import EXPECT_SECTIONS
 from bertology.layout import rel
-from bertology.registry import MOMENTS, AcrossSeeds, Analysis, Claim, Section, Statistic, Table, variant_table
+from bertology.registry import (FIRST_SEED, MOMENTS, ONCE, AcrossSeeds, Analysis, Claim, Output, Section, Statistic,
+                                Step, Table, figure, variant_table)
 
 RELATIONS = ("layer", "head", "source", "mean", "std", "n", "flagged")
+#: the figures of one task (rule kovaleva_figures): output name = figure name
+TASK_FIGURES = ("patterns", "relations", "cosine", "features", "cls")
 
 ANALYSES: tuple[Analysis, ...] = (
     Analysis(
@@ -39,10 +43,15 @@ ANALYSES: tuple[Analysis, ...] = (
                   sentence="BERT with weights initialized from normal distribution and further fine-tuned for a given task "
                            "consistently produces lower scores than the ones achieved with pre-trained BERT."),
         ),
-        tables=(Table(rel("table1"), ("task", "variant", "metric", "value", "n", "std", "n_seeds")),
+        steps=(Step("table1", "train", ("model", "train.alpha"),
+                    "Kovaleva Table 1 over seeds: table1.csv, table1.md, table1_tests.csv and the figure"),),
+        tables=(Table(rel("table1"), ("task", "variant", "metric", "value", "n", "std", "n_seeds"), rule="table1",
+                      output="csv", report="table1", wanted=(ONCE,)),
                 Table(rel("table1_tests"), ("task", "metric", "variant_a", "variant_b", "mean_a", "mean_b",
                                             "difference", "n_a", "n_b", "test", "statistic", "df", "p",
-                                            "significant"))),
+                                            "significant"), rule="table1", output="tests", wanted=(ONCE,))),
+        outputs=(Output(rel("table1_md"), rule="table1", output="md", wanted=(ONCE,)),
+                 figure("table1", "figure", "table1", per_task=False)),
         section=Section(
             key="table1", paper="Kovaleva et al. 2019", title="Table 1 — what fine-tuning buys",
             measures="Validation scores of the pretrained encoder with an untrained classification head, the same "
@@ -62,6 +71,16 @@ ANALYSES: tuple[Analysis, ...] = (
                            "different heads, indicating the overall model overparametrization."),
         ),
         tables=(Table(variant_table("patterns.csv"), ("layer", "head", "class", "fraction", "n"), output="patterns"),),
+        steps=(Step("kovaleva_figures", "kovaleva", (), "Kovaleva Figs. 2, 3, 5, 6, 7 of one task"),
+               Step("kovaleva_overview", "kovaleva", ("tasks",), "Kovaleva Figs. 2 and 5 across tasks"),
+               Step("patterns_sheet", "kovaleva", (), "a sample of attention maps as PNGs + a label sheet to annotate"),
+               Step("patterns_train", "kovaleva", (),
+                    "train the 8-conv-layer pattern CNN from a label sheet (example, layer, head, label)")),
+        outputs=(*(figure("kovaleva_figures", name, name) for name in TASK_FIGURES),
+                 figure("kovaleva_overview", "patterns", "patterns-tasks", per_task=False),
+                 figure("kovaleva_overview", "cosine", "cosine-tasks", per_task=False),
+                 Output(rel("patterns_labels"), rule="patterns_sheet", output="sheet"),
+                 Output(rel("patterns_images"), rule="patterns_sheet", output="images", directory=True)),
         section=Section(
             key="patterns", paper="Kovaleva et al. 2019", title="Attention patterns (Kovaleva §4.1, Fig. 2)",
             measures="Every (example, layer, head) map is classified as vertical, diagonal, vertical+diagonal, block "
@@ -79,15 +98,23 @@ ANALYSES: tuple[Analysis, ...] = (
         name="relations", config=("analysis.relations",), kernel="bertology.kovaleva.reduce:KovalevaKernel",
         tables=(Table(variant_table("relations.csv"), RELATIONS, output="relations",
                       seeds=AcrossSeeds("relations", ("layer", "head", "source"))),
-                Table(variant_table("relations_framenet.csv"), RELATIONS, when="framenet"),
+                Table(variant_table("relations_framenet.csv"), RELATIONS, when="framenet",
+                      rule="framenet_relations", output="table"),
                 Table(rel("framenet_links"), ("item", "sentence_id", "doc", "text", "n_tokens", "frame", "fe",
-                                              "fe_tokens", "target_tokens", "distance"), when="framenet"),
+                                              "fe_tokens", "target_tokens", "distance"), when="framenet",
+                      rule="framenet_links", output="links"),
                 Table(rel("framenet_counts"), ("sentences", "annotation_sets", "short_sentences_sets",
                                                "short_sentences_sentences", "with_core_fe_sets",
                                                "with_core_fe_sentences", "short_core_fes_sets",
                                                "short_core_fes_sentences", "links_2_apart_sets",
                                                "links_2_apart_sentences", "core_links", "close_links", "links",
-                                               "surviving_sets", "surviving_sentences"), when="framenet")),
+                                               "surviving_sets", "surviving_sentences"), when="framenet",
+                      rule="framenet_links", output="counts", wanted=(ONCE,))),
+        steps=(Step("framenet_links", "kovaleva", ("analysis.relations.framenet_filter",),
+                    "FrameNet release -> filtered sentences and target -> frame-element links"),
+               Step("framenet_relations", "kovaleva", ("model", "data.max_length", "analysis.relations.percentile"),
+                    "run a model on the FrameNet sentences -> relation rows with source=framenet (target -> FE) and "
+                    "framenet_fe_target")),
         section=Section(
             key="relations", paper="Kovaleva et al. 2019", title="Relation-specific heads (Kovaleva §4.2, Fig. 3)",
             measures="Mean over examples of the maximum attention between linked words (FrameNet: from the "
@@ -113,9 +140,14 @@ ANALYSES: tuple[Analysis, ...] = (
                   sentence="Figure 5 shows that for all the tasks except QQP, it is the last two layers that undergo the "
                            "largest changes compared to the pre-trained BERT model."),
         ),
+        steps=(Step("kovaleva_cosine", "kovaleva", ("analysis.features", "analysis.dask", *EXPECT_SECTIONS),
+                    "pretrained vs fine-tuned cosine per head and feature differences", task="words"),),
         tables=(Table(rel("cosine"), ("layer", "head", "mean", "std", "n"),
-                      seeds=AcrossSeeds("cosine", ("layer", "head"))),
-                Table(rel("features_diff"), MOMENTS)),
+                      seeds=AcrossSeeds("cosine", ("layer", "head")), rule="kovaleva_cosine", output="cosine",
+                      wanted=(FIRST_SEED,)),
+                Table(rel("features_diff"), MOMENTS, rule="kovaleva_cosine", output="features_diff",
+                      wanted=(FIRST_SEED,))),
+        outputs=(Output(rel("cosine_examples"), rule="kovaleva_cosine", output="examples"),),
         section=Section(
             key="cosine", paper="Kovaleva et al. 2019", title="Change with fine-tuning (Kovaleva §4.3, Fig. 5)",
             measures="Per-head cosine similarity between the pretrained and fine-tuned attention maps of the same "

@@ -6,10 +6,18 @@ from __future__ import annotations
 
 from bertology.claims.ledger import COLUMNS as CLAIMS_COLUMNS
 from bertology.layout import rel
-from bertology.registry import Analysis, Table
+from bertology.registry import ONCE, Analysis, Output, Step, Table, figure
 
 ANALYSES: tuple[Analysis, ...] = (
     Analysis(
         name="claims", config=("analysis.claims",),
-        tables=(Table(rel("claims"), CLAIMS_COLUMNS),)),
+        steps=(Step("claims", "claims", ("model", "tasks", "data.seed", "data.source", "train.seed", "train.seeds",
+                                         "train.inits", "analysis.claims", "analysis.norms.enabled",
+                                         "analysis.syntax.conllu"),
+                    f"results/{rel('claims')}, claims.md: the papers' claims checked on this run (effect, interval, "
+                    f"test, verdict)"),),
+        tables=(Table(rel("claims"), CLAIMS_COLUMNS, rule="claims", output="ledger", report="claims",
+                      wanted=(ONCE,)),),
+        outputs=(Output(rel("claims_md"), rule="claims", output="markdown", wanted=(ONCE,)),
+                 figure("claims", "forest", "claims", per_task=False))),
 )

@@ -6,9 +6,22 @@ from __future__ import annotations
 
 from bertology.claims import beyond as claims_beyond
 from bertology.layout import rel
-from bertology.registry import AcrossSeeds, Analysis, Claim, Section, Statistic, Table, variant_table
+from bertology.norms.concentration import COLUMNS as CONCENTRATION_COLUMNS
+from bertology.norms.concentration import token_concentration
+from bertology.config import EXPECT_SECTIONS
+from bertology.registry import AcrossSeeds, Analysis, Claim, Section, Statistic, Step, Table, Want, figure, variant_table
 
 TOKEN_SCORES = ("example_idx", "position", "word", "method", "score")
+#: the tables' files: per store variant, and of the fine-tuned model only
+NORMS, MIXING = variant_table("norms.csv"), variant_table("mixing.csv")
+SCORES_FILE, IMPORTANCE_FILE = "token_scores.parquet", "importance.parquet"
+SCORES, LAYERS = variant_table(SCORES_FILE), variant_table("mixing_layers.parquet")
+FAITHFULNESS, FAITHFULNESS_EXAMPLES = "faithfulness.csv", "faithfulness_examples.csv"
+FAITHFULNESS_PAIRS = "faithfulness_pairs.csv"
+#: what the run wants of a per-variant table: every store of the first seed; with seeds, the further seeds' models
+STORES = Want((("task", "tasks"), ("variant", "stores")))
+EXTRA_SEEDS = Want((("task", "tasks"), ("variant", "extra_finetuned")), when="seeds")
+FIRST = Want((("task", "tasks"), ("seedtag", "first_seed")))
 
 
 def _finetuned(file: str) -> str:
@@ -22,8 +35,8 @@ def _beats_raw_claim(view: str) -> Claim:
                  f"{view.capitalize()} agrees with the ablation importance better than raw attention.",
                  f"faithfulness.csv: mean, view {view} - view raw, importance ablation",
                  claims_beyond.view_beats_raw,
-                 (("faithfulness", variant_table("faithfulness.csv"), "analysis.norms.enabled"),
-                  ("faithfulness_examples", variant_table("faithfulness_examples.csv"), "analysis.norms.enabled")),
+                 (("faithfulness", variant_table(FAITHFULNESS), "analysis.norms.enabled"),
+                  ("faithfulness_examples", variant_table(FAITHFULNESS_EXAMPLES), "analysis.norms.enabled")),
                  unit="examples", params=(("view", view),), config="analysis.norms.enabled", anchor="faithfulness",
                  figure="faithfulness", paper_value="Table 2: higher Spearman than raw for both importances",
                  sentence="We show that these methods give complementary views on the flow of information, and "
@@ -38,14 +51,24 @@ ANALYSES: tuple[Analysis, ...] = (
             Claim("kobayashi_specials_norm", "Kobayashi et al. 2020", "4",
                   "[CLS] and [SEP] take a larger share of the attention weight than of the norm-weighted attention.",
                   "norms.csv (finetuned): weight_share - norm_share, categories cls + sep, per head",
-                  claims_beyond.specials_norm, (("norms", variant_table("norms.csv"), "analysis.norms.enabled"),),
+                  claims_beyond.specials_norm, (("norms", NORMS, "analysis.norms.enabled"),),
                   config="analysis.norms.enabled", anchor="norms", figure="norms",
                   sentence="The findings of our norm-based analyses of BERT and a Transformer-based neural machine "
                            "translation system include the following: (i) contrary to previous studies, BERT pays poor "
                            "attention to special tokens."),
         ),
-        tables=(Table(variant_table("norms.csv"), ("layer", "head", "category", "measure", "mean", "std", "n"),
-                      when="norms", seeds=AcrossSeeds("norms", ("layer", "head", "category", "measure"))),),
+        steps=(Step("norms_views", "norms", ("data.short_split", "analysis.norms.examples", "analysis.norms.batch_size",
+                                             "analysis.flow.examples", "analysis.mixing_views", *EXPECT_SECTIONS),
+                    "value norms, mixing, token views and the newer mixing views of one variant -> norms.csv, "
+                    "mixing.csv, token_scores.parquet, mixing_layers.parquet"),
+               Step("norms_figures", "norms", (),
+                    "weight vs norm-weighted shares, mixing ratios and faithfulness of one task")),
+        tables=(Table(NORMS, ("layer", "head", "category", "measure", "mean", "std", "n"),
+                      when="norms", seeds=AcrossSeeds("norms", ("layer", "head", "category", "measure")),
+                      rule="norms_views", output="norms", wanted=(STORES, EXTRA_SEEDS)),),
+        outputs=(figure("norms_figures", "norms", "norms", when="norms"),
+                 figure("norms_figures", "mixing", "mixing", when="norms"),
+                 figure("norms_figures", "faithfulness", "faithfulness", when="norms")),
         section=Section(
             key="norms", paper="Kobayashi et al. 2020", title="Beyond attention weights: value norms (Kobayashi et al. 2020)",
             measures="A head passes on alpha_ij f(x_j), not alpha_ij: per layer, the share of the attention each "
@@ -63,7 +86,7 @@ ANALYSES: tuple[Analysis, ...] = (
             Statistic(id="norms", group="Value norms (Kobayashi et al.)", label="{k}",
                       desc="norms.csv, {k}: weight_share / norm_share = share of the attention weight / of alpha "
                       "||f(x)|| the category's keys receive (mean over examples); value_norm = mean ||f(x)||; spearman_* = "
-                      "Spearman's rho (docs/reference.md#norms).", table=variant_table("norms.csv"),
+                      "Spearman's rho (docs/reference.md#norms).", table=NORMS,
                       key=("measure", "category"), notna="head", optional=True),
         )),
     Analysis(
@@ -72,13 +95,14 @@ ANALYSES: tuple[Analysis, ...] = (
             Claim("kobayashi_mixing_residual", "Kobayashi et al. 2021", "5",
                   "With the residual, each token keeps most of itself (context-mixing ratio below one half).",
                   "mixing.csv (pretrained): mean, measure attnres_n, per layer", claims_beyond.mixing_residual,
-                  (("mixing", variant_table("mixing.csv"), "analysis.norms.enabled"),), side="<", null=0.5, unit="layers",
+                  (("mixing", MIXING, "analysis.norms.enabled"),), side="<", null=0.5, unit="layers",
                   variant="pretrained", config="analysis.norms.enabled", anchor="mixing", figure="mixing",
                   sentence="Our analysis of Transformer-based masked language models shows that the token-to-token "
                            "interaction performed via attention has less impact on the intermediate representations than "
                            "previously assumed."),
         ),
-        tables=(Table(variant_table("mixing.csv"), ("layer", "measure", "mean", "std", "n"), when="norms"),),
+        tables=(Table(MIXING, ("layer", "measure", "mean", "std", "n"), when="norms", rule="norms_views",
+                      output="mixing", wanted=(STORES, EXTRA_SEEDS)),),
         section=Section(
             key="mixing", paper="Kobayashi et al. 2021", title="Context mixing with the residual and LayerNorm (Kobayashi et al. 2021)",
             measures="Per layer, the share of a token's new representation that comes from the other tokens "
@@ -88,12 +112,13 @@ ANALYSES: tuple[Analysis, ...] = (
             finding="In BERT and RoBERTa the residual connection and LayerNorm shrink the mixing far below what "
             "attention alone suggests: most of a token's representation after the attention block is the token "
             "itself. The tables give this run's ratios.",
-            figure_prefixes=("mixing",), tables=(variant_table("mixing.csv"),))),
+            figure_prefixes=("mixing",), tables=(MIXING,))),
     Analysis(
         name="token_scores", config=("analysis.norms", "analysis.flow", "analysis.mixing_views"),
-        tables=(Table(variant_table("token_scores.parquet"), TOKEN_SCORES, when="norms"),
-                Table(variant_table("mixing_layers.parquet"), ("example_idx", "layer", "position", "method", "score"),
-                      when="norms"))),
+        tables=(Table(SCORES, TOKEN_SCORES, when="norms", rule="norms_views", output="scores",
+                      wanted=(STORES, EXTRA_SEEDS)),
+                Table(LAYERS, ("example_idx", "layer", "position", "method", "score"), when="norms",
+                      rule="norms_views", output="layers", wanted=(STORES,)))),
     Analysis(
         name="faithfulness", config=("analysis.flow",),
         claims=(
@@ -105,7 +130,7 @@ ANALYSES: tuple[Analysis, ...] = (
                   "faithfulness_examples.csv: per example, mean rho of alti, globenc, decompx, value_zeroing - rho of "
                   "rollout, importance ablation",
                   claims_beyond.newer_beat_rollout,
-                  (("faithfulness_examples", variant_table("faithfulness_examples.csv"), "analysis.norms.enabled"),),
+                  (("faithfulness_examples", variant_table(FAITHFULNESS_EXAMPLES), "analysis.norms.enabled"),),
                   unit="examples", config="analysis.mixing_views.examples", anchor="faithfulness",
                   figure="faithfulness",
                   paper_value="each paper: its own view above rollout on its own benchmark",
@@ -113,13 +138,20 @@ ANALYSES: tuple[Analysis, ...] = (
                            "(ALTI, GlobEnc, DecompX and Value Zeroing against rollout on their own benchmarks; "
                            "our summary, not one paper's sentence)."),
         ),
-        tables=(Table(_finetuned("faithfulness.csv"), ("view", "importance", "mean", "std", "n", "ci_low", "ci_high"),
-                      when="norms"),
-                Table(_finetuned("faithfulness_examples.csv"), ("example_idx", "view", "importance", "rho"),
-                      when="norms"),
-                Table(_finetuned("faithfulness_pairs.csv"), ("importance", "view_a", "view_b", "difference", "ci_low",
-                                                             "ci_high", "n", "separated"), when="norms"),
-                Table(_finetuned("importance.parquet"), TOKEN_SCORES, when="norms")),
+        steps=(Step("norms_faithfulness", "norms",
+                    ("data.max_length", "data.seed", "analysis.norms.copy_tokens", "analysis.flow"),
+                    "token importance of the fine-tuned model and faithfulness of each view -> faithfulness.csv, "
+                    "faithfulness_examples.csv, importance.parquet"),),
+        tables=(Table(_finetuned(FAITHFULNESS), ("view", "importance", "mean", "std", "n", "ci_low", "ci_high"),
+                      when="norms", rule="norms_faithfulness", output="table",
+                      wanted=(FIRST, Want((("task", "tasks"), ("seedtag", "extra_seedtags")), when="seeds"))),
+                Table(_finetuned(FAITHFULNESS_EXAMPLES), ("example_idx", "view", "importance", "rho"),
+                      when="norms", rule="norms_faithfulness", output="examples"),
+                Table(_finetuned(FAITHFULNESS_PAIRS), ("importance", "view_a", "view_b", "difference", "ci_low",
+                                                             "ci_high", "n", "separated"), when="norms",
+                      rule="norms_faithfulness", output="pairs", wanted=(FIRST,)),
+                Table(_finetuned(IMPORTANCE_FILE), TOKEN_SCORES, when="norms", rule="norms_faithfulness",
+                      output="importance")),
         section=Section(
             key="faithfulness", paper="Abnar & Zuidema 2020 and the newer token views",
             title="Which token view can be trusted: rollout, flow, ALTI, GlobEnc, DecompX, Value Zeroing",
@@ -141,6 +173,23 @@ ANALYSES: tuple[Analysis, ...] = (
             "benchmark. The tables below are this run's: which differences the intervals separate (separated = "
             "true) and which they leave open.",
             figure_prefixes=("faithfulness",),
-            tables=(rel("variant_stat", variant="finetuned", file="faithfulness.csv"),
-                    rel("variant_stat", variant="finetuned", file="faithfulness_pairs.csv")))),
+            tables=(rel("variant_stat", variant="finetuned", file=FAITHFULNESS),
+                    rel("variant_stat", variant="finetuned", file=FAITHFULNESS_PAIRS)))),
+    Analysis(
+        name="concentration",
+        steps=(Step("token_concentration", "functions", (),
+                    "how concentrated each token view's scores are: top-token share and normalised entropy",
+                    function=token_concentration, inputs=(("scores", SCORES),)),),
+        tables=(Table(variant_table("concentration.csv"), CONCENTRATION_COLUMNS, when="norms",
+                      rule="token_concentration", output="table", wanted=(STORES,)),),
+        section=Section(
+            key="concentration", paper="Abnar & Zuidema 2020 and the newer token views",
+            title="How concentrated each token view is",
+            measures="Per token view, over the examples of token_scores.parquet: the share of the score mass "
+            "(absolute values) on the top token, and the entropy of the scores divided by ln n (1: uniform, 0: one "
+            "token).",
+            finding="Abnar & Zuidema: raw attention in the last layers is close to uniform, while rollout and flow "
+            "spread the input tokens' contributions unevenly; a view whose scores sit on one token (high top "
+            "share, low entropy) ranks the other tokens on small differences.",
+            tables=(variant_table("concentration.csv"),))),
 )

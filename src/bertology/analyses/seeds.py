@@ -8,20 +8,28 @@ and std on the explorer's grid (:meth:`bertology.registry.Registry.statistics`).
 from __future__ import annotations
 
 from bertology.layout import rel
-from bertology.registry import OVER_SEEDS, Analysis, Section, Statistic, Table
+from bertology.registry import OVER_SEEDS, PER_TASK, Analysis, Section, Statistic, Step, Table, figure
 
 ANALYSES: tuple[Analysis, ...] = (
     Analysis(
         name="seeds", config=("analysis.seeds",),
         tables=(Table(rel("seed_stat", name="roles"), ("layer", "head", "role", "assigned", "n_seeds", "share"),
-                      when="seeds"),
+                      when="seeds", rule="seed_stats", output="roles", wanted=(PER_TASK,)),
                 Table(rel("seed_stat", name="role_agreement"), ("role", "layer", "fleiss_kappa", "jaccard",
-                                                                "heads_assigned", "n_heads", "n_seeds"), when="seeds"),
+                                                                "heads_assigned", "n_heads", "n_seeds"), when="seeds",
+                      rule="seed_stats", output="role_agreement", wanted=(PER_TASK,)),
                 Table(rel("seed_stat", name="multibootstrap"), ("quantity", "metric", "role", "layer", "head", "mean",
                                                                 "ci_low", "ci_high", "n_seeds", "n_examples",
-                                                                "resamples", "confidence"), when="seeds"),
+                                                                "resamples", "confidence"), when="seeds",
+                      rule="seed_stats", output="multibootstrap", wanted=(PER_TASK,)),
                 Table(rel("seed_stat", name="findings"), ("finding", "paper", "statement", "holds", "seeds",
-                                                          "holding", "n_seeds", "verdict"), when="seeds")),
+                                                          "holding", "n_seeds", "verdict"), when="seeds",
+                      rule="claims", output="findings", expand=(("task", "tasks"),), only="seeds",
+                      wanted=(PER_TASK,))),
+        steps=(Step("seed_stats", "seeds", ("train.seed", "train.seeds", "data.seed", "analysis.seeds"),
+                    "every per-head statistic of a task across fine-tuning seeds -> results/stats/{task}/seeds/"),),
+        outputs=(figure("seed_stats", "stability", "seeds-stability", when="seeds"),
+                 figure("seed_stats", "role_figure", "seeds-roles", when="seeds")),
         section=Section(
             key="seeds", paper="Across fine-tuning seeds", title="Robust across seeds",
             measures="With train.seeds: [s1, s2, ...] every fine-tuned analysis runs once per seed (the pretrained "

@@ -6,7 +6,12 @@ from __future__ import annotations
 
 from bertology.claims import pande as claims_pande
 from bertology.layout import rel
-from bertology.registry import AcrossSeeds, Analysis, Claim, Section, Statistic, Table, variant_table
+from bertology.layout import fill
+from bertology.registry import (ONCE, AcrossSeeds, Analysis, Claim, Output, Section, Statistic, Step, Table, Want, figure,
+                                variant_table)
+
+SIEVE_SCORES_FILE = "sieve_scores.npz"
+SIEVE, SIEVE_SCORES = variant_table("sieve.csv"), variant_table(SIEVE_SCORES_FILE)
 
 ANALYSES: tuple[Analysis, ...] = (
     Analysis(
@@ -15,21 +20,21 @@ ANALYSES: tuple[Analysis, ...] = (
             Claim("pande_local_syntactic", "Pande et al. 2021", "5 (local vs syntactic)",
                   "Local and syntactic sieve biases of the heads correlate strongly.",
                   "sieve.csv (finetuned): mean, roles local and syntactic, per head", claims_pande.local_syntactic,
-                  (("sieve", variant_table("sieve.csv"), ""),), null=0.5, config="analysis.sieve", anchor="sieve", figure="sieve",
+                  (("sieve", SIEVE, ""),), null=0.5, config="analysis.sieve", anchor="sieve", figure="sieve",
                   paper_value="Spearman 0.73 (SST-2) to 0.85 (MRPC)",
                   sentence="We observe a very high correlation score of 0.78, 0.81, 0.85, 0.73 scores for QNLI, QQP, "
                            "MRPC, SST-2 tasks respectively, with a p-value of 0."),
             Claim("pande_multiskilled_middle", "Pande et al. 2021", "5 (multi-skilled heads across layers)",
                   "Multi-skilled heads (two or more roles) are most numerous in the middle layers.",
                   "sieve.csv (finetuned): assigned, fine roles, per head; layer thirds", claims_pande.multiskilled_middle,
-                  (("sieve", variant_table("sieve.csv"), ""),), config="analysis.sieve", anchor="sieve", figure="sieve",
+                  (("sieve", SIEVE, ""),), config="analysis.sieve", anchor="sieve", figure="sieve",
                   paper_value="layers 5-9 on MRPC, QNLI, SST-2 (not QQP)",
                   sentence="The number of multi-skilled heads is higher in the middle layers (layers 5 to 9) for MRPC, "
                            "QNLI and SST-2 tasks."),
             Claim("pande_delimiter_last", "Pande et al. 2021", "5 (distribution of delimiter heads)",
                   "Delimiter heads are common in the last layers and rare in the first.",
                   "sieve.csv (finetuned): assigned, role delimiter, per head; last vs first third of the layers",
-                  claims_pande.delimiter_last, (("sieve", variant_table("sieve.csv"), ""),), config="analysis.sieve",
+                  claims_pande.delimiter_last, (("sieve", SIEVE, ""),), config="analysis.sieve",
                   anchor="sieve", figure="sieve", paper_value="often the only functional heads in the last three layers",
                   sentence="In fact, such delimiter heads are often the only functional heads in the last three layers "
                            "across different tasks. Interestingly, the first layer contains very few (if any) delimiter heads."),
@@ -37,15 +42,18 @@ ANALYSES: tuple[Analysis, ...] = (
                   "Fine-tuning lowers the delimiter bias most in the final layers.",
                   "sieve.csv finetuned - pretrained: mean, role delimiter, per head; last third vs the rest",
                   claims_pande.delimiter_delta_final,
-                  (("sieve", variant_table("sieve.csv"), ""), ("sieve_pretrained", rel("variant_stat", variant="pretrained", file="sieve.csv"), "")),
+                  (("sieve", SIEVE, ""), ("sieve_pretrained", fill(SIEVE, variant="pretrained"), "")),
                   side="<", config="analysis.sieve", anchor="sieve", figure="sieve-delta",
                   sentence="We observe that in the final layers, there is a decrease in the average delimiter bias score."),
         ),
-        tables=(Table(variant_table("sieve.csv"), ("layer", "head", "role", "n", "mean", "std", "t", "p_value",
+        tables=(Table(SIEVE, ("layer", "head", "role", "n", "mean", "std", "t", "p_value",
                                                    "assigned", "tau", "p_adjusted", "alpha", "correction"),
                       output="sieve", seeds=AcrossSeeds("sieve", ("layer", "head", "role"))),
-                Table(variant_table("sieve_scores.npz"), ("scores", "example_idx", "layer", "head", "role", "attrs"),
+                Table(SIEVE_SCORES, ("scores", "example_idx", "layer", "head", "role", "attrs"),
                       output="sieve_scores")),
+        steps=(Step("sieve_figures", "sieve", ("analysis.sieve",), "Pande Figs. 3-5 of one task"),),
+        outputs=(figure("sieve_figures", "scores", "sieve-scores"), figure("sieve_figures", "overlap", "sieve-overlap"),
+                 figure("sieve_figures", "roles", "sieve-roles")),
         section=Section(
             key="sieve", paper="Pande et al. 2021", title="Functional roles of heads (Pande et al. 2021)",
             measures="Sieve bias: for each role (local, block, delimiter, syntactic, ...) how much more attention a "
@@ -57,16 +65,22 @@ ANALYSES: tuple[Analysis, ...] = (
         statistics=(
             Statistic(id="sieve:count", group="Sieve roles (Pande)", label="number of roles assigned",
                       desc="Roles whose one-sided t-test rejects H0: mean bias <= tau (p < alpha).",
-                      table=variant_table("sieve.csv"), count="assigned", fmt="int"),
+                      table=SIEVE, count="assigned", fmt="int"),
             Statistic(id="sieve", group="Sieve bias per role (Pande)", label="bias: {k}",
                       desc="Mean over examples of the {k} sieve bias n * mean attention to the sieve (1 = uniform); "
-                      "dots: role assigned (p < alpha); tau = {ref}.", table=variant_table("sieve.csv"), key=("role",),
+                      "dots: role assigned (p < alpha); tau = {ref}.", table=SIEVE, key=("role",),
                       mark="assigned", mark_label="role assigned", ref="tau", across_seeds=True),
         )),
     Analysis(
         name="sieve_delta", config=("tasks",),
+        steps=(Step("sieve_delta", "sieve", ("tasks",),
+                    "Pande Fig. 6: fine-tuned minus pretrained bias -> results/stats/sieve_delta.csv"),),
         tables=(Table(rel("sieve_delta"), ("task", "role", "layer_group", "pretrained", "finetuned", "delta",
-                                           "n_heads")),)),
+                                           "n_heads"), rule="sieve_delta", output="table",
+                      wanted=(Want((("seedtag", "first_seed"),)), Want((("seedtag", "extra_seedtags"),), when="seeds"))),),
+        outputs=(Output(rel("sieve_delta_figure"), rule="sieve_delta", output="figure", report="sieve-delta",
+                        wanted=(Want((("seedtag", "first_seed"),)),
+                                Want((("seedtag", "extra_seedtags"),), when="seeds"))),)),
     Analysis(
         name="sieve_summary", config=("tasks",),
         tables=(Table(rel("sieve_summary"), ("task", "variant", "n_heads", "delimiter_heads", "share_delimiter",
@@ -77,5 +91,7 @@ ANALYSES: tuple[Analysis, ...] = (
                                              "spearman_p_examples", "spearman_n_pairs", "heads_local",
                                              "heads_prev_local", "heads_next_local", "heads_block", "heads_delimiter",
                                              "heads_cls", "heads_sep", "heads_nsubj", "heads_dobj", "heads_amod",
-                                             "heads_advmod", "heads_syntactic")),)),
+                                             "heads_advmod", "heads_syntactic"), rule="sieve_summary", output="table",
+                      wanted=(ONCE,)),),
+        steps=(Step("sieve_summary", "sieve", ("tasks",), "role shares, overlaps, Spearman -> results/stats/sieve_summary.csv"),)),
 )

@@ -15,6 +15,8 @@ import pandas as pd
 
 from bertology import layout
 from bertology.analyses import REGISTRY
+from bertology.analyses.norms import FAITHFULNESS, FAITHFULNESS_EXAMPLES, IMPORTANCE_FILE, SCORES_FILE
+from bertology.analyses.sieve import SIEVE_SCORES_FILE
 from bertology.registry import Statistic
 from bertology.tasks import SPLITS
 
@@ -22,9 +24,9 @@ VARIANTS = ("pretrained", "finetuned")
 #: a decoder's induction-probe stores, by the page's variant (rules/decoders.smk)
 PROBE_STORES = {v: f"probe-{v}" for v in VARIANTS}
 # the fine-tuned model's token importance and the per-example agreement of each view with it (norms_faithfulness)
-TOKEN_VIEW_FILES = ("importance.parquet", "faithfulness.csv", "faithfulness_examples.csv")
+TOKEN_VIEW_FILES = (IMPORTANCE_FILE, FAITHFULNESS, FAITHFULNESS_EXAMPLES)
 #: the norm analyses' per-variant token scores (token views of the example view)
-TOKEN_SCORES = "token_scores.parquet"
+TOKEN_SCORES = SCORES_FILE
 
 
 def statistic_files(st: Statistic, task: str) -> list[str]:
@@ -51,7 +53,7 @@ def explorer_inputs(tasks: Sequence[str], results: str | Path = layout.ROOT, *, 
         req += [layout.rel("store", task=t, variant=v) for v in VARIANTS]
         req += [layout.rel("words", task=t), layout.variant_model(t, "finetuned", root=None)]  # its tokenizer
         req += [layout.rel("data", task=t, split=s) for s in SPLITS]
-        req += [layout.rel("variant_stat", task=t, variant=v, file="sieve_scores.npz") for v in VARIANTS]
+        req += [layout.rel("variant_stat", task=t, variant=v, file=SIEVE_SCORES_FILE) for v in VARIANTS]
         for st in REGISTRY.statistics():
             (opt if REGISTRY.when(st) in off else req).extend(statistic_files(st, t))
         views = [layout.rel("variant_stat", task=t, variant=v, file=TOKEN_SCORES) for v in VARIANTS]

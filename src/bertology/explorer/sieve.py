@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from bertology.analyses.sieve import SIEVE_SCORES_FILE
 from bertology.explorer.cells import num, truthy
 from bertology.explorer.histograms import HIST_BINS, bin_counts, shared_ranges
 from bertology.explorer.inputs import Inputs
@@ -73,7 +74,7 @@ def sieve_block(src: Inputs, task: str, L: int, H: int, tables: dict[str, pd.Dat
                              "bins": HIST_BINS}
     scores = {}
     for v in tables:
-        path = src.stat(task, v, "sieve_scores.npz")
+        path = src.stat(task, v, SIEVE_SCORES_FILE)
         if src.readable(path):
             scores[v] = read_scores(path)
         else:

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from bertology.explorer.cells import num
+from bertology.analyses.norms import FAITHFULNESS, FAITHFULNESS_EXAMPLES, IMPORTANCE_FILE
 from bertology.explorer.inputs import TOKEN_SCORES, Inputs
 
 log = logging.getLogger(__name__)
@@ -59,19 +60,19 @@ def token_views(src: Inputs, task: str, variants: Sequence[str]) -> tuple[dict[s
         block["flow"][v] = int(df.loc[df["method"] == "flow", "example_idx"].nunique())
         block["mixing"][v] = int(df.loc[df["method"].isin(NEWER), "example_idx"].nunique())
         block["methods"][v] = sorted(map(str, pd.unique(df["method"])))    # the views this model has at all
-    imp = src.stat(task, "finetuned", "importance.parquet")
+    imp = src.stat(task, "finetuned", IMPORTANCE_FILE)
     if src.readable(imp):
         look["importance"] = by_example(pd.read_parquet(imp))
     else:
         block["importance_missing"] = (f"{src.absent(imp)}: the fine-tuned model's token importance "
                                        "(norms_faithfulness) was not computed")
-    rhos = src.stat(task, "finetuned", "faithfulness_examples.csv")
+    rhos = src.stat(task, "finetuned", FAITHFULNESS_EXAMPLES)
     if src.readable(rhos):
         for r in pd.read_csv(rhos).itertuples(index=False):
             look["rho"].setdefault(int(r.example_idx), {}).setdefault(str(r.view), {})[str(r.importance)] = num(r.rho)
     else:
         block["rho_missing"] = f"{src.absent(rhos)}: no per-example agreement with the importance"
-    faith = src.stat(task, "finetuned", "faithfulness.csv")
+    faith = src.stat(task, "finetuned", FAITHFULNESS)
     if src.readable(faith):
         for r in pd.read_csv(faith).itertuples(index=False):
             block["faith"].setdefault(str(r.view), {})[str(r.importance)] = {

@@ -1,0 +1,41 @@
+"""The one step of every table function the registry declares (:attr:`bertology.registry.Step.function`): a
+pure function from named input tables to named output tables, with no step or rule of its own.
+
+The rule (``rules/tables.smk``, one per declared function) passes the step's declared inputs and outputs; this step
+reads each input (``.parquet`` or ``.csv``) into a frame, calls the function with them as keyword arguments, checks
+that it returned exactly the declared outputs with their declared columns
+(:func:`bertology.registry.check_outputs`) and writes each one (``.csv``). Adding such an analysis is four files:
+its function, its registry entry (CONTRIBUTING.md, "Adding an analysis"), its section of docs/reference.md and its
+test.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from bertology.analyses import REGISTRY
+from bertology.errors import MissingInputError
+from bertology.io import write_csv
+from bertology.registry import check_outputs
+from bertology.steps.context import StepContext
+
+
+def read_frame(path: Path) -> pd.DataFrame:
+    """An input table: a parquet or CSV file, with the fix when it is missing."""
+    if not Path(path).exists():
+        raise MissingInputError(f"{path} does not exist; run `snakemake {path}` first")
+    return pd.read_parquet(path) if Path(path).suffix == ".parquet" else pd.read_csv(path)
+
+
+def table_function(ctx: StepContext) -> None:
+    """Run the registry's table function of this step on its inputs and write its tables."""
+    step = REGISTRY.step(ctx.step)
+    frames = {name: read_frame(getattr(ctx.input, name)) for name, _ in step.inputs}
+    tables = step.function(**frames)
+    check_outputs(step.function, tables, REGISTRY.tables_of(ctx.step))
+    for name, frame in tables.items():
+        write_csv(frame, getattr(ctx.output, name))
+        ctx.tracker.metrics({f"{name}.rows": float(len(frame))})
+    ctx.log.info("%s: %s", ctx.step, ", ".join(f"{n} {len(f)} rows" for n, f in tables.items()))
