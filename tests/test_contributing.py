@@ -109,7 +109,7 @@ def test_the_recipe_runs_against_the_registry(tmp_path, typed_config, monkeypatc
     import sys
     import types
 
-    kernel_block, entry_block = python_blocks()
+    kernel_block, entry_block = python_blocks()[:2]
     module = types.ModuleType("contributing_recipe")  # the dataclass machinery looks its module up
     monkeypatch.setitem(sys.modules, module.__name__, module)
     namespace = module.__dict__
@@ -138,3 +138,51 @@ def test_the_recipe_runs_against_the_registry(tmp_path, typed_config, monkeypatc
     assert got.loc[(0, 0), "mean"] == pytest.approx(0, abs=1e-6)
     assert got.loc[(1, 0), "mean"] == pytest.approx(1, rel=1e-3)
     assert got.loc[(1, 1), "mean"] == pytest.approx(share, rel=1e-3) and (got["n"] == len(examples)).all()
+
+
+def test_the_table_function_recipe_runs_against_the_registry(tmp_path, monkeypatch):
+    """The recipe of an analysis of the run's tables (no store read), as written: with the entry added, the registry
+    makes first_token.csv the output of its own rule with its input, a final target of a run with the norm
+    analyses (none without them), a report section and one of the explorer's task tables; the one step of table
+    functions runs it from the command line on a token_scores table whose answer is known by construction and
+    writes the declared columns."""
+    import sys
+    import types
+
+    import pandas as pd
+
+    from bertology import cli
+    from bertology.analyses import REGISTRY
+    from bertology.registry import Registry, Run
+    from bertology.steps import functions
+
+    block = python_blocks()[2]
+    module = types.ModuleType("contributing_table_recipe")
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    exec(compile(block, "CONTRIBUTING.md (table function)", "exec"), module.__dict__)
+    entry = module.__dict__["FIRST_TOKEN_SHARE"]
+    reg = Registry((*REGISTRY.analyses, entry))
+    assert reg.outputs("first_token_share") == {"table": "results/stats/{task}/{variant}/first_token.csv"}
+    assert reg.inputs("first_token_share") == {"scores": "results/stats/{task}/{variant}/token_scores.parquet"}
+    assert "first_token_share" in [s.name for s in reg.table_steps()]
+    run = dict(tasks=("rte",), splits=("train", "validation"), stores=("pretrained", "finetuned"),
+               inits=("pretrained",), seedtags=("",), finetuned=("finetuned",))
+    assert "results/stats/rte/finetuned/first_token.csv" in reg.targets(Run(**run, enabled=frozenset({"norms"})))
+    assert not any("first_token" in t for t in reg.targets(Run(**run)))
+    assert "first_token" in [s.key for s in reg.report_sections()]
+
+    # two examples, two views: raw puts 1/2 and 1/4 of its mass on the first token, flow 1/3 and 1/3
+    rows = [(0, 0, "raw", 1.0), (0, 1, "raw", -1.0), (1, 0, "raw", 1.0), (1, 1, "raw", 3.0),
+            (0, 0, "flow", 1.0), (0, 1, "flow", 2.0), (1, 0, "flow", 2.0), (1, 1, "flow", 4.0)]
+    scores = pd.DataFrame([(e, p, "w", m, s) for e, p, m, s in rows],
+                          columns=["example_idx", "position", "word", "method", "score"])
+    source, out = tmp_path / "token_scores.parquet", tmp_path / "first_token.csv"
+    scores.to_parquet(source)
+    monkeypatch.setattr(functions, "REGISTRY", reg)
+    monkeypatch.setitem(cli.STEPS, "first_token_share", reg.step("first_token_share"))
+    assert cli.main(["first_token_share", "--input", f"scores={source}", "--output", f"table={out}",
+                     "--no-mlflow", "--no-progress"]) == 0
+    got = pd.read_csv(out).set_index("method")
+    assert list(got.reset_index().columns) == ["method", "mean", "std", "n"]
+    assert got.loc["raw", "mean"] == pytest.approx(0.375) and got.loc["flow", "mean"] == pytest.approx(1 / 3)
+    assert (got["n"] == 2).all()
