@@ -14,6 +14,9 @@ from bertology.registry import (MOMENTS, ONCE, AcrossSeeds, Analysis, Claim, Out
 
 PARSER = ("relation", "direction", "layer", "head", "accuracy", "n", "baseline_offset", "baseline_accuracy")
 PARSER_KEYS = ("relation", "direction", "layer", "head")
+PREVIOUS = variant_table("previous.csv")
+ENTROPY = variant_table("entropy.csv")
+PARSER_TABLE = variant_table("parser.csv")
 
 def _parser_claim(relation: str, paper_value: str) -> Claim:
     """Clark 4.2 for one relation: some head beats the relation's best fixed offset (gold trees where the run has
@@ -24,7 +27,7 @@ def _parser_claim(relation: str, paper_value: str) -> Claim:
                  f"relation {relation}",
                  claims_clark.parser_beats_baseline,
                  (("parser", rel("syntax_stat", model="pretrained"), "analysis.syntax.conllu"),
-                  ("parser", variant_table("parser.csv"), "")),
+                  ("parser", PARSER_TABLE, "")),
                  variant="pretrained", unit="arcs", params=(("relation", relation),), config="analysis.syntax.conllu",
                  anchor="parser", figure="parser", figure_all="parser-syntax", paper_value=paper_value,
                  sentence="For example, we find heads that attend to the direct objects of verbs, determiners of "
@@ -34,7 +37,7 @@ def _parser_claim(relation: str, paper_value: str) -> Claim:
 ANALYSES: tuple[Analysis, ...] = (
     Analysis(
         name="previous", kernel="bertology.clark.offsets:PreviousKernel",
-        tables=(Table(variant_table("previous.csv"), MOMENTS, output="previous",
+        tables=(Table(PREVIOUS, MOMENTS, output="previous",
                       seeds=AcrossSeeds("previous", ("layer", "head", "feature"))),),
         section=Section(
             key="previous", paper="Clark et al. 2019", title="Attention to the previous and next token (Clark et al. 2019, §3.1)",
@@ -44,11 +47,11 @@ ANALYSES: tuple[Analysis, ...] = (
             finding="Some heads attend almost entirely to the previous or to the next token: in BERT-base four "
             "attention heads put more than 50% of their attention on the previous token and five on the next, "
             "especially in the earlier layers.",
-            tables=(variant_table("previous.csv"),)),
+            tables=(PREVIOUS,)),
         statistics=(
             Statistic(id="previous", group="Previous / next token (Clark et al.)", label="attention to the {k} token",
                       desc="Mean over the real query rows of the attention to the {k} token (A[i, i-1] or A[i, i+1]), "
-                      "mean over examples.", table=variant_table("previous.csv"), key=("feature",), across_seeds=True),
+                      "mean over examples.", table=PREVIOUS, key=("feature",), across_seeds=True),
         )),
     Analysis(
         name="entropy", kernel="bertology.clark.reduce:ClarkKernel",
@@ -56,12 +59,12 @@ ANALYSES: tuple[Analysis, ...] = (
             Claim("clark_broad_lower", "Clark et al. 2019", "3.3",
                   "Heads in the lower layers attend broadly (entropy near uniform).",
                   "entropy.csv (pretrained): all / uniform per head; first third of the layers minus the rest",
-                  claims_clark.broad_lower, (("entropy", variant_table("entropy.csv"), ""),), variant="pretrained",
+                  claims_clark.broad_lower, (("entropy", ENTROPY, ""),), variant="pretrained",
                   config="analysis.features", anchor="entropy", figure="entropy",
                   paper_value="at most 10% of the mass on any single word",
                   sentence="We find that some attention heads, especially in lower layers, have very broad attention."),
         ),
-        tables=(Table(variant_table("entropy.csv"), MOMENTS, output="entropy",
+        tables=(Table(ENTROPY, MOMENTS, output="entropy",
                       seeds=AcrossSeeds("entropy", ("layer", "head", "feature"))),),
         section=Section(
             key="entropy", paper="Clark et al. 2019", title="Attention entropy (Clark et al. 2019, §3.3)",
@@ -75,7 +78,7 @@ ANALYSES: tuple[Analysis, ...] = (
         statistics=(
             Statistic(id="entropy", group="Entropy (Clark et al.)", label="entropy: {k}",
                       desc="Mean attention entropy ({k}) in nats; uniform attention = ln n.",
-                      table=variant_table("entropy.csv"),
+                      table=ENTROPY,
                       key=("feature",), optional=True, across_seeds=True),
         )),
     Analysis(
@@ -85,7 +88,7 @@ ANALYSES: tuple[Analysis, ...] = (
               for relation, paper_value in (("nsubj", ""), ("obj", "86.8% vs 40.0% (head 8-10)"),
                                             ("det", "94.3% (head 8-11)"))),
         ),
-        tables=(Table(variant_table("parser.csv"), PARSER, output="parser",
+        tables=(Table(PARSER_TABLE, PARSER, output="parser",
                       seeds=AcrossSeeds("parser", PARSER_KEYS, value="accuracy")),
                 Table(rel("syntax_stat"), PARSER, when="gold_trees",
                       seeds=AcrossSeeds("syntax", PARSER_KEYS, value="accuracy",
@@ -132,7 +135,7 @@ ANALYSES: tuple[Analysis, ...] = (
         statistics=(
             Statistic(id="parser", group="Heads as parsers (Clark et al.)", label="parser accuracy: {k}",
                       desc="Share of {k} dependents whose most attended word is their head.",
-                      table=variant_table("parser.csv"),
+                      table=PARSER_TABLE,
                       column="accuracy", key=("relation",), where=(("direction", "dep_to_head"),), top="n",
                       optional=True),
         )),

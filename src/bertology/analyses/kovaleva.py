@@ -15,6 +15,10 @@ from bertology.registry import (FIRST_SEED, MOMENTS, ONCE, AcrossSeeds, Analysis
                                 Step, Table, figure, variant_table)
 
 RELATIONS = ("layer", "head", "source", "mean", "std", "n", "flagged")
+PATTERNS = variant_table("patterns.csv")
+RELATIONS_TABLE = variant_table("relations.csv")
+FEATURES = variant_table("features.csv")
+CLS = variant_table("cls.csv")
 #: the figures of one task (rule kovaleva_figures): output name = figure name
 TASK_FIGURES = ("patterns", "relations", "cosine", "features", "cls")
 
@@ -65,12 +69,12 @@ ANALYSES: tuple[Analysis, ...] = (
             Claim("kovaleva_patterns_repeat", "Kovaleva et al. 2019", "4.1",
                   "Most attention maps follow one of a few repeated patterns (not heterogeneous).",
                   "patterns.csv (finetuned): 1 - fraction of class heterogeneous, per head", claims_kovaleva.patterns_repeat,
-                  (("patterns", variant_table("patterns.csv"), ""),), null=0.5, config="analysis.patterns", anchor="patterns",
+                  (("patterns", PATTERNS, ""),), null=0.5, config="analysis.patterns", anchor="patterns",
                   figure="patterns", paper_value="heterogeneous 32% (MRPC) to 61% (QQP)",
                   sentence="Our findings suggest that there is a limited set of attention patterns that are repeated across "
                            "different heads, indicating the overall model overparametrization."),
         ),
-        tables=(Table(variant_table("patterns.csv"), ("layer", "head", "class", "fraction", "n"), output="patterns"),),
+        tables=(Table(PATTERNS, ("layer", "head", "class", "fraction", "n"), output="patterns"),),
         steps=(Step("kovaleva_figures", "kovaleva", (), "Kovaleva Figs. 2, 3, 5, 6, 7 of one task"),
                Step("kovaleva_overview", "kovaleva", ("tasks",), "Kovaleva Figs. 2 and 5 across tasks"),
                Step("patterns_sheet", "kovaleva", (), "a sample of attention maps as PNGs + a label sheet to annotate"),
@@ -90,13 +94,13 @@ ANALYSES: tuple[Analysis, ...] = (
             figure_prefixes=("patterns",)),
         statistics=(
             Statistic(id="patterns", group="Pattern classes (Kovaleva 4.1)", label="fraction {k}",
-                      desc="Share of the head's maps classified as {k}.", table=variant_table("patterns.csv"),
+                      desc="Share of the head's maps classified as {k}.", table=PATTERNS,
                       column="fraction",
                       key=("class",)),
         )),
     Analysis(
         name="relations", config=("analysis.relations",), kernel="bertology.kovaleva.reduce:KovalevaKernel",
-        tables=(Table(variant_table("relations.csv"), RELATIONS, output="relations",
+        tables=(Table(RELATIONS_TABLE, RELATIONS, output="relations",
                       seeds=AcrossSeeds("relations", ("layer", "head", "source"))),
                 Table(variant_table("relations_framenet.csv"), RELATIONS, when="framenet",
                       rule="framenet_relations", output="table"),
@@ -126,7 +130,7 @@ ANALYSES: tuple[Analysis, ...] = (
             Statistic(id="relations", group="Relation attention (Kovaleva 4.2)", label="{k} links",
                       desc="Max attention between {k}-linked words, mean over examples; dots: above the 99th "
                       "percentile.",
-                      table=variant_table("relations.csv"), key=("source",), mark="flagged",
+                      table=RELATIONS_TABLE, key=("source",), mark="flagged",
                       mark_label="flagged (> 99th percentile)"),
         )),
     Analysis(
@@ -167,7 +171,7 @@ ANALYSES: tuple[Analysis, ...] = (
             Claim("kovaleva_special_tokens", "Kovaleva et al. 2019", "4.4",
                   "Vertical attention goes to [CLS] and [SEP], not to linguistic features.",
                   "features.csv (finetuned): max(cls, sep) - max(noun, verb, pronoun, subject, object, negation), per head",
-                  claims_kovaleva.special_features, (("features", variant_table("features.csv"), ""),),
+                  claims_kovaleva.special_features, (("features", FEATURES, ""),),
                   config="analysis.features", anchor="features", figure="features",
                   sentence="Contrary to our initial hypothesis that the vertical attention pattern may be motivated by "
                            "linguistically meaningful features, we found that it is associated predominantly, if not "
@@ -175,19 +179,19 @@ ANALYSES: tuple[Analysis, ...] = (
             Claim("kovaleva_cls_early_sep_late", "Kovaleva et al. 2019", "4.4",
                   "Earlier layers attend to [CLS], later layers to [SEP].",
                   "features.csv (finetuned): Spearman rho of layer and (sep - cls), over heads",
-                  claims_kovaleva.cls_early_sep_late, (("features", variant_table("features.csv"), ""),),
+                  claims_kovaleva.cls_early_sep_late, (("features", FEATURES, ""),),
                   config="analysis.features", anchor="features", figure="features",
                   sentence="There is also a clear tendency for earlier layers to pay attention to [CLS] and for later "
                            "layers to [SEP], and this trend is consistent across all the tasks."),
             Claim("clark_sep_middle", "Clark et al. 2019", "3.2",
                   "Attention to [SEP] peaks in the middle layers.",
                   "features.csv (pretrained): mean, feature sep, per head; middle third minus the rest",
-                  claims_clark.sep_middle, (("features", variant_table("features.csv"), ""),), variant="pretrained",
+                  claims_clark.sep_middle, (("features", FEATURES, ""),), variant="pretrained",
                   config="analysis.features", anchor="features", figure="features",
                   paper_value="over half of the attention in layers 6-10 of BERT-base",
                   sentence="In particular, we find that more than half of BERT's attention in layers 6-10 focuses on [SEP]."),
         ),
-        tables=(Table(variant_table("features.csv"), MOMENTS, output="features",
+        tables=(Table(FEATURES, MOMENTS, output="features",
                       seeds=AcrossSeeds("features", ("layer", "head", "feature"))),),
         section=Section(
             key="features", paper="Kovaleva et al. 2019", title="Attention to linguistic features (Kovaleva §4.4, Fig. 6)",
@@ -199,7 +203,7 @@ ANALYSES: tuple[Analysis, ...] = (
         statistics=(
             Statistic(id="features", group="Feature attention (Kovaleva 4.4)", label="attention to {k}",
                       desc="Attention the {k} tokens receive (summed over queries, / n, max over tokens), mean over "
-                      "examples.", table=variant_table("features.csv"), key=("feature",)),
+                      "examples.", table=FEATURES, key=("feature",)),
         )),
     Analysis(
         name="cls", config=("analysis.features",), kernel="bertology.kovaleva.reduce:KovalevaKernel",
@@ -207,12 +211,12 @@ ANALYSES: tuple[Analysis, ...] = (
             Claim("kovaleva_cls_to_sep", "Kovaleva et al. 2019", "4.5",
                   "In the last layer, [CLS] attends to [SEP] more than to any other token type.",
                   "cls.csv (finetuned): sep - max(other features), per head of the last layer",
-                  claims_kovaleva.cls_to_sep, (("cls", variant_table("cls.csv"), ""),), config="analysis.features",
+                  claims_kovaleva.cls_to_sep, (("cls", CLS, ""),), config="analysis.features",
                   anchor="cls", figure="cls", paper_value="[SEP] most on all tasks but STS-B, RTE and QNLI",
                   sentence="Our investigation of attention distribution for the [CLS] token in the output layer suggests "
                            "that for most tasks, with the exception of STS-B, RTE and QNLI, the [SEP] gets attended the most."),
         ),
-        tables=(Table(variant_table("cls.csv"), MOMENTS, output="cls",
+        tables=(Table(CLS, MOMENTS, output="cls",
                       seeds=AcrossSeeds("cls", ("layer", "head", "feature"))),),
         section=Section(
             key="cls", paper="Kovaleva et al. 2019", title="[CLS] attention in the last layer (Kovaleva §4.5, Fig. 7)",
@@ -222,7 +226,7 @@ ANALYSES: tuple[Analysis, ...] = (
             figure_prefixes=("cls",)),
         statistics=(
             Statistic(id="cls", group="[CLS] attention, last layer (Kovaleva 4.5)", label="[CLS] → {k}",
-                      desc="The last layer's [CLS] row: attention to {k} tokens.", table=variant_table("cls.csv"),
+                      desc="The last layer's [CLS] row: attention to {k} tokens.", table=CLS,
                       key=("feature",)),
         )),
 )

@@ -18,6 +18,7 @@ SCORES_FILE, IMPORTANCE_FILE = "token_scores.parquet", "importance.parquet"
 SCORES, LAYERS = variant_table(SCORES_FILE), variant_table("mixing_layers.parquet")
 FAITHFULNESS, FAITHFULNESS_EXAMPLES = "faithfulness.csv", "faithfulness_examples.csv"
 FAITHFULNESS_PAIRS = "faithfulness_pairs.csv"
+CONCENTRATION = variant_table("concentration.csv")
 #: what the run wants of a per-variant table: every store of the first seed; with seeds, the further seeds' models
 STORES = Want((("task", "tasks"), ("variant", "stores")))
 EXTRA_SEEDS = Want((("task", "tasks"), ("variant", "extra_finetuned")), when="seeds")
@@ -180,7 +181,7 @@ ANALYSES: tuple[Analysis, ...] = (
         steps=(Step("token_concentration", "functions", (),
                     "how concentrated each token view's scores are: top-token share and normalised entropy",
                     function=token_concentration, inputs=(("scores", SCORES),)),),
-        tables=(Table(variant_table("concentration.csv"), CONCENTRATION_COLUMNS, when="norms",
+        tables=(Table(CONCENTRATION, CONCENTRATION_COLUMNS, when="norms",
                       rule="token_concentration", output="table", wanted=(STORES,)),),
         section=Section(
             key="concentration", paper="Abnar & Zuidema 2020 and the newer token views",
@@ -191,5 +192,5 @@ ANALYSES: tuple[Analysis, ...] = (
             finding="Abnar & Zuidema: raw attention in the last layers is close to uniform, while rollout and flow "
             "spread the input tokens' contributions unevenly; a view whose scores sit on one token (high top "
             "share, low entropy) ranks the other tokens on small differences.",
-            tables=(variant_table("concentration.csv"),))),
+            tables=(CONCENTRATION,))),
 )
