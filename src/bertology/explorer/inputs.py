@@ -17,7 +17,7 @@ from bertology import layout
 from bertology.analyses import REGISTRY
 from bertology.analyses.norms import FAITHFULNESS, FAITHFULNESS_EXAMPLES, IMPORTANCE_FILE, SCORES_FILE
 from bertology.analyses.sieve import SIEVE_SCORES_FILE
-from bertology.registry import Statistic
+from bertology.registry import Statistic, Table
 from bertology.tasks import SPLITS
 
 VARIANTS = ("pretrained", "finetuned")
@@ -34,6 +34,29 @@ def statistic_files(st: Statistic, task: str) -> list[str]:
     if st.per_variant:
         return [layout.fill(st.table, task=task, variant=v) for v in VARIANTS]
     return [layout.fill(st.table, task=task)]
+
+
+def task_templates(off: frozenset[str] = frozenset()) -> list[tuple[str, str, Table]]:
+    """(section title, template under results/, its declared table) of every per-task table a report section
+    shows that is not per head (a table with both ``layer`` and ``head`` columns), in the report's order; `off`:
+    the settings switched off (:data:`bertology.registry.CONDITIONS`), whose tables are left out."""
+    out = []
+    for section in REGISTRY.report_sections():
+        for template in section.tables:
+            table = REGISTRY.table(template)
+            if table is None or "{task}" not in template or not template.endswith(".csv"):
+                continue
+            if {"layer", "head"} <= set(table.columns) or (table.when and table.when in off):
+                continue
+            out.append((section.title, template, table))
+    return out
+
+
+def table_files(task: str, template: str) -> list[tuple[str, str]]:
+    """(variant, path under results/) of a template for a task: one per variant where the path has one."""
+    if "{variant}" in template:
+        return [(v, layout.fill(template, task=task, variant=v)) for v in VARIANTS]
+    return [("", layout.fill(template, task=task))]
 
 
 def explorer_inputs(tasks: Sequence[str], results: str | Path = layout.ROOT, *, norms: bool = False,
@@ -60,6 +83,8 @@ def explorer_inputs(tasks: Sequence[str], results: str | Path = layout.ROOT, *, 
         views += [layout.rel("variant_stat", task=t, variant="finetuned", file=f) for f in TOKEN_VIEW_FILES]
         (req if norms else opt).extend(views)
         (req if decoder else opt).extend(layout.rel("store", task=t, variant=p) for p in PROBE_STORES.values())
+        for _, template, table in task_templates():
+            (opt if table.when in off else req).extend(rel for _, rel in table_files(t, template))
     return {"required": [layout.join(results, p) for p in dict.fromkeys(req)],
             "optional": [layout.join(results, p) for p in dict.fromkeys(opt) if p not in req]}
 

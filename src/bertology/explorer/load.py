@@ -20,6 +20,7 @@ from bertology.explorer.examples import probe_examples, sampled_examples
 from bertology.explorer.inputs import PROBE_STORES, VARIANTS, Inputs
 from bertology.explorer.maps import QUANT
 from bertology.explorer.sieve import sieve_block
+from bertology.explorer.tables import task_tables
 from bertology.explorer.views import token_views
 from bertology.analyses import REGISTRY
 
@@ -97,6 +98,6 @@ def load_explorer_data(results: Path, tasks: list[str], *, examples: int, seed: 
             "split": str(ref.attrs.get("split", "")), "store_examples": int(ref.sizes["example"]),
             "variants": list(stores), "stores": {v: src.name(src.path("store", task=task, variant=v)) for v in stores},
             "metrics": metrics, "sieve": sieve, "examples": exs, "dropped": dropped, "notes": notes,
-            "token_views": views, "claims": claims_block(src, task, notes),
+            "token_views": views, "claims": claims_block(src, task, notes), "tables": task_tables(src, task, notes),
         })
     return out
