@@ -1,4 +1,4 @@
-"""Issue 45: what the between-workflow cache's digest costs (bertology.outputcache) on the embedded MiniLM model.
+"""What the between-workflow cache's digest costs (bertology.outputcache) on the embedded MiniLM model.
 
 Copies the model directory to a temporary directory (default /dev/shm), records its digest once
 (:func:`bertology.outputcache.record_digest`, what the train step does after saving), then checks it

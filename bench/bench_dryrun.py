@@ -4,7 +4,7 @@ In one run, interleaved round by round (each a fresh `snakemake` process, wall t
   one-rule   a Snakefile with one rule and no imports: the floor (Snakemake's own start-up and parse)
   this       this checkout's Snakefile on its embedded default config (config.yaml)
   ref        (--ref DIR) another checkout's Snakefile, e.g. a git worktree of main, with its own src/ on
-             PYTHONPATH: today's code in the same run
+             PYTHONPATH: the reference checkout's code in the same run
 
 Every variant runs in its own fresh working directory (so nothing in results/ helps), after one warm-up
 (the first run of a model decides once what the model allows and remembers it under .bertology/capability/;
@@ -15,7 +15,7 @@ Snakefile (`python -X importtime`).
     .venv/bin/python bench/bench_dryrun.py --repeats 5
     git worktree add /tmp/main-ref main && .venv/bin/python bench/bench_dryrun.py --ref /tmp/main-ref
 
-Goal (issue 36): this <= 2x one-rule, for `-n` and `--lint`. Writes bench/out/bench_dryrun.json.
+Goal: this <= 2x one-rule, for `-n` and `--lint`. Writes bench/out/bench_dryrun.json.
 """
 
 from __future__ import annotations

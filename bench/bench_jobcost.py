@@ -13,7 +13,7 @@ is the wall time minus that (interpreter start, imports, config, tracking). In o
   ref untracked         (--ref DIR) the same, --no-mlflow
 
 Tracking's share = median(tracked) - median(untracked). A reference that does not log its work is given this
-checkout's median work for the same step (the same science code). Goal (issue 36): fixed cost median <= 1 s,
+checkout's median work for the same step (the same science code). Goal: fixed cost median <= 1 s,
 tracking <= 0.3 s. Snakemake's own per-job cost (spawning the shell, the benchmark file) is not included.
 
     .venv/bin/python bench/bench_jobcost.py --repeats 5

@@ -1,23 +1,23 @@
-"""Issue 22/23: the one read of a store for every store analysis (`bertology.onepass.reduce_store` with the
-Kovaleva, Clark and sieve kernels, what the rule `store_stats` runs) against the separate passes of --base over the
-same store, on all 3668 MRPC train pairs with the embedded MiniLM (6 layers x 12 heads), max_length 128.
+"""The one read of a store for every store analysis (`bertology.onepass.reduce_store` with the Kovaleva, Clark
+and sieve kernels, what the rule `store_stats` runs) against the separate passes of the reference checkout (--base)
+over the same store, on all 3668 MRPC train pairs with the embedded MiniLM (6 layers x 12 heads), max_length 128.
 
-  old  the code of --base (git archive of that commit, default the commit before the one pass): `store_stats`
-       (Kovaleva + Clark entropy and parser counts), `store_parser` (Clark's parser pass) and `compute_scores`
-       (the sieve scores, every role of a pair task, window 2), each its own read of the store;
+  old  the reference checkout: the code of --base (git archive of that commit, by default one with the separate
+       passes): `store_stats` (Kovaleva + Clark entropy and parser counts), `store_parser` (Clark's parser pass)
+       and `compute_scores` (the sieve scores, every role of a pair task, window 2), each its own read of the store;
   new  this checkout: one `reduce_store` with the three kernels, one read.
 
 Each pass runs in a fresh process (imports not timed; wall time of the reduction and VmHWM, the process's peak
-RSS), --threads Dask threads; rounds interleave old and new, --repeat times. Every output (features, [CLS],
-dependency moments, patterns, entropy, parser tables, the example count, the sieve scores and sieve.csv) is
-compared bit for bit (NaN = NaN) with old's.
+RSS), --threads Dask threads; rounds interleave the reference checkout and this checkout, --repeat times. Every
+output (features, [CLS], dependency moments, patterns, entropy, parser tables, the example count, the sieve scores
+and sieve.csv) is compared bit for bit (NaN = NaN) with the reference checkout's.
 
     flock -x /tmp/bertology-cpu.lock .venv/bin/python bench/bench_onepass.py          # all 3668 pairs
     .venv/bin/python bench/bench_onepass.py --examples 256 --repeat 1                 # a quick run
     .venv/bin/python bench/bench_onepass.py --openblas-thread-timeout unset          # OpenBLAS's default spinning
 
-Old and new run with the same OPENBLAS_THREAD_TIMEOUT (default 4, what importing bertology sets since issue 23;
-the old code ran with OpenBLAS's default, 28, in its own workflow).
+The reference checkout and this checkout run with the same OPENBLAS_THREAD_TIMEOUT (default 4, what importing
+bertology sets; the reference checkout's own workflow leaves OpenBLAS's default, 28).
 
 The store is extracted once into --tmp and kept (delete it to rebuild). Writes bench/out/bench_onepass.json and
 bench/out/bench_onepass.md.
@@ -37,7 +37,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 OUT = REPO / "bench" / "out"
-BASE = "fefece2"  # the last commit with separate passes (kovaleva_stats + sieve; store_parser for gold trees)
+BASE = "fefece2"  # the reference commit: separate passes (kovaleva_stats + sieve; store_parser for gold trees)
 
 CHILD = r"""
 import json, pickle, sys, time, warnings
@@ -133,7 +133,8 @@ def main() -> int:
     base_src = base_source(tmp, args.base, Path(args.git))
     import xarray as xr
 
-    # the same BLAS settings for old and new (a child imports numpy before bertology: this is what it gets)
+    # the same BLAS settings for the reference checkout and this one (a child imports numpy before bertology: this
+    # is what it gets)
     if args.openblas_thread_timeout == "unset":
         os.environ.pop("OPENBLAS_THREAD_TIMEOUT", None)
     else:

@@ -1,24 +1,25 @@
-"""Issue 23: the attention store's layout, today's (`example-chunks`) against the new (`example-shards`), on
+"""The attention store's layout, the legacy one (`example-chunks`) against the current one (`example-shards`), on
 real MRPC train pairs with the embedded MiniLM (6 layers x 12 heads), in one run on one machine.
 
   1. extraction, each run in a fresh process, --repeat rounds of: a plain batched sdpa forward
-     (bench_store.plain_forward), the extraction of --base (today's layout) and of this checkout (new layout);
-  2. today's layout built from the same extraction (every value copied; `bertology.store.create_store` with
-     layout=LEGACY_LAYOUT writes exactly what earlier versions wrote); bytes on disk of both;
+     (bench_store.plain_forward), the extraction of the reference checkout (--base, legacy layout) and of this
+     checkout (new layout);
+  2. the legacy layout built from the same extraction (every value copied; `bertology.store.create_store` with
+     layout=LEGACY_LAYOUT writes exactly what bertology <= 0.1 wrote); bytes on disk of both;
   3. reads, each in fresh processes (imports, dask.array and distributed included, not timed): open, then one map
      (`ds.attention.isel(example=i).sel(layer=5, head=3).values`), a second map of another example, one example's
      whole layer x head stack, then 20 more maps of other examples (warm, median); through `xr.open_zarr(path)`
      (Dask), `xr.open_zarr(path, chunks=None)`, `xr.open_zarr(path, chunks={"example": 64})` (one Dask chunk per
      chunk or shard file), `bertology.store.open_store(path)` (checked, no Dask) and
      `open_store(path, chunks={"example": 1})` (checked, Dask), on both layouts, and `open_store` of --read-base
-     (the checks at open of the previous version: xarray over Dask, a chunk decoded at open); medians over --fresh
+     (the reference checkout's checks at open: xarray over Dask, a chunk decoded at open); medians over --fresh
      processes;
   4. the one-pass reductions over the whole store, each in a fresh process (wall time and peak RSS): Kovaleva
      (`store_stats`: features, [CLS], dependency relations, patterns, Clark entropy and parser counts), Clark's
      parser pass (`store_parser`) and the sieve scores (`compute_scores`, every role of a pair task, window 2):
-       today  the code of --base (git archive of that commit) on today's layout;
+       today  the reference checkout, the code of --base (git archive of that commit), on the legacy layout;
        new    this checkout on the new layout;
-       legacy this checkout on today's layout (older stores are still read);
+       legacy this checkout on the legacy layout (stores of that layout are read);
      every output table is compared bit for bit (NaN = NaN) across the three.
 
     flock -x /tmp/bertology-cpu.lock .venv/bin/python bench/bench_store_layout.py             # all 3668 pairs
@@ -46,8 +47,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 OUT = REPO / "bench" / "out"
-BASE = "d386164"  # the last commit with today's layout and reader
-READ_BASE = "fefece2"  # the last commit with open_store's earlier checks (xarray over Dask, rows checked at open)
+BASE = "d386164"  # the reference commit: the legacy layout and its reader
+READ_BASE = "fefece2"  # the reference commit for reads: open_store over xarray and Dask, rows checked at open
 HOWS = ("xarray", "xarray-nodask", "xarray-filechunks", "open_store", "open_store-dask")
 PARTS = ("extract", "reads", "reductions")
 REDUCTIONS = ("kovaleva", "parser", "sieve")
@@ -110,7 +111,7 @@ which, store, words_path, out, threads = sys.argv[1:6]
 words = pd.read_parquet(words_path)
 ck = {"scheduler": "threads", "num_workers": int(threads)}
 t = time.perf_counter()
-try:  # the one pass (since the analysis registry); `today` (BASE) has the separate passes
+try:  # the one pass; the reference checkout (`today`, BASE) has the separate passes
     from bertology.onepass import reduce_store
 except ImportError:
     reduce_store = None
@@ -202,7 +203,7 @@ def same(a, b) -> bool:
 
 
 def base_source(tmp: Path, commit: str, git_dir: Path) -> Path:
-    """src/ of `commit`, unpacked under tmp (today's reader and reductions)."""
+    """src/ of `commit`, unpacked under tmp (the reference checkout's reader and reductions)."""
     dest = tmp / f"base-{commit}"
     if not dest.exists():
         arch = tmp / "base.tar"
@@ -261,8 +262,8 @@ def main() -> int:
         words.to_parquet(words_path, index=False)
     base_src = base_source(tmp, args.base, Path(args.git))
 
-    # 1. extraction, each run in a fresh process: a plain forward, today's code (--base, today's layout) and this
-    #    checkout (new layout), interleaved --repeat times; ratios within each round, then their median
+    # 1. extraction, each run in a fresh process: a plain forward, the reference checkout (--base, legacy layout)
+    #    and this checkout (new layout), interleaved --repeat times; ratios within each round, then their median
     if "extract" in args.parts:
         rounds = []
         for _ in range(args.repeat):
@@ -282,7 +283,7 @@ def main() -> int:
         child(EXTRACT_CHILD, ["new", str(words_path), str(new), str(args.threads), str(E)], "EXTRACT_JSON")
     assert st.open_store(new).attrs["layout"] == st.LAYOUT
 
-    # 2. today's layout from the same extraction
+    # 2. the legacy layout from the same extraction
     if not reuse:
         shutil.rmtree(old, ignore_errors=True)
         convert(new, old, st.LEGACY_LAYOUT)

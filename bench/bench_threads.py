@@ -1,4 +1,4 @@
-"""Issue 36: would the default run go faster with one thread a job (two jobs at a time on 2 cores), and would it
+"""Would the default run go faster with one thread a job (two jobs at a time on 2 cores), and would it
 give the same numbers? Re-runs one task's heavy jobs of a finished run with --threads 2 (what the run used) and
 --threads 1, each in a fresh process, and compares what each wrote, byte for byte (JSON files excepted: they
 carry timings).

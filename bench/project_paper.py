@@ -1,5 +1,5 @@
 """The papers' scale, projected: every job of config/paper.yaml (BERT-base, the seven GLUE tasks) and its expected
-time on a machine, from per-unit costs measured at BERT-base size (issue 42).
+time on a machine, from per-unit costs measured at BERT-base size.
 
 Two modes:
 

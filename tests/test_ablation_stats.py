@@ -24,7 +24,7 @@ def _corr(fn, y, p) -> float:
     return float(fn(y, p)[0])
 
 
-# The libraries Table 1 was scored with before metrics.py had its own code: the numbers must not move.
+# The libraries' implementations of Table 1's metrics: metrics.py's own code must give the same numbers.
 LIBRARY = {
     "accuracy": lambda y, p: float(accuracy_score(y, p)),
     "f1": lambda y, p: float(f1_score(y, p, zero_division=0.0)),

@@ -44,7 +44,7 @@ def patterns(het: float, layers=4, heads=4):
 
 
 def scores(task, fine, base, variant):
-    """Score records of an earlier version: metrics, no per-example predictions."""
+    """Score records without per-example predictions: metrics only."""
     one = lambda v, name: pd.DataFrame({"task": [task], "variant": [name], "metrics.accuracy": [v]})
     return {"score_finetuned": one(fine, "finetuned"), f"score_{variant}": one(base, variant)}
 
@@ -397,8 +397,8 @@ def test_table1_multibootstrap_resamples_the_seeds_with_the_examples():
 
 
 def test_table1_score_records_without_predictions_keep_the_seed_bootstrap():
-    """Score records of an earlier version (no predictions): the bootstrap over seeds as before (none with one
-    seed), with a note to re-run the score jobs; records on other examples likewise."""
+    """Score records without per-example predictions: the bootstrap over seeds (none with one seed), with a note
+    to re-run the score jobs; records on other examples likewise."""
     three = _table1_claim(table1([0.2, 0.25, 0.3]))
     assert three["verdict"] == "holds" and three["test"] == "scipy.stats.ttest_1samp" and three["n"] == 100
     assert "re-run the score jobs" in three["note"] and "over the seeds" in three["note"]
@@ -587,7 +587,7 @@ def test_ledger_not_computed_names_the_key_and_holm_spans_the_run(tmp_path):
 
 def test_ledger_reads_the_predictions_of_the_score_files(tmp_path):
     """build_ledger on score JSON files as the score step writes them: Table 1 decided over the examples; a score
-    file of an earlier version (no predictions) falls back with its note."""
+    file without per-example predictions falls back with its note."""
     import json
 
     from bertology.table1 import aggregate_seeds, scores_frame

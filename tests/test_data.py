@@ -133,7 +133,7 @@ def _qqp_with_a_broken_row(root: Path) -> Path:
 
 
 def test_a_malformed_row_is_an_error_naming_file_and_line(tmp_path):
-    """Issue 27: by default nothing is dropped, however large the file (before: up to 0.1% silently)."""
+    """By default nothing is dropped, however large the file."""
     path = _qqp_with_a_broken_row(tmp_path / "glue")
     with pytest.raises(DataError) as err:
         read_glue_split(tmp_path / "glue", get_task("qqp"), "validation")

@@ -1,4 +1,4 @@
-"""Inputs that lie (issue 38): a config with a key twice, an alias bomb, a model with another task's head, a
+"""Inputs that lie: a config with a key twice, an alias bomb, a model with another task's head, a
 tracking store created twice at once, blank texts, a text far past max_length, max_length past the model's
 positions, a file where a directory is expected. Each is refused in one line, or handled as a researcher
 expects and said so."""
@@ -110,8 +110,9 @@ def test_expanded_size_counts_without_expanding():
 
 @pytest.mark.parametrize("mapping", [False, True], ids=["sequences", "mappings"])
 def test_validate_config_refuses_an_alias_bomb_at_once(tmp_path, mapping):
-    """`bertology validate-config` hung (jsonschema walked 387 million values); now one line, in a subprocess
-    given a generous timeout only so that a regression fails instead of hanging the suite."""
+    """`bertology validate-config` refuses an alias bomb at once, in one line (jsonschema would walk 387 million
+    values); run in a subprocess given a generous timeout only so that a hang fails the test instead of hanging
+    the suite."""
     path = tmp_path / "bomb.yaml"
     path.write_text(alias_bomb(mapping=mapping, key="data" if mapping else "tasks"))
     proc = subprocess.run([sys.executable, "-m", "bertology", "validate-config", "--input", f"config={path}"],

@@ -1,5 +1,5 @@
-"""Caches and verdicts that lie (issue 45): a cached model with a flipped byte, a damaged cached store whose fix
-re-links the same entry, cache entries anyone can write, a cache that cannot be written found only after training,
+"""Caches and verdicts that lie: a cached model with a flipped byte, a damaged cached store whose re-run must not
+re-link the same entry, cache entries anyone can write, a cache that cannot be written (found before training),
 verdicts on a fine-tuned model that learned nothing, and a report left beside a ledger that is gone."""
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def cached_model(tmp_path, tiny_model_dir, monkeypatch):
 
 
 def test_a_flipped_byte_in_a_cached_model_is_named_with_its_eviction(cached_model):
-    """Issue 45: one flipped byte in a cached model.safetensors (the classifier's weights) was used silently. Every
+    """One flipped byte in a cached model.safetensors (the classifier's weights) is found, never used silently: every
     load checks the model against the digest written with it; the error names the cache entry and removes it."""
     from bertology.models import load_encoder
 
@@ -129,7 +129,7 @@ def cached_store(tmp_path, monkeypatch):
 
 
 def test_a_damaged_cached_store_names_its_cache_entry(cached_store):
-    """Issue 45: 'delete results/attention/.../finetuned.zarr and re-run' re-linked the same corrupt entry. The fix
+    """A corrupt cached store is not re-linked by 'delete results/attention/.../finetuned.zarr and re-run': the error
     names the cache entry and removes it with the experiment's link."""
     from bertology import store as st
 
@@ -185,8 +185,8 @@ def test_cache_entries_get_a_shared_caches_modes_not_0666(tmp_path, monkeypatch)
 # ---- 4. a cache that cannot be written ----------------------------------------------------------------------------
 
 def test_a_cache_that_cannot_be_written_stops_the_training_before_it_runs(tmp_path, monkeypatch, capfd):
-    """Issue 45: a cache directory that cannot be written was found only after fine-tuning ran in full (then
-    Snakemake deleted the model). The cached job checks it first, in one line, and trains nothing."""
+    """A cache directory that cannot be written is found before fine-tuning, not after it ran in full (when
+    Snakemake would delete the model): the cached job checks it first, in one line, and trains nothing."""
     from bertology import cli
     from bertology.config import sections_json, validate_config
     from bertology.outputcache import CACHING_ENV
@@ -235,7 +235,7 @@ def _write(results: Path, rel: str, frame: pd.DataFrame) -> None:
 
 
 def _forty_classes_results(tmp_path) -> Path:
-    """Two tasks: `sst2` fine-tuned well (90% against 50%), `rte` with the issue's 40 classes of 2 examples each,
+    """Two tasks: `sst2` fine-tuned well (90% against 50%), `rte` with 40 classes of 2 examples each,
     the fine-tuned model and the untrained head both at chance (labels and predictions drawn uniformly over the 40
     classes); both with a cosine table on which the head claim holds."""
     from tests.test_claims import cosine, right_on, score_record
@@ -261,7 +261,7 @@ def _forty_classes_results(tmp_path) -> Path:
 
 
 def test_claims_about_a_model_at_chance_carry_a_caveat(tmp_path):
-    """Issue 45: forty classes of two training examples, Table 1 at chance, yet head claims 'hold' with no caveat.
+    """Forty classes of two training examples, Table 1 at chance: head claims that 'hold' carry a caveat.
     The caveat comes from the Table 1 claim's interval over the examples, per row of that task; the verdicts of
     claims about the fine-tuned model are marked in claims.md and in the report's ledger table."""
     from bertology.analyses import REGISTRY
@@ -336,7 +336,7 @@ def test_a_page_whose_inputs_are_gone_or_rerun_is_stale(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_after_a_killed_ledger_the_report_and_explorer_are_removed(tmp_path, config_file, snakemake_run):
-    """Issue 45: between a kill and the re-run, report.html and explorer.html stayed while claims.csv was gone. A run
+    """No report.html or explorer.html stays beside a missing claims.csv between a kill and the re-run: a run
     whose claims job fails (Snakemake removes its output as after a kill) leaves no page beside the missing ledger,
     and the next run writes both again."""
     small = dict(tasks=["rte"], data={"demo": {"train": 24, "validation": 16}},

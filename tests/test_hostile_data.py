@@ -1,4 +1,4 @@
-"""Data that lies (issue 45): a class named `None`, labels that are numbers written two ways, a validation class
+"""Data that lies: a class named `None`, labels that are numbers written two ways, a validation class
 never trained on, every bad row of a split at once, a text of zero-width characters, a quoted field over several
 lines, two files for one split, a file datasets cannot parse, and command-line overrides of numbers. Each is
 refused in one line or read as the researcher means it, and said so."""

@@ -201,5 +201,5 @@ def test_negation_on_real_sentences(real_pipeline, text, paper, extended):
 
 
 def test_cannot_had_no_negation_without_the_claim(real_pipeline):
-    """The bug being fixed: by overlap alone the piece 'cannot' goes to 'can' and the sentence has no negation."""
+    """Without the claim, by overlap alone the piece 'cannot' goes to 'can' and the sentence has no negation."""
     assert _negation_pieces(real_pipeline, "I cannot go.", "paper", claim=False) == []

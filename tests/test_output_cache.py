@@ -1,4 +1,4 @@
-"""Reuse across experiments (issue 36): `snakemake --cache` with SNAKEMAKE_OUTPUT_CACHE shares fine-tuned models
+"""Reuse across experiments: `snakemake --cache` with SNAKEMAKE_OUTPUT_CACHE shares fine-tuned models
 and attention stores between working directories; what enters the key (here data.max_length) computes afresh."""
 
 from __future__ import annotations

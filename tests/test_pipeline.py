@@ -134,7 +134,7 @@ def test_rerun_has_nothing_to_do_and_analysis_change_reruns_only_analysis(pipeli
 
 
 def test_claims_ledger_equals_a_recomputation_and_opens_the_report(pipeline):
-    """results/claims.csv: the effects the issue fixes equal (1e-9) a recomputation from the run's tables, every verdict
+    """results/claims.csv: the claims' effects equal (1e-9) a recomputation from the run's tables, every verdict
     follows the rule, Holm over the ledger; the report opens with it; the parent MLflow run has each effect and
     verdict."""
     from tests.builders.claims import check_ledger

@@ -1,4 +1,4 @@
-"""End to end with two fine-tuning seeds (issue 26): every fine-tuned analysis runs per seed, the pretrained
+"""End to end with two fine-tuning seeds: every fine-tuned analysis runs per seed, the pretrained
 store once, and results/stats/{task}/seeds/*.csv compare the seeds (tiny random BERT, demo data)."""
 
 from __future__ import annotations

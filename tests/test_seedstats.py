@@ -1,4 +1,4 @@
-"""Statistics over fine-tuning seeds (bertology.seedstats, issue 26) against independent computations."""
+"""Statistics over fine-tuning seeds (bertology.seedstats) against independent computations."""
 
 from __future__ import annotations
 

@@ -186,7 +186,7 @@ def test_word_ids_follow_the_words_table(built, sample, words):
         seps = np.flatnonzero(ids[e, :n] == 102)
         seg_of_piece = w.set_index("word").loc[wid[e, 1:seps[0]], "segment"]
         assert (seg_of_piece == 0).all()
-    # a truncated example: only the words the model sees are annotated (issue 38; the whole text has 60 words in
+    # a truncated example: only the words the model sees are annotated (the whole text has 60 words in
     # its first segment); at most the tail of each segment's last whitespace token (a "." after a kept "film") owns
     # no wordpiece
     e = int(np.flatnonzero(length == MAX_LENGTH)[0])

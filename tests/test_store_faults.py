@@ -1,6 +1,6 @@
 """The attention store under faults: a real SIGKILL mid-extraction then resume, values equal to an eager forward
 cast to float16, and every read refusing a deleted chunk, a garbage chunk, NaN inside a length and a store of
-other settings (issue 13 item 4, issue 14 items 3 and 5)."""
+other settings."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""The store's layout (issue 23): one shard file per example chunk, one inner chunk per example. A map or an
+"""The store's layout: one shard file per example chunk, one inner chunk per example. A map or an
 example is decompressed alone, reductions read each example cropped to its length, stores of the earlier layout
-(`attention` chunked along `example` only) are still read with the same checks, and a missing or damaged shard or
+(`attention` chunked along `example` only) are read with the same checks, and a missing or damaged shard or
 inner chunk is one line naming it and the fix."""
 
 from __future__ import annotations
@@ -413,8 +413,8 @@ def test_stores_of_earlier_or_other_writers_are_read_or_refused_in_one_line(tmp_
 
 @pytest.mark.parametrize("name", ["input_ids", "token_type_ids", "segment", "word_ids", "length", "example_idx"])
 def test_a_flipped_byte_in_any_small_variable_is_one_line(damaged, data, name):
-    """Every chunk of every variable is checksummed (issue 23: the small variables' codecs changed for bytes on
-    disk): one flipped byte anywhere in a chunk file is one line naming the file and the fix, never silent values."""
+    """Every chunk of every variable is checksummed, the small variables' too: one flipped byte anywhere in a chunk
+    file is one line naming the file and the fix, never silent values."""
     key = "c/1" + "/0" * (len(st.DIMS[name]) - 1)
     f = damaged / name / key
     raw = bytearray(f.read_bytes())

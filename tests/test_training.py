@@ -1,4 +1,4 @@
-"""Fine-tuning, evaluation, resumption, the GLUE metrics and Table 1 (issue 3).
+"""Fine-tuning, evaluation, resumption, the GLUE metrics and Table 1.
 
 Inputs are built so that the right answer is known: metrics against values computed by hand, a keyword
 task a tiny random BERT must learn, an interrupted run that must end where an uninterrupted one ends.
@@ -347,7 +347,7 @@ def test_table1_long_frame_and_markdown():
 
     per_seed = scores_frame(_scores())
     assert list(per_seed.columns) == ["task", "variant", "seed", "metric", "value", "n"]
-    assert set(per_seed["seed"]) == {-1}  # records from before seeds: one seed
+    assert set(per_seed["seed"]) == {-1}  # records without a seed: one seed (-1)
     df = aggregate_seeds(per_seed)
     assert list(df.columns) == ["task", "variant", "metric", "value", "n", "std", "n_seeds"]
     assert df[["task", "variant", "metric"]].values.tolist() == [

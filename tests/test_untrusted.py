@@ -1,4 +1,4 @@
-"""Untrusted input (issue 27): a model directory, a data file or a text must never run code, blank a page or
+"""Untrusted input: a model directory, a data file or a text must never run code, blank a page or
 train on nothing. A model directory's own code never runs (no prompt on a terminal either), a directory without
 a usable tokenizer is refused at start, malformed data rows are named by file and line and dropped only when
 the config says so, hostile texts show as text in the explorer and the report, a full disk is named with what
@@ -182,7 +182,7 @@ def _run_in_a_terminal(cmd: list[str], cwd: Path, answer: bytes, timeout: float 
 
 def test_custom_code_never_runs_nor_asks_on_a_terminal(tiny_model_dir, tmp_path, config_file):
     """`snakemake` from a terminal with a model directory that asks for its own code: no "[y/N]" prompt (a user
-    typing y ran the directory's Python before), one line naming config.json, nothing written by that code."""
+    typing y would run the directory's Python), one line naming config.json, nothing written by that code."""
     marker = tmp_path / "ran.txt"
     path = _custom_code_dir(tiny_model_dir, tmp_path / "evil model", marker)
     config_file(tmp_path, model=str(path), tasks=["rte"])

@@ -27,7 +27,7 @@ def headline(t1: pd.DataFrame, task: str) -> str:
 
 
 def recomputed_effects(results: Path, task: str) -> dict[str, float]:
-    """The effects the issue fixes, recomputed from the run's tables with plain pandas (every seed's tables pooled:
+    """The claims' effects, recomputed from the run's tables with plain pandas (every seed's tables pooled:
     the Multi-Bootstrap's point estimate)."""
     out = {}
     t1 = pd.read_csv(results / "tables/table1.csv")
