@@ -140,6 +140,31 @@ def test_page_is_self_contained(data):
     assert json.loads(blob) == json.loads(json.dumps(data))
 
 
+def test_page_script_is_the_modules_in_their_declared_order(data):
+    """The page's one inline script holds every module of render.SCRIPTS verbatim, in the declared order; every
+    .js asset is listed there, no module line is longer than 120 characters, and no module holds text that would
+    end or hide an HTML script element ("</script", "<!--"), so the escaping leaves each verbatim."""
+    from importlib import resources
+
+    from bertology.explorer.render import SCRIPTS, asset
+
+    text = render_explorer(data)
+    scripts = re.findall(r"<script>(.*?)</script>", text, re.S)
+    assert len(scripts) == 1
+    shipped = {p.name for p in resources.files("bertology.explorer").joinpath("assets").iterdir()
+               if p.name.endswith(".js")}
+    assert len(SCRIPTS) == len(set(SCRIPTS)) and set(SCRIPTS) == shipped
+    end = 0
+    for name in SCRIPTS:
+        body = asset(name)
+        assert not re.search(r"</script|<!--", body, re.I), name
+        long = [i for i, line in enumerate(body.splitlines(), 1) if len(line) > 120]
+        assert not long, f"{name}: lines {long} are longer than 120 characters"
+        at = scripts[0].find(body, end)
+        assert at >= 0, f"{name} is not in the page after the modules before it in SCRIPTS"
+        end = at + len(body)
+
+
 def test_size_budget_leaves_examples_out(results):
     small = load_explorer_data(results, ["rte"], examples=8, seed=3, budget_bytes=1)
     t = small["tasks"][0]
