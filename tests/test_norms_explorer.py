@@ -292,3 +292,31 @@ def test_hostile_token_labels_show_as_text_in_the_token_views(browser, hostile_r
     assert pg.evaluate("document.querySelectorAll('script, img, style').length") == 3
     watch.check()
     pg.close()
+
+
+def test_task_tables_reach_the_explorer(browser, views_results, tmp_path):  # noqa: F811 - the imported fixture
+    """A per-task table a report section shows and that is not per head (concentration.csv, a table function's
+    output; faithfulness.csv) is in the page's data and on the overview as a task table, with its rows."""
+    from bertology.explorer import load_explorer_data, render_explorer
+    from bertology.norms.concentration import token_concentration
+
+    results, tables = views_results
+    stats = results / "stats" / "rte" / "pretrained"
+    concentration = token_concentration(tables["pretrained"])["table"]
+    concentration.to_csv(stats / "concentration.csv", index=False)
+    data = load_explorer_data(results, ["rte"], examples=2, seed=3)
+    got = {(t["file"], t["variant"]): t for t in data["tasks"][0]["tables"]}
+    conc = got[("results/stats/rte/pretrained/concentration.csv", "pretrained")]
+    assert conc["columns"] == list(concentration.columns) and conc["n_rows"] == len(concentration)
+    assert [r[0] for r in conc["rows"]] == list(concentration["method"])
+    assert ("results/stats/rte/finetuned/faithfulness.csv", "") in got
+    assert not any("norms.csv" in f for f, _ in got)  # per head: on the grid, not a task table
+    page = tmp_path / "explorer.html"
+    page.write_text(render_explorer(data), encoding="utf-8")
+    pg, watch = _open(browser, page.resolve().as_uri())
+    _wait(pg, "overview")
+    sel = '#task-tables details[data-file="results/stats/rte/pretrained/concentration.csv"]'
+    pg.click(sel + " summary")
+    assert pg.locator(sel + " tbody tr").count() == len(concentration)
+    assert pg.inner_text(sel + " summary").startswith("How concentrated each token view is")
+    watch.check()

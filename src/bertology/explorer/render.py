@@ -27,6 +27,7 @@ SCRIPTS = (
     "decode.js",       # the embedded attention maps, inflated on demand
     "claims.js",       # the claims matrix and picker
     "sieve.js",        # a head's sieve roles: test table, histograms
+    "tables.js",       # the task's tables that are not per head
     "grid.js",         # the overview: a statistic on the layer x head grid
     "example-nav.js",  # the example picker and text
     "map.js",          # one head's map: heatmap, line view, small map

@@ -1,7 +1,7 @@
 /* grid.js: the overview: one statistic (selection.metric) on the layer x head grid, per variant (selection.ov:
  * pretrained, finetuned, diff or all), with the claims above it; a click on a head opens the head view.
  * Exports seedValues; sets render.overview. */
-const {$, h, s, clamp, fmt, fmtInt, VARIANT_NAME, showTip, hideTip} = app;
+const {taskTables, $, h, s, clamp, fmt, fmtInt, VARIANT_NAME, showTip, hideTip} = app;
 const {selection, task, render, go} = app;
 const {css, VIRIDIS, RDBU, NA, legend, assignedRoles, claimedHeads, claimMatrix, claimPicker} = app;
 
@@ -130,7 +130,7 @@ function renderOverview() {
   const t = task(), root = $('#overview');
   root.replaceChildren();
   if (!t.metrics.length) {
-    root.append(h('div', {class: 'card'}, 'No per-head statistics found for this task.'));
+    root.append(h('div', {class: 'card'}, 'No per-head statistics found for this task.'), taskTables(t));
     return;
   }
   const m = t.metrics.find(x => x.id === selection.metric);
@@ -159,7 +159,7 @@ function renderOverview() {
     h('div', {class: 'controls'}, h('label', null, 'statistic ', sel), variants, marks),
     h('p', {class: 'desc'}, m.desc, ' ', h('span', {class: 'muted'}, 'Source: ', h('code', null, `results/${m.source}`),
       '. Layers and heads numbered from 1; grey: no value. Click a head to open it.')),
-    grids));
+    grids), taskTables(t));
 }
 
 render.overview = renderOverview;
