@@ -49,6 +49,7 @@ import torch
 
 from bertology.attention_layers import CallRank, layer_modules
 from bertology.errors import UserError
+from bertology.hooks import register_hooks
 
 ATTN_IMPLEMENTATION = "bertology_heads"
 DISABLED_KWARG = "bertology_disabled"
@@ -453,7 +454,8 @@ def enable_heads(model: torch.nn.Module) -> torch.nn.Module:
     hook :func:`head_hook` on each DisentangledSelfAttention, MPNet and DeBERTa v1 :func:`probability_hook` on
     their attention's probability dropout. Fewer modules than layers (ALBERT's layers share one): each module
     is marked shared and a call's layer is its rank in the forward pass (:func:`next_call`). Idempotent. The
-    mechanism is in ``model.bertology_heads``.
+    mechanism is in ``model.bertology_heads``. Its hooks (and the base model's pre-hook :func:`_capture_keys`)
+    stay for the model's lifetime (:func:`bertology.hooks.register_hooks`; no handle is kept).
     """
     import functools
 
@@ -474,16 +476,15 @@ def enable_heads(model: torch.nn.Module) -> torch.nn.Module:
         setattr(module, _STATE, state)
         setattr(module, _CAUSAL, decoder or bool(getattr(module, "is_causal", False)))
         if mechanism == "forward_hook" and not getattr(module, "_bertology_hooked", False):
-            module.register_forward_hook(head_hook, with_kwargs=True)
+            register_hooks(model, fwd=[(module, head_hook)], with_kwargs=True)
             module._bertology_hooked = True
         if mechanism == "probability_hook" and not getattr(module, "_bertology_hooked", False):
-            module.dropout.register_forward_hook(functools.partial(probability_hook, module))
+            register_hooks(model, fwd=[(module.dropout, functools.partial(probability_hook, module))])
             module._bertology_hooked = True
     base = model.base_model
     if not getattr(base, "_bertology_hooked", False):
-        base.register_forward_pre_hook(_capture_keys, with_kwargs=True)
-        if shared:
-            base.register_forward_hook(_check_calls, with_kwargs=True)
+        register_hooks(model, pre=[(base, _capture_keys)], fwd=[(base, _check_calls)] if shared else [],
+                       with_kwargs=True)
         base._bertology_hooked = True
     setattr(model, _STATE, state)
     setattr(base, _STATE, state)

@@ -31,6 +31,7 @@ import torch
 
 from bertology.ablation.heads import AttentionParts, attention_parts, disabled_heads
 from bertology.config import ConfigError
+from bertology.hooks import hooks
 
 SWEEPS = ("fast", "naive")                 # the config's ablation.sweep
 RUNNABLE = ("fast", "prefix", "naive")     # what resolve_sweep gives and run_sweep runs
@@ -518,13 +519,9 @@ def prefix_batch_logits(model, batch: Batch, config_batch: int, plan: PrefixPlan
         kept[index] = _map_tensors(output, torch.Tensor.clone)   # a later layer may change its input in place
         calls.append(index)
 
-    handles = [layer.register_forward_hook(lambda m, a, o, i=i: keep(i, m, a, o)) for i, layer in enumerate(layers)]
-    try:
-        with disabled_heads(model, None):
-            baseline = model(**inputs).logits
-    finally:
-        for handle in handles:
-            handle.remove()
+    keeping = [(layer, lambda m, a, o, i=i: keep(i, m, a, o)) for i, layer in enumerate(layers)]
+    with hooks(model, fwd=keeping), disabled_heads(model, None):
+        baseline = model(**inputs).logits
     if calls != list(range(n_layers)):
         raise ValueError(f"{type(model).__name__}'s forward called its layers in the order {calls}, not each once "
                          f"in order; the prefix sweep cannot skip them: run the naive sweep (ablation.sweep: naive)")

@@ -26,6 +26,7 @@ import pandas as pd
 import torch
 
 from bertology.errors import UserError
+from bertology.hooks import hooks
 
 VIEWS = ("raw", "norm", "rollout", "flow", "alti", "globenc", "decompx", "value_zeroing")
 IMPORTANCES = ("ablation", "gradient")
@@ -240,11 +241,11 @@ def _first_layer_hook(captured: list[torch.Tensor]):
     return hook
 
 
-def _input_hook(model, captured: list[torch.Tensor]):
-    """The hook handle that captures e, the input representation input x gradient is taken at: the embeddings
-    module's output, or, without one (a decoder), the first layer's input."""
+def _input_capture(model, captured: list[torch.Tensor]):
+    """A :func:`bertology.hooks.hooks` scope whose hook captures e, the input representation input x gradient is
+    taken at: the embeddings module's output, or, without one (a decoder), the first layer's input."""
     if getattr(model.base_model, "embeddings", None) is not None:
-        return _embeddings(model).register_forward_hook(_leaf_hook(captured))
+        return hooks(model, fwd=[(_embeddings(model), _leaf_hook(captured))])
     from bertology.norms.values import NormsUnsupported, attention_blocks
 
     try:
@@ -253,7 +254,7 @@ def _input_hook(model, captured: list[torch.Tensor]):
         first = None
     if first is None:
         _embeddings(model)                          # its error: nowhere to take the gradient at
-    return first.register_forward_pre_hook(_first_layer_hook(captured), with_kwargs=True)
+    return hooks(model, pre=[(first, _first_layer_hook(captured))], with_kwargs=True)
 
 
 def gradient_importance(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, *,
@@ -264,16 +265,12 @@ def gradient_importance(model, input_ids: torch.Tensor, attention_mask: torch.Te
     (``model.base_model.embeddings``), taken through a forward hook.
     """
     captured: list[torch.Tensor] = []
-    handle = _input_hook(model, captured)
-    try:
-        with torch.enable_grad():
-            logits = _forward(model, input_ids[None], attention_mask[None],
-                              None if token_type_ids is None else token_type_ids[None]).logits[0]
-            probs = torch.softmax(logits.double(), -1)
-            c = int(probs.argmax()) if target is None else int(target)
-            (grad,) = torch.autograd.grad(probs[c], captured[-1])
-    finally:
-        handle.remove()
+    with _input_capture(model, captured), torch.enable_grad():
+        logits = _forward(model, input_ids[None], attention_mask[None],
+                          None if token_type_ids is None else token_type_ids[None]).logits[0]
+        probs = torch.softmax(logits.double(), -1)
+        c = int(probs.argmax()) if target is None else int(target)
+        (grad,) = torch.autograd.grad(probs[c], captured[-1])
     return (grad[0].double() * captured[-1][0].detach().double()).sum(-1).cpu().numpy()
 
 
@@ -286,12 +283,12 @@ def gradient_importances(model, examples: list[Example], *, max_tokens: int, pad
     captured: list[torch.Tensor] = []
     lengths = [int(x.input_ids.shape[0]) for x in examples]
     out: list[np.ndarray | None] = [None] * len(examples)
-    handle = _input_hook(model, captured)
-    try:
+    with _input_capture(model, captured):
         for batch in _batches(lengths, max_tokens):
             width = lengths[batch[0]]
             first = examples[batch[0]]
-            ids = torch.full((len(batch), width), int(pad_id), dtype=first.input_ids.dtype, device=first.input_ids.device)
+            ids = torch.full((len(batch), width), int(pad_id), dtype=first.input_ids.dtype,
+                             device=first.input_ids.device)
             mask = torch.zeros((len(batch), width), dtype=first.attention_mask.dtype, device=ids.device)
             tts = None if first.token_type_ids is None else torch.zeros((len(batch), width),
                                                                         dtype=first.token_type_ids.dtype,
@@ -311,8 +308,6 @@ def gradient_importances(model, examples: list[Example], *, max_tokens: int, pad
             captured.clear()
             for b, k in enumerate(batch):
                 out[k] = prod[b, :lengths[k]]
-    finally:
-        handle.remove()
     return out
 
 

@@ -38,12 +38,14 @@ from __future__ import annotations
 
 import math
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from bertology.errors import UserError
+from bertology.hooks import hooks, stop_forward
 from bertology.norms.values import (
     AttentionBlock,
     Capture,
@@ -166,7 +168,7 @@ class PartsCapture:
         self._after = False
         self._last = parts[-1].block.index if parts else -1
         self._calls: dict[int, int] = {}
-        self._handles: list = []
+        self._scope = ExitStack()
 
     def _rank(self, module, kind: str) -> int | None:
         users = [p.block.index for p in self.parts if getattr(p, kind) is module]
@@ -181,7 +183,7 @@ class PartsCapture:
             self.head_calls.clear()
             self._after = False
 
-        self._handles.append(self.model.register_forward_pre_hook(reset))
+        fwd = []
         seen: set[int] = set()
         for p in self.parts:
             for kind in ("ffn_in", "ffn_out", "final_norm"):
@@ -189,9 +191,11 @@ class PartsCapture:
                 if (id(mod), kind) in seen:
                     continue
                 seen.add((id(mod), kind))
-                self._handles.append(mod.register_forward_hook(self._hook(kind)))
-        for m in self.head:
-            self._handles.append(m.register_forward_hook(self._head_hook))
+                fwd.append((mod, self._hook(kind)))
+        fwd += [(m, self._head_hook) for m in self.head]
+        with ExitStack() as scope:
+            scope.enter_context(hooks(self.model, fwd=fwd, pre=[(self.model, reset)]))
+            self._scope = scope.pop_all()
         return self
 
     def _hook(self, kind: str):
@@ -224,10 +228,9 @@ class PartsCapture:
         return ([m for m, _, _ in self.head_calls], [pick(i) for _, i, _ in self.head_calls],
                 [pick(o) for _, _, o in self.head_calls])
 
-    def __exit__(self, *exc) -> None:
-        for h in self._handles:
-            h.remove()
-        self._handles.clear()
+    def __exit__(self, *exc) -> bool | None:
+        """Removes every hook (:func:`bertology.hooks.hooks`)."""
+        return self._scope.__exit__(*exc)
 
 
 # ------------------------------------------------------------------------------------------------ pure arithmetic
@@ -449,11 +452,6 @@ def decompx_head(head: list[torch.nn.Module], pooled: torch.Tensor, head_in: lis
 
 # ------------------------------------------------------------------------------------------------ Value Zeroing
 
-class _Stop(Exception):
-    def __init__(self, output):
-        self.output = output
-
-
 def _first(output) -> torch.Tensor:
     return output[0] if isinstance(output, (tuple, list)) else output
 
@@ -513,16 +511,18 @@ def value_zeroing(model, parts: list[LayerParts] | list[AttentionBlock], inputs:
     query head (removed = sum over the H query heads of alpha_h[i, j] f_h(x_j), f_h from the group's vector). A
     causal layer's C_l is lower-triangular (token j changes no output before it).
 
-    One intact forward keeps every layer's output, attention and value vectors. Then per layer l, copy j has token
-    j's value vectors zeroed in layer l only: its attention output at position i is the intact one less
+    One intact forward keeps every layer's output, attention and value vectors. Then one more forward pass zeroes,
+    in each layer l, token j's value vectors in copy j only: its attention output at position i is the intact one less
     sum_h alpha_h[i, j] f_h(x_j) (the attention weights are not renormalised: a zeroed value vector adds nothing).
+    Forward hooks (:func:`bertology.hooks.hooks`) take layer l's output (n copies, n, D) to its distances and hand
+    the next layer layer l's kept intact output in its place (repeated along the batch to the copies), so each
+    layer runs on its intact input; the pass stops at the last layer's output (:func:`bertology.hooks.stop_forward`).
 
-    method "subtract" (the default): layer l runs once on the intact input (batch 1; the layers below return their
-    kept outputs) and W_O's output o (1, n, D) becomes o - removed (n copies, n, D), broadcast through the rest of
-    the layer (residual, LayerNorm, feed-forward): the queries, keys, values and attention of the n copies, which are
-    the intact ones, are not computed again, nor W_O on them. "forward": the n copies run the whole layer with the
-    value projection's output zeroed at (copy j, token j) (the literal definition; about 4/3 the cost). Both stop at
-    layer l's output; they agree to rounding."""
+    method "subtract" (the default): each layer runs once on the intact input (batch 1) and W_O's output o (1, n, D)
+    becomes o - removed (n copies, n, D), broadcast through the rest of the layer (residual, LayerNorm,
+    feed-forward): the queries, keys, values and attention of the n copies, which are the intact ones, are not
+    computed again, nor W_O on them. "forward": the n copies run each whole layer with the value projection's output
+    zeroed at (copy j, token j) (the literal definition; about 4/3 the cost). They agree to rounding."""
     if method not in ("subtract", "forward"):
         raise ValueError(f"value_zeroing method must be 'subtract' or 'forward', got {method!r}")
     blocks = [getattr(p, "block", p) for p in parts]
@@ -531,18 +531,12 @@ def value_zeroing(model, parts: list[LayerParts] | list[AttentionBlock], inputs:
         if not any(b.enclosing is m for m in layers):
             layers.append(b.enclosing)
     kept: list = []
-    state = {"call": 0, "target": -1, "copies": 1}
 
     def record(module, args, output):
         kept.append(output)
 
-    handles = [m.register_forward_hook(record) for m in layers]
-    try:
-        with Capture(model, vectors=True, norms=False) as cap:
-            intact = model(**inputs, output_attentions=method == "subtract")
-    finally:
-        for h in handles:
-            h.remove()
+    with hooks(model, fwd=[(m, record) for m in layers]), Capture(model, vectors=True, norms=False) as cap:
+        intact = model(**inputs, output_attentions=method == "subtract")
     if len(kept) != len(blocks):
         raise RuntimeError(f"value zeroing: {len(kept)} layer calls in the intact pass for {len(blocks)} layers")
     n = inputs["input_ids"].shape[1]
@@ -551,57 +545,41 @@ def value_zeroing(model, parts: list[LayerParts] | list[AttentionBlock], inputs:
         for b in blocks:
             f = transformed_vectors(b, cap.values[b.index])[0]                          # (H, n, D)
             removed[b.index] = removed_parts(intact.attentions[b.index][0].to(f.dtype), f)
-    originals = {id(m): m.forward for m in layers}
-
-    def wrapped(module):
-        orig = originals[id(module)]
-
-        def forward(*args, **kwargs):
-            k = state["call"]
-            state["call"] += 1
-            if k < state["target"]:
-                return _expand(kept[k], state["copies"])
-            out = orig(*args, **kwargs)
-            raise _Stop(out)
-        return forward
-
-    def zero_hook(module, args, output):
-        if state["call"] - 1 == state["target"]:
-            return _zero_values(blocks[state["target"]], output)
-
-    def subtract_hook(module, args, output):
-        if state["call"] - 1 == state["target"]:
-            return output - removed[blocks[state["target"]].index].to(output.dtype)
-
-    scores = []
     copies = 1 if method == "subtract" else n
     big = {k: v.expand(copies, *v.shape[1:]) for k, v in inputs.items()}
-    hook_handles = []
-    seen: set[int] = set()
+    scores: list[torch.Tensor] = []
+    state = {"call": 0}                              # layer calls entered; the k-th is blocks[k - 1]'s layer
+
+    def enter(module, args):
+        state["call"] += 1
+
+    def zero_hook(module, args, output):
+        return _zero_values(blocks[state["call"] - 1], output)
+
+    def subtract_hook(module, args, output):
+        return output - removed[blocks[state["call"] - 1].index].to(output.dtype)
+
+    def leave(module, args, output):
+        l = state["call"] - 1
+        zeroed = _first(output)                                                     # (n copies, n, D)
+        if zeroed.shape[:2] != (n, n):
+            raise RuntimeError(f"value zeroing: layer {blocks[l].index} gave {tuple(zeroed.shape)} for {n} copies "
+                               f"of {n} tokens (method={method!r}; 'forward' runs the copies whole)")
+        scores.append(cosine_distance_matrix(_first(kept[l])[0], zeroed))
+        if l == len(blocks) - 1:
+            stop_forward()
+        return _expand(kept[l], copies)
+
+    zeroed_at: list = []
     for b in blocks:
         module = b.output if method == "subtract" else b.value
-        if id(module) not in seen:
-            seen.add(id(module))
-            hook_handles.append(module.register_forward_hook(subtract_hook if method == "subtract" else zero_hook))
-    try:
-        for m in layers:
-            m.forward = wrapped(m)
-        for l, b in enumerate(blocks):
-            state.update(call=0, target=l, copies=copies)
-            try:
-                model(**big)
-                raise RuntimeError("value zeroing: the forward pass did not reach the target layer")
-            except _Stop as stop:
-                zeroed = _first(stop.output)                                      # (n copies, n, D)
-            if zeroed.shape[:2] != (n, n):
-                raise RuntimeError(f"value zeroing: layer {b.index} gave {tuple(zeroed.shape)} for {n} copies of "
-                                   f"{n} tokens (method={method!r}; 'forward' runs the copies whole)")
-            scores.append(cosine_distance_matrix(_first(kept[l])[0], zeroed))
-    finally:
-        for m in layers:
-            del m.forward
-        for h in hook_handles:
-            h.remove()
+        if not any(module is m for m in zeroed_at):
+            zeroed_at.append(module)
+    fwd = [(m, subtract_hook if method == "subtract" else zero_hook) for m in zeroed_at]
+    with hooks(model, pre=[(m, enter) for m in layers], fwd=fwd + [(m, leave) for m in layers]) as scope:
+        model(**big)
+    if not scope.stopped:
+        raise RuntimeError(f"value zeroing: the forward pass reached {len(scores)} of {len(blocks)} layers")
     return torch.stack(scores)
 
 

@@ -37,12 +37,14 @@ Glossary: B rows of a batch, L layers, H heads, T positions, dh head size, D hid
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from dataclasses import dataclass
 
 import torch
 
 from bertology.attention_layers import CallRank, layer_modules
 from bertology.errors import UserError
+from bertology.hooks import hooks
 
 VALUE_NAMES = ("value", "v", "v_proj", "v_lin", "value_proj")
 # V's columns: the last (the key/value heads' share of the) block; each head's last third
@@ -403,7 +405,7 @@ class Capture:
     def __init__(self, model: torch.nn.Module, *, vectors: bool = False, norms: bool = True):
         self.model, self.vectors, self.keep_norms = model, vectors, norms
         self.blocks = attention_blocks(model)
-        self._handles: list = []
+        self._scope = ExitStack()
         self.norms: dict[int, torch.Tensor] = {}
         self.values: dict[int, torch.Tensor] = {}
         self.residual: dict[int, torch.Tensor] = {}
@@ -420,27 +422,29 @@ class Capture:
         return [b for b in self.blocks if getattr(b, field) is module]
 
     def __enter__(self) -> "Capture":
-        self._handles.append(self.model.register_forward_pre_hook(lambda *_: self._reset()))
+        pre = [(self.model, lambda *_: self._reset())]
+        fwd = []
         seen: set[int] = set()
         for block in self.blocks:
             if id(block.value) in seen:
                 continue
             seen.add(id(block.value))
             users = self._layers_of(block.value, "value")
-            self._handles.append(block.value.register_forward_hook(self._value_hook(users,
-                                                                                     block.factors().detach())))
+            fwd.append((block.value, self._value_hook(users, block.factors().detach())))
             if self.vectors and block.layer is not None:
-                self._handles.append(block.layer.register_forward_pre_hook(self._residual_hook(users),
-                                                                           with_kwargs=True))
+                pre.append((block.layer, self._residual_hook(users)))
                 after = block.post_norm if block.post_norm is not None else block.residual_sum
                 if after is not None:
-                    self._handles.append(after.register_forward_hook(self._sum_hook(users)))
+                    fwd.append((after, self._sum_hook(users)))
+        with ExitStack() as scope:               # the pre-hooks take keyword arguments, the forward hooks do not
+            scope.enter_context(hooks(self.model, pre=pre, with_kwargs=True))
+            scope.enter_context(hooks(self.model, fwd=fwd))
+            self._scope = scope.pop_all()
         return self
 
-    def __exit__(self, *exc) -> None:
-        for h in self._handles:
-            h.remove()
-        self._handles.clear()
+    def __exit__(self, *exc) -> bool | None:
+        """Removes every hook (:func:`bertology.hooks.hooks`)."""
+        return self._scope.__exit__(*exc)
 
     def _next(self, kind: str, users: list[AttentionBlock]) -> AttentionBlock | None:
         """The block of this call of a module used by the layers `users` (its k-th call: the k-th user;
