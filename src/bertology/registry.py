@@ -443,7 +443,8 @@ class Registry:
 
     def kernel_tables(self, kernel: type) -> dict[str, Table]:
         """The tables a store kernel writes: output name -> table, in order of declaration."""
-        return {t.output: t for a in self.store_analyses() if a.kernel_class is kernel for t in a.tables if t.output}
+        return {t.output: t for a in self.store_analyses() if a.kernel_class is kernel for t in a.tables
+                if t.output and not t.rule}
 
     def store_outputs(self) -> dict[str, str]:
         """The one-pass rule's outputs: output name -> path under the working directory (results/...)."""
@@ -456,7 +457,7 @@ class Registry:
     def store_targets(self, tasks: Sequence[str], variants: Sequence[str], root: str | None = ROOT) -> list[str]:
         """The final outputs of the one read of the stores: every store table of every task and variant."""
         return [join(root, fill(t.path, task=task, variant=v)) for task in tasks for v in variants
-                for a in self.store_analyses() for t in a.tables if t.output]
+                for a in self.store_analyses() for t in a.tables if t.output and not t.rule]
 
     # every rule's outputs, the run's targets, the steps
 
