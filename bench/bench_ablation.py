@@ -26,13 +26,13 @@ import numpy as np
 import torch
 
 from bertology.ablation import heads
-from bertology.ablation import figures as fig
-from bertology.ablation import stats as ast
+from bertology.ablation import ablation_figures as fig
+from bertology.ablation import significance as ast
 from bertology.ablation import sweep as ab
 from bertology.data import normalise
 from bertology.data.glue_dir import read_glue_split
-from bertology.metrics import compute_metrics
-from bertology.tasks import get_task
+from bertology.models.metrics import compute_metrics
+from bertology.data.tasks import get_task
 from rte_model import load_rte_classifier
 
 REPO = Path(__file__).resolve().parents[1]

@@ -68,7 +68,7 @@ def _models(name: str):
     import torch
     from transformers import BertConfig, BertForSequenceClassification
 
-    from bertology.models import load_encoder, resolve_model
+    from bertology.models.loading import load_encoder, resolve_model
 
     if name == "minilm":
         return load_encoder(resolve_model("minilm-l6"), classifier=True)
@@ -146,7 +146,7 @@ def example_costs(clf, tok, ids_np: np.ndarray, tts_np: np.ndarray, *, copy_toke
 def main() -> None:
     import torch
 
-    from bertology.models import load_tokenizer, resolve_model
+    from bertology.models.loading import load_tokenizer, resolve_model
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", nargs="+", default=["minilm", "base"], choices=["minilm", "base"])

@@ -7,7 +7,7 @@ decoder directory works). In one run, interleaved --repeats times (best and medi
   eager   batched forwards (batch --batch, each padded to its longest, tokenisation included) with
           attn_implementation="eager" and output_attentions=True, the maps discarded: the floor of reading
           every map
-  ours    bertology.extract.extract_store with the default attention config: the store the pipeline writes
+  ours    bertology.attention.extract.extract_store with the default attention config: the store the pipeline writes
           (lossless float16, every map, compressed), wall time of the extraction loop (model loaded)
 
 Then, on the store `ours` wrote: bytes per example as stored, and the same chunks re-encoded with the store's
@@ -41,7 +41,7 @@ MAX_LENGTH = 128
 
 def rte(n: int):
     from bertology.data import normalise, read_glue_split
-    from bertology.tasks import get_task
+    from bertology.data.tasks import get_task
 
     if not (GLUE / "RTE" / "dev.tsv").exists():
         sys.exit(f"{GLUE}/RTE/dev.tsv not found: set BERTOLOGY_GLUE to a GLUE-layout directory")
@@ -64,8 +64,8 @@ def eager(model, tok, df, batch: int) -> float:
 
 
 def ours(model_path: str, df, words, out: Path) -> float:
-    from bertology.config import AttentionConfig, load_schema
-    from bertology.extract import extract_store
+    from bertology.pipeline.config import AttentionConfig, load_schema
+    from bertology.attention.extract import extract_store
 
     for p in (out, out.with_name(out.name + ".partial")):
         shutil.rmtree(p, ignore_errors=True)
@@ -114,8 +114,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     import torch
 
-    from bertology.annotate import annotate_frame, load_spacy
-    from bertology.models import load_encoder, load_tokenizer, resolve_model
+    from bertology.attention.annotate import annotate_frame, load_spacy
+    from bertology.models.loading import load_encoder, load_tokenizer, resolve_model
 
     torch.set_num_threads(args.threads)
     path = resolve_model(args.model)

@@ -1,8 +1,8 @@
-"""What the between-workflow cache's digest costs (bertology.outputcache) on the embedded MiniLM model.
+"""What the between-workflow cache's digest costs (bertology.pipeline.outputcache) on the embedded MiniLM model.
 
 Copies the model directory to a temporary directory (default /dev/shm), records its digest once
-(:func:`bertology.outputcache.record_digest`, what the train step does after saving), then checks it
-(:func:`~bertology.outputcache.verify_digest`, what every job loading the model does) `--repeats` times from
+(:func:`bertology.pipeline.outputcache.record_digest`, what the train step does after saving), then checks it
+(:func:`~bertology.pipeline.outputcache.verify_digest`, what every job loading the model does) `--repeats` times from
 scratch, and once more as a check already made in the same process.
 
     PYTHONPATH=src .venv/bin/python bench/bench_digest.py [--repeats 5] [--dir /dev/shm]
@@ -17,8 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from bertology import outputcache
-from bertology.models import resolve_model
+from bertology.pipeline import outputcache
+from bertology.models.loading import resolve_model
 
 
 def main() -> None:

@@ -7,7 +7,7 @@ MiniLM (6 layers x 12 heads), max_length 128, torch threads --threads (default 2
   plain   a batched sdpa forward, no attention output: batch 32 in file order, each batch padded to its
           longest, tokenisation included (the reference of the speed target)
   eager   the same with attn_implementation="eager" and output_attentions=True (maps discarded)
-  ours    bertology.extract.extract_store with the default config (lossless float16, the default codec,
+  ours    bertology.attention.extract.extract_store with the default config (lossless float16, the default codec,
           attention.batch_size / chunk_size defaults; on the CPU each chunk is written after its forward
           passes, Blosc on the torch threads): wall time of the extraction loop (model loaded)
   norms   the same with value_norms=True (analysis.norms.enabled): the value norms ||f_h(x_j)|| of every layer,
@@ -67,7 +67,7 @@ CODECS = {
 
 def mrpc_train(n: int | None) -> pd.DataFrame:
     from bertology.data import normalise, read_glue_split
-    from bertology.tasks import get_task
+    from bertology.data.tasks import get_task
 
     if not (GLUE / "MRPC" / "train.tsv").exists():
         sys.exit(f"{GLUE}/MRPC/train.tsv not found: set BERTOLOGY_GLUE to a GLUE-layout directory")
@@ -92,9 +92,9 @@ def forward_pass(model, tok, df: pd.DataFrame, attentions: bool, batch_size: int
 
 def extraction(model_path: str, df: pd.DataFrame, words: pd.DataFrame, out: Path, keepbits=None,
                variant: str = "pretrained", value_norms: bool = False, **overrides) -> dict:
-    from bertology.config import load_schema
-    from bertology.config import AttentionConfig
-    from bertology.extract import extract_store
+    from bertology.pipeline.config import load_schema
+    from bertology.pipeline.config import AttentionConfig
+    from bertology.attention.extract import extract_store
 
     for p in (out, out.with_name(out.name + ".partial")):
         shutil.rmtree(p, ignore_errors=True)
@@ -182,9 +182,9 @@ def statistics_of(pre: Path, ft: Path, words: pd.DataFrame) -> dict[str, np.ndar
     """Every statistic of the pair (pre, ft) as flat arrays (per head / role / feature)."""
     from bertology.clark.reduce import ClarkKernel, entropy_table, parser_table
     from bertology.kovaleva import reduce as red
-    from bertology.onepass import reduce_store
+    from bertology.attention.onepass import reduce_store
     from bertology.sieve.reduce import run_sieve
-    from bertology.stats import moments_table
+    from bertology.stats.moments import moments_table
 
     kw = {"scheduler": "synchronous"}
     out = {}
@@ -242,9 +242,9 @@ def main() -> int:
     from transformers import AutoModel
 
     from bertology import store as st
-    from bertology.annotate import annotate_frame, load_spacy
-    from bertology.extract import dir_bytes
-    from bertology.models import load_tokenizer, resolve_model
+    from bertology.attention.annotate import annotate_frame, load_spacy
+    from bertology.attention.extract import dir_bytes
+    from bertology.models.loading import load_tokenizer, resolve_model
 
     torch.set_num_threads(args.threads)
     tmp = Path(args.tmp)

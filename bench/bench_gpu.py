@@ -6,12 +6,12 @@ max_length 128 as MRPC pairs):
   sdpa        a plain forward: sdpa attention, no attention output
   eager       an eager forward that returns the attention (the floor for reading attention at all)
   eager+copy  the same, each layer's maps cast to float16 and copied to the host (what any store needs)
-  bertology   bertology.extract.run_batches: eager forward, float16 maps into the chunk buffer, no value norms
+  bertology   bertology.attention.extract.run_batches: eager forward, float16 maps into the chunk buffer, no value norms
   bertology+norms  the same with the value norms (bertology.norms.values.Capture: hooks in the same forward)
 Fine-tuning (BertForSequenceClassification, AdamW, batch 32, dynamic padding, the same batches):
   plain       a plain training step: sdpa, forward + backward + clip + step, full precision
   plain-eager the same with eager attention (what bertology loads, for the attention it reads later)
-  bertology   bertology.training.train on the same examples (mixed_precision as the config's default, auto:
+  bertology   bertology.models.training.train on the same examples (mixed_precision as the config's default, auto:
               bf16 autocast on a GPU that has it), per step; also with mixed_precision: no
 
 Each variant: a warm-up, then `--repeats` rounds interleaved, the median. Writes $OUT/bench_gpu.json (or
@@ -110,7 +110,7 @@ def extraction(args, device, results):
     import torch
     from transformers import AutoModel
 
-    from bertology.extract import length_batches, run_batches
+    from bertology.attention.extract import length_batches, run_batches
     from bertology.norms.values import Capture
 
     cfg = _config(args)
@@ -183,9 +183,9 @@ def fine_tuning(args, device, results):
     import torch
     from transformers import AutoModelForSequenceClassification, BertTokenizerFast
 
-    from bertology.config import TrainConfig
-    from bertology.tasks import get_task
-    from bertology.training import collate, encode_split, train, train_batches
+    from bertology.pipeline.config import TrainConfig
+    from bertology.data.tasks import get_task
+    from bertology.models.training import collate, encode_split, train, train_batches
 
     cfg = _config(args, num_labels=2)
     spec = get_task("mrpc")

@@ -2,7 +2,7 @@
 
 A job is one `bertology <step>` process, run exactly as its rule runs it (rules/common.smk: STEP) on small,
 real inputs (the demo task's data), with the invocation's parent run made beforehand in a sqlite store as the
-workflow's onstart does. The step's own time is the `<step>: work X s` line bertology.cli logs; the fixed cost
+workflow's onstart does. The step's own time is the `<step>: work X s` line bertology.pipeline.cli logs; the fixed cost
 is the wall time minus that (interpreter start, imports, config, tracking). In one run, interleaved:
 
   python -c pass        the floor: an interpreter that does nothing
@@ -43,7 +43,7 @@ WORK = re.compile(r": work ([0-9.]+) s")
 
 
 def step_config(src: Path, sections: tuple[str, ...]) -> str:
-    code = ("import json, sys, yaml; from bertology.config import sections_json, validate_config; "
+    code = ("import json, sys, yaml; from bertology.pipeline.config import sections_json, validate_config; "
             f"c = yaml.safe_load(open({str(REPO / 'config.yaml')!r})); validate_config(c); "
             f"print(sections_json(c, {sections!r}))")
     return subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=str(src)),

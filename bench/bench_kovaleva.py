@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "kovaleva.json").write_text(json.dumps(results, indent=2) + "\n")
-    from bertology import plotting
+    from bertology.pipeline import plotting
 
     names = list(results["passes"])
     fig, axes = plotting.new_figure(11, 3.8, ncols=2)

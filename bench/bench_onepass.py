@@ -1,4 +1,4 @@
-"""The one read of a store for every store analysis (`bertology.onepass.reduce_store` with the Kovaleva, Clark
+"""The one read of a store for every store analysis (`bertology.attention.onepass.reduce_store` with the Kovaleva, Clark
 and sieve kernels, what the rule `store_stats` runs) against the separate passes of the reference checkout (--base)
 over the same store, on all 3668 MRPC train pairs with the embedded MiniLM (6 layers x 12 heads), max_length 128.
 
@@ -71,9 +71,9 @@ elif which == "sieve":
 else:  # the one pass
     from bertology.clark import reduce as clred
     from bertology.kovaleva import reduce as red
-    from bertology.onepass import reduce_store
+    from bertology.attention.onepass import reduce_store
     from bertology.sieve.reduce import SieveKernel
-    from bertology.stats import moments_table
+    from bertology.stats.moments import moments_table
     out_ = reduce_store(store, [red.KovalevaKernel(classifier="rule", negation="paper"), clred.ClarkKernel(),
                                 SieveKernel(roles=tuple(roles), window=2)], words, compute_kwargs=ck)
     part, clark, scores = out_["kovaleva"], out_["clark"], out_["sieve"]
@@ -98,8 +98,8 @@ def build_store(tmp: Path, n: int | None) -> tuple[Path, Path]:
     """The MRPC train store and its words table under tmp (extracted once, then reused)."""
     from bench_store import mrpc_train, store_run
 
-    from bertology.annotate import annotate_frame, load_spacy
-    from bertology.models import resolve_model
+    from bertology.attention.annotate import annotate_frame, load_spacy
+    from bertology.models.loading import resolve_model
 
     store, words_path = tmp / "store.zarr", tmp / "words.parquet"
     if store.exists() and words_path.exists():

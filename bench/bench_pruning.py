@@ -27,14 +27,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bertology.ablation import figures as fig
+from bertology.ablation import ablation_figures as fig
 from bertology.ablation import heads
 from bertology.ablation import importance as imp
 from bertology.ablation import pruning as pr
 from bertology.ablation import sweep as ab
 from bertology.data import normalise, sample_rows
 from bertology.data.glue_dir import read_glue_split
-from bertology.tasks import get_task
+from bertology.data.tasks import get_task
 from rte_model import load_rte_classifier
 
 REPO = Path(__file__).resolve().parents[1]

@@ -4,7 +4,7 @@
     .venv/bin/python bench/bench_sieve.py --synthetic --examples 256 --layers 12 --heads 12 --max-length 128
 
 Real mode: the first --examples of the task's dev split (shared/data/glue), parsed by spaCy
-(bertology.annotate), aligned to wordpieces, run through the model (default: the embedded MiniLM-L6,
+(bertology.attention.annotate), aligned to wordpieces, run through the model (default: the embedded MiniLM-L6,
 pretrained) with eager attention, written as an attention store of docs/reference.md#store (to_zarr, chunks of
 --chunk examples), then `bertology.sieve.reduce.run_sieve` with the threads scheduler. Prints and writes
 (--out) the time, peak RSS, sieve.csv, sieve_summary row and Figs. 3-5.
@@ -36,12 +36,12 @@ def real_store(task: str, examples: int, max_length: int, model_arg: str | None,
                chunk: int, variant: str) -> None:
     import torch
 
-    from bertology.annotate import align_words, annotate_frame, load_spacy, WordSpans
+    from bertology.attention.annotate import align_words, annotate_frame, load_spacy, WordSpans
     from bertology.data import normalise
     from bertology.data.glue_dir import read_glue_split
-    from bertology.encoding import encode
-    from bertology.models import load_encoder, load_tokenizer, resolve_model
-    from bertology.tasks import get_task
+    from bertology.models.encoding import encode
+    from bertology.models.loading import load_encoder, load_tokenizer, resolve_model
+    from bertology.data.tasks import get_task
 
     spec = get_task(task)
     frame = normalise(read_glue_split(GLUE, spec, "validation"), spec).head(examples).reset_index(drop=True)
@@ -156,8 +156,8 @@ def main() -> None:
                     "peak RSS is then measured alone)")
     args = ap.parse_args()
 
-    from bertology.config import validate_config
-    from bertology.sieve.figures import plot_overlap, plot_roles, plot_scores
+    from bertology.pipeline.config import validate_config
+    from bertology.sieve.sieve_figures import plot_overlap, plot_roles, plot_scores
     from bertology.sieve.reduce import run_sieve
     from bertology.sieve.summary import summarize
 

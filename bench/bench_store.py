@@ -1,7 +1,7 @@
 """Benchmark of the attention store on real MRPC train with the embedded MiniLM (6 layers x 12 heads).
 
 In one run, on the same examples and the same torch threads:
-  store  bertology.extract.extract_store: eager attention, length-sorted batches, float16 (rounded to
+  store  bertology.attention.extract.extract_store: eager attention, length-sorted batches, float16 (rounded to
          attention.keepbits when given), NaN padding to max_length, Blosc-zstd chunks, writer thread
          (bench/bench_extract.py measures speed against eager/sdpa forwards, codecs and keepbits in detail)
   (a)    a plain batched forward pass: sdpa, no attention output, batch 32 in file order, dynamic padding
@@ -43,7 +43,7 @@ def mrpc_train(n: int | None, base: int | None = None) -> pd.DataFrame:
     """The first n MRPC train pairs; past the first `base` rows (default: the file), rows repeat with
     idx shifted by 100000 per repetition (for the 4000-example RSS run)."""
     from bertology.data import normalise, read_glue_split
-    from bertology.tasks import get_task
+    from bertology.data.tasks import get_task
 
     if not (GLUE / "MRPC" / "train.tsv").exists():
         sys.exit(f"{GLUE}/MRPC/train.tsv not found: the benchmark needs the shared GLUE files")
@@ -110,8 +110,8 @@ def papers_way(model_path: str, df: pd.DataFrame, path: Path) -> dict:
 
 def store_run(model_path: str, df: pd.DataFrame, words: pd.DataFrame, out: Path, keepbits: int | None,
               progress: bool = True) -> dict:
-    from bertology.config import AttentionConfig
-    from bertology.extract import dir_bytes, extract_store
+    from bertology.pipeline.config import AttentionConfig
+    from bertology.attention.extract import dir_bytes, extract_store
 
     for p in (out, out.with_name(out.name + ".partial")):
         shutil.rmtree(p, ignore_errors=True)
@@ -130,7 +130,7 @@ def store_run(model_path: str, df: pd.DataFrame, words: pd.DataFrame, out: Path,
 def rss_child(argv: list[str]) -> int:
     """Child process: extract N examples and print the peak RSS (MiB) as JSON."""
     n, words_path, out = int(argv[0]), argv[1], Path(argv[2])
-    from bertology.models import resolve_model
+    from bertology.models.loading import resolve_model
 
     words = pd.read_parquet(words_path)
     df = mrpc_train(n, base=words["example_idx"].nunique())
@@ -172,8 +172,8 @@ def main() -> int:
     if args.rss_child:
         return rss_child(args.rss_child)
 
-    from bertology.annotate import annotate_frame, load_spacy
-    from bertology.models import resolve_model
+    from bertology.attention.annotate import annotate_frame, load_spacy
+    from bertology.models.loading import resolve_model
 
     model_path = resolve_model("minilm-l6")
     tmp = Path(args.tmp)

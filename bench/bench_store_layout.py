@@ -93,7 +93,7 @@ sys.path.insert(0, os.environ["BENCH_DIR"])
 import pandas as pd, torch
 torch.set_num_threads(int(threads))
 from bench_store import mrpc_train, plain_forward, store_run
-from bertology.models import resolve_model
+from bertology.models.loading import resolve_model
 from pathlib import Path
 df = mrpc_train(int(n))
 if which == "plain":
@@ -112,7 +112,7 @@ words = pd.read_parquet(words_path)
 ck = {"scheduler": "threads", "num_workers": int(threads)}
 t = time.perf_counter()
 try:  # the one pass; the reference checkout (`today`, BASE) has the separate passes
-    from bertology.onepass import reduce_store
+    from bertology.attention.onepass import reduce_store
 except ImportError:
     reduce_store = None
 if which == "kovaleva":
@@ -122,7 +122,7 @@ if which == "kovaleva":
         entropy_table, parser_table, moments_table = red.entropy_table, red.parser_table, red.moments_table
     else:
         from bertology.clark.reduce import ClarkKernel, entropy_table, parser_table
-        from bertology.stats import moments_table
+        from bertology.stats.moments import moments_table
         parts = reduce_store(store, [red.KovalevaKernel(classifier="rule", negation="paper"), ClarkKernel()], words,
                              compute_kwargs=ck)
         part, clark = parts["kovaleva"], parts["clark"]
@@ -243,7 +243,7 @@ def main() -> int:
     from bench_store import mrpc_train
 
     from bertology import store as st
-    from bertology.annotate import annotate_frame, load_spacy
+    from bertology.attention.annotate import annotate_frame, load_spacy
 
     tmp = Path(args.tmp)
     shutil.rmtree(tmp, ignore_errors=True)
@@ -287,7 +287,7 @@ def main() -> int:
     if not reuse:
         shutil.rmtree(old, ignore_errors=True)
         convert(new, old, st.LEGACY_LAYOUT)
-    from bertology.extract import dir_bytes
+    from bertology.attention.extract import dir_bytes
 
     res["bytes"] = {"new": dir_bytes(new), "old": dir_bytes(old)}
     res["bytes"]["attention_new"] = dir_bytes(new / "attention")

@@ -1,8 +1,8 @@
 """What an attention store costs on disk per real attention value: the ratio the free-space check before
-extraction uses (bertology.diskspace.STORE_BYTES_PER_REAL_VALUE).
+extraction uses (bertology.pipeline.diskspace.STORE_BYTES_PER_REAL_VALUE).
 
 For a few GLUE validation splits (real files in ../shared/data/glue), the embedded MiniLM (6 x 12 heads) and
-max_length 128, extracts a store with bertology.extract.extract_store and reports its bytes on disk against
+max_length 128, extracts a store with bertology.attention.extract.extract_store and reports its bytes on disk against
   real   sum over examples of n^2 x layers x heads x 2 bytes (the float16 values inside each example's length)
   padded examples x layers x heads x max_length^2 x 2 bytes (what the store's arrays hold, NaN padding included)
 
@@ -29,13 +29,13 @@ OUT = REPO / "bench" / "out"
 def measure(task: str, examples: int, max_length: int, tmp: Path) -> dict:
     import pandas as pd
 
-    from bertology.annotate import SPAN_COLUMNS, annotate_frame, load_spacy
-    from bertology.config import AttentionConfig
+    from bertology.attention.annotate import SPAN_COLUMNS, annotate_frame, load_spacy
+    from bertology.pipeline.config import AttentionConfig
     from bertology.data import normalise, read_glue_split
-    from bertology.extract import dir_bytes, extract_store
-    from bertology.models import resolve_model
+    from bertology.attention.extract import dir_bytes, extract_store
+    from bertology.models.loading import resolve_model
     from bertology.store import open_store
-    from bertology.tasks import get_task
+    from bertology.data.tasks import get_task
 
     spec = get_task(task)
     frame = normalise(read_glue_split(GLUE, spec, "validation"), spec).iloc[:examples].reset_index(drop=True)

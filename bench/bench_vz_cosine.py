@@ -16,7 +16,7 @@ import pandas as pd
 import scipy.stats as st
 import torch
 
-from bertology.models import load_encoder, load_tokenizer, resolve_model
+from bertology.models.loading import load_encoder, load_tokenizer, resolve_model
 from bertology.norms import mixviews as mv
 
 GLUE = Path(os.environ.get("BERTOLOGY_GLUE", Path(__file__).resolve().parents[2] / "shared" / "data" / "glue"))

@@ -9,7 +9,7 @@ Prints one line per task and init: validation accuracy of a binary bag-of-words 
 the classifier: `untrained` = the pretrained encoder with a fresh head seeded by --seed (Table 1's
 `pretrained`), `pretrained` / `random` = fine-tuned from that init. `--loop plain` (the default) is a
 plain PyTorch loop (AdamW, linear decay), independent of the training rules; `--loop pipeline` trains
-and evaluates with bertology.training, as the train_model and score rules do (Table 1).
+and evaluates with bertology.models.training, as the train_model and score rules do (Table 1).
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from sklearn.feature_extraction.text import CountVectorizer
 from sklearn.linear_model import LogisticRegression
 
 from bertology.demo import generate
-from bertology.encoding import encode
-from bertology.models import load_classifier, load_tokenizer, resolve_model
-from bertology.tasks import get_task
+from bertology.models.encoding import encode
+from bertology.models.loading import load_classifier, load_tokenizer, resolve_model
+from bertology.data.tasks import get_task
 
 WORD = r"[a-z']+"
 
@@ -105,10 +105,10 @@ def finetune_accuracy(model_dir: str, task: str, init: str, train: pd.DataFrame,
 
 def pipeline_accuracy(model_dir: str, task: str, init: str, train: pd.DataFrame, val: pd.DataFrame, *,
                       epochs: int, batch_size: int, lr: float, max_length: int, seed: int) -> float:
-    """Accuracy after bertology.training.train (length-bucketed batches, warm-up, no decay on biases and
-    norms), evaluated with bertology.training.evaluate; init `untrained` = no training."""
-    from bertology.config import TrainConfig, build, validate_config
-    from bertology.training import encode_split, evaluate, select_device, train as train_model
+    """Accuracy after bertology.models.training.train (length-bucketed batches, warm-up, no decay on biases and
+    norms), evaluated with bertology.models.training.evaluate; init `untrained` = no training."""
+    from bertology.pipeline.config import TrainConfig, build, validate_config
+    from bertology.models.training import encode_split, evaluate, select_device, train as train_model
 
     spec = get_task(task)
     tok = load_tokenizer(model_dir)

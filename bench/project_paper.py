@@ -8,9 +8,9 @@ Two modes:
             paper's max_length, 128 tokens (consecutive MRPC train sentences joined until the pair is truncated
             at 128: an upper bound for shorter tasks), --threads torch threads. Writes bench/out/paper_costs.json
             (machine, commit, date, load averages). Units, in seconds:
-              job_fixed        a fresh interpreter importing bertology.cli (every job pays it once)
+              job_fixed        a fresh interpreter importing bertology.pipeline.cli (every job pays it once)
               prep_example     reading + normalising one GLUE row (bertology.data: MRPC train, the whole file)
-              annotate_example spaCy words of one example (bertology.annotate.annotate_frame, the pipeline's model)
+              annotate_example spaCy words of one example (bertology.attention.annotate.annotate_frame, the pipeline's model)
               train_step       one optimizer step of fine-tuning: batch train.batch_size x 128 tokens, forward,
                                backward, clip, AdamW (median of --train-steps after one warm-up)
               eval_example     one example of a batched evaluation forward (train.eval_batch_size x 128, the
@@ -18,9 +18,9 @@ Two modes:
               grad_example     one example's forward + backward (train_step / batch size: head importance)
               train_step_64, eval_example_64   the same at 64 tokens (recorded, not projected: what shorter
                                sequences would save; fine-tuning batches are length-bucketed)
-              extract_example  bertology.extract.extract_store per example, the store write and the value norms
+              extract_example  bertology.attention.extract.extract_store per example, the store write and the value norms
                                included (what extract_attention runs with analysis.norms on)
-              onepass_example  the one pass over that store (bertology.onepass.reduce_store with the Kovaleva,
+              onepass_example  the one pass over that store (bertology.attention.onepass.reduce_store with the Kovaleva,
                                Clark and sieve kernels: store_stats), per example
               cosine_example   kovaleva.reduce.store_pair over two such stores (kovaleva_cosine), per example
               eager_example    one eager forward with attentions, batch 1 (the FE of bench/bench_costs.py)
@@ -139,7 +139,7 @@ class Settings:
 
 
 def settings_from_config(cfg: dict, layers: int = 12, heads: int = 12) -> Settings:
-    """The counts' settings from a config already merged with the schema's defaults (bertology.config)."""
+    """The counts' settings from a config already merged with the schema's defaults (bertology.pipeline.config)."""
     pr = cfg["ablation"]["pruning"]
     return Settings(epochs=float(cfg["train"]["epochs"]), batch_size=int(cfg["train"]["batch_size"]),
                     attention_examples=cfg["attention"]["examples"], ablation_examples=cfg["ablation"]["examples"],
@@ -265,7 +265,7 @@ def dag_jobs(configfile: Path = PAPER) -> list[tuple[str, dict[str, str]]]:
 def split_sizes(glue: Path = GLUE) -> tuple[dict[str, tuple[int, int]], dict[str, str]]:
     """task -> (train, validation) rows, and where each came from (the local file, counted, or GLUE_SIZES)."""
     from bertology.data import DataError, read_glue_split
-    from bertology.tasks import get_task
+    from bertology.data.tasks import get_task
 
     sizes, source = dict(GLUE_SIZES), {t: "GLUE's published sizes" for t in GLUE_SIZES}
     for task in GLUE_SIZES:
@@ -311,11 +311,11 @@ def measure(args) -> dict:
 
     from bench_costs import example_costs, packed_examples
     from bench_extract import extraction
-    from bertology.annotate import annotate_frame, load_spacy
+    from bertology.attention.annotate import annotate_frame, load_spacy
     from bertology.data import normalise, read_glue_split
     from bertology.kovaleva import reduce as kred
-    from bertology.models import load_tokenizer, resolve_model
-    from bertology.tasks import get_task
+    from bertology.models.loading import load_tokenizer, resolve_model
+    from bertology.data.tasks import get_task
 
     torch.set_num_threads(args.threads)
     device = args.device
@@ -325,7 +325,7 @@ def measure(args) -> dict:
     load_before = os.getloadavg()
     c: dict[str, float] = {}
     # the fixed cost of a job's process
-    c["job_fixed"] = _timed(lambda: subprocess.run([sys.executable, "-c", "import bertology.cli"], check=True,
+    c["job_fixed"] = _timed(lambda: subprocess.run([sys.executable, "-c", "import bertology.pipeline.cli"], check=True,
                                                    env=dict(os.environ, PYTHONPATH=str(REPO / "src"))), 3)
     spec = get_task("mrpc")
     t0 = time.perf_counter()
@@ -397,7 +397,7 @@ def measure(args) -> dict:
             if k == 0:
                 c["extract_example"] = st["seconds"] / len(frame)
         from bertology.clark import reduce as clred
-        from bertology.onepass import reduce_store
+        from bertology.attention.onepass import reduce_store
         from bertology.sieve.masks import roles_for
         from bertology.sieve.reduce import SieveKernel
 
@@ -508,7 +508,7 @@ def main() -> int:
         return 0
     import yaml
 
-    from bertology.config import validate_config
+    from bertology.pipeline.config import validate_config
 
     cfg = yaml.safe_load(Path(REPO / "config.yaml").read_text())
     cfg.update(yaml.safe_load(Path(args.configfile).read_text()))

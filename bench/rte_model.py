@@ -14,7 +14,7 @@ def load_rte_classifier(model_arg: str | None, device: torch.device, enable: Cal
 
     enable: the mechanism the benchmark exercises (bertology.ablation.heads.enable_heads).
     """
-    from bertology.models import load_classifier, load_encoder, load_tokenizer, resolve_model
+    from bertology.models.loading import load_classifier, load_encoder, load_tokenizer, resolve_model
 
     if model_arg and Path(model_arg).is_dir():
         return enable(load_encoder(model_arg, classifier=True, device=device)), load_tokenizer(model_arg), \

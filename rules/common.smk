@@ -5,35 +5,35 @@ import os
 import shlex
 import sys
 
-from bertology import layout
+from bertology.pipeline import layout
 from bertology.analyses import REGISTRY
-from bertology.cli import STEPS, step_args, task_args
-from bertology.config import sections_json
+from bertology.pipeline.cli import STEPS, step_args, task_args
+from bertology.pipeline.config import sections_json
 from bertology.data import source_version
 from bertology.claims.ledger import required_inputs as claims_inputs
 from bertology.explorer import explorer_inputs
-from bertology.capability import model_capabilities
-from bertology.layout import path, paths
+from bertology.pipeline.capability import model_capabilities
+from bertology.pipeline.layout import path, paths
 from bertology.registry import Run
-from bertology.seeds import (SEED_TAG_REGEX, STORE_VARIANT_REGEX, SYNTAX_MODEL_REGEX, configured_seeds,
+from bertology.pipeline.seedtags import (SEED_TAG_REGEX, STORE_VARIANT_REGEX, SYNTAX_MODEL_REGEX, configured_seeds,
                              finetuned_variants, seed_tags)
-from bertology.tasks import (SCORE_VARIANTS, SPLITS, STORE_VARIANTS, TASKS, VARIANT_INIT, declaration_file, declarations, declared_pipeline,
+from bertology.data.tasks import (SCORE_VARIANTS, SPLITS, STORE_VARIANTS, TASKS, VARIANT_INIT, declaration_file, declarations, declared_pipeline,
                              get_task, register, task_param)
-from bertology.workflow import check_config, setup_environment
-from bertology.report_native import report_flags
+from bertology.pipeline.workflow import check_config, setup_environment
+from bertology.report.native import report_flags
 
 
 def reported(output, name):
     """An output flagged for Snakemake's own report (snakemake --report report.zip): its category (the paper), its
     subcategory (the report section's title) and its caption (report/captions/, the registry's section text), by the
-    output's figure name without the task, or table1, claims, report (bertology.report_native.report_flags)."""
+    output's figure name without the task, or table1, claims, report (bertology.report.native.report_flags)."""
     flags = report_flags(name)
     caption = os.path.join(workflow.basedir, flags["caption"]) if flags["caption"] else None
     return report(output, caption=caption, category=flags["category"], subcategory=flags["subcategory"])
 
 
 # Snakemake's validate fills the schema's defaults (the only place they live); on failure one line names
-# every bad key and the allowed values (no traceback: bertology.workflow.fail). Before that, each config file
+# every bad key and the allowed values (no traceback: bertology.pipeline.workflow.fail). Before that, each config file
 # read (config.yaml, --configfile, the profiles') is refused in one line if it repeats a key or is an alias bomb.
 # The values of `--config` (strings, when nested) get the schema's types: --config 'data={"max_length": 64}'.
 check_config(config, workflow.configfiles, workflow.basedir, getattr(workflow.config_settings, "config", None))
@@ -54,7 +54,7 @@ envvars:
 
 # Declared tasks (a mapping in `tasks:`): known to get_task here, and handed to each job that reads one as
 # --task JSON (step_files): the data rule gets the whole declaration, later steps what they read of it
-# (bertology.tasks.task_param), so a changed declaration re-runs exactly the jobs that read what changed.
+# (bertology.data.tasks.task_param), so a changed declaration re-runs exactly the jobs that read what changed.
 DECLARED = declarations(config["tasks"])
 PIPELINES = {name: declared_pipeline(decl, config) for name, decl in DECLARED.items()}
 for _name, _decl in DECLARED.items():
@@ -70,11 +70,11 @@ DECLARATION_FILES = {name: declaration_file(name, text, layout.ROOT) for name, t
 TASK_NAMES = [e["name"] if isinstance(e, dict) else e for e in config["tasks"]]
 # The norm analyses run when asked for and when the model's layers are ones value norms are computed for
 # (norms.values.attention_blocks; otherwise onstart says why in one line and the rest of the workflow runs).
-# Decided once per model and remembered under .bertology/capability/ (bertology.capability): reading the
+# Decided once per model and remembered under .bertology/capability/ (bertology.pipeline.capability): reading the
 # Snakefile imports neither torch nor transformers.
 NORMS_ENABLED = bool(config["analysis"]["norms"]["enabled"]) and model_capabilities(config["model"])["norms"] is None
 # A decoder (causal attention: GPT-2, Llama, Qwen2, Mistral, ...) also gets the decoder probe (rules/decoders.smk)
-# and the ledger's decoder claims (bertology.models.model_kind, decided with the capabilities above).
+# and the ledger's decoder claims (bertology.models.loading.model_kind, decided with the capabilities above).
 MODEL_KIND = model_capabilities(config["model"])["kind"]
 DECODER = MODEL_KIND == "decoder"
 PAIR_TASKS = [t for t in TASK_NAMES if get_task(t).is_pair]
@@ -84,7 +84,7 @@ SCORED_VARIANTS = [v for v in SCORE_VARIANTS if v not in VARIANT_INIT or VARIANT
 # Path tags of the fine-tuning seeds: '' for the first (train.seed: the plain paths, read by every
 # analysis), '-seedN' for each further one of train.seeds.
 SEED_TAGS = seed_tags(configured_seeds(config["train"]))
-# Every fine-tuned analysis runs once per seed: the seed is part of the store variant's name (bertology.seeds):
+# Every fine-tuned analysis runs once per seed: the seed is part of the store variant's name (bertology.pipeline.seedtags):
 # `finetuned` (the first seed), `finetuned-seedN`; `pretrained` has no fine-tuning seed and is computed once.
 FINETUNED_VARIANTS = finetuned_variants(SEED_TAGS)
 # Gold trees for heads as parsers (Clark et al.): the configured CoNLL-U files and, on the demo data, its own trees.
@@ -126,15 +126,15 @@ def targets(run=RUN, *, pages=True):
 # `snakemake --cache` with SNAKEMAKE_OUTPUT_CACHE=DIR (README, "Reuse across experiments"): fine-tuned models
 # and attention stores (`cache: True`) are shared through DIR by every working directory. What the params do
 # not say on their own, the code that computes an output and the model's own files, enters their key then
-# (bertology.provenance), and only then: a run without the cache never re-runs a job for an edit elsewhere.
+# (bertology.pipeline.provenance), and only then: a run without the cache never re-runs a job for an edit elsewhere.
 CACHING = getattr(workflow.workflow_settings, "cache", None) is not None
 if CACHING:
-    # bertology.outputcache: the cache readable at start (one line otherwise); each cached job that has to run checks
+    # bertology.pipeline.outputcache: the cache readable at start (one line otherwise); each cached job that has to run checks
     # it can store its output before computing (BERTOLOGY_OUTPUT_CACHE); entries get a shared cache's modes
     # (group-writable directories at most, not Snakemake's 0666/0777) and the cache directory's group.
     import os as _os
-    from bertology.outputcache import CACHE_ENV, CACHING_ENV, check_cache_dir, share_permissions
-    from bertology.workflow import fail as _fail
+    from bertology.pipeline.outputcache import CACHE_ENV, CACHING_ENV, check_cache_dir, share_permissions
+    from bertology.pipeline.workflow import fail as _fail
 
     if (_why := check_cache_dir(_os.environ.get(CACHE_ENV))) is not None:
         _fail(_why)
@@ -146,7 +146,7 @@ def cache_params(name):
     """The cached rule's extra params under --cache (code and model versions); none otherwise."""
     if not CACHING:
         return {}
-    from bertology.provenance import code_version, model_version
+    from bertology.pipeline.provenance import code_version, model_version
 
     return {"code_version": code_version(name), "model_version": model_version(config["model"])}
 
@@ -166,7 +166,7 @@ wildcard_constraints:
 
 
 # Each rule runs its step the same way, `bertology <step>` with its wildcards, named inputs and
-# outputs, the config sections the step declares (bertology.cli.STEPS) and its threads. The sections
+# outputs, the config sections the step declares (bertology.pipeline.cli.STEPS) and its threads. The sections
 # are part of the param, so changing one re-runs exactly the steps that read it.
 STEP = "bertology {params.step} {params.files} --threads {threads} > {log} 2>&1"
 
@@ -229,7 +229,7 @@ def _store_stats_inputs(wildcards):
 
 
 def _variant_model(wildcards):
-    """The one variant -> checkpoint mapping (bertology.layout.variant_model): a fine-tuned store variant
+    """The one variant -> checkpoint mapping (bertology.pipeline.layout.variant_model): a fine-tuned store variant
     (`finetuned`, `finetuned-seedN`) -> its model directory, as {"model": path}; {} for `pretrained` (the config's
     `model`)."""
     model = layout.variant_model(wildcards.task, wildcards.variant)
@@ -270,14 +270,15 @@ def _syntax_extract_inputs(wildcards):
 
 def job_path(rule):
     """A rule's job as a path of its outputs' wildcards: {task}/{variant}, {task}{seedtag}, ..."""
-    from bertology.layout import wildcard_job
+    from bertology.pipeline.layout import wildcard_job
 
     return wildcard_job(next(iter(REGISTRY.outputs(rule).values())))
 
 
 onstart:
-    from bertology import cluster, jobserver
-    from bertology.workflow import (capability_notes, check_job_dirs, end_failed_at_exit, on_start,
+    from bertology import cluster
+    from bertology.pipeline import jobserver
+    from bertology.pipeline.workflow import (capability_notes, check_job_dirs, end_failed_at_exit, on_start,
                                     remove_stale_pages)
 
     # With the slurm executor: stop before submitting anything when a job asks for more than any node
@@ -294,21 +295,21 @@ onstart:
     for note in capability_notes(config):
         print(note, file=sys.stderr)
     # A local run's jobs fork from one process that has imported torch, transformers and the rest once
-    # (bertology.jobserver; BERTOLOGY_JOB_SERVER=0 turns it off).
+    # (bertology.pipeline.jobserver; BERTOLOGY_JOB_SERVER=0 turns it off).
     jobserver.start_for_workflow(workflow)
 
 
 onsuccess:
-    from bertology import jobserver
-    from bertology.workflow import on_end
+    from bertology.pipeline import jobserver
+    from bertology.pipeline.workflow import on_end
 
     jobserver.stop()
     on_end(INVOCATION, "FINISHED")
 
 
 onerror:
-    from bertology import jobserver
-    from bertology.workflow import on_end
+    from bertology.pipeline import jobserver
+    from bertology.pipeline.workflow import on_end
 
     jobserver.stop()
     on_end(INVOCATION, "FAILED")

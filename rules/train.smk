@@ -3,11 +3,11 @@
 #   results/scores/{task}/{variant}{seedtag}.json   pretrained | finetuned | random-finetuned on the validation split
 #   results/tables/table1.{csv,md}, table1_tests.csv, results/figures/table1.png
 # seedtag: '' for the first seed (train.seed; the model every analysis reads), -seedN for each further
-# seed of train.seeds (bertology.seeds).
+# seed of train.seeds (bertology.pipeline.seedtags).
 
 
 # The resumable training state lives in results/checkpoints/{task}/{init}{seedtag}/ (the step names it with
-# bertology.training.checkpoint_dir(task, init, seedtag), i.e. bertology.layout.checkpoint, relative to the
+# bertology.models.training.checkpoint_dir(task, init, seedtag), i.e. bertology.pipeline.layout.checkpoint, relative to the
 # working directory). It is deliberately NOT an output of this rule: Snakemake deletes the outputs of a failed or killed job, and with them the
 # state that lets the re-run resume (SLURM time limit, SIGTERM). The step deletes it once the model is saved.
 rule train_model:

@@ -75,7 +75,7 @@ def build_tiny_bert(path: Path, *, layers: int = 2, heads: int = 4, hidden: int 
     import torch
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    from bertology.models import resolve_model
+    from bertology.models.loading import resolve_model
 
     tok = AutoTokenizer.from_pretrained(resolve_model("minilm-l6"), local_files_only=True)
     config = BertConfig(vocab_size=tok.vocab_size, hidden_size=hidden, num_hidden_layers=layers,
@@ -140,10 +140,10 @@ def repo() -> Path:
 
 @pytest.fixture(scope="session")
 def typed_config():
-    """typed_config(overrides) -> the validated bertology.config.Config (defaults from the schema)."""
+    """typed_config(overrides) -> the validated bertology.pipeline.config.Config (defaults from the schema)."""
     import json
 
-    from bertology.config import sections_from_json, validate_config
+    from bertology.pipeline.config import sections_from_json, validate_config
 
     return lambda overrides=None: sections_from_json(json.dumps(validate_config(dict(overrides or {}))))
 

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from bertology.ablation import heads as dis
-from bertology.ablation import stats as ast
+from bertology.ablation import significance as ast
 from bertology.ablation import sweep as sw
-from bertology.metrics import compute_metrics
+from bertology.models.metrics import compute_metrics
 from tests.builders.ablation import D, H, L, padded, random_examples, tiny_classifier
 
 @pytest.fixture(scope="module")
@@ -237,7 +237,7 @@ def test_table_values_are_compute_metrics_bit_for_bit(task, k):
 
 
 def test_verdict_counts_gains_and_survivors():
-    from bertology.ablation.figures import verdict
+    from bertology.ablation.ablation_figures import verdict
 
     e = 40
     labels = np.r_[np.ones(20, int), np.zeros(20, int)]

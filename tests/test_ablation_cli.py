@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 import torch
 
-from bertology import cli
-from bertology.config import sections_json, validate_config
+from bertology.pipeline import cli
+from bertology.pipeline.config import sections_json, validate_config
 from tests.builders.steps import run_step
 
 HEAD_COLUMNS = ["layer", "head", "metric", "value", "baseline", "delta", "ci_low", "ci_high", "p_value", "p_adj",
@@ -23,7 +23,7 @@ def tiny_classifier_dir(tmp_path_factory):
     """A save_pretrained sequence classifier (2 layers x 4 heads, random weights) with a real tokenizer."""
     from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
-    from bertology.models import resolve_model
+    from bertology.models.loading import resolve_model
 
     path = tmp_path_factory.mktemp("tiny-rte")
     tok = AutoTokenizer.from_pretrained(resolve_model("minilm-l6"), local_files_only=True)

@@ -10,9 +10,9 @@ import pytest
 from scipy import stats
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
-from bertology.ablation import stats as st
-from bertology.metrics import batched_metric, compute_metrics
-from bertology.stats import fdr_bh
+from bertology.ablation import significance as st
+from bertology.models.metrics import batched_metric, compute_metrics
+from bertology.stats.moments import fdr_bh
 
 
 

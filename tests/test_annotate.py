@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bertology.annotate import (WORD_COLUMNS, WORD_DTYPES, WordSpans, align_words, annotate_frame, claim_flags,
+from bertology.attention.annotate import (WORD_COLUMNS, WORD_DTYPES, WordSpans, align_words, annotate_frame, claim_flags,
                                 load_spacy, write_words)
 
 
@@ -17,7 +17,7 @@ def nlp():
 
 @pytest.fixture(scope="module")
 def tokenizer(tiny_model_dir):
-    from bertology.models import load_tokenizer
+    from bertology.models.loading import load_tokenizer
 
     return load_tokenizer(str(tiny_model_dir))
 
@@ -132,7 +132,7 @@ def test_alignment_of_real_sentences(tokenizer, nlp, text, words_, pieces_, ids_
 
 def test_the_extraction_aligns_with_the_claims(tokenizer, nlp):
     """chunk_inputs (what the store's word_ids come from): "cannot" in text_b goes to "not", in its own segment."""
-    from bertology.extract import chunk_inputs
+    from bertology.attention.extract import chunk_inputs
 
     frame = pd.DataFrame({"idx": [3], "text_a": ["Fine."], "text_b": ["I cannot go"]})
     words = annotate_frame(frame, nlp, progress=False)

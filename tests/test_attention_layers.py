@@ -1,4 +1,4 @@
-"""Each layer's attention module, found once (bertology.attention_layers) for the interventions on heads and the
+"""Each layer's attention module, found once (bertology.models.layers) for the interventions on heads and the
 value norms: on tiny random models of several architectures both consumers give every layer the same module, and
 ALBERT's shared modules serve their layers call by call."""
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from bertology.ablation import heads as dis
-from bertology.attention_layers import CallRank, layer_modules, shares_attention
+from bertology.models.layers import CallRank, layer_modules, shares_attention
 from bertology.norms import values as nv
 
 SIZES = dict(vocab_size=60, hidden_size=16, num_attention_heads=2, intermediate_size=32, max_position_embeddings=64,

@@ -17,7 +17,7 @@ from bertology.claims.ledger import (
     required_inputs,
     to_markdown,
 )
-from bertology.claims.stats import Boot, bootstrap, holm, verdict
+from bertology.claims.bootstrap import Boot, bootstrap, holm, verdict
 from bertology.analyses import REGISTRY
 
 BOOT = Boot(resamples=300, confidence=0.95, seed=0)
@@ -59,8 +59,8 @@ def table1(diffs, variant="pretrained"):
 
 def score_record(task, variant, labels, preds, seed=42, idx=None) -> dict:
     """A score record as the score step writes it: the task's metrics of the predictions and the predictions."""
-    from bertology.metrics import compute_metrics
-    from bertology.training import prediction_record
+    from bertology.models.metrics import compute_metrics
+    from bertology.models.training import prediction_record
 
     idx = np.arange(len(labels)) if idx is None else idx
     return {"task": task, "variant": variant, "seed": seed, "metrics": compute_metrics(task, preds, labels),
@@ -70,7 +70,7 @@ def score_record(task, variant, labels, preds, seed=42, idx=None) -> dict:
 def paired_table1(fine, base, labels, variant="pretrained", task="rte", idx=None):
     """One mapping per seed (fine[s], base[s]: that seed's two models' predictions of `labels`): table1.csv from
     the records by the table1 step's own code, and the two score records as the ledger reads them."""
-    from bertology.table1 import aggregate_seeds, scores_frame
+    from bertology.models.table1 import aggregate_seeds, scores_frame
 
     records = [(score_record(task, "finetuned", labels, f, seed, idx),
                 score_record(task, variant, labels, b, seed, idx))
@@ -418,7 +418,7 @@ def test_table1_score_records_without_predictions_keep_the_seed_bootstrap():
 def test_table1_declared_task_headline_is_its_first_metric():
     """A declared task (not one of GLUE's): its headline is the first metric of its rows in table1.csv (macro_f1
     here, after another task's accuracy), recomputed on each resample."""
-    from bertology.metrics import batched_metric
+    from bertology.models.metrics import batched_metric
 
     labels = np.arange(90) % 3
     fine = labels.copy()
@@ -442,7 +442,7 @@ def test_resampled_differences_are_the_metric_of_the_drawn_rows(metric):
     """Each replicate's difference (classification: from draw-weighted confusion counts) equals the project's metric
     of the drawn rows themselves, bit for bit (whole-number counts)."""
     from bertology.claims.paired import resampled_differences, swapped_differences
-    from bertology.metrics import batched_metric
+    from bertology.models.metrics import batched_metric
 
     rng = np.random.default_rng(4)
     n = 40
@@ -518,7 +518,7 @@ def test_batched_statistics_are_the_replicates_of_the_one_at_a_time_statistics(n
     one seed and the Multi-Bootstrap."""
     from scipy import stats as sst
 
-    from bertology.claims.stats import batched_group_difference, batched_mean, batched_spearman
+    from bertology.claims.bootstrap import batched_group_difference, batched_mean, batched_spearman
 
     rng = np.random.default_rng(0)
     units = []
@@ -590,7 +590,7 @@ def test_ledger_reads_the_predictions_of_the_score_files(tmp_path):
     file without per-example predictions falls back with its note."""
     import json
 
-    from bertology.table1 import aggregate_seeds, scores_frame
+    from bertology.models.table1 import aggregate_seeds, scores_frame
     from tests.builders.claims import check_table1_rows
 
     results = tmp_path / "results"
@@ -624,8 +624,8 @@ def test_required_inputs_per_seed_and_gates():
 
 
 def test_report_opens_with_the_ledger(tmp_path):
-    from bertology.config import validate_config
-    from bertology.report import build_report
+    from bertology.pipeline.config import validate_config
+    from bertology.report.page import build_report
 
     results = tmp_path / "results"
     _write(results, "stats/rte/cosine.csv", cosine(True)["cosine"])
@@ -664,8 +664,8 @@ def test_claims_step_writes_the_ledger_and_logs_it_to_the_parent_run(tmp_path, m
     import mlflow
 
     from bertology import tracking
-    from bertology.cli import STEPS, main
-    from bertology.config import sections_json, validate_config
+    from bertology.pipeline.cli import STEPS, main
+    from bertology.pipeline.config import sections_json, validate_config
 
     monkeypatch.chdir(tmp_path)
     uri = f"sqlite:///{tmp_path}/mlflow.db"

@@ -12,11 +12,11 @@ import pytest
 from bertology.clark import entropy as ent
 from bertology.clark import parser as prs
 from bertology.clark.conllu import read_treebanks, truncation
-from bertology.config import validate_config
+from bertology.pipeline.config import validate_config
 from bertology.clark import reduce as clred
 from bertology.clark.reduce import ClarkKernel
 from bertology.kovaleva.reduce import KovalevaKernel
-from bertology.onepass import reduce_store
+from bertology.attention.onepass import reduce_store
 from tests.builders import kovaleva as kb
 from tests.builders.steps import run_step
 

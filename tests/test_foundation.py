@@ -13,10 +13,10 @@ import pytest
 import torch
 import yaml
 
-from bertology import cli
-from bertology.config import ConfigError, config_hash, load_config, validate_config
-from bertology.models import ModelNotFoundError, load_classifier, load_tokenizer, resolve_model, weights_fingerprint
-from bertology.tasks import TASKS, UnknownTaskError, get_task
+from bertology.pipeline import cli
+from bertology.pipeline.config import ConfigError, config_hash, load_config, validate_config
+from bertology.models.loading import ModelNotFoundError, load_classifier, load_tokenizer, resolve_model, weights_fingerprint
+from bertology.data.tasks import TASKS, UnknownTaskError, get_task
 
 
 GLUE_NAMES = ["cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte"]
@@ -269,7 +269,7 @@ def test_init_mlflow_creates_the_store_and_the_parent_run(tmp_path, monkeypatch,
     import mlflow
 
     from bertology import tracking
-    from bertology.config import sections_json
+    from bertology.pipeline.config import sections_json
 
     uri = f"sqlite:///{tmp_path}/store/mlflow.db"
     monkeypatch.setenv(tracking.INVOCATION_ENV, "inv-42")

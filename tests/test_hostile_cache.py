@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bertology.errors import UserError
+from bertology.pipeline.errors import UserError
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -56,7 +56,7 @@ def cached_model(tmp_path, tiny_model_dir, monkeypatch):
     import torch
     from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
-    from bertology.training import save_model
+    from bertology.models.training import save_model
 
     tok = AutoTokenizer.from_pretrained(str(tiny_model_dir), local_files_only=True)
     config = BertConfig.from_pretrained(str(tiny_model_dir), num_labels=2)
@@ -74,7 +74,7 @@ def cached_model(tmp_path, tiny_model_dir, monkeypatch):
 def test_a_flipped_byte_in_a_cached_model_is_named_with_its_eviction(cached_model):
     """One flipped byte in a cached model.safetensors (the classifier's weights) is found, never used silently: every
     load checks the model against the digest written with it; the error names the cache entry and removes it."""
-    from bertology.models import load_encoder
+    from bertology.models.loading import load_encoder
 
     entry, first, second = cached_model
     load_encoder(str(second), classifier=True)  # intact: loads
@@ -89,7 +89,7 @@ def test_a_flipped_byte_in_a_cached_model_is_named_with_its_eviction(cached_mode
 
 
 def test_a_model_file_cut_short_or_missing_is_named(cached_model):
-    from bertology.models import load_tokenizer
+    from bertology.models.loading import load_tokenizer
 
     entry, _, second = cached_model
     tokens = entry / "tokenizer.json"
@@ -104,7 +104,7 @@ def test_a_model_file_cut_short_or_missing_is_named(cached_model):
 
 def test_a_model_others_can_write_is_refused(cached_model):
     """Snakemake leaves entries world-writable: one others can write is refused, naming the chmod that fixes it."""
-    from bertology.models import load_encoder
+    from bertology.models.loading import load_encoder
 
     entry, _, second = cached_model
     os.chmod(entry / "config.json", 0o666)
@@ -161,7 +161,7 @@ def test_cache_entries_get_a_shared_caches_modes_not_0666(tmp_path, monkeypatch)
     0775 (the group may evict, nobody else may write) and the cache directory's group."""
     from snakemake.caching.local import OutputFileCache
 
-    from bertology.outputcache import DIR_MODE, FILE_MODE, share_permissions
+    from bertology.pipeline.outputcache import DIR_MODE, FILE_MODE, share_permissions
 
     cache = tmp_path / "cache"
     (cache / "e.zarr" / "attention").mkdir(parents=True)
@@ -187,9 +187,9 @@ def test_cache_entries_get_a_shared_caches_modes_not_0666(tmp_path, monkeypatch)
 def test_a_cache_that_cannot_be_written_stops_the_training_before_it_runs(tmp_path, monkeypatch, capfd):
     """A cache directory that cannot be written is found before fine-tuning, not after it ran in full (when
     Snakemake would delete the model): the cached job checks it first, in one line, and trains nothing."""
-    from bertology import cli
-    from bertology.config import sections_json, validate_config
-    from bertology.outputcache import CACHING_ENV
+    from bertology.pipeline import cli
+    from bertology.pipeline.config import sections_json, validate_config
+    from bertology.pipeline.outputcache import CACHING_ENV
     from tests.builders.steps import run_step
 
     monkeypatch.chdir(tmp_path)
@@ -212,7 +212,7 @@ def test_a_cache_that_cannot_be_written_stops_the_training_before_it_runs(tmp_pa
 
 
 def test_the_workflow_refuses_a_missing_cache_directory_at_start():
-    from bertology.outputcache import check_cache_dir
+    from bertology.pipeline.outputcache import check_cache_dir
 
     assert "is not a directory: create it (`mkdir -p /nonexistent/c`)" in check_cache_dir("/nonexistent/c")
     assert "SNAKEMAKE_OUTPUT_CACHE set" in check_cache_dir(None)
@@ -223,7 +223,7 @@ def test_the_workflow_refuses_a_missing_cache_directory_at_start():
 
 
 def _boot():
-    from bertology.claims.stats import Boot
+    from bertology.claims.bootstrap import Boot
 
     return Boot(resamples=500, confidence=0.95, seed=0)
 
@@ -240,7 +240,7 @@ def _forty_classes_results(tmp_path) -> Path:
     classes); both with a cosine table on which the head claim holds."""
     from tests.test_claims import cosine, right_on, score_record
 
-    from bertology.table1 import aggregate_seeds, scores_frame
+    from bertology.models.table1 import aggregate_seeds, scores_frame
 
     results = tmp_path / "results"
     rng = np.random.default_rng(7)
@@ -320,7 +320,7 @@ def test_no_interval_no_caveat():
 # ---- 6. a report left beside a ledger that is gone ----------------------------------------------------------------
 
 def test_a_page_whose_inputs_are_gone_or_rerun_is_stale(tmp_path, monkeypatch):
-    from bertology.workflow import stale_pages
+    from bertology.pipeline.workflow import stale_pages
 
     monkeypatch.chdir(tmp_path)
     for f in ("report.html", "explorer.html", "claims.csv", "table1.csv"):

@@ -16,9 +16,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bertology.config import validate_config
+from bertology.pipeline.config import validate_config
 from bertology.data.declared import read_declared
-from bertology.errors import DataError
+from bertology.pipeline.errors import DataError
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -145,8 +145,8 @@ def test_a_class_only_in_skipped_training_rows_is_never_trained_on(tmp_path):
 
 def test_unseen_labels_allow_scores_them_warns_records_and_notes_table1(tmp_path, caplog, typed_config):
     from bertology.data import load_split_rows, read_unseen_labels, write_prepared
-    from bertology.table1 import table1_markdown
-    from bertology.tasks import register
+    from bertology.models.table1 import table1_markdown
+    from bertology.data.tasks import register
 
     d = decl(source=str(_unseen(tmp_path)), unseen_labels="allow")
     with caplog.at_level(logging.WARNING, logger="bertology.data.declared"):
@@ -173,8 +173,8 @@ def test_unseen_labels_allowed_are_noted_on_the_table1_claims_of_the_ledger(tmp_
     without them gets no such note."""
     from bertology.analyses import REGISTRY
     from bertology.claims.ledger import build_ledger
-    from bertology.claims.stats import Boot
-    from bertology.table1 import aggregate_seeds, scores_frame
+    from bertology.claims.bootstrap import Boot
+    from bertology.models.table1 import aggregate_seeds, scores_frame
     from tests.test_claims import BINARY, right_on, score_record
 
     results = tmp_path / "results"
@@ -270,7 +270,7 @@ def test_a_text_of_zero_width_characters_is_blank_in_a_declared_task_and_a_glue_
     assert "row 4 (line 4)" in str(err.value)
 
     from bertology.data.glue_dir import read_glue_rows
-    from bertology.tasks import get_task
+    from bertology.data.tasks import get_task
 
     sst = tmp_path / "glue" / "SST-2"
     sst.mkdir(parents=True)
@@ -339,7 +339,7 @@ def test_a_file_datasets_cannot_parse_names_the_parsers_reason(tmp_path):
 # ---- command-line overrides of numbers -------------------------------------------------------------------------------
 
 def test_command_line_strings_get_the_schemas_types_and_only_they():
-    from bertology.config import ConfigError, coerce_command_line
+    from bertology.pipeline.config import ConfigError, coerce_command_line
 
     given = {"data": {"max_length": "64", "max_train_examples": "null"}, "train": {"seeds": ["42", "43"]},
              "mlflow": {"required": "false", "experiment": "2024"}, "attention": {"batch_size": "abc"},

@@ -14,7 +14,7 @@ import torch
 from bertology.ablation import importance as imp
 from bertology.ablation.heads import enable_heads
 from bertology.ablation import pruning as pr
-from bertology.ablation import stats as ast
+from bertology.ablation import significance as ast
 from bertology.ablation import sweep as sw
 from tests.builders.ablation import H, L, padded, random_examples, tiny_classifier
 

@@ -1,4 +1,4 @@
-"""bertology.io: the one atomic writer and its typed helpers."""
+"""bertology.pipeline.io: the one atomic writer and its typed helpers."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bertology import io
+from bertology.pipeline import io
 
 
 def test_atomic_write_moves_a_complete_file_into_place(tmp_path):
@@ -47,7 +47,7 @@ def test_typed_helpers_write_what_their_library_writes(tmp_path):
 
 
 def test_png_is_written_whole(tmp_path):
-    from bertology.plotting import new_figure, save_figure
+    from bertology.pipeline.plotting import new_figure, save_figure
 
     fig, ax = new_figure(2, 2)
     ax.plot([0, 1], [1, 0])

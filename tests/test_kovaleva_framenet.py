@@ -111,7 +111,7 @@ def test_link_scores_read_the_model_in_both_directions(release, tiny_model_dir):
 
     import torch
 
-    from bertology.models import load_tokenizer
+    from bertology.models.loading import load_tokenizer
 
     links = fn.links_table(fn.filter_items(read_release(release))[0])
     tok = load_tokenizer(str(tiny_model_dir))
@@ -166,7 +166,7 @@ def test_link_scores_on_a_tiny_model(release, tiny_model_dir):
     torch.set_num_threads(1)
     kept, _ = fn.filter_items(read_release(release))
     links = fn.links_table(kept)
-    from bertology.models import load_encoder, load_tokenizer
+    from bertology.models.loading import load_encoder, load_tokenizer
 
     tok, model = load_tokenizer(str(tiny_model_dir)), load_encoder(str(tiny_model_dir))
     scores = fn.link_scores(links, tok, model, batch_size=1, max_length=128)
@@ -198,8 +198,8 @@ def test_real_framenet_sample_survivors(shared_data):
 
 
 def _config(step: str, **relations) -> str:
-    from bertology.cli import STEPS
-    from bertology.config import sections_json, validate_config
+    from bertology.pipeline.cli import STEPS
+    from bertology.pipeline.config import sections_json, validate_config
 
     return sections_json(validate_config({"analysis": {"relations": relations}}), STEPS[step].sections)
 

@@ -205,7 +205,7 @@ def _random_store(seed: int, examples: int = 7, layers: int = 2, heads: int = 3,
 
 def test_matches_naive_loops(tmp_path):
     """The vectorised one-pass statistics equal a direct, loop-by-loop reading of the definitions."""
-    from bertology.negation import is_negation
+    from bertology.attention.negation import is_negation
 
     exs, ds = _random_store(3)
     write_store(ds, tmp_path / "s.zarr", chunk=3)

@@ -1,4 +1,4 @@
-"""bertology.layout: every template gives the path the contract fixes (docs/reference.md#layout), filling is partial,
+"""bertology.pipeline.layout: every template gives the path the contract fixes (docs/reference.md#layout), filling is partial,
 paths read back, the reference's table of paths and the templates agree, and no other file of rules/ or
 src/bertology/ spells a results/ path."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from bertology import layout
-from bertology.errors import UserError
+from bertology.pipeline import layout
+from bertology.pipeline.errors import UserError
 
 #: every template, filled completely, and the path the contract (docs/reference.md#layout) gives it
 CONTRACT = {
@@ -144,7 +144,7 @@ def test_variant_to_model():
 # --------------------------------------------------------------------- no path spelled outside the layout
 
 REPO = Path(__file__).resolve().parents[1]
-#: files allowed to spell a results/ path literal, and why (none: every path comes from bertology.layout)
+#: files allowed to spell a results/ path literal, and why (none: every path comes from bertology.pipeline.layout)
 EXCEPTIONS: dict[str, str] = {}
 
 
@@ -181,11 +181,11 @@ def test_no_results_path_is_spelled_outside_the_layout():
     found = []
     for path in files:
         rel = path.relative_to(REPO).as_posix()
-        if rel == "src/bertology/layout.py" or rel in EXCEPTIONS:
+        if rel == "src/bertology/pipeline/layout.py" or rel in EXCEPTIONS:
             continue
         literals = _literals_py(path) if path.suffix == ".py" else _literals_smk(path)
         found += [f"{rel}:{line}: {text}" for line, text in literals]
-    assert not found, "results/ paths spelled outside bertology.layout (use layout.path):\n" + "\n".join(found)
+    assert not found, "results/ paths spelled outside bertology.pipeline.layout (use layout.path):\n" + "\n".join(found)
 
 
 def test_the_check_finds_a_spelled_path(tmp_path):
@@ -231,6 +231,6 @@ def test_the_reference_lists_every_template_and_only_layout_paths():
             continue
         relative = layout.fill(doc.removeprefix(f"{layout.ROOT}/"), **SAMPLE)
         keys = [k for k in layout.TEMPLATES if layout.match(k, relative) is not None]
-        assert keys, f"docs/reference.md lists {doc}, which no bertology.layout template gives"
+        assert keys, f"docs/reference.md lists {doc}, which no bertology.pipeline.layout template gives"
         covered.update(keys)
     assert set(layout.TEMPLATES) - covered == set(), "templates the reference's layout table does not list"

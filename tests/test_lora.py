@@ -45,7 +45,7 @@ def test_only_the_adapters_and_the_head_are_trained(tiny_model_dir):
     adapters are merged into query and value (changed), the head is the trained copy (changed), the rest as loaded."""
     import torch
 
-    from bertology.training import train
+    from bertology.models.training import train
 
     spec, tok, model, train_enc, eval_enc = _setup(tiny_model_dir, task="rte", n_train=64)
     before = _weights(model)
@@ -88,8 +88,8 @@ def test_the_merged_model_is_a_plain_directory_with_the_peft_models_logits(which
     """The peft model's logits just before merging = the saved directory's, loaded by load_classifier and by
     load_encoder (tolerance: merging rounds); the directory is what full fine-tuning writes (no adapter files),
     and training.json records the method, rank, alpha, target modules and trained parameters."""
-    from bertology import training
-    from bertology.models import load_classifier, load_encoder, load_tokenizer
+    from bertology.models.loading import training
+    from bertology.models.loading import load_classifier, load_encoder, load_tokenizer
 
     model_dir = tiny_model_dir if which == "bert" else tiny_llama_dir
     spec, tok, model, train_enc, eval_enc = _setup(model_dir, task="rte", n_train=48)
@@ -136,8 +136,8 @@ def test_the_merged_model_is_a_plain_directory_with_the_peft_models_logits(which
 def test_the_last_evaluation_is_the_saved_models_bit_for_bit(tiny_model_dir, tmp_path):
     """The last evaluation is made with the adapters merged: a score job that reuses it reports exactly what
     evaluating the saved model gives."""
-    from bertology.models import load_classifier
-    from bertology.training import predict, save_model, train
+    from bertology.models.loading import load_classifier
+    from bertology.models.training import predict, save_model, train
 
     spec, tok, model, train_enc, eval_enc = _setup(tiny_model_dir, task="stsb", n_train=48)
     history = train(model, tok, train_enc, spec, lora_config(epochs=1, batch_size=16, learning_rate=1e-2, seed=2),
@@ -153,7 +153,7 @@ def test_an_interrupted_lora_run_resumes_to_the_same_weights(dropout_model_dir, 
     head, and ends with the weights of an uninterrupted run (model and LoRA dropout both replayed)."""
     import torch
 
-    from bertology.training import STATE_FILE, train
+    from bertology.models.training import STATE_FILE, train
 
     cfg = lora_config(epochs=2, batch_size=16, learning_rate=1e-2, seed=5, checkpoint_steps=2,
                       lora={"dropout": 0.05})
@@ -190,7 +190,7 @@ def test_an_interrupted_lora_run_resumes_to_the_same_weights(dropout_model_dir, 
 
 
 def test_the_resume_key_holds_the_method_and_the_lora_settings():
-    from bertology.training import resume_key
+    from bertology.models.training import resume_key
 
     df = keyword_frame(8, 0)
 
@@ -211,8 +211,8 @@ def test_default_target_modules_per_architecture(tiny_model_dir, tiny_llama_dir)
     import torch
     from transformers import AutoModelForSequenceClassification, DistilBertConfig, GPT2Config
 
-    from bertology.models import meta_classifier
-    from bertology.training import head_modules, lora_targets
+    from bertology.models.loading import meta_classifier
+    from bertology.models.training import head_modules, lora_targets
 
     def meta(config):
         with torch.device("meta"):
@@ -230,10 +230,10 @@ def test_default_target_modules_per_architecture(tiny_model_dir, tiny_llama_dir)
 
 
 def test_target_modules_the_model_lacks_are_one_line_before_any_job(tiny_model_dir, tmp_path, monkeypatch, capsys):
-    from bertology import workflow
-    from bertology.config import ConfigError, validate_config
-    from bertology.models import meta_classifier
-    from bertology.training import check_lora, lora_targets
+    from bertology.pipeline import workflow
+    from bertology.pipeline.config import ConfigError, validate_config
+    from bertology.models.loading import meta_classifier
+    from bertology.models.training import check_lora, lora_targets
 
     expected = ("train.lora.target_modules: the model (bert) has no linear module named q_proj, v_proj; its linear "
                 "modules are: dense, key, query, value. Name some of those, or set train.lora.target_modules: null "
@@ -258,8 +258,8 @@ def test_target_modules_the_model_lacks_are_one_line_before_any_job(tiny_model_d
 def test_lora_without_peft_says_how_to_install_it(tiny_model_dir, monkeypatch):
     import importlib.util
 
-    from bertology.training import LoraUnavailableError, check_lora, train
-    from bertology.errors import UserError
+    from bertology.models.training import LoraUnavailableError, check_lora, train
+    from bertology.pipeline.errors import UserError
 
     find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "peft" else find_spec(name, *a))
@@ -276,8 +276,8 @@ def test_lora_without_peft_says_how_to_install_it(tiny_model_dir, monkeypatch):
 def test_the_train_step_with_lora_and_the_score_that_reuses_its_evaluation(tiny_model_dir, tmp_path, monkeypatch):
     """train_model with train.method lora writes the plain model and its record; the score job reuses the last
     evaluation, which equals evaluating the saved model again."""
-    from bertology.outputcache import record_digest
-    from bertology.training import HISTORY_FILE
+    from bertology.pipeline.outputcache import record_digest
+    from bertology.models.training import HISTORY_FILE
     from tests.builders.steps import run_step
 
     monkeypatch.chdir(tmp_path)

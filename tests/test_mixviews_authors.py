@@ -23,7 +23,7 @@ import pytest
 import torch
 from scipy.stats import rankdata
 
-from bertology.errors import UserError
+from bertology.pipeline.errors import UserError
 from bertology.norms import mixviews as mv
 from bertology.norms import values as nv
 from tests.builders.encoders import tokenizer_for

@@ -21,7 +21,7 @@ def tiny_decoder(model_type: str, kv_heads: int | None = None):
     if key not in _MODELS:
         from transformers import AutoModelForSequenceClassification
 
-        from bertology.models import prepare_decoder_tokenizer
+        from bertology.models.loading import prepare_decoder_tokenizer
         from tests.builders.decoders import decoder_config, decoder_tokenizer
 
         tok = decoder_tokenizer("gpt2" if model_type == "gpt2" else "llama")

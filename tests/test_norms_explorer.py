@@ -27,7 +27,7 @@ FLOW = 3                     # flow and importance on the first 3 of them, as an
 
 def test_head_grid_offers_the_norm_statistics(tmp_path):
     from bertology.explorer import explorer_inputs, load_explorer_data
-    from bertology.norms.stats import NormStats
+    from bertology.norms.norm_stats import NormStats
 
     results = build_results(tmp_path)
     rng = np.random.default_rng(0)

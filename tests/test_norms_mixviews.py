@@ -146,7 +146,7 @@ def test_decompx_adds_up_to_the_logits_on_other_post_ln_layouts(model_type):
     # registered before the encoder), RoFormer (rotary positions): the head is found from the call order
     from transformers import AutoModelForSequenceClassification
 
-    from bertology.models import forward_inputs
+    from bertology.models.loading import forward_inputs
     from tests.builders.anyencoder import any_tokenizer, tiny_config
 
     tok, _ = any_tokenizer(model_type)

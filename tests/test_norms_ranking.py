@@ -41,7 +41,7 @@ def test_paired_differences_say_which_intervals_separate():
 
 
 def test_faithfulness_rows_of_multibootstrap_csv():
-    from bertology.seedstats import MULTIBOOTSTRAP_COLUMNS, faithfulness_table
+    from bertology.stats.across_seeds import MULTIBOOTSTRAP_COLUMNS, faithfulness_table
 
     a = pd.concat([_table({"rollout": [0.0, 0.1, 0.2], "alti": [0.5, 0.6, 0.7]}),
                    _table({"rollout": [0.1, 0.1, 0.1], "random": [0.0, 0.0, 0.0]}, importance="aopc")])

@@ -1,4 +1,4 @@
-"""norms.csv and mixing.csv (bertology.norms.stats), token categories from the tokenizer, and the one-pass driver
+"""norms.csv and mixing.csv (bertology.norms.norm_stats), token categories from the tokenizer, and the one-pass driver
 (bertology.norms.analysis) on tiny random models."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bertology.norms import stats as ns
+from bertology.norms import norm_stats as ns
 from bertology.norms.tokens import CATEGORIES, TokenKinds
 from tests.builders.norms import tiny
 

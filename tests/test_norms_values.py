@@ -142,8 +142,8 @@ def test_extraction_writes_the_value_norms_of_its_own_forward_pass(tmp_path, mod
     import numpy as np
 
     from bertology import store as st
-    from bertology.annotate import annotate_frame, load_spacy
-    from bertology.models import forward_inputs, load_encoder
+    from bertology.attention.annotate import annotate_frame, load_spacy
+    from bertology.models.loading import forward_inputs, load_encoder
     from tests.builders.anyencoder import build_any
     from tests.test_store import ATTENTION, MAX_LENGTH, make_frame, run
 

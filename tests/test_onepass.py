@@ -1,4 +1,4 @@
-"""The one read of a store (bertology.onepass) and the registry of analyses (bertology.registry, bertology.analyses)."""
+"""The one read of a store (bertology.attention.onepass) and the registry of analyses (bertology.registry, bertology.analyses)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import pytest
 
 import pandas as pd
 
-from bertology import layout
+from bertology.pipeline import layout
 from bertology.analyses import REGISTRY
 from bertology.clark.reduce import ClarkKernel
 from bertology.kovaleva.reduce import KovalevaKernel
-from bertology.onepass import ChunkKernel, ExampleKernel, Job, reduce_store, run_chunks
+from bertology.attention.onepass import ChunkKernel, ExampleKernel, Job, reduce_store, run_chunks
 from bertology.registry import CONDITIONS, check_outputs
 from bertology.sieve.reduce import SieveKernel
 from bertology.store import StoreError, open_store
@@ -179,7 +179,7 @@ def test_the_registry_declares_every_analysis_once():
 
 
 def test_the_store_rule_and_step_come_from_the_registry():
-    from bertology.cli import STEPS
+    from bertology.pipeline.cli import STEPS
 
     outputs = REGISTRY.store_outputs()
     assert {"patterns", "features", "cls", "relations", "entropy", "parser", "sieve", "sieve_scores"} <= set(outputs)

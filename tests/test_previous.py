@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from bertology.clark.offsets import FEATURES, PreviousKernel, offset_attention
-from bertology.onepass import reduce_store
+from bertology.attention.onepass import reduce_store
 from tests.builders import kovaleva as kb
 
 SYNC = {"scheduler": "synchronous"}

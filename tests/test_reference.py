@@ -108,8 +108,8 @@ def test_store_identity_and_layout_attributes_are_documented():
 def _kovaleva_tables() -> dict[str, list[str]]:
     from bertology.clark import reduce as clred
     from bertology.kovaleva import reduce as red
-    from bertology.onepass import StoreInfo
-    from bertology.stats import Moments, moments_table
+    from bertology.attention.onepass import StoreInfo
+    from bertology.stats.moments import Moments, moments_table
 
     part = red.empty_partial(2, 3)
     info = StoreInfo("s.zarr", None, 2, 3, {}, np.arange(4))
@@ -156,7 +156,7 @@ def _sieve_tables(tmp_path: Path) -> dict[str, object]:
 def _ablation_tables() -> dict[str, object]:
     from bertology.ablation.importance import Importance
     from bertology.ablation.pruning import pruning_fractions, pruning_plan, pruning_table
-    from bertology.ablation.stats import sweep_tables
+    from bertology.ablation.significance import sweep_tables
     from bertology.ablation.sweep import sweep_configurations
 
     rng = np.random.default_rng(0)
@@ -174,7 +174,7 @@ def _ablation_tables() -> dict[str, object]:
 
 
 def _table1_tables() -> dict[str, object]:
-    from bertology.table1 import aggregate_seeds, scores_frame, variant_tests
+    from bertology.models.table1 import aggregate_seeds, scores_frame, variant_tests
 
     records = [{"task": "rte", "variant": v, "seed": s, "metrics": {"accuracy": 0.5 + 0.01 * s + 0.1 * i}, "n": 10}
                for i, v in enumerate(("pretrained", "finetuned")) for s in (1, 2, 3)]
@@ -183,7 +183,7 @@ def _table1_tables() -> dict[str, object]:
 
 
 def _data_tables() -> dict[str, object]:
-    from bertology.annotate import WORD_COLUMNS
+    from bertology.attention.annotate import WORD_COLUMNS
     from bertology.clark.conllu import SENTENCE_COLUMNS
     from bertology.data import COLUMNS
     from bertology.kovaleva.framenet import COUNT_KEYS, links_table
@@ -195,9 +195,9 @@ def _data_tables() -> dict[str, object]:
 
 def _best_heads(tmp_path: Path) -> dict[str, object]:
     """best_heads.csv as the syntax_figures step writes it (through the command line, as its rule runs it)."""
-    from bertology.cli import STEPS
+    from bertology.pipeline.cli import STEPS
     from bertology.clark.parser import COLUMNS
-    from bertology.config import sections_json, validate_config
+    from bertology.pipeline.config import sections_json, validate_config
     from tests.builders.steps import run_step
 
     rows = [{"relation": r, "direction": d, "layer": 0, "head": h, "accuracy": 0.1 * (h + 1), "n": 25,
@@ -219,7 +219,7 @@ def _norms_tables() -> dict[str, object]:
     from bertology.norms.analysis import LAYER_COLUMNS, SCORE_COLUMNS
     from bertology.norms.faithful import summarise
     from bertology.norms.ranking import paired_differences
-    from bertology.norms.stats import MixingStats, NormStats
+    from bertology.norms.norm_stats import MixingStats, NormStats
 
     norms = NormStats(1, 1)
     norms.update(np.full((1, 1, 3, 3), 1 / 3), np.ones((1, 1, 3)), np.array([0, 3, 1]), np.array([5.0, 2.0, 7.0]))
@@ -237,7 +237,7 @@ def _norms_tables() -> dict[str, object]:
 
 
 def _seed_tables() -> dict[str, object]:
-    from bertology import seedstats as ss
+    from bertology.stats.moments import across_seeds as ss
 
     sieve = [pd.DataFrame({"layer": [0, 0], "head": [0, 1], "role": "local", "mean": [1.0, 2.0],
                            "assigned": [True, s == 2]}) for s in (1, 2)]
@@ -282,7 +282,7 @@ def _decoder_tables() -> dict[str, object]:
 def _claims_tables(tmp) -> dict[str, object]:
     from bertology.analyses import REGISTRY
     from bertology.claims.ledger import build_ledger
-    from bertology.claims.stats import Boot
+    from bertology.claims.bootstrap import Boot
 
     return {"claims.csv": build_ledger(tmp, REGISTRY.claims(), ["rte"], [42], Boot(resamples=10, confidence=0.95, seed=0))}
 
@@ -291,7 +291,7 @@ def _store_tables(tmp_path: Path, config) -> dict[str, object]:
     """Every table of the one read of a store, as each kernel of the registry writes it (built from the default
     config, run on a small store of known examples): a new store analysis is checked here without an edit."""
     from bertology.analyses import REGISTRY
-    from bertology.onepass import Job, reduce_store
+    from bertology.attention.onepass import Job, reduce_store
     from bertology.store import open_store
     from tests.builders import kovaleva as kb
 
@@ -354,7 +354,7 @@ def layout_patterns() -> list[str]:
 
 def pattern_regex(pattern: str) -> re.Pattern:
     """A documented path -> a regex: wildcards and {a,b} alternatives as groups, '...' as anything."""
-    from bertology.tasks import SCORE_VARIANTS, SPLITS, TASKS
+    from bertology.data.tasks import SCORE_VARIANTS, SPLITS, TASKS
 
     tasks = "|".join(TASKS)
     values = {"task": tasks, "split": "|".join(SPLITS), "init": "pretrained|random", "name": "[a-z_]+",

@@ -10,8 +10,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from bertology.config import validate_config
-from bertology.report import SECTIONS, assign_figures, build_report
+from bertology.pipeline.config import validate_config
+from bertology.report.page import SECTIONS, assign_figures, build_report
 
 
 def _png(path):
@@ -80,8 +80,8 @@ def test_report_shows_only_its_declared_inputs(tmp_path):
 
 
 def _report_config() -> str:
-    from bertology.cli import STEPS
-    from bertology.config import sections_json, validate_config
+    from bertology.pipeline.cli import STEPS
+    from bertology.pipeline.config import sections_json, validate_config
 
     cfg = validate_config({"model": "minilm-l6", "tasks": ["rte"], "ablation": {"bootstrap": 77}})
     return sections_json(cfg, STEPS["report"].sections)
@@ -122,7 +122,7 @@ def test_report_step_names_a_missing_input(tmp_path, capsys):
 
 
 def test_markdown_tables_and_notes():
-    from bertology.report import markdown_to_html
+    from bertology.report.page import markdown_to_html
 
     out = markdown_to_html("| A | B |\n|---|--:|\n| x | 1.5 |\n| y | 2 |\n\nA note, with <html>.\n")
     assert out.count("<tr>") == 3 and "<th>A</th><th>B</th>" in out
@@ -255,18 +255,18 @@ def test_report_opens_with_the_matrix_then_the_forest_plot_then_the_ledger(tmp_p
 
 
 def test_native_report_captions_are_the_registrys():
-    """report/captions/*.rst are bertology.report_native.caption_files() (regenerate: python -m
-    bertology.report_native), and every figure the rules flag has its paper's category."""
+    """report/captions/*.rst are bertology.report.native.caption_files() (regenerate: python -m
+    bertology.report.native), and every figure the rules flag has its paper's category."""
     from pathlib import Path
 
-    from bertology.report_native import caption_files, report_flags
+    from bertology.report.native import caption_files, report_flags
 
     repo = Path(__file__).resolve().parents[1]
     files = caption_files()
     on_disk = {p.relative_to(repo).as_posix() for p in (repo / "report" / "captions").glob("*.rst")}
-    assert on_disk == set(files), "python -m bertology.report_native writes them"
+    assert on_disk == set(files), "python -m bertology.report.native writes them"
     for rel, text in files.items():
-        assert (repo / rel).read_text() == text, f"{rel}: regenerate with python -m bertology.report_native"
+        assert (repo / rel).read_text() == text, f"{rel}: regenerate with python -m bertology.report.native"
     rules = "\n".join(p.read_text() for p in (repo / "rules").glob("*.smk"))
     names = re.findall(r'reported\(path\("(?:task_figure|figure)", name="([\w-]+)"\), "([\w-]+)"\)', rules)
     assert len(names) >= 15

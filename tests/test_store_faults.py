@@ -19,10 +19,10 @@ import xarray as xr
 
 from bertology import store as st
 from bertology.analyses import REGISTRY
-from bertology.annotate import annotate_frame, load_spacy
-from bertology.config import AttentionConfig, validate_config
+from bertology.attention.annotate import annotate_frame, load_spacy
+from bertology.pipeline.config import AttentionConfig, validate_config
 from bertology.data import sample_rows
-from bertology.extract import extract_store
+from bertology.attention.extract import extract_store
 from tests.builders.steps import run_step
 
 MAX_LENGTH = 40
@@ -81,8 +81,8 @@ def damaged(tmp_path, built):
 CHILD = textwrap.dedent("""
     import sys, time
     import pandas as pd
-    from bertology.config import AttentionConfig
-    from bertology.extract import extract_store
+    from bertology.pipeline.config import AttentionConfig
+    from bertology.attention.extract import extract_store
 
     d, model_dir, out = sys.argv[1:4]
     def on_chunk(c):

@@ -189,7 +189,7 @@ def test_shard_files_are_byte_for_byte_what_zarr_writes(tmp_path, data, keepbits
 def test_reductions_equal_on_both_layouts(stores):
     from bertology.clark.reduce import ClarkKernel
     from bertology.kovaleva.reduce import KovalevaKernel, features_table, patterns_table
-    from bertology.onepass import reduce_store
+    from bertology.attention.onepass import reduce_store
 
     new, old = stores
     kernels = [KovalevaKernel(classifier="rule", negation="paper"), ClarkKernel()]
@@ -369,7 +369,7 @@ def test_stores_of_earlier_or_other_writers_are_read_or_refused_in_one_line(tmp_
 
     import zarr
 
-    from bertology.outputcache import DIGEST_FILE
+    from bertology.pipeline.outputcache import DIGEST_FILE
 
     old = write(tmp_path / "old.zarr", data, st.LEGACY_LAYOUT)
     (old / DIGEST_FILE).unlink()  # bertology <= 0.1 wrote no digest
@@ -380,7 +380,7 @@ def test_stores_of_earlier_or_other_writers_are_read_or_refused_in_one_line(tmp_
     for key, value, want in (("n_chunks", None, "no `n_chunks` attribute: not a store written by the extraction"),
                              ("layout", "per-map", "layout 'per-map', which this version of bertology does not read")):
         path = write(tmp_path / f"{key}.zarr", data)
-        (path / DIGEST_FILE).unlink()  # another writer's store carries no bertology digest (bertology.outputcache)
+        (path / DIGEST_FILE).unlink()  # another writer's store carries no bertology digest (bertology.pipeline.outputcache)
         g = zarr.open_group(str(path), mode="r+", use_consolidated=False)
         if value is None:
             del g.attrs[key]
@@ -440,7 +440,7 @@ def test_the_metadata_is_compact_and_the_small_variables_smaller_than_the_earlie
     earlier layout's (zstd 19 / Blosc zstd 9 against zstd 3): what pays for the shard index and checksums."""
     import json
 
-    from bertology.extract import dir_bytes
+    from bertology.attention.extract import dir_bytes
 
     new, old = stores
     for f in new.rglob("zarr.json"):

@@ -16,8 +16,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bertology.metrics import compute_metrics
-from bertology.tasks import get_task
+from bertology.models.metrics import compute_metrics
+from bertology.data.tasks import get_task
 from tests.builders.steps import run_step
 
 
@@ -26,22 +26,22 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 def validated(**overrides) -> dict:
     """A validated config: the schema fills every key that `overrides` leaves out."""
-    from bertology.config import validate_config
+    from bertology.pipeline.config import validate_config
 
     return validate_config(overrides)
 
 
 def train_config(**train):
-    """bertology.config.TrainConfig with the schema's defaults, `train` keys overridden."""
-    from bertology.config import sections_from_json, sections_json
+    """bertology.pipeline.config.TrainConfig with the schema's defaults, `train` keys overridden."""
+    from bertology.pipeline.config import sections_from_json, sections_json
 
     return sections_from_json(sections_json(validated(train=train), ["train"])).train
 
 
 def step_config(step: str, **overrides) -> str:
     """The --config JSON a rule hands `step` (its declared sections of a validated config)."""
-    from bertology.cli import STEPS
-    from bertology.config import sections_json
+    from bertology.pipeline.cli import STEPS
+    from bertology.pipeline.config import sections_json
 
     return sections_json(validated(**overrides), STEPS[step].sections)
 
@@ -67,8 +67,8 @@ def keyword_frame(n: int, seed: int, pair: bool = False) -> pd.DataFrame:
 
 
 def _setup(model_dir, task="sst2", n_train=96, n_eval=64, seed=0):
-    from bertology.models import load_classifier, load_tokenizer
-    from bertology.training import encode_split
+    from bertology.models.loading import load_classifier, load_tokenizer
+    from bertology.models.training import encode_split
 
     spec = get_task(task)
     tok = load_tokenizer(str(model_dir))
@@ -129,7 +129,7 @@ def test_metrics_from_logits_and_bad_lengths():
 
 
 def test_train_batches_cover_every_example_once_and_are_seeded():
-    from bertology.training import eval_batches, train_batches
+    from bertology.models.training import eval_batches, train_batches
 
     lengths = np.random.default_rng(0).integers(3, 60, size=1001)
     b = train_batches(lengths, 32, seed=7, epoch=0)
@@ -150,7 +150,7 @@ def test_train_batches_cover_every_example_once_and_are_seeded():
 def test_total_steps_and_precision():
     import torch
 
-    from bertology.training import autocast_dtype, total_steps
+    from bertology.models.training import autocast_dtype, total_steps
 
     assert total_steps(100, 32, 3) == 12
     assert total_steps(100, 32, 0.5) == 2
@@ -166,7 +166,7 @@ def test_total_steps_and_precision():
 
 def test_tiny_model_learns_keyword_task(tiny_model_dir):
     """Accuracy must rise from chance to clearly above it on a task a tiny random BERT can learn."""
-    from bertology.training import evaluate, train
+    from bertology.models.training import evaluate, train
 
     spec, tok, model, train_enc, eval_enc = _setup(tiny_model_dir, n_train=160)
     before = evaluate(model, tok, eval_enc, spec, batch_size=64, device=model.device)["accuracy"]
@@ -192,7 +192,7 @@ def test_tiny_model_learns_keyword_task(tiny_model_dir):
 
 def test_regression_task_trains(tiny_model_dir):
     """STS-B: one output, MSE loss, Pearson/Spearman; the score must correlate after training."""
-    from bertology.training import evaluate, train
+    from bertology.models.training import evaluate, train
 
     spec, tok, model, train_enc, eval_enc = _setup(tiny_model_dir, task="stsb", n_train=96)
     assert model.config.num_labels == 1 and train_enc.labels.dtype == np.float32
@@ -208,7 +208,7 @@ def _weights(model) -> dict:
 
 def test_interrupted_run_resumes_to_the_same_weights(dropout_model_dir, tmp_path):
     """Stop in step 3 (checkpoint at 2, mid-epoch), re-run: it resumes at 2 and ends with the uninterrupted weights."""
-    from bertology.training import STATE_FILE, train
+    from bertology.models.training import STATE_FILE, train
 
     cfg = train_config(epochs=2, batch_size=16, learning_rate=1e-3, seed=5, checkpoint_steps=2)
 
@@ -248,7 +248,7 @@ def test_sigterm_saves_the_state_and_a_rerun_resumes(tiny_model_dir, tmp_path):
     import os
     import signal
 
-    from bertology.training import TrainingInterrupted, train
+    from bertology.models.training import TrainingInterrupted, train
 
     cfg = train_config(epochs=1, batch_size=8, learning_rate=1e-3, seed=5, checkpoint_steps=100)
     spec, tok, model, train_enc, _ = _setup(tiny_model_dir, n_train=48)
@@ -268,7 +268,7 @@ def test_sigterm_saves_the_state_and_a_rerun_resumes(tiny_model_dir, tmp_path):
 
 def test_time_based_checkpoint(tiny_model_dir, tmp_path):
     """With checkpoint_minutes elapsed after every step, a crash in step 3 resumes at step 3."""
-    from bertology.training import train
+    from bertology.models.training import train
 
     cfg = train_config(epochs=1, batch_size=8, learning_rate=1e-3, seed=5, checkpoint_steps=1000,
                        checkpoint_minutes=1e-9)
@@ -289,7 +289,7 @@ def test_time_based_checkpoint(tiny_model_dir, tmp_path):
 
 
 def test_checkpoint_of_other_settings_is_ignored(tiny_model_dir, tmp_path):
-    from bertology.training import train
+    from bertology.models.training import train
 
     cfg = train_config(epochs=1, batch_size=16, learning_rate=1e-3, seed=5)
     spec, tok, model, train_enc, _ = _setup(tiny_model_dir, n_train=32)
@@ -302,7 +302,7 @@ def test_checkpoint_of_other_settings_is_ignored(tiny_model_dir, tmp_path):
 def test_nan_loss_stops_with_a_clear_error(tiny_model_dir):
     import torch
 
-    from bertology.training import TrainingDivergedError, train
+    from bertology.models.training import TrainingDivergedError, train
 
     spec, tok, model, train_enc, _ = _setup(tiny_model_dir, n_train=32)
     with torch.no_grad():
@@ -312,8 +312,8 @@ def test_nan_loss_stops_with_a_clear_error(tiny_model_dir):
 
 
 def test_saved_model_reloads_with_labels(tiny_model_dir, tmp_path):
-    from bertology.models import load_classifier, load_tokenizer
-    from bertology.training import History, predict, save_model
+    from bertology.models.loading import load_classifier, load_tokenizer
+    from bertology.models.training import History, predict, save_model
 
     spec, tok, model, _, eval_enc = _setup(tiny_model_dir, task="rte")
     out = save_model(model, tok, tmp_path / "models" / "rte" / "pretrained", History(steps=[1], losses=[0.5]))
@@ -343,7 +343,7 @@ def _scores():
 
 
 def test_table1_long_frame_and_markdown():
-    from bertology.table1 import aggregate_seeds, scores_frame, table1_markdown, variant_tests
+    from bertology.models.table1 import aggregate_seeds, scores_frame, table1_markdown, variant_tests
 
     per_seed = scores_frame(_scores())
     assert list(per_seed.columns) == ["task", "variant", "seed", "metric", "value", "n"]
@@ -377,7 +377,7 @@ def test_table1_mean_std_and_welch_tests_over_seeds():
     """Known by construction: means, sample stds, and Welch's t, df and p computed from their formulas."""
     from scipy import stats as st
 
-    from bertology.table1 import aggregate_seeds, scores_frame, table1_markdown, variant_tests
+    from bertology.models.table1 import aggregate_seeds, scores_frame, table1_markdown, variant_tests
 
     fin, rnd, pre = [0.90, 0.91, 0.92], [0.50, 0.52, 0.54], [0.5, 0.5, 0.5]
     records = [*_seeded("rte", "finetuned", fin), *_seeded("rte", "random-finetuned", rnd),
@@ -435,7 +435,7 @@ def test_table1_mean_std_and_welch_tests_over_seeds():
 
 
 def test_table1_rejects_a_seed_twice_and_seeds_on_different_examples():
-    from bertology.table1 import aggregate_seeds, scores_frame
+    from bertology.models.table1 import aggregate_seeds, scores_frame
 
     with pytest.raises(ValueError, match="two scores of rte/finetuned with seed 42"):
         scores_frame([*_seeded("rte", "finetuned", [0.5]), *_seeded("rte", "finetuned", [0.6])])
@@ -445,7 +445,7 @@ def test_table1_rejects_a_seed_twice_and_seeds_on_different_examples():
 
 
 def test_table1_rejects_incomplete_scores():
-    from bertology.table1 import scores_frame
+    from bertology.models.table1 import scores_frame
 
     with pytest.raises(ValueError, match="lacks metric 'accuracy'"):
         scores_frame([{"task": "mrpc", "variant": "finetuned", "metrics": {"f1": 0.5}, "n": 3}])
@@ -473,7 +473,7 @@ def _table1(scores: list[str], train: list[str], out: Path, options=()) -> int:
 def test_table1_step_writes_csv_md_and_figure(tmp_path, monkeypatch):
     import mlflow
 
-    from bertology.table1 import aggregate_seeds, scores_frame
+    from bertology.models.table1 import aggregate_seeds, scores_frame
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow.db")
     monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "t")
@@ -533,7 +533,7 @@ def test_train_and_score_steps_log_to_mlflow(tiny_model_dir, tmp_path, monkeypat
     """train_model / score: model dir, score JSON, MLflow loss per step, eval per epoch, tags."""
     import mlflow
 
-    from bertology.training import checkpoint_dir
+    from bertology.models.training import checkpoint_dir
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow.db")
@@ -590,8 +590,8 @@ def test_score_of_a_fine_tuned_model_reuses_its_last_training_evaluation(tiny_mo
     """A fine-tuned variant's score is its training's last evaluation when that was made with the score's settings
     on the saved weights: the same record, bit for bit, as evaluating the saved model again (here forced by
     taking the record away, and by another eval_batch_size, which re-evaluates)."""
-    from bertology.outputcache import record_digest
-    from bertology.training import HISTORY_FILE
+    from bertology.pipeline.outputcache import record_digest
+    from bertology.models.training import HISTORY_FILE
 
     monkeypatch.chdir(tmp_path)
     data = tmp_path / "data"
@@ -657,7 +657,7 @@ def test_score_step_errors_clearly(tiny_model_dir, tmp_path, capsys):
 def test_score_step_writes_the_predictions_its_metrics_come_from(tiny_model_dir, tmp_path, task):
     """The score record's ``predictions``: the validation split's idx, gold labels and the model's predictions (class
     ids; floats for regression), from which its metrics recompute exactly."""
-    from bertology.metrics import compute_metrics
+    from bertology.models.metrics import compute_metrics
 
     frame = keyword_frame(12, 2, pair=task == "stsb")
     frame["idx"] = np.arange(100, 112)[::-1]                            # idx is the prepared data's, not the row
@@ -683,8 +683,8 @@ def test_score_step_writes_the_predictions_its_metrics_come_from(tiny_model_dir,
 
 
 def test_seed_tags_name_every_seed_but_the_first():
-    from bertology.errors import UserError
-    from bertology.seeds import SEED_TAG_REGEX, configured_seeds, seed_from_tag, seed_tags
+    from bertology.pipeline.errors import UserError
+    from bertology.pipeline.seedtags import SEED_TAG_REGEX, configured_seeds, seed_from_tag, seed_tags
 
     assert configured_seeds(validated()["train"]) == [42]  # seeds: null -> train.seed alone
     assert configured_seeds(validated(train={"seed": 7})["train"]) == [7]
@@ -699,7 +699,7 @@ def test_seed_tags_name_every_seed_but_the_first():
 
 def test_the_first_of_train_seeds_is_train_seed():
     """Every step that reads train.seed (the first model, the untrained head) uses the first of seeds."""
-    from bertology.config import ConfigError
+    from bertology.pipeline.config import ConfigError
 
     assert validated(train={"seed": 1, "seeds": [7, 3]})["train"]["seed"] == 7
     assert validated(train={"seed": 1})["train"]["seed"] == 1

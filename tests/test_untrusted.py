@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from bertology.models import (CustomCodeError, TokenizerError, check_model, check_no_custom_code, check_tokenizer,
+from bertology.models.loading import (CustomCodeError, TokenizerError, check_model, check_no_custom_code, check_tokenizer,
                               load_tokenizer)
 from tests.builders.explorer import HOSTILE
 
@@ -285,12 +285,12 @@ def test_hostile_texts_show_as_text_in_the_explorer(browser, hostile_results):
 def test_hostile_texts_show_as_text_in_the_report(browser, hostile_results):
     import pandas as pd
 
-    from bertology.report import build_report
+    from bertology.report.page import build_report
 
     pd.DataFrame({"task": HOSTILE, "value": range(len(HOSTILE))}).to_csv(
         hostile_results / "stats" / "sieve_summary.csv", index=False)
     out = hostile_results / "report.html"
-    from bertology.config import validate_config
+    from bertology.pipeline.config import validate_config
 
     config = validate_config({"model": "minilm-l6", "tasks": ["rte"], "data": {"source": "demo"}})
     config["model"], config["data"]["source"] = HOSTILE[0], HOSTILE[3]  # a model and a data directory so named
@@ -311,7 +311,7 @@ def test_hostile_texts_show_as_text_in_the_report(browser, hostile_results):
 # ---- 5. a full disk: checked before extraction, and named when it happens ------------------------------------
 
 def test_store_bytes_by_construction():
-    from bertology.diskspace import store_bytes
+    from bertology.pipeline.diskspace import store_bytes
 
     # lengths 3 and 200 (capped at max_length 128): (9 + 128^2) values per head, 2 layers x 4 heads, float16
     assert store_bytes([3, 200], 2, 4, 128, ratio=1.0) == (9 + 128 ** 2) * 2 * 4 * 2
@@ -322,7 +322,7 @@ def test_store_bytes_by_construction():
 def extraction_inputs(tmp_path_factory):
     import pandas as pd
 
-    from bertology.annotate import annotate_frame, load_spacy
+    from bertology.attention.annotate import annotate_frame, load_spacy
 
     d = tmp_path_factory.mktemp("disk-inputs")
     n = 10
@@ -336,8 +336,8 @@ def extraction_inputs(tmp_path_factory):
 
 
 def _extract_args(inputs: Path, store: Path, model: Path) -> list[str]:
-    from bertology.cli import STEPS
-    from bertology.config import sections_json, validate_config
+    from bertology.pipeline.cli import STEPS
+    from bertology.pipeline.config import sections_json, validate_config
 
     config = validate_config({"model": str(model), "tasks": ["mrpc"], "data": {"seed": 3, "max_length": 40},
                               "attention": {"examples": 10, "batch_size": 3, "chunk_size": 4}})
@@ -351,14 +351,14 @@ def test_too_little_free_space_stops_extraction_before_it_starts(extraction_inpu
                                                                  monkeypatch, capsys):
     import shutil as sh
 
-    from bertology import cli
-    from bertology.diskspace import store_estimate, human
+    from bertology.pipeline import cli
+    from bertology.pipeline.diskspace import store_estimate, human
 
     inputs, sample = extraction_inputs
     store = tmp_path / "results" / "attention" / "mrpc" / "pretrained.zarr"
     needed = store_estimate(sample, str(tiny_model_dir), 40)
     real_usage = sh.disk_usage
-    monkeypatch.setattr("bertology.diskspace.shutil.disk_usage",
+    monkeypatch.setattr("bertology.pipeline.diskspace.shutil.disk_usage",
                         lambda p: real_usage(p)._replace(free=needed // 2))
     assert cli.main(_extract_args(inputs, store, tiny_model_dir)) == 1
     err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
@@ -368,9 +368,9 @@ def test_too_little_free_space_stops_extraction_before_it_starts(extraction_inpu
                    f"attention.keepbits (smaller, rounded stores)"]
     assert not store.parent.exists()  # nothing was started
 
-    monkeypatch.setattr("bertology.diskspace.shutil.disk_usage", real_usage)
+    monkeypatch.setattr("bertology.pipeline.diskspace.shutil.disk_usage", real_usage)
     assert cli.main(_extract_args(inputs, store, tiny_model_dir)) == 0
-    from bertology.diskspace import dir_bytes
+    from bertology.pipeline.diskspace import dir_bytes
 
     written = dir_bytes(store)
     # the estimate errs high, and not by much (0.65 here: a tiny random model's near-uniform maps compress better
@@ -382,9 +382,9 @@ def test_a_disk_that_fills_during_extraction_is_one_line_and_resumes(extraction_
                                                                       monkeypatch, capsys):
     import errno
 
-    from bertology import cli
+    from bertology.pipeline import cli
     from bertology import store as st
-    from bertology.diskspace import human, store_estimate
+    from bertology.pipeline.diskspace import human, store_estimate
 
     inputs, sample = extraction_inputs
     store = tmp_path / "pretrained.zarr"
@@ -412,7 +412,7 @@ def test_a_disk_that_fills_during_extraction_is_one_line_and_resumes(extraction_
 def test_a_full_disk_in_any_step_names_the_file_and_the_free_space(tmp_path, monkeypatch, capsys):
     import errno
 
-    from bertology import cli
+    from bertology.pipeline import cli
 
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(tmp_path / "out.parquet"))
@@ -454,7 +454,7 @@ def test_a_locked_tracking_store_is_one_line_at_the_end(tmp_path, monkeypatch):
         """)], stdout=subprocess.PIPE, text=True)
     end = textwrap.dedent("""
         from bertology.tracking import calls
-        from bertology.workflow import on_end
+        from bertology.pipeline.workflow import on_end
         calls.RETRY_TRIES = 1  # one try, not eight: a quicker test
         on_end("inv-locked", "FINISHED")
         """)

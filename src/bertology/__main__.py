@@ -1,5 +1,5 @@
 import sys
 
-from bertology.launch import main
+from bertology.pipeline.launch import main
 
 sys.exit(main())

@@ -9,10 +9,10 @@ built from it:
 - the rule ``store_stats`` (``rules/attention.smk``): its outputs (:meth:`Registry.store_outputs`), the config
   sections its step reads (:meth:`Registry.store_sections`, ``cli.STEPS``), the kernels it runs in the ONE read
   of a store (:meth:`Registry.store_kernels`, :mod:`bertology.steps.stores`: each kernel builds itself from the
-  job, :meth:`bertology.onepass.Kernel.build`, and turns its result into its tables,
-  :meth:`bertology.onepass.Kernel.outputs`; the step writes them after checking their columns against the
+  job, :meth:`bertology.attention.onepass.Kernel.build`, and turns its result into its tables,
+  :meth:`bertology.attention.onepass.Kernel.outputs`; the step writes them after checking their columns against the
   declared ones) and the run's final outputs of those tables (:meth:`Registry.store_targets`);
-- the report (:mod:`bertology.report`): one section per :class:`Section`, in the order of declaration; it shows
+- the report (:mod:`bertology.report.page`): one section per :class:`Section`, in the order of declaration; it shows
   the tables its ``tables`` templates match among the run's targets and the figures named by its
   ``figure_prefixes``;
 - the explorer's layer x head grid (:mod:`bertology.explorer`): one entry per :class:`Statistic`, in the order of
@@ -24,7 +24,7 @@ built from it:
 - the column check of ``docs/reference.md#columns`` (``tests/test_reference.py``).
 
 Dependencies go one way (``tests/test_hygiene.py``: no import cycle, imports by name included, and the layers):
-this module imports only :mod:`bertology.layout`; the family modules import it and the science they declare
+this module imports only :mod:`bertology.pipeline.layout`; the family modules import it and the science they declare
 (kernels under ``kovaleva/``, ``clark/``, ``sieve/``...); :mod:`bertology.analyses` imports the families; the
 consumers (rules, steps, CLI, report, explorer) import :mod:`bertology.analyses`. A kernel is named by its
 ``"module:Class"`` (imported when first asked for, so that the Snakefile reads the registry without importing the
@@ -43,7 +43,7 @@ from dataclasses import KW_ONLY, dataclass, replace
 from pathlib import PurePosixPath
 from typing import Any
 
-from bertology.layout import ROOT, fill, join, rel
+from bertology.pipeline.layout import ROOT, fill, join, rel
 
 #: the settings without which some tables are not written (:attr:`Table.when`): ``norms``
 #: (analysis.norms.enabled and a supported model), ``gold_trees`` (analysis.syntax.conllu, or the demo's own
@@ -60,18 +60,18 @@ SEED_RULE = "seed_stats"
 #: the explorer's group of the statistics over fine-tuning seeds
 OVER_SEEDS = "Across fine-tuning seeds"
 
-#: the columns of a per-head table of running moments by feature (:func:`bertology.stats.feature_moments_table`)
+#: the columns of a per-head table of running moments by feature (:func:`bertology.stats.moments.feature_moments_table`)
 MOMENTS = ("layer", "head", "feature", "mean", "std", "n")
 
 
 def variant_table(file: str) -> str:
-    """A per-variant table, ``stats/{task}/{variant}/{file}`` (:mod:`bertology.layout`), under the results root."""
+    """A per-variant table, ``stats/{task}/{variant}/{file}`` (:mod:`bertology.pipeline.layout`), under the results root."""
     return rel("variant_stat", file=file)
 
 
 @dataclass(frozen=True)
 class AcrossSeeds:
-    """How a per-head table is compared across fine-tuning seeds: :func:`bertology.seedstats.seed_moments` of
+    """How a per-head table is compared across fine-tuning seeds: :func:`bertology.stats.across_seeds.seed_moments` of
     each seed's table -> ``stats/{task}/seeds/{name}.csv`` (keys, mean, std, n, then ``seed{N}`` per seed).
 
     name: the seed table's name; keys: the columns that identify a row; value: the column compared; fields:
@@ -98,7 +98,7 @@ class Want:
 
 @dataclass(frozen=True)
 class Output:
-    """An output of a rule: its path under results/ (a :mod:`bertology.layout` template text, with {task},
+    """An output of a rule: its path under results/ (a :mod:`bertology.pipeline.layout` template text, with {task},
     {variant}, ...), the rule that writes it and when the run wants it.
 
     rule: the rule (= step) that writes it; output: its name among the rule's outputs (``--output NAME=PATH``);
@@ -132,7 +132,7 @@ class Table(Output):
     """An output table, and its columns (for .npz the arrays it holds, for .json its keys).
 
     A table the one read of a store writes names its output (rule ``store_stats``; its kernel's
-    :meth:`~bertology.onepass.Kernel.outputs` names it so) and leaves `rule` empty; seeds: how it is compared
+    :meth:`~bertology.attention.onepass.Kernel.outputs` names it so) and leaves `rule` empty; seeds: how it is compared
     across fine-tuning seeds."""
 
     columns: tuple[str, ...]
@@ -236,7 +236,7 @@ class Step:
 
     @property
     def target(self) -> str:
-        """The step's function as ``module:function`` (a table function's: :data:`bertology.cli.TABLE_FUNCTION`)."""
+        """The step's function as ``module:function`` (a table function's: :data:`bertology.pipeline.cli.TABLE_FUNCTION`)."""
         return f"bertology.steps.{self.module}:{self.name}"
 
 
@@ -377,7 +377,7 @@ class Claim:
 class Analysis:
     """One analysis: name; config: the config sections it reads (a store analysis's join the rule
     ``store_stats``'s, so changing one re-runs the one read); kernel: for an analysis over the attention store,
-    its kernel class (a :class:`bertology.onepass.Kernel`; analyses sharing a kernel share its work, it runs
+    its kernel class (a :class:`bertology.attention.onepass.Kernel`; analyses sharing a kernel share its work, it runs
     once), or its ``"module:Class"`` name, imported when the kernel is first asked for (so that reading the
     registry, as the Snakefile does to build the workflow, imports no science); tables: its output tables;
     section: its report section; statistics: what it offers the explorer; claims: the papers' claims checked on
@@ -519,7 +519,7 @@ class Registry:
 
     def output(self, rule: str, name: str, **values: object) -> str | list[str]:
         """The path under the working directory of one output of a rule, fields in `values` filled (a list or
-        tuple value gives one path per item, like :func:`bertology.layout.paths`)."""
+        tuple value gives one path per item, like :func:`bertology.pipeline.layout.paths`)."""
         for o in self.declared_outputs():
             if o.rule == rule and o.output == name:
                 names = list(values)
@@ -607,7 +607,7 @@ class Registry:
 
     def claims(self, kind: str | None = None) -> tuple[Claim, ...]:
         """Every claim of the ledger (results/claims.csv), in the order of declaration; with `kind` ("encoder" or
-        "decoder", the run's model: :func:`bertology.models.model_kind`) only those about models of that kind
+        "decoder", the run's model: :func:`bertology.models.loading.model_kind`) only those about models of that kind
         (:attr:`Claim.models`)."""
         out = tuple(c for a in self.analyses for c in a.claims
                     if kind is None or not c.models or c.models == kind)

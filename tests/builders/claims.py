@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bertology.claims.stats import verdict
-from bertology.tasks import TASKS
+from bertology.claims.bootstrap import verdict
+from bertology.data.tasks import TASKS
 
 
 def _pooled(results: Path, pattern: str) -> pd.DataFrame | None:
@@ -107,7 +107,7 @@ def synthetic_ledger(tasks: list[str], *, seeds: int = 1, extra: bool = False) -
     flag) the consumers must ignore."""
     from bertology.analyses import REGISTRY
     from bertology.claims.ledger import ALL, COLUMNS
-    from bertology.claims.stats import holm
+    from bertology.claims.bootstrap import holm
 
     rows = []
     for i, c in enumerate(REGISTRY.claims()):

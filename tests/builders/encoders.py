@@ -29,7 +29,7 @@ def wordpiece_tokenizer():
     """The embedded MiniLM's uncased WordPiece tokenizer ([CLS] a [SEP] b [SEP], token types 0/1)."""
     from transformers import AutoTokenizer
 
-    from bertology.models import resolve_model
+    from bertology.models.loading import resolve_model
 
     return AutoTokenizer.from_pretrained(resolve_model("minilm-l6"), local_files_only=True)
 
@@ -217,7 +217,7 @@ def reference_model(model_dir, disabled, *, dtype=None):
     import torch
 
     from bertology.ablation import heads as dis
-    from bertology.models import load_encoder
+    from bertology.models.loading import load_encoder
 
     model = load_encoder(str(model_dir), classifier=True)
     if dtype is not None:

@@ -26,7 +26,7 @@ WORDS = ["the", "cat", "sat", "on", "a", "mat", "dog", "ran", "home", "never", "
 def tokenizer():
     from tokenizers import Tokenizer
 
-    from bertology.models import resolve_model
+    from bertology.models.loading import resolve_model
 
     return Tokenizer.from_file(str(Path(resolve_model("minilm-l6")) / "tokenizer.json"))
 
@@ -124,7 +124,7 @@ def build_results(root: Path, *, with_extras: bool = True) -> Path:
         pd.DataFrame(data).to_parquet(results / "data" / task / "validation.parquet")
         model = results / "models" / task / "pretrained"
         model.mkdir(parents=True)
-        from bertology.models import resolve_model
+        from bertology.models.loading import resolve_model
 
         shutil.copy(Path(resolve_model("minilm-l6")) / "tokenizer.json", model / "tokenizer.json")
         for v_i, variant in enumerate(("pretrained", "finetuned")):
@@ -208,7 +208,7 @@ def build_hostile_results(root: Path) -> Path:
     """build_results' results/ (real stores) with the hostile corpus as the RTE texts, words and token labels."""
     import pandas as pd
 
-    from bertology.config import sections_from_json, validate_config
+    from bertology.pipeline.config import sections_from_json, validate_config
 
     typed = lambda o: sections_from_json(json.dumps(validate_config(dict(o))))  # noqa: E731
     prepared = _prepared_hostile_rows(root / "glue", typed)

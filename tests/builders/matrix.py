@@ -1,5 +1,5 @@
 """The compatibility matrix: every encoder type of the installed transformers' sequence-classification mapping
-(:func:`bertology.models.encoder_model_types`) through bertology's analyses on a tiny random model
+(:func:`bertology.models.loading.encoder_model_types`) through bertology's analyses on a tiny random model
 (tests/builders/anyencoder.py). :func:`check_architecture` runs the checks and asserts them wherever the
 capability is claimed; :func:`matrix_table` renders the encoder table of docs/encoders.md from the rows.
 
@@ -28,7 +28,7 @@ Checks, in order (each only where the previous ones make sense):
 
 Table 1 scoring (6) runs for every model that builds and takes token ids, whatever 1-5 found.
 
-The decoders of :func:`bertology.models.decoder_model_types` have their own rows (tests/test_matrix_decoders.py,
+The decoders of :func:`bertology.models.loading.decoder_model_types` have their own rows (tests/test_matrix_decoders.py,
 docs/matrix-decoders.md): :func:`check_decoder_architecture`, and the checks listed above its section below.
 """
 
@@ -103,7 +103,7 @@ MECHANISMS = {"attention_interface": "AttentionInterface", "forward_hook": "forw
 
 def frames() -> dict[str, pd.DataFrame]:
     """A pair task (one example longer than MAX_LENGTH, truncated) and a single-text task, with spaCy words."""
-    from bertology.annotate import annotate_frame, load_spacy
+    from bertology.attention.annotate import annotate_frame, load_spacy
     from bertology.demo import generate
 
     pair = generate("mrpc", "validation", 5, seed=4)
@@ -130,7 +130,7 @@ def template(tok) -> str:
 
 
 def _inputs(model, enc):
-    from bertology.models import forward_inputs
+    from bertology.models.loading import forward_inputs
 
     return forward_inputs(model, {k: v for k, v in enc.items() if k in ("input_ids", "attention_mask", "token_type_ids")})
 
@@ -160,9 +160,9 @@ def maps_reason(model, tok, frame) -> str | None:
 def check_extraction(model_dir, frames_: dict) -> None:
     """The extraction's code (chunk_inputs + run_batches) on pair and single texts: maps = each example's own
     unpadded eager forward; segment 0 on single texts, 0 then 1 on pairs."""
-    from bertology.annotate import WordSpans
-    from bertology.extract import chunk_inputs, run_batches
-    from bertology.models import forward_inputs, load_encoder, load_tokenizer
+    from bertology.attention.annotate import WordSpans
+    from bertology.attention.extract import chunk_inputs, run_batches
+    from bertology.models.loading import forward_inputs, load_encoder, load_tokenizer
 
     tok, encoder = load_tokenizer(str(model_dir)), load_encoder(str(model_dir))
     L, H = encoder.config.num_hidden_layers, encoder.config.num_attention_heads
@@ -194,7 +194,7 @@ def disabled_mask(model, sliding: list[bool] | None = None) -> torch.Tensor:
     attention) head 1 of layer 3 only (layer 4 intact); MPNet (one position-bias table) head 1 everywhere.
     sliding: which layers have a sliding window (default: the attention modules' ``sliding_window``)."""
     from bertology.ablation import heads as dis
-    from bertology.attention_layers import shares_attention
+    from bertology.models.layers import shares_attention
 
     L, H = model.config.num_hidden_layers, model.config.num_attention_heads
     mask = torch.zeros(L, H, dtype=torch.bool)
@@ -249,8 +249,8 @@ def check_disabling(model_dir, tok, frame) -> str:
     """Disabling and gates on a model enable_heads accepts; returns the mechanism."""
     from bertology.ablation import heads as dis
     from bertology.ablation import sweep as sw
-    from bertology.attention_layers import shares_attention
-    from bertology.models import load_encoder
+    from bertology.models.layers import shares_attention
+    from bertology.models.loading import load_encoder
     from tests.builders.encoders import reference_model
 
     model = dis.enable_heads(load_encoder(str(model_dir), classifier=True))
@@ -288,7 +288,7 @@ def check_gates(model_dir, tok, frame, eps: float = 1e-5) -> None:
     from bertology.ablation import heads as dis
     from bertology.ablation import sweep as sw
     from bertology.ablation.importance import gate_gradients, per_example_loss
-    from bertology.models import load_encoder
+    from bertology.models.loading import load_encoder
 
     rows = [1, 0, 2, 3]
     enc = tok(frame.loc[rows, "text_a"].tolist(), frame.loc[rows, "text_b"].tolist(), truncation=True,
@@ -330,7 +330,7 @@ def check_sweep(model_dir, tok, frame) -> str:
     (naive)."""
     from bertology.ablation import heads as dis
     from bertology.ablation import sweep as sw
-    from bertology.models import load_encoder
+    from bertology.models.loading import load_encoder
 
     model = dis.enable_heads(load_encoder(str(model_dir), classifier=True))
     L, H = model.config.num_hidden_layers, model.config.num_attention_heads
@@ -356,10 +356,10 @@ def check_table1(model_dir, tok, frame) -> float | None:
     """Table 1 scoring: training.predict's batched logits and compute_metrics' accuracy = one-by-one forward
     passes of load_classifier's model and their argmax. Returns None, or how far padding moves the logits
     where it does (the largest difference; then the accuracy is checked on the batched logits only)."""
-    from bertology.metrics import compute_metrics
-    from bertology.models import forward_inputs, load_classifier
-    from bertology.tasks import get_task
-    from bertology.training import encode_split, predict
+    from bertology.models.metrics import compute_metrics
+    from bertology.models.loading import forward_inputs, load_classifier
+    from bertology.data.tasks import get_task
+    from bertology.models.training import encode_split, predict
 
     spec = get_task("mrpc")
     model = load_classifier(str(model_dir), spec.num_labels, init="pretrained", seed=0, id2label=spec.id2label).eval()
@@ -380,7 +380,7 @@ def check_table1(model_dir, tok, frame) -> float | None:
 
 def check_value_norms(model_dir, tok, frame) -> str:
     """Value norms (7. of the module docstring) on the extraction's encoder; returns the row's cell."""
-    from bertology.models import load_encoder
+    from bertology.models.loading import load_encoder
     from bertology.norms import mixing as mx
     from bertology.norms import values as nv
 
@@ -461,8 +461,8 @@ def check_architecture(model_type: str, workdir: Path, frames_: dict) -> Row:
     import warnings
 
     from bertology.ablation import heads as dis
-    from bertology.attention_layers import shares_attention
-    from bertology.models import TokenizerError, load_encoder, load_tokenizer
+    from bertology.models.layers import shares_attention
+    from bertology.models.loading import TokenizerError, load_encoder, load_tokenizer
     from bertology.norms import values as nv
     from tests.builders.anyencoder import NOT_BUILDABLE, build_any
 
@@ -540,7 +540,7 @@ def encoder_doc_table(doc: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Decoders: every type of bertology.models.decoder_model_types() on a tiny random model (tests/builders/decoders.py),
+# Decoders: every type of bertology.models.loading.decoder_model_types() on a tiny random model (tests/builders/decoders.py),
 # checked as tests/test_matrix_decoders.py does, and the table of docs/matrix-decoders.md.
 #
 # 1. causal maps: the eager forward returns L maps (N, H_query, T, T) on a padded pair batch, 0 above the diagonal
@@ -625,7 +625,7 @@ def check_decoder_disabling(model_dir, tok, frame, sliding: list[bool]) -> str:
     sliding: the layers with a sliding window (windowed_layers): only whole layers are disabled there."""
     from bertology.ablation import heads as dis
     from bertology.ablation import sweep as sw
-    from bertology.models import load_encoder
+    from bertology.models.loading import load_encoder
 
     model = dis.enable_heads(load_encoder(str(model_dir), classifier=True))
     plain = load_encoder(str(model_dir), classifier=True)
@@ -689,7 +689,7 @@ def check_decoder_value_norms(model_dir, tok, frame) -> str:
     (so the group order is the model's); NaN on padding; where the block names a residual layout, the mixing
     decomposition adds up to the input of the module after the residual (a pre-norm decoder's
     post_attention_layernorm); Value Zeroing's matrices are causal. Returns the row's cell."""
-    from bertology.models import load_encoder
+    from bertology.models.loading import load_encoder
     from bertology.norms import mixing as mx
     from bertology.norms import mixviews as mv
     from bertology.norms import values as nv
@@ -752,7 +752,7 @@ def check_decoder_value_norms(model_dir, tok, frame) -> str:
 def decoder_value_norms_cell(model_dir, tok, frame) -> str:
     """The value-norms cell of a decoder's row: attention_blocks' refusal, else :func:`check_decoder_value_norms`
     (its assertions raise where the blocks are found but the numbers are not the model's)."""
-    from bertology.models import load_encoder
+    from bertology.models.loading import load_encoder
     from bertology.norms import values as nv
 
     try:
@@ -771,7 +771,7 @@ def check_decoder_architecture(model_type: str, workdir: Path, frames_: dict) ->
     import warnings
 
     from bertology.ablation import heads as dis
-    from bertology.models import check_model, load_encoder, load_tokenizer
+    from bertology.models.loading import check_model, load_encoder, load_tokenizer
     from tests.builders.decoders import build_decoder, decoder_style
 
     row = Row(model_type)

@@ -23,7 +23,7 @@ def tiny(arch: str):
 
 def batch(tok, model):
     """(forward inputs, real lengths) of two sentences of different lengths, padded."""
-    from bertology.models import forward_inputs
+    from bertology.models.loading import forward_inputs
 
     texts = ["the cat sat on the mat , and the dog barked at it .", "a short one ."]
     enc = tok(texts, padding=True, return_tensors="pt", return_token_type_ids=True)

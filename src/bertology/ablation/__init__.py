@@ -10,9 +10,9 @@ probabilities inside the forward pass. The package, by responsibility:
   naive sweep (one forward pass per configuration), the fast one (reuses the layers below; BERT-layer
   encoders) and the prefix one (any model whose layers form one list: the kept outputs of the layers below
   stand in for them); :func:`resolve_sweep` picks the fastest the model allows;
-- :mod:`~bertology.ablation.stats`: heads/layers/summary tables with paired bootstrap intervals, paired
+- :mod:`~bertology.ablation.significance`: heads/layers/summary tables with paired bootstrap intervals, paired
   tests and Benjamini-Hochberg;
-- :mod:`~bertology.ablation.figures`: the verdict in words and Figs. 8-9;
+- :mod:`~bertology.ablation.ablation_figures`: the verdict in words and Figs. 8-9;
 - :mod:`~bertology.ablation.importance` and :mod:`~bertology.ablation.pruning`: head importance from gates and
   pruning curves (Michel et al. 2019).
 
@@ -23,7 +23,7 @@ nothing here touches paths given on a command line or MLflow.
 import importlib
 
 #: where each name of the package lives: imported on first use (PEP 562), so that the figure steps, which need
-#: only :mod:`~bertology.ablation.figures`, do not import torch through :mod:`~bertology.ablation.heads`
+#: only :mod:`~bertology.ablation.ablation_figures`, do not import torch through :mod:`~bertology.ablation.heads`
 _HOMES = {
     "heads": ("ATTN_IMPLEMENTATION", "DISABLED_KWARG", "GATES_KWARG", "DisablingUnsupported", "disabled_heads",
               "enable_heads", "head_gates"),

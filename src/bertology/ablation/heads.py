@@ -28,14 +28,14 @@ shared by its attention modules; one per-layer selector (:func:`layer_selection`
 
 Layers that share one attention module (ALBERT): the module serves every layer of its group, and the layer of
 a call is its rank among the module's calls in the forward pass (the encoder's loop runs the layers in order;
-each layer's module and the ranks: :mod:`bertology.attention_layers`, the lookup the value norms use too; a
+each layer's module and the ranks: :mod:`bertology.models.layers`, the lookup the value norms use too; a
 forward pre-hook on the base model resets the count, its forward hook checks that every layer was seen once).
 
 Which heads: ``with disabled_heads(model, mask), head_gates(model, gates): model(...)`` on every architecture,
 or the forward keywords ``model(..., bertology_disabled=mask, bertology_gates=gates)`` where the model hands
 keywords down to its attention; mask bool (L, H) or (L, N, H), gates float (L, H) or (L, N, H). Each attention
 module knows its layer (set by :func:`enable_heads`, as DistilBERT's has no ``layer_idx``). Load a model with
-``bertology.models.load_encoder(path, classifier=True)`` and switch it over with :func:`enable_heads`.
+``bertology.models.loading.load_encoder(path, classifier=True)`` and switch it over with :func:`enable_heads`.
 
 Glossary: N rows of a batch, L layers, H heads, Q query positions, K key positions, dh head size.
 """
@@ -47,9 +47,9 @@ from dataclasses import dataclass
 
 import torch
 
-from bertology.attention_layers import CallRank, layer_modules
-from bertology.errors import UserError
-from bertology.hooks import register_hooks
+from bertology.models.layers import CallRank, layer_modules
+from bertology.pipeline.errors import UserError
+from bertology.models.hooks import register_hooks
 
 ATTN_IMPLEMENTATION = "bertology_heads"
 DISABLED_KWARG = "bertology_disabled"
@@ -208,7 +208,7 @@ SHARED = -1   # the _LAYER of a module that serves several layers (its layer is 
 
 def next_call(module: torch.nn.Module) -> int | None:
     """The layer of this call of an attention module: its fixed index, or for a shared module (ALBERT) the
-    layer of its k-th call in the forward pass (:class:`bertology.attention_layers.CallRank`, in the model's
+    layer of its k-th call in the forward pass (:class:`bertology.models.layers.CallRank`, in the model's
     :class:`HeadState`)."""
     layer = module_layer(module)
     if layer != SHARED:
@@ -448,18 +448,18 @@ def enable_heads(model: torch.nn.Module) -> torch.nn.Module:
     """Make a loaded model's heads disableable and gateable (it behaves as eager while nothing is set).
 
     Every self-attention module learns its layer index, the model's :class:`HeadState` and whether it is causal
-    (every layer of a decoder, :func:`bertology.models.model_kind`, whether its module says ``is_causal`` or not:
+    (every layer of a decoder, :func:`bertology.models.loading.model_kind`, whether its module says ``is_causal`` or not:
     Doge's does not; else the module's ``is_causal``); models whose
     attention follows AttentionInterface switch to :data:`ATTN_IMPLEMENTATION`, DeBERTa-v2 gets the forward
     hook :func:`head_hook` on each DisentangledSelfAttention, MPNet and DeBERTa v1 :func:`probability_hook` on
     their attention's probability dropout. Fewer modules than layers (ALBERT's layers share one): each module
     is marked shared and a call's layer is its rank in the forward pass (:func:`next_call`). Idempotent. The
     mechanism is in ``model.bertology_heads``. Its hooks (and the base model's pre-hook :func:`_capture_keys`)
-    stay for the model's lifetime (:func:`bertology.hooks.register_hooks`; no handle is kept).
+    stay for the model's lifetime (:func:`bertology.models.hooks.register_hooks`; no handle is kept).
     """
     import functools
 
-    from bertology.models import model_kind
+    from bertology.models.loading import model_kind
 
     modules, mechanism = attention_modules(model)
     decoder = model_kind(model.config) == "decoder"
@@ -537,7 +537,7 @@ def disabling_unsupported(name_or_path: str) -> str | None:
     Builds the model's sequence classifier on the meta device (no weights read) and looks for its attention
     modules as :func:`enable_heads` does, so the workflow can say so before any job runs.
     """
-    from bertology.models import meta_classifier
+    from bertology.models.loading import meta_classifier
 
     model = meta_classifier(name_or_path)
     if model is None:

@@ -30,8 +30,8 @@ import numpy as np
 import torch
 
 from bertology.ablation.heads import head_gates
-from bertology.models import takes_token_type_ids
-from bertology.errors import InputError
+from bertology.models.loading import takes_token_type_ids
+from bertology.pipeline.errors import InputError
 
 
 # --------------------------------------------------------------------------------------------------

@@ -227,7 +227,7 @@ def pruning_table(plan: pd.DataFrame, logits: np.ndarray, labels: np.ndarray, me
 
     logits: (C, E, K) in the plan's row order; labels (E,).
     """
-    from bertology.metrics import batched_metric, predictions_from_logits
+    from bertology.models.metrics import batched_metric, predictions_from_logits
 
     preds = predictions_from_logits(logits, regression)                  # (C, E)
     frames = []

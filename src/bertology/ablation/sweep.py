@@ -30,8 +30,8 @@ import pandas as pd
 import torch
 
 from bertology.ablation.heads import AttentionParts, attention_parts, disabled_heads
-from bertology.config import ConfigError
-from bertology.hooks import hooks
+from bertology.pipeline.config import ConfigError
+from bertology.models.hooks import hooks
 
 SWEEPS = ("fast", "naive")                 # the config's ablation.sweep
 RUNNABLE = ("fast", "prefix", "naive")     # what resolve_sweep gives and run_sweep runs
@@ -116,7 +116,7 @@ def n_outputs(model) -> int:
 
 def model_inputs(model, batch: Batch) -> dict[str, torch.Tensor]:
     """The keyword inputs of a forward pass: token_type_ids only for models whose forward takes them."""
-    from bertology.models import takes_token_type_ids
+    from bertology.models.loading import takes_token_type_ids
 
     out = {"input_ids": batch.input_ids, "attention_mask": batch.attention_mask}
     if takes_token_type_ids(model):
@@ -394,7 +394,7 @@ def prefix_plan(model) -> PrefixPlan | str:
     from torch import nn
 
     from bertology.ablation.heads import DisablingUnsupported, attention_modules
-    from bertology.attention_layers import shares_attention
+    from bertology.models.layers import shares_attention
 
     name = type(model).__name__
     n_layers = int(model.config.num_hidden_layers)
@@ -580,7 +580,7 @@ def prefix_sweep(model, batches: Sequence[Batch], n_examples: int, config_batch:
 
 def encode_batches(tokenizer, df: pd.DataFrame, max_length: int, batch_size: int) -> list[Batch]:
     """Tokenise a prepared frame ([CLS] a [SEP] (b [SEP]), truncated) into length-grouped padded batches."""
-    from bertology.encoding import encode
+    from bertology.models.encoding import encode
 
     enc = encode(tokenizer, df, max_length)
     tt = enc.get("token_type_ids") or [[0] * len(x) for x in enc["input_ids"]]

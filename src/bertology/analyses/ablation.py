@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from bertology.claims import kovaleva as claims_kovaleva
 from bertology.claims import michel as claims_michel
-from bertology.layout import fill, rel
+from bertology.pipeline.layout import fill, rel
 from bertology.registry import FIRST_SEED, AcrossSeeds, Analysis, Claim, Output, Section, Statistic, Step, Table, figure
 
 #: the sweep's and pruning's config keys

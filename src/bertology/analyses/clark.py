@@ -7,8 +7,8 @@ entropy (section 3.3) and heads as dependency parsers (section 4.2), declared on
 from __future__ import annotations
 
 from bertology.claims import clark as claims_clark
-from bertology.layout import rel
-from bertology.config import EXPECT_SECTIONS
+from bertology.pipeline.layout import rel
+from bertology.pipeline.config import EXPECT_SECTIONS
 from bertology.registry import (MOMENTS, ONCE, AcrossSeeds, Analysis, Claim, Output, Section, Statistic, Step, Table,
                                 Want, figure, variant_table)
 

@@ -6,7 +6,7 @@ Induction Heads*; TransformerLens' head detector), declared once. The tables com
 from __future__ import annotations
 
 from bertology.claims import decoders as claims_decoders
-from bertology.layout import rel
+from bertology.pipeline.layout import rel
 from bertology.registry import PER_TASK, Analysis, Claim, Output, Section, Statistic, Step, Table, Want, figure, variant_table
 
 SINK = ("variant", "example", "layer", "head", "alpha_0", "n")

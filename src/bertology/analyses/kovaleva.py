@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from bertology.claims import clark as claims_clark
 from bertology.claims import kovaleva as claims_kovaleva
-from bertology.config import EXPECT_SECTIONS
-from bertology.layout import rel
+from bertology.pipeline.config import EXPECT_SECTIONS
+from bertology.pipeline.layout import rel
 from bertology.registry import (FIRST_SEED, MOMENTS, ONCE, AcrossSeeds, Analysis, Claim, Output, Section, Statistic,
                                 Step, Table, figure, variant_table)
 

@@ -5,7 +5,7 @@ opens with it; it has no section of its own."""
 from __future__ import annotations
 
 from bertology.claims.ledger import COLUMNS as CLAIMS_COLUMNS
-from bertology.layout import rel
+from bertology.pipeline.layout import rel
 from bertology.registry import ONCE, Analysis, Output, Step, Table, figure
 
 ANALYSES: tuple[Analysis, ...] = (

@@ -5,10 +5,10 @@ flow and their faithfulness (Abnar & Zuidema 2020), declared once. Written by ``
 from __future__ import annotations
 
 from bertology.claims import beyond as claims_beyond
-from bertology.layout import rel
+from bertology.pipeline.layout import rel
 from bertology.norms.concentration import COLUMNS as CONCENTRATION_COLUMNS
 from bertology.norms.concentration import token_concentration
-from bertology.config import EXPECT_SECTIONS
+from bertology.pipeline.config import EXPECT_SECTIONS
 from bertology.registry import AcrossSeeds, Analysis, Claim, Section, Statistic, Step, Table, Want, figure, variant_table
 
 TOKEN_SCORES = ("example_idx", "position", "word", "method", "score")

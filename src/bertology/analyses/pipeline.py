@@ -4,8 +4,8 @@ and the tools. Each :class:`bertology.registry.Step` names the config sections i
 
 from __future__ import annotations
 
-from bertology.config import EXPECT_SECTIONS
-from bertology.layout import rel
+from bertology.pipeline.config import EXPECT_SECTIONS
+from bertology.pipeline.layout import rel
 from bertology.registry import ONCE, PER_TASK, Analysis, Output, Step, Want
 
 #: the fine-tuning keys every step that trains reads

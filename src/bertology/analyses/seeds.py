@@ -7,7 +7,7 @@ and std on the explorer's grid (:meth:`bertology.registry.Registry.statistics`).
 
 from __future__ import annotations
 
-from bertology.layout import rel
+from bertology.pipeline.layout import rel
 from bertology.registry import OVER_SEEDS, PER_TASK, Analysis, Section, Statistic, Step, Table, figure
 
 ANALYSES: tuple[Analysis, ...] = (

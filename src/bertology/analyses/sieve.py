@@ -5,8 +5,8 @@ the tables across tasks from ``rules/sieve.smk``."""
 from __future__ import annotations
 
 from bertology.claims import pande as claims_pande
-from bertology.layout import rel
-from bertology.layout import fill
+from bertology.pipeline.layout import rel
+from bertology.pipeline.layout import fill
 from bertology.registry import (ONCE, AcrossSeeds, Analysis, Claim, Output, Section, Statistic, Step, Table, Want, figure,
                                 variant_table)
 

@@ -11,7 +11,7 @@ Adding a claim: one :class:`~bertology.registry.Claim` entry on its analysis (an
 one function here), and its test (tests/test_claims.py: holds, contradicted, n too small).
 """
 
-from bertology.claims.stats import (
+from bertology.claims.bootstrap import (
                                     CONTRADICTED,
                                     HOLDS,
                                     INCONCLUSIVE,

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from bertology.claims.common import Tables, heads_of, mean_above
-from bertology.claims.stats import (
+from bertology.claims.bootstrap import (
     Boot,
     Result,
     nan_result,

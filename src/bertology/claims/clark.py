@@ -16,8 +16,8 @@ from bertology.claims.common import (
     heads_of,
     layer_group,
 )
-from bertology.claims.stats import scipy_stats as st
-from bertology.claims.stats import Boot, Result, nan_result, safe_p, side_alternative
+from bertology.claims.bootstrap import scipy_stats as st
+from bertology.claims.bootstrap import Boot, Result, nan_result, safe_p, side_alternative
 
 
 def sep_middle(tables: Tables, boot: Boot, *, side: str, null: float) -> Result:

@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from bertology.claims.stats import scipy_stats as st
-from bertology.claims.stats import (
+from bertology.claims.bootstrap import scipy_stats as st
+from bertology.claims.bootstrap import (
     Boot,
     batched_group_difference,
     batched_mean,

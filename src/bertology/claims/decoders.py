@@ -9,7 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from bertology.claims.common import Tables, mean_above
-from bertology.claims.stats import Boot, Result, nan_result
+from bertology.claims.bootstrap import Boot, Result, nan_result
 from bertology.decoders.heads import SINK_EPSILON as EPSILON  # Gu et al.'s threshold on alpha_0
 
 #: how much of a pretrained decoder's sink share or best induction score fine-tuning may lose and still "keep" it

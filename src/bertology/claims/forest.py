@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from bertology.claims.ledger import ALL
-from bertology.claims.stats import CONTRADICTED, HOLDS, INCONCLUSIVE, NOT_COMPUTED
+from bertology.claims.bootstrap import CONTRADICTED, HOLDS, INCONCLUSIVE, NOT_COMPUTED
 
 #: the verdicts' marker colours (the report's matrix uses the same hues)
 COLOURS = {HOLDS: "#1e7b34", CONTRADICTED: "#b42318", INCONCLUSIVE: "#c49a00", NOT_COMPUTED: "#9aa5b1"}
@@ -183,7 +183,7 @@ def forest_figure(ledger: pd.DataFrame, confidence: float | None = None, n_colum
 def write_forest(ledger: pd.DataFrame, path: str | Path, confidence: float | None = None) -> Path:
     """results/figures/claims.png: :func:`forest_figure` of the ledger, saved with the project's style; a ledger
     with no row gives a figure saying so."""
-    from bertology.plotting import new_figure, save_figure
+    from bertology.pipeline.plotting import new_figure, save_figure
 
     if ledger.empty:
         fig, ax = new_figure(5, 1.2)

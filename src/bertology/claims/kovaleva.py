@@ -16,8 +16,8 @@ from bertology.claims.common import (
     heads_of,
     mean_above,
 )
-from bertology.claims.stats import scipy_stats as st
-from bertology.claims.stats import (
+from bertology.claims.bootstrap import scipy_stats as st
+from bertology.claims.bootstrap import (
     MIN_UNITS,
     Boot,
     batched_spearman,
@@ -44,10 +44,10 @@ def patterns_repeat(tables: Tables, boot: Boot, *, side: str, null: float) -> Re
 
 
 def _headline(t: pd.DataFrame, task: str | None = None) -> str:
-    """The task's headline metric: its first metric (bertology.tasks; a declared task's when this process knows it),
+    """The task's headline metric: its first metric (bertology.data.tasks; a declared task's when this process knows it),
     else the first metric of the task's rows in the table (table1.csv lists a task's metrics in its order), else the
     table's first."""
-    from bertology.tasks import UnknownTaskError, get_task
+    from bertology.data.tasks import UnknownTaskError, get_task
 
     if task is not None:
         try:

@@ -2,7 +2,7 @@
 
 :func:`build_ledger` reads, for each claim and task, the tables the claim declares (one set per fine-tuning seed
 for a claim about the fine-tuned model), calls the claim's pure function, applies the verdict rule
-(:func:`bertology.claims.stats.verdict`) and Holm's correction over every test of the run, and returns
+(:func:`bertology.claims.bootstrap.verdict`) and Holm's correction over every test of the run, and returns
 results/claims.csv as a DataFrame (:data:`COLUMNS`). With two or more seeds each seed's verdict comes beside the
 pooled one. :func:`findings_view` is stats/{task}/seeds/findings.csv, a view of the ledger.
 """
@@ -17,9 +17,9 @@ from typing import Any
 
 import pandas as pd
 
-from bertology import layout
-from bertology.claims.stats import HOLDS, NOT_COMPUTED, Boot, Result, holm, verdict
-from bertology.errors import InputError
+from bertology.pipeline import layout
+from bertology.claims.bootstrap import HOLDS, NOT_COMPUTED, Boot, Result, holm, verdict
+from bertology.pipeline.errors import InputError
 
 #: a claim as the registry declares it (bertology.registry.Claim: id, inputs, compute, side, null, ...); the ledger
 #: takes the claims as an argument, so this science module imports no registry
@@ -169,7 +169,7 @@ def build_ledger(results: Path, claims: Sequence[Claim], tasks: Sequence[str], s
     naming the key). Rows in the report's order, then by task (a task-free claim, ``Claim.task_free``, has one row,
     task :data:`ALL`, and is one test); p_holm over every finite p of the ledger.
     """
-    from bertology.seeds import seed_tags
+    from bertology.pipeline.seedtags import seed_tags
 
     tags = seed_tags(list(seeds))
     rows = []
@@ -214,7 +214,7 @@ def chance_caveats(ledger: pd.DataFrame) -> pd.Series:
     0.0125 [-0.0125, 0.05]").
 
     Decided from the task's :data:`CHANCE_CLAIM` row alone: its interval computed (finite) and not wholly on the
-    claim's side of its null (the verdict rule, :func:`bertology.claims.stats.verdict`, is not `holds`). A task
+    claim's side of its null (the verdict rule, :func:`bertology.claims.bootstrap.verdict`, is not `holds`). A task
     without that row or without an interval (fewer than MIN_UNITS examples, not computed) gets no caveat: the ledger
     cannot tell. The verdict of a claim about a fine-tuned model (:func:`verdict_marked`) then describes a classifier
     that learned nothing of its task."""
@@ -241,8 +241,8 @@ def verdict_marked(row: Mapping) -> bool:
 def findings_view(ledger: pd.DataFrame, task: str) -> pd.DataFrame:
     """stats/{task}/seeds/findings.csv from the ledger: per claim of the fine-tuned model, 1/0 per seed (its verdict
     is `holds` or not), the seeds, how many hold, and in words every | most | some | one | none
-    (:func:`bertology.seedstats.verdict`); `not computed` where the ledger did not compute it."""
-    from bertology.seedstats import verdict as in_words
+    (:func:`bertology.stats.across_seeds.verdict`); `not computed` where the ledger did not compute it."""
+    from bertology.stats.across_seeds import verdict as in_words
 
     rows = []
     for r in ledger[ledger["task"].isin([task, ALL]) & (ledger["variant"] != "pretrained")].itertuples():

@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 
 from bertology.claims.common import Tables, mean_above
-from bertology.claims.stats import scipy_stats as st
-from bertology.claims.stats import (
+from bertology.claims.bootstrap import scipy_stats as st
+from bertology.claims.bootstrap import (
     MIN_UNITS,
     Boot,
     Result,

@@ -6,8 +6,8 @@ model's and the baseline's records of every seed on the same examples; :func:`pa
 percentile bootstrap over the examples (with two or more seeds the Multi-Bootstrap over seeds and examples) of the
 mean over seeds of metric(fine-tuned) - metric(baseline), the metric recomputed on every resample with the
 project's metrics (F1, MCC and correlations are not means over examples): classification metrics from each
-resample's confusion counts (:func:`bertology.metrics.confusion_metric`), correlations from the drawn rows
-(:func:`bertology.metrics.batched_metric`);
+resample's confusion counts (:func:`bertology.models.metrics.confusion_metric`), correlations from the drawn rows
+(:func:`bertology.models.metrics.batched_metric`);
 :func:`paired_permutation_p` is the paired permutation test of that difference (``scipy.stats.permutation_test``,
 ``permutation_type="samples"``: each example's two predictions swapped between the models).
 
@@ -21,10 +21,10 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from bertology.claims.stats import MIN_UNITS, Boot, percentile, side_alternative
-from bertology.claims.stats import scipy_stats as st
-from bertology.metrics import CLASSIFICATION, batched_metric, confusion_cells, confusion_metric, row_counts
-from bertology.seedstats import multibootstrap_indices
+from bertology.claims.bootstrap import MIN_UNITS, Boot, percentile, side_alternative
+from bertology.claims.bootstrap import scipy_stats as st
+from bertology.models.metrics import CLASSIFICATION, batched_metric, confusion_cells, confusion_metric, row_counts
+from bertology.stats.across_seeds import multibootstrap_indices
 
 #: the test of the Table 1 claims (Result.test)
 TEST = "scipy.stats.permutation_test"
@@ -78,7 +78,7 @@ def _classes(labels: np.ndarray, fine: np.ndarray, base: np.ndarray) -> np.ndarr
 
 
 def _confusions(cells: np.ndarray, weights: np.ndarray, k: int) -> np.ndarray:
-    """Confusion counts of weighted examples: cells (N,) (:func:`bertology.metrics.confusion_cells` of one model's
+    """Confusion counts of weighted examples: cells (N,) (:func:`bertology.models.metrics.confusion_cells` of one model's
     predictions), weights (b, N) whole numbers (draw counts, 0/1 swap masks) -> (b, K, K): per cell, the sum of
     its examples' weights."""
     order = np.argsort(cells, kind="stable")
@@ -94,8 +94,8 @@ def resampled_differences(metric: str, labels: np.ndarray, fine: np.ndarray, bas
 
     labels: (N,); fine, base: (S, N) predictions (class ids or scores); draws: (B, N) example indices, the same
     for both models and every seed. Returns (B, S). Classification metrics from each resample's confusion counts
-    (the draw counts times each example's cell: :func:`bertology.metrics.confusion_metric`); correlations from the
-    drawn labels and predictions (:func:`bertology.metrics.batched_metric` with a label vector per row).
+    (the draw counts times each example's cell: :func:`bertology.models.metrics.confusion_metric`); correlations from the
+    drawn labels and predictions (:func:`bertology.models.metrics.batched_metric` with a label vector per row).
     """
     n_seeds, n = fine.shape
     out = np.empty((draws.shape[0], n_seeds))
@@ -127,9 +127,9 @@ def paired_interval(metric: str, labels: np.ndarray, fine: np.ndarray, base: np.
 
     labels: (N,); fine, base: (S, N). Each of `boot.resamples` replicates draws N examples with replacement (the
     same for both models: paired) and, with S >= 2, S seeds with replacement, together (the Multi-Bootstrap of
-    Sellam et al. 2022: :func:`bertology.seedstats.multibootstrap_indices`, seeded by `boot.seed`); its value is the
+    Sellam et al. 2022: :func:`bertology.stats.across_seeds.multibootstrap_indices`, seeded by `boot.seed`); its value is the
     mean over the drawn seeds (with their multiplicity) of each one's difference on the drawn examples. NaN, NaN
-    when N < :data:`~bertology.claims.stats.MIN_UNITS` or no replicate is finite.
+    when N < :data:`~bertology.claims.bootstrap.MIN_UNITS` or no replicate is finite.
     """
     n_seeds, n = fine.shape
     if n < MIN_UNITS:

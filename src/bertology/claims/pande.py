@@ -16,8 +16,8 @@ from bertology.claims.common import (
     layer_group,
     share_difference,
 )
-from bertology.claims.stats import scipy_stats as st
-from bertology.claims.stats import (
+from bertology.claims.bootstrap import scipy_stats as st
+from bertology.claims.bootstrap import (
     Boot,
     batched_spearman,
     Result,

@@ -11,7 +11,7 @@ from collections.abc import Collection
 import pandas as pd
 
 from bertology.claims.ledger import ALL, CHANCE_CLAIM, effect_text, verdict_marked
-from bertology.claims.stats import NOT_COMPUTED, VERDICTS
+from bertology.claims.bootstrap import NOT_COMPUTED, VERDICTS
 
 #: the colour of each verdict's word (CSS classes v-holds, v-contradicted, v-inconclusive, v-not-computed)
 CSS = """

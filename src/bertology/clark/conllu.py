@@ -2,11 +2,11 @@
 
 Each sentence becomes one single-segment example (``text_b`` None): its text is the surface tokens joined by
 one space unless the token's MISC says ``SpaceAfter=No``. The words table (columns of
-:data:`bertology.annotate.WORD_COLUMNS`) has one row per *syntactic word* (an integer ID), numbered from 0:
+:data:`bertology.attention.annotate.WORD_COLUMNS`) has one row per *syntactic word* (an integer ID), numbered from 0:
 ``text`` FORM, ``lemma``, ``pos`` UPOS, ``tag`` XPOS, ``dep`` DEPREL as written (subtypes kept, e.g.
 ``nsubj:pass``), ``head`` HEAD - 1 (a root points to itself), ``is_punct`` UPOS == PUNCT, and the word's
 character span in the text, which aligns it to wordpieces exactly like a spaCy word
-(:func:`bertology.annotate.align_words`).
+(:func:`bertology.attention.annotate.align_words`).
 
 UD specifics:
 
@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bertology.annotate import words_frame
+from bertology.attention.annotate import words_frame
 from bertology.data import COLUMNS, DataError
 
 SENTENCE_COLUMNS = ["idx", "file", "sent_id", "words"]

@@ -11,7 +11,7 @@ Features of entropy.csv (per layer and head; mean, std with ddof 1 and n over th
 - ``uniform``: the entropy of uniform attention over each of the same rows' keys (the reference): ln n for every
   row of an encoder; ln (t + 1) for row t of a decoder's causal map (its keys are 0..t);
 - ``cls``: the classified row of every example (n = examples): an encoder's [CLS], a decoder's last real token
-  (:attr:`bertology.onepass.Example.classified`);
+  (:attr:`bertology.attention.onepass.Example.classified`);
 - ``uniform_cls``: ln n once per example, the reference of that row (a decoder's last row has n keys too).
 
 Glossary: L layers, H heads, n real length of one example.

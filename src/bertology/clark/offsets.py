@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bertology.onepass import Example, ExampleKernel, Job, Outputs, StoreInfo
-from bertology.stats import Moments, feature_moments_table
+from bertology.attention.onepass import Example, ExampleKernel, Job, Outputs, StoreInfo
+from bertology.stats.moments import Moments, feature_moments_table
 
 #: the features of previous.csv, in the order of the last axis of :func:`offset_attention`
 FEATURES = ("previous", "next")

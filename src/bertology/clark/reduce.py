@@ -1,5 +1,5 @@
 """Clark et al.'s statistics of a store: the kernel of attention entropy (3.3) and heads as dependency parsers
-(4.2) in the one-pass reduction (:mod:`bertology.onepass`), and their tables.
+(4.2) in the one-pass reduction (:mod:`bertology.attention.onepass`), and their tables.
 
 The task stores run it with every other store analysis (entropy.csv and parser.csv of the spaCy arcs, in the same
 read as Kovaleva's statistics and the sieve scores); the gold-syntax stores run its parser alone
@@ -20,8 +20,8 @@ import pandas as pd
 
 from bertology.clark import entropy as ent
 from bertology.clark import parser as prs
-from bertology.onepass import Example, ExampleKernel, Job, Outputs, StoreInfo, example_groups, reduce_store
-from bertology.stats import Moments, feature_moments_table
+from bertology.attention.onepass import Example, ExampleKernel, Job, Outputs, StoreInfo, example_groups, reduce_store
+from bertology.stats.moments import Moments, feature_moments_table
 
 
 @dataclass
@@ -110,7 +110,7 @@ def clark_metrics(entropy: pd.DataFrame | None, parser: pd.DataFrame, *, skipped
     parser: per relation with >= METRIC_MIN_N arcs, ``parser.{relation}.best`` (best head, either direction) and
     ``parser.{relation}.baseline``; ``parser.arcs`` and ``parser.arcs_skipped``.
     """
-    from bertology.clark.figures import best_per_relation
+    from bertology.clark.clark_figures import best_per_relation
 
     out: list[tuple[dict[str, float], int | None]] = []
     if entropy is not None and len(entropy):

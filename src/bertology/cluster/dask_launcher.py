@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bertology.errors import UserError
-from bertology.io import write_text
+from bertology.pipeline.errors import UserError
+from bertology.pipeline.io import write_text
 
 
 @dataclass(frozen=True)

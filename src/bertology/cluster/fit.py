@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bertology.errors import UserError
+from bertology.pipeline.errors import UserError
 
 log = logging.getLogger(__name__)
 

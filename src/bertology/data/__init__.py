@@ -17,9 +17,9 @@ import pandas as pd
 from bertology.data.glue_dir import SkippedRow, read_glue_rows, read_glue_split  # noqa: F401 - bench/ reads it here
 from bertology.data.sampler import sample_positions
 from bertology.data.hub import load_hub_split
-from bertology.config import DataConfig
-from bertology.errors import DataError
-from bertology.tasks import SPLITS, TaskSpec, get_task
+from bertology.pipeline.config import DataConfig
+from bertology.pipeline.errors import DataError
+from bertology.data.tasks import SPLITS, TaskSpec, get_task
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ def load_declared_rows(task: str, split: str, data: DataConfig) -> tuple[pd.Data
     """:func:`load_split_rows` of a declared task (bertology.data.declared), subsampled as configured; the label
     names ride along in ``frame.attrs["label_names"]`` (written into the parquet by :func:`write_prepared`)."""
     from bertology.data.declared import read_declared
-    from bertology.tasks import declaration
+    from bertology.data.tasks import declaration
 
     read = read_declared(declaration(task), split, seed=data.seed, bad_rows=data.bad_rows)
     key = "data.max_train_examples" if split == "train" else "data.max_eval_examples"
@@ -192,7 +192,7 @@ def source_files(source: str, task: str, split: str, declared: dict | None = Non
 
 def write_prepared(df: pd.DataFrame, path: str | Path) -> Path:
     """Write a prepared split atomically (a killed job never leaves half a parquet)."""
-    from bertology.io import write_parquet
+    from bertology.pipeline.io import write_parquet
 
     return write_parquet(df, path)
 

@@ -17,7 +17,7 @@ Label and text columns are read as the strings they are (a CSV/TSV file as text 
 identity is one rule for every format (:func:`class_key`): a label that is a number (``1``, ``"1"``, ``"1.0"``,
 ``1.0``) is the class of that number, any other value the class of its text.
 
-Bad input is a one-line :class:`bertology.errors.DataError`: a column not there (file, column, columns found); the
+Bad input is a one-line :class:`bertology.pipeline.errors.DataError`: a column not there (file, column, columns found); the
 rows of a split that cannot be used, every one found in one pass (a blank text, a missing label, a regression label
 that is not a number, a label outside the declared names: the count of each kind and its first rows, each with the
 physical line it starts on; dropped and recorded instead under ``data.bad_rows: skip``); an empty split; a split not
@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 
 from bertology.data.glue_dir import SkippedRow, blank_text
-from bertology.errors import DataError
+from bertology.pipeline.errors import DataError
 
 log = logging.getLogger(__name__)
 
@@ -204,7 +204,7 @@ def load_splits(decl: dict, src: Source, cache_dir: str | None) -> dict[str, Any
 def _load_hub(decl: dict) -> dict[str, Any]:
     import datasets
 
-    from bertology.models import hub_reachable
+    from bertology.models.loading import hub_reachable
 
     try:
         loaded = datasets.load_dataset(decl["source"], decl.get("config"), revision=decl.get("revision"))

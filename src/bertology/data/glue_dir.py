@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bertology.tasks import TaskSpec
+from bertology.data.tasks import TaskSpec
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ def blank_text(text: str) -> bool:
 
 
 def _glue_error(msg: str):
-    from bertology.errors import DataError
+    from bertology.pipeline.errors import DataError
 
     return DataError(msg)
 

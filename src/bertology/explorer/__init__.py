@@ -11,7 +11,7 @@ Two sides of the file system:
   JavaScript from ``assets/``, the data as inline JSON; no server, no network request); :func:`write_explorer`
   (:mod:`.page`) does both and writes the file.
 
-Modules depend one way: cells, inputs (bertology.layout, the registry), maps, sampling, histograms <- catalogue,
+Modules depend one way: cells, inputs (bertology.pipeline.layout, the registry), maps, sampling, histograms <- catalogue,
 sieve, views <- examples <- load; load and render (which depends on none of them) <- page. The page reads only
 the files it is given as its inputs (the rule's declared inputs; every file under results/ when none are given).
 

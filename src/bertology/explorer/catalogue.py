@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from bertology import layout
+from bertology.pipeline import layout
 from bertology.explorer.cells import counts, flags, grid
 from bertology.explorer.inputs import VARIANTS, Inputs, statistic_files
 from bertology.analyses import REGISTRY

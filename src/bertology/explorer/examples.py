@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from bertology.explorer.cells import num
-from bertology import layout
+from bertology.pipeline import layout
 from bertology.explorer.inputs import PROBE_STORES, Inputs
 from bertology.explorer.maps import encode_maps, quantise
 from bertology.explorer.sampling import pick_examples
@@ -39,7 +39,7 @@ def tokenizer(src: Inputs, task: str, attrs: dict):
         mp = Path(str(attrs["model_path"]))
         candidates += [mp / "tokenizer.json", src.root.parent / mp / "tokenizer.json"]
     try:
-        from bertology.models import EMBEDDED_MODELS, resolve_model
+        from bertology.models.loading import EMBEDDED_MODELS, resolve_model
 
         if attrs.get("model") in EMBEDDED_MODELS:
             candidates.append(Path(resolve_model(str(attrs["model"]))) / "tokenizer.json")
@@ -57,7 +57,7 @@ def label_text(task: str, label: Any, names: Any = None) -> str:
     """A label as the page shows it: "name (id)" for a class id of a known task (names: the label names the
     prepared data records, for a declared task whose names come from its data), else the raw value."""
     try:
-        from bertology.tasks import get_task
+        from bertology.data.tasks import get_task
 
         names = list(names) if names else get_task(task).label_names
         if names and label is not None and not pd.isna(label) and float(label).is_integer() \
@@ -173,7 +173,7 @@ PROBE_EXAMPLES = 1
 def probe_examples(src: Inputs, task: str, stores: dict[str, Any]) -> list[dict]:
     """The decoder probe's first sequences (a BOS token and random tokens repeated twice) as examples of the page,
     after the task's: their tokens and the maps of each variant's probe store (attention/{task}/probe-*.zarr,
-    :func:`bertology.extract.write_probe_store`). stores: {page variant: opened probe store}; an empty list
+    :func:`bertology.attention.extract.write_probe_store`). stores: {page variant: opened probe store}; an empty list
     without one. idx -1, -2, ...: no example of the task."""
     if not stores:
         return []

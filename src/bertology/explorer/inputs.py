@@ -1,4 +1,4 @@
-"""What the explorer reads: its inputs under the results root, every path from :mod:`bertology.layout`.
+"""What the explorer reads: its inputs under the results root, every path from :mod:`bertology.pipeline.layout`.
 
 :func:`explorer_inputs` lists them for the rule; :class:`Inputs` is what the readers of this package get: the
 results root and the files declared to the explorer (the rule's inputs), so the page shows its declared inputs
@@ -13,12 +13,12 @@ from pathlib import Path, PurePosixPath
 
 import pandas as pd
 
-from bertology import layout
+from bertology.pipeline import layout
 from bertology.analyses import REGISTRY
 from bertology.analyses.norms import FAITHFULNESS, FAITHFULNESS_EXAMPLES, IMPORTANCE_FILE, SCORES_FILE
 from bertology.analyses.sieve import SIEVE_SCORES_FILE
 from bertology.registry import Statistic, Table
-from bertology.tasks import SPLITS
+from bertology.data.tasks import SPLITS
 
 VARIANTS = ("pretrained", "finetuned")
 #: a decoder's induction-probe stores, by the page's variant (rules/decoders.smk)
@@ -99,7 +99,7 @@ class Inputs:
 
     @classmethod
     def of(cls, root: str | Path, declared: Collection[str] | None = None) -> Inputs:
-        """Inputs under `root`; declared: paths under it (e.g. :func:`bertology.layout.under` of a rule's inputs)."""
+        """Inputs under `root`; declared: paths under it (e.g. :func:`bertology.pipeline.layout.under` of a rule's inputs)."""
         return cls(Path(root), None if declared is None else frozenset(str(PurePosixPath(p)) for p in declared))
 
     def path(self, key: str, /, **values: object) -> Path:

@@ -8,7 +8,7 @@ from typing import Any
 
 from bertology.explorer.load import load_explorer_data
 from bertology.explorer.render import render_explorer
-from bertology.io import write_text
+from bertology.pipeline.io import write_text
 
 log = logging.getLogger(__name__)
 

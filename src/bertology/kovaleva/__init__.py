@@ -1,7 +1,7 @@
 """Kovaleva et al. 2019, "Revealing the Dark Secrets of BERT", sections 4.1-4.5 over the attention stores.
 
 Modules: ``patterns`` (4.1), ``relations`` and ``framenet`` (4.2), ``cosine`` (4.3), ``features`` (4.4 and
-4.5), ``reduce`` (the Kovaleva kernel of the one-pass reduction, :mod:`bertology.onepass`, and the pair
+4.5), ``reduce`` (the Kovaleva kernel of the one-pass reduction, :mod:`bertology.attention.onepass`, and the pair
 reduction of two stores) and ``figures``; the steps of rules/kovaleva.smk are in ``bertology.steps.kovaleva``.
 
 Outputs (per-head CSVs are long and tidy; ``layer``/``head`` are 0-based ints; every mean has ``std``

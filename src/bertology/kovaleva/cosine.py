@@ -8,7 +8,7 @@ NaN/zero padding of a store never enters the dot product or the norms).
 from __future__ import annotations
 
 import numpy as np
-from bertology.errors import InputError
+from bertology.pipeline.errors import InputError
 
 
 def crop(attn: np.ndarray, n: int) -> np.ndarray:

@@ -16,11 +16,11 @@ Definitions (docs/reference.md#features):
 
 Negation words (``analysis.features.negation``): ``paper`` (the default) is exactly Kovaleva et al.'s
 footnote 6; ``extended`` adds no, nobody, cannot and every n't form; both matched on whole spaCy words, a
-contraction through its clitic (the lists and the test: :mod:`bertology.negation`).
+contraction through its clitic (the lists and the test: :mod:`bertology.attention.negation`).
 
 A wordpiece shared by several spaCy words (WordPiece keeps "cannot" whole, spaCy reads "can" + "not")
 has one word in the store's ``word_ids`` (int16, one per position, docs/reference.md#store). The alignment
-(:func:`bertology.annotate.align_words`) gives such a piece to the negation word among its sharers
+(:func:`bertology.attention.annotate.align_words`) gives such a piece to the negation word among its sharers
 (``not``), so the negation token of "I cannot go" is the piece ``cannot``; the other sharer ("can", an
 AUX, which carries none of these features) is left without a piece. This module reads ``word_ids`` as
 they are: wp(w) = the positions whose word id is w.
@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from bertology.negation import negation_flags
+from bertology.attention.negation import negation_flags
 
 FEATURES: tuple[str, ...] = ("cls", "sep", "noun", "verb", "pronoun", "subject", "object", "negation")
 CLS_FEATURES: tuple[str, ...] = FEATURES + ("punctuation",)
@@ -51,7 +51,7 @@ def word_feature_flags(words: pd.DataFrame, *, negation: str) -> pd.DataFrame:
     noun = POS NOUN/PROPN; verb = VERB (not AUX); pronoun = PRON; subject = nsubj/nsubjpass/csubj(pass);
     object = dobj/obj; negation = whole words of the `negation` list (``paper``: Kovaleva et al.'s
     footnote 6, the default; ``extended``), contractions through their clitic
-    (:func:`bertology.negation.is_negation`); punctuation = is_punct.
+    (:func:`bertology.attention.negation.is_negation`); punctuation = is_punct.
     """
     pos = words["pos"].astype(str)
     dep = words["dep"].astype(str)
@@ -125,7 +125,7 @@ def cls_scores(attn_last: np.ndarray, tokens: dict[str, np.ndarray], names: tupl
     """Kovaleva 4.5 scores of one example: what the classified query attends to in the last layer.
 
     attn_last: (H, n, n), the last layer; query: the row the classifier reads (0: BERT's [CLS]; a decoder's
-    last real token, n - 1: :attr:`bertology.onepass.Example.classified`). Returns (H, F): max over tokens of
+    last real token, n - 1: :attr:`bertology.attention.onepass.Example.classified`). Returns (H, F): max over tokens of
     type f of sum_{s in wp(w)} A[h, query, s]; NaN where the feature is absent.
     """
     row = np.asarray(attn_last[:, query, :], dtype=np.float64)  # (H, n)

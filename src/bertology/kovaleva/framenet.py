@@ -38,8 +38,8 @@ import numpy as np
 import pandas as pd
 
 from bertology.kovaleva import relations as rel
-from bertology.models import forward_inputs
-from bertology.config import ConfigError
+from bertology.models.loading import forward_inputs
+from bertology.pipeline.config import ConfigError
 
 log = logging.getLogger(__name__)
 

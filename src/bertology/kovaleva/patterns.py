@@ -41,8 +41,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bertology.io import write_torch
-from bertology.errors import InputError, MissingInputError
+from bertology.pipeline.io import write_torch
+from bertology.pipeline.errors import InputError, MissingInputError
 
 log = logging.getLogger(__name__)
 

@@ -1,14 +1,14 @@
 """Kovaleva et al.'s per-head statistics of a store: the kernel of the one-pass reduction and its tables.
 
-:class:`KovalevaKernel` is the per-example kernel (:class:`bertology.onepass.ExampleKernel`) of patterns (4.1),
+:class:`KovalevaKernel` is the per-example kernel (:class:`bertology.attention.onepass.ExampleKernel`) of patterns (4.1),
 dependency relations (4.2), features (4.4) and [CLS] attention (4.5): each example adds to a small
 :class:`Partial` of running sums (sum, sum of squares, count per head and feature; class counts), partials are
 added, and means / standard deviations (ddof=1) / counts come out at the end. The one-pass reduction
-(:func:`bertology.onepass.reduce_store`) runs it in the same read of a store as every other store analysis
+(:func:`bertology.attention.onepass.reduce_store`) runs it in the same read of a store as every other store analysis
 (Clark et al.'s entropy and parser, Pande et al.'s sieve scores); :func:`store_stats` runs it alone.
 
 :func:`store_pair` reads the pretrained and fine-tuned stores chunk-aligned in one pass: cosine (4.3) and the
-paired feature differences (:func:`bertology.onepass.run_chunks`).
+paired feature differences (:func:`bertology.attention.onepass.run_chunks`).
 
 Glossary: E examples of a chunk, L layers, H heads, Q = K = max_length, n real length of an example,
 F features, C pattern classes.
@@ -29,10 +29,10 @@ from bertology.kovaleva import cosine as cos_mod
 from bertology.kovaleva import features as feat
 from bertology.kovaleva import patterns as pat
 from bertology.kovaleva import relations as rel
-from bertology.negation import negation_list
-from bertology.onepass import (Example, ExampleKernel, Job, Outputs, StoreInfo, example_groups, reduce_store,
+from bertology.attention.negation import negation_list
+from bertology.attention.onepass import (Example, ExampleKernel, Job, Outputs, StoreInfo, example_groups, reduce_store,
                                run_chunks)
-from bertology.stats import Moments, feature_moments_table, head_grid, moments_table
+from bertology.stats.moments import Moments, feature_moments_table, head_grid, moments_table
 from bertology.store import SpecialTokens, StoreError, open_store
 
 log = logging.getLogger(__name__)
@@ -81,7 +81,7 @@ def prepare_words(words: pd.DataFrame, *, negation: str) -> dict[int, ExampleWor
     word number, dependency links).
 
     negation: the negation word list (``analysis.features.negation``): ``paper`` (Kovaleva et al.'s footnote 6)
-    or ``extended`` (:mod:`bertology.negation`).
+    or ``extended`` (:mod:`bertology.attention.negation`).
     """
     negation_list(negation)
     if words.empty:
@@ -122,7 +122,7 @@ def _cnn(path: str) -> pat.PatternCNN:
 
 
 def example_stats(ex: Example, words: ExampleWords | None, classifier: str) -> dict[str, np.ndarray | None]:
-    """Every Kovaleva statistic of one example (:class:`bertology.onepass.Example`, attention (L, H, n, n)).
+    """Every Kovaleva statistic of one example (:class:`bertology.attention.onepass.Example`, attention (L, H, n, n)).
 
     Returns features (L, H, F), cls (H, F'), dependency (L, H), patterns (L, H) class indices (rule) or None
     (CNN classification is batched per chunk).
@@ -224,7 +224,7 @@ def store_stats(store: str | Path, words: pd.DataFrame | None, *, classifier: st
                 compute_kwargs: Mapping[str, Any] | None = None,
                 expect: Mapping[str, Any] | None = None) -> Partial:
     """One read of a store -> the summed Partial of patterns, features, cls and dependency relations (the
-    Kovaleva kernel alone; the workflow runs it with every other store analysis, :mod:`bertology.onepass`).
+    Kovaleva kernel alone; the workflow runs it with every other store analysis, :mod:`bertology.attention.onepass`).
 
     store: an attention store (validated by :func:`bertology.store.open_store`); words: the words table
     (None: no word features, no dependency links); negation: ``analysis.features.negation``.

@@ -18,7 +18,7 @@ from bertology.norms import faithful as ff
 from bertology.norms import flow as fl
 from bertology.norms import mixviews as mv
 from bertology.norms.mixing import mixing_ratios
-from bertology.norms.stats import MixingStats, NormStats
+from bertology.norms.norm_stats import MixingStats, NormStats
 from bertology.norms.tokens import TokenKinds
 from bertology.norms.values import Capture, transformed_vectors
 
@@ -40,7 +40,7 @@ class Encoded:
 
 
 def encode_frame(tokenizer, frame: pd.DataFrame, max_length: int) -> Encoded:
-    from bertology.encoding import encode
+    from bertology.models.encoding import encode
 
     enc = encode(tokenizer, frame, max_length)
     ids = [np.asarray(i, np.int64) for i in enc["input_ids"]]
@@ -51,7 +51,7 @@ def encode_frame(tokenizer, frame: pd.DataFrame, max_length: int) -> Encoded:
 
 def padded(enc: Encoded, rows: np.ndarray, pad_id: int, model) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
     """The model inputs of `rows` padded to their longest: (kwargs, lengths (B,))."""
-    from bertology.models import takes_token_type_ids
+    from bertology.models.loading import takes_token_type_ids
 
     lengths = torch.as_tensor(enc.lengths[rows])
     T = int(lengths.max())
@@ -69,9 +69,9 @@ def padded(enc: Encoded, rows: np.ndarray, pad_id: int, model) -> tuple[dict[str
 
 def view_target(model, n: int) -> int:
     """The position the token views are read from, of an example of n tokens: 0 ([CLS]) for an encoder; for a
-    decoder (:func:`bertology.models.model_kind`) its last token, n - 1, the one its sequence classifier reads and
+    decoder (:func:`bertology.models.loading.model_kind`) its last token, n - 1, the one its sequence classifier reads and
     the only one whose causal row sees every token (row 0 attends to itself alone)."""
-    from bertology.models import model_kind
+    from bertology.models.loading import model_kind
 
     return n - 1 if model_kind(model.config) == "decoder" else 0
 

@@ -25,8 +25,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from bertology.errors import UserError
-from bertology.hooks import hooks
+from bertology.pipeline.errors import UserError
+from bertology.models.hooks import hooks
 
 VIEWS = ("raw", "norm", "rollout", "flow", "alti", "globenc", "decompx", "value_zeroing")
 IMPORTANCES = ("ablation", "gradient")
@@ -43,9 +43,9 @@ class NoReplacementToken(UserError, ValueError):
 
 def replacement_token_id(tokenizer, model=None) -> int:
     """The tokenizer's mask token id, else its unk token id; :data:`DELETE` for a decoder `model`
-    (:func:`bertology.models.model_kind`: a causal model has no mask token and was never trained on one)."""
+    (:func:`bertology.models.loading.model_kind`: a causal model has no mask token and was never trained on one)."""
     if model is not None:
-        from bertology.models import model_kind
+        from bertology.models.loading import model_kind
 
         if model_kind(model.config) == "decoder":
             return DELETE
@@ -59,7 +59,7 @@ def replacement_token_id(tokenizer, model=None) -> int:
 
 
 def _forward(model, ids: torch.Tensor, mask: torch.Tensor, token_type_ids: torch.Tensor | None, **kwargs):
-    from bertology.models import takes_token_type_ids
+    from bertology.models.loading import takes_token_type_ids
 
     extra = {"token_type_ids": token_type_ids} if token_type_ids is not None and takes_token_type_ids(model) else {}
     return model(input_ids=ids, attention_mask=mask, **extra, **kwargs)
@@ -242,7 +242,7 @@ def _first_layer_hook(captured: list[torch.Tensor]):
 
 
 def _input_capture(model, captured: list[torch.Tensor]):
-    """A :func:`bertology.hooks.hooks` scope whose hook captures e, the input representation input x gradient is
+    """A :func:`bertology.models.hooks.hooks` scope whose hook captures e, the input representation input x gradient is
     taken at: the embeddings module's output, or, without one (a decoder), the first layer's input."""
     if getattr(model.base_model, "embeddings", None) is not None:
         return hooks(model, fwd=[(_embeddings(model), _leaf_hook(captured))])

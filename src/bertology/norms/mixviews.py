@@ -44,8 +44,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from bertology.errors import UserError
-from bertology.hooks import hooks, stop_forward
+from bertology.pipeline.errors import UserError
+from bertology.models.hooks import hooks, stop_forward
 from bertology.norms.values import (
     AttentionBlock,
     Capture,
@@ -229,7 +229,7 @@ class PartsCapture:
                 [pick(o) for _, _, o in self.head_calls])
 
     def __exit__(self, *exc) -> bool | None:
-        """Removes every hook (:func:`bertology.hooks.hooks`)."""
+        """Removes every hook (:func:`bertology.models.hooks.hooks`)."""
         return self._scope.__exit__(*exc)
 
 
@@ -514,9 +514,9 @@ def value_zeroing(model, parts: list[LayerParts] | list[AttentionBlock], inputs:
     One intact forward keeps every layer's output, attention and value vectors. Then one more forward pass zeroes,
     in each layer l, token j's value vectors in copy j only: its attention output at position i is the intact one less
     sum_h alpha_h[i, j] f_h(x_j) (the attention weights are not renormalised: a zeroed value vector adds nothing).
-    Forward hooks (:func:`bertology.hooks.hooks`) take layer l's output (n copies, n, D) to its distances and hand
+    Forward hooks (:func:`bertology.models.hooks.hooks`) take layer l's output (n copies, n, D) to its distances and hand
     the next layer layer l's kept intact output in its place (repeated along the batch to the copies), so each
-    layer runs on its intact input; the pass stops at the last layer's output (:func:`bertology.hooks.stop_forward`).
+    layer runs on its intact input; the pass stops at the last layer's output (:func:`bertology.models.hooks.stop_forward`).
 
     method "subtract" (the default): each layer runs once on the intact input (batch 1) and W_O's output o (1, n, D)
     becomes o - removed (n copies, n, D), broadcast through the rest of the layer (residual, LayerNorm,

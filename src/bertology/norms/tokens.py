@@ -58,7 +58,7 @@ class TokenKinds:
 def token_frequencies(tokenizer, frame: pd.DataFrame, max_length: int) -> np.ndarray:
     """How often each token id occurs in a prepared frame's inputs as the model sees them (both texts, specials
     included, truncated to max_length): (vocabulary size,) int64."""
-    from bertology.encoding import encode
+    from bertology.models.encoding import encode
 
     counts = np.zeros(len(tokenizer), np.int64)
     for start in range(0, len(frame), 1000):

@@ -42,9 +42,9 @@ from dataclasses import dataclass
 
 import torch
 
-from bertology.attention_layers import CallRank, layer_modules
-from bertology.errors import UserError
-from bertology.hooks import hooks
+from bertology.models.layers import CallRank, layer_modules
+from bertology.pipeline.errors import UserError
+from bertology.models.hooks import hooks
 
 VALUE_NAMES = ("value", "v", "v_proj", "v_lin", "value_proj")
 # V's columns: the last (the key/value heads' share of the) block; each head's last third
@@ -317,10 +317,10 @@ def attention_blocks(model: torch.nn.Module) -> list[AttentionBlock]:
 
 def norms_unsupported(name_or_path: str) -> str | None:
     """Why value norms cannot be computed on the config's `model`, or None when they can (or it cannot be told
-    yet): its classifier built on the meta device (:func:`bertology.models.meta_classifier`), searched for the
+    yet): its classifier built on the meta device (:func:`bertology.models.loading.meta_classifier`), searched for the
     attention blocks :func:`attention_blocks` needs, so the workflow can leave the norm analyses out before any
     job runs."""
-    from bertology.models import meta_classifier
+    from bertology.models.loading import meta_classifier
 
     model = meta_classifier(name_or_path)
     if model is None:
@@ -443,12 +443,12 @@ class Capture:
         return self
 
     def __exit__(self, *exc) -> bool | None:
-        """Removes every hook (:func:`bertology.hooks.hooks`)."""
+        """Removes every hook (:func:`bertology.models.hooks.hooks`)."""
         return self._scope.__exit__(*exc)
 
     def _next(self, kind: str, users: list[AttentionBlock]) -> AttentionBlock | None:
         """The block of this call of a module used by the layers `users` (its k-th call: the k-th user;
-        :class:`bertology.attention_layers.CallRank`)."""
+        :class:`bertology.models.layers.CallRank`)."""
         layer = self._rank.next(users[0].value, kind)
         return None if layer is None else self.blocks[layer]
 

@@ -4,7 +4,7 @@ Modules (docs/reference.md#sieve gives the definitions):
 
 - :mod:`.masks`   pure numpy: the sieves S(t) and the query sets of every role for a chunk of examples;
 - :mod:`.scores`  pure numpy: sieve bias beta(t) and per-example scores from attention and masks;
-- :mod:`.reduce`  the sieve kernel of the one read of a store (bertology.onepass); the t-tests; sieve.csv;
+- :mod:`.reduce`  the sieve kernel of the one read of a store (bertology.attention.onepass); the t-tests; sieve.csv;
 - :mod:`.summary` fine-tuned minus pretrained deltas, role shares, overlaps, Spearman correlations;
 - :mod:`.figures` the paper's Figures 3-6.
 

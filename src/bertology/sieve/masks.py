@@ -30,8 +30,8 @@ import numpy as np
 import pandas as pd
 
 from bertology.store import SpecialTokens
-from bertology.config import ConfigError
-from bertology.errors import InputError
+from bertology.pipeline.config import ConfigError
+from bertology.pipeline.errors import InputError
 
 SYNTACTIC_RELATIONS: tuple[str, ...] = ("nsubj", "dobj", "amod", "advmod")
 ROLES: tuple[str, ...] = ("local", "prev_local", "next_local", "block", "delimiter", "cls", "sep",

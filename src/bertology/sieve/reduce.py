@@ -1,10 +1,10 @@
 """Sieve scores of an attention store, the kernel of the one-pass reduction, and the per-head one-sided t-tests
 (sieve.csv).
 
-:class:`SieveKernel` is a sub-batch kernel (:class:`bertology.onepass.BatchKernel`): the examples of each chunk
+:class:`SieveKernel` is a sub-batch kernel (:class:`bertology.attention.onepass.BatchKernel`): the examples of each chunk
 of `attention` (E, L, H, Q, K), taken in order of length, become per-example scores of every role (E, L, H, R) —
 small — and the t-tests run on those. The workflow runs it in the same read of a store as every other store analysis
-(:func:`bertology.onepass.reduce_store`); :func:`compute_scores` runs it alone. Memory is bounded by a chunk
+(:func:`bertology.attention.onepass.reduce_store`); :func:`compute_scores` runs it alone. Memory is bounded by a chunk
 (processed in sub-batches of :data:`BATCH` examples) times the number of Dask workers.
 """
 
@@ -22,9 +22,9 @@ import pandas as pd
 import xarray as xr
 from scipy import stats
 
-from bertology.errors import MissingInputError
-from bertology.onepass import BatchKernel, Job, Outputs, StoreInfo, reduce_store
-from bertology.stats import fdr_bh
+from bertology.pipeline.errors import MissingInputError
+from bertology.attention.onepass import BatchKernel, Job, Outputs, StoreInfo, reduce_store
+from bertology.stats.moments import fdr_bh
 from bertology.store import StoreError, open_store
 
 from .masks import ROLES, SYNTACTIC_RELATIONS, build_masks, check_roles, chunk_relations, roles_for
@@ -52,7 +52,7 @@ class SieveKernel(BatchKernel):
     """Per-example sieve scores of every role, by sub-batches of examples of similar length: (E, L, H, R) per chunk,
     concatenated.
 
-    Each sub-batch (:class:`bertology.onepass.BatchKernel`: `batch` examples in order of length, one float32 block
+    Each sub-batch (:class:`bertology.attention.onepass.BatchKernel`: `batch` examples in order of length, one float32 block
     cropped to the longest, exact zeros past each length) gives its masks and ONE batched product
     (:func:`bertology.sieve.scores.block_scores`); the words of the syntactic roles are looked up once per chunk.
     roles: the roles scored (:func:`bertology.sieve.masks.roles_for`); window: ``analysis.sieve.window``;
@@ -143,7 +143,7 @@ def compute_scores(store: str | Path, words: pd.DataFrame | None, *, roles: Sequ
     sieve kernel alone; the workflow runs it with every other store analysis).
 
     store: an attention store (docs/reference.md#store; a path or fsspec URL); words: the words table (needed for the
-    syntactic roles). compute_kwargs: for dask.compute (bertology.daskutil.compute_kwargs).
+    syntactic roles). compute_kwargs: for dask.compute (bertology.pipeline.daskutil.compute_kwargs).
     """
     kernel = SieveKernel(roles=check_roles(roles), window=int(window), batch=int(batch))
     return reduce_store(store, [kernel], words, expect=expect, compute_kwargs=compute_kwargs)[kernel.name]
@@ -206,7 +206,7 @@ def sieve_kernel(ds, store: str | Path, words: pd.DataFrame | None, *, task: str
     """The sieve kernel of one opened store (:func:`bertology.store.open_store`): every role, `block` only for
     pair tasks. task: the GLUE task (default: the store's `task` attribute). Logs a warning when examples of a
     pair task have no second segment, or when the words table does not cover every example."""
-    from bertology.tasks import get_task
+    from bertology.data.tasks import get_task
 
     task = task or ds.attrs.get("task")
     if not task:

@@ -8,7 +8,7 @@ tau = 3 asks for three times the uniform share.
 from __future__ import annotations
 
 import numpy as np
-from bertology.errors import InputError
+from bertology.pipeline.errors import InputError
 from bertology.store import as_float32
 
 

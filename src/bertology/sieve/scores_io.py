@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from bertology.errors import MissingInputError
-from bertology.io import write_npz
+from bertology.pipeline.errors import MissingInputError
+from bertology.pipeline.io import write_npz
 
 
 def scores_arrays(scores: xr.DataArray, **attrs: Any) -> dict[str, np.ndarray]:

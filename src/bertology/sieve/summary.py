@@ -25,7 +25,7 @@ import xarray as xr
 from scipy import stats
 
 from .masks import ROLES
-from bertology.errors import InputError
+from bertology.pipeline.errors import InputError
 
 LAYER_GROUPS: tuple[str, ...] = ("initial", "middle", "final")
 DELTA_COLUMNS = ["task", "role", "layer_group", "pretrained", "finetuned", "delta", "n_heads"]

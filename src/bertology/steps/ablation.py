@@ -6,8 +6,8 @@ import time
 from pathlib import Path
 
 from bertology.steps.context import StepContext
-from bertology.errors import UserError
-from bertology.io import write_json
+from bertology.pipeline.errors import UserError
+from bertology.pipeline.io import write_json
 
 
 def _write_json(obj: dict, path: Path) -> None:
@@ -22,9 +22,9 @@ def _load_finetuned(ctx: StepContext):
     import torch
 
     from bertology.ablation.heads import enable_heads
-    from bertology.models import load_encoder, load_tokenizer
-    from bertology.tasks import get_task
-    from bertology.training import select_device
+    from bertology.models.loading import load_encoder, load_tokenizer
+    from bertology.data.tasks import get_task
+    from bertology.models.training import select_device
 
     task = ctx.wildcards["task"]
     spec = get_task(task)
@@ -58,10 +58,10 @@ def ablation_sweep(ctx: StepContext) -> None:
     is the one fine-tuned from the pretrained encoder (``--input model=``).
     """
     from bertology.ablation.heads import DisablingUnsupported
-    from bertology.ablation.figures import verdict
-    from bertology.ablation.stats import COLUMN_DOCS, sweep_tables
+    from bertology.ablation.ablation_figures import verdict
+    from bertology.ablation.significance import COLUMN_DOCS, sweep_tables
     from bertology.ablation.sweep import encode_batches, resolve_sweep, run_sweep
-    from bertology.io import write_csv
+    from bertology.pipeline.io import write_csv
 
     task, cfg = ctx.wildcards["task"], ctx.config.ablation
     df = _eval_sample(ctx)
@@ -120,9 +120,9 @@ def _write_examples(path: Path, task: str, df, logits, n_layers: int, n_heads: i
     import numpy as np
 
     from bertology.ablation.sweep import sweep_configurations
-    from bertology.io import write_npz
-    from bertology.metrics import predictions_from_logits
-    from bertology.tasks import get_task
+    from bertology.pipeline.io import write_npz
+    from bertology.models.metrics import predictions_from_logits
+    from bertology.data.tasks import get_task
 
     configs = sweep_configurations(n_layers, n_heads)
     write_npz({"predictions": predictions_from_logits(logits, get_task(task).is_regression),
@@ -135,8 +135,8 @@ def _write_unsupported(ctx: StepContext, task: str, reason: str) -> None:
     """The sweep's outputs when the model's heads cannot be disabled: empty tables and the reason."""
     import pandas as pd
 
-    from bertology.ablation.stats import COLUMN_DOCS, TABLE_COLUMNS
-    from bertology.io import write_csv
+    from bertology.ablation.significance import COLUMN_DOCS, TABLE_COLUMNS
+    from bertology.pipeline.io import write_csv
 
     ctx.log.warning("%s: disabling heads is not possible: %s; writing empty tables that say so", task, reason)
     write_csv(pd.DataFrame(columns=TABLE_COLUMNS), ctx.output.heads)
@@ -147,7 +147,7 @@ def _write_unsupported(ctx: StepContext, task: str, reason: str) -> None:
     if ctx.output.get("examples") is not None:  # no configuration was run: empty arrays
         import numpy as np
 
-        from bertology.io import write_npz
+        from bertology.pipeline.io import write_npz
 
         write_npz({k: np.zeros((0,) * (2 if k == "predictions" else 1)) for k in
                    ("predictions", "labels", "example_idx", "layer", "head")}, ctx.output.examples)
@@ -158,7 +158,7 @@ def ablation_figures(ctx: StepContext) -> None:
     """Kovaleva Figs. 8 (heads heatmap) and 9 (layers bars) of one task from heads.csv and layers.csv."""
     import pandas as pd
 
-    from bertology.ablation.figures import plot_heads, plot_layers, plot_unavailable
+    from bertology.ablation.ablation_figures import plot_heads, plot_layers, plot_unavailable
 
     task = ctx.wildcards["task"]
     heads, layers = pd.read_csv(ctx.input.heads), pd.read_csv(ctx.input.layers)
@@ -186,11 +186,11 @@ def ablation_pruning(ctx: StepContext) -> None:
     from bertology.ablation.heads import DisablingUnsupported
     from bertology.ablation.importance import head_importance
     from bertology.ablation.pruning import pruned_logits, pruning_fractions, pruning_plan, pruning_table
-    from bertology.ablation.stats import curve_summary
+    from bertology.ablation.significance import curve_summary
     from bertology.ablation.sweep import encode_batches, resolve_sweep
     from bertology.data import read_prepared, sample_rows
-    from bertology.io import write_csv
-    from bertology.tasks import get_task
+    from bertology.pipeline.io import write_csv
+    from bertology.data.tasks import get_task
 
     task, cfg = ctx.wildcards["task"], ctx.config.ablation
     pcfg, spec = cfg.pruning, get_task(task)
@@ -251,7 +251,7 @@ def _write_pruning_unsupported(ctx: StepContext, task: str, split: str, reason: 
     """importance.csv / pruning.csv when the model's heads cannot be gated: empty, the reason in the log and MLflow."""
     import pandas as pd
 
-    from bertology.io import write_csv
+    from bertology.pipeline.io import write_csv
 
     ctx.log.warning("%s: head importance and pruning are not possible: %s; writing empty tables", task, reason)
     write_csv(pd.DataFrame(columns=["layer", "head", "importance", "raw", "n", "split"]), ctx.output.importance)
@@ -264,7 +264,7 @@ def pruning_figures(ctx: StepContext) -> None:
     """The importance map (layer x head) and the pruning curves of one task from importance.csv, pruning.csv."""
     import pandas as pd
 
-    from bertology.ablation.figures import plot_importance, plot_pruning, plot_unavailable
+    from bertology.ablation.ablation_figures import plot_importance, plot_pruning, plot_unavailable
 
     task = ctx.wildcards["task"]
     ctx.tracker.tags({"variant": "finetuned"})

@@ -8,13 +8,13 @@ import uuid
 from pathlib import Path
 
 from bertology.steps.context import StepContext
-from bertology.errors import UserError
+from bertology.pipeline.errors import UserError
 
 
 def validate_config(ctx: StepContext) -> None:
     """``bertology validate-config --input config=CONFIG.yaml``: print the resolved config (defaults filled)
     as JSON on stdout, or fail with every problem named (key and allowed values)."""
-    from bertology.config import load_config
+    from bertology.pipeline.config import load_config
 
     path = ctx.input.config
     if not path.is_file():
@@ -30,7 +30,7 @@ def init_mlflow(ctx: StepContext) -> None:
     (the Snakefile exports them from the config), as every job does.
     """
     from bertology import tracking
-    from bertology.config import Undeclared
+    from bertology.pipeline.config import Undeclared
 
     section = ctx.config.mlflow
     uri, experiment = (None, None) if isinstance(section, Undeclared) else (section.tracking_uri, section.experiment)

@@ -6,12 +6,12 @@ import time
 
 import pandas as pd
 
-from bertology.annotate import SPAN_COLUMNS, annotate_frame, blank_spacy, load_spacy, write_words
+from bertology.attention.annotate import SPAN_COLUMNS, annotate_frame, blank_spacy, load_spacy, write_words
 from bertology.steps.context import StepContext
 from bertology.data import COLUMNS, read_prepared, sample_rows, write_prepared
-from bertology.errors import UserError
-from bertology.seeds import split_variant
-from bertology.tasks import VARIANT_INIT, get_task
+from bertology.pipeline.errors import UserError
+from bertology.pipeline.seedtags import split_variant
+from bertology.data.tasks import VARIANT_INIT, get_task
 
 
 def attention_sample(ctx: StepContext) -> None:
@@ -28,7 +28,7 @@ def attention_sample(ctx: StepContext) -> None:
 def annotate_words(ctx: StepContext) -> None:
     """results/attention/{task}/words.parquet: spaCy words of every example of the sample, each text only as far
     as the model sees it at data.max_length (annotate.visible_texts)."""
-    from bertology.models import load_tokenizer, resolve_model
+    from bertology.models.loading import load_tokenizer, resolve_model
 
     sample = read_prepared(ctx.input.sample)
     tokenizer = load_tokenizer(resolve_model(ctx.config.model))
@@ -57,14 +57,14 @@ def extract_attention(ctx: StepContext) -> None:
     """
     import torch
 
-    from bertology.diskspace import human, store_space
-    from bertology.extract import extract_store
-    from bertology.models import check_max_length, resolve_model
-    from bertology.outputcache import check_cache_writable
+    from bertology.pipeline.diskspace import human, store_space
+    from bertology.attention.extract import extract_store
+    from bertology.models.loading import check_max_length, resolve_model
+    from bertology.pipeline.outputcache import check_cache_writable
 
     check_cache_writable()  # under --cache: the store could not be cached (Snakemake would then delete it)
     cfg, variant = ctx.config, ctx.variant
-    if split_variant(variant)[0] in VARIANT_INIT:  # finetuned or finetuned-seedN (bertology.seeds)
+    if split_variant(variant)[0] in VARIANT_INIT:  # finetuned or finetuned-seedN (bertology.pipeline.seedtags)
         model_path = str(ctx.input.model)  # the fine-tuned model; one path is required
     else:
         if ctx.input.get("model") is not None:

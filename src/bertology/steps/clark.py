@@ -24,13 +24,13 @@ from pathlib import Path
 import pandas as pd
 
 from bertology.steps.context import StepContext
-from bertology.clark import figures as cfig
+from bertology.clark import clark_figures as cfig
 from bertology.clark import parser as prs
 from bertology.clark import reduce as clred
-from bertology.daskutil import compute_kwargs
-from bertology.errors import UserError
-from bertology.io import write_json, write_text
-from bertology.io import write_csv
+from bertology.pipeline.daskutil import compute_kwargs
+from bertology.pipeline.errors import UserError
+from bertology.pipeline.io import write_json, write_text
+from bertology.pipeline.io import write_csv
 from bertology.steps.tables import by_variant, read_table
 
 def demo_trees(ctx: StepContext) -> None:
@@ -43,7 +43,7 @@ def demo_trees(ctx: StepContext) -> None:
 
 def syntax_sentences(ctx: StepContext) -> None:
     """Gold CoNLL-U files (list input `conllu`) -> sample.parquet, words.parquet, sentences.csv, counts.json."""
-    from bertology.annotate import write_words
+    from bertology.attention.annotate import write_words
     from bertology.clark.conllu import read_treebanks
     from bertology.data import write_prepared
 
@@ -66,15 +66,15 @@ def extract_syntax(ctx: StepContext) -> None:
     import torch
 
     from bertology.data import read_prepared
-    from bertology.diskspace import store_space
-    from bertology.extract import extract_store
-    from bertology.models import resolve_model
-    from bertology.annotate import SPAN_COLUMNS
+    from bertology.pipeline.diskspace import store_space
+    from bertology.attention.extract import extract_store
+    from bertology.models.loading import resolve_model
+    from bertology.attention.annotate import SPAN_COLUMNS
 
-    from bertology.layout import syntax_model
+    from bertology.pipeline.layout import syntax_model
 
     cfg, model = ctx.config, ctx.wildcards.get("model")
-    wanted = syntax_model(model)  # TASK-finetuned[-seedN] -> its model dir (bertology.layout); None: pretrained
+    wanted = syntax_model(model)  # TASK-finetuned[-seedN] -> its model dir (bertology.pipeline.layout); None: pretrained
     if wanted is None:
         if ctx.input.get("model") is not None:
             raise UserError("model `pretrained` runs the config `model`; it takes no --input model")

@@ -13,7 +13,7 @@ from bertology.cluster.dask_launcher import DaskSlurm, serve
 from bertology.cluster.fit import (
     PROFILE_HINT, SINFO_COMMAND, DryRunFailed, check, describe, dry_run_requests, parse_sinfo, read_sinfo,
 )
-from bertology.errors import UserError
+from bertology.pipeline.errors import UserError
 
 
 def check_options(ap: Any) -> None:

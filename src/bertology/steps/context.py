@@ -1,6 +1,6 @@
 """What a step gets (:class:`StepContext`): its wildcards, named files, typed config, threads and tracker.
 
-Built by :mod:`bertology.cli` (the one boundary with Snakemake) and handed to the step functions of
+Built by :mod:`bertology.pipeline.cli` (the one boundary with Snakemake) and handed to the step functions of
 ``bertology.steps.*``, which import it from here: the steps depend on this module, not on the CLI that names them.
 """
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bertology.errors import UserError
+from bertology.pipeline.errors import UserError
 
 
 class Files(Mapping[str, list[Path]]):
@@ -57,7 +57,7 @@ class StepContext:
     wildcards: dict[str, str]
     input: Files
     output: Files
-    config: Any  # bertology.config.Config with only the step's sections filled
+    config: Any  # bertology.pipeline.config.Config with only the step's sections filled
     threads: int = 1
     device: str | None = None
     progress: bool = True

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bertology.steps.context import StepContext
 from bertology.data import load_split_rows, skipped_frame, write_prepared
-from bertology.tasks import get_task, with_labels
+from bertology.data.tasks import get_task, with_labels
 
 
 def prepare_data(ctx: StepContext) -> None:
@@ -14,7 +14,7 @@ def prepare_data(ctx: StepContext) -> None:
     expected, problem: `fields` or `blank <column>` for an empty or whitespace-only text; empty when none), also
     counted in the MLflow run (`rows_skipped`; `rows_blank`: those with a blank text) and logged there as an
     artifact."""
-    from bertology.io import write_csv
+    from bertology.pipeline.io import write_csv
 
     task, split = ctx.wildcards["task"], ctx.wildcards["split"]
     spec = get_task(task)

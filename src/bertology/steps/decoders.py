@@ -10,7 +10,7 @@ The probe measures, per head of a model:
 - their per-head means (:func:`bertology.decoders.probe.head_summary`) -> ``decoder_heads.csv``, read by the
   explorer's head grid;
 - the induction probe's maps as an attention store, attention/{task}/probe-{model}.zarr
-  (:func:`bertology.extract.write_probe_store`: split ``probe``, read like any store; the explorer shows them).
+  (:func:`bertology.attention.extract.write_probe_store`: split ``probe``, read like any store; the explorer shows them).
 
 Three steps, so that nothing is probed twice and every fine-tuning seed is:
 
@@ -24,12 +24,12 @@ Three steps, so that nothing is probed twice and every fine-tuning seed is:
 
 from __future__ import annotations
 
-from bertology.io import write_csv
+from bertology.pipeline.io import write_csv
 from bertology.steps.context import StepContext
 
 
 def _text_batches(tokenizer, frame, max_length: int, tokens: int, batch_size: int):
-    from bertology.encoding import encode
+    from bertology.models.encoding import encode
 
     enc = encode(tokenizer, frame, min(max_length, tokens), padding="longest")
     ids, mask = enc["input_ids"], enc["attention_mask"]
@@ -49,8 +49,8 @@ def _probe(ctx: StepContext, models: dict, tokenizer, model_paths: dict) -> tupl
 
     from bertology.decoders import probe
     from bertology.decoders.heads import SINK_EPSILON
-    from bertology.extract import write_probe_store
-    from bertology.models import attention_geometry
+    from bertology.attention.extract import write_probe_store
+    from bertology.models.loading import attention_geometry
 
     cfg = ctx.config
     task = ctx.wildcards["task"]
@@ -96,8 +96,8 @@ def decoder_probe(ctx: StepContext) -> None:
     induction=stats/{task}/decoder_induction.csv, heads=stats/{task}/pretrained/decoder_heads.csv,
     probe_pretrained=, probe_random_init= (attention/{task}/probe-*.zarr): the pretrained model and its random
     initialisation."""
-    from bertology.models import load_classifier, load_encoder, load_tokenizer, resolve_model
-    from bertology.tasks import get_task
+    from bertology.models.loading import load_classifier, load_encoder, load_tokenizer, resolve_model
+    from bertology.data.tasks import get_task
 
     cfg = ctx.config
     base = resolve_model(cfg.model)
@@ -114,7 +114,7 @@ def decoder_probe_finetuned(ctx: StepContext) -> None:
     [random_finetuned=models/{task}/random{seedtag}]; --output sink=, induction=, heads= under
     stats/{task}/finetuned{seedtag}/, probe_finetuned= [probe_random_finetuned=] (attention/{task}/probe-*.zarr): the model fine-tuned with one seed (rows ``finetuned``) and the one fine-tuned
     from the random initialisation with the same seed (rows ``random-finetuned``)."""
-    from bertology.models import load_encoder, load_tokenizer, resolve_model
+    from bertology.models.loading import load_encoder, load_tokenizer, resolve_model
 
     models = {"finetuned": lambda: load_encoder(str(ctx.input.finetuned))}
     paths = {"finetuned": str(ctx.input.finetuned)}
@@ -131,7 +131,7 @@ def decoder_figure(ctx: StepContext) -> None:
     one column per model of the probe."""
     import pandas as pd
 
-    from bertology.decoders.figures import probe_figure
+    from bertology.decoders.probe_figures import probe_figure
 
     sink = pd.concat([pd.read_csv(ctx.input.sink), pd.read_csv(ctx.input.finetuned_sink)], ignore_index=True)
     induction = pd.concat([pd.read_csv(ctx.input.induction), pd.read_csv(ctx.input.finetuned_induction)],

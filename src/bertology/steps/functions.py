@@ -16,8 +16,8 @@ from pathlib import Path
 import pandas as pd
 
 from bertology.analyses import REGISTRY
-from bertology.errors import MissingInputError
-from bertology.io import write_csv
+from bertology.pipeline.errors import MissingInputError
+from bertology.pipeline.io import write_csv
 from bertology.registry import check_outputs
 from bertology.steps.context import StepContext
 

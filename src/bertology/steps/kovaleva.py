@@ -9,7 +9,7 @@
 - ``framenet_relations``: a model run on those sentences -> relations_framenet.csv (source = framenet,
   A[target, FE], the paper's direction; and framenet_fe_target, the transpose);
 - ``kovaleva_figures`` (Figs. 2, 3, 5, 6, 7 of one task) and ``kovaleva_overview`` (Figs. 2 and 5 across
-  tasks): list inputs in the order of ``bertology.tasks.STORE_VARIANTS`` (per variant) and of the config's
+  tasks): list inputs in the order of ``bertology.data.tasks.STORE_VARIANTS`` (per variant) and of the config's
   ``tasks`` (per task), as the rules expand them;
 - ``patterns_sheet`` / ``patterns_train``: a sheet of sampled maps to label, and the pattern CNN trained
   from it (``analysis.patterns.classifier: <the model file>``).
@@ -27,19 +27,19 @@ import numpy as np
 import pandas as pd
 
 from bertology.steps.context import StepContext
-from bertology.daskutil import compute_kwargs
+from bertology.pipeline.daskutil import compute_kwargs
 from bertology.data import DataError
-from bertology.io import write_csv, write_json, write_npz, write_parquet
-from bertology.tasks import annotated_only
-from bertology.kovaleva import figures as fig
+from bertology.pipeline.io import write_csv, write_json, write_npz, write_parquet
+from bertology.data.tasks import annotated_only
+from bertology.kovaleva import kovaleva_figures as fig
 from bertology.kovaleva import framenet as fn
 from bertology.kovaleva import patterns as pat
 from bertology.kovaleva import reduce as red
-from bertology.stats import Moments, moments_table
+from bertology.stats.moments import Moments, moments_table
 from bertology.steps.tables import by_task, by_variant, read_table
 from bertology.store import check_block, expected_attrs, open_store, read_words
-from bertology.seeds import FINETUNED
-from bertology.tasks import STORE_VARIANTS
+from bertology.pipeline.seedtags import FINETUNED
+from bertology.data.tasks import STORE_VARIANTS
 
 #: attention maps in a label sheet (patterns_sheet), and the seed of their sample
 SHEET_MAPS = 400
@@ -60,7 +60,7 @@ def kovaleva_cosine(ctx: StepContext) -> None:
     """The pretrained and fine-tuned stores, read chunk-aligned once -> cosine.csv and the paired fine-tuned minus
     pretrained feature differences, features_diff.csv; with output `examples`, each example's cosine per head
     (cosine (E, L, H), example_idx (E,): what the seed statistics resample). Wildcard `seedtag` ('' or -seedN)
-    names the fine-tuning seed of the fine-tuned store (bertology.seeds)."""
+    names the fine-tuning seed of the fine-tuned store (bertology.pipeline.seedtags)."""
     cfg = ctx.config.analysis
     finetuned = f"{FINETUNED}{ctx.wildcards.get('seedtag', '')}"
     part = red.store_pair(ctx.input.pretrained, ctx.input.finetuned, read_words(ctx.input.words),
@@ -147,7 +147,7 @@ def framenet_relations(ctx: StepContext) -> None:
     transpose), both from one forward pass."""
     import torch
 
-    from bertology.models import load_encoder, load_tokenizer, resolve_model
+    from bertology.models.loading import load_encoder, load_tokenizer, resolve_model
 
     torch.set_num_threads(ctx.threads)
     links = pd.read_parquet(ctx.input.links)

@@ -16,9 +16,9 @@ import numpy as np
 import pandas as pd
 
 from bertology.steps.context import StepContext
-from bertology.errors import UserError
-from bertology.io import write_csv, write_parquet
-from bertology.layout import variant_model
+from bertology.pipeline.errors import UserError
+from bertology.pipeline.io import write_csv, write_parquet
+from bertology.pipeline.layout import variant_model
 from bertology.steps.tables import by_variant, read_table
 
 
@@ -37,10 +37,10 @@ def _sample(ctx: StepContext) -> pd.DataFrame:
 
 
 def _model_path(ctx: StepContext) -> str:
-    from bertology.models import resolve_model
+    from bertology.models.loading import resolve_model
 
     variant = ctx.wildcards.get("variant")
-    wanted = variant_model(ctx.task, variant)  # None for pretrained; one model per fine-tuning seed (bertology.layout)
+    wanted = variant_model(ctx.task, variant)  # None for pretrained; one model per fine-tuning seed (bertology.pipeline.layout)
     if wanted is None:
         return resolve_model(ctx.config.model)
     if ctx.input.get("model") is None:
@@ -76,7 +76,7 @@ def norms_views(ctx: StepContext) -> None:
     import torch
 
     from bertology.data import read_prepared
-    from bertology.models import load_encoder, load_tokenizer
+    from bertology.models.loading import load_encoder, load_tokenizer
     from bertology.norms.analysis import run_views
     from bertology.norms.mixviews import MixingOptions
     from bertology.norms.tokens import token_frequencies
@@ -139,7 +139,7 @@ def norms_faithfulness(ctx: StepContext) -> None:
     classifier on the flow examples."""
     import torch
 
-    from bertology.models import load_encoder, load_tokenizer
+    from bertology.models.loading import load_encoder, load_tokenizer
 
     from bertology.norms.analysis import run_faithfulness
 
@@ -183,7 +183,7 @@ def norms_faithfulness(ctx: StepContext) -> None:
 
 def norms_figures(ctx: StepContext) -> None:
     """norms-{task}.png, mixing-{task}.png (both variants) and faithfulness-{task}.png."""
-    from bertology.norms import figures as nf
+    from bertology.norms import norms_figures as nf
 
     norms = {v: read_table(p) for v, p in by_variant(ctx, "norms").items()}
     mixing = {v: read_table(p) for v, p in by_variant(ctx, "mixing").items()}

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from bertology.steps.context import StepContext
-from bertology.config import plain_config
-from bertology.errors import UserError
-from bertology.io import write_text
+from bertology.pipeline.config import plain_config
+from bertology.pipeline.errors import UserError
+from bertology.pipeline.io import write_text
 
 
 def report(ctx: StepContext) -> None:
@@ -13,10 +13,10 @@ def report(ctx: StepContext) -> None:
 
     The page shows the files the rule declares as ``--input targets=`` (every target of the run, so the report
     re-runs whenever one of them changes) and nothing else: tables by their registry templates, figures by
-    file-name prefix (bertology.report.SECTIONS). The config sections handed over are shown as they are.
+    file-name prefix (bertology.report.page.SECTIONS). The config sections handed over are shown as they are.
     """
-    from bertology.layout import under
-    from bertology.report import build_report
+    from bertology.pipeline.layout import under
+    from bertology.report.page import build_report
 
     out = ctx.output.report
     results = out.parent
@@ -37,7 +37,7 @@ def explorer(ctx: StepContext) -> None:
     The page shows the files the rule declares as its inputs (every name; bertology.explorer.explorer_inputs
     lists them) and nothing else it finds under the results root."""
     from bertology.explorer import DEFAULT_EXAMPLES, write_explorer
-    from bertology.layout import under
+    from bertology.pipeline.layout import under
     from bertology.store import expected_attrs
 
     out = ctx.output.page

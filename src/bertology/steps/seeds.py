@@ -1,11 +1,11 @@
 """Step of rules/seeds.smk: every per-head statistic of one task compared across fine-tuning seeds.
 
 ``seed_stats``: list inputs one path per fine-tuned seed, in the order of ``train.seeds`` (the rule expands
-``bertology.seeds.finetuned_variants``): one per table the registry compares across seeds, named as its seed table
+``bertology.pipeline.seedtags.finetuned_variants``): one per table the registry compares across seeds, named as its seed table
 (:meth:`bertology.registry.Registry.seed_inputs`), and the examples and scores of the Multi-Bootstrap;
 ``pretrained_scores`` is the one pretrained store's sieve scores. The findings over seeds are the claims ledger's
 view (``bertology.steps.claims``).
-Writes results/stats/{task}/seeds/*.csv (bertology.seedstats) and the two figures.
+Writes results/stats/{task}/seeds/*.csv (bertology.stats.across_seeds) and the two figures.
 """
 
 from __future__ import annotations
@@ -17,14 +17,14 @@ import pandas as pd
 
 from bertology.analyses import REGISTRY
 from bertology.steps.context import StepContext
-from bertology.errors import UserError
-from bertology.io import write_csv
-from bertology.seeds import configured_seeds
-from bertology.seedstats import (MULTIBOOTSTRAP_COLUMNS, disabling_values, faithfulness_table, head_grid_labels, multibootstrap_table,
+from bertology.pipeline.errors import UserError
+from bertology.pipeline.io import write_csv
+from bertology.pipeline.seedtags import configured_seeds
+from bertology.stats.across_seeds import (MULTIBOOTSTRAP_COLUMNS, disabling_values, faithfulness_table, head_grid_labels, multibootstrap_table,
                                  plot_role_agreement, plot_stability, role_tables, seed_moments)
 from bertology.sieve.scores_io import read_scores
 from bertology.steps.tables import read_table
-from bertology.tasks import get_task
+from bertology.data.tasks import get_task
 
 
 def _per_seed(ctx: StepContext, name: str, n: int) -> list[Path]:

@@ -13,13 +13,13 @@ from __future__ import annotations
 import pandas as pd
 
 from bertology.steps.context import StepContext
-from bertology.io import write_csv
-from bertology.sieve.figures import plot_delta, plot_overlap, plot_roles, plot_scores
+from bertology.pipeline.io import write_csv
+from bertology.sieve.sieve_figures import plot_delta, plot_overlap, plot_roles, plot_scores
 from bertology.sieve.scores_io import read_scores
 from bertology.sieve.summary import sieve_delta as delta_table
 from bertology.sieve.summary import summarize
 from bertology.steps.tables import by_task, read_table
-from bertology.tasks import STORE_VARIANTS
+from bertology.data.tasks import STORE_VARIANTS
 
 #: the variant of Figs. 3 (score distributions) and 4 (role overlaps), as in the paper: the fine-tuned model
 FIGURE_VARIANT = "finetuned"

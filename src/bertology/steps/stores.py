@@ -2,9 +2,9 @@
 
 ``store_stats``: one store (results/attention/{task}/{variant}.zarr) and its words table -> every table of every
 store analysis (:meth:`bertology.registry.Registry.store_analyses`), from ONE read of the store
-(:func:`bertology.onepass.reduce_store`). Each kernel builds itself for the job
-(:meth:`bertology.onepass.Kernel.build`) and turns its result into its tables
-(:meth:`bertology.onepass.Kernel.outputs`); this step checks them against the registry's declaration (names and
+(:func:`bertology.attention.onepass.reduce_store`). Each kernel builds itself for the job
+(:meth:`bertology.attention.onepass.Kernel.build`) and turns its result into its tables
+(:meth:`bertology.attention.onepass.Kernel.outputs`); this step checks them against the registry's declaration (names and
 columns) and writes them, one writer per file type.
 """
 
@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from bertology.analyses import REGISTRY
-from bertology.daskutil import compute_kwargs
-from bertology.io import write_csv, write_json, write_npz, write_parquet
-from bertology.tasks import annotated_only
-from bertology.onepass import Job, reduce_store
+from bertology.pipeline.daskutil import compute_kwargs
+from bertology.pipeline.io import write_csv, write_json, write_npz, write_parquet
+from bertology.data.tasks import annotated_only
+from bertology.attention.onepass import Job, reduce_store
 from bertology.registry import check_outputs
 from bertology.steps.context import StepContext
 from bertology.store import expected_attrs, open_store, read_words

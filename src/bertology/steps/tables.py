@@ -1,6 +1,6 @@
 """Helpers of the steps that read per-head tables of several variants or tasks (kovaleva, sieve).
 
-A rule gives such tables as list inputs, expanded in the order of ``bertology.tasks.STORE_VARIANTS`` (one path
+A rule gives such tables as list inputs, expanded in the order of ``bertology.data.tasks.STORE_VARIANTS`` (one path
 per variant) or of the config's ``tasks`` (one path per task, the step declaring the section ``tasks``);
 these helpers pair the paths with their variant or task and check that the counts agree.
 """
@@ -12,9 +12,9 @@ from pathlib import Path
 import pandas as pd
 
 from bertology.steps.context import StepContext
-from bertology.errors import UserError
-from bertology.tasks import STORE_VARIANTS
-from bertology.errors import MissingInputError
+from bertology.pipeline.errors import UserError
+from bertology.data.tasks import STORE_VARIANTS
+from bertology.pipeline.errors import MissingInputError
 
 
 def read_table(path: Path) -> pd.DataFrame:

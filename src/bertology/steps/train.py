@@ -8,13 +8,13 @@ import json
 import time
 from pathlib import Path
 
-from bertology import layout
+from bertology.pipeline import layout
 from bertology.steps.context import StepContext
-from bertology.config import Undeclared
-from bertology.errors import UserError
-from bertology.io import write_json, write_text
-from bertology.seeds import seed_from_tag
-from bertology.tasks import INIT_VARIANT, SCORE_VARIANTS, get_task, with_labels
+from bertology.pipeline.config import Undeclared
+from bertology.pipeline.errors import UserError
+from bertology.pipeline.io import write_json, write_text
+from bertology.pipeline.seedtags import seed_from_tag
+from bertology.data.tasks import INIT_VARIANT, SCORE_VARIANTS, get_task, with_labels
 
 
 def _threads(n: int) -> None:
@@ -27,7 +27,7 @@ def _say_head_replaced(ctx: StepContext, model_path: str, spec) -> None:
     """One log line and the MLflow param ``head_replaced`` when the model's saved classification head does not
     fit the task (another number of labels, regression vs classification): its encoder is kept, the head is
     fresh (models.head_mismatch)."""
-    from bertology.models import head_mismatch
+    from bertology.models.loading import head_mismatch
 
     why = head_mismatch(model_path, spec.num_labels, regression=spec.is_regression)
     if why is None:
@@ -41,14 +41,14 @@ def train_model(ctx: StepContext) -> None:
     """results/models/{task}/{init}{seedtag} from the task's train split (per-epoch scores on validation).
 
     The seed is train.seed for an empty (or absent) ``seedtag`` wildcard, N for ``-seedN``
-    (bertology.seeds). The resumable state lives in ``training.checkpoint_dir(task, init, seedtag)``
+    (bertology.pipeline.seedtags). The resumable state lives in ``training.checkpoint_dir(task, init, seedtag)``
     (results/checkpoints/{task}/{init}{seedtag}), outside the declared output; it is deleted once the
     model is saved.
     """
     from bertology.data import read_prepared
-    from bertology.models import check_max_length, load_classifier, load_tokenizer, resolve_model
-    from bertology.outputcache import check_cache_writable
-    from bertology.training import (autocast_dtype, checkpoint_dir, encode_split, evaluation_settings, resume_key,
+    from bertology.models.loading import check_max_length, load_classifier, load_tokenizer, resolve_model
+    from bertology.pipeline.outputcache import check_cache_writable
+    from bertology.models.training import (autocast_dtype, checkpoint_dir, encode_split, evaluation_settings, resume_key,
                                     save_model, select_device, train)
 
     check_cache_writable()  # under --cache, before training: Snakemake finds out only after, and deletes the model
@@ -113,8 +113,8 @@ def score(ctx: StepContext) -> None:
     import numpy as np
 
     from bertology.data import read_prepared
-    from bertology.models import load_classifier, load_encoder, load_tokenizer, resolve_model, weights_fingerprint
-    from bertology.training import (autocast_dtype, encode_split, evaluate_predictions, evaluation_settings,
+    from bertology.models.loading import load_classifier, load_encoder, load_tokenizer, resolve_model, weights_fingerprint
+    from bertology.models.training import (autocast_dtype, encode_split, evaluate_predictions, evaluation_settings,
                                     prediction_record, recorded_evaluation, select_device, split_labels)
 
     task, variant, tag = ctx.wildcards["task"], ctx.variant, ctx.wildcards.get("seedtag", "")
@@ -142,7 +142,7 @@ def score(ctx: StepContext) -> None:
     max_length = ctx.config.data.max_length
     recorded = None
     if variant != "pretrained":  # the fine-tuned model's training evaluated it last with these settings?
-        from bertology.outputcache import verify_digest
+        from bertology.pipeline.outputcache import verify_digest
 
         verify_digest(model_dir)  # as loading it would: a damaged or edited model is refused, not scored
         recorded = recorded_evaluation(model_dir, evaluation_settings(validation, max_length=max_length,
@@ -197,8 +197,8 @@ def table1(ctx: StepContext) -> None:
     import pyarrow.parquet as pq
 
     from bertology.data import read_unseen_labels
-    from bertology.io import write_csv
-    from bertology.table1 import aggregate_seeds, plot_table1, scores_frame, table1_markdown, variant_tests
+    from bertology.pipeline.io import write_csv
+    from bertology.models.table1 import aggregate_seeds, plot_table1, scores_frame, table1_markdown, variant_tests
 
     records = []
     for path in ctx.input.all("scores"):

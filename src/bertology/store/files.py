@@ -18,10 +18,10 @@ from bertology.store.schema import StoreError, damaged_metadata, refix
 def open_group(path: str | Path):
     """The store's zarr Group, read-only; StoreError with the fix if it is not a readable Zarr store;
     also (naming the cache entry and its eviction) if its metadata does not match the digest written with it
-    (:func:`bertology.outputcache.verify_digest`)."""
+    (:func:`bertology.pipeline.outputcache.verify_digest`)."""
     import zarr
 
-    from bertology.outputcache import CacheEntryError, verify_digest
+    from bertology.pipeline.outputcache import CacheEntryError, verify_digest
 
     try:
         group = zarr.open_group(str(path), mode="r")

@@ -70,7 +70,7 @@ def map_chunks(fn: Callable[..., Any], stores: str | Path | Sequence[str | Path]
     is freed as soon as fn returns, and given back to the system (:func:`release_freed_memory`): memory holds at most
     one chunk per worker, whatever the store's size.
     fn must be picklable (a module-level function) for the process and distributed schedulers.
-    compute_kwargs: for ``dask.compute`` (:func:`bertology.daskutil.compute_kwargs`).
+    compute_kwargs: for ``dask.compute`` (:func:`bertology.pipeline.daskutil.compute_kwargs`).
 
     Returns fn's results in chunk order; the caller combines them.
     """

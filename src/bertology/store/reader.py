@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from bertology.errors import MissingInputError
+from bertology.pipeline.errors import MissingInputError
 from bertology.store.checks import check_block, check_lengths, check_value_norm
 from bertology.store.files import describe, file_examples, file_key, missing_chunks, open_group
 from bertology.store.schema import (DIMS, LAYOUT, LAYOUTS, LEGACY_LAYOUT, OPTIONAL_DIMS, IncompleteStoreError,

@@ -32,9 +32,9 @@ from typing import Any
 
 import numpy as np
 
-from bertology.config import EXPECT_SECTIONS as _EXPECT_SECTIONS
-from bertology.config import ConfigError
-from bertology.errors import UserError
+from bertology.pipeline.config import EXPECT_SECTIONS as _EXPECT_SECTIONS
+from bertology.pipeline.config import ConfigError
+from bertology.pipeline.errors import UserError
 
 DIMS = {
     "attention": ("example", "layer", "head", "query", "key"),
@@ -118,7 +118,7 @@ def refix(path: str | Path) -> str:
     """The fix for a damaged or stale store: what every reading error ends with. A store taken from the
     between-workflow cache: its cache entry, and the command that removes it with the experiment's link
     (deleting the link alone would link the same entry again)."""
-    from bertology.outputcache import cache_entry, is_entry
+    from bertology.pipeline.outputcache import cache_entry, is_entry
 
     entry = cache_entry(path)
     if entry is not None and is_entry(path, entry):
@@ -175,8 +175,8 @@ def expected_attrs(config, task: str, variant: str) -> dict[str, Any]:
             "keepbits": att.keepbits, "spacy_model": att.spacy_model}
 
 
-#: config keys :func:`expected_attrs` reads (a step that opens a store declares them); defined in bertology.config
-#: so that the command line (bertology.cli) names them without importing the store
+#: config keys :func:`expected_attrs` reads (a step that opens a store declares them); defined in bertology.pipeline.config
+#: so that the command line (bertology.pipeline.cli) names them without importing the store
 EXPECT_SECTIONS = _EXPECT_SECTIONS
 
 

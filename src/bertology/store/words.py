@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bertology.errors import MissingInputError
+from bertology.pipeline.errors import MissingInputError
 from bertology.store.schema import StoreError
 
 
@@ -15,7 +15,7 @@ def read_words(path: str | Path):
     """The words table beside a store (results/attention/{task}/words.parquet), its columns checked."""
     import pandas as pd
 
-    from bertology.annotate import WORD_COLUMNS
+    from bertology.attention.annotate import WORD_COLUMNS
 
     path = Path(path)
     if not path.exists():

@@ -144,7 +144,7 @@ def resume_point(path: str | Path, attrs: Mapping[str, Any]):
 
 def finalize(root, partial: str | Path, final: str | Path) -> Path:
     """Mark the store complete (last attribute written), consolidate its metadata, write its digest
-    (:func:`bertology.outputcache.record_digest`), move it into place."""
+    (:func:`bertology.pipeline.outputcache.record_digest`), move it into place."""
     import zarr
 
     n = int(root.attrs["n_chunks"])
@@ -154,9 +154,9 @@ def finalize(root, partial: str | Path, final: str | Path) -> Path:
         root.attrs["complete"] = True
         warnings.simplefilter("ignore")  # consolidated metadata is a zarr-python extension of v3; xarray reads it
         zarr.consolidate_metadata(str(partial))
-    from bertology.outputcache import record_digest
+    from bertology.pipeline.outputcache import record_digest
 
-    record_digest(partial, store=True)  # checked by every open (bertology.outputcache): the store as it was made
+    record_digest(partial, store=True)  # checked by every open (bertology.pipeline.outputcache): the store as it was made
     final = Path(final)
     if final.exists():
         shutil.rmtree(final)

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from bertology.io import write_json
+from bertology.pipeline.io import write_json
 from bertology.tracking.calls import INVOCATION_TAG, KIND_TAG, WORKDIR_TAG, flatten, reason, retry
 from bertology.tracking.parent import parent_run_id
 from bertology.tracking.probe import check_reachable

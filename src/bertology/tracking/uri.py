@@ -8,7 +8,7 @@ import os
 import time
 from pathlib import Path
 
-from bertology.config import schema_default
+from bertology.pipeline.config import schema_default
 from bertology.tracking.calls import retry
 
 

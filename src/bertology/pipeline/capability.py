@@ -1,0 +1,116 @@
+"""What the config's model allows, decided once per model and remembered (read by the Snakefile to build the DAG).
+
+Whether the norm analyses (value norms) and the head-disabling sweeps can run on a model is told from its
+classifier built on the meta device (:func:`bertology.models.loading.meta_classifier`): that imports torch and
+transformers and builds the model, seconds of work that a dry run (``snakemake -n``, ``--lint``) should not pay
+each time it reads the Snakefile. :func:`model_capabilities` makes that decision once per model and keeps it in
+a small JSON file under ``.bertology/capability/`` of the working directory, named by a key of everything the
+decision depends on:
+
+- the model's resolved directory and the SHA-256 of its ``config.json`` (the architecture);
+- the installed transformers version (which classes it builds from that config);
+- the source of the modules that decide (:mod:`bertology.models.loading`, :mod:`bertology.norms.values`,
+  :mod:`bertology.ablation.heads`, this module).
+
+Reading the key imports neither torch nor transformers (the version comes from the package metadata). A model
+that is not a local directory yet (a hub name not in the local cache) is decided afresh each time and never
+remembered, as before: its jobs report their own errors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from importlib import metadata
+from pathlib import Path
+
+CAPABILITY_DIR = Path(".bertology") / "capability"  # relative to the working directory (snakemake --directory)
+# The modules whose code makes the decision: an edit to any of them decides again.
+_DECIDING_MODULES = ("models/loading.py", "pipeline/capability.py", "norms/values.py", "ablation/heads.py")
+
+
+def local_model_dir(name_or_path: str) -> Path | None:
+    """The model's directory holding its config.json, without importing torch or transformers; None when it is
+    not on this machine yet (a hub name not cached) or cannot be resolved."""
+    from bertology.models.loading import resolve_model
+
+    try:
+        path = Path(resolve_model(name_or_path))
+    except Exception:  # noqa: BLE001 - onstart and the jobs report an unresolvable model
+        return None
+    return path if (path / "config.json").is_file() else None
+
+
+def _source_digest() -> str:
+    root = Path(__file__).parents[1]
+    h = hashlib.sha256()
+    for rel in _DECIDING_MODULES:
+        h.update(rel.encode())
+        h.update((root / rel).read_bytes())
+    return h.hexdigest()
+
+
+def capability_key(model_dir: Path) -> str:
+    """The cache key of a model directory's decisions: SHA-256 of its resolved path, its config.json, the
+    transformers version and the deciding modules' source (first 24 hex digits)."""
+    try:
+        transformers_version = metadata.version("transformers")
+    except metadata.PackageNotFoundError:
+        transformers_version = "none"
+    h = hashlib.sha256()
+    for part in (str(model_dir.resolve()), hashlib.sha256((model_dir / "config.json").read_bytes()).hexdigest(),
+                 transformers_version, _source_digest()):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:24]
+
+
+def model_kind_of(name_or_path: str) -> str:
+    """"decoder" or "encoder" (:func:`bertology.models.loading.model_kind`) from the model's config; "encoder" when the
+    config cannot be read yet (a hub name not cached: its jobs report their own errors)."""
+    from transformers import AutoConfig
+
+    from bertology.models.loading import model_kind, resolve_model, unsupported_model
+
+    try:
+        path = resolve_model(name_or_path)
+        config = AutoConfig.from_pretrained(path, local_files_only=Path(path).is_dir(), trust_remote_code=False)
+    except Exception:  # noqa: BLE001 - onstart and the jobs report an unreadable model
+        return "encoder"
+    return model_kind(config) if unsupported_model(config) is None else "encoder"
+
+
+def decide_capabilities(name_or_path: str) -> dict[str, str | None]:
+    """{"norms": why value norms cannot be computed or None, "disabling": why heads cannot be disabled or None,
+    "kind": "encoder" or "decoder"}, from the classifier built on the meta device (imports torch and
+    transformers)."""
+    from bertology.ablation.heads import disabling_unsupported
+    from bertology.norms.values import norms_unsupported
+
+    return {"norms": norms_unsupported(name_or_path), "disabling": disabling_unsupported(name_or_path),
+            "kind": model_kind_of(name_or_path)}
+
+
+def model_capabilities(name_or_path: str, cache_dir: Path | str = CAPABILITY_DIR) -> dict[str, str | None]:
+    """:func:`decide_capabilities`, decided once per :func:`capability_key` and read back from
+    ``cache_dir/<key>.json`` after that (a file that cannot be read or written is decided again, never an
+    error)."""
+    model_dir = local_model_dir(name_or_path)
+    if model_dir is None:
+        return decide_capabilities(name_or_path)
+    cache = Path(cache_dir) / f"{capability_key(model_dir)}.json"
+    try:
+        kept = json.loads(cache.read_text())
+        return {"norms": kept["norms"], "disabling": kept["disabling"], "kind": kept["kind"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    decided = decide_capabilities(name_or_path)
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"model": str(model_dir), **decided}, indent=1))
+        os.replace(tmp, cache)
+    except OSError:
+        pass
+    return decided

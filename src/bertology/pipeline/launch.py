@@ -1,0 +1,23 @@
+"""The ``bertology`` command: a job of a local Snakemake run goes to the job server (:mod:`bertology.pipeline.jobserver`:
+its step runs in a child of a process that has imported everything already); otherwise, or when the server
+refuses it, the step runs here (:func:`bertology.pipeline.cli.main`). This module imports nothing heavy itself."""
+
+from __future__ import annotations
+
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    from bertology.pipeline.jobserver import submit
+
+    code = submit(argv)
+    if code is None:
+        from bertology.pipeline.cli import main as run_here
+
+        code = run_here(argv)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The report: results/report.html and the captions of Snakemake's own report."""
