@@ -84,7 +84,7 @@ def test_no_pad_and_no_eos_is_one_line():
 
 
 def test_a_named_gguf_model_whose_package_is_missing_is_one_line(monkeypatch):
-    from bertology.models.loading import loading as models
+    from bertology.models import loading as models
 
     monkeypatch.setitem(models.GGUF_MODELS, "nothing-1m", ("no_such_package_here", "x.gguf", "pip install it"))
     with pytest.raises(ModelNotFoundError, match=r"needs the optional package no-such-package-here .*pip install it"):
@@ -188,7 +188,7 @@ def test_induction_claim_pairs_the_best_heads_per_sequence():
 
 
 def test_a_gguf_file_transformers_cannot_read_is_one_line(tmp_path, monkeypatch):
-    from bertology.models.loading import loading as models
+    from bertology.models import loading as models
 
     package = tmp_path / "site" / "fake_gguf_pkg"
     package.mkdir(parents=True)

@@ -88,7 +88,7 @@ def test_the_merged_model_is_a_plain_directory_with_the_peft_models_logits(which
     """The peft model's logits just before merging = the saved directory's, loaded by load_classifier and by
     load_encoder (tolerance: merging rounds); the directory is what full fine-tuning writes (no adapter files),
     and training.json records the method, rank, alpha, target modules and trained parameters."""
-    from bertology.models.loading import training
+    from bertology.models import training
     from bertology.models.loading import load_classifier, load_encoder, load_tokenizer
 
     model_dir = tiny_model_dir if which == "bert" else tiny_llama_dir

@@ -217,6 +217,7 @@ def _best_heads(tmp_path: Path) -> dict[str, object]:
 
 def _norms_tables() -> dict[str, object]:
     from bertology.norms.analysis import LAYER_COLUMNS, SCORE_COLUMNS
+    from bertology.norms.concentration import token_concentration
     from bertology.norms.faithful import summarise
     from bertology.norms.ranking import paired_differences
     from bertology.norms.norm_stats import MixingStats, NormStats
@@ -233,11 +234,14 @@ def _norms_tables() -> dict[str, object]:
             "stats/{task}/finetuned{seedtag}/faithfulness_pairs.csv": paired_differences(
                 pd.concat([rhos, rhos.assign(view="alti")]), confidence=0.95, resamples=20, seed=0),
             "stats/{task}/{variant}/mixing_layers.parquet": LAYER_COLUMNS,
-            "stats/{task}/finetuned{seedtag}/importance.parquet": SCORE_COLUMNS}
+            "stats/{task}/finetuned{seedtag}/importance.parquet": SCORE_COLUMNS,
+            "stats/{task}/{variant}/concentration.csv": token_concentration(pd.DataFrame(
+                {"example_idx": [0, 0], "position": [0, 1], "word": ["a", "b"], "method": "raw",
+                 "score": [0.25, 0.75]}))["table"]}
 
 
 def _seed_tables() -> dict[str, object]:
-    from bertology.stats.moments import across_seeds as ss
+    from bertology.stats import across_seeds as ss
 
     sieve = [pd.DataFrame({"layer": [0, 0], "head": [0, 1], "role": "local", "mean": [1.0, 2.0],
                            "assigned": [True, s == 2]}) for s in (1, 2)]

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bertology.stats.moments import across_seeds as ss
+from bertology.stats import across_seeds as ss
 from bertology.pipeline.errors import UserError
 from bertology.pipeline.layout import syntax_model, variant_model
 from bertology.pipeline.seedtags import finetuned_variants, split_variant, store_variants

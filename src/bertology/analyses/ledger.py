@@ -5,7 +5,7 @@ opens with it; it has no section of its own."""
 from __future__ import annotations
 
 from bertology.claims.ledger import COLUMNS as CLAIMS_COLUMNS
-from bertology.pipeline.layout import rel
+from bertology.pipeline.layout import path, rel
 from bertology.registry import ONCE, Analysis, Output, Step, Table, figure
 
 ANALYSES: tuple[Analysis, ...] = (
@@ -14,7 +14,7 @@ ANALYSES: tuple[Analysis, ...] = (
         steps=(Step("claims", "claims", ("model", "tasks", "data.seed", "data.source", "train.seed", "train.seeds",
                                          "train.inits", "analysis.claims", "analysis.norms.enabled",
                                          "analysis.syntax.conllu"),
-                    f"results/{rel('claims')}, claims.md: the papers' claims checked on this run (effect, interval, "
+                    f"{path('claims')}, claims.md: the papers' claims checked on this run (effect, interval, "
                     f"test, verdict)"),),
         tables=(Table(rel("claims"), CLAIMS_COLUMNS, rule="claims", output="ledger", report="claims",
                       wanted=(ONCE,)),),

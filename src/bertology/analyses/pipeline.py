@@ -5,7 +5,7 @@ and the tools. Each :class:`bertology.registry.Step` names the config sections i
 from __future__ import annotations
 
 from bertology.pipeline.config import EXPECT_SECTIONS
-from bertology.pipeline.layout import rel
+from bertology.pipeline.layout import path, rel
 from bertology.registry import ONCE, PER_TASK, Analysis, Output, Step, Want
 
 #: the fine-tuning keys every step that trains reads
@@ -16,7 +16,7 @@ TRAIN_KEYS = tuple(f"train.{k}" for k in ("epochs", "batch_size", "learning_rate
 ANALYSES: tuple[Analysis, ...] = (
     Analysis(
         name="data",
-        steps=(Step("prepare_data", "data", ("data",), f"results/{rel('data')} from data.source", task="whole"),),
+        steps=(Step("prepare_data", "data", ("data",), f"{path('data')} from data.source", task="whole"),),
         outputs=(Output(rel("data"), rule="prepare_data", output="table",
                         wanted=(Want((("task", "tasks"), ("split", "splits"))),)),
                  Output(rel("data_skipped"), rule="prepare_data", output="skipped"))),
@@ -55,9 +55,9 @@ ANALYSES: tuple[Analysis, ...] = (
         name="pages",
         steps=(Step("report", "report", ("model", "tasks", "data", "train", "attention", "analysis", "ablation",
                                          "mlflow"),
-                    f"results/{rel('report')} from every table and figure (and the whole config, shown)"),
+                    f"{path('report')} from every table and figure (and the whole config, shown)"),
                Step("explorer", "report", ("tasks", *EXPECT_SECTIONS),
-                    f"results/{rel('explorer')}: browse every head's statistics and maps (offline page)")),
+                    f"{path('explorer')}: browse every head's statistics and maps (offline page)")),
         outputs=(Output(rel("explorer"), rule="explorer", output="page", wanted=(ONCE,)),
                  Output(rel("report"), rule="report", output="report", report="report", wanted=(ONCE,)))),
     Analysis(
