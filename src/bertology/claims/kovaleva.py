@@ -69,9 +69,9 @@ def table1_gain(tables: Tables, boot: Boot, *, side: str, null: float, task: str
     examples; :func:`bertology.claims.paired.paired_interval`), and scipy.stats.permutation_test of that difference
     with the two models' predictions swapped within each example
     (:func:`~bertology.claims.paired.paired_permutation_p`);
-    n = the examples. Score records without predictions (written by an earlier version) give the former
-    definition, with a note to re-run the score jobs: a bootstrap of the mean of the per-seed differences over
-    seeds (none with fewer than 3 seeds) and scipy.stats.ttest_1samp of them.
+    n = the examples. Score records without per-example predictions give a test over seeds instead, with a note
+    to re-run the score jobs: a bootstrap of the mean of the per-seed differences over seeds (none with fewer than
+    3 seeds) and scipy.stats.ttest_1samp of them.
     """
     from bertology.claims import paired
 

@@ -57,7 +57,7 @@ def paired_examples(pairs: Sequence[tuple[pd.DataFrame | None, pd.DataFrame | No
     labels."""
     tables = [(record_predictions(f), record_predictions(b)) for f, b in pairs]
     if not tables or any(f is None or b is None for f, b in tables):
-        return "a score record holds no per-example predictions (written by an earlier version)"
+        return "a score record holds no per-example predictions"
     first = tables[0][0]
     for t in (t for pair in tables for t in pair):
         if not (t["idx"].is_unique and t["idx"].equals(first["idx"]) and t["label"].equals(first["label"])):

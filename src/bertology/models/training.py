@@ -125,8 +125,8 @@ def checkpoint_dir(task: str, init: str, seed_tag: str = "") -> Path:
 
 def resume_key(cfg: TrainConfig, *, model: str, init: str, task: str, max_length: int, train_df: pd.DataFrame) -> str:
     """The identity of a training run (16 hex): a checkpoint resumes only a run with the same key. A LoRA run's
-    key also holds the method and every train.lora setting (a full fine-tuning's is what it was before LoRA
-    existed, so that its checkpoints stay valid)."""
+    key also holds the method and every train.lora setting; a full fine-tuning's holds neither, so that a key
+    depends only on the settings the run uses."""
     train = {k: getattr(cfg, k) for k in RESUME_SETTINGS}
     if cfg.method != "full":
         train.update(method=cfg.method, lora=asdict(cfg.lora))

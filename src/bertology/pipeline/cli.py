@@ -140,7 +140,7 @@ def task_args(wildcards: Mapping[str, str], params: Mapping[str, str], *, whole:
     """The --task arguments of a job (shell-quoted): the declared task of its `task` wildcard (of its `model`
     wildcard, TASK-finetuned[-seedN]), or every declared task for a job without one. params: name -> the JSON a
     step after the data rule reads (bertology.data.tasks.task_param); whole: name -> the whole declaration (the data
-    rule). Nothing for GLUE tasks, so their jobs' commands stay as they were."""
+    rule). Nothing for GLUE tasks: their jobs' commands carry no --task."""
     import re
 
     source = whole if whole is not None else params
