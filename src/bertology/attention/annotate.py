@@ -20,8 +20,8 @@ piece cannot belong to both; the rule is that a *claiming* word (a negation word
 ``analysis.features.negation``, n't/nt clitics included: :func:`claim_flags`) that the overlap rule leaves
 without any piece takes the piece that contains all its characters. "I cannot go" aligns ``cannot`` to
 "not"; "can" (an AUX: no feature of Kovaleva 4.4, no sieve role) has no piece. A negation word truncated
-half-way ("isn" | "'t") claims nothing. The store's ``word_ids`` and their readers are independent of this
-alignment.
+half-way ("isn" | "'t") claims nothing. Either way the store holds one word per wordpiece (``word_ids``
+int16), so its readers need nothing for this rule.
 
 Glossary: T token positions of one example, W words of one example.
 """
