@@ -414,3 +414,29 @@ def test_the_code_cites_the_reference_not_an_outside_file():
             outside.append(str(path.relative_to(REPO)))
     assert outside == [], "files citing DESIGN.md, a file outside the repository: cite docs/reference.md"
     assert sorted(cited - anchors) == [], "anchors cited in the code that docs/reference.md lacks"
+
+
+def _steps_table() -> str:
+    """The reference's table of steps, from the registry: each step, the config sections it reads, what it does."""
+    from bertology.analyses import REGISTRY
+
+    rows = ["| step | config sections | what it does |", "|---|---|---|"]
+    for name, st in REGISTRY.steps().items():
+        sections = ", ".join(f"`{x}`" for x in st.sections) or "none"
+        rows.append(f"| `{name}` | {sections} | {st.help.replace('|', '/')} |")
+    return "\n".join(rows)
+
+
+def test_the_steps_table_is_the_registrys():
+    """docs/reference.md#steps lists every step with the config sections its registry declaration reads."""
+    import os
+
+    text = REFERENCE.read_text()
+    begin, end = "<!-- steps:begin -->\n", "<!-- steps:end -->"
+    head, rest = text.split(begin)
+    body, tail = rest.split(end)
+    want = _steps_table() + "\n"
+    if os.environ.get("BERTOLOGY_WRITE_REFERENCE") == "1":
+        REFERENCE.write_text(head + begin + want + end + tail)
+        body = want
+    assert body == want, "docs/reference.md#steps differs from the registry (BERTOLOGY_WRITE_REFERENCE=1 rewrites it)"
