@@ -115,31 +115,9 @@ def output(rule, name, **values):
     return REGISTRY.output(rule, name, **values)
 
 
-def targets(run=RUN, *, pages=True):
-    """The run's final outputs (rule all): every declared output the run wants (Registry.targets); without the
-    two pages with pages=False (what the report shows)."""
-    found = REGISTRY.targets(run)
-    if pages:
-        return found
-    return [t for t in found if t not in (path("report"), path("explorer"))]
-
-# `snakemake --cache` with SNAKEMAKE_OUTPUT_CACHE=DIR (README, "Reuse across experiments"): fine-tuned models
-# and attention stores (`cache: True`) are shared through DIR by every working directory. What the params do
-# not say on their own, the code that computes an output and the model's own files, enters their key then
-# (bertology.pipeline.provenance), and only then: a run without the cache never re-runs a job for an edit elsewhere.
-CACHING = getattr(workflow.workflow_settings, "cache", None) is not None
-if CACHING:
-    # bertology.pipeline.outputcache: the cache readable at start (one line otherwise); each cached job that has to run checks
-    # it can store its output before computing (BERTOLOGY_OUTPUT_CACHE); entries get a shared cache's modes
-    # (group-writable directories at most, not Snakemake's 0666/0777) and the cache directory's group.
-    import os as _os
-    from bertology.pipeline.outputcache import CACHE_ENV, CACHING_ENV, check_cache_dir, share_permissions
-    from bertology.pipeline.workflow import fail as _fail
-
-    if (_why := check_cache_dir(_os.environ.get(CACHE_ENV))) is not None:
-        _fail(_why)
-    _os.environ[CACHING_ENV] = _os.environ[CACHE_ENV]
-    share_permissions()
+def targets(run=RUN):
+    """The run's final outputs (what `all` asks for): every declared output the run wants (Registry.targets)."""
+    return REGISTRY.targets(run)
 
 
 def cache_params(name):
@@ -178,7 +156,7 @@ def step(name):
 
 
 def step_files(name):
-    """The `files` param of the rule `name`: the job's wildcards and named inputs/outputs as -w/--input/--output
+    """The `files` param of the step `name`: the job's wildcards and named inputs/outputs as -w/--input/--output
     arguments, and what its step reads of a declared task (bertology.registry.Step.task: plain, words, whole)."""
     kind = STEPS[name].task
 
