@@ -120,6 +120,25 @@ def targets(run=RUN):
     return REGISTRY.targets(run)
 
 
+# `snakemake --cache` with SNAKEMAKE_OUTPUT_CACHE=DIR (docs/guide.md, "Reuse across experiments"): fine-tuned models
+# and attention stores (`cache: True`) are shared through DIR by every working directory. What the params do
+# not say on their own, the code that computes an output and the model's own files, enters their key then
+# (bertology.pipeline.provenance), and only then: a run without the cache never re-runs a job for an edit elsewhere.
+CACHING = getattr(workflow.workflow_settings, "cache", None) is not None
+if CACHING:
+    # bertology.pipeline.outputcache: the cache readable at start (one line otherwise); each cached job that has to run checks
+    # it can store its output before computing (BERTOLOGY_OUTPUT_CACHE); entries get a shared cache's modes
+    # (group-writable directories at most, not Snakemake's 0666/0777) and the cache directory's group.
+    import os as _os
+    from bertology.pipeline.outputcache import CACHE_ENV, CACHING_ENV, check_cache_dir, share_permissions
+    from bertology.pipeline.workflow import fail as _fail
+
+    if (_why := check_cache_dir(_os.environ.get(CACHE_ENV))) is not None:
+        _fail(_why)
+    _os.environ[CACHING_ENV] = _os.environ[CACHE_ENV]
+    share_permissions()
+
+
 def cache_params(name):
     """The cached rule's extra params under --cache (code and model versions); none otherwise."""
     if not CACHING:
