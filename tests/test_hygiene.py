@@ -226,3 +226,24 @@ def test_the_layers():
     assert below == {}, "science modules that import the registry or its entries"
     for m in entries:
         assert not graph[m] & (top | {"bertology.report.page", "bertology.report.native"}), m
+
+
+#: the science's packages (kernels, stores, statistics, models) and what of bertology.pipeline they may import: its
+#: base (errors, files, paths, config, seed tags, figure style, the output cache's digests), never the workflow's
+#: machinery above them (the CLI, the job server, the Snakemake glue, capability and provenance decisions)
+SCIENCE = ("bertology.models", "bertology.stats", "bertology.attention", "bertology.data", "bertology.store",
+           "bertology.kovaleva", "bertology.clark", "bertology.sieve", "bertology.ablation", "bertology.norms",
+           "bertology.decoders", "bertology.claims", "bertology.demo")
+PIPELINE_BASE = {f"bertology.pipeline.{m}" for m in ("errors", "io", "layout", "config", "seedtags", "plotting",
+                                                     "outputcache")}
+
+
+def test_the_science_uses_only_the_pipelines_base():
+    """The packages of the science import from bertology.pipeline only its base modules, and nothing of the steps,
+    the registry's entries, the report or the explorer."""
+    graph = _import_graph()
+    wrong = {m: sorted(d for d in deps if (d.startswith("bertology.pipeline") and d not in PIPELINE_BASE)
+                       or d.startswith(("bertology.steps", "bertology.analyses", "bertology.report",
+                                        "bertology.explorer")))
+             for m, deps in graph.items() if m.startswith(SCIENCE)}
+    assert {m: d for m, d in wrong.items() if d} == {}
