@@ -4,7 +4,8 @@
     python bench/compare_runs.py --rtol 1e-6 --atol 1e-9 RUN_A/results RUN_B/results
 
 Compares, for every file present in either directory (logs, benchmarks, MLflow, figures and the report
-excepted): CSV tables (exact, NaN = NaN), JSON (exact, after dropping timing keys), parquet frames,
+excepted): CSV tables (exact, NaN = NaN), JSON (exact, after dropping timing keys; a model's or store's
+bertology-digest.json without the hashes of its JSON files, which hold timings and are compared themselves), parquet frames,
 npz arrays, Zarr stores (every variable, exactly; attributes other than package version and timings)
 and safetensors weights (bytes). Prints one line per file that differs (with the largest absolute
 difference) and a summary; exit status 1 if anything differs.
@@ -107,6 +108,17 @@ def _maxdiff(a: np.ndarray, b: np.ndarray) -> str:
         return "non-numeric difference"
 
 
+#: a model's or store's digest (bertology.pipeline.outputcache): the hash of every file it holds
+DIGEST = "bertology-digest.json"
+
+
+def _digest_without_json(digest):
+    """A digest without the hashes of its JSON files: those hold timings (training.json's seconds) and are compared
+    on their own, without them; every other file's hash (weights, tokenizer) stays."""
+    files = digest.get("files", {}) if isinstance(digest, dict) else {}
+    return {**digest, "files": {k: v for k, v in files.items() if not k.endswith(".json") or k == "config.json"}}
+
+
 def _strip(obj):
     if isinstance(obj, dict):
         return {k: _strip(v) for k, v in obj.items() if k not in TIMING_KEYS}
@@ -143,6 +155,8 @@ def compare_file(a: Path, b: Path, tol: Tolerance = EXACT) -> str | None:
         return _frames(pd.read_csv(a), pd.read_csv(b), tol)
     if a.suffix == ".json":
         x, y = _strip(json.loads(a.read_text())), _strip(json.loads(b.read_text()))
+        if a.name == DIGEST:
+            x, y = _digest_without_json(x), _digest_without_json(y)
         return None if x == y or (not tol.exact and tol.json_equal(x, y)) else "JSON differs"
     if a.suffix == ".parquet":
         x, y = pd.read_parquet(a), pd.read_parquet(b)

@@ -60,3 +60,19 @@ def test_tolerance_close_treats_nan_and_infinity_as_equal_to_themselves():
 def test_negative_tolerance_is_refused(tmp_path):
     with pytest.raises(SystemExit):
         cr.main(["--rtol", "-1", str(tmp_path), str(tmp_path)])
+
+
+def test_a_digest_is_compared_without_the_hashes_of_its_json_files(tmp_path):
+    """Two runs' model digests differ in training.json's hash (its timings) and agree on every other file: equal; a
+    different weights hash is a difference."""
+    def digest(training: str, weights: str) -> dict:
+        return {"algorithm": "sha256", "format": 1,
+                "files": {"config.json": {"sha256": "c", "size": 1}, "training.json": {"sha256": training, "size": 2},
+                          "model.safetensors": {"sha256": weights, "size": 3}}}
+
+    a, b, c = tmp_path / "a" / cr.DIGEST, tmp_path / "b" / cr.DIGEST, tmp_path / "c" / cr.DIGEST
+    for path, d in ((a, digest("t1", "w")), (b, digest("t2", "w")), (c, digest("t1", "w2"))):
+        path.parent.mkdir()
+        path.write_text(json.dumps(d))
+    assert cr.compare_file(a, b) is None
+    assert cr.compare_file(a, c) == "JSON differs"
