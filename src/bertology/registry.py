@@ -375,8 +375,9 @@ class Claim:
 
 @dataclass(frozen=True)
 class Analysis:
-    """One analysis: name; config: the config sections it reads (a store analysis's join the rule
-    ``store_stats``'s, so changing one re-runs the one read); kernel: for an analysis over the attention store,
+    """One analysis: name; config: for an analysis over the attention store, the config sections its kernel reads
+    (they join the rule ``store_stats``'s, so changing one re-runs the one read; any other step declares its
+    sections on its :class:`Step`); kernel: for an analysis over the attention store,
     its kernel class (a :class:`bertology.attention.onepass.Kernel`; analyses sharing a kernel share its work, it runs
     once), or its ``"module:Class"`` name, imported when the kernel is first asked for (so that reading the
     registry, as the Snakefile does to build the workflow, imports no science); tables: its output tables;
@@ -420,6 +421,10 @@ class Registry:
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
             raise ValueError(f"analyses declared twice: {', '.join(twice)}")
+        loose = [a.name for a in self.analyses if a.config and a.kernel is None]
+        if loose:
+            raise ValueError(f"analyses {', '.join(loose)} declare config sections without a store kernel: the "
+                             f"sections a step reads go on its Step")
 
     def __iter__(self):
         return iter(self.analyses)

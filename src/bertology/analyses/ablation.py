@@ -15,7 +15,7 @@ IMPORTANCE, PRUNING = rel("ablation", name="importance"), rel("ablation", name="
 
 ANALYSES: tuple[Analysis, ...] = (
     Analysis(
-        name="disabling", config=("ablation",),
+        name="disabling",
         claims=(
             Claim("kovaleva_disable_head", "Kovaleva et al. 2019", "4.6",
                   "Disabling some single head improves the fine-tuned model.",
@@ -71,7 +71,7 @@ ANALYSES: tuple[Analysis, ...] = (
                       mark_label="significant", across_seeds=True),
         )),
     Analysis(
-        name="importance", config=("ablation.pruning",),
+        name="importance",
         tables=(Table(IMPORTANCE, ("layer", "head", "importance", "raw", "n", "split"),
                       seeds=AcrossSeeds("importance", ("layer", "head"), value="importance"),
                       rule="ablation_pruning", output="importance", wanted=(FIRST_SEED,)),),
@@ -101,7 +101,7 @@ ANALYSES: tuple[Analysis, ...] = (
                       across_seeds=True),
         )),
     Analysis(
-        name="pruning", config=("ablation.pruning",),
+        name="pruning",
         claims=(
             Claim("michel_importance_order", "Michel et al. 2019", "4",
                   "Pruning heads in order of importance costs less than pruning them in a random order.",

@@ -88,7 +88,7 @@ def _kept(what: str) -> Claim:
 
 ANALYSES: tuple[Analysis, ...] = (
     Analysis(
-        name="decoders", config=("model", "data.max_length", "data.seed", "train.seed", "train.inits"),
+        name="decoders",
         claims=(_sink("pretrained"), _sink("finetuned"), _induction("pretrained"), _induction("finetuned"),
                 _kept("sink"), _kept("induction")),
         steps=(Step("decoder_probe", "decoders", ("model", "data.max_length", "data.seed", "train.seed"),

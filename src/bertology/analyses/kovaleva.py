@@ -24,7 +24,7 @@ TASK_FIGURES = ("patterns", "relations", "cosine", "features", "cls")
 
 ANALYSES: tuple[Analysis, ...] = (
     Analysis(
-        name="table1", config=("train.alpha",),
+        name="table1",
         claims=(
             Claim("kovaleva_table1_pretrained", "Kovaleva et al. 2019", "Table 1 (4.3)",
                   "The fine-tuned model beats the pretrained encoder with an untrained head.",
@@ -134,7 +134,7 @@ ANALYSES: tuple[Analysis, ...] = (
                       mark_label="flagged (> 99th percentile)"),
         )),
     Analysis(
-        name="cosine", config=("analysis.features",),
+        name="cosine",
         claims=(
             Claim("kovaleva_cosine_last_layers", "Kovaleva et al. 2019", "4.3",
                   "Fine-tuning changes the attention of the last two layers most.",

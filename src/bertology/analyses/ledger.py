@@ -10,7 +10,7 @@ from bertology.registry import ONCE, Analysis, Output, Step, Table, figure
 
 ANALYSES: tuple[Analysis, ...] = (
     Analysis(
-        name="claims", config=("analysis.claims",),
+        name="claims",
         steps=(Step("claims", "claims", ("model", "tasks", "data.seed", "data.source", "train.seed", "train.seeds",
                                          "train.inits", "analysis.claims", "analysis.norms.enabled",
                                          "analysis.syntax.conllu"),

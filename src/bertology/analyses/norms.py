@@ -47,7 +47,7 @@ def _beats_raw_claim(view: str) -> Claim:
 
 ANALYSES: tuple[Analysis, ...] = (
     Analysis(
-        name="norms", config=("analysis.norms",),
+        name="norms",
         claims=(
             Claim("kobayashi_specials_norm", "Kobayashi et al. 2020", "4",
                   "[CLS] and [SEP] take a larger share of the attention weight than of the norm-weighted attention.",
@@ -91,7 +91,7 @@ ANALYSES: tuple[Analysis, ...] = (
                       key=("measure", "category"), notna="head", optional=True),
         )),
     Analysis(
-        name="mixing", config=("analysis.norms",),
+        name="mixing",
         claims=(
             Claim("kobayashi_mixing_residual", "Kobayashi et al. 2021", "5",
                   "With the residual, each token keeps most of itself (context-mixing ratio below one half).",
@@ -115,13 +115,13 @@ ANALYSES: tuple[Analysis, ...] = (
             "itself. The tables give this run's ratios.",
             figure_prefixes=("mixing",), tables=(MIXING,))),
     Analysis(
-        name="token_scores", config=("analysis.norms", "analysis.flow", "analysis.mixing_views"),
+        name="token_scores",
         tables=(Table(SCORES, TOKEN_SCORES, when="norms", rule="norms_views", output="scores",
                       wanted=(STORES, EXTRA_SEEDS)),
                 Table(LAYERS, ("example_idx", "layer", "position", "method", "score"), when="norms",
                       rule="norms_views", output="layers", wanted=(STORES,)))),
     Analysis(
-        name="faithfulness", config=("analysis.flow",),
+        name="faithfulness",
         claims=(
             *(_beats_raw_claim(view) for view in ("rollout", "flow")),
             Claim("newer_beat_rollout", "Ferrando et al. 2022; Modarressi et al. 2022, 2023; Mohebbi et al. 2023",

@@ -12,7 +12,7 @@ from bertology.registry import OVER_SEEDS, PER_TASK, Analysis, Section, Statisti
 
 ANALYSES: tuple[Analysis, ...] = (
     Analysis(
-        name="seeds", config=("analysis.seeds",),
+        name="seeds",
         tables=(Table(rel("seed_stat", name="roles"), ("layer", "head", "role", "assigned", "n_seeds", "share"),
                       when="seeds", rule="seed_stats", output="roles", wanted=(PER_TASK,)),
                 Table(rel("seed_stat", name="role_agreement"), ("role", "layer", "fleiss_kappa", "jaccard",

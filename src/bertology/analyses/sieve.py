@@ -72,7 +72,7 @@ ANALYSES: tuple[Analysis, ...] = (
                       mark="assigned", mark_label="role assigned", ref="tau", across_seeds=True),
         )),
     Analysis(
-        name="sieve_delta", config=("tasks",),
+        name="sieve_delta",
         steps=(Step("sieve_delta", "sieve", ("tasks",),
                     "Pande Fig. 6: fine-tuned minus pretrained bias -> results/stats/sieve_delta.csv"),),
         tables=(Table(rel("sieve_delta"), ("task", "role", "layer_group", "pretrained", "finetuned", "delta",
@@ -82,7 +82,7 @@ ANALYSES: tuple[Analysis, ...] = (
                         wanted=(Want((("seedtag", "first_seed"),)),
                                 Want((("seedtag", "extra_seedtags"),), when="seeds"))),)),
     Analysis(
-        name="sieve_summary", config=("tasks",),
+        name="sieve_summary",
         tables=(Table(rel("sieve_summary"), ("task", "variant", "n_heads", "delimiter_heads", "share_delimiter",
                                              "no_role_heads", "share_no_role", "multi_skilled_heads",
                                              "syntactic_heads", "local_heads", "syntactic_and_local",
