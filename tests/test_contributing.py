@@ -170,6 +170,12 @@ def test_the_table_function_recipe_runs_against_the_registry(tmp_path, monkeypat
     assert "results/stats/rte/finetuned/first_token.csv" in reg.targets(Run(**run, enabled=frozenset({"norms"})))
     assert not any("first_token" in t for t in reg.targets(Run(**run)))
     assert "first_token" in [s.key for s in reg.report_sections()]
+    from bertology.explorer import inputs as explorer_inputs
+
+    monkeypatch.setattr(explorer_inputs, "REGISTRY", reg)
+    assert "stats/{task}/{variant}/first_token.csv" in [t for _, t, _ in explorer_inputs.task_templates()]
+    assert "results/stats/rte/finetuned/first_token.csv" in explorer_inputs.explorer_inputs(["rte"], norms=True)[
+        "required"]
 
     # two examples, two views: raw puts 1/2 and 1/4 of its mass on the first token, flow 1/3 and 1/3
     rows = [(0, 0, "raw", 1.0), (0, 1, "raw", -1.0), (1, 0, "raw", 1.0), (1, 1, "raw", 3.0),
