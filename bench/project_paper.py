@@ -91,7 +91,7 @@ GLUE_SIZES = {"cola": (8551, 1043), "sst2": (67349, 872), "mrpc": (3668, 408), "
 SUMMARY_RULES = frozenset({
     "all", "table1", "ablation_figures", "pruning_figures", "kovaleva_figures", "kovaleva_overview", "clark_figures",
     "sieve_figures", "sieve_delta", "sieve_summary", "norms_figures", "claims", "explorer", "report",
-    "patterns_sheet", "syntax_figures", "seed_stats"})
+    "patterns_sheet", "syntax_figures", "seed_stats", "token_concentration"})
 
 UNITS = ("job_fixed", "prep_example", "annotate_example", "train_step", "grad_example", "eval_example",
          "extract_example", "onepass_example", "cosine_example", "eager_example", "views_fe", "faithfulness_fe")

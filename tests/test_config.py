@@ -101,8 +101,9 @@ def test_every_step_declares_sections_that_exist_and_a_target_that_imports():
     cfg = validate_config({})
     for name, spec in cli.STEPS.items():
         select_sections(cfg, spec.sections)  # raises for a section that does not exist
-        module, func = spec.target.split(":")
+        module, func = (cli.TABLE_FUNCTION if spec.function is not None else spec.target).split(":")
         assert callable(getattr(importlib.import_module(module), func)), name
+        assert spec.function is None or callable(spec.function), name
 
 
 def test_user_error_is_exactly_one_line(tmp_path, capsys):

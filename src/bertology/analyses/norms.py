@@ -189,8 +189,8 @@ ANALYSES: tuple[Analysis, ...] = (
             measures="Per token view, over the examples of token_scores.parquet: the share of the score mass "
             "(absolute values) on the top token, and the entropy of the scores divided by ln n (1: uniform, 0: one "
             "token).",
-            finding="Abnar & Zuidema: raw attention in the last layers is close to uniform, while rollout and flow "
-            "spread the input tokens' contributions unevenly; a view whose scores sit on one token (high top "
-            "share, low entropy) ranks the other tokens on small differences.",
+            finding="A description of the views, not a paper's claim: a view whose scores sit on one token (high "
+            "top share, low entropy) ranks the other tokens on small differences, which bears on how far its "
+            "faithfulness (a Spearman correlation over the tokens) can be trusted.",
             tables=(CONCENTRATION,))),
 )
