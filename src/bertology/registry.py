@@ -37,13 +37,12 @@ entry, its section of docs/reference.md and its test).
 from __future__ import annotations
 
 import importlib
-import itertools
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import KW_ONLY, dataclass, replace
 from pathlib import PurePosixPath
 from typing import Any
 
-from bertology.pipeline.layout import ROOT, fill, join, rel
+from bertology.pipeline.layout import ROOT, expand, fill, join, rel
 
 #: the settings without which some tables are not written (:attr:`Table.when`): ``norms``
 #: (analysis.norms.enabled and a supported model), ``gold_trees`` (analysis.syntax.conllu, or the demo's own
@@ -178,9 +177,7 @@ class Run:
 
     def expand(self, pattern: str, over: Iterable[tuple[str, str | tuple[str, ...]]]) -> list[str]:
         """One path per combination of the values of `over` (the last varying fastest), under results/."""
-        over = tuple(over)
-        combos = itertools.product(*(self.values(v) for _, v in over))
-        return [join(ROOT, fill(pattern, **dict(zip((f for f, _ in over), combo)))) for combo in combos]
+        return expand(pattern, **{field: list(self.values(values)) for field, values in over})
 
 
 #: a store table's targets: every task and store variant of the first seed
@@ -527,11 +524,8 @@ class Registry:
         tuple value gives one path per item, like :func:`bertology.pipeline.layout.paths`)."""
         for o in self.declared_outputs():
             if o.rule == rule and o.output == name:
-                names = list(values)
-                choices = [list(v) if isinstance(v, (list, tuple)) else [v] for v in values.values()]
-                many = any(isinstance(v, (list, tuple)) for v in values.values())
-                found = [join(ROOT, fill(o.pattern, **dict(zip(names, c)))) for c in itertools.product(*choices)]
-                return found if many else found[0]
+                found = expand(o.pattern, **values)
+                return found if any(isinstance(v, (list, tuple)) for v in values.values()) else found[0]
         raise KeyError(f"rule {rule!r} declares no output {name!r}")
 
     def targets(self, run: Run) -> list[str]:

@@ -183,9 +183,20 @@ def paths(key: str, /, *, root: str | PathLike[str] | None = ROOT, **values: obj
     """One path per combination of the values (like Snakemake's ``expand``): a value that is a list or tuple
     gives one path per item, a string or number is one value; fields not given stay wildcards. Combinations
     in the order of the keyword arguments, the last varying fastest."""
+    _check(key, values)
+    return expand(template(key), root=root, **values)
+
+
+def expand(text: str, /, *, root: str | PathLike[str] | None = ROOT, **values: object) -> list[str]:
+    """A template text (a template, or a registry declaration's path) under `root`, one path per combination of
+    the values as :func:`paths` makes them.
+
+    >>> expand("stats/{task}/{variant}/x.csv", task="rte", variant=["pretrained", "finetuned"])
+    ['results/stats/rte/pretrained/x.csv', 'results/stats/rte/finetuned/x.csv']
+    """
     names = list(values)
     choices = [list(v) if isinstance(v, (list, tuple)) else [v] for v in values.values()]
-    return [path(key, root=root, **dict(zip(names, combo))) for combo in itertools.product(*choices)]
+    return [join(root, fill(text, **dict(zip(names, combo)))) for combo in itertools.product(*choices)]
 
 
 def log(rule: str, job: str | None = None) -> str:
