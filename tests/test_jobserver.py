@@ -151,7 +151,9 @@ def test_a_workflow_serves_its_jobs_and_writes_the_same_files(tmp_path, config_f
     assert len(runs["served"][2]) >= 2 and not runs["own"][2]  # the jobs after the server's imports were served
 
 
-def test_a_killed_job_interrupts_its_child(server, tmp_path):
+@pytest.mark.parametrize("after", [0.0, 0.1])
+def test_a_killed_job_interrupts_its_child(server, tmp_path, after):
+    """Killed at once after the server forked its child (still setting up) or a little later (in its step): exit 130."""
     path, env = server
     out = tmp_path / "data"
     data = bertology(["prepare-data", "--config", json.dumps(DATA_CONFIG), "-w", "task=sst2", "-w", "split=validation",
@@ -166,14 +168,16 @@ def test_a_killed_job_interrupts_its_child(server, tmp_path):
     deadline = time.monotonic() + 60
     while len(served_jobs(tmp_path)) < 2:
         assert time.monotonic() < deadline
-        time.sleep(0.05)
+        time.sleep(0.01)
+    time.sleep(after)
     job.kill()  # as a job killed outright: the child is told by its connection closing
     job.wait()
     child = served_jobs(tmp_path)[-1].rsplit("pid ", 1)[1]
     while f"pid {child} exited" not in log.read_text():
         assert time.monotonic() < deadline + 60
         time.sleep(0.1)
-    assert f"pid {child} exited 130" in log.read_text()  # interrupted (KeyboardInterrupt), not left running
+    # interrupted (KeyboardInterrupt), not left running; the child's stderr is the job's
+    assert f"pid {child} exited 130" in log.read_text(), job.stderr.read().decode()
     assert not (out / "score.json").exists()
 
 

@@ -225,6 +225,8 @@ def _run_child(request: dict[str, Any], fds: list[int], conn: socket.socket, clo
             code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
         except KeyboardInterrupt:
             code = 130
+    except KeyboardInterrupt:  # the job was killed before its step began (while the child was still setting up)
+        code = 130
     except BaseException:  # noqa: BLE001 - the child must end here, never return into the server's loop
         import traceback
 
