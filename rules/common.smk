@@ -171,7 +171,7 @@ STEP = "bertology {params.step} {params.files} --threads {threads} > {log} 2>&1"
 def step(name):
     """The `step` param of the rule named `name`, i.e. its step and config sections (a plain string, so that
     Snakemake records it and re-runs the rule when a section changes)."""
-    return f"{name} --config {shlex.quote(sections_json(config, STEPS[name].sections))}"
+    return f"{name} --config {shlex.quote(sections_json(config, STEPS[name].config))}"
 
 
 def step_files(name):

@@ -61,7 +61,7 @@ def _validation(path, n=30, seed=0):
 def _config(step, **ablation):
     cfg = validate_config({"ablation": {"examples": 25, "batch_size": 8, "bootstrap": 40, "seed": 1,
                                         "config_batch": 3, **ablation}, "data": {"max_length": 32}})
-    return sections_json(cfg, cli.STEPS[step].sections)
+    return sections_json(cfg, cli.STEPS[step].config)
 
 
 TRACKED = ("--threads", "1", "--device", "cpu", "--no-progress")  # recorded to MLflow (the mlflow_store fixture)

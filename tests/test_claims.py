@@ -678,7 +678,7 @@ def test_claims_step_writes_the_ledger_and_logs_it_to_the_parent_run(tmp_path, m
     _write(results, "stats/rte/cosine.csv", cosine(True)["cosine"])
     _write(results, "stats/rte/finetuned/patterns.csv", patterns(0.9)["patterns"])
     config = validate_config({"tasks": ["rte"], "analysis": {"claims": {"bootstrap": 50}}})
-    argv = ["claims", "--config", sections_json(config, STEPS["claims"].sections),
+    argv = ["claims", "--config", sections_json(config, STEPS["claims"].config),
             "--input", f"tables={results}/stats/rte/cosine.csv", "--input", f"tables={results}/stats/rte/finetuned/patterns.csv",
             "--output", f"ledger={results}/claims.csv", "--output", f"markdown={results}/claims.md"]
     assert main(argv) == 0

@@ -78,7 +78,7 @@ def test_bad_values_are_all_named_in_one_line():
 
 def test_a_step_sees_only_its_sections():
     cfg = validate_config({})
-    typed = sections_from_json(sections_json(cfg, cli.STEPS["sieve_figures"].sections))
+    typed = sections_from_json(sections_json(cfg, cli.STEPS["sieve_figures"].config))
     assert typed.analysis.sieve.window == 2
     assert isinstance(typed.analysis.patterns, Undeclared)
     with pytest.raises(RuntimeError, match="'analysis.patterns' was not handed to this step"):
@@ -100,8 +100,8 @@ def test_every_step_declares_sections_that_exist_and_a_target_that_imports():
 
     cfg = validate_config({})
     for name, spec in cli.STEPS.items():
-        select_sections(cfg, spec.sections)  # raises for a section that does not exist
-        module, func = (cli.TABLE_FUNCTION if spec.function is not None else spec.target).split(":")
+        select_sections(cfg, spec.config)  # raises for a section that does not exist
+        module, func = cli.step_function(spec).split(":")
         assert callable(getattr(importlib.import_module(module), func)), name
         assert spec.function is None or callable(spec.function), name
 

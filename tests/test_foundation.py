@@ -274,7 +274,7 @@ def test_init_mlflow_creates_the_store_and_the_parent_run(tmp_path, monkeypatch,
     uri = f"sqlite:///{tmp_path}/store/mlflow.db"
     monkeypatch.setenv(tracking.INVOCATION_ENV, "inv-42")
     config = sections_json(validate_config({"mlflow": {"tracking_uri": uri, "experiment": "e1"}}),
-                           cli.STEPS["init_mlflow"].sections)
+                           cli.STEPS["init_mlflow"].config)
     assert cli.main(["init-mlflow", "--config", config]) == 0
     client = mlflow.MlflowClient(tracking_uri=uri)
     exp = client.get_experiment_by_name("e1")

@@ -196,7 +196,7 @@ def test_blank_texts_skipped_are_listed_logged_and_counted_in_mlflow(tmp_path, m
     monkeypatch.setenv(tracking.INVOCATION_ENV, "inv-blank")
     tracking.init_store()
     config = sections_json(validate_config({"data": {"source": str(tmp_path / "glue"), "bad_rows": "skip"}}),
-                           cli.STEPS["prepare_data"].sections)
+                           cli.STEPS["prepare_data"].config)
     outputs = {"table": tmp_path / "validation.parquet", "skipped": tmp_path / "validation.skipped.csv"}
     assert run_step("prepare_data", config, {"task": "rte", "split": "validation"}, outputs=outputs,
                     options=("--no-progress",)) == 0
@@ -320,7 +320,7 @@ def test_fine_tuning_an_nli_classifier_on_a_two_label_task_says_so_in_log_and_ml
     frame.to_parquet(tmp_path / "validation.parquet")
     config = sections_json(validate_config({"model": str(path), "data": {"max_length": 16},
                                             "train": {"epochs": 1, "batch_size": 8}}),
-                           cli.STEPS["train_model"].sections)
+                           cli.STEPS["train_model"].config)
     from tests.builders.steps import run_step
 
     rc = run_step("train_model", config, {"task": "rte", "init": "pretrained"},

@@ -199,7 +199,7 @@ def test_a_cache_that_cannot_be_written_stops_the_training_before_it_runs(tmp_pa
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("")
     config = sections_json(validate_config({"model": "minilm-l6", "data": {"max_length": 16},
-                                            "train": {"epochs": 1, "batch_size": 8}}), cli.STEPS["train_model"].sections)
+                                            "train": {"epochs": 1, "batch_size": 8}}), cli.STEPS["train_model"].config)
     for cache in (tmp_path / "missing", blocker):
         monkeypatch.setenv(CACHING_ENV, str(cache))
         rc = run_step("train_model", config, {"task": "sst2", "init": "pretrained"},

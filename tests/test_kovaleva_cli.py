@@ -26,7 +26,7 @@ def config(step: str) -> str:
     """--config of a step: the sections it declares, from a validated config (tasks: mrpc)."""
     cfg = validate_config({"tasks": ["mrpc"], "analysis": {"relations": {"percentile": 90},
                                                            "dask": {"scheduler": "synchronous"}}, **STORE_CONFIG})
-    return sections_json(cfg, STEPS[step].sections)
+    return sections_json(cfg, STEPS[step].config)
 
 
 def files(flag: str, **paths) -> list[str]:

@@ -201,7 +201,7 @@ def _config(step: str, **relations) -> str:
     from bertology.pipeline.cli import STEPS
     from bertology.pipeline.config import sections_json, validate_config
 
-    return sections_json(validate_config({"analysis": {"relations": relations}}), STEPS[step].sections)
+    return sections_json(validate_config({"analysis": {"relations": relations}}), STEPS[step].config)
 
 
 def test_framenet_links_command(release, tmp_path, capsys, monkeypatch):

@@ -28,7 +28,7 @@ def config(step: str, **analysis) -> str:
     from bertology.pipeline.config import sections_json, validate_config
 
     cfg = validate_config({"data": {"max_length": 48}, "analysis": analysis})
-    return sections_json(cfg, STEPS[step].sections)
+    return sections_json(cfg, STEPS[step].config)
 
 
 def test_views_faithfulness_and_figures(setup):

@@ -189,7 +189,7 @@ def test_the_store_rule_and_step_come_from_the_registry():
     # every output belongs to exactly one kernel, which names it in its outputs()
     assert sorted(o for k in kernels for o in REGISTRY.kernel_tables(k)) == sorted(outputs)
     assert len(REGISTRY.store_targets(["rte"], ["pretrained", "finetuned"])) == 2 * len(outputs)
-    sections = STEPS["store_stats"].sections
+    sections = STEPS["store_stats"].config
     assert set(REGISTRY.store_sections()) <= set(sections) and "analysis.dask" in sections
 
 

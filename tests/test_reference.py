@@ -209,7 +209,7 @@ def _best_heads(tmp_path: Path) -> dict[str, object]:
         pd.DataFrame(rows, columns=COLUMNS).to_csv(path, index=False)
         tables.append(path)
     best = tmp_path / "best_heads.csv"
-    cfg = sections_json(validate_config({}), STEPS["syntax_figures"].sections)
+    cfg = sections_json(validate_config({}), STEPS["syntax_figures"].config)
     assert run_step("syntax_figures", cfg, inputs={"tables": tables},
                     outputs={"figure": tmp_path / "parser-syntax.png", "best": best}, options=("--no-mlflow",)) == 0
     return {"stats/syntax/best_heads.csv": pd.read_csv(best)}
@@ -422,7 +422,7 @@ def _steps_table() -> str:
 
     rows = ["| step | config sections | what it does |", "|---|---|---|"]
     for name, st in REGISTRY.steps().items():
-        sections = ", ".join(f"`{x}`" for x in st.sections) or "none"
+        sections = ", ".join(f"`{x}`" for x in st.config) or "none"
         rows.append(f"| `{name}` | {sections} | {st.help.replace('|', '/')} |")
     return "\n".join(rows)
 

@@ -84,7 +84,7 @@ def _report_config() -> str:
     from bertology.pipeline.config import sections_json, validate_config
 
     cfg = validate_config({"model": "minilm-l6", "tasks": ["rte"], "ablation": {"bootstrap": 77}})
-    return sections_json(cfg, STEPS["report"].sections)
+    return sections_json(cfg, STEPS["report"].config)
 
 
 def test_report_step_reads_the_directory_of_its_output(tmp_path, monkeypatch):

@@ -43,7 +43,7 @@ def step_config(step: str, **overrides) -> str:
     from bertology.pipeline.cli import STEPS
     from bertology.pipeline.config import sections_json
 
-    return sections_json(validated(**overrides), STEPS[step].sections)
+    return sections_json(validated(**overrides), STEPS[step].config)
 
 # ---------------------------------------------------------------------------------------------- data
 

@@ -343,7 +343,7 @@ def _extract_args(inputs: Path, store: Path, model: Path) -> list[str]:
                               "attention": {"examples": 10, "batch_size": 3, "chunk_size": 4}})
     return ["extract-attention", "-w", "task=mrpc", "-w", "variant=pretrained", "--input",
             f"sample={inputs / 'sample.parquet'}", "--input", f"words={inputs / 'words.parquet'}", "--output",
-            f"store={store}", "--config", sections_json(config, STEPS["extract_attention"].sections),
+            f"store={store}", "--config", sections_json(config, STEPS["extract_attention"].config),
             "--no-mlflow", "--no-progress"]
 
 

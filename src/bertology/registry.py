@@ -209,9 +209,8 @@ class Step:
     declaration (``rules/tables.smk``: `inputs`, the outputs declared with its name, `threads`, `mem_mb`,
     `runtime`). tracked: one MLflow run per job; options: the name of a function of the step module
     adding a tool step's own options (-> ``ctx.options``); passthrough: arguments after ``--`` go to the step as
-    they are (-> ``ctx.rest``); function: for a step that runs one table function (``module:function``,
-    :mod:`bertology.steps.tables`), that function; inputs: its named inputs (name, path template under results/,
-    fields filled), for such a step."""
+    they are (-> ``ctx.rest``); function: for a step that runs one table function, that function; inputs: its
+    named inputs (name, path template under results/, fields filled), for such a step."""
 
     name: str
     module: str
@@ -228,12 +227,9 @@ class Step:
     runtime: int = 10
 
     @property
-    def sections(self) -> tuple[str, ...]:
-        return self.config
-
-    @property
     def target(self) -> str:
-        """The step's function as ``module:function`` (a table function's: :data:`bertology.pipeline.cli.TABLE_FUNCTION`)."""
+        """The step's function as ``module:function`` (a table function's step runs
+        :data:`bertology.pipeline.cli.TABLE_FUNCTION` instead: :func:`bertology.pipeline.cli.step_function`)."""
         return f"bertology.steps.{self.module}:{self.name}"
 
 

@@ -19,7 +19,7 @@ def step_argv(name: str, config: Mapping | str, wildcards: Mapping[str, str] | N
     from bertology.pipeline.cli import STEPS
     from bertology.pipeline.config import sections_json
 
-    text = config if isinstance(config, str) else sections_json(dict(config), STEPS[name].sections)
+    text = config if isinstance(config, str) else sections_json(dict(config), STEPS[name].config)
     argv = [name.replace("_", "-")]
     for flag, items in (("-w", wildcards), ("--input", inputs), ("--output", outputs)):
         for key, value in (items or {}).items():

@@ -49,6 +49,13 @@ STEPS: dict[str, Step] = REGISTRY.steps()
 #: the one step of every table function (:attr:`bertology.registry.Step.function`)
 TABLE_FUNCTION = "bertology.steps.functions:table_function"
 
+
+def step_function(spec: Step) -> str:
+    """The function a step runs, as ``module:function``: its own (:attr:`Step.target`), or for a table function
+    the one step of those."""
+    return TABLE_FUNCTION if spec.function is not None else spec.target
+
+
 #: the modules the steps' functions live in (``bertology.steps.{Step.module}``), imported when a step runs
 STEP_MODULES = ("bertology.steps.data", "bertology.steps.train", "bertology.steps.attention", "bertology.steps.stores",
                 "bertology.steps.kovaleva", "bertology.steps.clark", "bertology.steps.norms",
@@ -99,7 +106,7 @@ def parser(name: str, spec: Step) -> argparse.ArgumentParser:
     ap.add_argument("--input", action="append", default=[], metavar="NAME=PATH", help="a named input (repeatable)")
     ap.add_argument("--output", action="append", default=[], metavar="NAME=PATH", help="a named output (repeatable)")
     ap.add_argument("--config", default="{}", metavar="JSON",
-                    help=f"the config sections the step reads, validated: {', '.join(spec.sections) or 'none'}")
+                    help=f"the config sections the step reads, validated: {', '.join(spec.config) or 'none'}")
     ap.add_argument("--task", action="append", default=[], metavar="JSON",
                     help="a declared task the job reads (its declaration, or what steps after the data rule read of "
                          "it: bertology.data.tasks.task_param); repeatable")
@@ -176,8 +183,8 @@ def run_step(name: str, argv: list[str]) -> int:
     ctx = StepContext(step=name, wildcards=wildcards, input=files["input"], output=files["output"], config=config,
                       threads=max(1, args.threads), device=args.device, progress=not args.no_progress,
                       options={k: v for k, v in vars(args).items() if k not in common}, rest=rest)
-    func = _target(TABLE_FUNCTION if spec.function is not None else spec.target)
-    params = select_sections(plain_config(config), spec.sections) if spec.sections else {}
+    func = _target(step_function(spec))
+    params = select_sections(plain_config(config), spec.config) if spec.config else {}
     with job_run(name, task=ctx.task, variant=ctx.variant or wildcards.get("init") or wildcards.get("split"),
                  params=params, tags={f"wildcard.{k}": v for k, v in wildcards.items()},
                  enabled=spec.tracked and not args.no_mlflow) as tracker:

@@ -11,28 +11,17 @@ test.
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pandas as pd
-
 from bertology.analyses import REGISTRY
-from bertology.pipeline.errors import MissingInputError
 from bertology.pipeline.io import write_csv
 from bertology.registry import check_outputs
 from bertology.steps.context import StepContext
-
-
-def read_frame(path: Path) -> pd.DataFrame:
-    """An input table: a parquet or CSV file, with the fix when it is missing."""
-    if not Path(path).exists():
-        raise MissingInputError(f"{path} does not exist; run `snakemake {path}` first")
-    return pd.read_parquet(path) if Path(path).suffix == ".parquet" else pd.read_csv(path)
+from bertology.steps.tables import read_table
 
 
 def table_function(ctx: StepContext) -> None:
     """Run the registry's table function of this step on its inputs and write its tables."""
     step = REGISTRY.step(ctx.step)
-    frames = {name: read_frame(getattr(ctx.input, name)) for name, _ in step.inputs}
+    frames = {name: read_table(getattr(ctx.input, name)) for name, _ in step.inputs}
     tables = step.function(**frames)
     check_outputs(step.function, tables, REGISTRY.tables_of(ctx.step))
     for name, frame in tables.items():

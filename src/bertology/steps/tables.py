@@ -18,10 +18,10 @@ from bertology.pipeline.errors import MissingInputError
 
 
 def read_table(path: Path) -> pd.DataFrame:
-    """A CSV input of a step, with the fix when it is missing."""
+    """A CSV (or ``.parquet``) input of a step, with the fix when it is missing."""
     if not Path(path).exists():
         raise MissingInputError(f"{path} does not exist; run `snakemake {path}` first")
-    return pd.read_csv(path)
+    return pd.read_parquet(path) if Path(path).suffix == ".parquet" else pd.read_csv(path)
 
 
 def by_variant(ctx: StepContext, name: str) -> dict[str, Path]:
