@@ -12,7 +12,7 @@ min_version("9.0")
 # The embedded config.yaml read strictly before Snakemake merges it: a key given twice or an alias bomb stops the
 # workflow in one line (Snakemake's merge would walk a bomb of mappings for ever). rules/common.smk checks every
 # other config file; a `--configfile` is merged by Snakemake before this line runs (`bertology validate-config`).
-from bertology.pipeline.workflow import check_config_file_first
+from bertology.workflow.snakefile import check_config_file_first
 
 check_config_file_first(os.path.join(workflow.basedir, "config.yaml"))
 

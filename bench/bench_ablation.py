@@ -32,7 +32,7 @@ from bertology.ablation import sweep as ab
 from bertology.data import normalise
 from bertology.data.glue_dir import read_glue_split
 from bertology.models.metrics import compute_metrics
-from bertology.data.tasks import get_task
+from bertology.pipeline.tasks import get_task
 from rte_model import load_rte_classifier
 
 REPO = Path(__file__).resolve().parents[1]

@@ -41,7 +41,7 @@ MAX_LENGTH = 128
 
 def rte(n: int):
     from bertology.data import normalise, read_glue_split
-    from bertology.data.tasks import get_task
+    from bertology.pipeline.tasks import get_task
 
     if not (GLUE / "RTE" / "dev.tsv").exists():
         sys.exit(f"{GLUE}/RTE/dev.tsv not found: set BERTOLOGY_GLUE to a GLUE-layout directory")

@@ -67,7 +67,7 @@ CODECS = {
 
 def mrpc_train(n: int | None) -> pd.DataFrame:
     from bertology.data import normalise, read_glue_split
-    from bertology.data.tasks import get_task
+    from bertology.pipeline.tasks import get_task
 
     if not (GLUE / "MRPC" / "train.tsv").exists():
         sys.exit(f"{GLUE}/MRPC/train.tsv not found: set BERTOLOGY_GLUE to a GLUE-layout directory")

@@ -184,7 +184,7 @@ def fine_tuning(args, device, results):
     from transformers import AutoModelForSequenceClassification, BertTokenizerFast
 
     from bertology.pipeline.config import TrainConfig
-    from bertology.data.tasks import get_task
+    from bertology.pipeline.tasks import get_task
     from bertology.models.training import collate, encode_split, train, train_batches
 
     cfg = _config(args, num_labels=2)

@@ -2,7 +2,7 @@
 
 A job is one `bertology <step>` process, run exactly as its rule runs it (rules/common.smk: STEP) on small,
 real inputs (the demo task's data), with the invocation's parent run made beforehand in a sqlite store as the
-workflow's onstart does. The step's own time is the `<step>: work X s` line bertology.pipeline.cli logs; the fixed cost
+workflow's onstart does. The step's own time is the `<step>: work X s` line bertology.workflow.cli logs; the fixed cost
 is the wall time minus that (interpreter start, imports, config, tracking). In one run, interleaved:
 
   python -c pass        the floor: an interpreter that does nothing

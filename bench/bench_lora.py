@@ -82,7 +82,7 @@ def measure(model_dir: str, method: str, dropout: float, steps: int, batch_size:
     import torch
 
     from bertology.models.loading import load_classifier, load_tokenizer
-    from bertology.data.tasks import get_task
+    from bertology.pipeline.tasks import get_task
     from bertology.models.training import encode_split, train
 
     torch.set_num_threads(threads)

@@ -5,7 +5,7 @@ Each run is the default pipeline (`snakemake --cores 2` on the embedded config.y
 install) in a fresh clone of its checkout (`git clone`, so nothing ignored or untracked comes along), with the
 shared virtualenv and each clone's own src/ on PYTHONPATH, one after the other (`--order` says which first).
 Reports the wall time of each and their ratio, and how many of this checkout's jobs the job server ran
-(bertology.pipeline.jobserver). About 25 minutes a run on a quiet 2-core machine: run it there, once.
+(bertology.workflow.jobserver). About 25 minutes a run on a quiet 2-core machine: run it there, once.
 
     .venv/bin/python bench/bench_makerun.py --ref c47b489                 # c47b489 (views on 4 to 16 examples) vs HEAD
     .venv/bin/python bench/bench_makerun.py --ref c47b489 --keep /tmp/runs  # keep both clones and their results/
@@ -39,7 +39,7 @@ def clone(ref: str, dest: Path) -> Path:
 
 LAUNCH = """import sys
 
-from bertology.pipeline.cli import main
+from bertology.workflow.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())
@@ -47,8 +47,8 @@ if __name__ == "__main__":
 
 
 def entry_point(checkout: Path) -> None:
-    """The shared virtualenv's `bertology` script runs `bertology.pipeline.launch:main`; a checkout from before that module
-    gets one that calls its own `bertology.pipeline.cli:main`, as its script did (an untracked file; results unaffected)."""
+    """The shared virtualenv's `bertology` script runs `bertology.workflow.launch:main`; a checkout from before that module
+    gets one that calls its own `bertology.workflow.cli:main`, as its script did (an untracked file; results unaffected)."""
     launch = checkout / "src" / "bertology" / "launch.py"
     if not launch.exists():
         launch.write_text(LAUNCH)

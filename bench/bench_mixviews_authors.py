@@ -36,7 +36,7 @@ OUT = Path(__file__).resolve().parent / "out"
 
 def mrpc_dev(n: int):
     from bertology.data import normalise, read_glue_split
-    from bertology.data.tasks import get_task
+    from bertology.pipeline.tasks import get_task
 
     if not (GLUE / "MRPC" / "dev.tsv").exists():
         sys.exit(f"{GLUE}/MRPC/dev.tsv not found: set BERTOLOGY_GLUE to a GLUE-layout directory")

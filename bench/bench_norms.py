@@ -43,7 +43,7 @@ OUT = Path(__file__).resolve().parent / "out"
 
 def mrpc_train(n: int | None):
     from bertology.data import normalise, read_glue_split
-    from bertology.data.tasks import get_task
+    from bertology.pipeline.tasks import get_task
 
     if not (GLUE / "MRPC" / "train.tsv").exists():
         sys.exit(f"{GLUE}/MRPC/train.tsv not found: set BERTOLOGY_GLUE to a GLUE-layout directory")

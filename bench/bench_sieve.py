@@ -41,7 +41,7 @@ def real_store(task: str, examples: int, max_length: int, model_arg: str | None,
     from bertology.data.glue_dir import read_glue_split
     from bertology.models.encoding import encode
     from bertology.models.loading import load_encoder, load_tokenizer, resolve_model
-    from bertology.data.tasks import get_task
+    from bertology.pipeline.tasks import get_task
 
     spec = get_task(task)
     frame = normalise(read_glue_split(GLUE, spec, "validation"), spec).head(examples).reset_index(drop=True)

@@ -43,7 +43,7 @@ def mrpc_train(n: int | None, base: int | None = None) -> pd.DataFrame:
     """The first n MRPC train pairs; past the first `base` rows (default: the file), rows repeat with
     idx shifted by 100000 per repetition (for the 4000-example RSS run)."""
     from bertology.data import normalise, read_glue_split
-    from bertology.data.tasks import get_task
+    from bertology.pipeline.tasks import get_task
 
     if not (GLUE / "MRPC" / "train.tsv").exists():
         sys.exit(f"{GLUE}/MRPC/train.tsv not found: the benchmark needs the shared GLUE files")

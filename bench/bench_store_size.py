@@ -1,5 +1,5 @@
 """What an attention store costs on disk per real attention value: the ratio the free-space check before
-extraction uses (bertology.pipeline.diskspace.STORE_BYTES_PER_REAL_VALUE).
+extraction uses (bertology.attention.store_size.STORE_RATIO).
 
 For a few GLUE validation splits (real files in ../shared/data/glue), the embedded MiniLM (6 x 12 heads) and
 max_length 128, extracts a store with bertology.attention.extract.extract_store and reports its bytes on disk against
@@ -35,7 +35,7 @@ def measure(task: str, examples: int, max_length: int, tmp: Path) -> dict:
     from bertology.attention.extract import dir_bytes, extract_store
     from bertology.models.loading import resolve_model
     from bertology.store import open_store
-    from bertology.data.tasks import get_task
+    from bertology.pipeline.tasks import get_task
 
     spec = get_task(task)
     frame = normalise(read_glue_split(GLUE, spec, "validation"), spec).iloc[:examples].reset_index(drop=True)

@@ -27,7 +27,7 @@ from sklearn.linear_model import LogisticRegression
 from bertology.demo import generate
 from bertology.models.encoding import encode
 from bertology.models.loading import load_classifier, load_tokenizer, resolve_model
-from bertology.data.tasks import get_task
+from bertology.pipeline.tasks import get_task
 
 WORD = r"[a-z']+"
 

@@ -8,7 +8,7 @@ Two modes:
             paper's max_length, 128 tokens (consecutive MRPC train sentences joined until the pair is truncated
             at 128: an upper bound for shorter tasks), --threads torch threads. Writes bench/out/paper_costs.json
             (machine, commit, date, load averages). Units, in seconds:
-              job_fixed        a fresh interpreter importing bertology.pipeline.cli (every job pays it once)
+              job_fixed        a fresh interpreter importing bertology.workflow.cli (every job pays it once)
               prep_example     reading + normalising one GLUE row (bertology.data: MRPC train, the whole file)
               annotate_example spaCy words of one example (bertology.attention.annotate.annotate_frame, the pipeline's model)
               train_step       one optimizer step of fine-tuning: batch train.batch_size x 128 tokens, forward,
@@ -265,7 +265,7 @@ def dag_jobs(configfile: Path = PAPER) -> list[tuple[str, dict[str, str]]]:
 def split_sizes(glue: Path = GLUE) -> tuple[dict[str, tuple[int, int]], dict[str, str]]:
     """task -> (train, validation) rows, and where each came from (the local file, counted, or GLUE_SIZES)."""
     from bertology.data import DataError, read_glue_split
-    from bertology.data.tasks import get_task
+    from bertology.pipeline.tasks import get_task
 
     sizes, source = dict(GLUE_SIZES), {t: "GLUE's published sizes" for t in GLUE_SIZES}
     for task in GLUE_SIZES:
@@ -315,7 +315,7 @@ def measure(args) -> dict:
     from bertology.data import normalise, read_glue_split
     from bertology.kovaleva import reduce as kred
     from bertology.models.loading import load_tokenizer, resolve_model
-    from bertology.data.tasks import get_task
+    from bertology.pipeline.tasks import get_task
 
     torch.set_num_threads(args.threads)
     device = args.device
@@ -325,7 +325,7 @@ def measure(args) -> dict:
     load_before = os.getloadavg()
     c: dict[str, float] = {}
     # the fixed cost of a job's process
-    c["job_fixed"] = _timed(lambda: subprocess.run([sys.executable, "-c", "import bertology.pipeline.cli"], check=True,
+    c["job_fixed"] = _timed(lambda: subprocess.run([sys.executable, "-c", "import bertology.workflow.cli"], check=True,
                                                    env=dict(os.environ, PYTHONPATH=str(REPO / "src"))), 3)
     spec = get_task("mrpc")
     t0 = time.perf_counter()

@@ -7,19 +7,19 @@ import sys
 
 from bertology.pipeline import layout
 from bertology.analyses import REGISTRY
-from bertology.pipeline.cli import STEPS, step_args, task_args
+from bertology.workflow.cli import STEPS, step_args, task_args
 from bertology.pipeline.config import sections_json
 from bertology.data import source_version
 from bertology.claims.ledger import required_inputs as claims_inputs
 from bertology.explorer import explorer_inputs
-from bertology.pipeline.capability import model_capabilities
+from bertology.analyses.capability import model_capabilities
 from bertology.pipeline.layout import path, paths
 from bertology.registry import Run
 from bertology.pipeline.seedtags import (SEED_TAG_REGEX, STORE_VARIANT_REGEX, SYNTAX_MODEL_REGEX, configured_seeds,
                              finetuned_variants, seed_tags)
-from bertology.data.tasks import (SCORE_VARIANTS, SPLITS, STORE_VARIANTS, TASKS, VARIANT_INIT, declaration_file, declarations, declared_pipeline,
+from bertology.pipeline.tasks import (SCORE_VARIANTS, SPLITS, STORE_VARIANTS, TASKS, VARIANT_INIT, declaration_file, declarations, declared_pipeline,
                              get_task, register, task_param)
-from bertology.pipeline.workflow import check_config, setup_environment
+from bertology.workflow.snakefile import check_config, setup_environment
 from bertology.report.native import report_flags
 
 
@@ -33,7 +33,7 @@ def reported(output, name):
 
 
 # Snakemake's validate fills the schema's defaults (the only place they live); on failure one line names
-# every bad key and the allowed values (no traceback: bertology.pipeline.workflow.fail). Before that, each config file
+# every bad key and the allowed values (no traceback: bertology.workflow.snakefile.fail). Before that, each config file
 # read (config.yaml, --configfile, the profiles') is refused in one line if it repeats a key or is an alias bomb.
 # The values of `--config` (strings, when nested) get the schema's types: --config 'data={"max_length": 64}'.
 check_config(config, workflow.configfiles, workflow.basedir, getattr(workflow.config_settings, "config", None))
@@ -54,7 +54,7 @@ envvars:
 
 # Declared tasks (a mapping in `tasks:`): known to get_task here, and handed to each job that reads one as
 # --task JSON (step_files): the data rule gets the whole declaration, later steps what they read of it
-# (bertology.data.tasks.task_param), so a changed declaration re-runs exactly the jobs that read what changed.
+# (bertology.pipeline.tasks.task_param), so a changed declaration re-runs exactly the jobs that read what changed.
 DECLARED = declarations(config["tasks"])
 PIPELINES = {name: declared_pipeline(decl, config) for name, decl in DECLARED.items()}
 for _name, _decl in DECLARED.items():
@@ -70,7 +70,7 @@ DECLARATION_FILES = {name: declaration_file(name, text, layout.ROOT) for name, t
 TASK_NAMES = [e["name"] if isinstance(e, dict) else e for e in config["tasks"]]
 # The norm analyses run when asked for and when the model's layers are ones value norms are computed for
 # (norms.values.attention_blocks; otherwise onstart says why in one line and the rest of the workflow runs).
-# Decided once per model and remembered under .bertology/capability/ (bertology.pipeline.capability): reading the
+# Decided once per model and remembered under .bertology/capability/ (bertology.analyses.capability): reading the
 # Snakefile imports neither torch nor transformers.
 NORMS_ENABLED = bool(config["analysis"]["norms"]["enabled"]) and model_capabilities(config["model"])["norms"] is None
 # A decoder (causal attention: GPT-2, Llama, Qwen2, Mistral, ...) also gets the decoder probe (rules/decoders.smk)
@@ -123,7 +123,7 @@ def targets(run=RUN):
 # `snakemake --cache` with SNAKEMAKE_OUTPUT_CACHE=DIR (docs/guide.md, "Reuse across experiments"): fine-tuned models
 # and attention stores (`cache: True`) are shared through DIR by every working directory. What the params do
 # not say on their own, the code that computes an output and the model's own files, enters their key then
-# (bertology.pipeline.provenance), and only then: a run without the cache never re-runs a job for an edit elsewhere.
+# (bertology.workflow.provenance), and only then: a run without the cache never re-runs a job for an edit elsewhere.
 CACHING = getattr(workflow.workflow_settings, "cache", None) is not None
 if CACHING:
     # bertology.pipeline.outputcache: the cache readable at start (one line otherwise); each cached job that has to run checks
@@ -131,7 +131,7 @@ if CACHING:
     # (group-writable directories at most, not Snakemake's 0666/0777) and the cache directory's group.
     import os as _os
     from bertology.pipeline.outputcache import CACHE_ENV, CACHING_ENV, check_cache_dir, share_permissions
-    from bertology.pipeline.workflow import fail as _fail
+    from bertology.workflow.snakefile import fail as _fail
 
     if (_why := check_cache_dir(_os.environ.get(CACHE_ENV))) is not None:
         _fail(_why)
@@ -143,7 +143,7 @@ def cache_params(name):
     """The cached rule's extra params under --cache (code and model versions); none otherwise."""
     if not CACHING:
         return {}
-    from bertology.pipeline.provenance import code_version, model_version
+    from bertology.workflow.provenance import code_version, model_version
 
     return {"code_version": code_version(name), "model_version": model_version(config["model"])}
 
@@ -163,7 +163,7 @@ wildcard_constraints:
 
 
 # Each rule runs its step the same way, `bertology <step>` with its wildcards, named inputs and
-# outputs, the config sections the step declares (bertology.pipeline.cli.STEPS) and its threads. The sections
+# outputs, the config sections the step declares (bertology.workflow.cli.STEPS) and its threads. The sections
 # are part of the param, so changing one re-runs exactly the steps that read it.
 STEP = "bertology {params.step} {params.files} --threads {threads} > {log} 2>&1"
 
@@ -274,8 +274,8 @@ def job_path(rule):
 
 onstart:
     from bertology import cluster
-    from bertology.pipeline import jobserver
-    from bertology.pipeline.workflow import (capability_notes, check_job_dirs, end_failed_at_exit, on_start,
+    from bertology.workflow import jobserver
+    from bertology.workflow.snakefile import (capability_notes, check_job_dirs, end_failed_at_exit, on_start,
                                     remove_stale_pages)
 
     # With the slurm executor: stop before submitting anything when a job asks for more than any node
@@ -292,21 +292,21 @@ onstart:
     for note in capability_notes(config):
         print(note, file=sys.stderr)
     # A local run's jobs fork from one process that has imported torch, transformers and the rest once
-    # (bertology.pipeline.jobserver; BERTOLOGY_JOB_SERVER=0 turns it off).
+    # (bertology.workflow.jobserver; BERTOLOGY_JOB_SERVER=0 turns it off).
     jobserver.start_for_workflow(workflow)
 
 
 onsuccess:
-    from bertology.pipeline import jobserver
-    from bertology.pipeline.workflow import on_end
+    from bertology.workflow import jobserver
+    from bertology.workflow.snakefile import on_end
 
     jobserver.stop()
     on_end(INVOCATION, "FINISHED")
 
 
 onerror:
-    from bertology.pipeline import jobserver
-    from bertology.pipeline.workflow import on_end
+    from bertology.workflow import jobserver
+    from bertology.workflow.snakefile import on_end
 
     jobserver.stop()
     on_end(INVOCATION, "FAILED")

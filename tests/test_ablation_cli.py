@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import torch
 
-from bertology.pipeline import cli
+from bertology.workflow import cli
 from bertology.pipeline.config import sections_json, validate_config
 from tests.builders.steps import run_step
 

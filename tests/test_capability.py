@@ -1,4 +1,4 @@
-"""bertology.pipeline.capability: what the model allows is decided once per model and remembered; reading it back
+"""bertology.analyses.capability: what the model allows is decided once per model and remembered; reading it back
 imports neither torch nor transformers, and a new config.json decides again."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 import subprocess
 import sys
 
-from bertology.pipeline import capability
+from bertology.analyses import capability
 
 
 def _model_dir(tmp_path, layers=2):
@@ -51,7 +51,7 @@ def test_reading_a_remembered_decision_imports_neither_torch_nor_transformers(tm
     model = _model_dir(tmp_path)
     cache = tmp_path / "cache"
     capability.model_capabilities(str(model), cache)
-    code = ("import sys; from bertology.pipeline.capability import model_capabilities; "
+    code = ("import sys; from bertology.analyses.capability import model_capabilities; "
             f"print(model_capabilities({str(model)!r}, {str(cache)!r})); "
             "print(sorted(m for m in ('torch', 'transformers', 'mlflow') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -664,7 +664,7 @@ def test_claims_step_writes_the_ledger_and_logs_it_to_the_parent_run(tmp_path, m
     import mlflow
 
     from bertology import tracking
-    from bertology.pipeline.cli import STEPS, main
+    from bertology.workflow.cli import STEPS, main
     from bertology.pipeline.config import sections_json, validate_config
 
     monkeypatch.chdir(tmp_path)

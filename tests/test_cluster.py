@@ -159,7 +159,7 @@ def _check(repo, tmp_path, profile, *args):
     sinfo.write_text(SINFO_ONE_NODE)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo / "src"), os.environ.get("PYTHONPATH", "")])}
     return subprocess.run(
-        [sys.executable, "-m", "bertology.pipeline.cli", "cluster-check", "--profile", str(profile), "--sinfo-file", str(sinfo),
+        [sys.executable, "-m", "bertology.workflow.cli", "cluster-check", "--profile", str(profile), "--sinfo-file", str(sinfo),
          "--", "--snakefile", str(repo / "Snakefile"), "--directory", str(tmp_path / "wf"),
          "--configfile", str(repo / "tests/cluster/config.yaml"), *args],
         cwd=repo, env=env, capture_output=True, text=True, timeout=600)
@@ -191,9 +191,9 @@ def test_profile_partition_reaches_the_jobs(repo, tmp_path):
 
 
 def test_cluster_steps_are_in_the_one_cli_and_fail_in_one_line(tmp_path, capsys):
-    """cluster-check and cluster-dask are steps of bertology.pipeline.cli.STEPS (not a second command line): a
+    """cluster-check and cluster-dask are steps of bertology.workflow.cli.STEPS (not a second command line): a
     missing sinfo capture and a missing dask-jobqueue are one line each, exit 1."""
-    from bertology.pipeline import cli
+    from bertology.workflow import cli
 
     assert {"cluster_check", "cluster_dask"} <= set(cli.STEPS)
     assert cli.main(["cluster-check", "--sinfo-file", str(tmp_path / "none.txt"), "--", "--configfile", "x.yaml"]) == 1

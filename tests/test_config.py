@@ -10,7 +10,7 @@ import typing
 import pytest
 import yaml
 
-from bertology.pipeline import cli
+from bertology.workflow import cli
 from bertology.pipeline.config import (Config, ConfigError, Undeclared, load_schema, sections_from_json, sections_json,
                               select_sections, validate_config)
 

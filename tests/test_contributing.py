@@ -151,7 +151,7 @@ def test_the_table_function_recipe_runs_against_the_registry(tmp_path, monkeypat
 
     import pandas as pd
 
-    from bertology.pipeline import cli
+    from bertology.workflow import cli
     from bertology.analyses import REGISTRY
     from bertology.registry import Registry, Run
     from bertology.steps import functions

@@ -15,7 +15,7 @@ import pytest
 
 from bertology.data import DataError, load_split, normalise, sample_rows
 from bertology.data.glue_dir import read_glue_rows, read_glue_split
-from bertology.data.tasks import TASKS, get_task
+from bertology.pipeline.tasks import TASKS, get_task
 
 
 BOM = "\ufeff"

@@ -12,7 +12,7 @@ import pytest
 from bertology.pipeline.config import ConfigError, validate_config
 from bertology.data.declared import locate, read_declared, validation_share
 from bertology.pipeline.errors import DataError
-from bertology.data.tasks import get_task, register, spec_from_declaration, task_param, with_labels
+from bertology.pipeline.tasks import get_task, register, spec_from_declaration, task_param, with_labels
 from tests.builders import declared as b
 
 
@@ -196,7 +196,7 @@ def test_missing_file_and_hub_offline(tmp_path, monkeypatch):
         read_declared(decl(source=str(tmp_path / "nope.csv")), "train", seed=0, bad_rows="error")
     assert "does not exist" in one_line(err)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr("bertology.models.loading.hub_reachable", lambda *a, **k: False)
+    monkeypatch.setattr("bertology.pipeline.hub.hub_reachable", lambda *a, **k: False)
     with pytest.raises(DataError) as err:
         read_declared(decl(source="someone/some_dataset_not_cached"), "train", seed=0, bad_rows="error")
     msg = one_line(err)
@@ -218,7 +218,7 @@ def test_prepared_split_records_label_names(tmp_path, typed_config):
 
 
 def test_task_args_of_a_job():
-    from bertology.pipeline.cli import task_args
+    from bertology.workflow.cli import task_args
 
     params = {"own": json.dumps({"name": "own"})}
     assert task_args({"task": "rte"}, params) == ""
@@ -265,7 +265,7 @@ def test_every_declared_task_key_is_documented_with_its_default(repo):
 
 
 def test_a_task_without_pipeline_keeps_only_what_needs_no_annotation():
-    from bertology.data.tasks import annotated_only
+    from bertology.pipeline.tasks import annotated_only
 
     register(task_param(decl(name="bare", language="oc"), None))
     register(task_param(decl(name="parsed", language="fr"), "fr_core_news_sm"))
@@ -277,7 +277,7 @@ def test_a_task_without_pipeline_keeps_only_what_needs_no_annotation():
 
 
 def test_the_line_at_start_names_task_language_analyses_and_key():
-    from bertology.data.tasks import annotation_notes
+    from bertology.pipeline.tasks import annotation_notes
 
     cfg = validate_config({"tasks": ["rte", {"name": "bare", "source": "x.csv", "text": "t", "language": "oc"},
                                      {"name": "gone", "source": "x.csv", "text": "t", "language": "fr"}],

@@ -14,7 +14,7 @@ from sklearn.linear_model import LogisticRegression
 
 from bertology.data import load_split
 from bertology.demo import generate, split_of
-from bertology.data.tasks import TASKS
+from bertology.pipeline.tasks import TASKS
 
 # Kovaleva et al. 2019, footnote 6 (whole words; spaCy splits "didn't" into "did" + "n't").
 NEGATION = {"neither", "nor", "not", "never", "none", "don't", "won't", "didn't", "hadn't", "haven't", "can't",

@@ -303,7 +303,7 @@ def test_importance_gradients_and_pruning(arch, model_dir, frame):
 
 def test_table1_scoring(arch, model_dir, frame):
     from bertology.models.loading import load_classifier
-    from bertology.data.tasks import get_task
+    from bertology.pipeline.tasks import get_task
     from bertology.models.training import encode_split, evaluate
 
     spec = get_task("mrpc")
@@ -324,7 +324,7 @@ def test_models_get_token_type_ids_only_if_their_forward_takes_them(arch, model_
     """Training, evaluation and the FrameNet forward hand segment ids only to models that use them
     (transformers 5 models swallow unknown keywords, so DistilBERT or ModernBERT would ignore them silently)."""
     from bertology.models.loading import forward_inputs, load_classifier, takes_token_type_ids
-    from bertology.data.tasks import get_task
+    from bertology.pipeline.tasks import get_task
     from bertology.models.training import encode_split, evaluate
 
     spec = get_task("mrpc")
@@ -444,7 +444,7 @@ def test_a_model_whose_heads_cannot_be_disabled_still_gets_its_outputs(tmp_path,
     empty tables, figures and a summary that say why; nothing else is lost."""
     import json
 
-    from bertology.pipeline.workflow import capability_notes
+    from bertology.workflow.snakefile import capability_notes
     from tests.builders.anyencoder import build_any
 
     path, _ = build_any("squeezebert", tmp_path / "squeezebert")

@@ -1,5 +1,5 @@
 """Only a UserError prints as one line without a traceback; any other exception (a bug) prints a one-line
-summary on the console and its full traceback into the job's log (bertology.pipeline.cli.main, report_bug)."""
+summary on the console and its full traceback into the job's log (bertology.workflow.cli.main, report_bug)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from bertology.pipeline import cli
+from bertology.workflow import cli
 from bertology.pipeline.errors import UserError
 
 
@@ -70,7 +70,7 @@ def test_a_rule_style_redirect_keeps_the_traceback_in_the_log_file(tmp_path):
     code = ("import bertology.steps.admin as a\n"
             "def step(ctx):\n    return {}['missing key']\n"
             "a.validate_config = step\n"
-            "from bertology.pipeline.cli import main\nraise SystemExit(main(['validate-config']))\n")
+            "from bertology.workflow.cli import main\nraise SystemExit(main(['validate-config']))\n")
     log = tmp_path / "job.log"
     with open(log, "w") as f:
         rc = subprocess.run([sys.executable, "-c", code], stdout=f, stderr=subprocess.STDOUT, cwd=tmp_path).returncode

@@ -13,10 +13,10 @@ import pytest
 import torch
 import yaml
 
-from bertology.pipeline import cli
+from bertology.workflow import cli
 from bertology.pipeline.config import ConfigError, config_hash, load_config, validate_config
 from bertology.models.loading import ModelNotFoundError, load_classifier, load_tokenizer, resolve_model, weights_fingerprint
-from bertology.data.tasks import TASKS, UnknownTaskError, get_task
+from bertology.pipeline.tasks import TASKS, UnknownTaskError, get_task
 
 
 GLUE_NAMES = ["cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte"]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bertology.pipeline import cli
+from bertology.workflow import cli
 from bertology.pipeline.config import ConfigError, validate_config
 from bertology.pipeline.configfile import (ConfigFileError, check_workflow_config_files, expanded_size, expanded_value_size,
                                   read_config_file)
@@ -170,7 +170,7 @@ def _rte_with_blank_texts(root: Path) -> Path:
 def test_a_blank_text_is_an_error_naming_file_and_line(tmp_path):
     from bertology.data.glue_dir import read_glue_split
     from bertology.pipeline.errors import DataError
-    from bertology.data.tasks import get_task
+    from bertology.pipeline.tasks import get_task
 
     path = _rte_with_blank_texts(tmp_path / "glue")
     with pytest.raises(DataError) as err:
@@ -374,7 +374,7 @@ def test_two_processes_creating_one_fresh_store_at_once_both_succeed(tmp_path):
 def test_a_migration_race_that_persists_is_named_in_one_line_not_as_a_server_to_start(tmp_path, monkeypatch,
                                                                                        capsys):
     from bertology import tracking
-    from bertology.pipeline import workflow
+    from bertology.workflow import snakefile as workflow
     from bertology.tracking import uri as uri_module
 
     monkeypatch.setattr(uri_module, "_init_store", lambda uri, experiment: (_ for _ in ()).throw(
@@ -434,7 +434,7 @@ def test_the_cap_is_the_models_own_position_limit(tiny_model_dir, tmp_path):
 
 def test_the_workflow_refuses_a_max_length_past_the_model_at_start_in_one_line(tiny_model_dir, tmp_path,
                                                                              monkeypatch, capsys):
-    from bertology.pipeline import workflow
+    from bertology.workflow import snakefile as workflow
 
     monkeypatch.chdir(tmp_path)
     config = validate_config({"model": str(tiny_model_dir), "data": {"max_length": 256}})
@@ -448,7 +448,7 @@ def test_the_workflow_refuses_a_max_length_past_the_model_at_start_in_one_line(t
 # ---- 8. a file where a directory is expected -------------------------------------------------------------------
 
 def test_blocked_paths_names_the_file_that_stands_where_a_directory_must_be(tmp_path, monkeypatch):
-    from bertology.pipeline.workflow import blocked_paths
+    from bertology.workflow.snakefile import blocked_paths
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "results").mkdir()
@@ -462,7 +462,7 @@ def test_blocked_paths_names_the_file_that_stands_where_a_directory_must_be(tmp_
 END_AT_EXIT_CHILD = """
 import sys
 from bertology import tracking
-from bertology.pipeline import workflow
+from bertology.workflow import snakefile as workflow
 tracking.start_invocation("inv-exit", params={"model": "m"}, required=True)
 workflow.end_failed_at_exit("inv-exit")
 raise SystemExit(1)  # as Snakemake does after an exception in its scheduler: no onerror

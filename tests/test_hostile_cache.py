@@ -187,7 +187,7 @@ def test_cache_entries_get_a_shared_caches_modes_not_0666(tmp_path, monkeypatch)
 def test_a_cache_that_cannot_be_written_stops_the_training_before_it_runs(tmp_path, monkeypatch, capfd):
     """A cache directory that cannot be written is found before fine-tuning, not after it ran in full (when
     Snakemake would delete the model): the cached job checks it first, in one line, and trains nothing."""
-    from bertology.pipeline import cli
+    from bertology.workflow import cli
     from bertology.pipeline.config import sections_json, validate_config
     from bertology.pipeline.outputcache import CACHING_ENV
     from tests.builders.steps import run_step
@@ -320,7 +320,7 @@ def test_no_interval_no_caveat():
 # ---- 6. a report left beside a ledger that is gone ----------------------------------------------------------------
 
 def test_a_page_whose_inputs_are_gone_or_rerun_is_stale(tmp_path, monkeypatch):
-    from bertology.pipeline.workflow import stale_pages
+    from bertology.workflow.snakefile import stale_pages
 
     monkeypatch.chdir(tmp_path)
     for f in ("report.html", "explorer.html", "claims.csv", "table1.csv"):

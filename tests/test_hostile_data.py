@@ -146,7 +146,7 @@ def test_a_class_only_in_skipped_training_rows_is_never_trained_on(tmp_path):
 def test_unseen_labels_allow_scores_them_warns_records_and_notes_table1(tmp_path, caplog, typed_config):
     from bertology.data import load_split_rows, read_unseen_labels, write_prepared
     from bertology.models.table1 import table1_markdown
-    from bertology.data.tasks import register
+    from bertology.pipeline.tasks import register
 
     d = decl(source=str(_unseen(tmp_path)), unseen_labels="allow")
     with caplog.at_level(logging.WARNING, logger="bertology.data.declared"):
@@ -270,7 +270,7 @@ def test_a_text_of_zero_width_characters_is_blank_in_a_declared_task_and_a_glue_
     assert "row 4 (line 4)" in str(err.value)
 
     from bertology.data.glue_dir import read_glue_rows
-    from bertology.data.tasks import get_task
+    from bertology.pipeline.tasks import get_task
 
     sst = tmp_path / "glue" / "SST-2"
     sst.mkdir(parents=True)

@@ -195,7 +195,7 @@ def test_imports_by_name_are_in_the_graph():
     "module:Class" (imported when first asked for, so that the Snakefile reads the registry without the science):
     the import graph sees them (a cycle through a string is a cycle), and nothing else names code so."""
     graph = _import_graph()
-    assert "bertology.steps.data" in graph["bertology.pipeline.cli"] and "bertology.steps.stores" in graph["bertology.pipeline.cli"]
+    assert "bertology.steps.data" in graph["bertology.workflow.cli"] and "bertology.steps.stores" in graph["bertology.workflow.cli"]
     named = {}
     for path, tree in _trees():
         for node in ast.walk(tree):
@@ -203,47 +203,81 @@ def test_imports_by_name_are_in_the_graph():
                     and NAMED_IMPORT.fullmatch(node.value):
                 named.setdefault(_module_name(SRC.parent / path), []).append(node.value)
     kernels = {m: v for m, v in named.items() if m.startswith("bertology.analyses.")}
-    assert set(named) - set(kernels) == {"bertology.pipeline.cli"}, named
+    assert set(named) - set(kernels) == {"bertology.workflow.cli"}, named
     assert all(v.endswith("Kernel") for values in kernels.values() for v in values), kernels
 
 
-def test_the_layers():
-    """From the bottom: layout, the science (kernels, stores, statistics), the registry's types
-    (bertology.registry: layout only), the entries beside their analyses (bertology.analyses), then what is built
-    from them: steps and the CLI, the report, the explorer. Nothing imports a layer above its own: the science
-    never the registry or the entries, nothing but the CLI a step."""
+#: bertology's folders from the ground up: a package imports only packages before it in this list (lazy,
+#: function-level imports and imports by name included), never one after it nor one at its own place. A new folder
+#: takes its place here. docs/reference.md#packages draws the same order.
+LAYERS = (
+    "pipeline",     # the ground: errors, files, config, paths, seed tags, the task registry, hub probe, figure style,
+                    # output cache, dask and disk-full helpers
+    "registry",     # the registry's types (bertology/registry.py)
+    "tracking",     # MLflow
+    "cluster",      # Slurm and Dask-cluster checks
+    "demo",         # the generated demo tasks
+    "data",         # reading and preparing tasks
+    "models",       # loading, layers, hooks, encoding, training
+    "store",        # the attention store
+    "decoders",     # decoder heads and the probe
+    "norms",        # value norms, mixing views, faithfulness
+    "stats",        # moments, tests, agreement across seeds
+    "attention",    # annotation, extraction, the one pass over a store
+    "ablation",     # disabling and pruning heads
+    "sieve",        # Pande et al.'s roles
+    "kovaleva",     # Kovaleva et al.'s analyses
+    "clark",        # Clark et al.'s analyses
+    "claims",       # the ledger's claims
+    "analyses",     # the registry's entries: each analysis's outputs, steps and report sections; capabilities
+    "report",       # the report page
+    "explorer",     # the explorer page
+    "steps",        # one function per pipeline step
+    "workflow",     # the top: command line, launcher, job server, the Snakefile's helpers, provenance
+    "__main__",     # python -m bertology
+)
+
+
+def _package(module: str) -> str:
+    """The folder (or root module) a module belongs to: bertology.models.loading -> models."""
+    return module.split(".")[1] if module.count(".") else module
+
+
+def _package_edges(graph: dict[str, set[str]]) -> dict[tuple[str, str], list[str]]:
+    """{(importer's package, imported package): ["module -> module", ...]} across packages."""
+    edges: dict[tuple[str, str], list[str]] = {}
+    for m, deps in graph.items():
+        for d in deps:
+            if _package(m) != _package(d) and d != "bertology":
+                edges.setdefault((_package(m), _package(d)), []).append(f"{m} -> {d}")
+    return edges
+
+
+def test_every_folder_has_its_layer():
+    folders = {p.name for p in SRC.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    modules = {p.stem for p in SRC.glob("*.py") if p.stem != "__init__"}
+    assert folders | modules == set(LAYERS), "place the new package in LAYERS (tests/test_hygiene.py)"
+
+
+def test_no_import_points_up():
+    """Every import between bertology's packages points down LAYERS: the folders show which way the code leans."""
+    order = {name: i for i, name in enumerate(LAYERS)}
+    up = {f"{a} -> {b}": sorted(why)[:3] for (a, b), why in _package_edges(_import_graph()).items()
+          if order[b] >= order[a]}
+    assert up == {}, "imports that point up (move the module to the layer it belongs to):\n" + "\n".join(
+        f"{k}: {v}" for k, v in sorted(up.items()))
+
+
+def test_the_layer_check_sees_an_arrow_up():
+    graph = {"bertology.pipeline.io": {"bertology.models.loading"}, "bertology.models.loading": set()}
+    assert list(_package_edges(graph)) == [("pipeline", "models")]
+
+
+def test_the_registry_and_its_entries():
+    """The registry's types import only the layout; the entries beside their analyses (bertology.analyses) never a
+    step, the pages or the workflow's top."""
     graph = _import_graph()
     assert graph["bertology.registry"] <= {"bertology.pipeline.layout"}, graph["bertology.registry"]
-    entries = {m for m in graph if m == "bertology.analyses" or m.startswith("bertology.analyses.")}
-    steps = {m for m in graph if m.startswith("bertology.steps")}
-    # the command's entry (bertology.pipeline.launch) and the job server that runs a command in a forked child sit above the CLI
-    top = steps | {"bertology.pipeline.cli", "bertology.__main__", "bertology.pipeline.launch", "bertology.pipeline.jobserver"}
-    wrong = {m: sorted(d & top) for m, d in graph.items() if m not in top and d & top}
-    assert wrong == {}, "modules that import a step or the CLI"
-    built_from_registry = entries | top | {m for m in graph if m.startswith(("bertology.explorer", "bertology.report"))}
-    below = {m: sorted(d & (entries | {"bertology.registry"})) for m, d in graph.items()
-             if m not in built_from_registry and m != "bertology.registry" and d & (entries | {"bertology.registry"})}
-    assert below == {}, "science modules that import the registry or its entries"
-    for m in entries:
-        assert not graph[m] & (top | {"bertology.report.page", "bertology.report.native"}), m
-
-
-#: the science's packages (kernels, stores, statistics, models) and what of bertology.pipeline they may import: its
-#: base (errors, files, paths, config, seed tags, figure style, the output cache's digests), never the workflow's
-#: machinery above them (the CLI, the job server, the Snakemake glue, capability and provenance decisions)
-SCIENCE = ("bertology.models", "bertology.stats", "bertology.attention", "bertology.data", "bertology.store",
-           "bertology.kovaleva", "bertology.clark", "bertology.sieve", "bertology.ablation", "bertology.norms",
-           "bertology.decoders", "bertology.claims", "bertology.demo")
-PIPELINE_BASE = {f"bertology.pipeline.{m}" for m in ("errors", "io", "layout", "config", "seedtags", "plotting",
-                                                     "outputcache")}
-
-
-def test_the_science_uses_only_the_pipelines_base():
-    """The packages of the science import from bertology.pipeline only its base modules, and nothing of the steps,
-    the registry's entries, the report or the explorer."""
-    graph = _import_graph()
-    wrong = {m: sorted(d for d in deps if (d.startswith("bertology.pipeline") and d not in PIPELINE_BASE)
-                       or d.startswith(("bertology.steps", "bertology.analyses", "bertology.report",
-                                        "bertology.explorer")))
-             for m, deps in graph.items() if m.startswith(SCIENCE)}
-    assert {m: d for m, d in wrong.items() if d} == {}
+    for m, deps in graph.items():
+        if _package(m) == "analyses":
+            assert not {_package(d) for d in deps} & {"steps", "workflow", "report", "explorer"}, m

@@ -1,4 +1,4 @@
-"""The job server (bertology.pipeline.jobserver): a job forked from a process that imported everything once writes what
+"""The job server (bertology.workflow.jobserver): a job forked from a process that imported everything once writes what
 the job's own process writes, exits with its status, and the server refuses what it cannot run that way."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bertology.pipeline import jobserver
+from bertology.workflow import jobserver
 
 DATA_CONFIG = {"data": {"bad_rows": "error", "demo": {"train": 40, "validation": 24}, "max_eval_examples": None,
                         "max_length": 64, "max_train_examples": None, "seed": 1, "short_split": "error",
@@ -119,7 +119,7 @@ def test_the_server_ends_with_its_workflow(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     parent = subprocess.Popen(["sleep", "600"])
     sock = str(tmp_path / "jobs.sock")
-    server = subprocess.Popen([sys.executable, "-m", "bertology.pipeline.jobserver", "--socket", sock, "--parent", str(parent.pid)])
+    server = subprocess.Popen([sys.executable, "-m", "bertology.workflow.jobserver", "--socket", sock, "--parent", str(parent.pid)])
     try:
         wait_for(sock)
         parent.kill()

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from bertology.analyses import REGISTRY
-from bertology.pipeline.cli import STEPS
+from bertology.workflow.cli import STEPS
 from bertology.pipeline.config import sections_json, validate_config
 from tests.builders import identity_attrs
 from tests.builders.kovaleva import (build_store, long_example, maps, pair_example, single_example, words_table,

@@ -198,7 +198,7 @@ def test_real_framenet_sample_survivors(shared_data):
 
 
 def _config(step: str, **relations) -> str:
-    from bertology.pipeline.cli import STEPS
+    from bertology.workflow.cli import STEPS
     from bertology.pipeline.config import sections_json, validate_config
 
     return sections_json(validate_config({"analysis": {"relations": relations}}), STEPS[step].config)

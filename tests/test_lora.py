@@ -230,7 +230,7 @@ def test_default_target_modules_per_architecture(tiny_model_dir, tiny_llama_dir)
 
 
 def test_target_modules_the_model_lacks_are_one_line_before_any_job(tiny_model_dir, tmp_path, monkeypatch, capsys):
-    from bertology.pipeline import workflow
+    from bertology.workflow import snakefile as workflow
     from bertology.pipeline.config import ConfigError, validate_config
     from bertology.models.loading import meta_classifier
     from bertology.models.training import check_lora, lora_targets

@@ -24,7 +24,7 @@ def setup(tmp_path_factory):
 
 
 def config(step: str, **analysis) -> str:
-    from bertology.pipeline.cli import STEPS
+    from bertology.workflow.cli import STEPS
     from bertology.pipeline.config import sections_json, validate_config
 
     cfg = validate_config({"data": {"max_length": 48}, "analysis": analysis})
@@ -32,7 +32,7 @@ def config(step: str, **analysis) -> str:
 
 
 def test_views_faithfulness_and_figures(setup):
-    from bertology.pipeline.cli import main
+    from bertology.workflow.cli import main
 
     tmp, model = setup
     out = tmp / "stats"
@@ -98,7 +98,7 @@ def test_views_faithfulness_and_figures(setup):
 
 
 def test_more_examples_than_the_attention_sample_takes_all_of_it(setup):
-    from bertology.pipeline.cli import main
+    from bertology.workflow.cli import main
 
     tmp, model = setup
     d = tmp / "all"
@@ -112,7 +112,7 @@ def test_more_examples_than_the_attention_sample_takes_all_of_it(setup):
 
 
 def test_a_missing_model_is_a_one_line_error(setup, capsys):
-    from bertology.pipeline.cli import main
+    from bertology.workflow.cli import main
 
     tmp, _ = setup
     d = tmp / "err"

@@ -179,7 +179,7 @@ def test_the_registry_declares_every_analysis_once():
 
 
 def test_the_store_rule_and_step_come_from_the_registry():
-    from bertology.pipeline.cli import STEPS
+    from bertology.workflow.cli import STEPS
 
     outputs = REGISTRY.store_outputs()
     assert {"patterns", "features", "cls", "relations", "entropy", "parser", "sieve", "sieve_scores"} <= set(outputs)

@@ -183,7 +183,7 @@ def _table1_tables() -> dict[str, object]:
 
 
 def _data_tables() -> dict[str, object]:
-    from bertology.attention.annotate import WORD_COLUMNS
+    from bertology.store.words import WORD_COLUMNS
     from bertology.clark.conllu import SENTENCE_COLUMNS
     from bertology.data import COLUMNS
     from bertology.kovaleva.framenet import COUNT_KEYS, links_table
@@ -195,7 +195,7 @@ def _data_tables() -> dict[str, object]:
 
 def _best_heads(tmp_path: Path) -> dict[str, object]:
     """best_heads.csv as the syntax_figures step writes it (through the command line, as its rule runs it)."""
-    from bertology.pipeline.cli import STEPS
+    from bertology.workflow.cli import STEPS
     from bertology.clark.parser import COLUMNS
     from bertology.pipeline.config import sections_json, validate_config
     from tests.builders.steps import run_step
@@ -358,7 +358,7 @@ def layout_patterns() -> list[str]:
 
 def pattern_regex(pattern: str) -> re.Pattern:
     """A documented path -> a regex: wildcards and {a,b} alternatives as groups, '...' as anything."""
-    from bertology.data.tasks import SCORE_VARIANTS, SPLITS, TASKS
+    from bertology.pipeline.tasks import SCORE_VARIANTS, SPLITS, TASKS
 
     tasks = "|".join(TASKS)
     values = {"task": tasks, "split": "|".join(SPLITS), "init": "pretrained|random", "name": "[a-z_]+",

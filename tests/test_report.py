@@ -80,7 +80,7 @@ def test_report_shows_only_its_declared_inputs(tmp_path):
 
 
 def _report_config() -> str:
-    from bertology.pipeline.cli import STEPS
+    from bertology.workflow.cli import STEPS
     from bertology.pipeline.config import sections_json, validate_config
 
     cfg = validate_config({"model": "minilm-l6", "tasks": ["rte"], "ablation": {"bootstrap": 77}})

@@ -94,7 +94,7 @@ def test_rules_run_end_to_end(stores, monkeypatch, config_file, snakemake_run):
     """Snakemake plans the sieve rules; their exact shell commands then run here (in-process, for speed)."""
     import shlex
 
-    from bertology.pipeline.cli import main
+    from bertology.workflow.cli import main
 
     config_file(stores, tasks=["rte"], analysis={"sieve": {"window": 1, "correction": "fdr_bh"},
                                                   "dask": {"scheduler": "synchronous"}},

@@ -10,7 +10,7 @@ import mlflow
 import pytest
 
 from bertology import tracking
-from bertology.pipeline.cli import main
+from bertology.workflow.cli import main
 from tests.builders.mlflow_server import Server
 
 pytestmark = pytest.mark.slow  # a real server, frozen for seconds at a time; a workflow run against it

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from bertology.models.metrics import compute_metrics
-from bertology.data.tasks import get_task
+from bertology.pipeline.tasks import get_task
 from tests.builders.steps import run_step
 
 
@@ -40,7 +40,7 @@ def train_config(**train):
 
 def step_config(step: str, **overrides) -> str:
     """The --config JSON a rule hands `step` (its declared sections of a validated config)."""
-    from bertology.pipeline.cli import STEPS
+    from bertology.workflow.cli import STEPS
     from bertology.pipeline.config import sections_json
 
     return sections_json(validated(**overrides), STEPS[step].config)

@@ -311,7 +311,7 @@ def test_hostile_texts_show_as_text_in_the_report(browser, hostile_results):
 # ---- 5. a full disk: checked before extraction, and named when it happens ------------------------------------
 
 def test_store_bytes_by_construction():
-    from bertology.pipeline.diskspace import store_bytes
+    from bertology.attention.store_size import store_bytes
 
     # lengths 3 and 200 (capped at max_length 128): (9 + 128^2) values per head, 2 layers x 4 heads, float16
     assert store_bytes([3, 200], 2, 4, 128, ratio=1.0) == (9 + 128 ** 2) * 2 * 4 * 2
@@ -336,7 +336,7 @@ def extraction_inputs(tmp_path_factory):
 
 
 def _extract_args(inputs: Path, store: Path, model: Path) -> list[str]:
-    from bertology.pipeline.cli import STEPS
+    from bertology.workflow.cli import STEPS
     from bertology.pipeline.config import sections_json, validate_config
 
     config = validate_config({"model": str(model), "tasks": ["mrpc"], "data": {"seed": 3, "max_length": 40},
@@ -351,8 +351,9 @@ def test_too_little_free_space_stops_extraction_before_it_starts(extraction_inpu
                                                                  monkeypatch, capsys):
     import shutil as sh
 
-    from bertology.pipeline import cli
-    from bertology.pipeline.diskspace import store_estimate, human
+    from bertology.workflow import cli
+    from bertology.attention.store_size import store_estimate
+    from bertology.pipeline.diskspace import human
 
     inputs, sample = extraction_inputs
     store = tmp_path / "results" / "attention" / "mrpc" / "pretrained.zarr"
@@ -382,9 +383,10 @@ def test_a_disk_that_fills_during_extraction_is_one_line_and_resumes(extraction_
                                                                       monkeypatch, capsys):
     import errno
 
-    from bertology.pipeline import cli
+    from bertology.workflow import cli
     from bertology import store as st
-    from bertology.pipeline.diskspace import human, store_estimate
+    from bertology.attention.store_size import store_estimate
+    from bertology.pipeline.diskspace import human
 
     inputs, sample = extraction_inputs
     store = tmp_path / "pretrained.zarr"
@@ -412,7 +414,7 @@ def test_a_disk_that_fills_during_extraction_is_one_line_and_resumes(extraction_
 def test_a_full_disk_in_any_step_names_the_file_and_the_free_space(tmp_path, monkeypatch, capsys):
     import errno
 
-    from bertology.pipeline import cli
+    from bertology.workflow import cli
 
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(tmp_path / "out.parquet"))
@@ -454,7 +456,7 @@ def test_a_locked_tracking_store_is_one_line_at_the_end(tmp_path, monkeypatch):
         """)], stdout=subprocess.PIPE, text=True)
     end = textwrap.dedent("""
         from bertology.tracking import calls
-        from bertology.pipeline.workflow import on_end
+        from bertology.workflow.snakefile import on_end
         calls.RETRY_TRIES = 1  # one try, not eight: a quicker test
         on_end("inv-locked", "FINISHED")
         """)

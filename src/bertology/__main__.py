@@ -1,5 +1,5 @@
 import sys
 
-from bertology.pipeline.launch import main
+from bertology.workflow.launch import main
 
 sys.exit(main())

@@ -229,7 +229,7 @@ class Step:
     @property
     def target(self) -> str:
         """The step's function as ``module:function`` (a table function's step runs
-        :data:`bertology.pipeline.cli.TABLE_FUNCTION` instead: :func:`bertology.pipeline.cli.step_function`)."""
+        :data:`bertology.workflow.cli.TABLE_FUNCTION` instead: :func:`bertology.workflow.cli.step_function`)."""
         return f"bertology.steps.{self.module}:{self.name}"
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from bertology.claims.bootstrap import verdict
-from bertology.data.tasks import TASKS
+from bertology.pipeline.tasks import TASKS
 
 
 def _pooled(results: Path, pattern: str) -> pd.DataFrame | None:

@@ -358,7 +358,7 @@ def check_table1(model_dir, tok, frame) -> float | None:
     where it does (the largest difference; then the accuracy is checked on the batched logits only)."""
     from bertology.models.metrics import compute_metrics
     from bertology.models.loading import forward_inputs, load_classifier
-    from bertology.data.tasks import get_task
+    from bertology.pipeline.tasks import get_task
     from bertology.models.training import encode_split, predict
 
     spec = get_task("mrpc")

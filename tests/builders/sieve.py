@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bertology.attention.annotate import WORD_COLUMNS, WORD_DTYPES
+from bertology.store.words import WORD_COLUMNS, WORD_DTYPES
 from tests.builders import identity_attrs
 from tests.builders import store as store_builder
 

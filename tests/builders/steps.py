@@ -1,5 +1,5 @@
 """The one in-process step runner of the tests: a step's command line built as its rule builds it
-(``rules/common.smk``), run through :func:`bertology.pipeline.cli.main` in this process."""
+(``rules/common.smk``), run through :func:`bertology.workflow.cli.main` in this process."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ def step_argv(name: str, config: Mapping | str, wildcards: Mapping[str, str] | N
     config: a validated config (its sections the step declares are handed over, as a rule does) or the
     --config JSON itself; a list value of inputs/outputs gives the name once per path.
     """
-    from bertology.pipeline.cli import STEPS
+    from bertology.workflow.cli import STEPS
     from bertology.pipeline.config import sections_json
 
     text = config if isinstance(config, str) else sections_json(dict(config), STEPS[name].config)
@@ -32,6 +32,6 @@ def run_step(name: str, config: Mapping | str, wildcards: Mapping[str, str] | No
              inputs: Mapping | None = None, outputs: Mapping | None = None, *,
              options: Sequence[str] = ("--no-mlflow", "--no-progress")) -> int:
     """Run step `name` in this process (:func:`step_argv`); its exit status."""
-    from bertology.pipeline.cli import main
+    from bertology.workflow.cli import main
 
     return main(step_argv(name, config, wildcards=wildcards, inputs=inputs, outputs=outputs, options=options))

@@ -119,7 +119,7 @@ lap "start Slurm + MLflow server" "$t"
 
 say "3. bertology cluster-check against sinfo"
 t=$SECONDS
-check() { "$PY" -m bertology.pipeline.cli cluster-check --profile "$REPO/profiles/slurm" -- --snakefile "$REPO/Snakefile" \
+check() { "$PY" -m bertology.workflow.cli cluster-check --profile "$REPO/profiles/slurm" -- --snakefile "$REPO/Snakefile" \
     --directory "$STATE/slurm" --configfile "$HERE/config.yaml" "$STATE/tracking.yaml" "$@"; }
 mkdir -p "$STATE/slurm"
 set +e
@@ -170,7 +170,7 @@ t=$SECONDS
 mkdir -p "$STATE/dask"
 # Started from the workflow's directory: the worker jobs run where they were submitted from, and the
 # reductions open the stores by the workflow's relative paths.
-(cd "$STATE/slurm" && exec "$PY" -m bertology.pipeline.cli cluster-dask --workers 1 --cores 1 --memory 2GB --walltime 00:30:00 \
+(cd "$STATE/slurm" && exec "$PY" -m bertology.workflow.cli cluster-dask --workers 1 --cores 1 --memory 2GB --walltime 00:30:00 \
     --host 127.0.0.1 --address-file "$STATE/dask/address" --log-directory "$STATE/dask" --wait 300) \
     >"$STATE/dask/scheduler.log" 2>&1 &
 BG_PIDS+=($!)

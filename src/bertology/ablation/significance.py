@@ -31,7 +31,7 @@ from scipy import stats
 
 from bertology.models.metrics import batched_metric, predictions_from_logits
 from bertology.stats.moments import fdr_bh
-from bertology.data.tasks import get_task
+from bertology.pipeline.tasks import get_task
 
 PAIRED_TESTS = {"accuracy": "mcnemar_exact"}
 DEFAULT_TEST = "randomization"
@@ -122,7 +122,7 @@ TABLE_COLUMNS = ["layer", "head", "metric", "value", "baseline", "delta", "ci_lo
 COLUMN_DOCS = {
     "layer": "0-based layer of the disabled head(s)",
     "head": "0-based head (heads.csv only)",
-    "metric": "one of the task's GLUE metrics (bertology.data.tasks)",
+    "metric": "one of the task's GLUE metrics (bertology.pipeline.tasks)",
     "value": "the metric with the head/layer disabled (fraction; correlations in [-1, 1])",
     "baseline": "the metric of the intact model on the same examples",
     "delta": "value - baseline",

@@ -37,6 +37,7 @@ import pandas as pd
 from bertology.pipeline.config import ConfigError
 from bertology.pipeline.errors import InputError
 from bertology.attention.negation import negation_flags
+from bertology.store.words import WORD_COLUMNS, WORD_DTYPES
 
 
 class MissingWordsError(InputError, KeyError):
@@ -45,13 +46,6 @@ class MissingWordsError(InputError, KeyError):
     def __str__(self) -> str:  # KeyError quotes its message otherwise
         return self.args[0]
 
-# The columns of words.parquet and their dtypes: the one definition (readers import WORD_COLUMNS).
-WORD_DTYPES: dict[str, str] = {
-    "example_idx": "int64", "word": "int16", "segment": "int8", "text": "object", "lemma": "object",
-    "pos": "object", "tag": "object", "dep": "object", "head": "int16", "is_punct": "bool",
-    "start_char": "int32", "end_char": "int32",
-}
-WORD_COLUMNS: list[str] = list(WORD_DTYPES)
 DISABLED_PIPES = ("ner",)  # named entities are not used by any analysis; the parser and tagger are
 SPAN_COLUMNS = ["example_idx", "word", "segment", "start_char", "end_char", "text"]  # what WordSpans reads
 SPACY_BATCH = 256  # texts per nlp.pipe batch (a speed setting, kept fixed)

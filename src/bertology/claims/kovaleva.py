@@ -44,10 +44,10 @@ def patterns_repeat(tables: Tables, boot: Boot, *, side: str, null: float) -> Re
 
 
 def _headline(t: pd.DataFrame, task: str | None = None) -> str:
-    """The task's headline metric: its first metric (bertology.data.tasks; a declared task's when this process knows it),
+    """The task's headline metric: its first metric (bertology.pipeline.tasks; a declared task's when this process knows it),
     else the first metric of the task's rows in the table (table1.csv lists a task's metrics in its order), else the
     table's first."""
-    from bertology.data.tasks import UnknownTaskError, get_task
+    from bertology.pipeline.tasks import UnknownTaskError, get_task
 
     if task is not None:
         try:

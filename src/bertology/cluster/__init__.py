@@ -5,7 +5,7 @@
 - :mod:`~bertology.cluster.onstart`: both, at the workflow's start on Slurm (:func:`check_workflow`);
 - :mod:`~bertology.cluster.dask_launcher`: a Dask scheduler with workers as Slurm jobs.
 
-From a shell (steps of the one CLI, :data:`bertology.pipeline.cli.STEPS`): ``bertology cluster-check`` dry-runs the
+From a shell (steps of the one CLI, :data:`bertology.workflow.cli.STEPS`): ``bertology cluster-check`` dry-runs the
 workflow with a profile and checks the jobs it would submit; ``bertology cluster-dask`` starts the Dask
 cluster (``bertology.steps.cluster``).
 """

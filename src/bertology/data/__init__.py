@@ -19,7 +19,7 @@ from bertology.data.sampler import sample_positions
 from bertology.data.hub import load_hub_split
 from bertology.pipeline.config import DataConfig
 from bertology.pipeline.errors import DataError
-from bertology.data.tasks import SPLITS, TaskSpec, get_task
+from bertology.pipeline.tasks import SPLITS, TaskSpec, get_task
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ def load_declared_rows(task: str, split: str, data: DataConfig) -> tuple[pd.Data
     """:func:`load_split_rows` of a declared task (bertology.data.declared), subsampled as configured; the label
     names ride along in ``frame.attrs["label_names"]`` (written into the parquet by :func:`write_prepared`)."""
     from bertology.data.declared import read_declared
-    from bertology.data.tasks import declaration
+    from bertology.pipeline.tasks import declaration
 
     read = read_declared(declaration(task), split, seed=data.seed, bad_rows=data.bad_rows)
     key = "data.max_train_examples" if split == "train" else "data.max_eval_examples"

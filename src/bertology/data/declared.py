@@ -204,7 +204,7 @@ def load_splits(decl: dict, src: Source, cache_dir: str | None) -> dict[str, Any
 def _load_hub(decl: dict) -> dict[str, Any]:
     import datasets
 
-    from bertology.models.loading import hub_reachable
+    from bertology.pipeline.hub import hub_reachable
 
     try:
         loaded = datasets.load_dataset(decl["source"], decl.get("config"), revision=decl.get("revision"))

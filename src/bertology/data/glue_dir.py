@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bertology.data.tasks import TaskSpec
+from bertology.pipeline.tasks import TaskSpec
 
 log = logging.getLogger(__name__)
 

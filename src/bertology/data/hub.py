@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bertology.data.tasks import TaskSpec
+from bertology.pipeline.tasks import TaskSpec
 
 HUB_DATASET = "nyu-mll/glue"
 
@@ -12,7 +12,7 @@ HUB_DATASET = "nyu-mll/glue"
 def load_hub_split(spec: TaskSpec, split: str) -> pd.DataFrame:
     """One split from the hub (or the local datasets cache); fails fast without a network."""
     from bertology.pipeline.errors import DataError
-    from bertology.models.loading import hub_reachable
+    from bertology.pipeline.hub import hub_reachable
 
     import datasets
 
@@ -40,7 +40,7 @@ def hub_revision(dataset: str = HUB_DATASET, timeout: float = 5.0) -> str:
     new revision re-runs the data rule and everything downstream."""
     import os
 
-    from bertology.models.loading import hub_reachable
+    from bertology.pipeline.hub import hub_reachable
 
     if hub_reachable(timeout=min(timeout, 3.0)):
         try:

@@ -44,7 +44,7 @@ import pandas as pd
 
 from bertology.demo import pairs, single
 from bertology.demo.sampling import Example, Retry, Rng
-from bertology.data.tasks import SPLITS, get_task
+from bertology.pipeline.tasks import SPLITS, get_task
 from bertology.pipeline.config import ConfigError
 
 __all__ = ["generate", "split_of"]
@@ -68,7 +68,7 @@ def _stream(seed: int, task: str, split: str) -> Rng:
 def generate(task: str, split: str, n: int, seed: int) -> pd.DataFrame:
     """n examples of a demo task: columns idx (0..n-1), text_a, text_b (None if single), label.
 
-    label: int64 class id in the order of bertology.data.tasks.TASKS[task].label_names; float score 0..5 for
+    label: int64 class id in the order of bertology.pipeline.tasks.TASKS[task].label_names; float score 0..5 for
     stsb. Deterministic for (task, split, n, seed); train and validation never share a text pair.
     """
     spec = get_task(task)

@@ -57,7 +57,7 @@ def label_text(task: str, label: Any, names: Any = None) -> str:
     """A label as the page shows it: "name (id)" for a class id of a known task (names: the label names the
     prepared data records, for a declared task whose names come from its data), else the raw value."""
     try:
-        from bertology.data.tasks import get_task
+        from bertology.pipeline.tasks import get_task
 
         names = list(names) if names else get_task(task).label_names
         if names and label is not None and not pd.isna(label) and float(label).is_integer() \

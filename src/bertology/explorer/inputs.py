@@ -18,7 +18,7 @@ from bertology.analyses import REGISTRY
 from bertology.analyses.norms import FAITHFULNESS, FAITHFULNESS_EXAMPLES, IMPORTANCE_FILE, SCORES_FILE
 from bertology.analyses.sieve import SIEVE_SCORES_FILE
 from bertology.registry import Statistic, Table
-from bertology.data.tasks import SPLITS
+from bertology.pipeline.tasks import SPLITS
 
 VARIANTS = ("pretrained", "finetuned")
 #: a decoder's induction-probe stores, by the page's variant (rules/decoders.smk)

@@ -48,7 +48,7 @@ def load_explorer_data(results: Path, tasks: list[str], *, examples: int, seed: 
     None: every file under `results` (notebooks, tests).
     """
     from bertology.store import open_store
-    from bertology.data.tasks import get_task
+    from bertology.pipeline.tasks import get_task
 
     src = Inputs.of(results, inputs)
     tasks = list(tasks)

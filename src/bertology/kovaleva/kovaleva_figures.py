@@ -13,7 +13,7 @@ import pandas as pd
 from bertology.pipeline import plotting
 from bertology.kovaleva.features import CLS_FEATURES, FEATURES
 from bertology.kovaleva.patterns import CLASSES
-from bertology.data.tasks import STORE_VARIANTS
+from bertology.pipeline.tasks import STORE_VARIANTS
 CLASS_COLOURS = {"vertical": "#4c72b0", "diagonal": "#dd8452", "vertical+diagonal": "#8172b3", "block": "#55a868",
                  "heterogeneous": "#c44e52"}
 FIG6_ORDER = ("sep", "cls") + tuple(f for f in FEATURES if f not in ("sep", "cls"))

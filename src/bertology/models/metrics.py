@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
-from bertology.data.tasks import get_task
+from bertology.pipeline.tasks import get_task
 
 METRICS = ("accuracy", "f1", "macro_f1", "mcc", "pearson", "spearman")
 #: the metrics of class ids, computed from confusion counts (:func:`confusion_metric`)

@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from bertology.pipeline.plotting import save_figure
-from bertology.data.tasks import get_task
+from bertology.pipeline.tasks import get_task
 from bertology.pipeline.errors import InputError
 
 VARIANT_ORDER = ("pretrained", "random-finetuned", "finetuned")  # the paper's column order of tasks.SCORE_VARIANTS

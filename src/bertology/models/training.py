@@ -56,7 +56,7 @@ from bertology.pipeline.errors import InputError, UserError
 from bertology.pipeline.io import write_torch
 from bertology.models.metrics import compute_metrics, predictions_from_logits
 from bertology.models.loading import forward_inputs
-from bertology.data.tasks import TaskSpec
+from bertology.pipeline.tasks import TaskSpec
 
 log = logging.getLogger(__name__)
 

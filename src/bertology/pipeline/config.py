@@ -5,7 +5,7 @@ top of a checkout points at it) is the only place a default lives. :func:`valida
 Snakemake's own ``validate`` (which fills the schema's defaults); when that fails it explains every
 problem in one message that names the key and the allowed values.
 
-A rule hands its job only the sections the step declares (``bertology.pipeline.cli.STEPS``), as JSON; the job
+A rule hands its job only the sections the step declares (``bertology.workflow.cli.STEPS``), as JSON; the job
 turns them into the dataclasses below with :func:`sections_from_json`. Reading a section the step did
 not declare raises at once, so a rule can never forget to pass (and re-run on) what its step reads.
 """
@@ -236,7 +236,7 @@ class Undeclared:
         if name.startswith("__"):
             raise AttributeError(name)
         raise RuntimeError(f"config key {self._key!r} was not handed to this step: add it to the step's sections "
-                           f"in bertology.pipeline.cli.STEPS (the rule passes exactly those, and re-runs when they change)")
+                           f"in bertology.workflow.cli.STEPS (the rule passes exactly those, and re-runs when they change)")
 
     def __repr__(self) -> str:
         return f"<undeclared {self._key}>"
@@ -303,7 +303,7 @@ def sections_from_json(text: str) -> Config:
     if not isinstance(values, dict):
         raise ConfigError(f"--config must be a JSON object, got {text[:200]!r}")
     if "tasks" in values:  # the typed config holds the names; declared tasks become known to get_task
-        from bertology.data.tasks import register, task_param
+        from bertology.pipeline.tasks import register, task_param
 
         for entry in values["tasks"]:
             if isinstance(entry, dict):
@@ -525,7 +525,7 @@ def _fill_task_defaults(cfg: dict) -> None:
 def _check_tasks(cfg: dict) -> None:
     """Declared tasks: a name that is no GLUE name or reserved directory and is given once; metrics that fit the
     kind; a validation share only with a named train split."""
-    from bertology.data.tasks import RESERVED_NAMES, TASKS
+    from bertology.pipeline.tasks import RESERVED_NAMES, TASKS
 
     seen: set[str] = set()
     for entry in cfg["tasks"]:

@@ -2,7 +2,7 @@
 
 ``bertology`` prints a :class:`UserError` (and only a UserError) as one line that names the problem and the
 fix. Any other exception is a bug: one line on the console and its full traceback in the job's log
-(:func:`bertology.pipeline.cli.main`). Subclasses elsewhere: ``config.ConfigError``, ``data.DataError``,
+(:func:`bertology.workflow.cli.main`). Subclasses elsewhere: ``config.ConfigError``, ``data.DataError``,
 ``store.StoreError``, ``models.ModelNotFoundError``, ``tasks.UnknownTaskError``,
 ``ablation.heads.DisablingUnsupported``, ``training.TrainingDivergedError``. They also derive from the
 built-in exception a caller would expect (ValueError, KeyError, FileNotFoundError, ...).

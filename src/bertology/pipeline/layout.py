@@ -21,7 +21,7 @@ the others of this module, run as doctests (tests/test_doctests.py):
 
 Fields:
 
-- ``task``: a GLUE task name (bertology.data.tasks.TASKS) or a declared task's name; ``split``: train | validation;
+- ``task``: a GLUE task name (bertology.pipeline.tasks.TASKS) or a declared task's name; ``split``: train | validation;
 - ``init``: pretrained | random (the fine-tuning's initialisation);
 - ``seedtag``: '' for the first fine-tuning seed, ``-seedN`` for each further one (bertology.pipeline.seedtags);
 - ``variant``: a store variant (pretrained | finetuned | finetuned-seedN) or, for a score, a score variant
@@ -299,7 +299,7 @@ def model_dir(task: str, variant: str, seedtag: str = "", *, root: str | PathLik
     >>> model_dir("rte", "pretrained") is None
     True
     """
-    from bertology.data.tasks import VARIANT_INIT
+    from bertology.pipeline.tasks import VARIANT_INIT
 
     if variant not in VARIANT_INIT:
         return None

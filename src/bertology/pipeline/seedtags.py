@@ -25,7 +25,7 @@ from bertology.pipeline.errors import UserError
 
 SEED_TAG_REGEX = r"(-seed[0-9]+)?"  # the `seedtag` wildcard: empty (first seed) or -seedN
 _TAG = re.compile(r"-seed([0-9]+)")
-PRETRAINED, FINETUNED = "pretrained", "finetuned"  # the store variants (bertology.data.tasks.STORE_VARIANTS)
+PRETRAINED, FINETUNED = "pretrained", "finetuned"  # the store variants (bertology.pipeline.tasks.STORE_VARIANTS)
 #: the `variant` wildcard of a store and its per-variant analyses: pretrained, finetuned, finetuned-seedN
 STORE_VARIANT_REGEX = rf"{PRETRAINED}|{FINETUNED}{SEED_TAG_REGEX}"
 _VARIANT = re.compile(rf"({PRETRAINED}|{FINETUNED})({SEED_TAG_REGEX})")

@@ -206,7 +206,7 @@ def sieve_kernel(ds, store: str | Path, words: pd.DataFrame | None, *, task: str
     """The sieve kernel of one opened store (:func:`bertology.store.open_store`): every role, `block` only for
     pair tasks. task: the GLUE task (default: the store's `task` attribute). Logs a warning when examples of a
     pair task have no second segment, or when the words table does not cover every example."""
-    from bertology.data.tasks import get_task
+    from bertology.pipeline.tasks import get_task
 
     task = task or ds.attrs.get("task")
     if not task:

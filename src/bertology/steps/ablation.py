@@ -23,7 +23,7 @@ def _load_finetuned(ctx: StepContext):
 
     from bertology.ablation.heads import enable_heads
     from bertology.models.loading import load_encoder, load_tokenizer
-    from bertology.data.tasks import get_task
+    from bertology.pipeline.tasks import get_task
     from bertology.models.training import select_device
 
     task = ctx.wildcards["task"]
@@ -122,7 +122,7 @@ def _write_examples(path: Path, task: str, df, logits, n_layers: int, n_heads: i
     from bertology.ablation.sweep import sweep_configurations
     from bertology.pipeline.io import write_npz
     from bertology.models.metrics import predictions_from_logits
-    from bertology.data.tasks import get_task
+    from bertology.pipeline.tasks import get_task
 
     configs = sweep_configurations(n_layers, n_heads)
     write_npz({"predictions": predictions_from_logits(logits, get_task(task).is_regression),
@@ -190,7 +190,7 @@ def ablation_pruning(ctx: StepContext) -> None:
     from bertology.ablation.sweep import encode_batches, resolve_sweep
     from bertology.data import read_prepared, sample_rows
     from bertology.pipeline.io import write_csv
-    from bertology.data.tasks import get_task
+    from bertology.pipeline.tasks import get_task
 
     task, cfg = ctx.wildcards["task"], ctx.config.ablation
     pcfg, spec = cfg.pruning, get_task(task)

@@ -11,7 +11,7 @@ from bertology.steps.context import StepContext
 from bertology.data import COLUMNS, read_prepared, sample_rows, write_prepared
 from bertology.pipeline.errors import UserError
 from bertology.pipeline.seedtags import split_variant
-from bertology.data.tasks import VARIANT_INIT, get_task
+from bertology.pipeline.tasks import VARIANT_INIT, get_task
 
 
 def attention_sample(ctx: StepContext) -> None:
@@ -57,7 +57,8 @@ def extract_attention(ctx: StepContext) -> None:
     """
     import torch
 
-    from bertology.pipeline.diskspace import human, store_space
+    from bertology.attention.store_size import store_space
+    from bertology.pipeline.diskspace import human
     from bertology.attention.extract import extract_store
     from bertology.models.loading import check_max_length, resolve_model
     from bertology.pipeline.outputcache import check_cache_writable

@@ -14,9 +14,9 @@ def off_keys(config) -> set[str]:
     """The config keys gating claim inputs that are off in this run: analysis.norms.enabled (off, or a model whose
     value norms bertology cannot compute), train.inits (without the random initialisation) and
     analysis.syntax.conllu (no gold trees: none given and data.source is not demo, as rules/claims.smk). The
-    model's capabilities are the workflow's own decision (bertology.pipeline.capability: remembered when the Snakefile
+    model's capabilities are the workflow's own decision (bertology.analyses.capability: remembered when the Snakefile
     was read, so this job builds no model to tell)."""
-    from bertology.pipeline.capability import model_capabilities
+    from bertology.analyses.capability import model_capabilities
 
     off = set()
     if not config.analysis.norms.enabled or model_capabilities(config.model)["norms"] is not None:
@@ -45,7 +45,7 @@ def claims(ctx: StepContext) -> None:
     seeds = configured_seeds({"seed": cfg.train.seed, "seeds": cfg.train.seeds})
     boot = Boot(resamples=cfg.analysis.claims.bootstrap, confidence=cfg.analysis.claims.confidence,
                 seed=int(cfg.data.seed))
-    from bertology.pipeline.capability import model_capabilities
+    from bertology.analyses.capability import model_capabilities
 
     kind = model_capabilities(cfg.model)["kind"]
     ledger = build_ledger(results, REGISTRY.claims(kind), list(cfg.tasks), seeds, boot,

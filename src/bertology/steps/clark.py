@@ -66,7 +66,7 @@ def extract_syntax(ctx: StepContext) -> None:
     import torch
 
     from bertology.data import read_prepared
-    from bertology.pipeline.diskspace import store_space
+    from bertology.attention.store_size import store_space
     from bertology.attention.extract import extract_store
     from bertology.models.loading import resolve_model
     from bertology.attention.annotate import SPAN_COLUMNS

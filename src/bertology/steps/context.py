@@ -1,6 +1,6 @@
 """What a step gets (:class:`StepContext`): its wildcards, named files, typed config, threads and tracker.
 
-Built by :mod:`bertology.pipeline.cli` (the one boundary with Snakemake) and handed to the step functions of
+Built by :mod:`bertology.workflow.cli` (the one boundary with Snakemake) and handed to the step functions of
 ``bertology.steps.*``, which import it from here: the steps depend on this module, not on the CLI that names them.
 """
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bertology.steps.context import StepContext
 from bertology.data import load_split_rows, skipped_frame, write_prepared
-from bertology.data.tasks import get_task, with_labels
+from bertology.pipeline.tasks import get_task, with_labels
 
 
 def prepare_data(ctx: StepContext) -> None:

@@ -97,7 +97,7 @@ def decoder_probe(ctx: StepContext) -> None:
     probe_pretrained=, probe_random_init= (attention/{task}/probe-*.zarr): the pretrained model and its random
     initialisation."""
     from bertology.models.loading import load_classifier, load_encoder, load_tokenizer, resolve_model
-    from bertology.data.tasks import get_task
+    from bertology.pipeline.tasks import get_task
 
     cfg = ctx.config
     base = resolve_model(cfg.model)

@@ -9,7 +9,7 @@
 - ``framenet_relations``: a model run on those sentences -> relations_framenet.csv (source = framenet,
   A[target, FE], the paper's direction; and framenet_fe_target, the transpose);
 - ``kovaleva_figures`` (Figs. 2, 3, 5, 6, 7 of one task) and ``kovaleva_overview`` (Figs. 2 and 5 across
-  tasks): list inputs in the order of ``bertology.data.tasks.STORE_VARIANTS`` (per variant) and of the config's
+  tasks): list inputs in the order of ``bertology.pipeline.tasks.STORE_VARIANTS`` (per variant) and of the config's
   ``tasks`` (per task), as the rules expand them;
 - ``patterns_sheet`` / ``patterns_train``: a sheet of sampled maps to label, and the pattern CNN trained
   from it (``analysis.patterns.classifier: <the model file>``).
@@ -30,7 +30,7 @@ from bertology.steps.context import StepContext
 from bertology.pipeline.daskutil import compute_kwargs
 from bertology.data import DataError
 from bertology.pipeline.io import write_csv, write_json, write_npz, write_parquet
-from bertology.data.tasks import annotated_only
+from bertology.pipeline.tasks import annotated_only
 from bertology.kovaleva import kovaleva_figures as fig
 from bertology.kovaleva import framenet as fn
 from bertology.kovaleva import patterns as pat
@@ -39,7 +39,7 @@ from bertology.stats.moments import Moments, moments_table
 from bertology.steps.tables import by_task, by_variant, read_table
 from bertology.store import check_block, expected_attrs, open_store, read_words
 from bertology.pipeline.seedtags import FINETUNED
-from bertology.data.tasks import STORE_VARIANTS
+from bertology.pipeline.tasks import STORE_VARIANTS
 
 #: attention maps in a label sheet (patterns_sheet), and the seed of their sample
 SHEET_MAPS = 400

@@ -24,7 +24,7 @@ from bertology.stats.across_seeds import (MULTIBOOTSTRAP_COLUMNS, disabling_valu
                                  plot_role_agreement, plot_stability, role_tables, seed_moments)
 from bertology.sieve.scores_io import read_scores
 from bertology.steps.tables import read_table
-from bertology.data.tasks import get_task
+from bertology.pipeline.tasks import get_task
 
 
 def _per_seed(ctx: StepContext, name: str, n: int) -> list[Path]:

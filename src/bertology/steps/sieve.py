@@ -19,7 +19,7 @@ from bertology.sieve.scores_io import read_scores
 from bertology.sieve.summary import sieve_delta as delta_table
 from bertology.sieve.summary import summarize
 from bertology.steps.tables import by_task, read_table
-from bertology.data.tasks import STORE_VARIANTS
+from bertology.pipeline.tasks import STORE_VARIANTS
 
 #: the variant of Figs. 3 (score distributions) and 4 (role overlaps), as in the paper: the fine-tuned model
 FIGURE_VARIANT = "finetuned"

@@ -17,7 +17,7 @@ from typing import Any
 from bertology.analyses import REGISTRY
 from bertology.pipeline.daskutil import compute_kwargs
 from bertology.pipeline.io import write_csv, write_json, write_npz, write_parquet
-from bertology.data.tasks import annotated_only
+from bertology.pipeline.tasks import annotated_only
 from bertology.attention.onepass import Job, reduce_store
 from bertology.registry import check_outputs
 from bertology.steps.context import StepContext

@@ -1,6 +1,6 @@
 """Helpers of the steps that read per-head tables of several variants or tasks (kovaleva, sieve).
 
-A rule gives such tables as list inputs, expanded in the order of ``bertology.data.tasks.STORE_VARIANTS`` (one path
+A rule gives such tables as list inputs, expanded in the order of ``bertology.pipeline.tasks.STORE_VARIANTS`` (one path
 per variant) or of the config's ``tasks`` (one path per task, the step declaring the section ``tasks``);
 these helpers pair the paths with their variant or task and check that the counts agree.
 """
@@ -13,7 +13,7 @@ import pandas as pd
 
 from bertology.steps.context import StepContext
 from bertology.pipeline.errors import UserError
-from bertology.data.tasks import STORE_VARIANTS
+from bertology.pipeline.tasks import STORE_VARIANTS
 from bertology.pipeline.errors import MissingInputError
 
 

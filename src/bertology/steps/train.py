@@ -14,7 +14,7 @@ from bertology.pipeline.config import Undeclared
 from bertology.pipeline.errors import UserError
 from bertology.pipeline.io import write_json, write_text
 from bertology.pipeline.seedtags import seed_from_tag
-from bertology.data.tasks import INIT_VARIANT, SCORE_VARIANTS, get_task, with_labels
+from bertology.pipeline.tasks import INIT_VARIANT, SCORE_VARIANTS, get_task, with_labels
 
 
 def _threads(n: int) -> None:

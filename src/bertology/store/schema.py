@@ -176,7 +176,7 @@ def expected_attrs(config, task: str, variant: str) -> dict[str, Any]:
 
 
 #: config keys :func:`expected_attrs` reads (a step that opens a store declares them); defined in bertology.pipeline.config
-#: so that the command line (bertology.pipeline.cli) names them without importing the store
+#: so that the command line (bertology.workflow.cli) names them without importing the store
 EXPECT_SECTIONS = _EXPECT_SECTIONS
 
 

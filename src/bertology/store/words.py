@@ -1,6 +1,7 @@
 """The words table beside a store (results/attention/{task}/words.parquet, docs/reference.md#store-words).
 
-Imports only bertology.store.schema.
+Imports only bertology.store.schema (and the ground, bertology.pipeline). The table's columns are defined here, once:
+the annotation step (:mod:`bertology.attention.annotate`) writes them, every reader checks them.
 """
 
 from __future__ import annotations
@@ -10,12 +11,19 @@ from pathlib import Path
 from bertology.pipeline.errors import MissingInputError
 from bertology.store.schema import StoreError
 
+# The columns of words.parquet and their dtypes: the one definition (the annotator and every reader import them).
+WORD_DTYPES: dict[str, str] = {
+    "example_idx": "int64", "word": "int16", "segment": "int8", "text": "object", "lemma": "object",
+    "pos": "object", "tag": "object", "dep": "object", "head": "int16", "is_punct": "bool",
+    "start_char": "int32", "end_char": "int32",
+}
+WORD_COLUMNS: list[str] = list(WORD_DTYPES)
+
 
 def read_words(path: str | Path):
     """The words table beside a store (results/attention/{task}/words.parquet), its columns checked."""
     import pandas as pd
 
-    from bertology.attention.annotate import WORD_COLUMNS
 
     path = Path(path)
     if not path.exists():

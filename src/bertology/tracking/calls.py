@@ -8,7 +8,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-INVOCATION_ENV = "BERTOLOGY_INVOCATION"  # one id per `snakemake` call, set by the workflow (bertology.pipeline.workflow)
+INVOCATION_ENV = "BERTOLOGY_INVOCATION"  # one id per `snakemake` call, set by the workflow (bertology.workflow.snakefile)
 INVOCATION_TAG = "bertology.invocation"
 KIND_TAG = "bertology.kind"  # "workflow" (the parent run) or "job"
 WORKDIR_TAG = "bertology.workdir"  # the Snakemake working directory of a run

@@ -1,4 +1,4 @@
-"""The workflow's own run, from the Snakefile's handlers (through :mod:`bertology.pipeline.workflow`): at the start,
+"""The workflow's own run, from the Snakefile's handlers (through :mod:`bertology.workflow.snakefile`): at the start,
 check the store answers, send what earlier runs kept and create the parent run; at the end, mark it
 FINISHED or FAILED. A store that fails keeps the parent run as a pending record instead."""
 

@@ -5,9 +5,9 @@ model classes about 6 s on a 2-core machine, pandas, scipy.stats, dask, zarr and
 default run has about forty jobs that load a model. In a local Snakemake run (``onstart``:
 :func:`start_for_workflow`) a *job server* imports them once (:data:`PRELOAD`) and listens on a Unix socket
 named in the jobs' environment (:data:`SOCKET_ENV`); each job's ``bertology`` command (:func:`submit`, called
-by :mod:`bertology.pipeline.launch` before anything heavy is imported) hands the server its arguments, working directory,
+by :mod:`bertology.workflow.launch` before anything heavy is imported) hands the server its arguments, working directory,
 environment and its stdin/stdout/stderr, and the server forks a child that runs the step as the job's own
-process would (:func:`bertology.pipeline.cli.main`), writing to the job's log, while the job waits for its exit status.
+process would (:func:`bertology.workflow.cli.main`), writing to the job's log, while the job waits for its exit status.
 
 What the child does is what a fresh process does, on the same files, with the same libraries and threads:
 
@@ -57,7 +57,7 @@ LOG_PATH = Path(".bertology") / "jobserver.log"
 PRELOAD = (
     "numpy", "pandas", "pyarrow.parquet", "scipy.stats", "sklearn.metrics", "torch", "transformers",
     "transformers.modeling_utils", "transformers.models.auto.modeling_auto", "transformers.models.bert.modeling_bert",
-    "zarr", "xarray", "dask.array", "matplotlib.pyplot", "spacy", "bertology.pipeline.cli",
+    "zarr", "xarray", "dask.array", "matplotlib.pyplot", "spacy", "bertology.workflow.cli",
 )
 """Modules the server imports before it listens (each best-effort: one that fails to import is skipped)."""
 
@@ -73,7 +73,7 @@ _OFF = ("0", "off", "false", "no")
 STARTING = ".starting"  # beside the socket while the server imports: its pid
 _STARTUP_ENV = dict(os.environ)  # the server's environment before its imports (torch adds KMP_* variables, ...)
 _THREAD_ENV = "OMP_NUM_THREADS"
-log = logging.getLogger("bertology.pipeline.jobserver")
+log = logging.getLogger("bertology.workflow.jobserver")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -217,7 +217,7 @@ def _run_child(request: dict[str, Any], fds: list[int], conn: socket.socket, clo
         _fresh_state(os.environ.get(_THREAD_ENV))
         conn.settimeout(None)  # the watcher waits as long as the step runs
         threading.Thread(target=_watch_job, args=(conn,), daemon=True).start()
-        from bertology.pipeline.cli import main
+        from bertology.workflow.cli import main
 
         try:
             code = main(list(request["argv"]))
@@ -436,7 +436,7 @@ def start(parent: int, *, request_timeout: float = 10) -> str:
     path = os.path.join(folder, "jobs.sock")
     LOG_PATH.parent.mkdir(parents=True, exist_ok=True)
     with open(LOG_PATH, "a") as logfile:
-        proc = subprocess.Popen([sys.executable, "-m", "bertology.pipeline.jobserver", "--socket", path,
+        proc = subprocess.Popen([sys.executable, "-m", "bertology.workflow.jobserver", "--socket", path,
                                  "--parent", str(parent), "--request-timeout", str(request_timeout)], stdin=subprocess.DEVNULL, stdout=logfile,
                                 stderr=subprocess.STDOUT, cwd=os.getcwd(), env=dict(os.environ))
     Path(path + STARTING).write_text(str(proc.pid))
@@ -463,7 +463,7 @@ def stop() -> None:
 def main(argv: list[str] | None = None) -> None:
     import argparse
 
-    ap = argparse.ArgumentParser(prog="python -m bertology.pipeline.jobserver", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m bertology.workflow.jobserver", description=__doc__.split("\n\n")[0])
     ap.add_argument("--socket", required=True, help="the Unix socket to listen on")
     ap.add_argument("--parent", type=int, required=True, help="serve until this process ends")
     ap.add_argument("--request-timeout", type=float, default=10, help="seconds to wait for a connected job's request")

@@ -27,7 +27,7 @@ from pathlib import Path
 
 CAPABILITY_DIR = Path(".bertology") / "capability"  # relative to the working directory (snakemake --directory)
 # The modules whose code makes the decision: an edit to any of them decides again.
-_DECIDING_MODULES = ("models/loading.py", "pipeline/capability.py", "norms/values.py", "ablation/heads.py")
+_DECIDING_MODULES = ("models/loading.py", "analyses/capability.py", "norms/values.py", "ablation/heads.py")
 
 
 def local_model_dir(name_or_path: str) -> Path | None:

@@ -57,7 +57,7 @@ def model_version(name_or_path: str) -> str:
     """The model a config's `model` stands for: SHA-256 (16 hex digits) of its config.json, tokenizer files and
     weights (bertology.models.loading.weights_fingerprint); the name itself when it is not on this machine (a hub name
     not cached yet: its jobs download it, and the cache cannot tell one revision from another)."""
-    from bertology.pipeline.capability import local_model_dir
+    from bertology.analyses.capability import local_model_dir
     from bertology.models.loading import weights_fingerprint
 
     path = local_model_dir(str(name_or_path))

@@ -239,9 +239,9 @@ def fail(message: str) -> None:
 
 def capability_notes(config: dict) -> list[str]:
     """One line per analysis that cannot run on the config's model (said before any job runs)."""
-    from bertology.pipeline.capability import model_capabilities
+    from bertology.analyses.capability import model_capabilities
 
-    from bertology.data.tasks import annotation_notes
+    from bertology.pipeline.tasks import annotation_notes
 
     notes = annotation_notes(config)
     capabilities = model_capabilities(str(config["model"]))

@@ -109,7 +109,7 @@ def parser(name: str, spec: Step) -> argparse.ArgumentParser:
                     help=f"the config sections the step reads, validated: {', '.join(spec.config) or 'none'}")
     ap.add_argument("--task", action="append", default=[], metavar="JSON",
                     help="a declared task the job reads (its declaration, or what steps after the data rule read of "
-                         "it: bertology.data.tasks.task_param); repeatable")
+                         "it: bertology.pipeline.tasks.task_param); repeatable")
     ap.add_argument("--threads", type=int, default=1, help="CPU threads (Snakemake's {threads})")
     ap.add_argument("--device", default=None, help="cuda, cpu, ...; default: a GPU if there is one")
     ap.add_argument("--no-mlflow", action="store_true", help="do not record to MLflow")
@@ -128,10 +128,10 @@ def setup_logging(debug: bool = False) -> None:
 
 
 def _register_tasks(items: list[str]) -> None:
-    """Make the declared tasks of a job's --task arguments known to bertology.data.tasks.get_task."""
+    """Make the declared tasks of a job's --task arguments known to bertology.pipeline.tasks.get_task."""
     import json
 
-    from bertology.data.tasks import register
+    from bertology.pipeline.tasks import register
 
     for item in items:
         try:
@@ -146,7 +146,7 @@ def _register_tasks(items: list[str]) -> None:
 def task_args(wildcards: Mapping[str, str], params: Mapping[str, str], *, whole: Mapping[str, str] | None = None) -> str:
     """The --task arguments of a job (shell-quoted): the declared task of its `task` wildcard (of its `model`
     wildcard, TASK-finetuned[-seedN]), or every declared task for a job without one. params: name -> the JSON a
-    step after the data rule reads (bertology.data.tasks.task_param); whole: name -> the whole declaration (the data
+    step after the data rule reads (bertology.pipeline.tasks.task_param); whole: name -> the whole declaration (the data
     rule). Nothing for GLUE tasks: their jobs' commands carry no --task."""
     import re
 
@@ -194,7 +194,7 @@ def run_step(name: str, argv: list[str]) -> int:
         # A job's own time (imports of its module and tracking excluded) in its log: bench/bench_jobcost.py reads
         # it. Not for the user's own commands (validate-config, ...), whose output is what they print.
         if spec.tracked:
-            logging.getLogger("bertology.pipeline.cli").info("%s: work %.3f s", name, time.perf_counter() - started)
+            logging.getLogger("bertology.workflow.cli").info("%s: work %.3f s", name, time.perf_counter() - started)
     return 0
 
 

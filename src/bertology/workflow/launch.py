@@ -1,6 +1,6 @@
-"""The ``bertology`` command: a job of a local Snakemake run goes to the job server (:mod:`bertology.pipeline.jobserver`:
+"""The ``bertology`` command: a job of a local Snakemake run goes to the job server (:mod:`bertology.workflow.jobserver`:
 its step runs in a child of a process that has imported everything already); otherwise, or when the server
-refuses it, the step runs here (:func:`bertology.pipeline.cli.main`). This module imports nothing heavy itself."""
+refuses it, the step runs here (:func:`bertology.workflow.cli.main`). This module imports nothing heavy itself."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import sys
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    from bertology.pipeline.jobserver import submit
+    from bertology.workflow.jobserver import submit
 
     code = submit(argv)
     if code is None:
-        from bertology.pipeline.cli import main as run_here
+        from bertology.workflow.cli import main as run_here
 
         code = run_here(argv)
     return code
