@@ -303,12 +303,12 @@ def sections_from_json(text: str) -> Config:
     if not isinstance(values, dict):
         raise ConfigError(f"--config must be a JSON object, got {text[:200]!r}")
     if "tasks" in values:  # the typed config holds the names; declared tasks become known to get_task
-        from bertology.pipeline.tasks import register, task_param
+        from bertology.pipeline.tasks import register, task_names, task_param
 
         for entry in values["tasks"]:
             if isinstance(entry, dict):
                 register(task_param(entry, None, words=False) if "source" in entry else entry)
-        values = {**values, "tasks": [e["name"] if isinstance(e, dict) else e for e in values["tasks"]]}
+        values = {**values, "tasks": task_names(values["tasks"])}
     return build(Config, values)
 
 
@@ -525,11 +525,10 @@ def _fill_task_defaults(cfg: dict) -> None:
 def _check_tasks(cfg: dict) -> None:
     """Declared tasks: a name that is no GLUE name or reserved directory and is given once; metrics that fit the
     kind; a validation share only with a named train split."""
-    from bertology.pipeline.tasks import RESERVED_NAMES, TASKS
+    from bertology.pipeline.tasks import RESERVED_NAMES, TASKS, task_names
 
     seen: set[str] = set()
-    for entry in cfg["tasks"]:
-        name = entry["name"] if isinstance(entry, dict) else entry
+    for name, entry in zip(task_names(cfg["tasks"]), cfg["tasks"]):
         if name in seen:
             raise ConfigError(f"tasks: two tasks are named {name!r}; give each task its own name (the name is its "
                               f"directory under results/)")

@@ -121,14 +121,14 @@ def get_task(name: str) -> TaskSpec:
         f"in `tasks:` as a mapping with name, source, text, label, ...: docs/reference.md#declared-tasks)")
 
 
-def task_name(entry: str | dict) -> str:
-    """The name of a `tasks:` entry (a GLUE name, or a declared task's `name`)."""
-    return entry["name"] if isinstance(entry, dict) else str(entry)
+def task_names(tasks_config) -> list[str]:
+    """The names of the config's `tasks:` entries, in order: a GLUE name as it is, a declared task (a mapping)
+    by its `name`.
 
-
-def task_names(entries) -> list[str]:
-    """The names of the config's `tasks:` entries, in order."""
-    return [task_name(e) for e in entries]
+    >>> task_names(["mrpc", {"name": "imdb", "source": "stanfordnlp/imdb"}])
+    ['mrpc', 'imdb']
+    """
+    return [e["name"] if isinstance(e, dict) else e for e in tasks_config]
 
 
 def declarations(entries) -> dict[str, dict]:
