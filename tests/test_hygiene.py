@@ -281,3 +281,35 @@ def test_the_registry_and_its_entries():
     for m, deps in graph.items():
         if _package(m) == "analyses":
             assert not {_package(d) for d in deps} & {"steps", "workflow", "report", "explorer"}, m
+
+
+def layers_drawing(graph: dict[str, set[str]]) -> str:
+    """The import graph by package, top down: each package of LAYERS and the packages it imports (all below it)."""
+    edges = _package_edges(graph)
+    order = {name: i for i, name in enumerate(LAYERS)}
+    width = max(map(len, LAYERS))
+    lines = []
+    for name in reversed(LAYERS):
+        below = sorted({b for (a, b) in edges if a == name}, key=order.__getitem__, reverse=True)
+        lines.append(f"{name:<{width}}  -> {' '.join(below)}" if below else f"{name:<{width}}  (imports no other package)")
+    return "\n".join(lines)
+
+
+LAYERS_BEGIN, LAYERS_END = "<!-- layers: written by tests/test_hygiene.py -->\n```text\n", "\n```\n<!-- /layers -->"
+
+
+def test_contributing_draws_the_layers():
+    """CONTRIBUTING.md draws the import graph by package as it is (BERTOLOGY_WRITE_LAYERS=1 rewrites it)."""
+    import os
+
+    path = SRC.parents[1] / "CONTRIBUTING.md"
+    text = path.read_text()
+    assert LAYERS_BEGIN in text and LAYERS_END in text, "CONTRIBUTING.md lost its drawing of the layers"
+    head, rest = text.split(LAYERS_BEGIN, 1)
+    drawn, tail = rest.split(LAYERS_END, 1)
+    want = layers_drawing(_import_graph())
+    if os.environ.get("BERTOLOGY_WRITE_LAYERS") == "1":
+        path.write_text(head + LAYERS_BEGIN + want + LAYERS_END + tail)
+        drawn = want
+    assert drawn == want, "the drawing of the layers in CONTRIBUTING.md is out of date: BERTOLOGY_WRITE_LAYERS=1 " \
+                          "pytest tests/test_hygiene.py rewrites it"
