@@ -4,17 +4,18 @@ Whether the norm analyses (value norms) and the head-disabling sweeps can run on
 classifier built on the meta device (:func:`bertology.models.loading.meta_classifier`): that imports torch and
 transformers and builds the model, seconds of work that a dry run (``snakemake -n``, ``--lint``) should not pay
 each time it reads the Snakefile. :func:`model_capabilities` makes that decision once per model and keeps it in
-a small JSON file under ``.bertology/capability/`` of the working directory, named by a key of everything the
-decision depends on:
+a small JSON file in the user's cache (:func:`capability_cache_dir`: ``capability/`` beside the converted models of
+:func:`bertology.models.loading.model_cache_dir`), so that every working directory reads it back; the file is
+named by a key of everything the decision depends on:
 
 - the model's resolved directory and the SHA-256 of its ``config.json`` (the architecture);
 - the installed transformers version (which classes it builds from that config);
-- the source of the modules that decide (:mod:`bertology.models.loading`, :mod:`bertology.norms.values`,
-  :mod:`bertology.ablation.heads`, this module).
+- the source of the modules that decide (:mod:`bertology.models.loading`, :mod:`bertology.models.layers`,
+  :mod:`bertology.norms.values`, :mod:`bertology.ablation.heads`, this module).
 
-Reading the key imports neither torch nor transformers (the version comes from the package metadata). A model
-that is not a local directory yet (a hub name not in the local cache) is decided afresh each time and never
-remembered, as before: its jobs report their own errors.
+Reading the key imports neither torch nor transformers (:mod:`bertology.pipeline.versions`: the version from the
+package metadata, the source as bytes). A model that is not a local directory yet (a hub name not in the local
+cache) is decided afresh each time and never remembered: its jobs report their own errors.
 """
 
 from __future__ import annotations
@@ -22,12 +23,21 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from importlib import metadata
 from pathlib import Path
 
-CAPABILITY_DIR = Path(".bertology") / "capability"  # relative to the working directory (snakemake --directory)
-# The modules whose code makes the decision: an edit to any of them decides again.
-_DECIDING_MODULES = ("models/loading.py", "analyses/capability.py", "norms/values.py", "ablation/heads.py")
+from bertology.pipeline.versions import package_version, source_digest
+
+# The modules whose code makes the decision (relative to src/bertology): an edit to any of them decides again.
+DECIDING_MODULES = ("models/loading.py", "analyses/capability.py", "norms/values.py", "ablation/heads.py",
+                    "models/layers.py")
+
+
+def capability_cache_dir() -> Path:
+    """Where the decisions are kept: ``capability/`` beside the converted models
+    (:func:`bertology.models.loading.model_cache_dir`: ``$BERTOLOGY_CACHE`` or ``$XDG_CACHE_HOME/bertology``)."""
+    from bertology.models.loading import model_cache_dir
+
+    return model_cache_dir().parent / "capability"
 
 
 def local_model_dir(name_or_path: str) -> Path | None:
@@ -42,25 +52,12 @@ def local_model_dir(name_or_path: str) -> Path | None:
     return path if (path / "config.json").is_file() else None
 
 
-def _source_digest() -> str:
-    root = Path(__file__).parents[1]
-    h = hashlib.sha256()
-    for rel in _DECIDING_MODULES:
-        h.update(rel.encode())
-        h.update((root / rel).read_bytes())
-    return h.hexdigest()
-
-
 def capability_key(model_dir: Path) -> str:
     """The cache key of a model directory's decisions: SHA-256 of its resolved path, its config.json, the
     transformers version and the deciding modules' source (first 24 hex digits)."""
-    try:
-        transformers_version = metadata.version("transformers")
-    except metadata.PackageNotFoundError:
-        transformers_version = "none"
     h = hashlib.sha256()
     for part in (str(model_dir.resolve()), hashlib.sha256((model_dir / "config.json").read_bytes()).hexdigest(),
-                 transformers_version, _source_digest()):
+                 package_version("transformers"), source_digest(DECIDING_MODULES)):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()[:24]
@@ -92,14 +89,15 @@ def decide_capabilities(name_or_path: str) -> dict[str, str | None]:
             "kind": model_kind_of(name_or_path)}
 
 
-def model_capabilities(name_or_path: str, cache_dir: Path | str = CAPABILITY_DIR) -> dict[str, str | None]:
+def model_capabilities(name_or_path: str, cache_dir: Path | str | None = None) -> dict[str, str | None]:
     """:func:`decide_capabilities`, decided once per :func:`capability_key` and read back from
-    ``cache_dir/<key>.json`` after that (a file that cannot be read or written is decided again, never an
-    error)."""
+    ``cache_dir/<key>.json`` after that (`cache_dir`: :func:`capability_cache_dir` unless given; a file that
+    cannot be read or written is decided again, never an error)."""
     model_dir = local_model_dir(name_or_path)
     if model_dir is None:
         return decide_capabilities(name_or_path)
-    cache = Path(cache_dir) / f"{capability_key(model_dir)}.json"
+    directory = Path(cache_dir) if cache_dir is not None else capability_cache_dir()
+    cache = directory / f"{capability_key(model_dir)}.json"
     try:
         kept = json.loads(cache.read_text())
         return {"norms": kept["norms"], "disabling": kept["disabling"], "kind": kept["kind"]}

@@ -18,10 +18,8 @@ so a run without the cache never re-runs a job because code elsewhere changed.
 from __future__ import annotations
 
 import hashlib
-from importlib import metadata
-from pathlib import Path
 
-PACKAGE = Path(__file__).parents[1]
+from bertology.pipeline.versions import package_version, source_digest
 
 # The package files and folders (relative to src/bertology/) each cached rule's output depends on.
 CODE: dict[str, tuple[str, ...]] = {
@@ -34,23 +32,10 @@ CODE: dict[str, tuple[str, ...]] = {
 TOKENIZER_GLOBS = ("tokenizer*.json", "vocab.*", "merges.txt", "special_tokens_map.json", "*.model")
 
 
-def _files(rel: str) -> list[Path]:
-    path = PACKAGE / rel
-    return sorted(path.rglob("*.py")) if path.is_dir() else [path]
-
-
 def code_version(rule: str) -> str:
-    """``<bertology version>+<sha256 of the sources of CODE[rule]>`` (first 16 hex digits)."""
-    try:
-        version = metadata.version("bertology")
-    except metadata.PackageNotFoundError:
-        version = "0"
-    h = hashlib.sha256()
-    for rel in CODE[rule]:
-        for path in _files(rel):
-            h.update(str(path.relative_to(PACKAGE)).encode())
-            h.update(path.read_bytes())
-    return f"{version}+{h.hexdigest()[:16]}"
+    """``<bertology version>+<sha256 of the sources of CODE[rule]>`` (first 16 hex digits;
+    :func:`bertology.pipeline.versions.source_digest`)."""
+    return f"{package_version('bertology', missing='0')}+{source_digest(CODE[rule])[:16]}"
 
 
 def model_version(name_or_path: str) -> str:
