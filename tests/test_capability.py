@@ -1,13 +1,19 @@
-"""bertology.analyses.capability: what the model allows is decided once per model and remembered; reading it back
-imports neither torch nor transformers, and a new config.json decides again."""
+"""bertology.analyses.capability: what the model allows is decided once per model and remembered in the user's
+cache, where every working directory finds it; reading it back imports neither torch nor transformers, and a new
+config.json decides again. Reading the Snakefile's own imports loads none of torch, transformers, scipy."""
 
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 from bertology.analyses import capability
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def _model_dir(tmp_path, layers=2):
@@ -56,3 +62,49 @@ def test_reading_a_remembered_decision_imports_neither_torch_nor_transformers(tm
             "print(sorted(m for m in ('torch', 'transformers', 'mlflow') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.splitlines() == ["{'norms': None, 'disabling': None, 'kind': 'encoder'}", "[]"]
+
+
+def test_a_second_working_directory_reads_the_decision_from_the_user_cache(tmp_path, monkeypatch):
+    """Decided in one working directory, read back in a fresh one (another process, another cwd) from
+    $BERTOLOGY_CACHE/capability/ without importing torch or transformers."""
+    model = _model_dir(tmp_path)
+    user_cache = tmp_path / "user-cache"
+    monkeypatch.setenv("BERTOLOGY_CACHE", str(user_cache))
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    monkeypatch.chdir(first)
+    decided = capability.model_capabilities(str(model))
+    assert capability.capability_cache_dir() == user_cache / "capability"
+    assert len(list((user_cache / "capability").glob("*.json"))) == 1 and not (first / ".bertology").exists()
+    code = ("import sys; from bertology.analyses.capability import model_capabilities; "
+            f"print(model_capabilities({str(model)!r})); "
+            "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=second,
+                         env=dict(os.environ, BERTOLOGY_CACHE=str(user_cache))).stdout
+    assert out.splitlines() == [str(decided), "[]"]
+    assert list(second.iterdir()) == []
+
+
+def snakefile_imports() -> list[str]:
+    """The bertology modules the workflow's files (Snakefile, rules/*.smk) import at their top level."""
+    modules = set()
+    for path in [REPO / "Snakefile", *sorted((REPO / "rules").glob("*.smk"))]:
+        for line in path.read_text().splitlines():
+            found = re.match(r"(?:from|import) (bertology[\w.]*)", line)
+            if found:
+                modules.add(found.group(1))
+    return sorted(modules)
+
+
+def test_reading_the_snakefiles_imports_loads_no_torch_transformers_or_scipy():
+    """The modules the Snakefile imports (the registry, the CLI's step table, the config, ...), imported in a fresh
+    interpreter, load none of torch, transformers, scipy: a kernel imports them inside the function that needs
+    them."""
+    modules = snakefile_imports()
+    assert "bertology.analyses" in modules and "bertology.workflow.cli" in modules
+    heavy = ("torch", "transformers", "scipy")
+    code = (f"import importlib, sys; [importlib.import_module(m) for m in {modules!r}]; "
+            f"print(sorted(m for m in {heavy!r} if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
