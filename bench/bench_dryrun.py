@@ -1,21 +1,27 @@
-"""Benchmark: `snakemake -n` and `snakemake --lint` on the default config against a one-rule Snakefile.
+"""Benchmark: `snakemake -n` (and `--lint`) on the default config against a one-rule Snakefile.
 
 In one run, interleaved round by round (each a fresh `snakemake` process, wall time):
-  one-rule   a Snakefile with one rule and no imports: the floor (Snakemake's own start-up and parse)
-  this       this checkout's Snakefile on its embedded default config (config.yaml)
-  ref        (--ref DIR) another checkout's Snakefile, e.g. a git worktree of main, with its own src/ on
-             PYTHONPATH: the reference checkout's code in the same run
+  one-rule   a Snakefile with one rule and no imports: the floor (Snakemake's own start-up and parse), in a new
+             working directory each round
+  fresh      this checkout's Snakefile on its default config (config.yaml) in a new working directory each round,
+             the user cache warm (the model's capabilities decided by an earlier run, in another directory)
+  seen       the same in one working directory that every round reuses (its .snakemake/ kept)
+  first      the very first decision on a machine: a new working directory and an empty user cache
+             ($BERTOLOGY_CACHE emptied every round), reported apart
+  ref-fresh, ref-seen
+             (--ref DIR) another checkout's Snakefile, e.g. a git worktree of main, with its own src/ on
+             PYTHONPATH, in a new and in a reused working directory: the reference checkout's code in the same run
 
-Every variant runs in its own fresh working directory (so nothing in results/ helps), after one warm-up
-(the first run of a model decides once what the model allows and remembers it under .bertology/capability/;
-`--cold` deletes that before every round to time the first dry run of a model too). Also lists the heavy
-modules (torch, transformers, mlflow, xarray, zarr, dask, pandas, numpy, scipy) imported while reading this
-Snakefile (`python -X importtime`).
+Every variant of this checkout reads a user cache of the benchmark's own ($BERTOLOGY_CACHE in a temporary folder,
+filled by one warm-up run), never the user's. Also lists the heavy modules (torch, transformers, scipy, pandas,
+numpy, ...) imported while reading the Snakefile (`python -X importtime`), for each variant and for the one-rule
+Snakefile (Snakemake's own).
 
     .venv/bin/python bench/bench_dryrun.py --repeats 5
     git worktree add /tmp/main-ref main && .venv/bin/python bench/bench_dryrun.py --ref /tmp/main-ref
 
-Goal: this <= 2x one-rule, for `-n` and `--lint`. Writes bench/out/bench_dryrun.json.
+Goal: fresh and seen within 1.5x one-rule for `-n`, neither importing torch or scipy. Writes
+bench/out/bench_dryrun.json (bench/performance.py copies it to docs/measurements/ and renders it).
 """
 
 from __future__ import annotations
@@ -31,46 +37,53 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from provenance import provenance  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "bench" / "out"
-HEAVY = ("torch", "transformers", "mlflow", "xarray", "zarr", "dask", "pandas", "numpy", "scipy", "sklearn",
-         "matplotlib", "spacy")
+HEAVY = ("torch", "transformers", "scipy", "mlflow", "xarray", "zarr", "dask", "pandas", "numpy", "sklearn",
+         "matplotlib", "spacy", "statsmodels")
 ONE_RULE = """rule all:
     output: "x.txt"
     shell: "echo > {output}"
 """
 
 
-def snakemake_cmd(snakefile: Path, mode: str) -> list[str]:
-    exe = Path(sys.executable).parent / "snakemake"
-    cmd = [str(exe), "-s", str(snakefile), "--cores", "1"]
-    return cmd + (["-n", "-q"] if mode == "dry" else ["--lint"])
+def snakemake_args(snakefile: Path, mode: str) -> list[str]:
+    return ["-s", str(snakefile), "--cores", "1"] + (["-n", "-q"] if mode == "dry" else ["--lint"])
 
 
-def timed(cmd: list[str], cwd: Path, src: Path | None) -> float:
-    env = dict(os.environ)
+def environment(src: Path | None, cache: Path) -> dict[str, str]:
+    env = dict(os.environ, BERTOLOGY_CACHE=str(cache))
     if src is not None:
         env["PYTHONPATH"] = str(src)
+    return env
+
+
+def timed(args: list[str], cwd: Path, env: dict[str, str]) -> float:
+    """Wall seconds of one `snakemake` process."""
+    exe = Path(sys.executable).parent / "snakemake"
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.run([str(exe), *args], cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          text=True)
     wall = time.perf_counter() - t0
-    if proc.returncode != 0 and "--lint" not in cmd:  # --lint exits 1 when it has advice
-        sys.exit(f"{' '.join(cmd)} failed in {cwd}:\n{proc.stderr[-2000:]}")
+    if proc.returncode != 0 and "--lint" not in args:  # --lint exits 1 when it has advice
+        sys.exit(f"snakemake {' '.join(args)} failed in {cwd}:\n{proc.stderr[-2000:]}")
     return wall
 
 
-def heavy_imports(snakefile: Path, cwd: Path, src: Path | None) -> list[str]:
-    code = ("import sys; from snakemake.cli import main; "
-            f"sys.argv=['snakemake','-s',{str(snakefile)!r},'-n','-q','--cores','1']; main()")
-    env = dict(os.environ, **({"PYTHONPATH": str(src)} if src else {}))
+def heavy_imports(args: list[str], cwd: Path, env: dict[str, str]) -> list[str]:
+    """The top-level packages of HEAVY that one `snakemake` run imports."""
+    code = f"import sys; from snakemake.cli import main; sys.argv = ['snakemake', *{args!r}]; main()"
     proc = subprocess.run([sys.executable, "-X", "importtime", "-c", code], cwd=cwd, env=env,
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     found = set()
     for line in proc.stderr.splitlines():
         if line.startswith("import time:") and "|" in line:
-            name = line.rsplit("|", 1)[1].strip()
-            if name.split(".")[0] in HEAVY:
-                found.add(name.split(".")[0])
+            top = line.rsplit("|", 1)[1].strip().split(".")[0]
+            if top in HEAVY:
+                found.add(top)
     return sorted(found)
 
 
@@ -78,40 +91,57 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--ref", type=Path, help="another checkout (e.g. a worktree of main) to time in the same run")
-    ap.add_argument("--modes", default="dry,lint", help="dry,lint")
-    ap.add_argument("--cold", action="store_true", help="forget the remembered model decisions every round")
+    ap.add_argument("--modes", default="dry", help="dry, lint or dry,lint")
+    ap.add_argument("--note", default="", help="what else ran on the machine meanwhile (kept in the JSON)")
     args = ap.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="bench_dryrun_"))
-    (tmp / "one").mkdir()
-    (tmp / "one" / "Snakefile").write_text(ONE_RULE)
-    variants = {"one-rule": (tmp / "one" / "Snakefile", None), "this": (REPO / "Snakefile", REPO / "src")}
+    (tmp / "one.smk").write_text(ONE_RULE)
+    warm, cold = tmp / "cache-warm", tmp / "cache-cold"
+    this = (REPO / "Snakefile", REPO / "src")
+    # name -> (snakefile, src on PYTHONPATH, user cache, working directory reused across rounds)
+    variants = {"one-rule": (tmp / "one.smk", None, warm, False), "fresh": (*this, warm, False),
+                "seen": (*this, warm, True), "first": (*this, cold, False)}
     if args.ref is not None:
-        variants["ref"] = (args.ref.resolve() / "Snakefile", args.ref.resolve() / "src")
+        ref = (args.ref.resolve() / "Snakefile", args.ref.resolve() / "src")
+        variants |= {"ref-fresh": (*ref, warm, False), "ref-seen": (*ref, warm, True)}
     modes = args.modes.split(",")
     times: dict[str, dict[str, list[float]]] = {m: {v: [] for v in variants} for m in modes}
+    count = 0
+
+    def workdir(name: str, reused: bool) -> Path:
+        nonlocal count
+        count += 1
+        path = tmp / (f"seen-{name}" if reused else f"new-{count}")
+        path.mkdir(exist_ok=True)
+        return path
+
+    load_before = os.getloadavg()
     try:
-        for name, (snakefile, src) in variants.items():
-            (tmp / name).mkdir(exist_ok=True)
-            timed(snakemake_cmd(snakefile, "dry"), tmp / name, src)  # warm-up (disk cache, remembered decisions)
+        for name, (snakefile, src, cache, reused) in variants.items():  # warm-up: disk cache, the warm user cache
+            timed(snakemake_args(snakefile, "dry"), workdir(name, reused), environment(src, cache))
         for _ in range(args.repeats):
             for mode in modes:
-                for name, (snakefile, src) in variants.items():
-                    if args.cold:
-                        shutil.rmtree(tmp / name / ".bertology", ignore_errors=True)
-                    times[mode][name].append(timed(snakemake_cmd(snakefile, mode), tmp / name, src))
-        heavy = {name: heavy_imports(sf, tmp / name, src) for name, (sf, src) in variants.items()}
+                for name, (snakefile, src, cache, reused) in variants.items():
+                    if cache == cold:
+                        shutil.rmtree(cold, ignore_errors=True)
+                    times[mode][name].append(timed(snakemake_args(snakefile, mode), workdir(name, reused),
+                                                   environment(src, cache)))
+        shutil.rmtree(cold, ignore_errors=True)
+        heavy = {name: heavy_imports(snakemake_args(sf, "dry"), workdir(name, reused), environment(src, cache))
+                 for name, (sf, src, cache, reused) in variants.items()}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
-    result = {"repeats": args.repeats, "cold": args.cold, "load_average": os.getloadavg(), "modes": {},
-              "heavy_imports": heavy}
+    result = {"repeats": args.repeats, "load_before": load_before, "load_after": os.getloadavg(),
+              "note": args.note, "ref": str(args.ref) if args.ref else None, "modes": {}, "heavy_imports": heavy,
+              **provenance()}
     for mode in modes:
         med = {v: statistics.median(t) for v, t in times[mode].items()}
         result["modes"][mode] = {"median_s": med, "all_s": times[mode],
                                  "ratio_to_one_rule": {v: med[v] / med["one-rule"] for v in med}}
         print(f"{mode:5s} " + "  ".join(f"{v} {med[v]:.2f}s ({med[v] / med['one-rule']:.2f}x)" for v in med))
-    print("heavy modules imported while reading the Snakefile (one-rule: Snakemake's own):", heavy)
+    print("heavy modules imported while reading the Snakefile:", heavy)
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "bench_dryrun.json").write_text(json.dumps(result, indent=1))
 
