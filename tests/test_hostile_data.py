@@ -86,7 +86,7 @@ def test_only_an_empty_cell_or_a_null_is_missing(tmp_path):
 # ---- numbers written two ways ---------------------------------------------------------------------------------------
 
 def test_class_key_is_one_rule_for_every_format():
-    from bertology.data.declared import class_key, numbers_written_two_ways
+    from bertology.data.labels import class_key, numbers_written_two_ways
 
     assert {class_key(v) for v in ("0", "0.0", 0, 0.0, np.int64(0), np.float32(0), "0e0", " 0")} == {"0"}
     assert class_key("1.50") == class_key(1.5) == "1.5"
@@ -339,7 +339,8 @@ def test_a_file_datasets_cannot_parse_names_the_parsers_reason(tmp_path):
 # ---- command-line overrides of numbers -------------------------------------------------------------------------------
 
 def test_command_line_strings_get_the_schemas_types_and_only_they():
-    from bertology.pipeline.config import ConfigError, coerce_command_line
+    from bertology.pipeline.config import ConfigError
+    from bertology.pipeline.configcli import coerce_command_line
 
     given = {"data": {"max_length": "64", "max_train_examples": "null"}, "train": {"seeds": ["42", "43"]},
              "mlflow": {"required": "false", "experiment": "2024"}, "attention": {"batch_size": "abc"},
