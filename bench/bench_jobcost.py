@@ -43,7 +43,8 @@ WORK = re.compile(r": work ([0-9.]+) s")
 
 
 def step_config(src: Path, sections: tuple[str, ...]) -> str:
-    code = ("import json, sys, yaml; from bertology.pipeline.config import sections_json, validate_config; "
+    code = ("import json, sys, yaml; from bertology.pipeline.config import validate_config; "
+            "from bertology.pipeline.configjson import sections_json; "
             f"c = yaml.safe_load(open({str(REPO / 'config.yaml')!r})); validate_config(c); "
             f"print(sections_json(c, {sections!r}))")
     return subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=str(src)),

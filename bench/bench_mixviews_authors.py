@@ -120,7 +120,11 @@ def main() -> None:
         model = load_classifier(path, 2, init="pretrained", seed=0).eval()
         tok, what = load_tokenizer(path), "minilm-l6 + seeded untrained head"
     df = mrpc_dev(args.examples)
-    O = mv.MixingOptions
+    from functools import partial
+
+    from bertology.pipeline.config import schema_section
+
+    O = partial(schema_section, "analysis.mixing_views")  # the schema's defaults, some keys changed
     variants = [("default", O()), ("globenc_rows=normalised", O(globenc_rows="normalised")),
                 ("decompx_bias_split=attention_residual", O(decompx_bias_split="attention_residual")),
                 ("decompx_first_layer_value_bias=split", O(decompx_first_layer_value_bias="split")),

@@ -143,7 +143,8 @@ def typed_config():
     """typed_config(overrides) -> the validated bertology.pipeline.config.Config (defaults from the schema)."""
     import json
 
-    from bertology.pipeline.config import sections_from_json, validate_config
+    from bertology.pipeline.config import validate_config
+    from bertology.pipeline.configjson import sections_from_json
 
     return lambda overrides=None: sections_from_json(json.dumps(validate_config(dict(overrides or {}))))
 

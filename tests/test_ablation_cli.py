@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from bertology.workflow import cli
-from bertology.pipeline.config import sections_json, validate_config
+from bertology.pipeline.config import validate_config
+from bertology.pipeline.configjson import sections_json
 from tests.builders.steps import run_step
 
 HEAD_COLUMNS = ["layer", "head", "metric", "value", "baseline", "delta", "ci_low", "ci_high", "p_value", "p_adj",

@@ -665,7 +665,8 @@ def test_claims_step_writes_the_ledger_and_logs_it_to_the_parent_run(tmp_path, m
 
     from bertology import tracking
     from bertology.workflow.cli import STEPS, main
-    from bertology.pipeline.config import sections_json, validate_config
+    from bertology.pipeline.config import validate_config
+    from bertology.pipeline.configjson import sections_json
 
     monkeypatch.chdir(tmp_path)
     uri = f"sqlite:///{tmp_path}/mlflow.db"

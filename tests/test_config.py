@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from bertology.workflow import cli
-from bertology.pipeline.config import (Config, ConfigError, Undeclared, load_schema, sections_from_json, sections_json,
-                              select_sections, validate_config)
+from bertology.pipeline.config import Config, ConfigError, Undeclared, load_schema, validate_config
+from bertology.pipeline.configjson import sections_from_json, sections_json, select_sections
 
 
 def _schema_tree(schema: dict) -> dict:

@@ -269,7 +269,7 @@ def test_init_mlflow_creates_the_store_and_the_parent_run(tmp_path, monkeypatch,
     import mlflow
 
     from bertology import tracking
-    from bertology.pipeline.config import sections_json
+    from bertology.pipeline.configjson import sections_json
 
     uri = f"sqlite:///{tmp_path}/store/mlflow.db"
     monkeypatch.setenv(tracking.INVOCATION_ENV, "inv-42")

@@ -185,7 +185,7 @@ def test_blank_texts_skipped_are_listed_logged_and_counted_in_mlflow(tmp_path, m
     import pandas as pd
 
     from bertology import tracking
-    from bertology.pipeline.config import sections_json
+    from bertology.pipeline.configjson import sections_json
     from tests.builders.steps import run_step
 
     path = _rte_with_blank_texts(tmp_path / "glue")
@@ -307,7 +307,7 @@ def test_fine_tuning_an_nli_classifier_on_a_two_label_task_says_so_in_log_and_ml
     import mlflow
     import pandas as pd
 
-    from bertology.pipeline.config import sections_json
+    from bertology.pipeline.configjson import sections_json
 
     path = _classifier_dir(tiny_model_dir, tmp_path / "nli", 3, "single_label_classification")
     monkeypatch.chdir(tmp_path)

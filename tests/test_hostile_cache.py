@@ -188,7 +188,8 @@ def test_a_cache_that_cannot_be_written_stops_the_training_before_it_runs(tmp_pa
     """A cache directory that cannot be written is found before fine-tuning, not after it ran in full (when
     Snakemake would delete the model): the cached job checks it first, in one line, and trains nothing."""
     from bertology.workflow import cli
-    from bertology.pipeline.config import sections_json, validate_config
+    from bertology.pipeline.config import validate_config
+    from bertology.pipeline.configjson import sections_json
     from bertology.pipeline.outputcache import CACHING_ENV
     from tests.builders.steps import run_step
 

@@ -11,7 +11,8 @@ import pytest
 
 from bertology.analyses import REGISTRY
 from bertology.workflow.cli import STEPS
-from bertology.pipeline.config import sections_json, validate_config
+from bertology.pipeline.config import validate_config
+from bertology.pipeline.configjson import sections_json
 from tests.builders import identity_attrs
 from tests.builders.kovaleva import (build_store, long_example, maps, pair_example, single_example, words_table,
                                      write_store)

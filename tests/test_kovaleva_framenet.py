@@ -199,7 +199,8 @@ def test_real_framenet_sample_survivors(shared_data):
 
 def _config(step: str, **relations) -> str:
     from bertology.workflow.cli import STEPS
-    from bertology.pipeline.config import sections_json, validate_config
+    from bertology.pipeline.config import validate_config
+    from bertology.pipeline.configjson import sections_json
 
     return sections_json(validate_config({"analysis": {"relations": relations}}), STEPS[step].config)
 

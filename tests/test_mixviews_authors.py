@@ -23,6 +23,7 @@ import pytest
 import torch
 from scipy.stats import rankdata
 
+from bertology.pipeline.config import schema_section
 from bertology.pipeline.errors import UserError
 from bertology.norms import mixviews as mv
 from bertology.norms import values as nv
@@ -293,7 +294,7 @@ def test_the_four_views_equal_their_authors(setup):
 def test_the_named_variants_equal_their_definitions(setup, option, reference):
     model, enc, lengths = setup
     view = next(iter(option)).split("_")[0]
-    got = ours(model, enc, lengths, options=mv.MixingOptions(**option))
+    got = ours(model, enc, lengths, options=schema_section("analysis.mixing_views", **option))
     for scores, ids in zip(got, _examples(enc, lengths)):
         _same(scores[view], reference(model, ids))
 
@@ -312,4 +313,4 @@ def test_the_variants_are_not_the_default(setup):
 
 def test_a_misspelt_option_says_what_to_use():
     with pytest.raises(UserError, match="globenc_rows.*raw"):
-        mv.MixingOptions(globenc_rows="sum_one")
+        schema_section("analysis.mixing_views", globenc_rows="sum_one")

@@ -25,7 +25,8 @@ def setup(tmp_path_factory):
 
 def config(step: str, **analysis) -> str:
     from bertology.workflow.cli import STEPS
-    from bertology.pipeline.config import sections_json, validate_config
+    from bertology.pipeline.config import validate_config
+    from bertology.pipeline.configjson import sections_json
 
     cfg = validate_config({"data": {"max_length": 48}, "analysis": analysis})
     return sections_json(cfg, STEPS[step].config)

@@ -11,6 +11,7 @@ import torch
 from bertology.norms import mixviews as mv
 from bertology.norms import values as nv
 from bertology.norms.mixing import decompose
+from bertology.pipeline.config import schema_section
 from tests.builders.encoders import ARCHITECTURES
 from tests.builders.norms import batch, tiny
 
@@ -51,7 +52,7 @@ def test_decompositions_add_up_to_what_the_model_computes(arch):
                 torch.testing.assert_close(stages["ln1"].sum(1), cap.sum_out[i][row, :n], **TOL)
                 torch.testing.assert_close(stages["res2"].sum(1), pc.ln2_in[i][row, :n], **TOL)
                 torch.testing.assert_close(X.sum(1), out.hidden_states[i + 1][row, :n], **TOL)
-            logit_parts = mv.decompx_head(*pc.head_of(row)[:1], X[0], *pc.head_of(row)[1:])
+            logit_parts = mv.decompx_head(*pc.head_of(row)[:1], X[0], *pc.head_of(row)[1:], eps=1e-12)
             torch.testing.assert_close(logit_parts.sum(0), out.logits[row], **TOL)
     finally:
         model.float()
@@ -74,7 +75,7 @@ def test_example_views_are_distributions_where_the_papers_normalise(arch):
             assert ev.layers[view].shape == (model.config.num_hidden_layers, n)
         # the normalised GlobEnc (analysis.mixing_views.globenc_rows) is a distribution, in the same order here
         normalised = mv.example_views(model, parts, head, cap, pc, out.attentions, 1, n, out.logits[1], {},
-                                      options=mv.MixingOptions(globenc_rows="normalised"))
+                                      options=schema_section("analysis.mixing_views", globenc_rows="normalised"))
         assert np.isclose(normalised.scores["globenc"].sum(), 1.0)
         np.testing.assert_allclose(normalised.layers["globenc"].sum(1), 1.0)
         # DecompX's parts of the predicted class add up to its logit
@@ -83,7 +84,7 @@ def test_example_views_are_distributions_where_the_papers_normalise(arch):
         # float64: the parts add up, to the share eps / (sum_j |<p_j, b>| + eps) of each bias the authors' eps loses
         assert ev.decompx_error < 1e-9
         exact = mv.example_views(model, parts, head, cap, pc, out.attentions, 1, n, out.logits[1], {},
-                                 options=mv.MixingOptions(decompx_epsilon=0.0))
+                                 options=schema_section("analysis.mixing_views", decompx_epsilon=0.0))
         assert exact.decompx_error < 1e-12
     finally:
         model.float()
@@ -182,12 +183,12 @@ def test_arithmetic_by_construction():
     torch.testing.assert_close(mv.rollout(torch.stack([p, p])), torch.eye(2, dtype=torch.float64))
     # absdot: the bias goes to the parts in proportion to |<part, b>|, all of it
     parts = torch.tensor([[[1.0, 0.0], [0.0, 3.0]]], dtype=torch.float64)
-    out = mv.split_bias(parts, torch.tensor([1.0, 1.0], dtype=torch.float64))
+    out = mv.split_bias(parts, torch.tensor([1.0, 1.0], dtype=torch.float64), eps=1e-12)
     torch.testing.assert_close(out.sum(1), parts.sum(1) + 1.0)
     torch.testing.assert_close(out[0, 0] - parts[0, 0], torch.tensor([0.25, 0.25], dtype=torch.float64))
     # a bias orthogonal to every part: the authors' eps drops it, exact division (eps = 0) splits it equally
     orth = torch.tensor([[[0.0, 1.0], [0.0, 2.0]]], dtype=torch.float64)
-    out = mv.split_bias(orth, torch.tensor([1.0, 0.0], dtype=torch.float64))
+    out = mv.split_bias(orth, torch.tensor([1.0, 0.0], dtype=torch.float64), eps=1e-12)
     torch.testing.assert_close(out, orth)
     out = mv.split_bias(orth, torch.tensor([1.0, 0.0], dtype=torch.float64), eps=0.0)
     torch.testing.assert_close(out[0, :, 0], torch.tensor([0.5, 0.5], dtype=torch.float64))

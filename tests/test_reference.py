@@ -197,7 +197,8 @@ def _best_heads(tmp_path: Path) -> dict[str, object]:
     """best_heads.csv as the syntax_figures step writes it (through the command line, as its rule runs it)."""
     from bertology.workflow.cli import STEPS
     from bertology.clark.parser import COLUMNS
-    from bertology.pipeline.config import sections_json, validate_config
+    from bertology.pipeline.config import validate_config
+    from bertology.pipeline.configjson import sections_json
     from tests.builders.steps import run_step
 
     rows = [{"relation": r, "direction": d, "layer": 0, "head": h, "accuracy": 0.1 * (h + 1), "n": 25,

@@ -81,7 +81,8 @@ def test_report_shows_only_its_declared_inputs(tmp_path):
 
 def _report_config() -> str:
     from bertology.workflow.cli import STEPS
-    from bertology.pipeline.config import sections_json, validate_config
+    from bertology.pipeline.config import validate_config
+    from bertology.pipeline.configjson import sections_json
 
     cfg = validate_config({"model": "minilm-l6", "tasks": ["rte"], "ablation": {"bootstrap": 77}})
     return sections_json(cfg, STEPS["report"].config)

@@ -33,7 +33,7 @@ def validated(**overrides) -> dict:
 
 def train_config(**train):
     """bertology.pipeline.config.TrainConfig with the schema's defaults, `train` keys overridden."""
-    from bertology.pipeline.config import sections_from_json, sections_json
+    from bertology.pipeline.configjson import sections_from_json, sections_json
 
     return sections_from_json(sections_json(validated(train=train), ["train"])).train
 
@@ -41,7 +41,7 @@ def train_config(**train):
 def step_config(step: str, **overrides) -> str:
     """The --config JSON a rule hands `step` (its declared sections of a validated config)."""
     from bertology.workflow.cli import STEPS
-    from bertology.pipeline.config import sections_json
+    from bertology.pipeline.configjson import sections_json
 
     return sections_json(validated(**overrides), STEPS[step].config)
 

@@ -337,7 +337,8 @@ def extraction_inputs(tmp_path_factory):
 
 def _extract_args(inputs: Path, store: Path, model: Path) -> list[str]:
     from bertology.workflow.cli import STEPS
-    from bertology.pipeline.config import sections_json, validate_config
+    from bertology.pipeline.config import validate_config
+    from bertology.pipeline.configjson import sections_json
 
     config = validate_config({"model": str(model), "tasks": ["mrpc"], "data": {"seed": 3, "max_length": 40},
                               "attention": {"examples": 10, "batch_size": 3, "chunk_size": 4}})

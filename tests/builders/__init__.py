@@ -8,7 +8,8 @@ def identity_attrs(task: str, variant: str, **config) -> dict:
     what an analysis step run with the same config expects (bertology.store.expected_attrs)."""
     import json
 
-    from bertology.pipeline.config import sections_from_json, validate_config
+    from bertology.pipeline.config import validate_config
+    from bertology.pipeline.configjson import sections_from_json
     from bertology.store import expected_attrs
 
     return expected_attrs(sections_from_json(json.dumps(validate_config(config))), task, variant)

@@ -208,7 +208,8 @@ def build_hostile_results(root: Path) -> Path:
     """build_results' results/ (real stores) with the hostile corpus as the RTE texts, words and token labels."""
     import pandas as pd
 
-    from bertology.pipeline.config import sections_from_json, validate_config
+    from bertology.pipeline.config import validate_config
+    from bertology.pipeline.configjson import sections_from_json
 
     typed = lambda o: sections_from_json(json.dumps(validate_config(dict(o))))  # noqa: E731
     prepared = _prepared_hostile_rows(root / "glue", typed)

@@ -17,7 +17,7 @@ def step_argv(name: str, config: Mapping | str, wildcards: Mapping[str, str] | N
     --config JSON itself; a list value of inputs/outputs gives the name once per path.
     """
     from bertology.workflow.cli import STEPS
-    from bertology.pipeline.config import sections_json
+    from bertology.pipeline.configjson import sections_json
 
     text = config if isinstance(config, str) else sections_json(dict(config), STEPS[name].config)
     argv = [name.replace("_", "-")]

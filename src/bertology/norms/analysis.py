@@ -21,6 +21,7 @@ from bertology.norms.mixing import mixing_ratios
 from bertology.norms.norm_stats import MixingStats, NormStats
 from bertology.norms.tokens import TokenKinds
 from bertology.norms.values import Capture, transformed_vectors
+from bertology.pipeline.config import MixingViewsConfig
 
 SCORE_COLUMNS = ["example_idx", "position", "word", "method", "score"]
 LAYER_COLUMNS = ["example_idx", "layer", "position", "method", "score"]
@@ -102,7 +103,7 @@ class ViewsResult:
 def run_views(model, tokenizer, frame: pd.DataFrame, *, max_length: int, batch_size: int, flow_examples: int,
               frequencies: np.ndarray | None = None, device: str = "cpu",
               stored_norms: dict[int, np.ndarray] | None = None, mixing_examples: int | None = 0,
-              mixing_options: mv.MixingOptions | None = None) -> ViewsResult:
+              mixing_options: MixingViewsConfig | None = None) -> ViewsResult:
     """Attention, value norms, mixing and token views of every example of `frame` (prepared rows, E of them); flow
     on the first `flow_examples` rows only (None = all), the newer mixing views (:mod:`bertology.norms.mixviews`)
     on the first `mixing_examples` (None = all; their per-layer rows in ``layers``): ALTI, GlobEnc and DecompX on a
@@ -111,7 +112,7 @@ def run_views(model, tokenizer, frame: pd.DataFrame, *, max_length: int, batch_s
     views is position 0 ([CLS]); a decoder's last real token (:func:`view_target`).
     stored_norms: example idx -> its value norms (L, H, n) as the attention store holds them (`value_norm`): used
     instead of computing them again (the forward then keeps only the vectors mixing and the norm view need).
-    mixing_options: how GlobEnc and DecompX are computed (None: the authors' defaults, config analysis.mixing_views).
+    mixing_options: how GlobEnc and DecompX are computed (config analysis.mixing_views; None: the schema's defaults).
     `model` may be a classifier (DecompX then runs through its head) or a bare encoder."""
     from contextlib import nullcontext
 

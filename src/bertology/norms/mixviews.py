@@ -27,7 +27,7 @@ Per layer l, one example of n tokens (no padding), i the receiving token, j the 
   zero-origin slope), every bias split over the tokens by |<part, bias>| / (sum + eps) ("absdot", eps = 1e-12 as the
   authors' code): sum_j X[i, j] is the real hidden state (to eps) and the head's parts sum to the logits. The
   attention block's bias b_V W_O + b_O is split by the attention parts (the paper's eq. 5) or by attention +
-  residual parts (the authors' code; :class:`MixingOptions`); in the first layer b_V stays inside the value vectors
+  residual parts (the authors' code; config analysis.mixing_views); in the first layer b_V stays inside the value vectors
   (spread by the attention, as the authors' code) and only b_O is split. View: the predicted class's logit part of
   each token (signed); on a bare encoder (no head) ||X_L[0, j]||.
 
@@ -43,6 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from bertology.pipeline.config import MixingViewsConfig, schema_section
 
 from bertology.pipeline.errors import UserError
 from bertology.models.hooks import hooks, stop_forward
@@ -57,44 +58,6 @@ from bertology.norms.values import (
 VIEWS = ("alti", "globenc", "decompx", "value_zeroing")
 #: views whose scores are signed (a diverging colour scale around 0)
 SIGNED = ("decompx",)
-#: the authors' epsilon in DecompX's bias shares and zero-origin slopes (mohsenfayyaz/DecompX modeling_bert.py)
-AUTHORS_EPS = 1e-12
-
-
-@dataclass(frozen=True)
-class MixingOptions:
-    """How GlobEnc and DecompX are computed (config analysis.mixing_views; docs/reference.md#newer-mixing-views).
-    The defaults are the authors' (their code; the paper's text where it says otherwise).
-
-    globenc_rows: "raw" (the authors' code rolls out the raw N_Enc norms) or "normalised" (each layer's rows divided
-    by their sums first). decompx_bias_split: "attention" (the paper's eq. 5: b_Att split by |<attention part, b>|,
-    the residual added after) or "attention_residual" (the authors' code: the residual added first, b_Att split by
-    |<attention + residual part, b>|). decompx_first_layer_value_bias: "values" (the authors' code: in the first layer
-    b_V stays inside the value vectors, spread over the tokens by the attention, and only b_O is split) or "split"
-    (b_V W_O + b_O split in every layer). decompx_epsilon: the eps of every bias share |<p_j, b>| / (sum_j + eps) and
-    of the zero-origin slope act(z) / (z + eps) (the authors' 1e-12); 0: exact division, equal shares of a bias whose
-    products are all 0, slope 0 where z = 0."""
-
-    globenc_rows: str = "raw"
-    decompx_bias_split: str = "attention"
-    decompx_first_layer_value_bias: str = "values"
-    decompx_epsilon: float = AUTHORS_EPS
-
-    def __post_init__(self):
-        allowed = {"globenc_rows": ("raw", "normalised"), "decompx_bias_split": ("attention", "attention_residual"),
-                   "decompx_first_layer_value_bias": ("values", "split")}
-        for key, values in allowed.items():
-            if getattr(self, key) not in values:
-                raise UserError(f"analysis.mixing_views.{key} is {getattr(self, key)!r}: use one of {values}")
-        if not self.decompx_epsilon >= 0:
-            raise UserError(f"analysis.mixing_views.decompx_epsilon is {self.decompx_epsilon!r}: use a number >= 0")
-
-    @classmethod
-    def from_config(cls, section) -> MixingOptions:
-        """From the config's analysis.mixing_views section (keys it does not declare keep their defaults)."""
-        names = ("globenc_rows", "decompx_bias_split", "decompx_first_layer_value_bias", "decompx_epsilon")
-        values = {k: getattr(section, k, None) for k in names}
-        return cls(**{k: v for k, v in values.items() if isinstance(v, (str, int, float)) and not isinstance(v, bool)})
 
 
 class MixingViewsUnsupported(UserError, ValueError):
@@ -329,7 +292,7 @@ def alti_globenc_layer(alpha: torch.Tensor, f: torch.Tensor, residual: torch.Ten
     return normalise_rows(alti), (normalise_rows(glob) if rows == "normalised" else glob)
 
 
-def split_bias(parts: torch.Tensor, bias: torch.Tensor | None, eps: float = AUTHORS_EPS) -> torch.Tensor:
+def split_bias(parts: torch.Tensor, bias: torch.Tensor | None, eps: float) -> torch.Tensor:
     """DecompX's "absdot" bias decomposition: parts (n, m, D) (or (m, D)), bias (D,) -> parts + w_ij bias with
     w_ij = |<parts_ij, bias>| / (sum_j |<parts_ij, bias>| + eps) (the authors' eps = 1e-12: a bias whose products
     are all 0 is dropped); eps = 0: exact shares, equal shares where every product is 0."""
@@ -346,7 +309,7 @@ def split_bias(parts: torch.Tensor, bias: torch.Tensor | None, eps: float = AUTH
     return parts + w[..., None] * b
 
 
-def zero_origin_slope(z: torch.Tensor, a: torch.Tensor, eps: float = AUTHORS_EPS) -> torch.Tensor:
+def zero_origin_slope(z: torch.Tensor, a: torch.Tensor, eps: float) -> torch.Tensor:
     """The zero-origin slope of an elementwise activation at its real input z: a / (z + eps) (the authors'
     `GeLU_ZO`, eps = 1e-12); eps = 0: a / z, 0 where z = 0."""
     if eps > 0:
@@ -354,8 +317,7 @@ def zero_origin_slope(z: torch.Tensor, a: torch.Tensor, eps: float = AUTHORS_EPS
     return torch.where(z != 0, a / torch.where(z != 0, z, torch.ones_like(z)), torch.zeros_like(z))
 
 
-def ln_parts(parts: torch.Tensor, norm: torch.nn.LayerNorm, real_in: torch.Tensor,
-             eps: float = AUTHORS_EPS) -> torch.Tensor:
+def ln_parts(parts: torch.Tensor, norm: torch.nn.LayerNorm, real_in: torch.Tensor, eps: float) -> torch.Tensor:
     """LayerNorm through a decomposition (parts (n, m, D) summing to the real input real_in (n, D)): the linear part
     per part, beta split by absdot -> (n, m, D) summing to LN(real_in)."""
     out = ln_linear(parts, norm, real_in)
@@ -380,7 +342,7 @@ def _dt(model) -> torch.dtype:
 @torch.no_grad()
 def decompx_layer(parts: LayerParts, x: torch.Tensor, alpha: torch.Tensor, ln1_in: torch.Tensor, z: torch.Tensor,
                   a: torch.Tensor, ln2_in: torch.Tensor, first: bool = False,
-                  options: MixingOptions | None = None,
+                  options: MixingViewsConfig | None = None,
                   rows: slice | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """One layer of DecompX: x (n, m, D) the decomposition of the layer's input (sum over m = the real input), alpha
     (H, n, n), the real LN1 input (n, D), FFN pre-activation z (n, F) and activation a (n, F), LN2 input (n, D) ->
@@ -393,7 +355,7 @@ def decompx_layer(parts: LayerParts, x: torch.Tensor, alpha: torch.Tensor, ln1_i
     n diagonal vectors, not n x n parts, and the attention mixes them by broadcasting (the same numbers); with
     ``options.decompx_first_layer_value_bias == "values"`` b_V is added to each token's own value vector (the
     authors' first layer) and only b_O is split."""
-    o = options or MixingOptions()
+    o = options or schema_section("analysis.mixing_views")
     eps = o.decompx_epsilon
     b = parts.block
     H, dh = b.heads, b.head_dim
@@ -437,7 +399,7 @@ def decompx_layer(parts: LayerParts, x: torch.Tensor, alpha: torch.Tensor, ln1_i
 
 @torch.no_grad()
 def decompx_head(head: list[torch.nn.Module], pooled: torch.Tensor, head_in: list[torch.Tensor],
-                 head_out: list[torch.Tensor], eps: float = AUTHORS_EPS) -> torch.Tensor:
+                 head_out: list[torch.Tensor], eps: float) -> torch.Tensor:
     """The classifier head through DecompX: pooled (m, D) the decomposition of the top [CLS], each linear's real input
     and output at position 0 (head_in[k], head_out[k]: (F_k,), (G_k,)) -> (m, C) per-token logit parts (each linear's
     bias split by absdot; between linears the activation's zero-origin slope head_in[k+1] / (head_out[k] + eps), the
@@ -603,12 +565,13 @@ class ExampleViews:
 def example_views(model, parts: list[LayerParts], head: list[torch.nn.Module], cap: Capture, pc: PartsCapture,
                   attentions, row: int, n: int, logits: torch.Tensor | None, seconds: dict[str, float],
                   inputs: dict[str, torch.Tensor] | None = None, target: int = 0,
-                  options: MixingOptions | None = None) -> ExampleViews:
+                  options: MixingViewsConfig | None = None) -> ExampleViews:
     """ALTI, GlobEnc and DecompX of row `row` (real length n) of the last forward pass (run inside `cap` =
     ``Capture(model, vectors=True)`` and `pc`), and Value Zeroing from `inputs` (this example alone, batch 1, no
     padding; None: no Value Zeroing). logits: (C,) the row's real logits (None: a bare encoder). seconds: adds each
-    view's time. options: how GlobEnc and DecompX are computed (None: the authors' defaults)."""
-    options = options or MixingOptions()
+    view's time. options: how GlobEnc and DecompX are computed (config analysis.mixing_views; None: the schema's
+    defaults, the authors' choices)."""
+    options = options or schema_section("analysis.mixing_views")
     t0 = time.perf_counter()
     alti, glob = [], []
     for p in parts:

@@ -1,22 +1,24 @@
-"""Configuration: validated once, then handed to each step as frozen, typed sections.
+"""Configuration: the typed sections a step reads, and the validation of a whole config.
 
 The JSON schema (``config.schema.yaml``, shipped inside the package; ``schemas/config.schema.yaml`` at the
 top of a checkout points at it) is the only place a default lives. :func:`validate_config` runs
 Snakemake's own ``validate`` (which fills the schema's defaults); when that fails it explains every
-problem in one message that names the key and the allowed values.
+problem in one message that names the key and the allowed values (:mod:`bertology.pipeline.configerrors`).
 
-A rule hands its job only the sections the step declares (``bertology.workflow.cli.STEPS``), as JSON; the job
-turns them into the dataclasses below with :func:`sections_from_json`. Reading a section the step did
-not declare raises at once, so a rule can never forget to pass (and re-run on) what its step reads.
+A rule hands its job only the sections the step declares (``bertology.workflow.cli.STEPS``), as JSON
+(:mod:`bertology.pipeline.configjson`); the job reads them as the frozen dataclasses below. Reading a section
+the step did not declare raises at once, so a rule can never forget to pass (and re-run on) what its step reads.
+Code given no config (a test, a benchmark, a library call) takes a section's schema defaults from
+:func:`schema_section`.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import hashlib
 import json
-import types
 import typing
 from dataclasses import dataclass
 from importlib import resources
@@ -25,6 +27,7 @@ from typing import Any
 
 import yaml
 
+from bertology.pipeline.configerrors import explain, problems
 from bertology.pipeline.errors import UserError
 
 #: config keys bertology.store.schema.expected_attrs reads (a step that opens a store declares them)
@@ -247,12 +250,7 @@ def _convert(tp: Any, value: Any, key: str) -> Any:
         if not isinstance(value, dict):
             raise ConfigError(f"config key {key!r} must be a mapping, got {value!r}")
         return build(tp, value, prefix=f"{key}.")
-    origin = typing.get_origin(tp)
-    if origin is tuple:
-        return tuple(value)
-    if origin in (typing.Union, types.UnionType):
-        return value
-    return value
+    return tuple(value) if typing.get_origin(tp) is tuple else value
 
 
 def build(cls: type, values: dict[str, Any], prefix: str = "") -> Any:
@@ -266,160 +264,6 @@ def build(cls: type, values: dict[str, Any], prefix: str = "") -> Any:
         key = prefix + f.name
         kwargs[f.name] = _convert(hints[f.name], values[f.name], key) if f.name in values else Undeclared(key)
     return cls(**kwargs)
-
-
-# --------------------------------------------------------------------------------------------------
-# sections: what a rule hands its job
-
-
-def select_sections(config: dict[str, Any], keys: typing.Iterable[str]) -> dict[str, Any]:
-    """The nested sub-mapping of a validated config holding only `keys` (dotted: ``analysis.sieve``)."""
-    out: dict[str, Any] = {}
-    for dotted in keys:
-        src, dst = config, out
-        parts = dotted.split(".")
-        for part in parts[:-1]:
-            if part not in src:
-                raise ConfigError(f"config has no section {dotted!r}")
-            src = src[part]
-            dst = dst.setdefault(part, {})
-        if parts[-1] not in src:
-            raise ConfigError(f"config has no section {dotted!r}")
-        dst[parts[-1]] = copy.deepcopy(src[parts[-1]])
-    return out
-
-
-def sections_json(config: dict[str, Any], keys: typing.Iterable[str]) -> str:
-    """select_sections(...) as canonical JSON (the `--config` argument of a step)."""
-    return json.dumps(select_sections(config, keys), sort_keys=True)
-
-
-def sections_from_json(text: str) -> Config:
-    """The typed config of one step from the JSON its rule passed; undeclared sections stay Undeclared."""
-    try:
-        values = json.loads(text) if text else {}
-    except json.JSONDecodeError as err:
-        raise ConfigError(f"--config is not valid JSON ({err}): {text[:200]!r}") from None
-    if not isinstance(values, dict):
-        raise ConfigError(f"--config must be a JSON object, got {text[:200]!r}")
-    if "tasks" in values:  # the typed config holds the names; declared tasks become known to get_task
-        from bertology.pipeline.tasks import register, task_names, task_param
-
-        for entry in values["tasks"]:
-            if isinstance(entry, dict):
-                register(task_param(entry, None, words=False) if "source" in entry else entry)
-        values = {**values, "tasks": task_names(values["tasks"])}
-    return build(Config, values)
-
-
-# --------------------------------------------------------------------------------------------------
-# validation
-
-
-def load_schema() -> dict:
-    with open(SCHEMA_PATH) as f:
-        return yaml.safe_load(f)
-
-
-_JSON_TYPES: dict[str, Any] = {
-    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
-    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-    "boolean": lambda v: isinstance(v, bool),
-    "null": lambda v: v is None,
-    "string": lambda v: isinstance(v, str),
-    "array": lambda v: isinstance(v, list),
-    "object": lambda v: isinstance(v, dict),
-}
-
-
-def _alternatives(root: dict, node: dict | None) -> list[dict]:
-    """The schema nodes a value at `node` may match: $ref resolved, oneOf/anyOf/allOf flattened."""
-    if not isinstance(node, dict):
-        return []
-    if "$ref" in node:
-        target: Any = root
-        for part in node["$ref"].removeprefix("#/").split("/"):
-            target = target[part]
-        return _alternatives(root, target)
-    out = [node]
-    for key in ("oneOf", "anyOf", "allOf"):
-        for sub in node.get(key, []):
-            out.extend(_alternatives(root, sub))
-    out.extend(_alternatives(root, node.get("then")))
-    return out
-
-
-def _types(node: dict) -> list[str]:
-    t = node.get("type")
-    return [t] if isinstance(t, str) else list(t or [])
-
-
-def _typed(text: str) -> list[Any]:
-    """What a command-line string may stand for, as a config file's YAML would read it (``64`` an integer,
-    ``false`` a boolean, ``null`` nothing), and a number in exponent form YAML 1.1 reads as a string (``1e-4``)."""
-    out = []
-    try:
-        out.append(yaml.safe_load(text))
-    except yaml.YAMLError:
-        pass
-    try:
-        out.append(float(text))
-    except ValueError:
-        pass
-    return [v for v in out if not isinstance(v, (str, dict, list))]
-
-
-def coerce_command_line(config: dict, overrides: Any, root: dict | None = None, node: dict | None = None) -> None:
-    """Give the values set on the command line (``snakemake --config``) the types the schema asks for, in place.
-
-    Snakemake reads a nested ``--config`` value (``data={"max_length": 64}``) with YAML's BaseLoader, so every
-    scalar in it is a string: here each string the schema does not take as it is, but takes as the YAML of a
-    config file would read it (``"64"`` -> 64 for an integer key, ``"false"`` -> False, ``"null"`` -> None, each item
-    of ``[42, 43]``), becomes that value. `overrides` is the command line's own mapping (Snakemake's
-    ``workflow.config_settings.config``): only the keys it sets are touched, so a config file's values are never
-    coerced. A value that fits no type is left as it is, for validation to name it.
-    """
-    root = load_schema() if root is None else root
-    node = root if node is None else node
-    if not isinstance(overrides, dict) or not isinstance(config, dict):
-        return
-    alts = _alternatives(root, node)
-    for key, given in overrides.items():
-        if key not in config:
-            continue
-        subs = [a["properties"][key] for a in alts if key in a.get("properties", {})]
-        subs += [a["additionalProperties"] for a in alts if isinstance(a.get("additionalProperties"), dict)]
-        if subs:
-            config[key] = _coerce(config[key], given, root, subs[0])
-
-
-def _coerce(value: Any, given: Any, root: dict, node: dict) -> Any:
-    alts = _alternatives(root, node)
-    if isinstance(given, dict) and isinstance(value, dict):
-        coerce_command_line(value, given, root, node)
-        return value
-    if isinstance(value, list):
-        items = [a["items"] for a in alts if "array" in _types(a) and isinstance(a.get("items"), dict)]
-        return [_coerce(v, v, root, items[0]) for v in value] if items else value
-    if isinstance(value, str):
-        types = {t for a in alts for t in _types(a)} - {"string"}
-        for typed in _typed(value) if types else []:
-            if any(_JSON_TYPES[t](typed) for t in types if t in _JSON_TYPES):
-                return typed
-    return value
-
-
-def schema_default(key: str) -> Any:
-    """The schema's default of a dotted config key, e.g. ``schema_default("mlflow.tracking_uri")``: the one
-    place defaults live (code that needs a default outside a validated config reads it here)."""
-    node: dict = load_schema()
-    for part in key.split("."):
-        node = node.get("properties", {}).get(part)
-        if node is None:
-            raise KeyError(f"no config key {key!r} in the schema")
-    if "default" not in node:
-        raise KeyError(f"config key {key!r} has no default in the schema")
-    return copy.deepcopy(node["default"])
 
 
 def plain_config(config: Any) -> dict[str, Any]:
@@ -436,47 +280,62 @@ def plain_config(config: Any) -> dict[str, Any]:
     return conv(config)
 
 
-def _path(error) -> str:
-    parts = [str(p) for p in error.absolute_path]
-    return ".".join(parts) if parts else "(top level)"
+# --------------------------------------------------------------------------------------------------
+# the schema: the one place defaults live
 
 
-def _describe(error) -> str:
-    if error.validator == "oneOf" and error.context:  # a `tasks` entry: a GLUE name or a declared task
-        branch = 0 if isinstance(error.instance, str) else 1
-        inner = [e for e in error.context if e.schema_path and e.schema_path[0] == branch
-                 and e.validator not in ("if", "then")] or [e for e in error.context if e.validator != "if"]
-        nested = [e for e in inner if e.validator != "type"] or inner
-        if nested:
-            return "; ".join(dict.fromkeys(_describe(e) for e in nested))
-    where = _path(error)
-    if error.validator == "additionalProperties":
-        allowed = sorted(error.schema.get("properties", {}))
-        extra = sorted(set(error.instance) - set(allowed))
-        scope = f"under '{where}'" if error.absolute_path else "at the top level"
-        return (f"unknown config key(s) {', '.join(repr(e) for e in extra)} {scope}; "
-                f"allowed keys are: {', '.join(allowed)}")
-    if error.validator == "enum":
-        return (f"config key '{where}' has value {error.instance!r}, which is not allowed; "
-                f"choose one of: {', '.join(map(str, error.validator_value))}")
-    if error.validator == "type":
-        want = error.validator_value
-        want = " or ".join(want) if isinstance(want, list) else want
-        return f"config key '{where}' must be of type {want}, got {error.instance!r}"
-    desc = error.schema.get("description", "") if isinstance(error.schema, dict) else ""
-    hint = f" ({desc.strip()})" if desc else ""
-    return f"config key '{where}': {error.message}{hint}"
+def load_schema() -> dict:
+    with open(SCHEMA_PATH) as f:
+        return yaml.safe_load(f)
 
 
-def explain(config: dict[str, Any]) -> str:
-    """Every schema violation of `config`, one line each, naming the key and what is allowed."""
-    import jsonschema
+def schema_default(key: str) -> Any:
+    """The schema's default of a dotted config key, e.g. ``schema_default("mlflow.tracking_uri")``: the one
+    place defaults live (code that needs a default outside a validated config reads it here)."""
+    node: dict = load_schema()
+    for part in key.split("."):
+        node = node.get("properties", {}).get(part)
+        if node is None:
+            raise KeyError(f"no config key {key!r} in the schema")
+    if "default" not in node:
+        raise KeyError(f"config key {key!r} has no default in the schema")
+    return copy.deepcopy(node["default"])
 
-    validator = jsonschema.Draft202012Validator(load_schema())
-    errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
-    problems = "; ".join(_describe(e) for e in errors) or "(no details)"
-    return (f"invalid configuration: {problems}. "
-            f"See schemas/config.schema.yaml for every key, its meaning and default.")
+
+def _section_node(key: str) -> tuple[dict, type]:
+    """The schema node of the dotted section `key` and its dataclass."""
+    node: dict | None = load_schema()
+    cls: Any = Config
+    for part in key.split("."):
+        node = (node or {}).get("properties", {}).get(part)
+        cls = typing.get_type_hints(cls).get(part) if dataclasses.is_dataclass(cls) else None
+        if node is None or not dataclasses.is_dataclass(cls):
+            raise KeyError(f"no config section {key!r} in the schema")
+    return node, cls
+
+
+@functools.cache
+def _default_section(key: str) -> Any:
+    node, cls = _section_node(key)
+    return build(cls, _fill(node, {}), prefix=f"{key}.")
+
+
+def schema_section(key: str, **changes: Any) -> Any:
+    """The typed section of the dotted `key` holding the schema's defaults, `changes` replacing some keys (checked
+    as the schema checks a config file's), for code given no config: e.g.
+    ``schema_section("analysis.mixing_views", globenc_rows="normalised")``."""
+    if not changes:
+        return _default_section(key)
+    node, cls = _section_node(key)
+    values = {**_fill(node, {}), **changes}
+    found = problems(values, load_schema(), node, prefix=f"{key}.")
+    if found:
+        raise ConfigError("; ".join(found))
+    return build(cls, values, prefix=f"{key}.")
+
+
+# --------------------------------------------------------------------------------------------------
+# validation
 
 
 def validate_config(config: dict[str, Any]) -> dict[str, Any]:
@@ -495,7 +354,7 @@ def validate_config(config: dict[str, Any]) -> dict[str, Any]:
     try:
         validate(config, str(SCHEMA_PATH))
     except WorkflowError:
-        raise ConfigError(explain(config)) from None
+        raise ConfigError(explain(config, load_schema())) from None
     _fill_task_defaults(config)
     _check_semantics(config)
     _check_tasks(config)
@@ -557,7 +416,7 @@ def _check_tasks(cfg: dict) -> None:
 def _resolve_seeds(cfg: dict) -> None:
     """With train.seeds given, train.seed is its first entry: the seed of the plain model paths, the one
     every step that reads train.seed (the untrained head, the first model) uses."""
-    seeds = cfg["train"].get("seeds")
+    seeds = cfg["train"]["seeds"]
     if seeds:
         cfg["train"]["seed"] = seeds[0]
 

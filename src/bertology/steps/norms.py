@@ -78,7 +78,6 @@ def norms_views(ctx: StepContext) -> None:
     from bertology.data import read_prepared
     from bertology.models.loading import load_encoder, load_tokenizer
     from bertology.norms.analysis import run_views
-    from bertology.norms.mixviews import MixingOptions
     from bertology.norms.tokens import token_frequencies
 
     torch.set_num_threads(ctx.threads)
@@ -95,7 +94,7 @@ def norms_views(ctx: StepContext) -> None:
     res = run_views(model, tokenizer, frame, max_length=cfg.data.max_length, batch_size=cfg.analysis.norms.batch_size,
                     flow_examples=cfg.analysis.flow.examples, frequencies=freq, device=device, stored_norms=stored,
                     mixing_examples=cfg.analysis.mixing_views.examples,
-                    mixing_options=MixingOptions.from_config(cfg.analysis.mixing_views))
+                    mixing_options=cfg.analysis.mixing_views)
     write_csv(res.norms, ctx.output.norms)
     write_csv(res.mixing, ctx.output.mixing)
     write_parquet(res.scores, ctx.output.scores)

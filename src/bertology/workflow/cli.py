@@ -127,12 +127,15 @@ def setup_logging(debug: bool = False) -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
-def _register_tasks(items: list[str]) -> None:
-    """Make the declared tasks of a job's --task arguments known to bertology.pipeline.tasks.get_task."""
+def _register_tasks(tasks_config: list, items: list[str]) -> None:
+    """Make a job's declared tasks known to bertology.pipeline.tasks.get_task: those of its config's `tasks` (a step
+    that reads the list; what the steps after the data rule read of each, task_param), then its --task arguments."""
     import json
 
-    from bertology.pipeline.tasks import register
+    from bertology.pipeline.tasks import declarations, register, task_param
 
+    for decl in declarations(tasks_config).values():
+        register(task_param(decl, None, words=False) if "source" in decl else decl)
     for item in items:
         try:
             decl = json.loads(item)
@@ -164,7 +167,8 @@ def task_args(wildcards: Mapping[str, str], params: Mapping[str, str], *, whole:
 
 def run_step(name: str, argv: list[str]) -> int:
     """Parse a step's command line, build its context and run it inside its MLflow run."""
-    from bertology.pipeline.config import plain_config, select_sections, sections_from_json
+    from bertology.pipeline.config import plain_config
+    from bertology.pipeline.configjson import select_sections, sections_values, typed_sections
     from bertology.tracking import job_run
 
     spec = STEPS[name]
@@ -175,8 +179,9 @@ def run_step(name: str, argv: list[str]) -> int:
     common = {action.dest for action in parser(name, replace(spec, options=None))._actions}
     args = ap.parse_args(argv)
     setup_logging(args.debug)
-    config = sections_from_json(args.config)
-    _register_tasks(args.task)
+    values = sections_values(args.config)
+    config = typed_sections(values)
+    _register_tasks(values.get("tasks", []), args.task)
     files = {kind: Files(kind, name, {k: [Path(p) for p in v] for k, v in _pairs(items, f"--{kind}").items()})
              for kind, items in (("input", args.input), ("output", args.output))}
     wildcards = {k: v[-1] for k, v in _pairs(args.wildcard, "--wildcard").items()}

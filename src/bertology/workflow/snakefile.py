@@ -52,13 +52,14 @@ def check_config(config: dict, configfiles: list | tuple = (), basedir: str | Pa
     """Validate the workflow's config in place (defaults filled); a bad one stops it in one line.
 
     `overrides`: the values set on the command line (``--config``; Snakemake's ``workflow.config_settings.config``),
-    whose strings get the schema's types first (:func:`bertology.pipeline.config.coerce_command_line`: ``64`` an integer).
+    whose strings get the schema's types first (:func:`bertology.pipeline.configcli.coerce_command_line`: ``64`` an integer).
 
     First every config file the invocation read (`configfiles`: the Snakefile's ``configfile:`` and each
     ``--configfile``, Snakemake's ``workflow.configfiles``; and the profiles' ``config.yaml`` found from the
     command line and `basedir`) is read again strictly: a key given twice or an alias bomb stops the workflow
     in one line naming the file (and the key and both lines), before anything walks the config."""
-    from bertology.pipeline.config import coerce_command_line, validate_config
+    from bertology.pipeline.config import validate_config
+    from bertology.pipeline.configcli import coerce_command_line
     from bertology.pipeline.configfile import check_workflow_config_files
     from bertology.pipeline.errors import UserError
 
