@@ -22,11 +22,17 @@ configfile: os.path.join(workflow.basedir, "config.yaml")
 
 
 # Snakemake's own report after a run: `snakemake --report report.zip` (the workflow's provenance and its results:
-# the outputs flagged with report() in the rules, by paper; rules/common.smk `reported`).
+# the outputs flagged with report() in the rules, by paper; rules/steps.smk `reported`).
 report: "report/workflow.rst"
 
 
+# The workflow's machinery (the run's values, how a rule runs its step, input functions, --cache, the handlers),
+# then one file of rules per area.
 include: "rules/common.smk"
+include: "rules/steps.smk"
+include: "rules/inputs.smk"
+include: "rules/cache.smk"
+include: "rules/handlers.smk"
 include: "rules/data.smk"
 include: "rules/train.smk"
 include: "rules/attention.smk"

@@ -24,11 +24,9 @@ rule ablation_sweep:
         layout.log("ablation_sweep", "{task}{seedtag}"),
     benchmark:
         layout.benchmark("ablation_sweep", "{task}{seedtag}")
-    threads: 4  # capped to --cores locally, to max-threads in profiles/slurm
+    threads: step_threads("ablation_sweep")
     resources:
-        mem_mb=8000,
-        runtime=240,
-        gpu=0,  # the `&gpu` line of profiles/slurm asks for one on a GPU partition
+        **step_resources("ablation_sweep"),
     conda:
         "../envs/bertology.yaml"
     shell:
@@ -49,10 +47,9 @@ rule ablation_figures:
         layout.log("ablation_figures", "{task}"),
     benchmark:
         layout.benchmark("ablation_figures", "{task}")
-    threads: 1
+    threads: step_threads("ablation_figures")
     resources:
-        mem_mb=2000,
-        runtime=10,
+        **step_resources("ablation_figures"),
     conda:
         "../envs/bertology.yaml"
     shell:
@@ -74,11 +71,9 @@ rule ablation_pruning:
         layout.log("ablation_pruning", "{task}{seedtag}"),
     benchmark:
         layout.benchmark("ablation_pruning", "{task}{seedtag}")
-    threads: 4  # capped to --cores locally, to max-threads in profiles/slurm
+    threads: step_threads("ablation_pruning")
     resources:
-        mem_mb=8000,
-        runtime=240,
-        gpu=0,  # the `&gpu` line of profiles/slurm asks for one on a GPU partition
+        **step_resources("ablation_pruning"),
     conda:
         "../envs/bertology.yaml"
     shell:
@@ -98,10 +93,9 @@ rule pruning_figures:
         layout.log("pruning_figures", "{task}"),
     benchmark:
         layout.benchmark("pruning_figures", "{task}")
-    threads: 1
+    threads: step_threads("pruning_figures")
     resources:
-        mem_mb=2000,
-        runtime=10,
+        **step_resources("pruning_figures"),
     conda:
         "../envs/bertology.yaml"
     shell:

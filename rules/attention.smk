@@ -18,10 +18,9 @@ rule attention_sample:
         layout.log("attention_sample", "{task}"),
     benchmark:
         layout.benchmark("attention_sample", "{task}")
-    threads: 1
+    threads: step_threads("attention_sample")
     resources:
-        mem_mb=2000,
-        runtime=10,
+        **step_resources("attention_sample"),
     conda:
         "../envs/bertology.yaml"
     shell:
@@ -40,10 +39,9 @@ rule annotate_words:
         layout.log("annotate_words", "{task}"),
     benchmark:
         layout.benchmark("annotate_words", "{task}")
-    threads: 1
+    threads: step_threads("annotate_words")
     resources:
-        mem_mb=3000,
-        runtime=60,
+        **step_resources("annotate_words"),
     conda:
         "../envs/bertology.yaml"
     shell:
@@ -61,16 +59,14 @@ rule extract_attention:
         step=step("extract_attention"),
         files=step_files("extract_attention"),
         **cache_params("extract_attention"),
-    cache: CACHING  # snakemake --cache: shared across working directories (rules/common.smk)
+    cache: CACHING  # snakemake --cache: shared across working directories (rules/cache.smk)
     log:
         layout.log("extract_attention", "{task}/{variant}"),
     benchmark:
         layout.benchmark("extract_attention", "{task}/{variant}")
-    threads: 4  # capped to --cores locally, to max-threads in profiles/slurm
+    threads: step_threads("extract_attention")
     resources:
-        mem_mb=4000,
-        runtime=120,
-        gpu=0,  # the `&gpu` line of profiles/slurm asks for one on a GPU partition
+        **step_resources("extract_attention"),
     conda:
         "../envs/bertology.yaml"
     shell:
@@ -99,10 +95,9 @@ rule store_stats:
         layout.log("store_stats", "{task}/{variant}"),
     benchmark:
         layout.benchmark("store_stats", "{task}/{variant}")
-    threads: 2
+    threads: step_threads("store_stats")
     resources:
-        mem_mb=6000,
-        runtime=60,
+        **step_resources("store_stats"),
     conda:
         "../envs/bertology.yaml"
     shell:

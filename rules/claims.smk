@@ -5,6 +5,8 @@
 # computed", naming the key). With two or more train.seeds it also writes each task's seeds/findings.csv, the
 # ledger's per-seed view. A claim whose inputs do not depend on the task (Claim.task_free) is one row, task all.
 #   results/claims.csv, results/claims.md, results/figures/claims.png (the forest plot)
+from bertology.claims.ledger import required_inputs as claims_inputs
+
 CLAIMS_OFF = ([] if NORMS_ENABLED else ["analysis.norms.enabled"]) + ([] if "random" in INITS else ["train.inits"])
 CLAIMS_OFF += [] if SYNTAX_FILES else ["analysis.syntax.conllu"]
 
@@ -21,10 +23,9 @@ rule claims:
         layout.log("claims"),
     benchmark:
         layout.benchmark("claims")
-    threads: 1
+    threads: step_threads("claims")
     resources:
-        mem_mb=2000,
-        runtime=20,
+        **step_resources("claims"),
     conda:
         "../envs/bertology.yaml"
     shell:

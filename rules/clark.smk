@@ -23,10 +23,9 @@ rule clark_figures:
         layout.log("clark_figures", "{task}"),
     benchmark:
         layout.benchmark("clark_figures", "{task}")
-    threads: 1
+    threads: step_threads("clark_figures")
     resources:
-        mem_mb=2000,
-        runtime=10,
+        **step_resources("clark_figures"),
     conda:
         "../envs/bertology.yaml"
     shell:
@@ -43,10 +42,9 @@ rule demo_trees:
         layout.log("demo_trees"),
     benchmark:
         layout.benchmark("demo_trees")
-    threads: 1
+    threads: step_threads("demo_trees")
     resources:
-        mem_mb=1000,
-        runtime=5,
+        **step_resources("demo_trees"),
     conda:
         "../envs/bertology.yaml"
     shell:
@@ -65,10 +63,9 @@ rule syntax_sentences:
         layout.log("syntax_sentences"),
     benchmark:
         layout.benchmark("syntax_sentences")
-    threads: 1
+    threads: step_threads("syntax_sentences")
     resources:
-        mem_mb=2000,
-        runtime=10,
+        **step_resources("syntax_sentences"),
     conda:
         "../envs/bertology.yaml"
     shell:
@@ -89,11 +86,9 @@ rule extract_syntax:
         layout.log("extract_syntax", "{model}"),
     benchmark:
         layout.benchmark("extract_syntax", "{model}")
-    threads: 4  # capped to --cores locally, to max-threads in profiles/slurm
+    threads: step_threads("extract_syntax")
     resources:
-        mem_mb=4000,
-        runtime=120,
-        gpu=0,
+        **step_resources("extract_syntax"),
     conda:
         "../envs/bertology.yaml"
     shell:
@@ -115,10 +110,9 @@ rule syntax_parser:
         layout.log("syntax_parser", "{model}"),
     benchmark:
         layout.benchmark("syntax_parser", "{model}")
-    threads: 2
+    threads: step_threads("syntax_parser")
     resources:
-        mem_mb=4000,
-        runtime=60,
+        **step_resources("syntax_parser"),
     conda:
         "../envs/bertology.yaml"
     shell:
@@ -137,10 +131,9 @@ rule syntax_figures:
         layout.log("syntax_figures"),
     benchmark:
         layout.benchmark("syntax_figures")
-    threads: 1
+    threads: step_threads("syntax_figures")
     resources:
-        mem_mb=2000,
-        runtime=10,
+        **step_resources("syntax_figures"),
     conda:
         "../envs/bertology.yaml"
     shell:

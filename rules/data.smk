@@ -16,10 +16,9 @@ rule prepare_data:
         layout.log("prepare_data", "{task}/{split}"),
     benchmark:
         layout.benchmark("prepare_data", "{task}/{split}")
-    threads: 1
+    threads: step_threads("prepare_data")
     resources:
-        mem_mb=4000,
-        runtime=30,
+        **step_resources("prepare_data"),
     conda:
         "../envs/bertology.yaml"
     shell:

@@ -25,10 +25,9 @@ if DECODER:
             layout.log("decoder_probe", "{task}"),
         benchmark:
             layout.benchmark("decoder_probe", "{task}")
-        threads: 2
+        threads: step_threads("decoder_probe")
         resources:
-            mem_mb=6000,
-            runtime=60,
+            **step_resources("decoder_probe"),
         conda:
             "../envs/bertology.yaml"
         shell:
@@ -49,10 +48,9 @@ if DECODER:
             layout.log("decoder_probe_finetuned", "{task}{seedtag}"),
         benchmark:
             layout.benchmark("decoder_probe_finetuned", "{task}{seedtag}")
-        threads: 2
+        threads: step_threads("decoder_probe_finetuned")
         resources:
-            mem_mb=6000,
-            runtime=60,
+            **step_resources("decoder_probe_finetuned"),
         conda:
             "../envs/bertology.yaml"
         shell:
@@ -73,10 +71,9 @@ if DECODER:
             layout.log("decoder_figure", "{task}"),
         benchmark:
             layout.benchmark("decoder_figure", "{task}")
-        threads: 1
+        threads: step_threads("decoder_figure")
         resources:
-            mem_mb=2000,
-            runtime=10,
+            **step_resources("decoder_figure"),
         conda:
             "../envs/bertology.yaml"
         shell:

@@ -22,10 +22,9 @@ rule kovaleva_cosine:
         layout.log("kovaleva_cosine", "{task}{seedtag}"),
     benchmark:
         layout.benchmark("kovaleva_cosine", "{task}{seedtag}")
-    threads: 2
+    threads: step_threads("kovaleva_cosine")
     resources:
-        mem_mb=6000,
-        runtime=60,
+        **step_resources("kovaleva_cosine"),
     conda:
         "../envs/bertology.yaml"
     shell:
@@ -44,10 +43,9 @@ rule framenet_links:
         layout.log("framenet_links"),
     benchmark:
         layout.benchmark("framenet_links")
-    threads: 1
+    threads: step_threads("framenet_links")
     resources:
-        mem_mb=2000,
-        runtime=20,
+        **step_resources("framenet_links"),
     conda:
         "../envs/bertology.yaml"
     shell:
@@ -68,11 +66,9 @@ rule framenet_relations:
         layout.log("framenet_relations", "{task}/{variant}"),
     benchmark:
         layout.benchmark("framenet_relations", "{task}/{variant}")
-    threads: 2
+    threads: step_threads("framenet_relations")
     resources:
-        mem_mb=4000,
-        runtime=30,
-        gpu=0,
+        **step_resources("framenet_relations"),
     conda:
         "../envs/bertology.yaml"
     shell:
@@ -93,10 +89,9 @@ rule kovaleva_figures:
         layout.log("kovaleva_figures", "{task}"),
     benchmark:
         layout.benchmark("kovaleva_figures", "{task}")
-    threads: 1
+    threads: step_threads("kovaleva_figures")
     resources:
-        mem_mb=2000,
-        runtime=10,
+        **step_resources("kovaleva_figures"),
     conda:
         "../envs/bertology.yaml"
     shell:
@@ -116,10 +111,9 @@ rule kovaleva_overview:
         layout.log("kovaleva_overview"),
     benchmark:
         layout.benchmark("kovaleva_overview")
-    threads: 1
+    threads: step_threads("kovaleva_overview")
     resources:
-        mem_mb=2000,
-        runtime=10,
+        **step_resources("kovaleva_overview"),
     conda:
         "../envs/bertology.yaml"
     shell:
@@ -139,10 +133,9 @@ rule patterns_sheet:
         layout.log("patterns_sheet", "{task}"),
     benchmark:
         layout.benchmark("patterns_sheet", "{task}")
-    threads: 1
+    threads: step_threads("patterns_sheet")
     resources:
-        mem_mb=2000,
-        runtime=20,
+        **step_resources("patterns_sheet"),
     conda:
         "../envs/bertology.yaml"
     shell:

@@ -25,10 +25,9 @@ rule norms_views:
         layout.log("norms_views", "{task}/{variant}"),
     benchmark:
         layout.benchmark("norms_views", "{task}/{variant}")
-    threads: 2
+    threads: step_threads("norms_views")
     resources:
-        mem_mb=4000,
-        runtime=60,
+        **step_resources("norms_views"),
     conda:
         "../envs/bertology.yaml"
     shell:
@@ -50,10 +49,9 @@ rule norms_faithfulness:
         layout.log("norms_faithfulness", "{task}{seedtag}"),
     benchmark:
         layout.benchmark("norms_faithfulness", "{task}{seedtag}")
-    threads: 2
+    threads: step_threads("norms_faithfulness")
     resources:
-        mem_mb=4000,
-        runtime=60,
+        **step_resources("norms_faithfulness"),
     conda:
         "../envs/bertology.yaml"
     shell:
@@ -74,10 +72,9 @@ rule norms_figures:
         layout.log("norms_figures", "{task}"),
     benchmark:
         layout.benchmark("norms_figures", "{task}")
-    threads: 1
+    threads: step_threads("norms_figures")
     resources:
-        mem_mb=2000,
-        runtime=10,
+        **step_resources("norms_figures"),
     conda:
         "../envs/bertology.yaml"
     shell:

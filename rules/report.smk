@@ -1,6 +1,7 @@
 # The head explorer (one offline page: statistics on the layer x head grid, maps of a seeded sample of
 # examples, dependency arcs) and the report (every table and figure on one self-contained page, linking
 # the explorer).
+from bertology.explorer import explorer_inputs
 
 
 rule explorer:
@@ -20,10 +21,9 @@ rule explorer:
         layout.log("explorer"),
     benchmark:
         layout.benchmark("explorer")
-    threads: 1
+    threads: step_threads("explorer")
     resources:
-        mem_mb=3000,
-        runtime=20,
+        **step_resources("explorer"),
     conda:
         "../envs/bertology.yaml"
     shell:
@@ -31,7 +31,7 @@ rule explorer:
 
 
 # The report shows its declared inputs and nothing else (no crawling of results/): every other target of the run
-# (rules/common.smk `targets`), so it shows every table and figure the run makes and re-runs when any of them
+# (rules/steps.smk `targets`), so it shows every table and figure the run makes and re-runs when any of them
 # changes.
 
 
@@ -47,10 +47,9 @@ rule report:
         layout.log("report"),
     benchmark:
         layout.benchmark("report")
-    threads: 1
+    threads: step_threads("report")
     resources:
-        mem_mb=2000,
-        runtime=10,
+        **step_resources("report"),
     conda:
         "../envs/bertology.yaml"
     shell:

@@ -1,6 +1,6 @@
 # Every per-head analysis across fine-tuning seeds (steps: bertology.steps.seeds).
 # With train.seeds: [s1, s2, ...] every fine-tuned analysis runs once per seed: the seed is part of the store
-# variant (finetuned = s1, finetuned-seedN = seed N; rules/common.smk maps a variant to its checkpoint) and
+# variant (finetuned = s1, finetuned-seedN = seed N; rules/inputs.smk maps a variant to its checkpoint) and
 # the outputs without a variant in their path add the seed tag (cosine-seedN.csv, ablation/{task}/heads-seedN.csv).
 # The pretrained store is computed once. Only the per-seed tables below are asked for here; the rules that
 # make them are the ordinary ones (attention, kovaleva, sieve, ablation, norms).
@@ -36,10 +36,9 @@ rule seed_stats:
         layout.log("seed_stats", "{task}"),
     benchmark:
         layout.benchmark("seed_stats", "{task}")
-    threads: 1
+    threads: step_threads("seed_stats")
     resources:
-        mem_mb=4000,
-        runtime=30,
+        **step_resources("seed_stats"),
     conda:
         "../envs/bertology.yaml"
     shell:

@@ -17,10 +17,9 @@ rule sieve_figures:
         layout.log("sieve_figures", "{task}"),
     benchmark:
         layout.benchmark("sieve_figures", "{task}")
-    threads: 1
+    threads: step_threads("sieve_figures")
     resources:
-        mem_mb=3000,
-        runtime=10,
+        **step_resources("sieve_figures"),
     conda:
         "../envs/bertology.yaml"
     shell:
@@ -41,10 +40,9 @@ rule sieve_delta:
         layout.log("sieve_delta", "sieve_delta{seedtag}"),
     benchmark:
         layout.benchmark("sieve_delta", "sieve_delta{seedtag}")
-    threads: 1
+    threads: step_threads("sieve_delta")
     resources:
-        mem_mb=2000,
-        runtime=10,
+        **step_resources("sieve_delta"),
     conda:
         "../envs/bertology.yaml"
     shell:
@@ -65,10 +63,9 @@ rule sieve_summary:
         layout.log("sieve_summary"),
     benchmark:
         layout.benchmark("sieve_summary")
-    threads: 1
+    threads: step_threads("sieve_summary")
     resources:
-        mem_mb=4000,
-        runtime=10,
+        **step_resources("sieve_summary"),
     conda:
         "../envs/bertology.yaml"
     shell:

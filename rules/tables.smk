@@ -19,10 +19,9 @@ for _step in REGISTRY.table_steps():
             layout.log(_step.name, job_path(_step.name)),
         benchmark:
             layout.benchmark(_step.name, job_path(_step.name))
-        threads: _step.threads
+        threads: step_threads(_step.name)
         resources:
-            mem_mb=_step.mem_mb,
-            runtime=_step.runtime,
+            **step_resources(_step.name),
         conda:
             "../envs/bertology.yaml"
         shell:

@@ -20,16 +20,14 @@ rule train_model:
         step=step("train_model"),
         files=step_files("train_model"),
         **cache_params("train_model"),
-    cache: CACHING  # snakemake --cache: shared across working directories (rules/common.smk)
+    cache: CACHING  # snakemake --cache: shared across working directories (rules/cache.smk)
     log:
         layout.log("train_model", "{task}/{init}{seedtag}"),
     benchmark:
         layout.benchmark("train_model", "{task}/{init}{seedtag}")
-    threads: 8  # capped to --cores locally, to max-threads in profiles/slurm
+    threads: step_threads("train_model")
     resources:
-        mem_mb=8000,
-        runtime=240,
-        gpu=0,  # the `&gpu` line of profiles/slurm asks for one on a GPU partition
+        **step_resources("train_model"),
     conda:
         "../envs/bertology.yaml"
     shell:
@@ -56,11 +54,9 @@ rule score:
         layout.log("score", "{task}/{variant}{seedtag}"),
     benchmark:
         layout.benchmark("score", "{task}/{variant}{seedtag}")
-    threads: 2
+    threads: step_threads("score")
     resources:
-        mem_mb=4000,
-        runtime=60,
-        gpu=0,
+        **step_resources("score"),
     conda:
         "../envs/bertology.yaml"
     shell:
@@ -81,10 +77,9 @@ rule table1:
         layout.log("table1"),
     benchmark:
         layout.benchmark("table1")
-    threads: 1
+    threads: step_threads("table1")
     resources:
-        mem_mb=2000,
-        runtime=10,
+        **step_resources("table1"),
     conda:
         "../envs/bertology.yaml"
     shell:

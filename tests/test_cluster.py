@@ -9,8 +9,10 @@ import sys
 from types import SimpleNamespace
 
 import pytest
+import yaml
 
 from bertology import cluster
+from bertology.workflow.cli import STEPS
 
 # `sinfo --noheader --Node --format "%P %c %m %G %l"` on the single-node test cluster (tests/cluster/run.sh).
 SINFO_ONE_NODE = "cpu* 2 24105 (null) infinite\n"
@@ -188,6 +190,31 @@ def test_profile_partition_reaches_the_jobs(repo, tmp_path):
     run = _check(repo, tmp_path, profile, "--max-threads", "2")
     assert run.returncode == 1, run.stdout + run.stderr
     assert "rule prepare_data" in run.stdout and "asks for partition nosuch" in run.stdout
+
+
+def test_the_requests_are_the_declarations_with_the_profiles_overrides(repo, tmp_path):
+    """What cluster-check compares with sinfo is each step's declaration (bertology.registry.Step: threads, mem_mb,
+    runtime, gpu) with the Slurm profile's set-threads and set-resources over it, threads capped to max-threads:
+    the profile is the one place a cluster changes them."""
+    profile = tmp_path / "profile"
+    profile.mkdir()
+    text = (repo / "profiles/slurm/config.yaml").read_text()
+    (profile / "config.yaml").write_text(text + "set-threads:\n  store_stats: 3\n  train_model: 16\n")
+    settings = yaml.safe_load((profile / "config.yaml").read_text())
+    requests = cluster.dry_run_requests(str(profile), [
+        "--snakefile", str(repo / "Snakefile"), "--directory", str(tmp_path / "wf"),
+        "--configfile", str(repo / "tests/cluster/config.yaml")])
+    assert {"train_model", "store_stats", "prepare_data", "report"} <= {r.rule for r in requests}
+    defaults = settings["default-resources"]
+    for req in set(requests):
+        if req.rule == "all":  # the target rule runs no step: the profile's default-resources
+            assert (req.cpus, req.mem_mb, req.runtime_min) == (1, defaults["mem_mb"], defaults["runtime"])
+            continue
+        step = STEPS[req.rule]
+        resources = {**step.resources, **settings["set-resources"].get(req.rule, {})}
+        cpus = min(settings["set-threads"].get(req.rule, step.threads), settings["max-threads"])
+        assert (req.cpus, req.mem_mb, req.gpus, req.runtime_min) == (
+            cpus, resources["mem_mb"], resources.get("gpu", 0), resources["runtime"]), req
 
 
 def test_cluster_steps_are_in_the_one_cli_and_fail_in_one_line(tmp_path, capsys):

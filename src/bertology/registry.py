@@ -206,11 +206,17 @@ class Step:
     The function is ``bertology.steps.{module}:{name}`` (module: the family's step module; the CLI imports it
     when the step runs), or, for a table function (`function`: a pure function of named frames returning its
     output tables by name, :mod:`bertology.steps.functions`), the one step of those, with its rule built from the
-    declaration (``rules/tables.smk``: `inputs`, the outputs declared with its name, `threads`, `mem_mb`,
-    `runtime`). tracked: one MLflow run per job; options: the name of a function of the step module
-    adding a tool step's own options (-> ``ctx.options``); passthrough: arguments after ``--`` go to the step as
-    they are (-> ``ctx.rest``); function: for a step that runs one table function, that function; inputs: its
-    named inputs (name, path template under results/, fields filled), for such a step."""
+    declaration (``rules/tables.smk``: `inputs` and the outputs declared with its name). tracked: one MLflow run
+    per job; options: the name of a function of the step module adding a tool step's own options (->
+    ``ctx.options``); passthrough: arguments after ``--`` go to the step as they are (-> ``ctx.rest``); function:
+    for a step that runs one table function, that function; inputs: its named inputs (name, path template under
+    results/, fields filled), for such a step.
+
+    What each job of its rule asks for, the one place every rule reads it from (``threads`` and ``resources`` in
+    rules/steps.smk; a cluster overrides them in its profile: ``set-threads``, ``set-resources``): threads (capped to
+    ``--cores`` locally, to ``max-threads`` in a profile), mem_mb (MB), runtime (minutes), gpu (the resource
+    ``gpu``: 0 for a step that uses a GPU when its job has one, which a profile's ``set-resources`` raises to 1;
+    None: no such resource)."""
 
     name: str
     module: str
@@ -225,6 +231,13 @@ class Step:
     threads: int = 1
     mem_mb: int = 2000
     runtime: int = 10
+    gpu: int | None = None
+
+    @property
+    def resources(self) -> dict[str, int]:
+        """Its rule's ``resources:``: mem_mb, runtime and, where declared, gpu."""
+        extra = {} if self.gpu is None else {"gpu": self.gpu}
+        return {"mem_mb": self.mem_mb, "runtime": self.runtime, **extra}
 
     @property
     def target(self) -> str:

@@ -93,10 +93,11 @@ ANALYSES: tuple[Analysis, ...] = (
                 _kept("sink"), _kept("induction")),
         steps=(Step("decoder_probe", "decoders", ("model", "data.max_length", "data.seed", "train.seed"),
                     "a decoder's sink and induction probe of one task, the pretrained model and its random "
-                    "initialisation -> decoder_sink.csv, decoder_induction.csv, pretrained/decoder_heads.csv"),
+                    "initialisation -> decoder_sink.csv, decoder_induction.csv, pretrained/decoder_heads.csv",
+                    threads=2, mem_mb=6000, runtime=60),
                Step("decoder_probe_finetuned", "decoders", ("model", "data.max_length", "data.seed"),
                     "the same probe of one fine-tuning seed's models -> finetuned{seedtag}/"
-                    "decoder_{sink,induction,heads}.csv"),
+                    "decoder_{sink,induction,heads}.csv", threads=2, mem_mb=6000, runtime=60),
                Step("decoder_figure", "decoders", (),
                     "alpha_0 and the induction score per head, one column per model of the probe")),
         tables=(Table(_table("sink", "pretrained"), SINK, when="decoder", rule="decoder_probe", output="sink",

@@ -77,7 +77,8 @@ ANALYSES: tuple[Analysis, ...] = (
         tables=(Table(PATTERNS, ("layer", "head", "class", "fraction", "n"), output="patterns"),),
         steps=(Step("kovaleva_figures", "kovaleva", (), "Kovaleva Figs. 2, 3, 5, 6, 7 of one task"),
                Step("kovaleva_overview", "kovaleva", ("tasks",), "Kovaleva Figs. 2 and 5 across tasks"),
-               Step("patterns_sheet", "kovaleva", (), "a sample of attention maps as PNGs + a label sheet to annotate"),
+               Step("patterns_sheet", "kovaleva", (), "a sample of attention maps as PNGs + a label sheet to annotate",
+                    runtime=20),
                Step("patterns_train", "kovaleva", (),
                     "train the 8-conv-layer pattern CNN from a label sheet (example, layer, head, label)")),
         outputs=(*(figure("kovaleva_figures", name, name) for name in TASK_FIGURES),
@@ -115,10 +116,10 @@ ANALYSES: tuple[Analysis, ...] = (
                                                "surviving_sets", "surviving_sentences"), when="framenet",
                       rule="framenet_links", output="counts", wanted=(ONCE,))),
         steps=(Step("framenet_links", "kovaleva", ("analysis.relations.framenet_filter",),
-                    "FrameNet release -> filtered sentences and target -> frame-element links"),
+                    "FrameNet release -> filtered sentences and target -> frame-element links", runtime=20),
                Step("framenet_relations", "kovaleva", ("model", "data.max_length", "analysis.relations.percentile"),
                     "run a model on the FrameNet sentences -> relation rows with source=framenet (target -> FE) and "
-                    "framenet_fe_target")),
+                    "framenet_fe_target", threads=2, mem_mb=4000, runtime=30, gpu=0)),
         section=Section(
             key="relations", paper="Kovaleva et al. 2019", title="Relation-specific heads (Kovaleva §4.2, Fig. 3)",
             measures="Mean over examples of the maximum attention between linked words (FrameNet: from the "
@@ -145,7 +146,8 @@ ANALYSES: tuple[Analysis, ...] = (
                            "largest changes compared to the pre-trained BERT model."),
         ),
         steps=(Step("kovaleva_cosine", "kovaleva", ("analysis.features", "analysis.dask", *EXPECT_SECTIONS),
-                    "pretrained vs fine-tuned cosine per head and feature differences", task="words"),),
+                    "pretrained vs fine-tuned cosine per head and feature differences", task="words",
+                    threads=2, mem_mb=6000, runtime=60),),
         tables=(Table(rel("cosine"), ("layer", "head", "mean", "std", "n"),
                       seeds=AcrossSeeds("cosine", ("layer", "head")), rule="kovaleva_cosine", output="cosine",
                       wanted=(FIRST_SEED,)),

@@ -15,7 +15,7 @@ ANALYSES: tuple[Analysis, ...] = (
                                          "train.inits", "analysis.claims", "analysis.norms.enabled",
                                          "analysis.syntax.conllu"),
                     f"{path('claims')}, claims.md: the papers' claims checked on this run (effect, interval, "
-                    f"test, verdict)"),),
+                    f"test, verdict)", runtime=20),),
         tables=(Table(rel("claims"), CLAIMS_COLUMNS, rule="claims", output="ledger", report="claims",
                       wanted=(ONCE,)),),
         outputs=(Output(rel("claims_md"), rule="claims", output="markdown", wanted=(ONCE,)),

@@ -61,7 +61,7 @@ ANALYSES: tuple[Analysis, ...] = (
         steps=(Step("norms_views", "norms", ("data.short_split", "analysis.norms.examples", "analysis.norms.batch_size",
                                              "analysis.flow.examples", "analysis.mixing_views", *EXPECT_SECTIONS),
                     "value norms, mixing, token views and the newer mixing views of one variant -> norms.csv, "
-                    "mixing.csv, token_scores.parquet, mixing_layers.parquet"),
+                    "mixing.csv, token_scores.parquet, mixing_layers.parquet", threads=2, mem_mb=4000, runtime=60),
                Step("norms_figures", "norms", (),
                     "weight vs norm-weighted shares, mixing ratios and faithfulness of one task")),
         tables=(Table(NORMS, ("layer", "head", "category", "measure", "mean", "std", "n"),
@@ -142,7 +142,7 @@ ANALYSES: tuple[Analysis, ...] = (
         steps=(Step("norms_faithfulness", "norms",
                     ("data.max_length", "data.seed", "analysis.norms.copy_tokens", "analysis.flow"),
                     "token importance of the fine-tuned model and faithfulness of each view -> faithfulness.csv, "
-                    "faithfulness_examples.csv, importance.parquet"),),
+                    "faithfulness_examples.csv, importance.parquet", threads=2, mem_mb=4000, runtime=60),),
         tables=(Table(_finetuned(FAITHFULNESS), ("view", "importance", "mean", "std", "n", "ci_low", "ci_high"),
                       when="norms", rule="norms_faithfulness", output="table",
                       wanted=(FIRST, Want((("task", "tasks"), ("seedtag", "extra_seedtags")), when="seeds"))),

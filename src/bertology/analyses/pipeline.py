@@ -16,17 +16,20 @@ TRAIN_KEYS = tuple(f"train.{k}" for k in ("epochs", "batch_size", "learning_rate
 ANALYSES: tuple[Analysis, ...] = (
     Analysis(
         name="data",
-        steps=(Step("prepare_data", "data", ("data",), f"{path('data')} from data.source", task="whole"),),
+        steps=(Step("prepare_data", "data", ("data",), f"{path('data')} from data.source", task="whole",
+                    mem_mb=4000, runtime=30),),
         outputs=(Output(rel("data"), rule="prepare_data", output="table",
                         wanted=(Want((("task", "tasks"), ("split", "splits"))),)),
                  Output(rel("data_skipped"), rule="prepare_data", output="skipped"))),
     Analysis(
         name="training",
         steps=(Step("train_model", "train", ("model", "data.max_length", *TRAIN_KEYS),
-                    "fine-tune a task into results/models/{task}/{init}{seedtag} (resumable)"),
+                    "fine-tune a task into results/models/{task}/{init}{seedtag} (resumable)",
+                    threads=8, mem_mb=8000, runtime=240, gpu=0),
                Step("score", "train", ("model", "data.max_length", "train.seed", "train.eval_batch_size",
                                        "train.mixed_precision"),
-                    "score a variant on the validation split -> results/scores/{task}/{variant}{seedtag}.json")),
+                    "score a variant on the validation split -> results/scores/{task}/{variant}{seedtag}.json",
+                    threads=2, mem_mb=4000, runtime=60, gpu=0)),
         outputs=(Output(rel("model"), rule="train_model", output="model", directory=True,
                         wanted=(Want((("task", "tasks"), ("init", "inits"), ("seedtag", "seedtags"))),)),
                  Output(rel("score"), rule="score", output="score"))),
@@ -36,16 +39,17 @@ ANALYSES: tuple[Analysis, ...] = (
                     ("attention.split", "attention.examples", "data.seed", "data.short_split"),
                     "the seeded attention sample -> results/attention/{task}/sample.parquet"),
                Step("annotate_words", "attention", ("model", "data.max_length", "attention.spacy_model"),
-                    "spaCy words of the sample -> results/attention/{task}/words.parquet", task="words"),
+                    "spaCy words of the sample -> results/attention/{task}/words.parquet", task="words",
+                    mem_mb=3000, runtime=60),
                Step("extract_attention", "attention",
                     ("model", "data.max_length", "data.seed", "attention", "analysis.norms.enabled"),
                     "the attention store results/attention/{task}/{variant}.zarr (resumable), with value norms "
-                    "when the norm analyses are on"),
+                    "when the norm analyses are on", threads=4, mem_mb=4000, runtime=120, gpu=0),
                # every store analysis of the registry in one read of a store: the store analyses' sections come
                # first (bertology.registry.Registry.steps)
                Step("store_stats", "stores", ("analysis.dask", *EXPECT_SECTIONS),
                     "every store analysis (patterns, features, [CLS], relations, entropy, parser, sieve) from one "
-                    "read of a store", task="words")),
+                    "read of a store", task="words", threads=2, mem_mb=6000, runtime=60)),
         outputs=(Output(rel("sample"), rule="attention_sample", output="sample"),
                  Output(rel("words"), rule="annotate_words", output="words", wanted=(PER_TASK,)),
                  Output(rel("store"), rule="extract_attention", output="store", directory=True,
@@ -57,7 +61,8 @@ ANALYSES: tuple[Analysis, ...] = (
                                          "mlflow"),
                     f"{path('report')} from every table and figure (and the whole config, shown)"),
                Step("explorer", "report", ("tasks", *EXPECT_SECTIONS),
-                    f"{path('explorer')}: browse every head's statistics and maps (offline page)")),
+                    f"{path('explorer')}: browse every head's statistics and maps (offline page)",
+                    mem_mb=3000, runtime=20)),
         outputs=(Output(rel("explorer"), rule="explorer", output="page", wanted=(ONCE,)),
                  Output(rel("report"), rule="report", output="report", report="report", wanted=(ONCE,)))),
     Analysis(

@@ -27,7 +27,8 @@ ANALYSES: tuple[Analysis, ...] = (
                       rule="claims", output="findings", expand=(("task", "tasks"),), only="seeds",
                       wanted=(PER_TASK,))),
         steps=(Step("seed_stats", "seeds", ("train.seed", "train.seeds", "data.seed", "analysis.seeds"),
-                    "every per-head statistic of a task across fine-tuning seeds -> results/stats/{task}/seeds/"),),
+                    "every per-head statistic of a task across fine-tuning seeds -> results/stats/{task}/seeds/",
+                    mem_mb=4000, runtime=30),),
         outputs=(figure("seed_stats", "stability", "seeds-stability", when="seeds"),
                  figure("seed_stats", "role_figure", "seeds-roles", when="seeds")),
         section=Section(

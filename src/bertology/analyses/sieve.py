@@ -51,7 +51,7 @@ ANALYSES: tuple[Analysis, ...] = (
                       output="sieve", seeds=AcrossSeeds("sieve", ("layer", "head", "role"))),
                 Table(SIEVE_SCORES, ("scores", "example_idx", "layer", "head", "role", "attrs"),
                       output="sieve_scores")),
-        steps=(Step("sieve_figures", "sieve", ("analysis.sieve",), "Pande Figs. 3-5 of one task"),),
+        steps=(Step("sieve_figures", "sieve", ("analysis.sieve",), "Pande Figs. 3-5 of one task", mem_mb=3000),),
         outputs=(figure("sieve_figures", "scores", "sieve-scores"), figure("sieve_figures", "overlap", "sieve-overlap"),
                  figure("sieve_figures", "roles", "sieve-roles")),
         section=Section(
@@ -93,5 +93,6 @@ ANALYSES: tuple[Analysis, ...] = (
                                              "heads_cls", "heads_sep", "heads_nsubj", "heads_dobj", "heads_amod",
                                              "heads_advmod", "heads_syntactic"), rule="sieve_summary", output="table",
                       wanted=(ONCE,)),),
-        steps=(Step("sieve_summary", "sieve", ("tasks",), "role shares, overlaps, Spearman -> results/stats/sieve_summary.csv"),)),
+        steps=(Step("sieve_summary", "sieve", ("tasks",), "role shares, overlaps, Spearman -> results/stats/sieve_summary.csv",
+                    mem_mb=4000),)),
 )

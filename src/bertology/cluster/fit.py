@@ -2,7 +2,12 @@
 its partition offers is accepted by ``sbatch`` and then pends forever (reason ``PartitionConfig``,
 ``Resources`` or ``PartitionTimeLimit``); Snakemake waits with it, and nothing says why. :func:`check`
 compares what the jobs ask for (:class:`Request`, read from a Snakemake DAG or a dry run's text) with what
-``sinfo`` reports (:class:`Node`) and returns one message per rule that cannot run anywhere."""
+``sinfo`` reports (:class:`Node`) and returns one message per rule that cannot run anywhere.
+
+What a job asks for is its step's declaration (:class:`bertology.registry.Step`: threads, mem_mb, runtime, gpu)
+with the profile's overrides (``set-threads``, ``set-resources``, ``default-resources``, ``max-threads``) over it,
+as Snakemake resolves them: both the DAG and the dry run hold the resolved numbers, so nothing here repeats a
+number or Snakemake's rules of precedence."""
 
 from __future__ import annotations
 
@@ -22,8 +27,8 @@ log = logging.getLogger(__name__)
 
 # One line per node and partition: partition (default marked *), CPUs, memory (MB), GRES, time limit.
 SINFO_COMMAND = ["sinfo", "--noheader", "--Node", "--format", "%P %c %m %G %l"]
-PROFILE_HINT = ("lower the request in the Slurm profile (profiles/slurm/config.yaml: max-threads for CPUs, "
-                "set-resources for mem_mb/runtime, the &gpu line for GPUs) or pick a partition that has such "
+PROFILE_HINT = ("lower the request in the Slurm profile (profiles/slurm/config.yaml: max-threads or set-threads for "
+                "CPUs, set-resources for mem_mb/runtime, the &gpu line for GPUs) or pick a partition that has such "
                 "nodes (slurm_partition)")
 
 
