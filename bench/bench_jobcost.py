@@ -1,6 +1,6 @@
 """Benchmark: the fixed cost of a job (its wall time minus the work it reports), and what tracking costs of it.
 
-A job is one `bertology <step>` process, run exactly as its rule runs it (rules/common.smk: STEP) on small,
+A job is one `bertology <step>` process, run exactly as its rule runs it (rules/steps.smk: STEP) on small,
 real inputs (the demo task's data), with the invocation's parent run made beforehand in a sqlite store as the
 workflow's onstart does. The step's own time is the `<step>: work X s` line bertology.workflow.cli logs; the fixed cost
 is the wall time minus that (interpreter start, imports, config, tracking). In one run, interleaved:

@@ -1,5 +1,5 @@
 """The one in-process step runner of the tests: a step's command line built as its rule builds it
-(``rules/common.smk``), run through :func:`bertology.workflow.cli.main` in this process."""
+(``rules/steps.smk``), run through :func:`bertology.workflow.cli.main` in this process."""
 
 from __future__ import annotations
 

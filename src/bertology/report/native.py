@@ -1,7 +1,7 @@
 """Snakemake's own report (``snakemake --report report.zip`` after a run): what the rules flag with ``report()``.
 
 The figures, results/tables/table1.csv, results/claims.csv, the forest plot and results/report.html are flagged
-in their rules (``reported`` in rules/common.smk): each gets a category (the paper its report section follows,
+in their rules (``reported`` in rules/steps.smk): each gets a category (the paper its report section follows,
 :attr:`bertology.registry.Section.paper`), a subcategory (the section's title) and a caption, an RST file under
 ``report/captions/`` written from the registry's section text (what it measures, what the paper found) by
 :func:`write_captions` (``python -m bertology.report.native``; ``tests/test_report.py`` checks the committed files

@@ -1,11 +1,11 @@
 """The one boundary between Snakemake and the science: ``bertology <step> [options]``.
 
-Every rule calls its step the same way (``rules/common.smk``: ``shell: STEP``)::
+Every rule calls its step the same way (``rules/steps.smk``: ``shell: STEP``)::
 
     bertology <rule> -w task=rte --input store=PATH ... --output table=PATH ... --config JSON --threads N
 
 - ``STEPS`` below names every step (= its rule), the function that runs it, and the config sections it
-  reads, as declared beside its analysis (:class:`bertology.registry.Step`). The rule passes exactly those sections (``step`` in rules/common.smk), so changing any other key never
+  reads, as declared beside its analysis (:class:`bertology.registry.Step`). The rule passes exactly those sections (``step`` in rules/steps.smk), so changing any other key never
   re-runs it, and reading an undeclared key fails at once.
 - A step is a function ``step(ctx: StepContext) -> None``: read the declared inputs, call kernels, write
   the declared outputs, record to MLflow through ``ctx.tracker``. Steps live in ``bertology.steps.*``;
@@ -211,7 +211,7 @@ def _one_line(err: BaseException) -> str:
 def report_bug(step: str, err: BaseException, argv: list[str] | None = None) -> int:
     """A bug (any exception but a UserError): one line on the console, the full traceback in the job's log.
 
-    A rule runs its step with stderr redirected into the job's log (``rules/common.smk``: ``> {log} 2>&1``),
+    A rule runs its step with stderr redirected into the job's log (``rules/steps.smk``: ``> {log} 2>&1``),
     so there stderr *is* the log: the traceback is written to it, then the one-line summary (the log's
     last line, the one Snakemake's error report shows). In a terminal the console keeps one line and the
     traceback goes to a file under ``.bertology/errors/``, named in that line. Returns the exit status, 1.

@@ -11,7 +11,7 @@ makes, and, chained, the same of every job upstream. Two things the params do no
   snapshot: its config.json, tokenizer files and weights), so that other weights under the same name compute
   afresh.
 
-Both are added as params only when the workflow runs with ``--cache`` (``rules/common.smk``: ``CACHE_PARAMS``),
+Both are added as params only when the workflow runs with ``--cache`` (``rules/cache.smk``: ``cache_params``),
 so a run without the cache never re-runs a job because code elsewhere changed.
 """
 
