@@ -448,14 +448,14 @@ def test_a_model_whose_heads_cannot_be_disabled_still_gets_its_outputs(tmp_path,
     from tests.builders.anyencoder import build_any
 
     path, _ = build_any("squeezebert", tmp_path / "squeezebert")
-    no_norms = {"analysis": {"norms": {"enabled": False}}}
+    no_norms = {"tasks": [], "analysis": {"norms": {"enabled": False}}}
     (note,) = capability_notes({"model": str(path), **no_norms})
     assert "disabling heads" in note and "SqueezeBertForSequenceClassification" in note
     v2 = str(build_encoder("deberta-v2", tmp_path / "v2"))
     assert capability_notes({"model": v2, **no_norms}) == []
-    assert capability_notes({"model": v2, "analysis": {"norms": {"enabled": True}}}) == []
+    assert capability_notes({"model": v2, "tasks": [], "analysis": {"norms": {"enabled": True}}}) == []
     assert capability_notes({"model": str(build_any("deberta", tmp_path / "v1")[0]), **no_norms}) == []
-    disabling, norms = capability_notes({"model": str(path), "analysis": {"norms": {"enabled": True}}})
+    disabling, norms = capability_notes({"model": str(path), "tasks": [], "analysis": {"norms": {"enabled": True}}})
     assert "disabling heads" in disabling and "norm analyses" in norms and "are left out" in norms
     out = tmp_path / "ablation"
     runs = _sweep_step(path, frame, out, monkeypatch, tmp_path)

@@ -20,7 +20,7 @@ def check_workflow(workflow: Any, *, nodes: Sequence[Node] | None = None) -> lis
     plugin = getattr(workflow, "executor_plugin", None)
     if plugin is None or getattr(plugin, "name", "") != "slurm":
         return []
-    warnings = tracking_warnings(dict(workflow.config.get("mlflow") or {}).get("tracking_uri"))
+    warnings = tracking_warnings(workflow.config["mlflow"]["tracking_uri"])
     for message in warnings:
         print(f"WARNING: {message}", file=sys.stderr)
     problems = check(requests_from_jobs(workflow.dag.needrun_jobs()), read_sinfo() if nodes is None else nodes)

@@ -1,7 +1,7 @@
 """Task specifications: the eight GLUE tasks and the tasks a config declares (docs/reference.md#declared-tasks).
 
 A declared task (an entry of ``tasks:`` that is a mapping) becomes a :class:`TaskSpec` with ``declared=True``.
-Its declaration travels to each job that needs it as the step's ``--task JSON`` argument (rules/common.smk), so
+Its declaration travels to each job that needs it as the step's ``--task JSON`` argument (rules/steps.smk), so
 a job knows it without reading the whole config, and Snakemake re-runs a job when that declaration changes
 (:func:`task_param`: only what downstream steps read; the data rule gets the whole declaration).
 """
@@ -54,7 +54,7 @@ class TaskSpec:
         """Whether its words get POS tags and dependency parses (GLUE: always; declared: with a pipeline)."""
         if not self.words_known:
             raise RuntimeError(f"task {self.name}: its language and spaCy pipeline were not handed to this step (the "
-                               f"rules reading words pass them: words_step_files in rules/common.smk)")
+                               f"rules reading words pass them: step_files in rules/steps.smk)")
         return not self.declared or self.spacy_pipeline is not None
 
     @property
@@ -137,16 +137,16 @@ def declarations(entries) -> dict[str, dict]:
 
 
 def spec_from_declaration(decl: dict) -> TaskSpec:
-    """The TaskSpec of a declaration (the whole one, or its :func:`task_param`). Label names: the declared ones,
-    else none yet (they come from the data: :func:`with_labels`)."""
-    pair = decl.get("pair")
-    regression = decl.get("kind", "classification") == "regression"
-    metrics = tuple(decl.get("metrics") or DEFAULT_METRICS["regression" if regression else "classification"])
-    labels = tuple(str(x) for x in (decl.get("labels") or ())) if not regression else ()
-    return TaskSpec(name=decl["name"], display=decl["name"], text_a="text", text_b="pair" if pair else None,
-                    label_names=labels, metrics=metrics, glue_dir="", regression=regression,
-                    language=str(decl.get("language", "en")), spacy_pipeline=decl.get("spacy_pipeline"),
-                    declared=True, words_known="spacy_pipeline" in decl)
+    """The TaskSpec of a declaration (the whole one, validated, or its :func:`task_param`). Label names: the declared
+    ones, else none yet (they come from the data: :func:`with_labels`). Its language and spaCy pipeline only when
+    the declaration holds them (the words of a whole declaration are not known: no pipeline was chosen for it)."""
+    regression = decl["kind"] == "regression"
+    metrics = tuple(decl["metrics"] or DEFAULT_METRICS["regression" if regression else "classification"])
+    labels = tuple(str(x) for x in (decl["labels"] or ())) if not regression else ()
+    words = {k: decl[k] for k in WORDS_KEYS if k in decl}
+    return TaskSpec(name=decl["name"], display=decl["name"], text_a="text", text_b="pair" if decl["pair"] else None,
+                    label_names=labels, metrics=metrics, glue_dir="", regression=regression, declared=True,
+                    words_known="spacy_pipeline" in decl, **words)
 
 
 def task_param(decl: dict, spacy_pipeline: str | None, *, words: bool = True) -> dict:
@@ -155,10 +155,10 @@ def task_param(decl: dict, spacy_pipeline: str | None, *, words: bool = True) ->
     annotated words) also its language and the spaCy pipeline that annotates it (None: none installed). Columns,
     source and splits are the data rule's alone: a change there re-runs the data rule, and what follows re-runs
     because its data changed; installing a pipeline re-runs the annotation and what reads it, not fine-tuning."""
-    param = {"name": decl["name"], "kind": decl.get("kind", "classification"), "pair": bool(decl.get("pair")),
-             "labels": decl.get("labels"), "metrics": decl.get("metrics")}
+    param = {"name": decl["name"], "kind": decl["kind"], "pair": bool(decl["pair"]), "labels": decl["labels"],
+             "metrics": decl["metrics"]}
     if words:
-        param.update(language=decl.get("language", "en"), spacy_pipeline=spacy_pipeline)
+        param.update(language=decl["language"], spacy_pipeline=spacy_pipeline)
     return param
 
 
@@ -213,7 +213,7 @@ def pipeline_for(language: str, config: dict) -> tuple[str | None, str]:
     attention.spacy_model for en, spacy_pipelines.<language> otherwise (None when the mapping has no entry)."""
     if language == "en":
         return config["attention"]["spacy_model"], "attention.spacy_model"
-    return (config.get("spacy_pipelines") or {}).get(language), f"spacy_pipelines.{language}"
+    return config["spacy_pipelines"].get(language), f"spacy_pipelines.{language}"
 
 
 def pipeline_installed(name: str | None) -> bool:
@@ -233,19 +233,19 @@ def pipeline_installed(name: str | None) -> bool:
 
 def declared_pipeline(decl: dict, config: dict) -> str | None:
     """The pipeline that annotates a declared task's words: the configured one when installed, else None."""
-    name, _ = pipeline_for(decl.get("language", "en"), config)
+    name, _ = pipeline_for(decl["language"], config)
     return name if pipeline_installed(name) else None
 
 
 def annotation_notes(config: dict) -> list[str]:
     """One line per declared task whose language has no installed spaCy pipeline (said at start)."""
     notes = []
-    for decl in declarations(config.get("tasks") or []).values():
-        name, key = pipeline_for(decl.get("language", "en"), config)
+    for decl in declarations(config["tasks"]).values():
+        name, key = pipeline_for(decl["language"], config)
         if pipeline_installed(name):
             continue
         why = f"pipeline {name!r} is not installed" if name else "no pipeline is configured"
-        notes.append(f"bertology: task {decl['name']} (language {decl.get('language', 'en')}): {why}, so "
+        notes.append(f"bertology: task {decl['name']} (language {decl['language']}): {why}, so "
                      f"{', '.join(ANNOTATED_ANALYSES)} are left out for it; set {key} to an installed spaCy "
                      f"pipeline (e.g. pip install it) to have them; every other analysis and the report are produced")
     return notes

@@ -125,7 +125,7 @@ def _claims_block(results: Path, inputs: Sequence[str], config: dict) -> str:
         return ""
     ledger = pd.read_csv(results / layout.rel("claims"))
     stems = [Path(f).stem for f in declared_figures(inputs)]
-    confidence = (config.get("analysis") or {}).get("claims", {}).get("confidence")
+    confidence = config["analysis"]["claims"]["confidence"]
     forest = layout.rel("figure", name="claims")
     plot = (f'<h3 id="claims-forest">Forest plot</h3><div class=figs>{_img(results / forest, wide=True)}</div>'
             if forest in inputs else "")
