@@ -64,13 +64,12 @@ def eager(model, tok, df, batch: int) -> float:
 
 
 def ours(model_path: str, df, words, out: Path) -> float:
-    from bertology.pipeline.config import AttentionConfig, load_schema
+    from bertology.pipeline.config import schema_section
     from bertology.attention.extract import extract_store
 
     for p in (out, out.with_name(out.name + ".partial")):
         shutil.rmtree(p, ignore_errors=True)
-    defaults = {k: v["default"] for k, v in load_schema()["properties"]["attention"]["properties"].items()}
-    attention = AttentionConfig(**dict(defaults, split="validation", examples=None))
+    attention = schema_section("attention", split="validation", examples=None)
     w = time.perf_counter()
     extract_store(out, frame=df, words=words, model="bench", model_path=model_path, variant="pretrained",
                   task="rte", attention=attention, seed=42, max_length=MAX_LENGTH, progress=False)

@@ -92,14 +92,12 @@ def forward_pass(model, tok, df: pd.DataFrame, attentions: bool, batch_size: int
 
 def extraction(model_path: str, df: pd.DataFrame, words: pd.DataFrame, out: Path, keepbits=None,
                variant: str = "pretrained", value_norms: bool = False, **overrides) -> dict:
-    from bertology.pipeline.config import load_schema
-    from bertology.pipeline.config import AttentionConfig
+    from bertology.pipeline.config import schema_section
     from bertology.attention.extract import extract_store
 
     for p in (out, out.with_name(out.name + ".partial")):
         shutil.rmtree(p, ignore_errors=True)
-    defaults = {k: v["default"] for k, v in load_schema()["properties"]["attention"]["properties"].items()}
-    attention = AttentionConfig(**dict(defaults, split="train", examples=None, keepbits=keepbits, **overrides))
+    attention = schema_section("attention", split="train", examples=None, keepbits=keepbits, **overrides)
     return extract_store(out, frame=df, words=words, model="minilm-l6", model_path=model_path, variant=variant,
                          task="mrpc", attention=attention, seed=42, max_length=MAX_LENGTH, progress=False,
                          value_norms=value_norms)

@@ -61,17 +61,12 @@ def _reset_peak() -> bool:
 
 
 def train_settings(**train):
-    """bertology.pipeline.config.TrainConfig of the schema's defaults with `train` overridden (no Snakemake needed)."""
-    from bertology.pipeline.config import TrainConfig, build, load_schema
+    """bertology.pipeline.config.TrainConfig of the schema's defaults with `train` overridden (no Snakemake needed;
+    `lora`: the keys of train.lora to change)."""
+    from bertology.pipeline.config import plain_config, schema_section
 
-    def filled(node: dict):
-        if node.get("type") == "object" and "properties" in node:
-            return {k: filled(v) for k, v in node["properties"].items()}
-        return node.get("default")
-
-    values = filled(load_schema()["properties"]["train"])
-    lora = {**values["lora"], **train.pop("lora", {})}
-    return build(TrainConfig, {**values, **train, "lora": lora}, prefix="train.")
+    lora = {**plain_config(schema_section("train.lora")), **train.pop("lora", {})}
+    return schema_section("train", **train, lora=lora)
 
 
 def measure(model_dir: str, method: str, dropout: float, steps: int, batch_size: int, words: int,

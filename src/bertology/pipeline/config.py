@@ -322,8 +322,16 @@ def _default_section(key: str) -> Any:
 
 def schema_section(key: str, **changes: Any) -> Any:
     """The typed section of the dotted `key` holding the schema's defaults, `changes` replacing some keys (checked
-    as the schema checks a config file's), for code given no config: e.g.
-    ``schema_section("analysis.mixing_views", globenc_rows="normalised")``."""
+    as the schema checks a config file's), for code given no config.
+
+    >>> schema_section("analysis.mixing_views").decompx_epsilon
+    1e-12
+    >>> schema_section("analysis.mixing_views", globenc_rows="normalised").globenc_rows
+    'normalised'
+    >>> schema_section("analysis.mixing_views", globenc_rows="sum_one")
+    Traceback (most recent call last):
+    bertology.pipeline.config.ConfigError: config key 'analysis.mixing_views.globenc_rows' has value 'sum_one', which is not allowed; choose one of: raw, normalised
+    """
     if not changes:
         return _default_section(key)
     node, cls = _section_node(key)

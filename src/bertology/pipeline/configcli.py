@@ -66,6 +66,11 @@ def coerce_command_line(config: dict, overrides: Any, root: dict | None = None, 
     of ``[42, 43]``), becomes that value. `overrides` is the command line's own mapping (Snakemake's
     ``workflow.config_settings.config``): only the keys it sets are touched, so a config file's values are never
     coerced. A value that fits no type is left as it is, for validation to name it.
+
+    >>> config = {"data": {"max_length": "64", "source": "demo"}, "train": {"seeds": ["42", "43"]}}
+    >>> coerce_command_line(config, {"data": {"max_length": "64"}, "train": {"seeds": ["42", "43"]}})
+    >>> config
+    {'data': {'max_length': 64, 'source': 'demo'}, 'train': {'seeds': [42, 43]}}
     """
     root = load_schema() if root is None else root
     node = root if node is None else node

@@ -33,7 +33,11 @@ def select_sections(config: dict[str, Any], keys: typing.Iterable[str]) -> dict[
 
 
 def sections_json(config: dict[str, Any], keys: typing.Iterable[str]) -> str:
-    """select_sections(...) as canonical JSON (the `--config` argument of a step)."""
+    """select_sections(...) as canonical JSON (the `--config` argument of a step).
+
+    >>> sections_json({"model": "m", "data": {"seed": 42, "max_length": 128}}, ["data.seed", "model"])
+    '{"data": {"seed": 42}, "model": "m"}'
+    """
     return json.dumps(select_sections(config, keys), sort_keys=True)
 
 
@@ -57,5 +61,12 @@ def typed_sections(values: dict[str, Any]) -> Config:
 
 
 def sections_from_json(text: str) -> Config:
-    """The typed config of one step from the JSON its rule passed (:func:`typed_sections`)."""
+    """The typed config of one step from the JSON its rule passed (:func:`typed_sections`).
+
+    >>> config = sections_from_json('{"data": {"seed": 42}, "tasks": ["rte", {"name": "own", "source": "x.csv"}]}')
+    >>> config.data.seed, config.tasks
+    (42, ('rte', 'own'))
+    >>> config.model
+    <undeclared model>
+    """
     return typed_sections(sections_values(text))
