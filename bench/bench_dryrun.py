@@ -13,7 +13,9 @@ In one run, interleaved round by round (each a fresh `snakemake` process, wall t
              PYTHONPATH, in a new and in a reused working directory: the reference checkout's code in the same run
 
 Every variant of this checkout reads a user cache of the benchmark's own ($BERTOLOGY_CACHE in a temporary folder,
-filled by one warm-up run), never the user's. Also lists the heavy modules (torch, transformers, scipy, pandas,
+filled by one warm-up run), never the user's. Python's compiled bytecode is kept as an installed package keeps it,
+in a temporary folder (PYTHONPYCACHEPREFIX, PYTHONDONTWRITEBYTECODE unset), written by the warm-up; `--as-is` keeps
+the environment's own setting instead (with PYTHONDONTWRITEBYTECODE=1 every run compiles bertology's sources). Also lists the heavy modules (torch, transformers, scipy, pandas,
 numpy, ...) imported while reading the Snakefile (`python -X importtime`), for each variant and for the one-rule
 Snakefile (Snakemake's own).
 
@@ -54,10 +56,15 @@ def snakemake_args(snakefile: Path, mode: str) -> list[str]:
     return ["-s", str(snakefile), "--cores", "1"] + (["-n", "-q"] if mode == "dry" else ["--lint"])
 
 
-def environment(src: Path | None, cache: Path) -> dict[str, str]:
+def environment(src: Path | None, cache: Path, pycache: Path | None) -> dict[str, str]:
+    """The environment of one run: `src` on PYTHONPATH, `cache` as the user cache, bytecode kept under `pycache`
+    (None: the environment's own setting)."""
     env = dict(os.environ, BERTOLOGY_CACHE=str(cache))
     if src is not None:
         env["PYTHONPATH"] = str(src)
+    if pycache is not None:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(pycache)
     return env
 
 
@@ -93,11 +100,13 @@ def main() -> None:
     ap.add_argument("--ref", type=Path, help="another checkout (e.g. a worktree of main) to time in the same run")
     ap.add_argument("--modes", default="dry", help="dry, lint or dry,lint")
     ap.add_argument("--note", default="", help="what else ran on the machine meanwhile (kept in the JSON)")
+    ap.add_argument("--as-is", action="store_true", help="keep the environment's bytecode setting")
     args = ap.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="bench_dryrun_"))
     (tmp / "one.smk").write_text(ONE_RULE)
     warm, cold = tmp / "cache-warm", tmp / "cache-cold"
+    pycache = None if args.as_is else tmp / "pycache"
     this = (REPO / "Snakefile", REPO / "src")
     # name -> (snakefile, src on PYTHONPATH, user cache, working directory reused across rounds)
     variants = {"one-rule": (tmp / "one.smk", None, warm, False), "fresh": (*this, warm, False),
@@ -119,22 +128,26 @@ def main() -> None:
     load_before = os.getloadavg()
     try:
         for name, (snakefile, src, cache, reused) in variants.items():  # warm-up: disk cache, the warm user cache
-            timed(snakemake_args(snakefile, "dry"), workdir(name, reused), environment(src, cache))
+            timed(snakemake_args(snakefile, "dry"), workdir(name, reused), environment(src, cache, pycache))
         for _ in range(args.repeats):
             for mode in modes:
                 for name, (snakefile, src, cache, reused) in variants.items():
                     if cache == cold:
                         shutil.rmtree(cold, ignore_errors=True)
                     times[mode][name].append(timed(snakemake_args(snakefile, mode), workdir(name, reused),
-                                                   environment(src, cache)))
+                                                   environment(src, cache, pycache)))
         shutil.rmtree(cold, ignore_errors=True)
-        heavy = {name: heavy_imports(snakemake_args(sf, "dry"), workdir(name, reused), environment(src, cache))
+        heavy = {name: heavy_imports(snakemake_args(sf, "dry"), workdir(name, reused), environment(src, cache, pycache))
                  for name, (sf, src, cache, reused) in variants.items()}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
     result = {"repeats": args.repeats, "load_before": load_before, "load_after": os.getloadavg(),
-              "note": args.note, "ref": str(args.ref) if args.ref else None, "modes": {}, "heavy_imports": heavy,
+              "note": args.note, "ref": str(args.ref) if args.ref else None,
+              "bytecode": ("as the environment sets it (PYTHONDONTWRITEBYTECODE="
+                           f"{os.environ.get('PYTHONDONTWRITEBYTECODE', '')!r})" if args.as_is
+                           else "kept in a temporary PYTHONPYCACHEPREFIX, written by the warm-up"),
+              "modes": {}, "heavy_imports": heavy,
               **provenance()}
     for mode in modes:
         med = {v: statistics.median(t) for v, t in times[mode].items()}
