@@ -12,7 +12,7 @@ from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
 from bertology.ablation import significance as st
 from bertology.models.metrics import batched_metric, compute_metrics
-from bertology.stats.moments import fdr_bh
+from bertology.stats.moments import adjust_p
 
 
 
@@ -163,7 +163,7 @@ def test_bootstrap_interval_coverage():
 
 
 def test_fdr_bh_known_values():
-    got = fdr_bh(np.array([0.01, 0.04, 0.03, 0.5, np.nan]))
+    got = adjust_p(np.array([0.01, 0.04, 0.03, 0.5, np.nan]), "fdr_bh")
     np.testing.assert_allclose(got[:4], [0.04, 0.04 * 4 / 3, 0.04 * 4 / 3, 0.5])
     assert np.isnan(got[4])
 

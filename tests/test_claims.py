@@ -17,8 +17,9 @@ from bertology.claims.ledger import (
     required_inputs,
     to_markdown,
 )
-from bertology.claims.bootstrap import Boot, bootstrap, holm, verdict
+from bertology.claims.bootstrap import Boot, bootstrap, verdict
 from bertology.analyses import REGISTRY
+from bertology.stats.moments import adjust_p
 
 BOOT = Boot(resamples=300, confidence=0.95, seed=0)
 
@@ -488,11 +489,11 @@ def test_verdict_rule():
         verdict(0, 1, side="=", null=0)
 
 
-def test_holm_matches_statsmodels_and_keeps_nan():
+def test_adjust_p_holm_matches_statsmodels_and_keeps_nan():
     from statsmodels.stats.multitest import multipletests
 
     p = np.array([0.01, np.nan, 0.04, 0.03, 0.5])
-    got = holm(p)
+    got = adjust_p(p, "holm")
     ok = np.isfinite(p)
     assert np.isnan(got[1])
     np.testing.assert_allclose(got[ok], multipletests(p[ok], method="holm")[1])
@@ -579,7 +580,7 @@ def test_ledger_not_computed_names_the_key_and_holm_spans_the_run(tmp_path):
     assert mixing_row["verdict"] == "not computed" and "analysis.norms.enabled" in mixing_row["note"]
     assert "ablation" in rows.loc["kovaleva_disable_head", "note"]
     p = ledger["p"].to_numpy(float)
-    np.testing.assert_allclose(ledger["p_holm"].to_numpy(float), holm(p), equal_nan=True)
+    np.testing.assert_allclose(ledger["p_holm"].to_numpy(float), adjust_p(p, "holm"), equal_nan=True)
     assert ledger["claim"].iloc[0].startswith("kovaleva_table1")  # the report's order: Table 1 first
     md = to_markdown(ledger, 0.95)
     assert "| kovaleva_cosine_last_layers | rte | finetuned | holds |" in md
@@ -754,7 +755,8 @@ def test_a_task_free_claim_is_one_row_and_one_test_in_holm(tmp_path):
     assert len(once) == len(per_task) - 3 * (len(tasks) - 1)
     n_tests = int(np.isfinite(once["p"].to_numpy(float)).sum())
     assert holm_count(once) == n_tests == holm_count(per_task) - 3 * (len(tasks) - 1)
-    np.testing.assert_allclose(once["p_holm"].to_numpy(float), holm(once["p"].to_numpy(float)), equal_nan=True)
+    np.testing.assert_allclose(once["p_holm"].to_numpy(float), adjust_p(once["p"].to_numpy(float), "holm"),
+                               equal_nan=True)
     gold = evaluate(CLAIMS["clark_parser_det"], ALL, [parser(0.9, 200, "det")], BOOT)
     row = parsers.set_index("claim").loc["clark_parser_det"]
     assert row["effect"] == pytest.approx(gold["effect"]) and row["p"] == pytest.approx(gold["p"])

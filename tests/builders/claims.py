@@ -107,7 +107,7 @@ def synthetic_ledger(tasks: list[str], *, seeds: int = 1, extra: bool = False) -
     flag) the consumers must ignore."""
     from bertology.analyses import REGISTRY
     from bertology.claims.ledger import ALL, COLUMNS
-    from bertology.claims.bootstrap import holm
+    from bertology.stats.moments import adjust_p
 
     rows = []
     for i, c in enumerate(REGISTRY.claims()):
@@ -135,7 +135,7 @@ def synthetic_ledger(tasks: list[str], *, seeds: int = 1, extra: bool = False) -
                          "seeds": ";".join(str(42 + s) for s in range(seeds)) if seeds > 1 else "",
                          "seeds_agree": seeds - 1 if seeds > 1 else pd.NA})
     ledger = pd.DataFrame(rows)
-    ledger["p_holm"] = holm(ledger["p"].to_numpy(float))
+    ledger["p_holm"] = adjust_p(ledger["p"].to_numpy(float), "holm")
     ledger = ledger.reindex(columns=list(COLUMNS))
     if extra:
         ledger["chance_flag"] = True

@@ -10,7 +10,7 @@ measured on the *same* examples) gets
   discordant examples, scipy.stats.binomtest); for the other metrics a paired approximate randomisation
   test (swap the baseline's and the configuration's prediction of each example with probability 1/2,
   p = (1 + #{|delta*| >= |delta|}) / (R + 1), Noreen 1989);
-- Benjamini-Hochberg adjustment across the heads (or the layers) of a sweep (:func:`bertology.stats.moments.fdr_bh`).
+- Benjamini-Hochberg adjustment across the heads (or the layers) of a sweep (:func:`bertology.stats.moments.adjust_p`).
 
 :func:`sweep_tables` turns the sweep's logits into heads.csv / layers.csv / summary.csv rows (columns in
 :data:`COLUMN_DOCS`) and the summary's counts: the expected delta of disabling a random head (mean over
@@ -30,7 +30,7 @@ import pandas as pd
 from scipy import stats
 
 from bertology.models.metrics import batched_metric, predictions_from_logits
-from bertology.stats.moments import fdr_bh
+from bertology.stats.moments import adjust_p
 from bertology.pipeline.tasks import get_task
 
 PAIRED_TESTS = {"accuracy": "mcnemar_exact"}
@@ -122,7 +122,7 @@ TABLE_COLUMNS = ["layer", "head", "metric", "value", "baseline", "delta", "ci_lo
 COLUMN_DOCS = {
     "layer": "0-based layer of the disabled head(s)",
     "head": "0-based head (heads.csv only)",
-    "metric": "one of the task's GLUE metrics (bertology.pipeline.tasks)",
+    "metric": "one of the task's GLUE metrics (docs/reference.md#table1)",
     "value": "the metric with the head/layer disabled (fraction; correlations in [-1, 1])",
     "baseline": "the metric of the intact model on the same examples",
     "delta": "value - baseline",
@@ -178,7 +178,7 @@ def sweep_tables(task: str, labels: np.ndarray, logits: np.ndarray, n_layers: in
         p, test = paired_test(metric, labels, preds[0], preds[1:], n_boot, seed + 1)
         p_adj = np.full_like(p, np.nan)
         for cols in (head_cols, layer_cols):
-            p_adj[cols] = fdr_bh(p[cols])
+            p_adj[cols] = adjust_p(p[cols], "fdr_bh")
         for i, cfg in enumerate(configs[1:]):
             row = {"layer": cfg.layer, "head": cfg.head, "metric": metric, "value": value[i], "baseline": base,
                    "delta": delta[i], "ci_low": low[i], "ci_high": high[i], "p_value": p[i], "p_adj": p_adj[i],

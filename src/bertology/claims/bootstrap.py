@@ -1,5 +1,6 @@
 """The statistics every claim shares: a percentile bootstrap over the claim's units (heads, examples, layers,
-seeds), the Multi-Bootstrap over seeds and units with two or more fine-tuning seeds, the verdict rule and Holm.
+seeds), the Multi-Bootstrap over seeds and units with two or more fine-tuning seeds, and the verdict rule
+(Holm's adjustment: :func:`bertology.stats.moments.adjust_p`).
 
 Dimension glossary: S fine-tuning seeds, N units (rows of a unit table: one per head, example, layer ...),
 B bootstrap resamples.
@@ -191,19 +192,6 @@ def verdict(ci_low: float, ci_high: float, *, side: str, null: float) -> str:
     if below:
         return HOLDS if side == "<" else CONTRADICTED
     return INCONCLUSIVE
-
-
-def holm(p: Sequence[float]) -> np.ndarray:
-    """Holm-adjusted p-values (statsmodels multipletests, method "holm") over the finite entries of `p`;
-    NaN stays NaN."""
-    from statsmodels.stats.multitest import multipletests
-
-    p = np.asarray(p, dtype=float)
-    out = np.full(p.shape, np.nan)
-    ok = np.isfinite(p)
-    if ok.any():
-        out[ok] = multipletests(p[ok], method="holm")[1]
-    return out
 
 
 def side_alternative(side: str) -> str:

@@ -18,8 +18,9 @@ from typing import Any
 import pandas as pd
 
 from bertology.pipeline import layout
-from bertology.claims.bootstrap import HOLDS, NOT_COMPUTED, Boot, Result, holm, verdict
+from bertology.claims.bootstrap import HOLDS, NOT_COMPUTED, Boot, Result, verdict
 from bertology.pipeline.errors import InputError
+from bertology.stats.moments import adjust_p
 
 #: a claim as the registry declares it (bertology.registry.Claim: id, inputs, compute, side, null, ...); the ledger
 #: takes the claims as an argument, so this science module imports no registry
@@ -202,7 +203,7 @@ def build_ledger(results: Path, claims: Sequence[Claim], tasks: Sequence[str], s
     ledger = pd.DataFrame(rows)
     if ledger.empty:
         return pd.DataFrame(columns=list(COLUMNS))
-    ledger["p_holm"] = holm(ledger["p"].to_numpy(float))
+    ledger["p_holm"] = adjust_p(ledger["p"].to_numpy(float), "holm")
     ledger["seeds_agree"] = ledger["seeds_agree"].astype("Int64")
     ledger["caveat"] = chance_caveats(ledger)
     return ledger.reindex(columns=list(COLUMNS))

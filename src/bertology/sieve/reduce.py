@@ -24,7 +24,7 @@ from scipy import stats
 
 from bertology.pipeline.errors import MissingInputError
 from bertology.attention.onepass import BatchKernel, Job, Outputs, StoreInfo, reduce_store
-from bertology.stats.moments import fdr_bh
+from bertology.stats.moments import adjust_p
 from bertology.store import StoreError, open_store
 
 from .masks import ROLES, SYNTACTIC_RELATIONS, build_masks, check_roles, chunk_relations, roles_for
@@ -192,7 +192,7 @@ def sieve_table(scores: np.ndarray, roles: Sequence[str], *, tau: float, alpha: 
     p = df["p_value"].to_numpy()
     if correction not in ("none", "fdr_bh"):
         raise ValueError(f"unknown correction {correction!r}; use none or fdr_bh")
-    p_adj = fdr_bh(p) if correction == "fdr_bh" else p.copy()
+    p_adj = adjust_p(p, "fdr_bh") if correction == "fdr_bh" else p.copy()
     df["assigned"] = np.nan_to_num(p_adj, nan=1.0) < alpha
     df["tau"] = float(tau)
     df["p_adjusted"] = p_adj

@@ -1,8 +1,10 @@
-"""Statistics shared by the analyses (kept to what a well-kept library does not already give): the
-Benjamini-Hochberg correction, running moments (mean, std, n) accumulated chunk by chunk, and their long tables."""
+"""Statistics shared by the analyses (kept to what a well-kept library does not already give): NaN-aware
+p-value adjustment (Holm, Benjamini-Hochberg), running moments (mean, std, n) accumulated chunk by chunk, and their
+long tables."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,8 +12,9 @@ import numpy as np
 import pandas as pd
 
 
-def fdr_bh(p_values: np.ndarray) -> np.ndarray:
-    """Benjamini-Hochberg adjusted p-values (statsmodels ``multipletests(method="fdr_bh")``), same shape.
+def adjust_p(p_values: Sequence[float] | np.ndarray, method: str) -> np.ndarray:
+    """p-values adjusted for multiple tests (statsmodels ``multipletests``, `method` e.g. "holm" or "fdr_bh") over
+    the finite entries of `p_values`, same shape.
 
     NaN p-values (tests that could not be run) stay NaN and do not count among the tests.
     """
@@ -21,7 +24,7 @@ def fdr_bh(p_values: np.ndarray) -> np.ndarray:
     out = np.full(p.shape, np.nan)
     ok = np.isfinite(p)
     if ok.any():
-        out[ok] = multipletests(p[ok], method="fdr_bh")[1]
+        out[ok] = multipletests(p[ok], method=method)[1]
     return out
 
 
