@@ -50,7 +50,7 @@ class StoreInfo:
 
     @property
     def causal(self) -> bool:
-        """The store's maps are a decoder's (attribute ``causal``; absent in stores of encoders written before it)."""
+        """The store's maps are a decoder's (attribute ``causal``; absent: false)."""
         return bool(self.attrs.get("causal", False))
 
 

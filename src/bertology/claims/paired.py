@@ -39,8 +39,8 @@ PERMUTATION_BLOCK = 1 << 22
 
 def record_predictions(score: pd.DataFrame | None) -> pd.DataFrame | None:
     """A score record as the ledger reads it (one row, ``pd.json_normalize``) -> its per-example table (N rows:
-    ``idx``, ``label``, ``prediction``) sorted by ``idx``; None when it has none (written before the score step
-    stored them) or its lists disagree in length."""
+    ``idx``, ``label``, ``prediction``) sorted by ``idx``; None when it has none or its lists disagree
+    in length."""
     if score is None or not set(COLUMNS) <= set(score.columns):
         return None
     idx, label, pred = (score[c].iloc[0] for c in COLUMNS)

@@ -61,8 +61,7 @@ def _order(df: pd.DataFrame) -> pd.DataFrame:
 
 def scores_frame(scores: Iterable[Mapping]) -> pd.DataFrame:
     """Score dicts (results/scores/{task}/{variant}{seedtag}.json) -> the long per-seed table
-    (task, variant, seed, metric, value, n); a record without 'seed' (written before seeds existed)
-    counts as one seed, -1.
+    (task, variant, seed, metric, value, n); a record without 'seed' counts as one seed, -1.
 
     Rows follow the paper's task order, then the variant order, then the task's metric order, then the
     seed. Raises ValueError on a record lacking a key or metric, an unknown variant, or two records of

@@ -167,8 +167,8 @@ def _state(directory: Path, rels: Iterable[str]) -> tuple:
 
 
 def verify_digest(directory: str | Path, what: str = "model") -> None:
-    """Check a model directory or store against its :data:`DIGEST_FILE` (none: only the permissions are checked, an
-    output written before digests were): every file present, of its size, with its sha256. A mismatch is one
+    """Check a model directory or store against its :data:`DIGEST_FILE` (none: only the permissions are
+    checked): every file present, of its size, with its sha256. A mismatch is one
     :class:`CacheEntryError` naming the file, the cache entry and the command that removes it
     (:func:`eviction`). An output taken from the cache is also refused when others can write it
     (:func:`check_not_world_writable`). Checked in full once per process; a later call (a store is opened once per

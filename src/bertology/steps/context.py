@@ -62,9 +62,8 @@ class StepContext:
     device: str | None = None
     progress: bool = True
     tracker: Any = None  # bertology.tracking.Tracker
-    extra: dict[str, Any] = field(default_factory=dict)
-    options: dict[str, Any] = field(default_factory=dict)  # a tool step's own options (StepSpec.options)
-    rest: list[str] = field(default_factory=list)  # the arguments after "--" (StepSpec.passthrough)
+    options: dict[str, Any] = field(default_factory=dict)  # a tool step's own options (registry.Step.options)
+    rest: list[str] = field(default_factory=list)  # the arguments after "--" (registry.Step.passthrough)
 
     @property
     def task(self) -> str | None:

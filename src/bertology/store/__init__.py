@@ -19,8 +19,8 @@ Layout on disk (attribute ``layout``, :data:`LAYOUT`): ``attention`` is one shar
 attention.chunk_size examples) holding one inner chunk per example (1, L, H, Q, K), Blosc-compressed with a CRC32C
 checksum, so one map or one example is read and decompressed alone and a reduction reads each example cropped to
 its own length; the small variables are chunked along ``example`` (one file per example chunk). Any Zarr v3 reader
-reads the store (``xr.open_zarr(path)`` gives the same view, unchecked). Stores written before the ``layout``
-attribute (:data:`LEGACY_LAYOUT`: ``attention`` chunked along ``example`` only) are still read, with the same checks
+reads the store (``xr.open_zarr(path)`` gives the same view, unchecked). A store without the ``layout``
+attribute (:data:`LEGACY_LAYOUT`: ``attention`` chunked along ``example`` only) is read too, with the same checks
 (bench/bench_store_layout.py compares the two).
 """
 

@@ -71,7 +71,7 @@ LAYOUTS = (LAYOUT, LEGACY_LAYOUT)
 
 
 def store_layout(attrs: Mapping[str, Any]) -> str:
-    """The layout a store's attributes declare (:data:`LEGACY_LAYOUT` for stores written before it was recorded)."""
+    """The layout a store's attributes declare (:data:`LEGACY_LAYOUT` where none is recorded)."""
     return str(attrs.get("layout", LEGACY_LAYOUT))
 
 
@@ -167,7 +167,8 @@ def expected_attrs(config, task: str, variant: str) -> dict[str, Any]:
     """What an analysis asks of the store of (task, variant): the identity attributes the config determines.
 
     config: the typed Config (sections model, data.seed, data.max_length, attention.split, attention.examples,
-    attention.keepbits, attention.spacy_model: :data:`EXPECT_SECTIONS`, to declare in a step's StepSpec).
+    attention.keepbits, attention.spacy_model: :data:`EXPECT_SECTIONS`, to declare in a step's
+    :class:`bertology.registry.Step` ``config``).
     """
     att = config.attention
     return {"model": str(config.model), "task": task, "variant": variant, "split": att.split,

@@ -33,8 +33,8 @@ def create_store(path: str | Path, *, example_idx: np.ndarray, layers: int, head
 
     example_idx: (E,) the sample. attrs: the store's attributes (identity + provenance, with `keepbits`:
     None or the BitRound filter of `attention`); `complete`, `chunks_done`, `n_chunks`, `chunk_size`,
-    `codec`, `layout` are set here. layout: :data:`LAYOUT`, or :data:`LEGACY_LAYOUT` (what earlier versions
-    wrote: only to compare with, in tests and bench/bench_store_layout.py). value_norms: also the optional
+    `codec`, `layout` are set here. layout: :data:`LAYOUT`, or :data:`LEGACY_LAYOUT` (``attention`` chunked
+    along ``example`` only: to compare with, in tests and bench/bench_store_layout.py). value_norms: also the optional
     `value_norm` (E, L, H, Q) float32 (attribute ``value_norms``). Returns the zarr Group.
     """
     import zarr

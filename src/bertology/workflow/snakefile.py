@@ -97,21 +97,22 @@ def check_config_file_first(path: str | Path) -> None:
 
 
 def on_start(invocation: str, config: dict) -> None:
-    """The Snakefile's ``onstart`` (real runs only, before any job): the model is a bidirectional encoder
-    with a readable config that asks for no code of its own, and a tokenizer that reads English, the tracking store answers (or the workflow stops with one line naming it,
-    unless ``mlflow.required`` is false), records kept by earlier runs are sent, and the invocation's
+    """The Snakefile's ``onstart`` (real runs only, before any job): the model is one bertology studies (an
+    encoder or a decoder, :func:`bertology.models.loading.check_model`) with a readable config that asks for no code
+    of its own, and a tokenizer that reads English, the tracking store answers (or the workflow stops with one line
+    naming it, unless ``mlflow.required`` is false), records kept by earlier runs are sent, and the invocation's
     parent run is created."""
     from bertology import tracking
     from bertology.pipeline.errors import UserError
     from bertology.models.loading import check_model, check_max_length, check_tokenizer, resolve_model
 
-    try:  # the model is an encoder, and its directory readable (a hub name not cached: its first job checks)
+    try:  # an encoder or a decoder, its directory readable (a hub name not cached: its first job checks)
         resolved = resolve_model(config["model"])
         check_model(resolved)
         check_tokenizer(resolved)
         check_max_length(resolved, config["data"]["max_length"], config["model"])
         if config["train"]["method"] == "lora":  # peft installed, the target modules in the model
-            from bertology.models.training import check_lora
+            from bertology.models.lora import check_lora
 
             check_lora(resolved, config["train"]["lora"])
     except UserError as err:
