@@ -209,7 +209,7 @@ def test_imports_by_name_are_in_the_graph():
 
 #: bertology's folders from the ground up: a package imports only packages before it in this list (lazy,
 #: function-level imports and imports by name included), never one after it nor one at its own place. A new folder
-#: takes its place here. docs/reference.md#packages draws the same order.
+#: takes its place here. CONTRIBUTING.md ("Where things live") draws the graph in this order.
 LAYERS = (
     "pipeline",     # the ground: errors, files, config, paths, seed tags, the task registry, hub probe, figure style,
                     # output cache, dask and disk-full helpers
