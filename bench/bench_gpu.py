@@ -185,7 +185,9 @@ def fine_tuning(args, device, results):
 
     from bertology.pipeline.config import TrainConfig
     from bertology.pipeline.tasks import get_task
-    from bertology.models.training import collate, encode_split, train, train_batches
+    from bertology.models.batching import collate, train_batches
+    from bertology.models.encoding import encode_split
+    from bertology.models.training import train
 
     cfg = _config(args, num_labels=2)
     spec = get_task("mrpc")

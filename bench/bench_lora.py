@@ -78,7 +78,8 @@ def measure(model_dir: str, method: str, dropout: float, steps: int, batch_size:
 
     from bertology.models.loading import load_classifier, load_tokenizer
     from bertology.pipeline.tasks import get_task
-    from bertology.models.training import encode_split, train
+    from bertology.models.encoding import encode_split
+    from bertology.models.training import train
 
     torch.set_num_threads(threads)
     spec = get_task("sst2")

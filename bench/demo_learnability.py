@@ -108,7 +108,8 @@ def pipeline_accuracy(model_dir: str, task: str, init: str, train: pd.DataFrame,
     """Accuracy after bertology.models.training.train (length-bucketed batches, warm-up, no decay on biases and
     norms), evaluated with bertology.models.training.evaluate; init `untrained` = no training."""
     from bertology.pipeline.config import TrainConfig, build, validate_config
-    from bertology.models.training import encode_split, evaluate, select_device, train as train_model
+    from bertology.models.encoding import encode_split
+    from bertology.models.training import evaluate, select_device, train as train_model
 
     spec = get_task(task)
     tok = load_tokenizer(model_dir)

@@ -6,9 +6,8 @@
 # seed of train.seeds (bertology.pipeline.seedtags).
 
 
-# The resumable training state lives in results/checkpoints/{task}/{init}{seedtag}/ (the step names it with
-# bertology.models.training.checkpoint_dir(task, init, seedtag), i.e. bertology.pipeline.layout.checkpoint, relative to the
-# working directory). It is deliberately NOT an output of this rule: Snakemake deletes the outputs of a failed or killed job, and with them the
+# The resumable training state (bertology.models.checkpoint) lives in results/checkpoints/{task}/{init}{seedtag}/ (the
+# step names it with bertology.pipeline.layout.checkpoint(task, init, seedtag), relative to the working directory). It is deliberately NOT an output of this rule: Snakemake deletes the outputs of a failed or killed job, and with them the
 # state that lets the re-run resume (SLURM time limit, SIGTERM). The step deletes it once the model is saved.
 rule train_model:
     input:

@@ -84,11 +84,12 @@ def test_no_pad_and_no_eos_is_one_line():
 
 
 def test_a_named_gguf_model_whose_package_is_missing_is_one_line(monkeypatch):
-    from bertology.models import loading as models
+    from bertology.models import gguf
+    from bertology.models.loading import resolve_model
 
-    monkeypatch.setitem(models.GGUF_MODELS, "nothing-1m", ("no_such_package_here", "x.gguf", "pip install it"))
+    monkeypatch.setitem(gguf.GGUF_MODELS, "nothing-1m", ("no_such_package_here", "x.gguf", "pip install it"))
     with pytest.raises(ModelNotFoundError, match=r"needs the optional package no-such-package-here .*pip install it"):
-        models.resolve_model("nothing-1m")
+        resolve_model("nothing-1m")
 
 
 def test_causal_uniform_covers_each_query_prefix_and_groups_repeat():
@@ -188,7 +189,8 @@ def test_induction_claim_pairs_the_best_heads_per_sequence():
 
 
 def test_a_gguf_file_transformers_cannot_read_is_one_line(tmp_path, monkeypatch):
-    from bertology.models import loading as models
+    from bertology.models import gguf
+    from bertology.models.loading import resolve_model
 
     package = tmp_path / "site" / "fake_gguf_pkg"
     package.mkdir(parents=True)
@@ -196,9 +198,9 @@ def test_a_gguf_file_transformers_cannot_read_is_one_line(tmp_path, monkeypatch)
     (package / "broken.Q4_1.gguf").write_bytes(b"GGUF\x03\x00\x00\x00not really a gguf file")
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     monkeypatch.setenv("BERTOLOGY_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setitem(models.GGUF_MODELS, "broken-1m", ("fake_gguf_pkg", "broken.Q4_1.gguf", "pip install it"))
+    monkeypatch.setitem(gguf.GGUF_MODELS, "broken-1m", ("fake_gguf_pkg", "broken.Q4_1.gguf", "pip install it"))
     with pytest.raises(ModelNotFoundError) as err:
-        models.resolve_model("broken-1m")
+        resolve_model("broken-1m")
     message = str(err.value)
     assert "\n" not in message and message.startswith(f"transformers cannot read {package / 'broken.Q4_1.gguf'} (")
     assert not list((tmp_path / "cache" / "models").glob("*broken-1m-*"))        # nothing half-written is kept

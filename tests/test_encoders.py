@@ -304,7 +304,8 @@ def test_importance_gradients_and_pruning(arch, model_dir, frame):
 def test_table1_scoring(arch, model_dir, frame):
     from bertology.models.loading import load_classifier
     from bertology.pipeline.tasks import get_task
-    from bertology.models.training import encode_split, evaluate
+    from bertology.models.encoding import encode_split
+    from bertology.models.training import evaluate
 
     spec = get_task("mrpc")
     tok = tokenizer(model_dir)
@@ -325,7 +326,8 @@ def test_models_get_token_type_ids_only_if_their_forward_takes_them(arch, model_
     (transformers 5 models swallow unknown keywords, so DistilBERT or ModernBERT would ignore them silently)."""
     from bertology.models.loading import forward_inputs, load_classifier, takes_token_type_ids
     from bertology.pipeline.tasks import get_task
-    from bertology.models.training import encode_split, evaluate
+    from bertology.models.encoding import encode_split
+    from bertology.models.training import evaluate
 
     spec = get_task("mrpc")
     tok = tokenizer(model_dir)

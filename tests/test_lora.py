@@ -153,7 +153,8 @@ def test_an_interrupted_lora_run_resumes_to_the_same_weights(dropout_model_dir, 
     head, and ends with the weights of an uninterrupted run (model and LoRA dropout both replayed)."""
     import torch
 
-    from bertology.models.training import STATE_FILE, train
+    from bertology.models.checkpoint import STATE_FILE
+    from bertology.models.training import train
 
     cfg = lora_config(epochs=2, batch_size=16, learning_rate=1e-2, seed=5, checkpoint_steps=2,
                       lora={"dropout": 0.05})
@@ -190,7 +191,7 @@ def test_an_interrupted_lora_run_resumes_to_the_same_weights(dropout_model_dir, 
 
 
 def test_the_resume_key_holds_the_method_and_the_lora_settings():
-    from bertology.models.training import resume_key
+    from bertology.models.checkpoint import resume_key
 
     df = keyword_frame(8, 0)
 
@@ -212,7 +213,7 @@ def test_default_target_modules_per_architecture(tiny_model_dir, tiny_llama_dir)
     from transformers import AutoModelForSequenceClassification, DistilBertConfig, GPT2Config
 
     from bertology.models.loading import meta_classifier
-    from bertology.models.training import head_modules, lora_targets
+    from bertology.models.lora import head_modules, lora_targets
 
     def meta(config):
         with torch.device("meta"):
@@ -233,7 +234,7 @@ def test_target_modules_the_model_lacks_are_one_line_before_any_job(tiny_model_d
     from bertology.workflow import snakefile as workflow
     from bertology.pipeline.config import ConfigError, validate_config
     from bertology.models.loading import meta_classifier
-    from bertology.models.training import check_lora, lora_targets
+    from bertology.models.lora import check_lora, lora_targets
 
     expected = ("train.lora.target_modules: the model (bert) has no linear module named q_proj, v_proj; its linear "
                 "modules are: dense, key, query, value. Name some of those, or set train.lora.target_modules: null "
@@ -258,7 +259,8 @@ def test_target_modules_the_model_lacks_are_one_line_before_any_job(tiny_model_d
 def test_lora_without_peft_says_how_to_install_it(tiny_model_dir, monkeypatch):
     import importlib.util
 
-    from bertology.models.training import LoraUnavailableError, check_lora, train
+    from bertology.models.lora import LoraUnavailableError, check_lora
+    from bertology.models.training import train
     from bertology.pipeline.errors import UserError
 
     find_spec = importlib.util.find_spec

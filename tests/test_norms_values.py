@@ -200,7 +200,8 @@ def test_the_views_take_the_value_norms_the_store_holds_instead_of_computing_the
     import numpy as np
 
     from bertology.demo import generate
-    from bertology.norms.analysis import encode_frame, run_views
+    from bertology.models.encoding import encode_frame
+    from bertology.norms.analysis import run_views
 
     model, tok = tiny("bert")
     frame = generate("mrpc", "validation", 4, seed=3)

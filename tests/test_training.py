@@ -68,7 +68,7 @@ def keyword_frame(n: int, seed: int, pair: bool = False) -> pd.DataFrame:
 
 def _setup(model_dir, task="sst2", n_train=96, n_eval=64, seed=0):
     from bertology.models.loading import load_classifier, load_tokenizer
-    from bertology.models.training import encode_split
+    from bertology.models.encoding import encode_split
 
     spec = get_task(task)
     tok = load_tokenizer(str(model_dir))
@@ -129,7 +129,7 @@ def test_metrics_from_logits_and_bad_lengths():
 
 
 def test_train_batches_cover_every_example_once_and_are_seeded():
-    from bertology.models.training import eval_batches, train_batches
+    from bertology.models.batching import eval_batches, train_batches
 
     lengths = np.random.default_rng(0).integers(3, 60, size=1001)
     b = train_batches(lengths, 32, seed=7, epoch=0)
@@ -150,7 +150,8 @@ def test_train_batches_cover_every_example_once_and_are_seeded():
 def test_total_steps_and_precision():
     import torch
 
-    from bertology.models.training import autocast_dtype, total_steps
+    from bertology.models.batching import total_steps
+    from bertology.models.training import autocast_dtype
 
     assert total_steps(100, 32, 3) == 12
     assert total_steps(100, 32, 0.5) == 2
@@ -208,7 +209,8 @@ def _weights(model) -> dict:
 
 def test_interrupted_run_resumes_to_the_same_weights(dropout_model_dir, tmp_path):
     """Stop in step 3 (checkpoint at 2, mid-epoch), re-run: it resumes at 2 and ends with the uninterrupted weights."""
-    from bertology.models.training import STATE_FILE, train
+    from bertology.models.checkpoint import STATE_FILE
+    from bertology.models.training import train
 
     cfg = train_config(epochs=2, batch_size=16, learning_rate=1e-3, seed=5, checkpoint_steps=2)
 
@@ -533,7 +535,7 @@ def test_train_and_score_steps_log_to_mlflow(tiny_model_dir, tmp_path, monkeypat
     """train_model / score: model dir, score JSON, MLflow loss per step, eval per epoch, tags."""
     import mlflow
 
-    from bertology.models.training import checkpoint_dir
+    from bertology.pipeline.layout import checkpoint
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow.db")
@@ -545,7 +547,7 @@ def test_train_and_score_steps_log_to_mlflow(tiny_model_dir, tmp_path, monkeypat
     keyword_frame(32, 1).to_parquet(data / "validation.parquet")
     settings = dict(model=str(tiny_model_dir), data={"max_length": 32},
                     train={"epochs": 2, "batch_size": 16, "learning_rate": 3e-3, "seed": 1})
-    out, ckpt = "results/models/sst2/pretrained", checkpoint_dir("sst2", "pretrained")
+    out, ckpt = "results/models/sst2/pretrained", Path(checkpoint("sst2", "pretrained"))
     assert ckpt == Path("results/checkpoints/sst2/pretrained")
     rc = run_step("train_model", step_config("train_model", **settings), {"task": "sst2", "init": "pretrained"},
                   inputs={"train": data / "train.parquet", "validation": data / "validation.parquet"},

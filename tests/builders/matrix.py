@@ -359,7 +359,8 @@ def check_table1(model_dir, tok, frame) -> float | None:
     from bertology.models.metrics import compute_metrics
     from bertology.models.loading import forward_inputs, load_classifier
     from bertology.pipeline.tasks import get_task
-    from bertology.models.training import encode_split, predict
+    from bertology.models.encoding import encode_split
+    from bertology.models.training import predict
 
     spec = get_task("mrpc")
     model = load_classifier(str(model_dir), spec.num_labels, init="pretrained", seed=0, id2label=spec.id2label).eval()

@@ -29,7 +29,7 @@ _HOMES = {
               "enable_heads", "head_gates"),
     "figures": ("plot_heads", "plot_layers", "verdict"),
     "stats": ("COLUMN_DOCS", "TABLE_COLUMNS", "SweepTables", "sweep_tables"),
-    "sweep": ("SWEEPS", "Batch", "Configuration", "encode_batches", "fast_sweep", "forward_logits", "make_batches",
+    "sweep": ("SWEEPS", "Configuration", "encode_batches", "fast_sweep", "forward_logits", "make_batches",
               "naive_sweep", "prefix_sweep", "resolve_sweep", "run_sweep", "sweep_configurations"),
 }
 _HOME = {name: module for module, names in _HOMES.items() for name in names}

@@ -98,7 +98,7 @@ class Importance:
 
 def head_importance(model, batches: Sequence, labels: np.ndarray, progress: bool = True,
                     per_example: bool = False) -> Importance:
-    """Michel et al.'s I_h over every example of `batches` (:class:`bertology.ablation.sweep.Batch`).
+    """Michel et al.'s I_h over every example of `batches` (:class:`bertology.models.encoding.Batch`).
 
     labels: (E,) indexed by each batch's ``rows``. per_example=True runs one example at a time (the naive
     way, for the benchmark; same result). The model must be in eval mode (no dropout), passed through

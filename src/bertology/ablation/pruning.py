@@ -30,8 +30,9 @@ import pandas as pd
 import torch
 
 from bertology.ablation.heads import DISABLED_KWARG, GATES_KWARG, disabled_heads, head_gates
-from bertology.ablation.sweep import (Batch, check_fast_supported, effective_config_batch, finish_layer, layer_parts,
+from bertology.ablation.sweep import (check_fast_supported, effective_config_batch, finish_layer, layer_attention,
                                       model_inputs, n_outputs, repeat_rows)
+from bertology.models.encoding import Batch
 
 MODES = ("zero", "uniform")
 METHODS = ("fast", "naive")
@@ -132,7 +133,7 @@ def fast_batch_pruned_logits(model, batch: Batch, masks: torch.Tensor, mode: str
     inputs = [hidden]                      # inputs[l]: input of layer l in the intact model, (N, T, d)
     for l in range(n_layers):
         last = l == n_layers - 1
-        parts = layer_parts(layers[l], hidden, mask, cls_only=last, with_uniform=False)
+        parts = layer_attention(layers[l], hidden, mask, cls_only=last, with_uniform=False)
         hidden = finish_layer(layers[l], parts.context_for(None), hidden[:, : parts.context.shape[2]])
         inputs.append(hidden)              # inputs[L]: the intact model's final [CLS], (N, 1, d)
     out = torch.empty(len(masks), n, n_outputs(model), dtype=torch.float64)
@@ -154,7 +155,7 @@ def fast_batch_pruned_logits(model, batch: Batch, masks: torch.Tensor, mode: str
             for l in range(start_layer, n_layers):
                 last = l == n_layers - 1
                 rows = masks[sel, l][:, None, :].expand(k, n, masks.shape[2]).reshape(k * n, -1)   # (k*N, H)
-                parts = layer_parts(layers[l], h, m, cls_only=last, with_uniform=mode == "uniform")
+                parts = layer_attention(layers[l], h, m, cls_only=last, with_uniform=mode == "uniform")
                 h = finish_layer(layers[l], _removed_context(parts, rows, mode), h[:, : parts.context.shape[2]])
             out[sel] = plan.classify(h).view(k, n, -1).double().cpu()
     return out

@@ -31,6 +31,7 @@ import torch
 
 from bertology.ablation.heads import AttentionParts, attention_parts, disabled_heads
 from bertology.pipeline.config import ConfigError
+from bertology.models.encoding import Batch, encode_frame, pad_rows
 from bertology.models.hooks import hooks
 
 SWEEPS = ("fast", "naive")                 # the config's ablation.sweep
@@ -68,41 +69,16 @@ def sweep_configurations(n_layers: int, n_heads: int) -> list[Configuration]:
             + [Configuration(l, None) for l in range(n_layers)])
 
 
-@dataclass
-class Batch:
-    """Padded model inputs of some examples. rows: (N,) positions of the examples in the eval set."""
-
-    rows: np.ndarray
-    input_ids: torch.Tensor        # (N, T) int64
-    token_type_ids: torch.Tensor   # (N, T) int64
-    attention_mask: torch.Tensor   # (N, T) int64, 1 on real tokens
-
-    def to(self, device) -> "Batch":
-        return Batch(self.rows, self.input_ids.to(device), self.token_type_ids.to(device),
-                     self.attention_mask.to(device))
-
-
 def make_batches(input_ids: Sequence[Sequence[int]], token_type_ids: Sequence[Sequence[int]], pad_id: int,
                  batch_size: int) -> list[Batch]:
-    """Group examples by length (longest first) into padded batches; both sweeps use the same batches."""
+    """Group examples by length (longest first) into padded batches (:func:`bertology.models.encoding.pad_rows`);
+    every sweep uses the same batches."""
     if batch_size < 1:
         raise ValueError("batch_size must be >= 1")
     lengths = np.array([len(x) for x in input_ids])
     order = np.argsort(-lengths, kind="stable")
-    batches = []
-    for start in range(0, len(order), batch_size):
-        rows = order[start:start + batch_size]
-        width = int(lengths[rows].max())
-        ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-        tt = torch.zeros((len(rows), width), dtype=torch.long)
-        am = torch.zeros((len(rows), width), dtype=torch.long)
-        for i, r in enumerate(rows):
-            n = lengths[r]
-            ids[i, :n] = torch.as_tensor(input_ids[r])
-            tt[i, :n] = torch.as_tensor(token_type_ids[r])
-            am[i, :n] = 1
-        batches.append(Batch(rows, ids, tt, am))
-    return batches
+    return [pad_rows(input_ids, token_type_ids, order[start:start + batch_size], pad_id)
+            for start in range(0, len(order), batch_size)]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -255,9 +231,11 @@ def check_fast_supported(model) -> FastPlan:
     return _plan_or_raise(fast_plan(model))
 
 
-def layer_parts(layer, hidden: torch.Tensor, mask: torch.Tensor | None, cls_only: bool,
-                 with_uniform: bool = True) -> AttentionParts:
-    """Attention of one BertLayer. hidden: (N, T, d) -> parts with Q = 1 ([CLS]) if cls_only else T."""
+def layer_attention(layer, hidden: torch.Tensor, mask: torch.Tensor | None, cls_only: bool,
+                    with_uniform: bool = True) -> AttentionParts:
+    """The self-attention of one BertLayer on its input hidden (N, T, d): its queries, keys and values run through
+    :func:`~bertology.ablation.heads.attention_parts` (contexts, and the uniform ones if `with_uniform`), with Q = 1
+    query ([CLS]) if cls_only else T."""
     sa = layer.attention.self
     n, t, _ = hidden.shape
     q_in = hidden[:, :1] if cls_only else hidden
@@ -285,7 +263,7 @@ def _run_from(plan: FastPlan, start: int, hidden: torch.Tensor, mask: torch.Tens
     layers = plan.layers
     for l in range(start, len(layers)):
         last = l == len(layers) - 1
-        parts = layer_parts(layers[l], hidden, mask, cls_only=last, with_uniform=False)
+        parts = layer_attention(layers[l], hidden, mask, cls_only=last, with_uniform=False)
         context = parts.context_for(None)
         hidden = finish_layer(layers[l], context, hidden[:, : context.shape[1]])
     return plan.classify(hidden)
@@ -336,7 +314,7 @@ def fast_batch_logits(model, batch: Batch, config_batch: int) -> torch.Tensor:
     config_batch = effective_config_batch(config_batch, n, batch.input_ids.shape[1], hidden.device)
     for l in range(n_layers):
         last = l == n_layers - 1
-        parts = layer_parts(layers[l], hidden, mask, cls_only=last)
+        parts = layer_attention(layers[l], hidden, mask, cls_only=last)
         hidden_in = hidden[:, : parts.context.shape[2]]
         targets = [1 + l * n_heads + h for h in range(n_heads)] + [1 + n_layers * n_heads + l]
         for start in range(0, n_heads + 1, config_batch):
@@ -580,11 +558,8 @@ def prefix_sweep(model, batches: Sequence[Batch], n_examples: int, config_batch:
 
 def encode_batches(tokenizer, df: pd.DataFrame, max_length: int, batch_size: int) -> list[Batch]:
     """Tokenise a prepared frame ([CLS] a [SEP] (b [SEP]), truncated) into length-grouped padded batches."""
-    from bertology.models.encoding import encode
-
-    enc = encode(tokenizer, df, max_length)
-    tt = enc.get("token_type_ids") or [[0] * len(x) for x in enc["input_ids"]]
-    return make_batches(enc["input_ids"], tt, tokenizer.pad_token_id or 0, batch_size)
+    enc = encode_frame(tokenizer, df, max_length)
+    return make_batches(enc.input_ids, enc.token_type_ids, tokenizer.pad_token_id or 0, batch_size)
 
 
 def resolve_sweep(model, requested: str) -> tuple[str, str | None]:

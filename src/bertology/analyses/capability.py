@@ -5,7 +5,7 @@ classifier built on the meta device (:func:`bertology.models.loading.meta_classi
 transformers and builds the model, seconds of work that a dry run (``snakemake -n``, ``--lint``) should not pay
 each time it reads the Snakefile. :func:`model_capabilities` makes that decision once per model and keeps it in
 a small JSON file in the user's cache (:func:`capability_cache_dir`: ``capability/`` beside the converted models of
-:func:`bertology.models.loading.model_cache_dir`), so that every working directory reads it back; the file is
+:func:`bertology.models.gguf.model_cache_dir`), so that every working directory reads it back; the file is
 named by a key of everything the decision depends on:
 
 - the model's resolved directory and the SHA-256 of its ``config.json`` (the architecture);
@@ -34,8 +34,8 @@ DECIDING_MODULES = ("models/loading.py", "analyses/capability.py", "norms/values
 
 def capability_cache_dir() -> Path:
     """Where the decisions are kept: ``capability/`` beside the converted models
-    (:func:`bertology.models.loading.model_cache_dir`: ``$BERTOLOGY_CACHE`` or ``$XDG_CACHE_HOME/bertology``)."""
-    from bertology.models.loading import model_cache_dir
+    (:func:`bertology.models.gguf.model_cache_dir`: ``$BERTOLOGY_CACHE`` or ``$XDG_CACHE_HOME/bertology``)."""
+    from bertology.models.gguf import model_cache_dir
 
     return model_cache_dir().parent / "capability"
 

@@ -1,11 +1,23 @@
-"""Tokenisation of prepared task frames (idx, text_a, text_b, label) into model inputs."""
+"""Tokenisation of prepared task frames (idx, text_a, text_b, label) into model inputs: the token lists of a frame
+(:class:`Encoded`, :func:`encode_frame`) and rows of it padded into tensors (:class:`Batch`, :func:`pad_rows`).
+
+Glossary: E examples, n_e tokens of example e, N rows of a batch, T their longest length.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
+
+from bertology.pipeline.errors import InputError
+from bertology.pipeline.tasks import TaskSpec
+
+if TYPE_CHECKING:
+    import torch
 
 
 def texts(df: pd.DataFrame) -> tuple[list[str], list[str] | None]:
@@ -24,6 +36,93 @@ def encode(tokenizer, df: pd.DataFrame, max_length: int, *, offsets: bool = Fals
     a, b = texts(df)
     return tokenizer(a, b, truncation=True, max_length=max_length, padding=padding,
                      return_offsets_mapping=offsets, return_token_type_ids=True)
+
+
+@dataclass
+class Encoded:
+    """A tokenised frame, unpadded: one entry per example, in the frame's order.
+
+    input_ids: E int64 arrays (n_e,), the token ids ([CLS] a [SEP] (b [SEP]), truncated: :func:`encode`);
+    token_type_ids: E int64 arrays (n_e,), the tokenizer's segment ids (zeros where it gives none);
+    idx: (E,) int64, the frame's ``idx``; labels: (E,) the gold labels as a classifier reads them (int64, float32
+    for regression), None when not asked for.
+    """
+
+    input_ids: list[np.ndarray]
+    token_type_ids: list[np.ndarray]
+    idx: np.ndarray
+    labels: np.ndarray | None = None
+
+    @property
+    def lengths(self) -> np.ndarray:
+        """(E,) int64: n_e of every example."""
+        return np.array([len(i) for i in self.input_ids], np.int64)
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+    def padded(self, rows: np.ndarray, pad_id: int) -> Batch:
+        """The examples `rows` (N,) padded to their longest (:func:`pad_rows`)."""
+        return pad_rows(self.input_ids, self.token_type_ids, rows, pad_id)
+
+
+@dataclass
+class Batch:
+    """Rows of a tokenised frame padded on the right to their longest, as tensors.
+
+    rows: (N,) positions of the examples in their frame; input_ids: (N, T) int64, ``pad_id`` after each example's
+    tokens; token_type_ids: (N, T) int64, 0 after them; attention_mask: (N, T) int64, 1 on the real tokens.
+    """
+
+    rows: np.ndarray
+    input_ids: torch.Tensor
+    token_type_ids: torch.Tensor
+    attention_mask: torch.Tensor
+
+    def to(self, device) -> Batch:
+        return Batch(self.rows, self.input_ids.to(device), self.token_type_ids.to(device),
+                     self.attention_mask.to(device))
+
+
+def encode_frame(tokenizer, df: pd.DataFrame, max_length: int, labels: np.ndarray | None = None) -> Encoded:
+    """Tokenise a prepared frame (:func:`encode`, no padding) into an :class:`Encoded`; labels: (E,) or None."""
+    enc = encode(tokenizer, df, max_length)
+    ids = [np.asarray(i, np.int64) for i in enc["input_ids"]]
+    tts = [np.asarray(t, np.int64) for t in enc["token_type_ids"]] if "token_type_ids" in enc else \
+        [np.zeros_like(i) for i in ids]
+    return Encoded(ids, tts, df["idx"].to_numpy(np.int64), labels)
+
+
+def encode_split(tokenizer, df: pd.DataFrame, spec: TaskSpec, max_length: int) -> Encoded:
+    """Tokenise a prepared frame (idx, text_a, text_b, label) for the task's classifier, with its labels
+    (:func:`split_labels`)."""
+    if len(df) == 0:
+        raise InputError(f"{spec.name}: the data split is empty; check data.max_*_examples and the source")
+    return encode_frame(tokenizer, df, max_length, split_labels(df, spec))
+
+
+def split_labels(df: pd.DataFrame, spec: TaskSpec) -> np.ndarray:
+    """The gold labels of a prepared frame as the classifier reads them: (E,) int64, float32 for regression."""
+    return df["label"].to_numpy(np.float32 if spec.is_regression else np.int64)
+
+
+def pad_rows(input_ids: Sequence[Sequence[int]], token_type_ids: Sequence[Sequence[int]], rows: np.ndarray,
+             pad_id: int) -> Batch:
+    """The examples `rows` (N,) of per-example token and segment ids (n_e each) padded on the right to their
+    longest: a :class:`Batch` of (N, T) tensors."""
+    import torch
+
+    rows = np.asarray(rows)
+    lengths = np.array([len(input_ids[r]) for r in rows])
+    width = int(lengths.max())
+    ids = torch.full((len(rows), width), int(pad_id), dtype=torch.long)
+    tt = torch.zeros((len(rows), width), dtype=torch.long)
+    am = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, (r, n) in enumerate(zip(rows, lengths)):
+        ids[i, :n] = torch.as_tensor(input_ids[r])
+        tt[i, :n] = torch.as_tensor(token_type_ids[r])
+        am[i, :n] = 1
+    return Batch(rows, ids, tt, am)
 
 
 def segments(sequence_ids: Sequence[int | None], pair: bool) -> np.ndarray:

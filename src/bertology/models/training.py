@@ -1,31 +1,29 @@
 """Fine-tuning and evaluation of sequence classifiers (Kovaleva et al. 2019, section 4.3 / Table 1).
 
 A plain PyTorch loop, so that every step is under control: AdamW, linear warm-up and decay, gradient
-clipping, dynamic padding, length-bucketed shuffled batches, CUDA with bf16/fp16 autocast when there is
-a GPU (full precision on the CPU unless asked), and a resumable state.
+clipping, dynamic padding, length-bucketed shuffled batches (:mod:`bertology.models.batching`), CUDA with
+bf16/fp16 autocast when there is a GPU (full precision on the CPU unless asked), and a resumable state.
 
-Resumption: the full training state (model, optimizer, scheduler, RNG, step, history) is written to
-``checkpoint_dir/state.pt`` at the end of every epoch, every ``checkpoint_steps`` steps and every
-``checkpoint_minutes`` minutes (slow CPU runs), atomically, and when SIGTERM/SIGINT arrive.
+Resumption (:mod:`bertology.models.checkpoint`): the full training state (model, optimizer, scheduler, RNG, step,
+history) is written to ``checkpoint_dir/state.pt`` at the end of every epoch, every ``checkpoint_steps`` steps and
+every ``checkpoint_minutes`` minutes (slow CPU runs), atomically, and when SIGTERM/SIGINT arrive.
 The batches of an epoch are drawn from a generator seeded by (seed, epoch), so a resumed run skips the
 batches already seen and continues exactly where the interrupted one stopped: on the CPU it reaches the
 same final weights as an uninterrupted run. A checkpoint written for other settings (model, init, data,
-train config: :func:`resume_key`) is ignored, with a warning. The pipeline keeps the state in
-:func:`checkpoint_dir` (``results/checkpoints/{task}/{init}``), outside the model directory that the
-train_model rule declares, so that Snakemake's clean-up of a failed job never deletes it.
+train config: :func:`~bertology.models.checkpoint.resume_key`) is ignored, with a warning.
 
 Progress is reported through one callback, ``on_metrics(values, step)``: ``train_loss`` and
 ``learning_rate`` after every optimizer step, ``eval_<metric>`` at step = epoch after every epoch.
 It is called only once the state of that step is on disk (whenever a checkpoint is due), so a slow or
 failing tracker never costs a checkpoint.
 
-Methods (``train.method``): ``full`` updates every weight. ``lora`` (optional package peft) trains low-rank
-adapters on ``train.lora.target_modules`` and the whole classification head, every other weight frozen
-(:func:`wrap_lora`); the resumable state then holds only the adapters, the head and the optimizer
-(:func:`resumable_weights`), the last evaluation is made with the adapters merged, and :func:`train` ends by
-merging them into the weights (``merge_and_unload``): the caller's model is again a plain transformers classifier,
-saved by :func:`save_model` exactly as a fully fine-tuned one. The history's ``finetuning`` record (method, rank,
-alpha, dropout, target modules, trained parameters) goes into the model's training.json.
+Methods (``train.method``): ``full`` updates every weight. ``lora`` (optional package peft,
+:mod:`bertology.models.lora`) trains low-rank adapters on ``train.lora.target_modules`` and the whole
+classification head, every other weight frozen; the resumable state then holds only the adapters, the head and the
+optimizer, the last evaluation is made with the adapters merged, and :func:`train` ends by merging them into the
+weights (``merge_and_unload``): the caller's model is again a plain transformers classifier, saved by
+:func:`save_model` exactly as a fully fine-tuned one. The history's ``finetuning`` record (method, rank, alpha,
+dropout, target modules, trained parameters) goes into the model's training.json.
 
 The settings are ``bertology.pipeline.config.TrainConfig`` (the `train:` section, filled by the schema).
 
@@ -34,15 +32,13 @@ Glossary: E examples, B batch size, T tokens of a padded batch, C classes (1 for
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import math
 import os
 import shutil
 import time
-import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
 from typing import Any
@@ -50,19 +46,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bertology.pipeline.config import ConfigError, LoraConfig, TrainConfig, config_hash
-from bertology.models.encoding import encode
-from bertology.pipeline.errors import InputError, UserError
-from bertology.pipeline.io import write_torch
-from bertology.models.metrics import compute_metrics, predictions_from_logits
+from bertology.models.batching import collate, eval_batches, steps_per_epoch, total_steps, train_batches
+from bertology.models.checkpoint import STATE_FILE, Checkpoints, data_fingerprint, load_state, restore_state
+from bertology.models.encoding import Encoded
 from bertology.models.loading import forward_inputs
+from bertology.models.lora import classifier_of, merge_lora, wrap_lora
+from bertology.models.metrics import compute_metrics, predictions_from_logits
+from bertology.pipeline.config import ConfigError, TrainConfig
+from bertology.pipeline.errors import UserError
 from bertology.pipeline.tasks import TaskSpec
 
 log = logging.getLogger(__name__)
 
-STATE_FILE = "state.pt"
 HISTORY_FILE = "training.json"
-BUCKET_BATCHES = 50  # batches per length bucket: shuffled chunks of 50*B examples are sorted by length
 
 
 class TrainingDivergedError(UserError, RuntimeError):
@@ -103,35 +99,6 @@ class StopSignals:
 
         for sig, old in self._old.items():
             signal.signal(sig, old)
-
-
-# The train settings a checkpoint must share to be resumed (evaluation and checkpoint cadence excluded).
-RESUME_SETTINGS = ("epochs", "batch_size", "learning_rate", "weight_decay", "warmup_ratio", "mixed_precision",
-                   "seed", "max_grad_norm")
-
-
-def checkpoint_dir(task: str, init: str, seed_tag: str = "") -> Path:
-    """Where the train_model job of (task, init, seed) keeps its resumable state:
-    results/checkpoints/{task}/{init}{seedtag} relative to the working directory (seedtag: '' for the first
-    seed, -seedN for another), named by :func:`bertology.pipeline.layout.checkpoint`.
-
-    Not a declared output of the rule (Snakemake deletes the outputs of a failed job, and with them the
-    work a resumed job would reuse), so the step names it through this function.
-    """
-    from bertology.pipeline.layout import checkpoint
-
-    return Path(checkpoint(task, init, seed_tag))
-
-
-def resume_key(cfg: TrainConfig, *, model: str, init: str, task: str, max_length: int, train_df: pd.DataFrame) -> str:
-    """The identity of a training run (16 hex): a checkpoint resumes only a run with the same key. A LoRA run's
-    key also holds the method and every train.lora setting; a full fine-tuning's holds neither, so that a key
-    depends only on the settings the run uses."""
-    train = {k: getattr(cfg, k) for k in RESUME_SETTINGS}
-    if cfg.method != "full":
-        train.update(method=cfg.method, lora=asdict(cfg.lora))
-    return config_hash({"model": model, "init": init, "task": task, "max_length": max_length,
-                        "train": train, "data": data_fingerprint(train_df)})
 
 
 @dataclass
@@ -183,89 +150,6 @@ def autocast_dtype(mode: str, device) -> Any:
             raise ConfigError("train.mixed_precision: fp16 needs a CUDA GPU; on the CPU use 'no' or 'bf16'")
         return torch.float16
     raise ConfigError(f"train.mixed_precision must be one of auto, no, fp16, bf16; got {mode!r}")
-
-
-# --------------------------------------------------------------------------------------------- batches
-
-
-def eval_batches(lengths: Sequence[int], batch_size: int) -> list[np.ndarray]:
-    """Length-sorted batches of example indices (least padding); (E,) lengths -> list of (<=B,) arrays."""
-    if batch_size < 1:
-        raise ValueError(f"batch size must be >= 1, got {batch_size}")
-    order = np.argsort(np.asarray(lengths), kind="stable")
-    return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
-
-
-def train_batches(lengths: Sequence[int], batch_size: int, seed: int, epoch: int) -> list[np.ndarray]:
-    """Shuffled, length-bucketed batches of one epoch: every index exactly once.
-
-    The examples are shuffled, cut into buckets of BUCKET_BATCHES * B, sorted by length inside each
-    bucket (less padding), cut into batches, and the batches shuffled. Deterministic in (seed, epoch),
-    so a resumed run sees the same batches. (E,) lengths -> ceil(E/B) arrays of indices.
-    """
-    if batch_size < 1:
-        raise ValueError(f"batch size must be >= 1, got {batch_size}")
-    rng = np.random.default_rng([seed, epoch])
-    lengths = np.asarray(lengths)
-    perm = rng.permutation(len(lengths))
-    bucket = BUCKET_BATCHES * batch_size
-    batches: list[np.ndarray] = []
-    for start in range(0, len(perm), bucket):
-        chunk = perm[start:start + bucket]
-        chunk = chunk[np.argsort(lengths[chunk], kind="stable")]
-        batches.extend(chunk[i:i + batch_size] for i in range(0, len(chunk), batch_size))
-    order = rng.permutation(len(batches))
-    return [batches[i] for i in order]
-
-
-def steps_per_epoch(n_examples: int, batch_size: int) -> int:
-    return math.ceil(n_examples / batch_size)
-
-
-def total_steps(n_examples: int, batch_size: int, epochs: float) -> int:
-    """Optimizer steps of a run: ceil(epochs * batches per epoch), at least 1."""
-    return max(1, math.ceil(epochs * steps_per_epoch(n_examples, batch_size)))
-
-
-@dataclass
-class Encoded:
-    """A tokenised task split: unpadded token lists and labels (E,)."""
-
-    features: list[dict[str, list[int]]]
-    labels: np.ndarray
-
-    @property
-    def lengths(self) -> np.ndarray:
-        return np.array([len(f["input_ids"]) for f in self.features])
-
-    def __len__(self) -> int:
-        return len(self.features)
-
-
-def encode_split(tokenizer, df: pd.DataFrame, spec: TaskSpec, max_length: int) -> Encoded:
-    """Tokenise a prepared frame (idx, text_a, text_b, label) for the task's classifier."""
-    if len(df) == 0:
-        raise InputError(f"{spec.name}: the data split is empty; check data.max_*_examples and the source")
-    enc = encode(tokenizer, df, max_length)
-    keys = [k for k in ("input_ids", "token_type_ids", "attention_mask") if k in enc]
-    features = [{k: enc[k][i] for k in keys} for i in range(len(df))]
-    return Encoded(features, split_labels(df, spec))
-
-
-def split_labels(df: pd.DataFrame, spec: TaskSpec) -> np.ndarray:
-    """The gold labels of a prepared frame as the classifier reads them: (E,) int64, float32 for regression."""
-    return df["label"].to_numpy(np.float32 if spec.is_regression else np.int64)
-
-
-def collate(tokenizer, enc: Encoded, idx: np.ndarray, device, regression: bool) -> dict[str, Any]:
-    """Pad the examples `idx` to their longest (dynamic padding) -> tensors (B, T) and labels (B,)."""
-    import torch
-
-    batch = tokenizer.pad([enc.features[i] for i in idx], padding=True, return_tensors="pt")
-    batch = {k: v.to(device) for k, v in batch.items()}
-    labels = torch.as_tensor(enc.labels[idx], dtype=torch.float32 if regression else torch.long)
-    batch["labels"] = labels.to(device)
-    return batch
 
 
 # ------------------------------------------------------------------------------------------ evaluation
@@ -352,232 +236,7 @@ def prediction_record(idx: np.ndarray, labels: np.ndarray, predictions: np.ndarr
     return {"idx": idx.tolist(), "label": labels.tolist(), "prediction": predictions.tolist()}
 
 
-# ------------------------------------------------------------------------------------------------- LoRA
-
-#: where peft has no default for the architecture, the attention's query and value projections by name: the first
-#: pair of which the model has both, else the first fused query-key-value projection it has
-QUERY_VALUE_NAMES = (("query", "value"), ("q_proj", "v_proj"), ("q_lin", "v_lin"), ("query_proj", "value_proj"),
-                     ("q", "v"))
-FUSED_QKV_NAMES = ("Wqkv", "qkv_proj", "query_key_value", "c_attn", "qkv", "in_proj")
-PEFT_INSTALL = "pip install -c constraints.txt -e '.[decoders]' (or: make install-decoders)"
-
-
-class LoraUnavailableError(UserError, ImportError):
-    """train.method is lora but the optional package peft is not installed; the message says how to install it."""
-
-
-def require_peft() -> None:
-    """Raise :class:`LoraUnavailableError` (one line, how to install it) when peft is not installed."""
-    import importlib.util
-
-    if importlib.util.find_spec("peft") is None:
-        raise LoraUnavailableError(f"train.method: lora needs the optional package peft, which is not installed: "
-                                   f"{PEFT_INSTALL}")
-
-
-def classifier_of(model):
-    """The transformers classifier of `model`: itself, or the one a peft wrapper holds (whose forward signature
-    says which inputs it takes, :func:`bertology.models.loading.forward_inputs`; the wrapper's own does not list
-    ``token_type_ids``, which it hands on all the same)."""
-    get_base = getattr(model, "get_base_model", None)
-    return get_base() if callable(get_base) else model
-
-
-def head_modules(model) -> list[str]:
-    """The classification head of a sequence classifier: the names of its child modules with parameters outside
-    its base model (``base_model_prefix``): ``classifier`` (BERT, RoBERTa, ELECTRA), ``pre_classifier`` and
-    ``classifier`` (DistilBERT), ``score`` (decoders). The pooler of BERT is part of its base model."""
-    prefix = getattr(model, "base_model_prefix", "")
-    return [name for name, child in model.named_children()
-            if name != prefix and next(child.parameters(), None) is not None]
-
-
-def linear_modules(model) -> list[str]:
-    """Full names of the linear modules of a sequence classifier outside its head (torch ``Linear`` and
-    transformers' ``Conv1D`` of GPT-2): what LoRA can adapt."""
-    import torch
-    from transformers.pytorch_utils import Conv1D
-
-    head = set(head_modules(model))
-    return [name for name, module in model.named_modules()
-            if isinstance(module, (torch.nn.Linear, Conv1D)) and name.split(".", 1)[0] not in head]
-
-
-def _named(name: str, target: str) -> bool:
-    """peft's rule for a target name given as a string: the module's full name, or its last dotted part(s)."""
-    return name == target or name.endswith("." + target)
-
-
-def lora_targets(model, target_modules: Sequence[str] | None) -> list[str]:
-    """The names LoRA adapts in `model` (a sequence classifier, possibly on the meta device) for
-    ``train.lora.target_modules``: those names, each of which must name a linear module of the model; for None,
-    peft's default for the model type where it has one (every name of it found), else the attention's query and
-    value projections found by name (:data:`QUERY_VALUE_NAMES`, then :data:`FUSED_QKV_NAMES`).
-
-    Raises ConfigError, one line naming the missing names and the linear modules the model has."""
-    names = linear_modules(model)
-    model_type = getattr(model.config, "model_type", type(model).__name__)
-    have = ", ".join(sorted({n.rsplit(".", 1)[-1] for n in names})) or "none"
-
-    def found(target: str) -> bool:
-        return any(_named(n, target) for n in names)
-
-    if target_modules is not None:
-        missing = [t for t in target_modules if not found(t)]
-        if missing:
-            raise ConfigError(
-                f"train.lora.target_modules: the model ({model_type}) has no linear module named "
-                f"{', '.join(missing)}; its linear modules are: {have}. Name some of those, or set "
-                f"train.lora.target_modules: null for its attention's query and value projections")
-        return list(target_modules)
-    require_peft()
-    from peft.utils import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING as PEFT_DEFAULTS
-
-    default = PEFT_DEFAULTS.get(model_type)
-    if isinstance(default, (list, tuple)) and default and all(found(t) for t in default):
-        return list(default)
-    for pair in QUERY_VALUE_NAMES:
-        if all(found(t) for t in pair):
-            return list(pair)
-    for fused in FUSED_QKV_NAMES:
-        if found(fused):
-            return [fused]
-    raise ConfigError(f"train.lora.target_modules is null, but peft has no default for model type {model_type} and "
-                      f"no query and value projection was found by name; its linear modules are: {have}. Set "
-                      f"train.lora.target_modules to some of those")
-
-
-def check_lora(model: str, lora: dict[str, Any]) -> None:
-    """Before any job (the workflow's onstart, when train.method is lora): peft is installed, and `model` (a config
-    ``model:`` value or a resolved one) has the linear modules ``lora["target_modules"]`` names (or, for None,
-    some the default finds). Built on the meta device, no weight read; a model that cannot be built yet (a hub
-    name not cached) is left to its training job, which checks the same. Raises a UserError, one line."""
-    from bertology.models.loading import meta_classifier
-
-    require_peft()
-    classifier = meta_classifier(model)
-    if classifier is not None:
-        lora_targets(classifier, lora.get("target_modules"))
-
-
-def wrap_lora(model, settings: LoraConfig, *, seed: int):
-    """`model` (a transformers sequence classifier) with LoRA adapters: peft's ``get_peft_model`` with
-    ``LoraConfig(task_type=SEQ_CLS)`` of rank, alpha, dropout and the modules of :func:`lora_targets`; the head
-    (:func:`head_modules`) is one of peft's ``modules_to_save``, so it is trained whole (a copy, which merging puts
-    in its place); every other weight is frozen. peft changes `model` in place (it holds the wrapped layers until
-    ``merge_and_unload``). The adapters' initialisation is seeded with `seed`.
-
-    Returns (the peft model, the record of :attr:`History.finetuning`: method, rank, alpha, dropout,
-    target_modules, adapted_modules (how many layers got adapters), head, trainable_parameters, parameters)."""
-    require_peft()
-    import torch
-    from peft import LoraConfig as PeftLoraConfig
-    from peft import TaskType, get_peft_model
-    from transformers.pytorch_utils import Conv1D
-
-    targets = lora_targets(model, settings.target_modules)
-    head = head_modules(model)
-    parameters = sum(p.numel() for p in model.parameters())
-    adapted = [n for n in linear_modules(model) if any(_named(n, t) for t in targets)]
-    conv1d = any(isinstance(model.get_submodule(n), Conv1D) for n in adapted)  # GPT-2 stores its weights in x out
-    config = PeftLoraConfig(task_type=TaskType.SEQ_CLS, r=settings.rank, lora_alpha=settings.alpha,
-                            lora_dropout=settings.dropout, target_modules=list(targets), modules_to_save=list(head),
-                            fan_in_fan_out=conv1d)
-    torch.manual_seed(seed)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)  # peft asks transformers a deprecated question
-        wrapped = get_peft_model(model, config)
-    record = {"method": "lora", "rank": settings.rank, "alpha": settings.alpha, "dropout": settings.dropout,
-              "target_modules": list(targets), "adapted_modules": len(adapted), "head": head,
-              "trainable_parameters": sum(p.numel() for p in wrapped.parameters() if p.requires_grad),
-              "parameters": parameters}
-    return wrapped, record
-
-
-def merge_lora(model):
-    """The transformers classifier of a peft model with its adapters merged into the weights and the head's trained
-    copy in place of the original (peft's ``merge_and_unload``): the object :func:`wrap_lora` was given."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="All adapters are already merged")  # merged for the last evaluation
-        return model.merge_and_unload()
-
-
-def resumable_weights(model) -> dict[str, Any]:
-    """The weights the resumable state keeps: every one (full fine-tuning); of a peft model only the adapters and
-    the head's trained copy (the frozen rest comes again from the model's files, or its seeded initialiser)."""
-    state = model.state_dict()
-    if classifier_of(model) is model:
-        return state
-    trained = {n for n, p in model.named_parameters() if p.requires_grad}
-    return {k: v for k, v in state.items() if k in trained or ".modules_to_save." in k}
-
-
-def _load_weights(model, weights: dict[str, Any]) -> None:
-    if classifier_of(model) is model:
-        model.load_state_dict(weights)
-        return
-    expected = set(resumable_weights(model))
-    result = model.load_state_dict(weights, strict=False)
-    if result.unexpected_keys or expected - set(weights):
-        raise RuntimeError(f"the checkpoint's LoRA weights do not fit the model: unexpected "
-                           f"{sorted(result.unexpected_keys)[:5]}, missing {sorted(expected - set(weights))[:5]}")
-
-
 # --------------------------------------------------------------------------------------------- training
-
-
-def data_fingerprint(df: pd.DataFrame) -> str:
-    """Identifies a prepared split's content (16 hex)."""
-    h = pd.util.hash_pandas_object(df[["idx", "text_a", "text_b", "label"]], index=False).to_numpy()
-    return hashlib.sha256(h.tobytes()).hexdigest()[:16]
-
-
-def _rng_state() -> dict[str, Any]:
-    import torch
-
-    state = {"torch": torch.get_rng_state()}
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def _set_rng_state(state: dict[str, Any]) -> None:
-    import torch
-
-    # generators take CPU byte tensors; load_state maps the whole state to the training device
-    torch.set_rng_state(state["torch"].cpu())
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
-
-
-def save_state(checkpoint_dir: Path, *, model, optimizer, scheduler, scaler, step: int, history: History,
-               key: str) -> Path:
-    """Write the resumable training state atomically to checkpoint_dir/state.pt."""
-    state = {
-        "key": key, "step": step, "model": resumable_weights(model), "optimizer": optimizer.state_dict(),
-        "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict() if scaler is not None else None,
-        "rng": _rng_state(), "history": json.dumps(asdict(history)),
-    }
-    return write_torch(state, checkpoint_dir / STATE_FILE)
-
-
-def load_state(checkpoint_dir: Path | None, key: str, device) -> dict[str, Any] | None:
-    """The saved state if one exists for the same settings (`key`), else None."""
-    import torch
-
-    if checkpoint_dir is None or not (checkpoint_dir / STATE_FILE).exists():
-        return None
-    path = checkpoint_dir / STATE_FILE
-    try:
-        state = torch.load(path, map_location=device, weights_only=True)
-    except Exception as err:  # noqa: BLE001 - a truncated file must not block a fresh start
-        log.warning("ignoring unreadable checkpoint %s (%s); training from the start", path, err)
-        return None
-    if state.get("key") != key:
-        log.warning("ignoring checkpoint %s: it was written for other settings (model, init, data or train "
-                    "config changed); training from the start", path)
-        return None
-    return state
 
 
 MetricsCallback = Callable[[dict[str, float], int], None]  # (values, step), e.g. Tracker.metrics
@@ -588,9 +247,10 @@ def train(model, tokenizer, train_enc: Encoded, spec: TaskSpec, cfg: TrainConfig
           device=None, on_metrics: MetricsCallback | None = None, progress: bool = True) -> History:
     """Fine-tune `model` in place on an encoded train split; return its history.
 
-    cfg.method lora: `model` gets LoRA adapters (:func:`wrap_lora`), trained with the head while every other weight
-    is frozen; the last evaluation is made with the adapters merged, and on return they are merged into `model`'s
-    weights (:func:`merge_lora`), which is again a plain transformers classifier.
+    cfg.method lora: `model` gets LoRA adapters (:func:`~bertology.models.lora.wrap_lora`), trained with the head
+    while every other weight is frozen; the last evaluation is made with the adapters merged, and on return they are
+    merged into `model`'s weights (:func:`~bertology.models.lora.merge_lora`), which is again a plain transformers
+    classifier.
 
     Resumes from checkpoint_dir/state.pt when it holds a state for `resume_key`. Evaluates on
     `eval_enc` after every full epoch. Calls ``on_metrics({"train_loss", "learning_rate"}, step)`` after
@@ -599,76 +259,41 @@ def train(model, tokenizer, train_enc: Encoded, spec: TaskSpec, cfg: TrainConfig
     """
     import torch
     from tqdm.auto import tqdm
-    from transformers import get_linear_schedule_with_warmup
 
     device = device or select_device()
     amp_dtype = autocast_dtype(cfg.mixed_precision, device)
     model.to(device)
     plain = model  # the transformers classifier: forward_inputs reads its signature; LoRA is merged back into it
-    if cfg.method == "lora":
-        model, finetuning = wrap_lora(model, cfg.lora, seed=cfg.seed)
-        log.info("LoRA rank %d on %d modules (%s): %d of %d parameters trained", cfg.lora.rank,
-                 finetuning["adapted_modules"], ", ".join(finetuning["target_modules"]),
-                 finetuning["trainable_parameters"], finetuning["parameters"])
-    elif cfg.method == "full":
-        finetuning = {"method": "full", "parameters": sum(p.numel() for p in model.parameters())}
-        finetuning["trainable_parameters"] = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    else:
-        raise ConfigError(f"train.method must be full or lora, got {cfg.method!r}")
+    model, finetuning = _for_method(model, cfg)
     n_steps = total_steps(len(train_enc), cfg.batch_size, cfg.epochs)
     per_epoch = steps_per_epoch(len(train_enc), cfg.batch_size)
-    decay = [p for n, p in model.named_parameters() if p.requires_grad and not _no_decay(n)]
-    no_decay = [p for n, p in model.named_parameters() if p.requires_grad and _no_decay(n)]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
-                                   {"params": no_decay, "weight_decay": 0.0}], lr=cfg.learning_rate)
-    scheduler = get_linear_schedule_with_warmup(optimizer, round(cfg.warmup_ratio * n_steps), n_steps)
+    optimizer, scheduler = _optimizer(model, cfg, n_steps)
     scaler = torch.amp.GradScaler("cuda") if amp_dtype == torch.float16 else None
 
     history, step = History(), 0
     state = load_state(checkpoint_dir, resume_key, device)
     if state is not None:
-        _load_weights(model, state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        if scaler is not None and state["scaler"] is not None:
-            scaler.load_state_dict(state["scaler"])
-        _set_rng_state(state["rng"])
-        history = History(**json.loads(state["history"]))
-        step = int(state["step"])
+        step, saved = restore_state(state, model=model, optimizer=optimizer, scheduler=scheduler, scaler=scaler)
+        history = History(**saved)
         history.resumed_from.append(step)
         log.info("resuming from %s at step %d of %d", checkpoint_dir / STATE_FILE, step, n_steps)
         del state
     else:
         torch.manual_seed(cfg.seed)  # dropout stream
     history.finetuning = finetuning
-
-    last_save, saved_step = time.perf_counter(), step
-
-    def checkpoint() -> None:
-        nonlocal last_save, saved_step
-        if checkpoint_dir is not None:
-            save_state(checkpoint_dir, model=model, optimizer=optimizer, scheduler=scheduler, scaler=scaler,
-                       step=step, history=history, key=resume_key)
-            last_save, saved_step = time.perf_counter(), step
-
-    def emit(values: dict[str, float], at: int) -> None:
-        if on_metrics is not None:
-            on_metrics(values, at)
-
-    def checkpoint_due() -> bool:
-        if cfg.checkpoint_steps and step % cfg.checkpoint_steps == 0:
-            return True
-        return bool(cfg.checkpoint_minutes) and time.perf_counter() - last_save >= 60 * cfg.checkpoint_minutes
+    checkpoints = Checkpoints(checkpoint_dir, resume_key, every_steps=cfg.checkpoint_steps,
+                              every_minutes=cfg.checkpoint_minutes, step=step, model=model, optimizer=optimizer,
+                              scheduler=scheduler, scaler=scaler, history=history)
+    emit = on_metrics or _no_metrics
 
     started = time.perf_counter() - history.seconds
     with StopSignals() as stop:
         bar = tqdm(total=n_steps, initial=step, desc=f"train {spec.name}", disable=not progress, mininterval=10)
         for epoch in range(step // per_epoch, math.ceil(cfg.epochs)):
             batches = train_batches(train_enc.lengths, cfg.batch_size, cfg.seed, epoch)
-            skip = step - epoch * per_epoch
             model.train()
             last_values: dict[str, float] | None = None  # the epoch's last step, sent after its checkpoint
-            for idx in batches[skip:]:
+            for idx in batches[step - epoch * per_epoch:]:
                 if step >= n_steps:
                     break
                 batch = collate(tokenizer, train_enc, idx, device, spec.is_regression)
@@ -680,18 +305,7 @@ def train(model, tokenizer, train_enc: Encoded, spec: TaskSpec, cfg: TrainConfig
                         f"{spec.name}: the training loss is {loss.item()} at step {step + 1} of {n_steps} "
                         f"(epoch {epoch + 1}, learning rate {lr:.3g}). Lower train.learning_rate, or set "
                         f"train.mixed_precision: 'no' (full precision), and check the labels of the data.")
-                if scaler is not None:
-                    scaler.scale(loss).backward()
-                    scaler.unscale_(optimizer)
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
-                    scaler.step(optimizer)
-                    scaler.update()
-                else:
-                    loss.backward()
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
-                    optimizer.step()
-                scheduler.step()
-                optimizer.zero_grad(set_to_none=True)
+                _update(model, loss, optimizer, scheduler, scaler, cfg.max_grad_norm)
                 step += 1
                 value = float(loss.item())
                 history.steps.append(step)
@@ -704,12 +318,12 @@ def train(model, tokenizer, train_enc: Encoded, spec: TaskSpec, cfg: TrainConfig
                 if step % per_epoch == 0 or step == n_steps:  # the epoch end below checkpoints and emits
                     last_values = values
                     continue
-                if checkpoint_due():
-                    checkpoint()
+                if checkpoints.due(step):
+                    checkpoints.write(step)
                 emit(values, step)
                 if stop.signal is not None:
-                    if saved_step != step:
-                        checkpoint()
+                    if checkpoints.written_step != step:
+                        checkpoints.write(step)
                     raise TrainingInterrupted(
                         f"{spec.name}: stopped by {stop.signal} after step {step} of {n_steps}"
                         + (f"; the state is saved in {checkpoint_dir}, run the same command again to resume"
@@ -717,22 +331,13 @@ def train(model, tokenizer, train_enc: Encoded, spec: TaskSpec, cfg: TrainConfig
             if step % per_epoch == 0 or step == n_steps:  # a completed (possibly last, partial) epoch
                 metrics = None
                 if eval_enc is not None and not any(e["step"] == step for e in history.evals):
-                    if model is not plain and step >= n_steps:  # the saved model's evaluation: adapters merged
-                        model.merge_adapter()
-                    began = time.perf_counter()
-                    metrics, predictions = evaluate_predictions(model, tokenizer, eval_enc, spec,
-                                                                batch_size=cfg.eval_batch_size, device=device,
-                                                                amp_dtype=amp_dtype)
-                    entry = {"epoch": epoch + 1, "step": step, "metrics": metrics}
-                    if step >= n_steps:  # the saved model's own evaluation: a score job reuses it
-                        entry.update(predictions=predictions.tolist(),
-                                     seconds=round(time.perf_counter() - began, 3))
+                    entry = _evaluate_epoch(model, tokenizer, eval_enc, spec, epoch=epoch, step=step,
+                                            final=step >= n_steps, merge=model is not plain,
+                                            batch_size=cfg.eval_batch_size, device=device, amp_dtype=amp_dtype)
                     history.evals.append(entry)
-                    log.info("%s epoch %d (step %d): %s", spec.name, epoch + 1, step,
-                             ", ".join(f"{k}={v:.4f}" for k, v in metrics.items()))
-                    model.train()
+                    metrics = entry["metrics"]
                 history.seconds = time.perf_counter() - started
-                checkpoint()
+                checkpoints.write(step)
                 if last_values is not None:
                     emit(last_values, step)
                 if metrics is not None:
@@ -752,9 +357,81 @@ def train(model, tokenizer, train_enc: Encoded, spec: TaskSpec, cfg: TrainConfig
     return history
 
 
+def _no_metrics(values: dict[str, float], step: int) -> None:
+    """The metrics callback of a run that reports none."""
+
+
+def _for_method(model, cfg: TrainConfig):
+    """`model` as cfg.method trains it and the record of :attr:`History.finetuning`: ``full``, the model itself
+    (every weight trained); ``lora``, the peft model of :func:`~bertology.models.lora.wrap_lora`."""
+    if cfg.method == "lora":
+        model, finetuning = wrap_lora(model, cfg.lora, seed=cfg.seed)
+        log.info("LoRA rank %d on %d modules (%s): %d of %d parameters trained", cfg.lora.rank,
+                 finetuning["adapted_modules"], ", ".join(finetuning["target_modules"]),
+                 finetuning["trainable_parameters"], finetuning["parameters"])
+        return model, finetuning
+    if cfg.method == "full":
+        finetuning = {"method": "full", "parameters": sum(p.numel() for p in model.parameters())}
+        finetuning["trainable_parameters"] = sum(p.numel() for p in model.parameters() if p.requires_grad)
+        return model, finetuning
+    raise ConfigError(f"train.method must be full or lora, got {cfg.method!r}")
+
+
+def _optimizer(model, cfg: TrainConfig, n_steps: int):
+    """AdamW over the trained weights (biases and LayerNorm weights not decayed: :func:`_no_decay`) and its linear
+    schedule: warm-up over train.warmup_ratio of the `n_steps` steps, then decay to 0. Returns (optimizer,
+    scheduler)."""
+    import torch
+    from transformers import get_linear_schedule_with_warmup
+
+    decay = [p for n, p in model.named_parameters() if p.requires_grad and not _no_decay(n)]
+    no_decay = [p for n, p in model.named_parameters() if p.requires_grad and _no_decay(n)]
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
+                                   {"params": no_decay, "weight_decay": 0.0}], lr=cfg.learning_rate)
+    return optimizer, get_linear_schedule_with_warmup(optimizer, round(cfg.warmup_ratio * n_steps), n_steps)
+
+
 def _no_decay(name: str) -> bool:
     """Biases and LayerNorm weights are not decayed (BERT's recipe)."""
     return name.endswith("bias") or "LayerNorm" in name or "layer_norm" in name
+
+
+def _update(model, loss, optimizer, scheduler, scaler, max_grad_norm: float) -> None:
+    """One optimizer step from a batch's loss: backward (through the fp16 gradient scaler when there is one),
+    gradients clipped to `max_grad_norm`, optimizer and schedule stepped, gradients cleared."""
+    import torch
+
+    if scaler is not None:
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
+        optimizer.step()
+    scheduler.step()
+    optimizer.zero_grad(set_to_none=True)
+
+
+def _evaluate_epoch(model, tokenizer, eval_enc: Encoded, spec: TaskSpec, *, epoch: int, step: int, final: bool,
+                    merge: bool, batch_size: int, device, amp_dtype) -> dict[str, Any]:
+    """The evaluation after an epoch, as :attr:`History.evals` records it: {"epoch", "step", "metrics"}; the final
+    one (the saved model's own, which a score job reuses) with "predictions" (E,) and "seconds" too, made with a
+    LoRA model's adapters merged (`merge`). Leaves `model` in training mode."""
+    if merge and final:
+        model.merge_adapter()
+    began = time.perf_counter()
+    metrics, predictions = evaluate_predictions(model, tokenizer, eval_enc, spec, batch_size=batch_size,
+                                                device=device, amp_dtype=amp_dtype)
+    entry = {"epoch": epoch + 1, "step": step, "metrics": metrics}
+    if final:
+        entry.update(predictions=predictions.tolist(), seconds=round(time.perf_counter() - began, 3))
+    log.info("%s epoch %d (step %d): %s", spec.name, epoch + 1, step,
+             ", ".join(f"{k}={v:.4f}" for k, v in metrics.items()))
+    model.train()
+    return entry
 
 
 # ------------------------------------------------------------------------------------ saving the model

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from bertology.models.encoding import Encoded, encode_frame
 from bertology.norms import faithful as ff
 from bertology.norms import flow as fl
 from bertology.norms import mixviews as mv
@@ -27,45 +28,15 @@ SCORE_COLUMNS = ["example_idx", "position", "word", "method", "score"]
 LAYER_COLUMNS = ["example_idx", "layer", "position", "method", "score"]
 
 
-@dataclass
-class Encoded:
-    """A frame tokenised: idx (E,), input_ids, token_type_ids: lists of (n_e,) int arrays."""
-
-    idx: np.ndarray
-    input_ids: list[np.ndarray]
-    token_type_ids: list[np.ndarray]
-
-    @property
-    def lengths(self) -> np.ndarray:
-        return np.array([len(i) for i in self.input_ids], np.int64)
-
-
-def encode_frame(tokenizer, frame: pd.DataFrame, max_length: int) -> Encoded:
-    from bertology.models.encoding import encode
-
-    enc = encode(tokenizer, frame, max_length)
-    ids = [np.asarray(i, np.int64) for i in enc["input_ids"]]
-    tts = [np.asarray(t, np.int64) for t in enc["token_type_ids"]] if "token_type_ids" in enc else \
-        [np.zeros_like(i) for i in ids]
-    return Encoded(frame["idx"].to_numpy(np.int64), ids, tts)
-
-
 def padded(enc: Encoded, rows: np.ndarray, pad_id: int, model) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-    """The model inputs of `rows` padded to their longest: (kwargs, lengths (B,))."""
+    """The model inputs of `rows` padded to their longest (:meth:`Encoded.padded`): (kwargs, lengths (B,))."""
     from bertology.models.loading import takes_token_type_ids
 
-    lengths = torch.as_tensor(enc.lengths[rows])
-    T = int(lengths.max())
-    ids = torch.full((len(rows), T), int(pad_id), dtype=torch.long)
-    tts = torch.zeros((len(rows), T), dtype=torch.long)
-    for k, r in enumerate(rows):
-        n = len(enc.input_ids[r])
-        ids[k, :n] = torch.from_numpy(enc.input_ids[r])
-        tts[k, :n] = torch.from_numpy(enc.token_type_ids[r])
-    kwargs = {"input_ids": ids, "attention_mask": (torch.arange(T)[None] < lengths[:, None]).long()}
+    batch = enc.padded(rows, pad_id)
+    kwargs = {"input_ids": batch.input_ids, "attention_mask": batch.attention_mask}
     if takes_token_type_ids(model):
-        kwargs["token_type_ids"] = tts
-    return kwargs, lengths
+        kwargs["token_type_ids"] = batch.token_type_ids
+    return kwargs, torch.as_tensor(enc.lengths[rows])
 
 
 def view_target(model, n: int) -> int:

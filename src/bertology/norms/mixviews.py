@@ -36,15 +36,14 @@ Glossary: n tokens, D hidden size, F the FFN's width, C classes, L layers, H hea
 
 from __future__ import annotations
 
-import math
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass
 
 import numpy as np
 import torch
-from bertology.pipeline.config import MixingViewsConfig, schema_section
 
+from bertology.pipeline.config import MixingViewsConfig, schema_section
 from bertology.pipeline.errors import UserError
 from bertology.models.hooks import hooks, stop_forward
 from bertology.norms.values import (
@@ -633,14 +632,3 @@ def value_zeroing_view(model, parts: list[LayerParts] | list[AttentionBlock], in
     V = value_zeroing(model, parts, inputs).double()
     seconds["value_zeroing"] = seconds.get("value_zeroing", 0.0) + (time.perf_counter() - t0)
     return rollout(V)[target].cpu().numpy(), V[:, target].cpu().numpy()
-
-
-def aopc_fractions() -> tuple[float, ...]:
-    """k = 10%, 20%, ..., 50% of an example's ordinary tokens (DeYoung et al. 2020's comprehensiveness bins as DESIGN
-    names them)."""
-    return (0.1, 0.2, 0.3, 0.4, 0.5)
-
-
-def top_k_counts(m: int, fractions=None) -> list[int]:
-    """How many of m ordinary tokens each fraction removes: max(1, ceil(f * m)) (m >= 1)."""
-    return [max(1, math.ceil(f * m - 1e-9)) for f in (fractions or aopc_fractions())]

@@ -333,7 +333,7 @@ def syntax_model(model: str, *, root: str | PathLike[str] | None = ROOT) -> str 
 
 def checkpoint(task: str, init: str, seedtag: str = "", *, root: str | PathLike[str] | None = ROOT) -> str:
     """Where the train_model job of (task, init, seed) keeps its resumable state, deliberately not a declared
-    output (bertology.models.training).
+    output (bertology.models.checkpoint).
 
     >>> checkpoint("rte", "random", "-seed43")
     'results/checkpoints/rte/random-seed43'

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import time
@@ -41,15 +40,16 @@ def train_model(ctx: StepContext) -> None:
     """results/models/{task}/{init}{seedtag} from the task's train split (per-epoch scores on validation).
 
     The seed is train.seed for an empty (or absent) ``seedtag`` wildcard, N for ``-seedN``
-    (bertology.pipeline.seedtags). The resumable state lives in ``training.checkpoint_dir(task, init, seedtag)``
-    (results/checkpoints/{task}/{init}{seedtag}), outside the declared output; it is deleted once the
-    model is saved.
+    (bertology.pipeline.seedtags). The resumable state (bertology.models.checkpoint) lives in
+    ``layout.checkpoint(task, init, seedtag)`` (results/checkpoints/{task}/{init}{seedtag}), outside the declared
+    output; it is deleted once the model is saved.
     """
     from bertology.data import read_prepared
     from bertology.models.loading import check_max_length, load_classifier, load_tokenizer, resolve_model
     from bertology.pipeline.outputcache import check_cache_writable
-    from bertology.models.training import (autocast_dtype, checkpoint_dir, encode_split, evaluation_settings, resume_key,
-                                    save_model, select_device, train)
+    from bertology.models.checkpoint import discard_state, resume_key
+    from bertology.models.encoding import encode_split
+    from bertology.models.training import autocast_dtype, evaluation_settings, save_model, select_device, train
 
     check_cache_writable()  # under --cache, before training: Snakemake finds out only after, and deletes the model
     task, init, tag = ctx.wildcards["task"], ctx.wildcards["init"], ctx.wildcards.get("seedtag", "")
@@ -73,7 +73,7 @@ def train_model(ctx: StepContext) -> None:
     model = load_classifier(model_path, spec.num_labels, init=init, seed=cfg.seed, id2label=spec.id2label,
                             regression=spec.is_regression)
     key = resume_key(cfg, model=ctx.config.model, init=init, task=task, max_length=max_length, train_df=train_df)
-    output, ckpt = ctx.output.model, checkpoint_dir(task, init, tag)
+    output, ckpt = ctx.output.model, Path(layout.checkpoint(task, init, tag))
     ctx.log.info("fine-tuning %s (%s init, seed %d) on %s: %d train examples, device %s, %d threads",
                  ctx.config.model, init, cfg.seed, task, len(train_enc), device, ctx.threads)
     ctx.tracker.params({"init": init, "seed": cfg.seed, "n_train": len(train_enc), "n_eval": len(eval_enc)})
@@ -93,9 +93,7 @@ def train_model(ctx: StepContext) -> None:
                                                         batch_size=cfg.eval_batch_size, device=device,
                                                         amp_dtype=autocast_dtype(cfg.mixed_precision, device))})
     ctx.tracker.metrics({"train_seconds": history.seconds, "train_steps": len(history.steps)})
-    (ckpt / "state.pt").unlink(missing_ok=True)
-    with contextlib.suppress(OSError):
-        ckpt.rmdir()
+    discard_state(ckpt)
     ctx.log.info("saved %s (%d steps, %.0f s)", output, len(history.steps), history.seconds)
 
 
@@ -114,8 +112,9 @@ def score(ctx: StepContext) -> None:
 
     from bertology.data import read_prepared
     from bertology.models.loading import load_classifier, load_encoder, load_tokenizer, resolve_model, weights_fingerprint
-    from bertology.models.training import (autocast_dtype, encode_split, evaluate_predictions, evaluation_settings,
-                                    prediction_record, recorded_evaluation, select_device, split_labels)
+    from bertology.models.encoding import encode_split, split_labels
+    from bertology.models.training import (autocast_dtype, evaluate_predictions, evaluation_settings, prediction_record,
+                                           recorded_evaluation, select_device)
 
     task, variant, tag = ctx.wildcards["task"], ctx.variant, ctx.wildcards.get("seedtag", "")
     spec, cfg = get_task(task), ctx.config.train
