@@ -1,6 +1,7 @@
 """Benchmark: `snakemake -n` (and `--lint`) on the default config against a one-rule Snakefile.
 
-In one run, interleaved round by round (each a fresh `snakemake` process, wall time):
+In one run, interleaved round by round (each a fresh `snakemake` process; its wall time, and its CPU time, user
+plus system, which other work on the machine disturbs less):
   one-rule   a Snakefile with one rule and no imports: the floor (Snakemake's own start-up and parse), in a new
              working directory each round
   fresh      this checkout's Snakefile on its default config (config.yaml) in a new working directory each round,
@@ -31,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -68,16 +70,18 @@ def environment(src: Path | None, cache: Path, pycache: Path | None) -> dict[str
     return env
 
 
-def timed(args: list[str], cwd: Path, env: dict[str, str]) -> float:
-    """Wall seconds of one `snakemake` process."""
+def timed(args: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds: user + system) of one `snakemake` process and the processes it waited for."""
     exe = Path(sys.executable).parent / "snakemake"
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.run([str(exe), *args], cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                           text=True)
     wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0 and "--lint" not in args:  # --lint exits 1 when it has advice
         sys.exit(f"snakemake {' '.join(args)} failed in {cwd}:\n{proc.stderr[-2000:]}")
-    return wall
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def heavy_imports(args: list[str], cwd: Path, env: dict[str, str]) -> list[str]:
@@ -116,6 +120,7 @@ def main() -> None:
         variants |= {"ref-fresh": (*ref, warm, False), "ref-seen": (*ref, warm, True)}
     modes = args.modes.split(",")
     times: dict[str, dict[str, list[float]]] = {m: {v: [] for v in variants} for m in modes}
+    cpu: dict[str, dict[str, list[float]]] = {m: {v: [] for v in variants} for m in modes}
     count = 0
 
     def workdir(name: str, reused: bool) -> Path:
@@ -134,8 +139,10 @@ def main() -> None:
                 for name, (snakefile, src, cache, reused) in variants.items():
                     if cache == cold:
                         shutil.rmtree(cold, ignore_errors=True)
-                    times[mode][name].append(timed(snakemake_args(snakefile, mode), workdir(name, reused),
-                                                   environment(src, cache, pycache)))
+                    wall, used = timed(snakemake_args(snakefile, mode), workdir(name, reused),
+                                       environment(src, cache, pycache))
+                    times[mode][name].append(wall)
+                    cpu[mode][name].append(used)
         shutil.rmtree(cold, ignore_errors=True)
         heavy = {name: heavy_imports(snakemake_args(sf, "dry"), workdir(name, reused), environment(src, cache, pycache))
                  for name, (sf, src, cache, reused) in variants.items()}
@@ -151,9 +158,14 @@ def main() -> None:
               **provenance()}
     for mode in modes:
         med = {v: statistics.median(t) for v, t in times[mode].items()}
+        med_cpu = {v: statistics.median(t) for v, t in cpu[mode].items()}
         result["modes"][mode] = {"median_s": med, "all_s": times[mode],
-                                 "ratio_to_one_rule": {v: med[v] / med["one-rule"] for v in med}}
-        print(f"{mode:5s} " + "  ".join(f"{v} {med[v]:.2f}s ({med[v] / med['one-rule']:.2f}x)" for v in med))
+                                 "ratio_to_one_rule": {v: med[v] / med["one-rule"] for v in med},
+                                 "cpu_median_s": med_cpu, "cpu_all_s": cpu[mode],
+                                 "cpu_ratio_to_one_rule": {v: med_cpu[v] / med_cpu["one-rule"] for v in med_cpu}}
+        print(f"{mode:5s} wall " + "  ".join(f"{v} {med[v]:.2f}s ({med[v] / med['one-rule']:.2f}x)" for v in med))
+        print(f"{mode:5s} cpu  " + "  ".join(f"{v} {med_cpu[v]:.2f}s ({med_cpu[v] / med_cpu['one-rule']:.2f}x)"
+                                             for v in med_cpu))
     print("heavy modules imported while reading the Snakefile:", heavy)
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "bench_dryrun.json").write_text(json.dumps(result, indent=1))
