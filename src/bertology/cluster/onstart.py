@@ -1,4 +1,4 @@
-"""The workflow's start-up check on Slurm (``onstart`` in rules/common.smk): every job fits a node, and a
+"""The workflow's start-up check on Slurm (``onstart`` in rules/handlers.smk): every job fits a node, and a
 warning for sqlite tracking."""
 
 from __future__ import annotations
