@@ -98,6 +98,14 @@ def heavy_imports(args: list[str], cwd: Path, env: dict[str, str]) -> list[str]:
     return sorted(found)
 
 
+def commit_of(checkout: Path | None) -> str | None:
+    """The short commit of a git checkout (a worktree), None when there is none."""
+    if checkout is None:
+        return None
+    proc = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=checkout, capture_output=True, text=True)
+    return proc.stdout.strip() or None
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeats", type=int, default=5)
@@ -150,7 +158,7 @@ def main() -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
     result = {"repeats": args.repeats, "load_before": load_before, "load_after": os.getloadavg(),
-              "note": args.note, "ref": str(args.ref) if args.ref else None,
+              "note": args.note, "ref": str(args.ref) if args.ref else None, "ref_commit": commit_of(args.ref),
               "bytecode": ("as the environment sets it (PYTHONDONTWRITEBYTECODE="
                            f"{os.environ.get('PYTHONDONTWRITEBYTECODE', '')!r})" if args.as_is
                            else "kept in a temporary PYTHONPYCACHEPREFIX, written by the warm-up"),
