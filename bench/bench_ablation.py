@@ -29,6 +29,7 @@ from bertology.ablation import heads
 from bertology.ablation import ablation_figures as fig
 from bertology.ablation import significance as ast
 from bertology.ablation import sweep as ab
+from bertology.ablation import sweep_fast
 from bertology.data import normalise
 from bertology.data.glue_dir import read_glue_split
 from bertology.models.metrics import compute_metrics
@@ -81,7 +82,7 @@ def main() -> int:
     with torch.no_grad():  # warm-up (allocator, kernels) outside the timings
         b0 = batches[-1].to(device)
         model(input_ids=b0.input_ids, attention_mask=b0.attention_mask, token_type_ids=b0.token_type_ids)
-        ab.fast_batch_logits(model, b0, args.config_batch)
+        sweep_fast.fast_batch_logits(model, b0, args.config_batch)
     from tqdm.auto import tqdm
 
     for i, batch in enumerate(tqdm(batches, desc="interleaved fast/naive", unit="batch")):
@@ -90,7 +91,7 @@ def main() -> int:
         def run_fast():
             sync()
             t = time.perf_counter()
-            fast[:, batch.rows] = ab.fast_batch_logits(model, b, args.config_batch).numpy()
+            fast[:, batch.rows] = sweep_fast.fast_batch_logits(model, b, args.config_batch).numpy()
             sync()
             return time.perf_counter() - t
 

@@ -6,11 +6,11 @@ Model: a random-weight LlamaForSequenceClassification (hidden 256, 8 layers, 8 q
 heads, intermediate 512, vocabulary 1000, 2 labels), eager attention through enable_heads; 16 random examples of
 64 tokens (a few shorter, so the batches are padded), batches of 16, so 1 + L*H + L = 73 configurations.
 Naive = bertology.ablation.sweep.naive_sweep (one full forward per configuration); prefix =
-bertology.ablation.sweep.prefix_sweep (one kept forward per batch, then each layer's H + 1 configurations
+bertology.ablation.sweep_prefix.prefix_sweep (one kept forward per batch, then each layer's H + 1 configurations
 stacked along the batch with the layers below replayed). The two alternate over --repeats rounds (order
 swapped each round) so that load from other processes on a shared machine hits both alike; each side's
 time is its median round. Prints the timings, the measured ratio, the counted floor (layer passes,
-:func:`bertology.ablation.sweep.prefix_layer_passes`) and the largest logit difference (JSON).
+:func:`bertology.ablation.sweep_prefix.prefix_layer_passes`) and the largest logit difference (JSON).
 """
 
 from __future__ import annotations
@@ -25,7 +25,9 @@ import numpy as np
 import torch
 
 from bertology.ablation import heads
+from bertology.ablation import stacking
 from bertology.ablation import sweep as sw
+from bertology.ablation import sweep_prefix as swp
 
 
 def build(args):
@@ -63,13 +65,13 @@ def main() -> int:
     batches = sw.make_batches(ids, [[0] * len(x) for x in ids], 0, args.batch_size)
     L, H = args.layers, args.heads
     configs = sw.sweep_configurations(L, H)
-    k = sw.effective_config_batch(args.config_batch, min(args.batch_size, args.examples), args.length,
+    k = stacking.effective_config_batch(args.config_batch, min(args.batch_size, args.examples), args.length,
                                   torch.device("cpu"))
     print(f"random Llama: hidden {args.hidden}, {L} layers x {H} heads ({args.kv_heads} kv heads); "
           f"{args.examples} examples of <= {args.length} tokens in {len(batches)} batches; {len(configs)} "
           f"configurations; config_batch {args.config_batch} -> {k} stacked on the CPU; torch threads "
           f"{torch.get_num_threads()}", flush=True)
-    sw.prefix_sweep(model, batches[:1], args.examples, args.config_batch, progress=False)   # warm-up
+    swp.prefix_sweep(model, batches[:1], args.examples, args.config_batch, progress=False)   # warm-up
 
     times = {"naive": [], "prefix": []}
     out = {}
@@ -79,14 +81,14 @@ def main() -> int:
         if name == "naive":
             out[name] = sw.naive_sweep(model, batches, configs, args.examples, progress=False)
         else:
-            out[name] = sw.prefix_sweep(model, batches, args.examples, args.config_batch, progress=False)
+            out[name] = swp.prefix_sweep(model, batches, args.examples, args.config_batch, progress=False)
         times[name].append(time.perf_counter() - t)
 
     for r in range(args.repeats):
         for name in (("naive", "prefix") if r % 2 == 0 else ("prefix", "naive")):
             run(name)
     naive_s, prefix_s = statistics.median(times["naive"]), statistics.median(times["prefix"])
-    naive_passes, prefix_passes = sw.prefix_layer_passes(L, H)
+    naive_passes, prefix_passes = swp.prefix_layer_passes(L, H)
     diff = float(np.abs(out["naive"] - out["prefix"]).max())
     result = {
         "model": f"random Llama hidden {args.hidden}, {L}x{H} heads, {args.kv_heads} kv heads",

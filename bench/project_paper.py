@@ -105,7 +105,7 @@ class ProjectionError(ValueError):
 
 # ------------------------------------------------------------------------------------------------ the arithmetic
 def sweep_forwards(layers: int, heads: int) -> float:
-    """Full-forward equivalents per example of the disabling sweep (bertology.ablation.sweep.fast_sweep): the
+    """Full-forward equivalents per example of the disabling sweep (bertology.ablation.sweep_fast.fast_sweep): the
     intact model once, then each of the layers x heads single heads and each of the layers whole, every
     configuration resumed at its layer l (0-based) from the intact pass's input to it: (layers - l) / layers of a
     forward each (embeddings and classifier head neglected)."""

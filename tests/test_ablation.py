@@ -10,7 +10,9 @@ import torch
 
 from bertology.ablation import heads as dis
 from bertology.ablation import significance as ast
+from bertology.ablation import stacking
 from bertology.ablation import sweep as sw
+from bertology.ablation import sweep_fast
 from bertology.models.metrics import compute_metrics
 from tests.builders.ablation import D, H, L, padded, random_examples, tiny_classifier
 
@@ -146,7 +148,7 @@ def test_fast_sweep_equals_naive_sweep(model, config_batch):
     ids, tts = random_examples(23, seed=11)
     batches = sw.make_batches(ids, tts, 0, 6)
     configs = sw.sweep_configurations(L, H)
-    fast = sw.fast_sweep(model, batches, 23, config_batch=config_batch, progress=False)
+    fast = sweep_fast.fast_sweep(model, batches, 23, config_batch=config_batch, progress=False)
     if config_batch == 3:
         naive = sw.naive_sweep(model, batches, configs, 23, progress=False)
         np.testing.assert_allclose(fast, naive, atol=1e-5)
@@ -198,7 +200,7 @@ def test_fast_sweep_regression_head_without_padding():
     ids, tts = random_examples(6, seed=13, low=9, high=10)
     batches = sw.make_batches(ids, tts, 0, 3)
     assert all(bool(b.attention_mask.all()) for b in batches)
-    fast = sw.fast_sweep(model, batches, 6, config_batch=5, progress=False)
+    fast = sweep_fast.fast_sweep(model, batches, 6, config_batch=5, progress=False)
     configs = sw.sweep_configurations(L, H)
     for c in (0, 1, 2 + H, len(configs) - 2):
         np.testing.assert_allclose(fast[c], sw.forward_logits(model, batches, configs[c].mask(L, H), 6), atol=1e-5)
@@ -206,12 +208,12 @@ def test_fast_sweep_regression_head_without_padding():
 
 
 def test_effective_config_batch_caps_cpu_stacks_only():
-    assert sw.effective_config_batch(8, 64, 128, torch.device("cpu")) == 1
-    assert sw.effective_config_batch(8, 4, 16, torch.device("cpu")) == 8
-    assert sw.effective_config_batch(8, 16, 100, torch.device("cpu")) == 2
-    assert sw.effective_config_batch(8, 64, 128, torch.device("meta")) == 8
+    assert stacking.effective_config_batch(8, 64, 128, torch.device("cpu")) == 1
+    assert stacking.effective_config_batch(8, 4, 16, torch.device("cpu")) == 8
+    assert stacking.effective_config_batch(8, 16, 100, torch.device("cpu")) == 2
+    assert stacking.effective_config_batch(8, 64, 128, torch.device("meta")) == 8
     with pytest.raises(ValueError):
-        sw.effective_config_batch(0, 4, 4, torch.device("cpu"))
+        stacking.effective_config_batch(0, 4, 4, torch.device("cpu"))
 
 
 @pytest.mark.parametrize("task, k", [("mrpc", 2), ("cola", 2), ("mnli", 3), ("stsb", 1)])

@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 import torch
 
-from bertology.ablation.heads import attention_parts, disabled_heads, enable_heads
+from bertology.ablation.heads import disabled_heads, enable_heads
+from bertology.ablation.uniform import attention_parts
 from bertology.claims import decoders as claims_decoders
 from bertology.claims.bootstrap import Boot
 from bertology.decoders import heads, probe

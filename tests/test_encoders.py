@@ -15,7 +15,9 @@ import pytest
 import torch
 
 from bertology.ablation import heads as dis
+from bertology.ablation import stacking
 from bertology.ablation import sweep as sw
+from bertology.ablation import sweep_fast
 from bertology.models.encoding import segments
 from tests.builders.encoders import ARCHITECTURES, build_encoder, reference_model
 
@@ -188,9 +190,9 @@ def test_nothing_disabled_is_the_eager_model(arch, model_dir, frame):
     mask = torch.zeros(model.config.num_hidden_layers, model.config.num_attention_heads, dtype=torch.bool)
     for b in batches:
         with torch.no_grad():
-            want = plain(**sw.model_inputs(plain, b)).logits
+            want = plain(**stacking.model_inputs(plain, b)).logits
             with dis.disabled_heads(model, mask):
-                got = model(**sw.model_inputs(model, b)).logits
+                got = model(**stacking.model_inputs(model, b)).logits
         torch.testing.assert_close(got, want, atol=1e-6, rtol=0)
     assert model.bertology_heads == ("forward_hook" if arch == "deberta-v2" else "attention_interface")
 
@@ -217,7 +219,7 @@ def test_disabled_head_is_uniform_over_real_tokens_whatever_the_layer_mask(arch,
     disabled = torch.zeros(L, H, dtype=torch.bool)
     disabled[1, 2] = True
     with torch.no_grad(), dis.disabled_heads(model, disabled):
-        att = model(**sw.model_inputs(model, batch), output_attentions=True).attentions
+        att = model(**stacking.model_inputs(model, batch), output_attentions=True).attentions
     lengths = batch.attention_mask.sum(1)
     for r in range(2):
         n = int(lengths[r])
@@ -257,7 +259,7 @@ def test_sweeps_fall_back_and_agree(arch, model_dir, frame):
     np.testing.assert_allclose(logits, naive, atol=1e-5)
     if arch not in FAST:
         with pytest.raises(ValueError, match="naive sweep"):
-            sw.check_fast_supported(model)
+            sweep_fast.check_fast_supported(model)
 
 
 def test_importance_gradients_and_pruning(arch, model_dir, frame):
@@ -279,7 +281,7 @@ def test_importance_gradients_and_pruning(arch, model_dir, frame):
             gates = torch.ones(L, H, dtype=torch.float64)
             gates[layer, head] += sign * eps
             with torch.no_grad(), dis.head_gates(model, gates):
-                losses.append(per_example_loss(model(**sw.model_inputs(model, b)).logits, labels))
+                losses.append(per_example_loss(model(**stacking.model_inputs(model, b)).logits, labels))
         numeric = (losses[0] - losses[1]) / (2 * eps)
         torch.testing.assert_close(grad[:, layer, head], numeric, rtol=1e-3, atol=1e-6)
     assert float(grad.abs().max()) > 0

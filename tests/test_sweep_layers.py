@@ -1,4 +1,4 @@
-"""The prefix disabling sweep (bertology.ablation.sweep.prefix_sweep): every layered model enable_heads accepts,
+"""The prefix disabling sweep (bertology.ablation.sweep_prefix.prefix_sweep): every layered model enable_heads accepts,
 layers below the disabled one replayed from a kept forward pass; equal to the naive sweep on tiny random models
 of several architectures (a Llama with grouped-query attention, GPT-2, DistilBERT, ModernBERT, DeBERTa-v2, and
 MPNet, whose heads are disabled by a hook on its probability dropout)."""
@@ -11,6 +11,8 @@ import torch
 
 from bertology.ablation import heads as dis
 from bertology.ablation import sweep as sw
+from bertology.ablation import sweep_fast
+from bertology.ablation import sweep_prefix as swp
 from tests.builders.decoders import decoder_config, decoder_tokenizer
 from tests.builders.encoders import model_config, tokenizer_for
 
@@ -57,13 +59,13 @@ def _batches(model, pad: int, n: int = 7, batch_size: int = 4, seed: int = 3):
 
 def test_the_plan_finds_the_layers_in_order(built):
     arch, model, _ = built
-    plan = sw.prefix_plan(model)
-    assert isinstance(plan, sw.PrefixPlan)
+    plan = swp.prefix_plan(model)
+    assert isinstance(plan, swp.PrefixPlan)
     assert len(plan.layers) == LAYERS == model.config.num_hidden_layers
     modules, _ = dis.attention_modules(model)
     for layer, module in zip(plan.layers, modules):
         assert any(m is module for m in layer.modules())
-    assert isinstance(sw.fast_plan(model), str)            # none of them is a BERT-layer encoder
+    assert isinstance(sweep_fast.fast_plan(model), str)            # none of them is a BERT-layer encoder
     assert sw.resolve_sweep(model, "fast") == ("prefix", None)
     assert sw.resolve_sweep(model, "naive") == ("naive", None)
 
@@ -91,41 +93,41 @@ def test_the_skipped_layers_do_not_run(monkeypatch):
     and then only for the configurations of the layers at and below it: (H + 1) * (l + 1) stacked passes."""
     model, pad = _classifier("llama")
     L, H = model.config.num_hidden_layers, model.config.num_attention_heads
-    plan = sw.prefix_plan(model)
+    plan = swp.prefix_plan(model)
     runs = [0] * L
     for i, layer in enumerate(plan.layers):
         layer.register_forward_hook(lambda m, a, o, i=i: runs.__setitem__(i, runs[i] + 1))
     (batch,) = _batches(model, pad, n=3)
-    sw.prefix_batch_logits(model, batch, config_batch=1)
+    swp.prefix_batch_logits(model, batch, config_batch=1)
     assert runs == [1 + (H + 1) * (i + 1) for i in range(L)]
     assert all(type(layer).__name__ != "_Replayed" for layer in plan.layers)
 
 
 def test_the_layer_passes_counted():
-    naive, prefix = sw.prefix_layer_passes(8, 8)
+    naive, prefix = swp.prefix_layer_passes(8, 8)
     assert (naive, prefix) == ((1 + 64 + 8) * 8, 8 + 9 * sum(8 - l for l in range(8)))
-    assert sw.prefix_layer_passes(30, 9) == (9030, 4680)
+    assert swp.prefix_layer_passes(30, 9) == (9030, 4680)
 
 
 def test_outputs_of_any_shape_are_repeated_along_the_batch():
     x = torch.arange(6.0).view(2, 3)
     bias = torch.ones(1, 3)
-    out = sw.repeat_output((x, None, bias, {"h": x}, [x]), 3, 2)
+    out = swp.repeat_output((x, None, bias, {"h": x}, [x]), 3, 2)
     assert out[0].shape == (6, 3) and torch.equal(out[0][4:], x) and out[1] is None and out[2] is bias
     assert out[3]["h"].shape == (6, 3) and out[4][0].shape == (6, 3)
-    assert sw.repeat_output(x, 1, 2) is not x                   # a copy: the next layer may work in place
+    assert swp.repeat_output(x, 1, 2) is not x                   # a copy: the next layer may work in place
 
 
 def test_a_forward_that_skips_a_layer_is_refused():
     """The plan's list must be what the forward runs, in order, each once: a model that runs only part of it
     (here: num_hidden_layers lowered after building, Llama's loop slices its list) is refused, not miscounted."""
     model, pad = _classifier("llama")
-    plan = sw.prefix_plan(model)
+    plan = swp.prefix_plan(model)
     (batch,) = _batches(model, pad, n=2)
     model.config.num_hidden_layers = LAYERS - 1
     try:
         with pytest.raises(ValueError, match="not each once in order"):
-            sw.prefix_batch_logits(model, batch, config_batch=2, plan=plan)
+            swp.prefix_batch_logits(model, batch, config_batch=2, plan=plan)
     finally:
         model.config.num_hidden_layers = LAYERS
 
@@ -143,7 +145,7 @@ def test_models_without_a_layer_list_fall_back_to_naive():
     used, why = sw.resolve_sweep(model, "fast")
     assert used == "naive" and "one attention module per layer" in why
     with pytest.raises(ValueError, match="naive sweep"):
-        sw.check_prefix_supported(model)
+        swp.check_prefix_supported(model)
 
 
 def test_run_sweep_names_the_sweeps():

@@ -248,6 +248,7 @@ def float64_everywhere():
 def check_disabling(model_dir, tok, frame) -> str:
     """Disabling and gates on a model enable_heads accepts; returns the mechanism."""
     from bertology.ablation import heads as dis
+    from bertology.ablation import stacking
     from bertology.ablation import sweep as sw
     from bertology.models.layers import shares_attention
     from bertology.models.loading import load_encoder
@@ -263,8 +264,8 @@ def check_disabling(model_dir, tok, frame) -> str:
     # nothing disabled = the eager model
     with torch.no_grad():
         for b in batches:
-            torch.testing.assert_close(model(**sw.model_inputs(model, b)).logits,
-                                       plain(**sw.model_inputs(plain, b)).logits, atol=1e-6, rtol=0)
+            torch.testing.assert_close(model(**stacking.model_inputs(model, b)).logits,
+                                       plain(**stacking.model_inputs(plain, b)).logits, atol=1e-6, rtol=0)
     # disabled heads = the hand-built reference
     mask = disabled_mask(model)
     got = sw.forward_logits(model, batches, mask, len(rows))
@@ -286,6 +287,7 @@ def check_gates(model_dir, tok, frame, eps: float = 1e-5) -> None:
     """The gates' gradient (gate_gradients) = central finite differences of the loss with step `eps`, float64
     throughout."""
     from bertology.ablation import heads as dis
+    from bertology.ablation import stacking
     from bertology.ablation import sweep as sw
     from bertology.ablation.importance import gate_gradients, per_example_loss
     from bertology.models.loading import load_encoder
@@ -317,7 +319,7 @@ def check_gates(model_dir, tok, frame, eps: float = 1e-5) -> None:
                 gates = torch.ones(L, H, dtype=torch.float64)
                 gates[layer, head] += sign * eps
                 with torch.no_grad(), dis.head_gates(model64, gates):
-                    logits = model64(**sw.model_inputs(model64, b)).logits
+                    logits = model64(**stacking.model_inputs(model64, b)).logits
                 losses.append(per_example_loss(logits, labels))
             differences[layer, head] = (losses[0] - losses[1]) / (2 * eps)
     for (layer, head), fd in differences.items():
@@ -625,6 +627,7 @@ def check_decoder_disabling(model_dir, tok, frame, sliding: list[bool]) -> str:
     """Disabling on a decoder enable_heads accepts (3. of the decoder checks); returns the mechanism.
     sliding: the layers with a sliding window (windowed_layers): only whole layers are disabled there."""
     from bertology.ablation import heads as dis
+    from bertology.ablation import stacking
     from bertology.ablation import sweep as sw
     from bertology.models.loading import load_encoder
 
@@ -642,10 +645,10 @@ def check_decoder_disabling(model_dir, tok, frame, sliding: list[bool]) -> str:
         lengths = b.attention_mask.sum(1).tolist()
         assert min(lengths) < b.input_ids.shape[1], "a padded row"
         with torch.no_grad():
-            want = plain(**sw.model_inputs(plain, b), output_attentions=True)
-            same = model(**sw.model_inputs(model, b), output_attentions=True)
+            want = plain(**stacking.model_inputs(plain, b), output_attentions=True)
+            same = model(**stacking.model_inputs(model, b), output_attentions=True)
             with dis.disabled_heads(model, mask):
-                out = model(**sw.model_inputs(model, b), output_attentions=True)
+                out = model(**stacking.model_inputs(model, b), output_attentions=True)
         # nothing disabled = the eager model
         torch.testing.assert_close(same.logits, want.logits, **tol)
         for a, w in zip(same.attentions, want.attentions):
@@ -692,7 +695,7 @@ def check_decoder_value_norms(model_dir, tok, frame) -> str:
     post_attention_layernorm); Value Zeroing's matrices are causal. Returns the row's cell."""
     from bertology.models.loading import load_encoder
     from bertology.norms import mixing as mx
-    from bertology.norms import mixviews as mv
+    from bertology.norms.value_zeroing import value_zeroing, zeroing_blocks
     from bertology.norms import values as nv
 
     model = load_encoder(str(model_dir))
@@ -744,7 +747,7 @@ def check_decoder_value_norms(model_dir, tok, frame) -> str:
     assert float(norms.nan_to_num(1.0).min()) > 0
     n = int(lengths.min())
     one = {k: v[:1, :n] for k, v in _inputs(model, enc).items() if k != "token_type_ids"}
-    vz = mv.value_zeroing(model, mv.zeroing_blocks(model), one)
+    vz = value_zeroing(model, zeroing_blocks(model), one)
     assert float(torch.triu(vz, diagonal=1).abs().max()) < 1e-6, "Value Zeroing: token j changes no earlier output"
     kv = f"; {groups.pop()} key/value heads" if groups != {H} else ""
     return "yes; mixing: " + ", ".join(sorted(mixing)) + kv + "; Value Zeroing"

@@ -5,9 +5,9 @@ A *disabled* head attends uniformly to the real tokens of its input: A[t, s] = 1
 (n = real length, specials included) and 0 on padding, applied to the attention probabilities inside
 the forward pass, so its output is the mean of the value vectors of the real tokens. Whatever the layer's
 own mask (a sliding window in ModernBERT's local layers, DeBERTa's masked padded queries), a disabled head is
-uniform over the example's real tokens (:func:`real_keys`). A *gate* xi_h multiplies a head's output (its
-context vector, before the output projection); with all gates at 1 the model is unchanged (head importance,
-:mod:`bertology.ablation.importance`; pruning by zeroing, :mod:`bertology.ablation.pruning`).
+uniform over the example's real tokens (the maths: :mod:`bertology.ablation.uniform`). A *gate* xi_h multiplies
+a head's output (its context vector, before the output projection); with all gates at 1 the model is unchanged
+(head importance, :mod:`bertology.ablation.importance`; pruning by zeroing, :mod:`bertology.ablation.pruning`).
 
 One state per model, :class:`HeadState` (``mask``: which heads are disabled; ``gates``: the heads' gates),
 shared by its attention modules; one per-layer selector (:func:`layer_selection`); one way in,
@@ -47,6 +47,7 @@ from dataclasses import dataclass
 
 import torch
 
+from bertology.ablation.uniform import attention_parts, real_keys, uniform_weights
 from bertology.models.layers import CallRank, layer_modules
 from bertology.pipeline.errors import UserError
 from bertology.models.hooks import register_hooks
@@ -57,102 +58,6 @@ GATES_KWARG = "bertology_gates"
 _STATE = "_bertology_head_state"      # the model's HeadState, also set on each attention module
 _LAYER = "_bertology_layer"           # an attention module's layer index
 _CAUSAL = "_bertology_causal"         # whether a module's layer is causal (a decoder's, or ``is_causal``)
-
-
-def real_keys(attention_mask: torch.Tensor | None, key: torch.Tensor) -> torch.Tensor:
-    """The example's real tokens as keys: (N, 1, 1, K) bool (or (1, 1, 1, K) all True without a mask).
-
-    attention_mask: a layer's mask (bool, or additive float), (N, 1, Q', K) with every query row. A key is real
-    when some query may see it: padding is hidden from every query, while a real token is seen at least by
-    itself, whatever else the layer's own mask hides (a sliding window, DeBERTa's padded query rows).
-    """
-    if attention_mask is None:
-        return torch.ones(1, 1, 1, key.shape[-2], dtype=torch.bool, device=key.device)
-    mask = attention_mask[..., : key.shape[-2]]
-    keep = mask if mask.dtype == torch.bool else mask > torch.finfo(mask.dtype).min / 2
-    return keep.any(dim=-2, keepdim=True)
-
-
-def causal_real_keys(attention_mask: torch.Tensor | None, key: torch.Tensor, n_queries: int) -> torch.Tensor:
-    """A causal layer's keys that each query may see if it looked at every earlier real token: (N|1, 1, Q, K)
-    bool, :func:`real_keys` and key position <= query position (the queries are the last Q positions)."""
-    k = key.shape[-2]
-    rows = torch.arange(k - n_queries, k, device=key.device)[:, None]
-    tril = torch.arange(k, device=key.device)[None, :] <= rows                       # (Q, K)
-    return real_keys(attention_mask, key) & tril[None, None]
-
-
-def uniform_weights(keep: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """(N, 1, Q|1, K) bool keep-mask -> weights of the same shape: 1/n on the n visible keys, 0 elsewhere."""
-    keep_f = keep.to(dtype)
-    return keep_f / keep_f.sum(dim=-1, keepdim=True).clamp_min(1.0)
-
-
-@dataclass
-class AttentionParts:
-    """One layer's attention computed once, from which any set of disabled heads is assembled.
-
-    weights: (N, H, Q, K) softmax probabilities; context: (N, H, Q, dh) = weights @ V;
-    uniform: (N|1, 1, 1, K) uniform weights over the real keys (the same for every query), or (N|1, 1, Q, K)
-    over each query's real keys up to itself in a causal layer;
-    uniform_context: (N, H, 1|Q, dh) = uniform @ V (broadcast over the queries).
-    """
-
-    weights: torch.Tensor
-    context: torch.Tensor
-    uniform: torch.Tensor
-    uniform_context: torch.Tensor
-
-    def context_for(self, disabled: torch.Tensor | None) -> torch.Tensor:
-        """disabled: (N, H) bool or None -> context (N, Q, H, dh) with the disabled heads uniform."""
-        if disabled is None:
-            return self.context.transpose(1, 2).contiguous()
-        context = torch.where(disabled[:, :, None, None], self.uniform_context, self.context)
-        return context.transpose(1, 2).contiguous()
-
-    def weights_for(self, disabled: torch.Tensor | None) -> torch.Tensor:
-        """disabled: (N, H) bool or None -> probabilities (N, H, Q, K) with the disabled heads uniform."""
-        if disabled is None:
-            return self.weights
-        return torch.where(disabled[:, :, None, None], self.uniform.expand_as(self.weights), self.weights)
-
-
-def attention_parts(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                    attention_mask: torch.Tensor | None, scaling: float, *, dropout: float = 0.0,
-                    training: bool = False, with_uniform: bool = True, causal: bool = False,
-                    softcap: float | None = None, sinks: torch.Tensor | None = None) -> AttentionParts:
-    """Eager attention (as transformers' BERT computes it) plus the uniform alternative.
-
-    query: (N, H, Q, dh); key, value: (N, H|G, K, dh), G key/value heads each shared by H/G query heads
-    (grouped-query attention: repeated as transformers' ``repeat_kv`` does); attention_mask: additive
-    (N, 1, Q, K) or None. causal: the uniform alternative of query i covers the real keys 0..i only (a decoder's
-    disabled head must not see the future), else every real key. softcap: scores capped to
-    softcap * tanh(scores / softcap) before the mask (Gemma 2's attention logit soft-capping); sinks: (H,) one
-    extra logit per head in each softmax, dropped after it (GPT-OSS's attention sinks: rows sum to less than 1).
-    """
-    if key.shape[1] != query.shape[1]:
-        groups = query.shape[1] // key.shape[1]
-        key, value = key.repeat_interleave(groups, dim=1), value.repeat_interleave(groups, dim=1)
-    scores = torch.matmul(query, key.transpose(2, 3)) * scaling
-    if softcap is not None:
-        scores = torch.tanh(scores / softcap) * softcap
-    if attention_mask is not None:
-        scores = scores + attention_mask[:, :, : query.shape[-2], : key.shape[-2]]
-    if sinks is not None:
-        sink = sinks.reshape(1, -1, 1, 1).to(scores.dtype).expand(scores.shape[0], -1, scores.shape[2], 1)
-        combined = torch.cat([scores, sink], dim=-1)
-        combined = combined - combined.max(dim=-1, keepdim=True).values
-        weights = torch.nn.functional.softmax(combined, dim=-1)[..., :-1]
-    else:
-        weights = torch.nn.functional.softmax(scores, dim=-1)
-    weights = torch.nn.functional.dropout(weights, p=dropout, training=training)
-    context = torch.matmul(weights, value)
-    if not with_uniform:
-        return AttentionParts(weights, context, weights[:, :1], context)
-    keep = (causal_real_keys(attention_mask, key, query.shape[-2]) if causal else real_keys(attention_mask, key))
-    uniform = uniform_weights(keep, weights.dtype)
-    uniform_context = torch.matmul(uniform, value)
-    return AttentionParts(weights, context, uniform, uniform_context)
 
 
 def layer_selection(values: torch.Tensor | None, layer: int | None, n_rows: int, n_heads: int,
@@ -249,8 +154,9 @@ def head_attention_forward(module: torch.nn.Module, query: torch.Tensor, key: to
 
     query: (N, H, Q, dh); key, value: (N, H, K, dh) -> (context (N, Q, H, dh), weights (N, H, Q, K)).
     attention_mask: the layer's own mask (padding, and a sliding window where the layer has one); a
-    disabled head is uniform over the example's real tokens whatever that mask hides (see :func:`real_keys`),
-    in a causal layer (a decoder's, see :func:`enable_heads`) over each query's real tokens up to itself.
+    disabled head is uniform over the example's real tokens whatever that mask hides (see
+    :func:`~bertology.ablation.uniform.real_keys`), in a causal layer (a decoder's, see :func:`enable_heads`) over
+    each query's real tokens up to itself.
     The keywords ``softcap`` (Gemma 2) and ``s_aux`` (GPT-OSS's sinks) of transformers' eager functions apply.
     The returned weights are the (possibly disabled) attention probabilities, not gated: the gate acts on
     the head's output. Disabled heads and gates of this layer: :func:`module_selection`.

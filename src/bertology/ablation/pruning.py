@@ -10,7 +10,7 @@ order are removed. Removal (``mode``) is either
 Importance is computed once, on the intact model (the paper's default; its code can recompute after each
 step, which it does not use for the reported curves).
 
-Evaluation reuses the fast sweep's pieces (:mod:`bertology.ablation.sweep`): per batch the intact model's
+Evaluation reuses the fast sweep's pieces (:mod:`bertology.ablation.sweep_fast`): per batch the intact model's
 layer inputs are computed once; a configuration whose first removed head is in layer s resumes from the
 cached input of layer s, several configurations are stacked along the batch, and the last layer computes
 the [CLS] query only. Identical configurations (fraction 0 is the baseline of every order, fraction 1
@@ -30,8 +30,8 @@ import pandas as pd
 import torch
 
 from bertology.ablation.heads import DISABLED_KWARG, GATES_KWARG, disabled_heads, head_gates
-from bertology.ablation.sweep import (check_fast_supported, effective_config_batch, finish_layer, layer_attention,
-                                      model_inputs, n_outputs, repeat_rows)
+from bertology.ablation.stacking import effective_config_batch, model_inputs, n_outputs, repeat_rows
+from bertology.ablation.sweep_fast import check_fast_supported, finish_layer, layer_attention
 from bertology.models.encoding import Batch
 
 MODES = ("zero", "uniform")
@@ -184,7 +184,7 @@ def pruned_logits(model, batches: Sequence[Batch], masks: np.ndarray, n_examples
                   config_batch: int, progress: bool = True) -> np.ndarray:
     """(C, E, K) logits of the model with the heads of each (L, H) mask removed in `mode` ("zero" | "uniform").
 
-    method: "fast" (BERT-layer classifiers: :func:`bertology.ablation.sweep.fast_plan`; resolve it with
+    method: "fast" (BERT-layer classifiers: :func:`bertology.ablation.sweep_fast.fast_plan`; resolve it with
     :func:`bertology.ablation.sweep.resolve_sweep`) or "naive" (every supported architecture); "prefix" (what
     :func:`~bertology.ablation.sweep.resolve_sweep` gives other layered models) runs the naive way: a pruning
     configuration removes heads in many layers, the first of them almost always early, so resuming from a kept
