@@ -30,7 +30,7 @@ def test_every_renderer_has_its_record():
     assert set(gen.load()) == set(gen.RENDERERS)
 
 
-@pytest.mark.parametrize("name", ["bench_costs", "bench_decoder_extract", "bench_makerun"])
+@pytest.mark.parametrize("name", ["bench_costs", "bench_decoder_extract", "bench_dryrun", "bench_makerun"])
 def test_the_records_are_bench_out(name):
     out = REPO / "bench" / "out" / f"{name}.json"
     if not out.exists():
