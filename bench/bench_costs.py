@@ -14,7 +14,7 @@ Per example, what the norms jobs run on it (docs/reference.md#token-views ff.):
   raw, rollout, flow                  bertology.norms.flow from the attention maps
   alti, globenc, decompx              bertology.norms.mixviews.example_views (each view's own time; alti holds the
                                       one pass ALTI and GlobEnc share, globenc its rollout)
-  value_zeroing                       mixviews.value_zeroing_view (method "subtract")
+  value_zeroing                       value_zeroing.value_zeroing_view (method "subtract")
   ablation     token ablation of the ordinary tokens (faithful.masked_drops: forwards of --copy-tokens tokens,
                the intact forward's probabilities reused)
   gradient     input x gradient (faithful.gradient_importances)
@@ -85,7 +85,9 @@ def example_costs(clf, tok, ids_np: np.ndarray, tts_np: np.ndarray, *, copy_toke
 
     from bertology.norms import faithful as ff
     from bertology.norms import flow as fl
+    from bertology.norms import mixparts as mp
     from bertology.norms import mixviews as mv
+    from bertology.norms import value_zeroing as vz
     from bertology.norms.tokens import TokenKinds
     from bertology.norms.values import Capture, transformed_vectors
 
@@ -101,10 +103,10 @@ def example_costs(clf, tok, ids_np: np.ndarray, tts_np: np.ndarray, *, copy_toke
             clf(**inputs, output_attentions=True)
             eager.append(time.perf_counter() - t0)
     secs: dict[str, float] = {"eager": statistics.median(eager)}
-    parts, head = mv.layer_parts(clf), mv.head_linears(clf)
+    parts, head = mp.layer_parts(clf), mp.head_linears(clf)
     t_all = time.perf_counter()
     t0 = time.perf_counter()
-    with torch.no_grad(), Capture(clf, vectors=True, norms=False) as cap, mv.PartsCapture(clf, parts, head) as pc:
+    with torch.no_grad(), Capture(clf, vectors=True, norms=False) as cap, mp.PartsCapture(clf, parts, head) as pc:
         out = clf(**inputs, output_attentions=True)
         secs["capture"] = time.perf_counter() - t0
         alpha = torch.stack(out.attentions, 1)[0].double().numpy()
@@ -118,7 +120,7 @@ def example_costs(clf, tok, ids_np: np.ndarray, tts_np: np.ndarray, *, copy_toke
             last, cap.values[last.index][0:1, :n])[0])
         ev = mv.example_views(clf, parts, head, cap, pc, out.attentions, 0, n, out.logits[0], secs)
         views.update(ev.scores)
-    views["value_zeroing"], _ = mv.value_zeroing_view(clf, parts, inputs, secs)
+    views["value_zeroing"], _ = vz.value_zeroing_view(clf, parts, inputs, secs)
     ordinary = np.flatnonzero(TokenKinds(tok).categories(ids_np[None], np.array([n]))[0] >= 2)
     replacement = ff.replacement_token_id(tok)
     x = ff.Example(ids, mask, tts)

@@ -63,18 +63,20 @@ def rows(model, tok, df, max_length: int, options_list):
 
     from bertology.models.encoding import encode
     from bertology.models.loading import forward_inputs
+    from bertology.norms import alti_globenc as ag
+    from bertology.norms import mixparts as mp
     from bertology.norms import mixviews as mv
     from bertology.norms.mixing import decompose
     from bertology.norms.values import Capture, transformed_vectors
 
-    parts, head = mv.layer_parts(model), mv.head_linears(model)
+    parts, head = mp.layer_parts(model), mp.head_linears(model)
     out_rows = []
     for r in range(len(df)):
         enc = encode(tok, df.iloc[r:r + 1], max_length, padding="longest")
         inputs = forward_inputs(model, {k: torch.tensor(v) for k, v in enc.items()})
         n = int(inputs["input_ids"].shape[1])
         got = {}
-        with torch.no_grad(), Capture(model, vectors=True, norms=False) as cap, mv.PartsCapture(model, parts, head) as pc:
+        with torch.no_grad(), Capture(model, vectors=True, norms=False) as cap, mp.PartsCapture(model, parts, head) as pc:
             out = model(**inputs, output_attentions=True)
             for name, opts in options_list:
                 ev = mv.example_views(model, parts, head, cap, pc, out.attentions, 0, n, out.logits[0], {},
@@ -87,7 +89,7 @@ def rows(model, tok, df, max_length: int, options_list):
                 dec = decompose(out.attentions[b.index][0, :, :n, :n], f, cap.residual[b.index][0, :n],
                                 b.output.bias, b.post_norm)
                 mats.append(alti_authors(dec, dec.ln_rest, cap.sum_in[b.index][0, :n], b.post_norm))
-            got["alti_authors_eps"] = {"alti": mv.rollout(torch.stack(mats))[0].numpy()}
+            got["alti_authors_eps"] = {"alti": ag.rollout(torch.stack(mats))[0].numpy()}
         out_rows.append(got)
     return out_rows
 

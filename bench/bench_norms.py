@@ -135,14 +135,16 @@ def mixing_per_example(clf, tok, df, n: int, ablation_batch: int, max_length: in
     import torch
 
     from bertology.norms import faithful as ff
+    from bertology.norms import mixparts as mp
     from bertology.norms import mixviews as mv
+    from bertology.norms import value_zeroing as vz
     from bertology.norms.analysis import encode_frame
     from bertology.norms.tokens import TokenKinds
     from bertology.norms.values import Capture
 
     enc = encode_frame(tok, df.iloc[:n], max_length)
     kinds = TokenKinds(tok)
-    parts, head = mv.layer_parts(clf), mv.head_linears(clf)
+    parts, head = mp.layer_parts(clf), mp.head_linears(clf)
     secs: dict[str, float] = dict.fromkeys((*mv.VIEWS, "capture_forward", "aopc"), 0.0)
     for r in range(n):
         ids = torch.from_numpy(enc.input_ids[r])
@@ -150,11 +152,11 @@ def mixing_per_example(clf, tok, df, n: int, ablation_batch: int, max_length: in
         mask = torch.ones_like(ids)
         inputs = {"input_ids": ids[None], "attention_mask": mask[None], "token_type_ids": tts[None]}
         t0 = time.perf_counter()
-        with torch.no_grad(), Capture(clf, vectors=True, norms=False) as cap, mv.PartsCapture(clf, parts, head) as pc:
+        with torch.no_grad(), Capture(clf, vectors=True, norms=False) as cap, mp.PartsCapture(clf, parts, head) as pc:
             out = clf(**inputs, output_attentions=True)
             secs["capture_forward"] += time.perf_counter() - t0
             ev = mv.example_views(clf, parts, head, cap, pc, out.attentions, 0, len(ids), out.logits[0], secs)
-        mv.value_zeroing_view(clf, parts, inputs, secs)
+        vz.value_zeroing_view(clf, parts, inputs, secs)
         ordinary = np.flatnonzero(kinds.categories(enc.input_ids[r][None], np.array([len(ids)]))[0] >= 2)
         t0 = time.perf_counter()
         ff.aopc(clf, ids, mask, {"alti": ff.top_first(ev.scores["alti"], ordinary)}, ff.replacement_token_id(tok),

@@ -17,15 +17,17 @@ import scipy.stats as st
 import torch
 
 from bertology.models.loading import load_encoder, load_tokenizer, resolve_model
-from bertology.norms import mixviews as mv
+from bertology.norms import alti_globenc as ag
+from bertology.norms import mixparts as mp
+from bertology.norms import value_zeroing as vz
 
 GLUE = Path(os.environ.get("BERTOLOGY_GLUE", Path(__file__).resolve().parents[2] / "shared" / "data" / "glue"))
 
 
 def float32_cosines(intact: torch.Tensor, zeroed: torch.Tensor) -> torch.Tensor:
-    """mv.cosine_distance_matrix with the cosine in the outputs' float32, as the authors' code."""
+    """vz.cosine_distance_matrix with the cosine in the outputs' float32, as the authors' code."""
     cos = torch.nn.functional.cosine_similarity(zeroed, intact[None].to(zeroed.dtype), dim=-1)
-    return mv.normalise_rows((1 - cos).T.clamp(min=0)).double()
+    return ag.normalise_rows((1 - cos).T.clamp(min=0)).double()
 
 
 def main() -> None:
@@ -33,18 +35,18 @@ def main() -> None:
     name = resolve_model("minilm-l6")
     clf, tok = load_encoder(name, classifier=True), load_tokenizer(name)
     df = pd.read_csv(GLUE / "MRPC" / "dev.tsv", sep="\t", quoting=3)
-    parts = mv.layer_parts(clf)
-    default = mv.cosine_distance_matrix
+    parts = mp.layer_parts(clf)
+    default = vz.cosine_distance_matrix
     res: dict[str, list[tuple[float, float]]] = {"float32 cosine": [], "method forward": []}
     for r in range(8):
         inputs = dict(tok(df.iloc[r, 3], df.iloc[r, 4], return_tensors="pt"))
-        base = mv.rollout(mv.value_zeroing(clf, parts, inputs).double())[0].numpy()
-        mv.cosine_distance_matrix = float32_cosines
+        base = ag.rollout(vz.value_zeroing(clf, parts, inputs).double())[0].numpy()
+        vz.cosine_distance_matrix = float32_cosines
         try:
-            c32 = mv.rollout(mv.value_zeroing(clf, parts, inputs).double())[0].numpy()
+            c32 = ag.rollout(vz.value_zeroing(clf, parts, inputs).double())[0].numpy()
         finally:
-            mv.cosine_distance_matrix = default
-        fw = mv.rollout(mv.value_zeroing(clf, parts, inputs, "forward").double())[0].numpy()
+            vz.cosine_distance_matrix = default
+        fw = ag.rollout(vz.value_zeroing(clf, parts, inputs, "forward").double())[0].numpy()
         for key, other in (("float32 cosine", c32), ("method forward", fw)):
             res[key].append((float(np.abs(other - base).max() / np.abs(base).max()),
                              float(st.spearmanr(other, base)[0])))

@@ -25,7 +25,9 @@ from scipy.stats import rankdata
 
 from bertology.pipeline.config import schema_section
 from bertology.pipeline.errors import UserError
+from bertology.norms import mixparts as mp
 from bertology.norms import mixviews as mv
+from bertology.norms import value_zeroing as vz
 from bertology.norms import values as nv
 from tests.builders.encoders import tokenizer_for
 
@@ -244,11 +246,11 @@ def ref_value_zeroing(model, ids):
 
 def ours(model, enc, lengths, options=None, value_zeroing=False):
     """bertology's views of every example from one batched pass (padding in the batch)."""
-    parts, head = mv.layer_parts(model), mv.head_linears(model)
+    parts, head = mp.layer_parts(model), mp.head_linears(model)
     inputs = {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"],
               "token_type_ids": enc["token_type_ids"]}
     res = []
-    with torch.no_grad(), nv.Capture(model, vectors=True) as cap, mv.PartsCapture(model, parts, head) as pc:
+    with torch.no_grad(), nv.Capture(model, vectors=True) as cap, mp.PartsCapture(model, parts, head) as pc:
         out = model(**inputs, output_attentions=True)
         for row in range(len(lengths)):
             n = int(lengths[row])
@@ -259,7 +261,7 @@ def ours(model, enc, lengths, options=None, value_zeroing=False):
         for row, scores in enumerate(res):
             n = int(lengths[row])
             one = {k: v[row:row + 1, :n] for k, v in inputs.items()}
-            scores["value_zeroing"] = mv.value_zeroing_view(model, parts, one, {})[0]
+            scores["value_zeroing"] = vz.value_zeroing_view(model, parts, one, {})[0]
     return res
 
 

@@ -134,13 +134,13 @@ def test_value_zeroing_on_a_grouped_query_decoder_equals_zeroed_forwards_by_hand
     """Zeroing token j's value in layer l (its key/value vector, so for every query head of each group): 1 - cos of
     the layer's output from n whole-model forwards with v_proj's output zeroed at j, rows normalised to sum 1,
     against value_zeroing's matrices."""
-    from bertology.norms import mixviews as mv
+    from bertology.norms import value_zeroing as vz
 
     model, tok = tiny_decoder("llama", 2)
     ids = tok("the cat sat on the mat .", return_tensors="pt")["input_ids"]
     inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
-    blocks = mv.zeroing_blocks(model)
-    got = mv.value_zeroing(model, blocks, inputs, method=method)
+    blocks = vz.zeroing_blocks(model)
+    got = vz.value_zeroing(model, blocks, inputs, method=method)
     n = ids.shape[1]
     layers = model.base_model.layers
     with torch.no_grad():

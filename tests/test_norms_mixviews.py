@@ -1,6 +1,7 @@
-"""The newer mixing views (bertology.norms.mixviews): ALTI's and GlobEnc's per-token parts add up to the LN1 output,
-DecompX's to every layer's output and to the logits, Value Zeroing's zeroed forward equals one built by hand, on
-tiny random float64 models of several post-LN architectures; the arithmetic on cases known by construction."""
+"""The newer mixing views (bertology.norms.mixviews and the modules it runs: mixparts, alti_globenc, decompx,
+value_zeroing): ALTI's and GlobEnc's per-token parts add up to the LN1 output, DecompX's to every layer's output and
+to the logits, Value Zeroing's zeroed forward equals one built by hand, on tiny random float64 models of several
+post-LN architectures; the arithmetic on cases known by construction."""
 
 from __future__ import annotations
 
@@ -8,7 +9,11 @@ import numpy as np
 import pytest
 import torch
 
+from bertology.norms import alti_globenc as ag
+from bertology.norms import decompx as dx
+from bertology.norms import mixparts as mp
 from bertology.norms import mixviews as mv
+from bertology.norms import value_zeroing as vz
 from bertology.norms import values as nv
 from bertology.norms.mixing import decompose
 from bertology.pipeline.config import schema_section
@@ -23,9 +28,9 @@ def _forward(arch):
     model, tok = tiny(arch)
     model = model.double()
     inputs, lengths = batch(tok, model)
-    parts = mv.layer_parts(model)
-    head = mv.head_linears(model)
-    with torch.no_grad(), nv.Capture(model, vectors=True) as cap, mv.PartsCapture(model, parts, head) as pc:
+    parts = mp.layer_parts(model)
+    head = mp.head_linears(model)
+    with torch.no_grad(), nv.Capture(model, vectors=True) as cap, mp.PartsCapture(model, parts, head) as pc:
         out = model(**inputs, output_attentions=True, output_hidden_states=True)
     return model, tok, inputs, lengths, parts, head, cap, pc, out
 
@@ -47,12 +52,12 @@ def test_decompositions_add_up_to_what_the_model_computes(arch):
                 # ALTI's and GlobEnc's T_i(x_j) plus what no token contributes = the LN1 output
                 torch.testing.assert_close(dec.ln.sum(1) + dec.ln_rest, cap.sum_out[i][row, :n], **TOL)
                 # DecompX: the parts of every layer's output add up to it (= the next layer's input, the hidden state)
-                X, stages = mv.decompx_layer(p, X, out.attentions[i][row, :, :n, :n], cap.sum_in[i][row, :n],
+                X, stages = dx.decompx_layer(p, X, out.attentions[i][row, :, :n, :n], cap.sum_in[i][row, :n],
                                              pc.z[i][row, :n], pc.a[i][row, :n], pc.ln2_in[i][row, :n])
                 torch.testing.assert_close(stages["ln1"].sum(1), cap.sum_out[i][row, :n], **TOL)
                 torch.testing.assert_close(stages["res2"].sum(1), pc.ln2_in[i][row, :n], **TOL)
                 torch.testing.assert_close(X.sum(1), out.hidden_states[i + 1][row, :n], **TOL)
-            logit_parts = mv.decompx_head(*pc.head_of(row)[:1], X[0], *pc.head_of(row)[1:], eps=1e-12)
+            logit_parts = dx.decompx_head(*pc.head_of(row)[:1], X[0], *pc.head_of(row)[1:], eps=1e-12)
             torch.testing.assert_close(logit_parts.sum(0), out.logits[row], **TOL)
     finally:
         model.float()
@@ -99,8 +104,8 @@ def test_value_zeroing_equals_a_hand_built_zeroed_forward(arch, method):
         inputs, lengths = batch(tok, model)
         n = int(lengths[1])
         one = {k: v[1:2, :n] for k, v in inputs.items()}
-        parts = mv.layer_parts(model)
-        got = mv.value_zeroing(model, parts, one, method)
+        parts = mp.layer_parts(model)
+        got = vz.value_zeroing(model, parts, one, method)
         L = model.config.num_hidden_layers
         assert got.shape == (L, n, n)
         values = {id(p.block.value): p.block for p in parts}.values()
@@ -157,8 +162,8 @@ def test_decompx_adds_up_to_the_logits_on_other_post_ln_layouts(model_type):
     enc = tok(["the cat sat on the mat", "a dog"], padding=True, return_tensors="pt", return_token_type_ids=True)
     inputs = forward_inputs(model, enc)
     n = int(enc["attention_mask"][1].sum())
-    parts, head = mv.layer_parts(model), mv.head_linears(model)
-    with torch.no_grad(), nv.Capture(model, vectors=True) as cap, mv.PartsCapture(model, parts, head) as pc:
+    parts, head = mp.layer_parts(model), mp.head_linears(model)
+    with torch.no_grad(), nv.Capture(model, vectors=True) as cap, mp.PartsCapture(model, parts, head) as pc:
         out = model(**inputs, output_attentions=True)
         ev = mv.example_views(model, parts, head, cap, pc, out.attentions, 1, n, out.logits[1], {},
                               {k: v[1:2, :n] for k, v in inputs.items()})
@@ -169,33 +174,33 @@ def test_decompx_adds_up_to_the_logits_on_other_post_ln_layouts(model_type):
 
 def test_a_pre_ln_model_gets_no_newer_views_and_says_why():
     model, _ = tiny("modernbert")
-    with pytest.raises(mv.MixingViewsUnsupported, match="pre-LN"):
-        mv.layer_parts(model)
+    with pytest.raises(mp.MixingViewsUnsupported, match="pre-LN"):
+        mp.layer_parts(model)
 
 
 def test_arithmetic_by_construction():
     # ALTI: a part equal to the whole output gets everything, a zero part nothing beyond what it leaves
     y = torch.tensor([[1.0, 2.0]], dtype=torch.float64)
     parts = torch.tensor([[[1.0, 2.0], [0.0, 0.0]]], dtype=torch.float64)        # (n=1, m=2, D=2)
-    torch.testing.assert_close(mv.alti_matrix(parts, y), torch.tensor([[1.0, 0.0]], dtype=torch.float64))
+    torch.testing.assert_close(ag.alti_matrix(parts, y), torch.tensor([[1.0, 0.0]], dtype=torch.float64))
     # rollout without identity: a permutation twice is the identity
     p = torch.tensor([[0.0, 1.0], [1.0, 0.0]], dtype=torch.float64)
-    torch.testing.assert_close(mv.rollout(torch.stack([p, p])), torch.eye(2, dtype=torch.float64))
+    torch.testing.assert_close(ag.rollout(torch.stack([p, p])), torch.eye(2, dtype=torch.float64))
     # absdot: the bias goes to the parts in proportion to |<part, b>|, all of it
     parts = torch.tensor([[[1.0, 0.0], [0.0, 3.0]]], dtype=torch.float64)
-    out = mv.split_bias(parts, torch.tensor([1.0, 1.0], dtype=torch.float64), eps=1e-12)
+    out = dx.split_bias(parts, torch.tensor([1.0, 1.0], dtype=torch.float64), eps=1e-12)
     torch.testing.assert_close(out.sum(1), parts.sum(1) + 1.0)
     torch.testing.assert_close(out[0, 0] - parts[0, 0], torch.tensor([0.25, 0.25], dtype=torch.float64))
     # a bias orthogonal to every part: the authors' eps drops it, exact division (eps = 0) splits it equally
     orth = torch.tensor([[[0.0, 1.0], [0.0, 2.0]]], dtype=torch.float64)
-    out = mv.split_bias(orth, torch.tensor([1.0, 0.0], dtype=torch.float64), eps=1e-12)
+    out = dx.split_bias(orth, torch.tensor([1.0, 0.0], dtype=torch.float64), eps=1e-12)
     torch.testing.assert_close(out, orth)
-    out = mv.split_bias(orth, torch.tensor([1.0, 0.0], dtype=torch.float64), eps=0.0)
+    out = dx.split_bias(orth, torch.tensor([1.0, 0.0], dtype=torch.float64), eps=0.0)
     torch.testing.assert_close(out[0, :, 0], torch.tensor([0.5, 0.5], dtype=torch.float64))
     # value zeroing: a row whose output does not move stays 0, the others are distributions
     intact = torch.tensor([[1.0, 0.0], [0.0, 1.0]], dtype=torch.float64)
     zeroed = torch.stack([torch.tensor([[1.0, 0.0], [1.0, 1.0]]), torch.tensor([[1.0, 0.0], [0.0, 1.0]])]).double()
-    c = mv.cosine_distance_matrix(intact, zeroed)
+    c = vz.cosine_distance_matrix(intact, zeroed)
     torch.testing.assert_close(c[0], torch.zeros(2, dtype=torch.float64))
     torch.testing.assert_close(c[1], torch.tensor([1.0, 0.0], dtype=torch.float64))
 
@@ -216,11 +221,11 @@ def test_alti_and_globenc_by_blocks_equal_their_definitions(arch, chunk):
                 dec = decompose(*args, p.block.post_norm)
                 ln2_in = pc.ln2_in[i][row, :n]
                 for rows in ("raw", "normalised"):
-                    a, g = mv.alti_globenc_layer(*args, p.block.post_norm, cap.sum_out[i][row, :n], p.final_norm,
+                    a, g = ag.alti_globenc_layer(*args, p.block.post_norm, cap.sum_out[i][row, :n], p.final_norm,
                                                  ln2_in, rows, chunk_elements=chunk)
-                    torch.testing.assert_close(a, mv.alti_matrix(dec.ln, cap.sum_out[i][row, :n]), rtol=1e-12,
+                    torch.testing.assert_close(a, ag.alti_matrix(dec.ln, cap.sum_out[i][row, :n]), rtol=1e-12,
                                                atol=1e-12)
-                    torch.testing.assert_close(g, mv.globenc_matrix(dec.ln, p.final_norm, ln2_in, rows),
+                    torch.testing.assert_close(g, ag.globenc_matrix(dec.ln, p.final_norm, ln2_in, rows),
                                                rtol=1e-10, atol=1e-12)
     finally:
         model.float()

@@ -17,7 +17,9 @@ import torch
 from bertology.models.encoding import Encoded, encode_frame
 from bertology.norms import faithful as ff
 from bertology.norms import flow as fl
+from bertology.norms import mixparts as mp
 from bertology.norms import mixviews as mv
+from bertology.norms import value_zeroing as vz
 from bertology.norms.mixing import mixing_ratios
 from bertology.norms.norm_stats import MixingStats, NormStats
 from bertology.norms.tokens import TokenKinds
@@ -97,13 +99,13 @@ def run_views(model, tokenizer, frame: pd.DataFrame, *, max_length: int, batch_s
     parts, head, note, zeroing = None, [], None, None
     if n_mix:
         try:
-            parts = mv.layer_parts(model)
-            head = mv.head_linears(model)
-        except mv.MixingViewsUnsupported as err:
+            parts = mp.layer_parts(model)
+            head = mp.head_linears(model)
+        except mp.MixingViewsUnsupported as err:
             note = f"no ALTI, GlobEnc or DecompX: {err}"
         try:
-            zeroing = mv.zeroing_blocks(model)
-        except mv.MixingViewsUnsupported as err:
+            zeroing = vz.zeroing_blocks(model)
+        except mp.MixingViewsUnsupported as err:
             note = f"no ALTI, GlobEnc, DecompX or Value Zeroing: {err}" if parts is None else f"no Value Zeroing: {err}"
     computed = tuple(v for v in mv.VIEWS if (parts and v != "value_zeroing") or (zeroing and v == "value_zeroing"))
     if not computed:
@@ -117,7 +119,7 @@ def run_views(model, tokenizer, frame: pd.DataFrame, *, max_length: int, batch_s
     batches = [b for b in np.array_split(order, -(-len(order) // max(batch_size, 1))) if len(b)] if len(order) else []
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     with Capture(model, vectors=True, norms=stored_norms is None) as cap, torch.no_grad(), \
-            (mv.PartsCapture(model, parts, head) if parts else nullcontext()) as pc:
+            (mp.PartsCapture(model, parts, head) if parts else nullcontext()) as pc:
         last = cap.blocks[-1]
         for rows in batches:
             kwargs, lengths = padded(enc, rows, pad, model)
@@ -177,7 +179,7 @@ def run_views(model, tokenizer, frame: pd.DataFrame, *, max_length: int, batch_s
     # Value Zeroing's own forwards, after the pass (they would reset the capture's tensors)
     for r, words in vz_jobs:
         one, _ = padded(enc, np.array([r]), pad, model)
-        score, per_layer = mv.value_zeroing_view(model, zeroing, {k: v.to(device) for k, v in one.items()}, seconds,
+        score, per_layer = vz.value_zeroing_view(model, zeroing, {k: v.to(device) for k, v in one.items()}, seconds,
                                                  view_target(model, len(words)))
         rows_out.append(pd.DataFrame({"example_idx": int(enc.idx[r]), "position": np.arange(len(words)),
                                       "word": words, "method": "value_zeroing", "score": score}))
