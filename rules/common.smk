@@ -41,7 +41,7 @@ TASK_NAMES = task_names(config["tasks"])
 # The norm analyses run when asked for and when the model's layers are ones value norms are computed for
 # (norms.values.attention_blocks; otherwise onstart says why in one line and the rest of the workflow runs).
 # A decoder (causal attention: GPT-2, Llama, Qwen2, Mistral, ...) also gets the decoder probe (rules/decoders.smk)
-# and the ledger's decoder claims (bertology.models.loading.model_kind). Both decided once per model and
+# and the ledger's decoder claims (bertology.models.kinds.model_kind). Both decided once per model and
 # remembered (bertology.analyses.capability): reading the Snakefile imports neither torch nor transformers.
 CAPABILITIES = model_capabilities(config["model"])
 NORMS_ENABLED = bool(config["analysis"]["norms"]["enabled"]) and CAPABILITIES["norms"] is None

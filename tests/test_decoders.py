@@ -17,9 +17,8 @@ from bertology.claims import decoders as claims_decoders
 from bertology.claims.bootstrap import Boot
 from bertology.decoders import heads, probe
 from bertology.models.encoding import segments
-from bertology.models.loading import (ModelNotFoundError, TokenizerError, decoder_model_types, encoder_model_types,
-                              load_encoder, load_tokenizer, model_kind, prepare_decoder_tokenizer,
-                              unsupported_model)
+from bertology.models.loading import ModelNotFoundError, TokenizerError, load_encoder, load_tokenizer, prepare_decoder_tokenizer
+from bertology.models.kinds import decoder_model_types, encoder_model_types, model_kind, unsupported_model
 from tests.builders.decoders import build_decoder, decoder_tokenizer
 
 BOOT = Boot(resamples=200, confidence=0.95, seed=0)
@@ -303,7 +302,7 @@ def test_a_decoder_store_says_it_is_causal_and_its_analyses_read_it(llama_dir, t
 def test_the_geometry_a_store_records_comes_from_the_config():
     from transformers import AutoConfig
 
-    from bertology.models.loading import attention_geometry
+    from bertology.models.kinds import attention_geometry
 
     gemma = AutoConfig.for_model("gemma2", num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=3,
                                  sliding_window=8, layer_types=["sliding_attention", "full_attention",
@@ -318,7 +317,7 @@ def test_the_geometry_a_store_records_comes_from_the_config():
 
 def test_the_probe_maps_are_a_store_like_any_other(llama_dir, tmp_path):
     from bertology.attention.extract import write_probe_store
-    from bertology.models.loading import attention_geometry
+    from bertology.models.kinds import attention_geometry
     from bertology.store import SpecialTokens, open_store
 
     model = load_encoder(str(llama_dir))

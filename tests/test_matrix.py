@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from bertology.models.loading import encoder_model_types
+from bertology.models.kinds import encoder_model_types
 from tests.builders.matrix import Row, check_architecture, frames, encoder_doc_table, matrix_table
 
 TYPES = encoder_model_types()

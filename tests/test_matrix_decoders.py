@@ -1,5 +1,5 @@
 """The decoder compatibility matrix (tests/builders/matrix.py, its decoder part): every decoder type of the installed
-transformers' sequence-classification mapping (:func:`bertology.models.loading.decoder_model_types`) on a tiny random
+transformers' sequence-classification mapping (:func:`bertology.models.kinds.decoder_model_types`) on a tiny random
 model (tests/builders/decoders.py), and the table of docs/matrix-decoders.md generated from it.
 
 ``BERTOLOGY_WRITE_MATRIX=1 pytest tests/test_matrix_decoders.py`` rewrites the table in docs/matrix-decoders.md;
@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from bertology.models.loading import decoder_model_types, encoder_model_types
+from bertology.models.kinds import decoder_model_types, encoder_model_types
 from tests.builders.matrix import (DECODER_NOT_FULL, DECODER_NOT_HOOKED, Row, check_decoder_architecture,
                                    decoder_doc_table, decoder_table, frames)
 

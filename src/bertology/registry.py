@@ -615,7 +615,7 @@ class Registry:
 
     def claims(self, kind: str | None = None) -> tuple[Claim, ...]:
         """Every claim of the ledger (results/claims.csv), in the order of declaration; with `kind` ("encoder" or
-        "decoder", the run's model: :func:`bertology.models.loading.model_kind`) only those about models of that kind
+        "decoder", the run's model: :func:`bertology.models.kinds.model_kind`) only those about models of that kind
         (:attr:`Claim.models`)."""
         out = tuple(c for a in self.analyses for c in a.claims
                     if kind is None or not c.models or c.models == kind)

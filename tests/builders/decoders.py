@@ -8,7 +8,7 @@ Tokenizers: a byte-level BPE trained here on demo sentences, in two styles:
 
 Models: hidden 32, 2 layers, 4 query heads (2 key/value heads where the type has grouped-query attention),
 ``initializer_range`` 0.3, dropout off, pad token id = eos (what :func:`bertology.models.loading.prepare_decoder_tokenizer`
-gives the tokenizer). Any decoder type of :func:`bertology.models.loading.decoder_model_types` (the decoder compatibility
+gives the tokenizer). Any decoder type of :func:`bertology.models.kinds.decoder_model_types` (the decoder compatibility
 matrix, tests/test_matrix_decoders.py): :data:`EXTRA` sizes the configs whose keys differ (multi-head latent
 attention, hybrid state-space or linear-attention layers, experts), the layer kinds being the type's first two
 (a hybrid's attention layer kept where the first two would have none); :func:`decoder_style` gives each type the

@@ -1,5 +1,5 @@
 """The compatibility matrix: every encoder type of the installed transformers' sequence-classification mapping
-(:func:`bertology.models.loading.encoder_model_types`) through bertology's analyses on a tiny random model
+(:func:`bertology.models.kinds.encoder_model_types`) through bertology's analyses on a tiny random model
 (tests/builders/anyencoder.py). :func:`check_architecture` runs the checks and asserts them wherever the
 capability is claimed; :func:`matrix_table` renders the encoder table of docs/encoders.md from the rows.
 
@@ -28,7 +28,7 @@ Checks, in order (each only where the previous ones make sense):
 
 Table 1 scoring (6) runs for every model that builds and takes token ids, whatever 1-5 found.
 
-The decoders of :func:`bertology.models.loading.decoder_model_types` have their own rows (tests/test_matrix_decoders.py,
+The decoders of :func:`bertology.models.kinds.decoder_model_types` have their own rows (tests/test_matrix_decoders.py,
 docs/matrix-decoders.md): :func:`check_decoder_architecture`, and the checks listed above its section below.
 """
 
@@ -543,7 +543,7 @@ def encoder_doc_table(doc: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Decoders: every type of bertology.models.loading.decoder_model_types() on a tiny random model (tests/builders/decoders.py),
+# Decoders: every type of bertology.models.kinds.decoder_model_types() on a tiny random model (tests/builders/decoders.py),
 # checked as tests/test_matrix_decoders.py does, and the table of docs/matrix-decoders.md.
 #
 # 1. causal maps: the eager forward returns L maps (N, H_query, T, T) on a padded pair batch, 0 above the diagonal

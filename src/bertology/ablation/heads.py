@@ -354,7 +354,7 @@ def enable_heads(model: torch.nn.Module) -> torch.nn.Module:
     """Make a loaded model's heads disableable and gateable (it behaves as eager while nothing is set).
 
     Every self-attention module learns its layer index, the model's :class:`HeadState` and whether it is causal
-    (every layer of a decoder, :func:`bertology.models.loading.model_kind`, whether its module says ``is_causal`` or not:
+    (every layer of a decoder, :func:`bertology.models.kinds.model_kind`, whether its module says ``is_causal`` or not:
     Doge's does not; else the module's ``is_causal``); models whose
     attention follows AttentionInterface switch to :data:`ATTN_IMPLEMENTATION`, DeBERTa-v2 gets the forward
     hook :func:`head_hook` on each DisentangledSelfAttention, MPNet and DeBERTa v1 :func:`probability_hook` on
@@ -365,7 +365,7 @@ def enable_heads(model: torch.nn.Module) -> torch.nn.Module:
     """
     import functools
 
-    from bertology.models.loading import model_kind
+    from bertology.models.kinds import model_kind
 
     modules, mechanism = attention_modules(model)
     decoder = model_kind(model.config) == "decoder"

@@ -28,8 +28,8 @@ from pathlib import Path
 from bertology.pipeline.versions import package_version, source_digest
 
 # The modules whose code makes the decision (relative to src/bertology): an edit to any of them decides again.
-DECIDING_MODULES = ("models/loading.py", "analyses/capability.py", "norms/values.py", "ablation/heads.py",
-                    "models/layers.py")
+DECIDING_MODULES = ("models/loading.py", "models/kinds.py", "analyses/capability.py", "norms/values.py",
+                    "ablation/heads.py", "models/layers.py")
 
 
 def capability_cache_dir() -> Path:
@@ -64,11 +64,12 @@ def capability_key(model_dir: Path) -> str:
 
 
 def model_kind_of(name_or_path: str) -> str:
-    """"decoder" or "encoder" (:func:`bertology.models.loading.model_kind`) from the model's config; "encoder" when the
+    """"decoder" or "encoder" (:func:`bertology.models.kinds.model_kind`) from the model's config; "encoder" when the
     config cannot be read yet (a hub name not cached: its jobs report their own errors)."""
     from transformers import AutoConfig
 
-    from bertology.models.loading import model_kind, resolve_model, unsupported_model
+    from bertology.models.loading import resolve_model
+    from bertology.models.kinds import model_kind, unsupported_model
 
     try:
         path = resolve_model(name_or_path)

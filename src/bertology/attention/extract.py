@@ -229,8 +229,8 @@ def store_attrs(*, model: str, model_path: str, variant: str, task: str, attenti
 
     model: the config `model`; model_path: what was loaded (resolved name or fine-tuned directory);
     attention: the `attention` section; seed: data.seed; max_length: data.max_length; causal: the model is a
-    decoder (:func:`bertology.models.loading.model_kind`): row t of every map covers keys 0..t only; geometry: the heads'
-    key/value groups and the layers' windows (:func:`bertology.models.loading.attention_geometry`).
+    decoder (:func:`bertology.models.kinds.model_kind`): row t of every map covers keys 0..t only; geometry: the heads'
+    key/value groups and the layers' windows (:func:`bertology.models.kinds.attention_geometry`).
     """
     from bertology import __version__
     from bertology.pipeline.config import config_hash
@@ -277,7 +277,8 @@ def extract_store(output: str | Path, *, frame: pd.DataFrame, words: pd.DataFram
     import zarr
     from tqdm import tqdm
 
-    from bertology.models.loading import attention_geometry, load_encoder, load_tokenizer, model_kind
+    from bertology.models.loading import load_encoder, load_tokenizer
+    from bertology.models.kinds import attention_geometry, model_kind
 
     output = Path(output)
     batch_size, chunk_size = attention.batch_size, attention.chunk_size

@@ -43,9 +43,9 @@ def padded(enc: Encoded, rows: np.ndarray, pad_id: int, model) -> tuple[dict[str
 
 def view_target(model, n: int) -> int:
     """The position the token views are read from, of an example of n tokens: 0 ([CLS]) for an encoder; for a
-    decoder (:func:`bertology.models.loading.model_kind`) its last token, n - 1, the one its sequence classifier reads and
+    decoder (:func:`bertology.models.kinds.model_kind`) its last token, n - 1, the one its sequence classifier reads and
     the only one whose causal row sees every token (row 0 attends to itself alone)."""
-    from bertology.models.loading import model_kind
+    from bertology.models.kinds import model_kind
 
     return n - 1 if model_kind(model.config) == "decoder" else 0
 

@@ -43,9 +43,9 @@ class NoReplacementToken(UserError, ValueError):
 
 def replacement_token_id(tokenizer, model=None) -> int:
     """The tokenizer's mask token id, else its unk token id; :data:`DELETE` for a decoder `model`
-    (:func:`bertology.models.loading.model_kind`: a causal model has no mask token and was never trained on one)."""
+    (:func:`bertology.models.kinds.model_kind`: a causal model has no mask token and was never trained on one)."""
     if model is not None:
-        from bertology.models.loading import model_kind
+        from bertology.models.kinds import model_kind
 
         if model_kind(model.config) == "decoder":
             return DELETE

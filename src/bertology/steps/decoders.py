@@ -50,7 +50,7 @@ def _probe(ctx: StepContext, models: dict, tokenizer, model_paths: dict) -> tupl
     from bertology.decoders import probe
     from bertology.decoders.heads import SINK_EPSILON
     from bertology.attention.extract import write_probe_store
-    from bertology.models.loading import attention_geometry
+    from bertology.models.kinds import attention_geometry
 
     cfg = ctx.config
     task = ctx.wildcards["task"]

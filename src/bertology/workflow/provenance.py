@@ -24,9 +24,11 @@ from bertology.pipeline.versions import package_version, source_digest
 # The package files and folders (relative to src/bertology/) each cached rule's output depends on.
 CODE: dict[str, tuple[str, ...]] = {
     "train_model": ("models/training.py", "models/batching.py", "models/lora.py", "models/checkpoint.py",
-                    "models/loading.py", "models/gguf.py", "models/encoding.py", "pipeline/seedtags.py",
-                    "pipeline/config.py", "pipeline/configjson.py", "data", "steps/train.py"),
-    "extract_attention": ("attention/extract.py", "models/loading.py", "models/gguf.py", "models/encoding.py",
+                    "models/loading.py", "models/kinds.py", "models/gguf.py", "models/encoding.py",
+                    "models/metrics.py", "pipeline/seedtags.py", "pipeline/config.py", "pipeline/configjson.py",
+                    "data", "steps/train.py"),
+    "extract_attention": ("attention/extract.py", "models/loading.py", "models/kinds.py", "models/gguf.py",
+                          "models/encoding.py",
                           "pipeline/seedtags.py", "pipeline/config.py", "pipeline/configjson.py", "data", "store",
                           "norms/values.py", "models/hooks.py", "attention/annotate.py", "steps/attention.py"),
 }
