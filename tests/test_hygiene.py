@@ -313,3 +313,17 @@ def test_contributing_draws_the_layers():
         drawn = want
     assert drawn == want, "the drawing of the layers in CONTRIBUTING.md is out of date: BERTOLOGY_WRITE_LAYERS=1 " \
                           "pytest tests/test_hygiene.py rewrites it"
+
+
+#: the modules of more than MAX_LINES lines, each one job (CONTRIBUTING.md, "Where things live", says why)
+ONE_JOB_LARGE = {"registry.py"}
+MAX_LINES = 500
+
+
+def test_a_large_module_does_one_job():
+    """A module grows past MAX_LINES only when it is one job, named here and in CONTRIBUTING.md; any other is split."""
+    large = {str(path.relative_to(SRC)) for path in SRC.rglob("*.py") if len(path.read_text().splitlines()) > MAX_LINES}
+    assert large <= ONE_JOB_LARGE, f"modules over {MAX_LINES} lines: split them by job, or say in CONTRIBUTING.md " \
+                                   f"why one is a single job and add it to ONE_JOB_LARGE: {sorted(large - ONE_JOB_LARGE)}"
+    text = (SRC.parents[1] / "CONTRIBUTING.md").read_text()
+    assert all(f"`{name}`" in text for name in ONE_JOB_LARGE)
