@@ -213,7 +213,6 @@ def test_imports_by_name_are_in_the_graph():
 LAYERS = (
     "pipeline",     # the ground: errors, files, config, paths, seed tags, the task registry, hub probe, figure style,
                     # output cache, dask and disk-full helpers
-    "registry",     # the registry's types (bertology/registry.py)
     "tracking",     # MLflow
     "cluster",      # Slurm and Dask-cluster checks
     "demo",         # the generated demo tasks
@@ -229,6 +228,7 @@ LAYERS = (
     "kovaleva",     # Kovaleva et al.'s analyses
     "clark",        # Clark et al.'s analyses
     "claims",       # the ledger's claims
+    "registry",     # the registry's types (bertology/registry.py): the science never imports them
     "analyses",     # the registry's entries: each analysis's outputs, steps and report sections; capabilities
     "report",       # the report page
     "explorer",     # the explorer page
