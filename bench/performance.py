@@ -43,7 +43,7 @@ NOTES = {
         "commit": None, "date": "28 Nov 2026 (the file's time)",
     },
     "bench_dryrun": {
-        "command": ".venv/bin/python bench/bench_dryrun.py --repeats 5 --ref /dev/shm/wt-ref --note '<meanwhile>'",
+        "command": ".venv/bin/python bench/bench_dryrun.py --repeats 3 --ref /tmp/cmp/ref-wt --note '<meanwhile>'",
         "machine": None, "commit": None, "date": None,
     },
     "bench_makerun": {
