@@ -47,8 +47,9 @@ from bertology.pipeline.errors import UserError
 from bertology.models.hooks import hooks
 
 VALUE_NAMES = ("value", "v", "v_proj", "v_lin", "value_proj")
-# V's columns: the last (the key/value heads' share of the) block; each head's last third
-FUSED_NAMES = {"Wqkv": "blocks", "c_attn": "blocks", "in_proj": "per_head"}
+# V's columns: the last (the key/value heads' share of the) block; each head's last third (``query_key_value``:
+# BLOOM's and GPT-NeoX's per-head [q_h k_h v_h])
+FUSED_NAMES = {"Wqkv": "blocks", "c_attn": "blocks", "in_proj": "per_head", "query_key_value": "per_head"}
 OUTPUT_NAMES = ("o", "o_proj", "out_lin", "out_proj", "Wo", "dense", "c_proj")
 # a child of the attention module that normalises the heads' outputs before W_O (DiffLlama's differential attention)
 HEAD_NORM_NAMES = ("groupnorm",)
