@@ -205,7 +205,8 @@ class Step:
 
     The function is ``bertology.steps.{module}:{name}`` (module: the family's step module; the CLI imports it
     when the step runs), or, for a table function (`function`: a pure function of named frames returning its
-    output tables by name, :mod:`bertology.steps.functions`), the one step of those, with its rule built from the
+    output tables by name, :mod:`bertology.steps.functions`; given the step's typed config as ``config`` too when
+    the step declares config sections), the one step of those, with its rule built from the
     declaration (``rules/tables.smk``: `inputs` and the outputs declared with its name). tracked: one MLflow run
     per job; options: the name of a function of the step module adding a tool step's own options (->
     ``ctx.options``); passthrough: arguments after ``--`` go to the step as they are (-> ``ctx.rest``); function:

@@ -56,7 +56,8 @@ class Boot:
 class Result:
     """What a claim function returns: the effect, its interval (NaN when n is too small to decide), a named
     test (``scipy.stats.wilcoxon`` ...) with its p-value, the number of units, and the heads behind the effect
-    (``(layer, head)``, 0-based) for the explorer to highlight."""
+    (``(layer, head)``, 0-based) for the explorer to highlight; computed: False when the run's tables hold nothing
+    the claim can be computed from (the ledger's verdict is then `not computed`, the note saying why)."""
 
     effect: float
     ci_low: float
@@ -67,10 +68,17 @@ class Result:
     heads: tuple[tuple[int, int], ...] = ()
     note: str = ""
     extra: dict = field(default_factory=dict)
+    computed: bool = True
 
 
 def nan_result(test: str, n: int = 0, note: str = "", heads: tuple = ()) -> Result:
     return Result(float("nan"), float("nan"), float("nan"), test, float("nan"), int(n), heads, note)
+
+
+def not_computed(test: str, note: str) -> Result:
+    """A claim whose tables are there but empty for this model (an analysis the model does not allow): the
+    ledger's verdict `not computed`, `note` saying why."""
+    return Result(float("nan"), float("nan"), float("nan"), test, float("nan"), 0, (), note, computed=False)
 
 
 def bootstrap(units: Sequence[pd.DataFrame], statistic: Callable[[pd.DataFrame], float], boot: Boot,

@@ -35,6 +35,22 @@ def layer_group(layers: pd.Series, n_layers: int | None = None) -> pd.Series:
     return layers.astype(int).map({l: code[g] for l, g in layer_groups(n).items()})
 
 
+def headline_metric(t: pd.DataFrame, task: str | None = None) -> str:
+    """The task's headline metric: its first metric (bertology.pipeline.tasks; a declared task's when this process knows it),
+    else the first metric of the task's rows in the table (table1.csv lists a task's metrics in its order), else the
+    table's first."""
+    from bertology.pipeline.tasks import UnknownTaskError, get_task
+
+    if task is not None:
+        try:
+            return get_task(task).metrics[0]
+        except UnknownTaskError:
+            pass
+        if "task" in t.columns and (t["task"] == task).any():
+            return str(t.loc[t["task"] == task, "metric"].iloc[0])
+    return str(t["metric"].iloc[0])
+
+
 def heads_of(frame: pd.DataFrame, mask=None) -> tuple[tuple[int, int], ...]:
     sub = frame if mask is None else frame[mask]
     return tuple(sorted({(int(l), int(h)) for l, h in zip(sub["layer"], sub["head"])

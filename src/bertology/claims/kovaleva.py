@@ -13,6 +13,7 @@ import pandas as pd
 from bertology.claims.common import (
     Tables,
     group_difference,
+    headline_metric,
     heads_of,
     mean_above,
 )
@@ -43,22 +44,6 @@ def patterns_repeat(tables: Tables, boot: Boot, *, side: str, null: float) -> Re
     return mean_above(units, "repeat", boot, side=side, null=null, heads=heads)
 
 
-def _headline(t: pd.DataFrame, task: str | None = None) -> str:
-    """The task's headline metric: its first metric (bertology.pipeline.tasks; a declared task's when this process knows it),
-    else the first metric of the task's rows in the table (table1.csv lists a task's metrics in its order), else the
-    table's first."""
-    from bertology.pipeline.tasks import UnknownTaskError, get_task
-
-    if task is not None:
-        try:
-            return get_task(task).metrics[0]
-        except UnknownTaskError:
-            pass
-        if "task" in t.columns and (t["task"] == task).any():
-            return str(t.loc[t["task"] == task, "metric"].iloc[0])
-    return str(t["metric"].iloc[0])
-
-
 def table1_gain(tables: Tables, boot: Boot, *, side: str, null: float, task: str, baseline: str) -> Result:
     """Table 1: the task's headline metric (its first) of ``finetuned`` minus that of `baseline` (``pretrained`` |
     ``random-finetuned``), exactly table1.csv's ``value`` difference (the means over seeds).
@@ -76,7 +61,7 @@ def table1_gain(tables: Tables, boot: Boot, *, side: str, null: float, task: str
     from bertology.claims import paired
 
     t1 = tables[0]["table1"]
-    metric = _headline(t1, task)
+    metric = headline_metric(t1, task)
     sub = t1[(t1["task"] == task) & (t1["metric"] == metric)].set_index("variant")["value"]
     if "finetuned" not in sub or baseline not in sub:
         return nan_result(paired.TEST, 0, f"table1.csv lacks finetuned or {baseline} for {task}")
@@ -212,7 +197,7 @@ def disabling_gain(tables: Tables, boot: Boot, *, side: str, null: float, table:
         d = t[table]
         if d.empty:
             return nan_result("sweep", 0, "the disabling sweep has no row")
-        d = d[d["metric"] == _headline(d, task)]
+        d = d[d["metric"] == headline_metric(d, task)]
         best.append(d.loc[d["delta"].idxmax()])
     b0 = best[0]
     test = f"{b0['test']} (the sweep's, Benjamini-Hochberg p_adj, one-sided)"

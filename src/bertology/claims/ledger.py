@@ -131,6 +131,8 @@ def evaluate(claim: Claim, task: str, tables: Sequence[Mapping[str, pd.DataFrame
     """One ledger row (without p_holm) of a claim on one mapping of tables per seed; `seeds`: their seeds (two or
     more: each seed's verdict too)."""
     res = run_claim(claim, tables, boot, task)
+    if not res.computed:
+        return _not_computed(claim, task, res.note)
     row = {**_base_row(claim, task), "effect": res.effect, "ci_low": res.ci_low, "ci_high": res.ci_high,
            "test": res.test, "p": res.p, "n": res.n, "n_seeds": len(tables), "note": res.note,
            "heads": ";".join(f"{l}-{h}" for l, h in res.heads)}

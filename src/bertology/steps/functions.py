@@ -2,7 +2,8 @@
 pure function from named input tables to named output tables, with no step or rule of its own.
 
 The rule (``rules/tables.smk``, one per declared function) passes the step's declared inputs and outputs; this step
-reads each input (``.parquet`` or ``.csv``) into a frame, calls the function with them as keyword arguments, checks
+reads each input (``.parquet`` or ``.csv``) into a frame, calls the function with them as keyword arguments (and,
+for a step that declares config sections, its typed config as ``config``), checks
 that it returned exactly the declared outputs with their declared columns
 (:func:`bertology.registry.check_outputs`) and writes each one (``.csv``). Adding such an analysis is four files:
 its function, its registry entry (CONTRIBUTING.md, "Adding an analysis"), its section of docs/reference.md and its
@@ -22,7 +23,8 @@ def table_function(ctx: StepContext) -> None:
     """Run the registry's table function of this step on its inputs and write its tables."""
     step = REGISTRY.step(ctx.step)
     frames = {name: read_table(getattr(ctx.input, name)) for name, _ in step.inputs}
-    tables = step.function(**frames)
+    settings = {"config": ctx.config} if step.config else {}
+    tables = step.function(**frames, **settings)
     check_outputs(step.function, tables, REGISTRY.tables_of(ctx.step))
     for name, frame in tables.items():
         write_csv(frame, getattr(ctx.output, name))
