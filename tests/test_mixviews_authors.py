@@ -7,8 +7,8 @@ the authors' code and papers without calling bertology's functions:
   `BertEncoder.forward`);
 - DecompX: mohsenfayyaz/DecompX src/modeling_bert.py (`bias_decomposer` absdot with its 1e-12, `ln_decomposer`,
   `ffn_decomposer` with `GeLU_ZO`, the pooler's tanh `ZO`, the classifier; the first layer's values keep b_V) with the
-  bias split of the paper's eq. 5-7 (by the attention part, the residual added after) or of the code (attention +
-  residual);
+  bias split of the code (by the attention + residual part) or of the paper's eq. 5-7 (by the attention part, the
+  residual added after);
 - Value Zeroing: hmohebbi/ValueZeroing (a forward with token j's value vectors zeroed in layer l, 1 - cosine,
   rows normalised, `compute_joint_attention(res=False)`).
 
@@ -174,8 +174,8 @@ def _slope(pre, post, eps):
 
 
 @torch.no_grad()
-def ref_decompx(model, ids, split="attention", first_values=True, eps=1e-12):
-    """split: "attention" (the paper's eq. 5-7) or "attention_residual" (the authors' code)."""
+def ref_decompx(model, ids, split="attention_residual", first_values=True, eps=1e-12):
+    """split: "attention_residual" (the authors' code) or "attention" (the paper's eq. 5-7)."""
     out, got = _capture(model, ids)
     X = None
     for l in range(model.config.num_hidden_layers):
@@ -283,13 +283,13 @@ def test_the_four_views_equal_their_authors(setup):
     for scores, ids in zip(got, _examples(enc, lengths)):
         _same(scores["alti"], ref_alti(model, ids))
         _same(scores["globenc"], ref_globenc(model, ids))
-        _same(scores["decompx"], ref_decompx(model, ids))                    # the paper's split, the code's b_V
+        _same(scores["decompx"], ref_decompx(model, ids))                    # the code's split and b_V
         _same(scores["value_zeroing"], ref_value_zeroing(model, ids))
 
 
 @pytest.mark.parametrize("option, reference", [
     ({"globenc_rows": "normalised"}, lambda m, ids: ref_globenc(m, ids, normalised=True)),
-    ({"decompx_bias_split": "attention_residual"}, lambda m, ids: ref_decompx(m, ids, split="attention_residual")),
+    ({"decompx_bias_split": "attention"}, lambda m, ids: ref_decompx(m, ids, split="attention")),
     ({"decompx_first_layer_value_bias": "split"}, lambda m, ids: ref_decompx(m, ids, first_values=False)),
     ({"decompx_epsilon": 0.0}, lambda m, ids: ref_decompx(m, ids, eps=0.0)),
 ])
@@ -306,7 +306,7 @@ def test_the_variants_are_not_the_default(setup):
     model, enc, lengths = setup
     ids = _examples(enc, lengths)[0]
     base = ref_decompx(model, ids).numpy()
-    for kwargs in ({"split": "attention_residual"}, {"first_values": False}):
+    for kwargs in ({"split": "attention"}, {"first_values": False}):
         other = ref_decompx(model, ids, **kwargs).numpy()
         assert np.abs(other - base).max() > 1e-6 * np.abs(base).max()
     raw, normalised = ref_globenc(model, ids).numpy(), ref_globenc(model, ids, normalised=True).numpy()
