@@ -286,3 +286,85 @@ def prenorm_parts(model: torch.nn.Module) -> PreNormParts:
     if len({id(p.layer) for p in out}) != len(out):
         raise MixingViewsUnsupported(f"{type(model).__name__} shares layers between several places of its stack")
     return PreNormParts(out, _final_norm(model, [p.layer for p in out]))
+
+
+def head_candidates(model: torch.nn.Module, parts: PreNormParts) -> list[torch.nn.Module]:
+    """The linears outside the layers (embeddings apart) that may belong to a head after the final norm; which of
+    them ran after it, and on what, :class:`PreNormCapture` finds from the forward pass."""
+    inside = {id(m) for p in parts.layers for m in p.layer.modules()}
+    return [m for m in model.modules() if is_linear(m) and not isinstance(m, torch.nn.Embedding)
+            and id(m) not in inside]
+
+
+class PreNormCapture:
+    """Forward hooks (a context manager, beside :class:`~bertology.norms.values.Capture`) keeping, per layer of
+    `parts`, its input x (B, T, D) (the residual stream), the MLP norm's input r = x + attention (+ b_O) (B, T, D)
+    and the layer's output (B, T, D) (r + MLP); the final norm's input and output (B, T, D) (the last layer's output
+    where the model has no final norm); and the calls of the `head` linears after the final norm, in call order
+    (module, input, output). Each forward pass of the model starts afresh."""
+
+    def __init__(self, model: torch.nn.Module, parts: PreNormParts, head: list[torch.nn.Module] | None = None):
+        self.model, self.parts, self.head = model, parts, head or []
+        self.x: dict[int, torch.Tensor] = {}
+        self.r: dict[int, torch.Tensor] = {}
+        self.out: dict[int, torch.Tensor] = {}
+        self.final_in: torch.Tensor | None = None
+        self.final_out: torch.Tensor | None = None
+        self.head_calls: list[tuple[torch.nn.Module, torch.Tensor, torch.Tensor]] = []
+        self._scope = None
+
+    def _reset(self, *_) -> None:
+        for kept in (self.x, self.r, self.out):
+            kept.clear()
+        self.final_in = self.final_out = None
+        self.head_calls.clear()
+
+    def __enter__(self) -> PreNormCapture:
+        from contextlib import ExitStack
+
+        from bertology.models.hooks import hooks
+
+        def first(t):
+            return (t[0] if isinstance(t, (tuple, list)) else t).detach()
+
+        def layer_in(i):
+            def hook(module, args, kwargs):
+                self.x[i] = first(args[0] if args else kwargs.get("hidden_states", kwargs.get("x")))
+            return hook
+
+        def keep(store, i, what):
+            def hook(module, args, output):
+                t = first(args[0] if what == "input" else output)
+                x = self.x.get(i)
+                store[i] = t.view(x.shape) if x is not None and t.ndim == 2 < x.ndim else t    # OPT flattens (B*T, D)
+            return hook
+
+        def final(module, args, output):
+            self.final_in, self.final_out = first(args[0]), first(output)
+
+        def head(module, args, output):
+            if self.final_out is not None:
+                self.head_calls.append((module, first(args[0]), first(output)))
+
+        last = len(self.parts.layers) - 1
+        fwd = []
+        for i, p in enumerate(self.parts.layers):
+            fwd.append((p.layer, keep(self.out, i, "output")))
+            if p.mlp_norm.module is not None:
+                fwd.append((p.mlp_norm.module, keep(self.r, i, "input")))
+        if self.parts.final_norm.module is not None:
+            fwd.append((self.parts.final_norm.module, final))
+        else:                                        # no final norm: the last layer's output goes to the head
+            fwd.append((self.parts.layers[last].layer, lambda m, a, o: final(m, (first(o),), o)))
+        fwd += [(m, head) for m in self.head]
+        with ExitStack() as scope:
+            scope.enter_context(hooks(self.model, pre=[(self.model, self._reset)]))
+            scope.enter_context(hooks(self.model, pre=[(p.layer, layer_in(i)) for i, p in enumerate(self.parts.layers)],
+                                      with_kwargs=True))
+            scope.enter_context(hooks(self.model, fwd=fwd))
+            self._scope = scope.pop_all()
+        return self
+
+    def __exit__(self, *exc) -> bool | None:
+        """Removes every hook (:func:`bertology.models.hooks.hooks`)."""
+        return self._scope.__exit__(*exc)
