@@ -17,9 +17,12 @@ import torch
 from bertology.models.encoding import Encoded, encode_frame
 from bertology.norms import faithful as ff
 from bertology.norms import flow as fl
+from bertology.norms import logit_views as lv
 from bertology.norms import mixparts as mp
 from bertology.norms import mixviews as mv
+from bertology.norms import prenorm as pn
 from bertology.norms import value_zeroing as vz
+from bertology.norms.alti_logit import DECISION_COLUMNS
 from bertology.norms.mixing import mixing_ratios
 from bertology.norms.norm_stats import MixingStats, NormStats
 from bertology.norms.tokens import TokenKinds
@@ -71,6 +74,11 @@ class ViewsResult:
     decompx_error: float = 0.0
     #: the newer mixing views computed (mixviews.VIEWS, less ALTI, GlobEnc and DecompX off a post-LN layout)
     mixing_views: tuple[str, ...] = ()
+    #: ALTI-Logit's parts per (example, layer, part, head) (decision.parquet; empty without a classifier head)
+    decision: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=DECISION_COLUMNS))
+    #: max relative miss of the parts against the real tensors: pre-norm ALTI's x + attention + b_O, ALTI-Logit's logits
+    alti_error: float = 0.0
+    logit_error: float = 0.0
 
 
 def run_views(model, tokenizer, frame: pd.DataFrame, *, max_length: int, batch_size: int, flow_examples: int,
@@ -96,18 +104,25 @@ def run_views(model, tokenizer, frame: pd.DataFrame, *, max_length: int, batch_s
     n_flow = len(frame) if flow_examples is None else min(int(flow_examples), len(frame))
     n_mix = len(frame) if mixing_examples is None else min(int(mixing_examples), len(frame))
     seconds = dict.fromkeys(("forward", "mixing", "stats", "raw", "norm", "rollout", "flow"), 0.0)
-    parts, head, note, zeroing = None, [], None, None
+    parts, pre, head, note, zeroing = None, None, [], None, None
     if n_mix:
         try:
             parts = mp.layer_parts(model)
             head = mp.head_linears(model)
         except mp.MixingViewsUnsupported as err:
-            note = f"no ALTI, GlobEnc or DecompX: {err}"
+            try:                                                  # a pre-norm model: ALTI and ALTI-Logit
+                pre = pn.prenorm_parts(model)
+                head = pn.head_candidates(model, pre)
+                note = "no GlobEnc or DecompX: they decompose post-LN layers, this model's are pre-norm"
+            except mp.MixingViewsUnsupported as why:
+                note = f"no ALTI, GlobEnc or DecompX: {err if 'post-LN layer' in str(why) else why}"
         try:
             zeroing = vz.zeroing_blocks(model)
         except mp.MixingViewsUnsupported as err:
-            note = f"no ALTI, GlobEnc, DecompX or Value Zeroing: {err}" if parts is None else f"no Value Zeroing: {err}"
-    computed = tuple(v for v in mv.VIEWS if (parts and v != "value_zeroing") or (zeroing and v == "value_zeroing"))
+            note = f"no ALTI, GlobEnc, DecompX or Value Zeroing: {err}" if parts is None and pre is None else \
+                f"{note + '; ' if note else ''}no Value Zeroing: {err}"
+    computed = tuple(v for v in mv.VIEWS if (parts and v != "value_zeroing") or (pre and v == "alti")
+                     or (zeroing and v == "value_zeroing"))
     if not computed:
         n_mix = 0
     seconds.update(dict.fromkeys(computed, 0.0))
@@ -115,11 +130,15 @@ def run_views(model, tokenizer, frame: pd.DataFrame, *, max_length: int, batch_s
     layer_out: list[pd.DataFrame] = []
     vz_jobs: list[tuple[int, list[str]]] = []
     decompx_error = 0.0
+    logit_out: list[pd.DataFrame] = []
+    errors = {"alti": 0.0, "logit": 0.0}
+    logit_note = None
     order = np.argsort(-enc.lengths, kind="stable")
     batches = [b for b in np.array_split(order, -(-len(order) // max(batch_size, 1))) if len(b)] if len(order) else []
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     with Capture(model, vectors=True, norms=stored_norms is None) as cap, torch.no_grad(), \
-            (mp.PartsCapture(model, parts, head) if parts else nullcontext()) as pc:
+            (mp.PartsCapture(model, parts, head) if parts else nullcontext()) as pc, \
+            (pn.PreNormCapture(model, pre, head) if pre else nullcontext()) as prc:
         last = cap.blocks[-1]
         for rows in batches:
             kwargs, lengths = padded(enc, rows, pad, model)
@@ -163,6 +182,7 @@ def run_views(model, tokenizer, frame: pd.DataFrame, *, max_length: int, batch_s
                     views["flow"] = fl.flow_scores(alpha, target)
                     seconds["flow"] += time.perf_counter() - t3
                 words = [kinds.tokenizer.convert_ids_to_tokens(int(i)) for i in ids]
+                lg = None
                 if r < n_mix and parts:
                     logits = getattr(out, "logits", None) if head else None
                     ev = mv.example_views(model, parts, head, cap, pc, out.attentions, k, n,
@@ -171,6 +191,21 @@ def run_views(model, tokenizer, frame: pd.DataFrame, *, max_length: int, batch_s
                     views.update(ev.scores)
                     decompx_error = max(decompx_error, ev.decompx_error)
                     layer_out += [_layer_rows(int(enc.idx[r]), m, x) for m, x in ev.layers.items()]
+                    if logits is not None:                   # ALTI-Logit through the post-LN layers and the head
+                        lg = lv.postln_logit(parts, cap, pc, out.attentions, k, n, target, int(enc.idx[r]), ev.alti,
+                                             seconds)
+                        if isinstance(lg, str):
+                            logit_note, lg = lg, None
+                if r < n_mix and pre:
+                    score, why = lv.score_head(prc, k, target) if getattr(out, "logits", None) is not None else \
+                        (None, None)
+                    logit_note = why or logit_note
+                    lg = lv.prenorm_views(pre, cap, prc, out.attentions, k, n, target, int(enc.idx[r]), seconds, score)
+                if lg is not None:
+                    views.update(lg.scores)
+                    layer_out += [_layer_rows(int(enc.idx[r]), m, x) for m, x in lg.layers.items()]
+                    logit_out += [] if lg.decision is None else [lg.decision]
+                    errors = {"alti": max(errors["alti"], lg.alti_error), "logit": max(errors["logit"], lg.logit_error)}
                 if r < n_mix and zeroing:
                     vz_jobs.append((r, words))
                 for method, score in views.items():
@@ -188,8 +223,13 @@ def run_views(model, tokenizer, frame: pd.DataFrame, *, max_length: int, batch_s
     scores = scores.sort_values(["example_idx", "method", "position"], kind="stable").reset_index(drop=True)
     layers = pd.concat(layer_out, ignore_index=True) if layer_out else pd.DataFrame(columns=LAYER_COLUMNS)
     layers = layers.sort_values(["example_idx", "method", "layer", "position"], kind="stable").reset_index(drop=True)
+    if logit_note and n_mix:
+        note = f"{note + '; ' if note else ''}no ALTI-Logit: {logit_note}"
+    computed += ("alti_logit",) if logit_out else ()
+    decision = pd.concat(logit_out, ignore_index=True) if logit_out else pd.DataFrame(columns=DECISION_COLUMNS)
     return ViewsResult(norm_stats.table(), mix_stats.table(), scores[SCORE_COLUMNS], seconds, len(frame), n_flow,
-                       layers[LAYER_COLUMNS], n_mix, note, decompx_error, computed if n_mix else ())
+                       layers[LAYER_COLUMNS], n_mix, note, decompx_error, computed if n_mix else (), decision,
+                       errors["alti"], errors["logit"])
 
 
 @dataclass

@@ -28,7 +28,7 @@ import torch
 from bertology.pipeline.errors import UserError
 from bertology.models.hooks import hooks
 
-VIEWS = ("raw", "norm", "rollout", "flow", "alti", "globenc", "decompx", "value_zeroing")
+VIEWS = ("raw", "norm", "rollout", "flow", "alti", "globenc", "decompx", "value_zeroing", "alti_logit")
 IMPORTANCES = ("ablation", "gradient")
 #: the deletion curve's summary (DeYoung et al. 2020's comprehensiveness), a row of faithfulness.csv per view; its
 #: baseline "view": a seeded random order of the tokens

@@ -37,7 +37,7 @@ from bertology.norms.values import Capture, transformed_vectors
 
 VIEWS = ("alti", "globenc", "decompx", "value_zeroing")
 #: views whose scores are signed (a diverging colour scale around 0)
-SIGNED = ("decompx",)
+SIGNED = ("decompx", "alti_logit")
 
 
 def _dt(model) -> torch.dtype:
@@ -56,6 +56,8 @@ class ExampleViews:
     #: states, every row i below the top layer and the target's row in it: rounding only, ~1e-6 in float32, where
     #: the layer is the layout DecompX follows)
     decompx_error: float = 0.0
+    #: (L, n, n) ALTI's per-layer matrices (what ALTI-Logit tracks its token parts back by)
+    alti: torch.Tensor | None = None
 
 
 @torch.no_grad()
@@ -118,5 +120,5 @@ def example_views(model, parts: list[LayerParts], head: list[torch.nn.Module], c
     seconds["decompx"] = seconds.get("decompx", 0.0) + (time.perf_counter() - t0)
     if inputs is not None:
         scores["value_zeroing"], layers["value_zeroing"] = value_zeroing_view(model, parts, inputs, seconds, target)
-    return ExampleViews(scores, layers, predicted, err)
+    return ExampleViews(scores, layers, predicted, err, A)
 
