@@ -217,6 +217,7 @@ def _best_heads(tmp_path: Path) -> dict[str, object]:
 
 
 def _norms_tables() -> dict[str, object]:
+    from bertology.norms.alti_logit import DECISION_COLUMNS
     from bertology.norms.analysis import LAYER_COLUMNS, SCORE_COLUMNS
     from bertology.norms.concentration import token_concentration
     from bertology.norms.faithful import summarise
@@ -235,6 +236,7 @@ def _norms_tables() -> dict[str, object]:
             "stats/{task}/finetuned{seedtag}/faithfulness_pairs.csv": paired_differences(
                 pd.concat([rhos, rhos.assign(view="alti")]), confidence=0.95, resamples=20, seed=0),
             "stats/{task}/{variant}/mixing_layers.parquet": LAYER_COLUMNS,
+            "stats/{task}/{variant}/decision.parquet": DECISION_COLUMNS,
             "stats/{task}/finetuned{seedtag}/importance.parquet": SCORE_COLUMNS,
             "stats/{task}/{variant}/concentration.csv": token_concentration(pd.DataFrame(
                 {"example_idx": [0, 0], "position": [0, 1], "word": ["a", "b"], "method": "raw",

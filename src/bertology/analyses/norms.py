@@ -16,6 +16,9 @@ TOKEN_SCORES = ("example_idx", "position", "word", "method", "score")
 NORMS, MIXING = variant_table("norms.csv"), variant_table("mixing.csv")
 SCORES_FILE, IMPORTANCE_FILE = "token_scores.parquet", "importance.parquet"
 SCORES, LAYERS = variant_table(SCORES_FILE), variant_table("mixing_layers.parquet")
+#: ALTI-Logit's parts of each example's logit per layer, part and head (norms_views; bertology.norms.alti_logit)
+DECISION = variant_table("decision.parquet")
+DECISION_COLUMNS = ("example", "layer", "part", "head", "logit", "contrast", "predicted", "runner_up")
 FAITHFULNESS, FAITHFULNESS_EXAMPLES = "faithfulness.csv", "faithfulness_examples.csv"
 FAITHFULNESS_PAIRS = "faithfulness_pairs.csv"
 CONCENTRATION = variant_table("concentration.csv")
@@ -61,7 +64,7 @@ ANALYSES: tuple[Analysis, ...] = (
         steps=(Step("norms_views", "norms", ("data.short_split", "analysis.norms.examples", "analysis.norms.batch_size",
                                              "analysis.flow.examples", "analysis.mixing_views", *EXPECT_SECTIONS),
                     "value norms, mixing, token views and the newer mixing views of one variant -> norms.csv, "
-                    "mixing.csv, token_scores.parquet, mixing_layers.parquet", threads=2, mem_mb=4000, runtime=60),
+                    "mixing.csv, token_scores.parquet, mixing_layers.parquet, decision.parquet", threads=2, mem_mb=4000, runtime=60),
                Step("norms_figures", "norms", (),
                     "weight vs norm-weighted shares, mixing ratios and faithfulness of one task")),
         tables=(Table(NORMS, ("layer", "head", "category", "measure", "mean", "std", "n"),
@@ -119,7 +122,9 @@ ANALYSES: tuple[Analysis, ...] = (
         tables=(Table(SCORES, TOKEN_SCORES, when="norms", rule="norms_views", output="scores",
                       wanted=(STORES, EXTRA_SEEDS)),
                 Table(LAYERS, ("example_idx", "layer", "position", "method", "score"), when="norms",
-                      rule="norms_views", output="layers", wanted=(STORES,)))),
+                      rule="norms_views", output="layers", wanted=(STORES,)),
+                Table(DECISION, DECISION_COLUMNS, when="norms", rule="norms_views", output="decision",
+                      wanted=(STORES, EXTRA_SEEDS)))),
     Analysis(
         name="faithfulness",
         claims=(

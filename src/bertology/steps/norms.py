@@ -99,6 +99,7 @@ def norms_views(ctx: StepContext) -> None:
     write_csv(res.mixing, ctx.output.mixing)
     write_parquet(res.scores, ctx.output.scores)
     write_parquet(res.layers, ctx.output.layers)
+    write_parquet(res.decision, ctx.output.decision)
     if res.mixing_note:
         ctx.log.warning("%s/%s: %s", ctx.task, ctx.wildcards.get("variant"), res.mixing_note)
     _views_metrics(ctx, res)
@@ -128,6 +129,16 @@ def _views_metrics(ctx: StepContext, res) -> None:
             ctx.log.warning("%s/%s: DecompX's parts miss the real hidden states by up to %.2g of their size: this "
                             "layer layout is not the one DecompX follows (docs/reference.md#newer-mixing-views)",
                             ctx.task, ctx.wildcards.get("variant"), res.decompx_error)
+    if res.mixing_examples and "alti_logit" in res.mixing_views:
+        metrics["alti_logit_max_relative_error"] = res.logit_error
+        if res.logit_error > 1e-3:
+            ctx.log.warning("%s/%s: ALTI-Logit's parts miss the logits by up to %.2g of their size: this layer layout "
+                            "is not the one ALTI-Logit follows (docs/reference.md#newer-mixing-views)", ctx.task,
+                            ctx.wildcards.get("variant"), res.logit_error)
+    if res.mixing_examples and res.alti_error > 1e-3:
+        ctx.log.warning("%s/%s: pre-norm ALTI's x + attention + b_O misses the real residual sum by up to %.2g of its "
+                        "size (docs/reference.md#newer-mixing-views)", ctx.task, ctx.wildcards.get("variant"),
+                        res.alti_error)
     if res.mixing_examples:
         metrics.update({f"seconds_per_example.{v}": res.seconds[v] / res.mixing_examples for v in res.mixing_views})
     ctx.tracker.metrics(metrics)
