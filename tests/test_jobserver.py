@@ -3,16 +3,21 @@ the job's own process writes, exits with its status, and the server refuses what
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from bertology.workflow import jobserver
+from bertology.workflow import jobserver, launch, serverfiles
 
 DATA_CONFIG = {"data": {"bad_rows": "error", "demo": {"train": 40, "validation": 24}, "max_eval_examples": None,
                         "max_length": 64, "max_train_examples": None, "seed": 1, "short_split": "error",
@@ -54,7 +59,7 @@ def served_jobs(workdir: Path) -> list[str]:
 
 def test_refusal_names_what_differs():
     env = {"HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "2", "HOME": "/root"}
-    request = {"executable": sys.executable, "package": jobserver._package_path(), "env": dict(env)}
+    request = {"executable": sys.executable, "package": jobserver.package_path(), "env": dict(env)}
     assert jobserver.refusal(request, env) is None
     # what a library reads only when it runs (Snakemake's thread variables, the job's own) may differ
     assert jobserver.refusal({**request, "env": {**env, "OMP_NUM_THREADS": "1", "BERTOLOGY_X": "y"}}, env) is None
@@ -66,12 +71,12 @@ def test_refusal_names_what_differs():
 
 def test_no_server_means_the_job_runs_in_its_own_process(monkeypatch, tmp_path):
     monkeypatch.delenv(jobserver.SOCKET_ENV, raising=False)
-    assert jobserver.submit(["prepare-data"]) is None
+    assert launch.submit(["prepare-data"]) is None
     for off in ("0", "off"):
         monkeypatch.setenv(jobserver.SOCKET_ENV, off)
-        assert jobserver.submit(["prepare-data"]) is None
+        assert launch.submit(["prepare-data"]) is None
     monkeypatch.setenv(jobserver.SOCKET_ENV, str(tmp_path / "nobody.sock"))
-    assert jobserver.submit(["prepare-data"]) is None
+    assert launch.submit(["prepare-data"]) is None
 
 
 def test_a_served_job_writes_what_its_own_process_writes(server, tmp_path):
@@ -210,3 +215,210 @@ def test_which_workflows_get_a_server(monkeypatch, tmp_path):
     (tmp_path / "nvidia0").touch()
     (tmp_path / "nvidiactl").touch()
     assert jobserver.gpu_devices(tmp_path) == ["nvidia0"]
+
+
+def test_a_zombie_is_not_alive():
+    """A process that ended but is not reaped yet (a zombie) answers os.kill(pid, 0): it counts as ended."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        assert serverfiles.alive(os.getpid())
+        deadline = time.monotonic() + 60
+        while Path(f"/proc/{proc.pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z":
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert not serverfiles.alive(proc.pid)
+    finally:
+        proc.wait()
+    assert not serverfiles.alive(proc.pid)
+
+
+@pytest.fixture()
+def short_tmp():
+    """A folder whose path leaves room for a socket's (pytest's tmp_path can be too long)."""
+    folder = tempfile.mkdtemp(prefix="js-")
+    try:
+        yield Path(folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+FAILING_PRELOAD = {"exits": "raise SystemExit('no memory for it')", "dies": "import os; os._exit(3)"}
+
+
+@pytest.mark.parametrize("how", ["too long", "bind fails", "import exits", "import dies", "killed"])
+def test_a_server_that_ends_before_it_listens_is_seen_at_once(how, tmp_path, short_tmp, monkeypatch, capfd):
+    """A job waiting for a server that ends before it listens runs in its own process within 2 s of its end (not
+    the 180 s it waits for one importing), saying why in one line; the workflow says so once on its stderr."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(jobserver.SOCKET_ENV, raising=False)
+    socket_path, modules = None, ()
+    if how == "too long":
+        socket_path = str(short_tmp / ("d" * 100) / "jobs.sock")
+        os.makedirs(os.path.dirname(socket_path))
+    elif how == "bind fails":
+        socket_path = str(short_tmp / "jobs.sock")
+        os.mkdir(socket_path + serverfiles.BOUND_SUFFIX)  # bind: address in use
+    elif how.startswith("import"):
+        (tmp_path / "failing_preload.py").write_text(FAILING_PRELOAD[how.split()[1]])
+        monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+        modules = ("failing_preload",)
+    else:
+        modules = jobserver.PRELOAD  # seconds of imports, killed in the middle
+    path = jobserver.start(os.getpid(), modules=modules, socket_path=socket_path)
+    proc = jobserver._SERVER["proc"]
+    ended = []
+
+    def watch():
+        if how == "killed":
+            time.sleep(0.5)
+            proc.kill()
+        proc.wait()
+        ended.append(time.monotonic())
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        assert launch.submit(["no-such-step"]) is None
+        returned = time.monotonic()
+        watcher.join()
+        assert returned - ended[0] < 2, f"the job waited {returned - ended[0]:.1f} s after the server ended"
+        err, deadline = "", time.monotonic() + 30
+        while "from now on" not in err and time.monotonic() < deadline:  # the workflow's watcher says it too
+            err += capfd.readouterr().err
+            time.sleep(0.05)
+        job = [line for line in err.splitlines() if line.endswith("running this job in its own process")]
+        assert len(job) == 1 and f"the job server (pid {proc.pid}) ended before it listened" in job[0], err
+        said = [line for line in err.splitlines() if "the jobs run in their own processes from now on" in line]
+        assert len(said) == 1, err
+        expected = {"too long": "over the 107 a Unix socket allows", "bind fails": "Address already in use",
+                    "import exits": "SystemExit: no memory for it", "import dies": "(exit status 3)",
+                    "killed": "ended before it listened"}[how]
+        assert expected in said[0] and not os.path.exists(path + serverfiles.STARTING), err
+        started = time.monotonic()
+        assert launch.submit(["no-such-step"]) is None and time.monotonic() - started < 2  # the next job too
+    finally:
+        jobserver.stop()
+
+
+COUNTING_STEP = """
+import os, signal, time
+from pathlib import Path
+import bertology.workflow.cli as cli
+
+def count_interrupts(argv):
+    seen = []
+    read, write = os.pipe()
+    os.set_blocking(write, False)
+    signal.set_wakeup_fd(write)  # a byte each time SIGINT is delivered, even two before the handler runs once
+    signal.signal(signal.SIGINT, lambda *_: seen.append(1))
+    Path("pid").write_text(str(os.getpid()))
+    deadline = time.monotonic() + 120
+    while not seen and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(1)  # a second SIGINT (the terminal's and the job's) would come within milliseconds of the first
+    Path("count").write_text(str(len(os.read(read, 100))))
+    return 130 if seen else 0
+
+cli.main = count_interrupts
+"""
+
+WORKFLOW = """
+import os, signal, subprocess, sys, time
+from bertology.workflow import jobserver
+signal.signal(signal.SIGINT, lambda *_: None)  # the workflow waits for its job, as Snakemake does
+path = jobserver.start(os.getpid(), modules=("counting_step",))
+while not os.path.exists(path):
+    time.sleep(0.05)
+print(subprocess.call([sys.executable, "-m", "bertology", "count", "-w", "task=rte", "-w", "init=pretrained"]))
+jobserver.stop()
+"""
+
+
+def test_ctrl_c_reaches_a_served_job_once_and_ps_names_it(tmp_path):
+    """Ctrl-C (SIGINT to the terminal's process group: the workflow, its job and the server) reaches the served
+    child exactly once, through its job; the child shows in ps as its step and wildcards."""
+    (tmp_path / "counting_step.py").write_text(COUNTING_STEP)
+    env = {k: v for k, v in os.environ.items() if k != jobserver.SOCKET_ENV}
+    env["PYTHONPATH"] = str(tmp_path)
+    workflow = subprocess.Popen([sys.executable, "-c", WORKFLOW], cwd=tmp_path, env=env, start_new_session=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not (tmp_path / "pid").exists():
+            assert time.monotonic() < deadline and workflow.poll() is None, workflow.stderr.read()
+            time.sleep(0.05)
+        child = int((tmp_path / "pid").read_text())
+        title = Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+        assert title == "bertology count task=rte init=pretrained"
+        # out of the terminal's process group: the terminal's SIGINT and the job's would often come as one
+        # delivery (a signal already pending), so the count alone would not always see two
+        assert os.getpgid(child) == child != os.getpgid(workflow.pid)
+        os.killpg(workflow.pid, signal.SIGINT)
+        out, err = workflow.communicate(timeout=120)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(workflow.pid, signal.SIGKILL)
+    assert (tmp_path / "count").read_text() == "1", err
+    assert out.strip() == "130", err
+    assert f"pid {child} exited 130" in (tmp_path / jobserver.LOG_PATH).read_text()
+
+
+def test_a_killed_runs_folder_is_removed_by_the_next_start(short_tmp, monkeypatch, tmp_path):
+    """The folder of a run whose owner has ended (exited, or a zombie) goes at the next start; a live run's, one
+    without an owner, or one of another host stays."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(jobserver.SOCKET_ENV, raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(short_tmp))
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    zombie = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        folders = {name: os.path.dirname(serverfiles.new_folder(pid, [str(short_tmp)]))
+                   for name, pid in (("ended", ended.pid), ("zombie", zombie.pid), ("live", os.getpid()))}
+        bare = short_tmp / f"{serverfiles.PREFIX}{ended.pid}-bare"  # being made: no owner yet
+        bare.mkdir()
+        elsewhere = Path(os.path.dirname(serverfiles.new_folder(ended.pid, [str(short_tmp)])))
+        record = json.loads((elsewhere / serverfiles.OWNER).read_text())
+        (elsewhere / serverfiles.OWNER).write_text(json.dumps({**record, "host": "another-host"}))
+        while serverfiles.alive(zombie.pid):
+            time.sleep(0.01)
+        path = jobserver.start(os.getpid(), modules=())
+        try:
+            assert path.startswith(str(short_tmp)) and os.path.isdir(os.path.dirname(path))
+            assert not os.path.exists(folders["ended"]) and not os.path.exists(folders["zombie"])
+            assert os.path.isdir(folders["live"]) and bare.is_dir() and elsewhere.is_dir()
+        finally:
+            jobserver.stop()
+        assert not os.path.exists(os.path.dirname(path))
+    finally:
+        zombie.wait()
+
+
+def test_a_server_whose_workflow_is_killed_removes_its_folder(tmp_path, short_tmp):
+    """Snakemake killed outright: its server ends within seconds and takes its folder with it."""
+    env = {k: v for k, v in os.environ.items() if k != jobserver.SOCKET_ENV}
+    env["TMPDIR"] = str(short_tmp)
+    owner = subprocess.Popen([sys.executable, "-c", "import os, time\nfrom bertology.workflow import jobserver\n"
+                              "print(jobserver.start(os.getpid(), modules=()), flush=True)\ntime.sleep(600)"],
+                             cwd=tmp_path, env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        path = owner.stdout.readline().strip()
+        wait_for(path)
+    finally:
+        owner.kill()
+        owner.wait()
+    deadline = time.monotonic() + 60
+    while os.path.exists(os.path.dirname(path)):
+        assert time.monotonic() < deadline, os.listdir(os.path.dirname(path))
+        time.sleep(0.1)
+
+
+def test_a_socket_folder_fits_a_unix_socket(short_tmp, monkeypatch):
+    """A temporary directory too long for a Unix socket's path: the folder goes to the next one where it fits."""
+    long = short_tmp / ("d" * 100)
+    long.mkdir()
+    path = serverfiles.new_folder(os.getpid(), [str(long), str(short_tmp)])
+    assert serverfiles.fits(path) and path.startswith(str(short_tmp / serverfiles.PREFIX))
+    assert serverfiles.owned_by(os.path.dirname(path), os.getpid())
+    assert serverfiles.new_folder(os.getpid(), [str(long)]) is None
+    assert not serverfiles.fits(str(long / "x" / "jobs.sock"))

@@ -286,3 +286,24 @@ def test_a_queued_job_imports_no_mlflow_and_the_workflow_end_sends_its_run(store
         assert [a.path for a in client.list_artifacts(run.info.run_id, "tables")] == ["tables/table.csv"]
     else:
         assert run.info.status == "FAILED"
+
+
+def test_what_waits_is_said_as_what_it_is(store, tmp_path, capsys):
+    """A job killed with its workflow leaves its queued run (tracking never was down): the workflow's next start
+    says that, apart from what an outage kept."""
+    from bertology.workflow.snakefile import _pending_hint
+
+    table = tmp_path / "table.csv"
+    table.write_text("a,b\n1,2\n")
+    env = dict(os.environ, BERTOLOGY_TRACKING_LIVE="0")
+    subprocess.run([sys.executable, "-c", QUEUED_JOB, str(table), "kill"], env=env, cwd=tmp_path, check=False)
+    _pending_hint()
+    assert capsys.readouterr().err == (
+        "bertology: 1 MLflow record(s) wait under .bertology/pending/: 1 job run(s) queued for a workflow's end that "
+        "did not send them (the workflow was cut short, or tracking was down at its end); the next run with jobs "
+        "sends them, or now: bertology tracking-replay\n")
+    tracking.keep_parent("inv-0", None, [{"end": "FAILED"}])  # what a workflow keeps when the store is down
+    (tmp_path / ".bertology/pending/not-a-record.json").write_text("[")
+    _pending_hint()
+    assert ": 1 job run(s) queued for a workflow's end that did not send them (the workflow was cut short, or " \
+           "tracking was down at its end), 1 kept while tracking was down, 1 unreadable; " in capsys.readouterr().err

@@ -98,7 +98,7 @@ def test_workflow_with_server_down(server, tmp_path, config_file, snakemake_run)
     finally:
         server.resume()
     proc = snakemake_run(tmp_path, "-n", target)  # nothing to do: no hooks run, one line says what waits
-    assert "bertology: 4 MLflow record(s) kept while tracking was down wait under .bertology/pending/" in proc.stderr
+    assert "bertology: 4 MLflow record(s) wait under .bertology/pending/: 4 kept while tracking was down;" in proc.stderr
     snakemake_run(tmp_path, "--forcerun", "prepare_data", "--cores", "1", target)  # its onstart sends them
     assert list((tmp_path / ".bertology/pending").glob("*.json")) == []
     _, runs = _runs(server.uri, "outage")

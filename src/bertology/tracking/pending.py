@@ -1,7 +1,7 @@
-"""What could not be sent while the tracking store was down: one JSON record per run under
-``.bertology/pending/`` of the working directory (the run, its params, tags, metrics, artifacts and final
-status, in order), sent later by :func:`replay_pending` (the next workflow run, or ``bertology
-tracking-replay``)."""
+"""What is not sent yet: one JSON record per run under ``.bertology/pending/`` of the working directory (the run,
+its params, tags, metrics, artifacts and final status, in order), kept while the tracking store was down or queued
+by a job for its workflow's end (``mlflow.live: false``), sent later by :func:`replay_pending` (the workflow's end,
+the next workflow run, or ``bertology tracking-replay``)."""
 
 from __future__ import annotations
 
@@ -62,6 +62,29 @@ def pending_records(directory: str | Path | None = None) -> list[Path]:
     """The kept records, oldest first."""
     directory = Path(directory or PENDING_DIR)
     return sorted(directory.glob("*.json")) if directory.is_dir() else []
+
+
+def pending_summary(paths: list[Path]) -> str:
+    """What the kept records `paths` are, in words: job runs queued for a workflow's end that did not send them
+    (the workflow was cut short, killed before its end handler ran, or tracking was down when it ended), records
+    kept while tracking was down, and files that are no record."""
+    queued = kept = unreadable = 0
+    for path in paths:
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            data = None
+        if not isinstance(data, dict):
+            unreadable += 1
+        elif data.get("queued"):
+            queued += 1
+        else:
+            kept += 1
+    parts = [f"{queued} job run(s) queued for a workflow's end that did not send them (the workflow was cut short, "
+             f"or tracking was down at its end)" if queued else "",
+             f"{kept} kept while tracking was down" if kept else "",
+             f"{unreadable} unreadable" if unreadable else ""]
+    return ", ".join(filter(None, parts))
 
 
 def keep_parent(invocation: str, params: Mapping[str, Any] | None, ops: list[dict[str, Any]]) -> Path:

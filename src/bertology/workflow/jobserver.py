@@ -4,24 +4,30 @@ A ``bertology <step>`` job spends seconds importing before it computes anything:
 model classes about 6 s on a 2-core machine, pandas, scipy.stats, dask, zarr and matplotlib 1 to 3 s more; a
 default run has about forty jobs that load a model. In a local Snakemake run (``onstart``:
 :func:`start_for_workflow`) a *job server* imports them once (:data:`PRELOAD`) and listens on a Unix socket
-named in the jobs' environment (:data:`SOCKET_ENV`); each job's ``bertology`` command (:func:`submit`, called
-by :mod:`bertology.workflow.launch` before anything heavy is imported) hands the server its arguments, working directory,
-environment and its stdin/stdout/stderr, and the server forks a child that runs the step as the job's own
+named in the jobs' environment (:data:`SOCKET_ENV`); each job's ``bertology`` command
+(:func:`bertology.workflow.launch.submit`, before anything heavy is imported) hands the server its arguments, working
+directory, environment and its stdin/stdout/stderr, and the server forks a child that runs the step as the job's own
 process would (:func:`bertology.workflow.cli.main`), writing to the job's log, while the job waits for its exit status.
+The child is named in ``ps`` and ``top`` by its step and wildcards (``bertology train_model task=rte init=pretrained``).
 
 What the child does is what a fresh process does, on the same files, with the same libraries and threads:
 
 - it takes the job's working directory and environment (Snakemake's ``OMP_NUM_THREADS`` and the rest), caps
   the BLAS thread pools at the job's thread count as a fresh process's would be (threadpoolctl), forgets the
   server's temporary directory and reseeds the unseeded generators (Python's, numpy's global) from the OS;
-- a signal to the job (Snakemake stopping it, Ctrl-C) is passed to the child, and a job that is gone
-  (killed) interrupts its child; the job exits with the child's status (128 + N for signal N, as a shell).
+- a signal to the job (Snakemake stopping it, Ctrl-C) is passed to the child, once: the child lives in its own
+  process group, out of the terminal's reach; a job that is gone (killed) interrupts its child; the job exits with
+  the child's status (128 + N for signal N, as a shell).
 
 The server refuses a job it cannot run as a fresh process would, and the job then runs in its own process as
 without a server (the result is the same, only slower): another Python or another bertology (PYTHONPATH), or a
 variable that the preloaded libraries read when they are imported (HF_*, TORCH*, PYTHON*, ...; the
 :data:`IMPORT_TIME_PREFIXES`) set differently from the server's. The server ends with the workflow
-(``onsuccess``/``onerror``: :func:`stop`, or within a second of the Snakemake process ending). It runs only
+(``onsuccess``/``onerror``: :func:`stop`, or within a second of the Snakemake process ending). A server that
+ends before :func:`stop` (it failed before it listened: an import, a socket path too long, or it was killed) is
+reaped by the workflow at once, which says why on its stderr, and its jobs run in their own processes at once,
+each saying why in one line (:mod:`bertology.workflow.serverfiles`: its folder, markers and notes). The server
+runs only
 with the local executor (on a cluster every job runs on its own node, as before), not on a machine with an NVIDIA
 GPU (:func:`wanted`), and not at all with ``BERTOLOGY_JOB_SERVER=0``. What it did is in ``.bertology/jobserver.log``: each job it ran, its pid and exit
 status, and each refusal with its reason.
@@ -34,6 +40,7 @@ those).
 from __future__ import annotations
 
 import contextlib
+import errno
 import importlib
 import json
 import logging
@@ -49,6 +56,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bertology.workflow import serverfiles
+
 SOCKET_ENV = "BERTOLOGY_JOB_SERVER"
 """The server's socket path, exported to the jobs; ``0`` (or ``off``/``false``) before a run turns the server off."""
 
@@ -57,7 +66,7 @@ LOG_PATH = Path(".bertology") / "jobserver.log"
 PRELOAD = (
     "numpy", "pandas", "pyarrow.parquet", "scipy.stats", "sklearn.metrics", "torch", "transformers",
     "transformers.modeling_utils", "transformers.models.auto.modeling_auto", "transformers.models.bert.modeling_bert",
-    "zarr", "xarray", "dask.array", "matplotlib.pyplot", "spacy", "bertology.workflow.cli",
+    "zarr", "xarray", "dask.array", "matplotlib.pyplot", "spacy", "setproctitle", "bertology.workflow.cli",
 )
 """Modules the server imports before it listens (each best-effort: one that fails to import is skipped)."""
 
@@ -69,95 +78,17 @@ IMPORT_TIME_PREFIXES = (
 """Environment variables (by prefix) that the preloaded libraries read at import: a job whose value differs
 from the server's runs in its own process."""
 
-_OFF = ("0", "off", "false", "no")
-STARTING = ".starting"  # beside the socket while the server imports: its pid
+OFF = ("0", "off", "false", "no")  # values of SOCKET_ENV that turn the server off
 _STARTUP_ENV = dict(os.environ)  # the server's environment before its imports (torch adds KMP_* variables, ...)
 _THREAD_ENV = "OMP_NUM_THREADS"
 log = logging.getLogger("bertology.workflow.jobserver")
 
 
-# --------------------------------------------------------------------------------------------------
-# The job's side
-# --------------------------------------------------------------------------------------------------
-
-def _package_path() -> str:
+def package_path() -> str:
+    """The folder of the bertology package this process imports."""
     import bertology
 
     return str(Path(bertology.__file__).resolve().parent)
-
-
-def _read_line(conn: socket.socket, buf: bytearray) -> dict[str, Any] | None:
-    """The next JSON line from `conn` (None at end of stream); `buf` keeps what follows it."""
-    while b"\n" not in buf:
-        chunk = conn.recv(65536)
-        if not chunk:
-            return None
-        buf.extend(chunk)
-    line, _, rest = bytes(buf).partition(b"\n")
-    buf[:] = rest
-    return json.loads(line)
-
-
-def submit(argv: list[str], *, prog: str | None = None) -> int | None:
-    """Run ``bertology <argv>`` in a child of the job server: its exit status, or None when there is no
-    server (no socket named, none listening) or it refused the job (then run it in this process)."""
-    path = os.environ.get(SOCKET_ENV, "")
-    if not path or path.lower() in _OFF:
-        return None
-    _wait_while_starting(path)
-    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        conn.settimeout(5)
-        conn.connect(path)
-        request = {"argv": argv, "prog": prog or sys.argv[0], "cwd": os.getcwd(), "env": dict(os.environ),
-                   "executable": sys.executable, "package": _package_path()}
-        socket.send_fds(conn, [json.dumps(request).encode() + b"\n"], [0, 1, 2])
-        # the reply (a pid or a refusal) comes in milliseconds; a job that gives up waiting closes the connection,
-        # which interrupts a child forked too late (_watch_job) before it runs the step beside this process
-        conn.settimeout(60)
-        buf = bytearray()
-        reply = _read_line(conn, buf)
-    except OSError:
-        conn.close()
-        return None
-    if not reply or "pid" not in reply:
-        conn.close()
-        return None
-    child = int(reply["pid"])
-    conn.settimeout(None)
-
-    def forward(signum, _frame):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(child, signum)
-
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, forward)
-    while True:
-        try:
-            status = _read_line(conn, buf)
-            break
-        except InterruptedError:
-            continue
-    conn.close()
-    if status is None:
-        print(f"bertology: the job server ended before the job's process ({child}) did", file=sys.stderr)
-        return 1
-    return int(status["exit"])
-
-
-def _wait_while_starting(path: str, timeout: float = 180) -> None:
-    """Wait for a server that is still importing (its ``.starting`` file names its pid) to listen on `path`:
-    on a few cores the job would otherwise import the same libraries beside it, both at half speed."""
-    marker = Path(path + STARTING)
-    deadline = time.monotonic() + timeout
-    while not os.path.exists(path) and time.monotonic() < deadline:
-        try:
-            pid = int(marker.read_text() or 0)
-        except (OSError, ValueError):
-            return
-        if pid and not _alive(pid):
-            return
-        time.sleep(0.05)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -169,8 +100,8 @@ def refusal(request: dict[str, Any], env: dict[str, str] | None = None) -> str |
     env = _STARTUP_ENV if env is None else env
     if request.get("executable") != sys.executable:
         return f"another Python ({request.get('executable')}, the server's is {sys.executable})"
-    if request.get("package") != _package_path():
-        return f"another bertology ({request.get('package')}, the server's is {_package_path()})"
+    if request.get("package") != package_path():
+        return f"another bertology ({request.get('package')}, the server's is {package_path()})"
     theirs = request.get("env") or {}
     differ = sorted(k for k in set(theirs) | set(env)
                     if k.startswith(IMPORT_TIME_PREFIXES) and theirs.get(k) != env.get(k))
@@ -193,10 +124,15 @@ def _run_child(request: dict[str, Any], fds: list[int], conn: socket.socket, clo
     """The forked child: become the job's process, run its step, exit with its status (never returns)."""
     code = 1
     try:
+        # its own process group, first (SIGINT is still ignored, as in the server): the terminal's Ctrl-C reaches
+        # the job, which passes it on (submit), so the child gets it once
+        os.setpgid(0, 0)
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        conn.sendall(json.dumps({"pid": os.getpid()}).encode() + b"\n")  # the job forwards its signals from now on
+        _set_title(request["argv"])
         for thing in closing:  # the listener, the wake-up pipe's fds, the other jobs' connections
             if isinstance(thing, int):
                 os.close(thing)
@@ -243,6 +179,15 @@ def _run_child(request: dict[str, Any], fds: list[int], conn: socket.socket, clo
         os._exit(code if isinstance(code, int) else 1)
 
 
+def _set_title(argv: list[str]) -> None:
+    """Name this process in ``ps`` and ``top`` by its step and wildcards: ``bertology train_model task=rte
+    init=pretrained`` (a process title is cosmetic: without setproctitle it keeps the server's)."""
+    with contextlib.suppress(ImportError):
+        from setproctitle import setproctitle
+
+        setproctitle(" ".join(filter(None, ["bertology", *argv[:1], _wildcards(argv)])))
+
+
 def _fresh_state(threads: str | None) -> None:
     """What a fresh process of the job would have: unseeded generators from the OS, BLAS pools at its threads."""
     import random
@@ -255,16 +200,6 @@ def _fresh_state(threads: str | None) -> None:
             from threadpoolctl import threadpool_limits
 
             threadpool_limits(limits=int(threads))
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def preload(modules: tuple[str, ...] = PRELOAD) -> list[str]:
@@ -281,27 +216,18 @@ def preload(modules: tuple[str, ...] = PRELOAD) -> list[str]:
 def serve(path: str | Path, parent: int, *, modules: tuple[str, ...] = PRELOAD, request_timeout: float = 10) -> None:
     """Import `modules`, then run jobs sent to the Unix socket `path` until the process `parent` ends or
     SIGTERM; each job in a forked child (:func:`_run_child`). Single-threaded, so that forking is safe."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the jobs themselves (same process group)
-    t0 = time.perf_counter()
-    failed = preload(modules)  # SIGTERM ends the process at once until it serves (no job to wait for yet)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the jobs, which pass it to their children
+    path = str(path)
+    try:
+        listener = _listen(path, modules)
+    except BaseException as err:  # whatever ends it before it listens, the jobs waiting for it are told why at once
+        serverfiles.mark_ended(path, f"the job server (pid {os.getpid()}) ended before it listened ({_why(err)})")
+        raise
+    if listener is None:
+        return
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
-    log.info("preloaded %d modules in %.1f s%s", len(modules) - len(failed), time.perf_counter() - t0,
-             f" (not importable: {', '.join(failed)})" if failed else "")
-    path = str(path)
-    if threading.active_count() > 1:
-        log.warning("threads running after the imports (%s): not serving", threading.enumerate())
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path + STARTING)
-        return
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(path + ".tmp")
-    listener.listen(64)
-    os.replace(path + ".tmp", path)  # jobs connect only once the server accepts
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path + STARTING)
+    serverfiles.listening(path)
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_r, False)
     os.set_blocking(wake_w, False)
@@ -309,7 +235,7 @@ def serve(path: str | Path, parent: int, *, modules: tuple[str, ...] = PRELOAD, 
     signal.signal(signal.SIGCHLD, lambda *_: None)
     children: dict[int, socket.socket] = {}
     try:
-        while not stopping and _alive(parent):
+        while not stopping and serverfiles.alive(parent):
             try:
                 ready, _, _ = select.select([listener, wake_r], [], [], 1.0)
             except InterruptedError:
@@ -332,6 +258,40 @@ def serve(path: str | Path, parent: int, *, modules: tuple[str, ...] = PRELOAD, 
             _reap(children)
             time.sleep(0.1)
         log.info("stopped")
+
+
+def _listen(path: str, modules: tuple[str, ...]) -> socket.socket | None:
+    """Import `modules`, then listen on the Unix socket `path` (None: threads run after the imports, so forking
+    would not be safe; the jobs are told). Raises OSError when `path` is too long for a Unix socket, before
+    binding."""
+    t0 = time.perf_counter()
+    failed = preload(modules)  # SIGTERM ends the process at once until it serves (no job to wait for yet)
+    log.info("preloaded %d modules in %.1f s%s", len(modules) - len(failed), time.perf_counter() - t0,
+             f" (not importable: {', '.join(failed)})" if failed else "")
+    if threading.active_count() > 1:
+        log.warning("threads running after the imports (%s): not serving", threading.enumerate())
+        serverfiles.mark_ended(path, f"the job server (pid {os.getpid()}) did not serve: threads ran after its "
+                                     f"imports")
+        return None
+    if not serverfiles.fits(path):
+        raise OSError(errno.ENAMETOOLONG, serverfiles.too_long(path))
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        listener.bind(path + serverfiles.BOUND_SUFFIX)
+        listener.listen(64)
+        os.replace(path + serverfiles.BOUND_SUFFIX, path)  # jobs connect only once the server accepts
+    except BaseException:
+        listener.close()
+        raise
+    return listener
+
+
+def _why(err: BaseException) -> str:
+    """An exception in a few words: its type and message."""
+    text = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
 
 
 def _accept(listener: socket.socket, children: dict[int, socket.socket], closing: list[Any],
@@ -357,8 +317,7 @@ def _accept(listener: socket.socket, children: dict[int, socket.socket], closing
             return
         pid = os.fork()
         if pid == 0:
-            _run_child(request, fds, conn, closing)
-        conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
+            _run_child(request, fds, conn, closing)  # it sends the job its pid
         children[pid] = conn
         argv = request["argv"]
         log.info("job %s %s: pid %d", argv[0] if argv else "", _wildcards(argv), pid)
@@ -409,7 +368,7 @@ def wanted(workflow: Any, *, gpus: list[str] | None = None) -> str | None:
     """Why this workflow runs without a job server (None: it runs one): turned off, a non-local executor, or a
     machine with an NVIDIA GPU (a process may not use CUDA after a fork from one whose imports initialised it, and
     whether transformers' imports do is not checked here: there each job runs in its own process)."""
-    if os.environ.get(SOCKET_ENV, "").lower() in _OFF:
+    if os.environ.get(SOCKET_ENV, "").lower() in OFF:
         return f"{SOCKET_ENV}={os.environ[SOCKET_ENV]}"
     plugin = getattr(workflow, "executor_plugin", None)
     settings = getattr(plugin, "common_settings", None)
@@ -429,26 +388,56 @@ def start_for_workflow(workflow: Any) -> str | None:
     return start(os.getpid())
 
 
-def start(parent: int, *, request_timeout: float = 10) -> str:
-    """Start a server for the jobs of process `parent`; exports and returns its socket path. request_timeout:
-    how long the server waits for a connected job's request."""
-    folder = tempfile.mkdtemp(prefix="bertology-jobs-")
-    path = os.path.join(folder, "jobs.sock")
+def start(parent: int, *, request_timeout: float = 10, modules: tuple[str, ...] = PRELOAD,
+          socket_path: str | None = None) -> str | None:
+    """Start a server for the jobs of process `parent`; exports and returns its socket path (None: no temporary
+    directory has room for a socket's path, said in one line). request_timeout: how long the server waits for a
+    connected job's request; modules: what it imports before it listens; socket_path: where it listens (default:
+    in a new folder, :func:`bertology.workflow.serverfiles.new_folder`, made after removing those of runs that have
+    ended). The server is watched (:func:`_watch_server`): one that ends before :func:`stop` is reaped at once,
+    and its jobs and the terminal are told why."""
+    folder = None
+    if socket_path is None:
+        serverfiles.remove_stale()
+        socket_path = serverfiles.new_folder(parent)
+        if socket_path is None:
+            print(f"bertology: no job server: {serverfiles.too_long(Path(tempfile.gettempdir(), 'x' * 24))} in "
+                  f"each temporary directory ({', '.join(serverfiles.socket_dirs())}); each job runs in its own "
+                  f"process", file=sys.stderr)
+            return None
+        folder = os.path.dirname(socket_path)
     LOG_PATH.parent.mkdir(parents=True, exist_ok=True)
     with open(LOG_PATH, "a") as logfile:
-        proc = subprocess.Popen([sys.executable, "-m", "bertology.workflow.jobserver", "--socket", path,
-                                 "--parent", str(parent), "--request-timeout", str(request_timeout)], stdin=subprocess.DEVNULL, stdout=logfile,
+        proc = subprocess.Popen([sys.executable, "-m", "bertology.workflow.jobserver", "--socket", socket_path,
+                                 "--parent", str(parent), "--request-timeout", str(request_timeout),
+                                 "--preload", ",".join(modules)], stdin=subprocess.DEVNULL, stdout=logfile,
                                 stderr=subprocess.STDOUT, cwd=os.getcwd(), env=dict(os.environ))
-    Path(path + STARTING).write_text(str(proc.pid))
-    _SERVER.update(proc=proc, folder=folder)
-    os.environ[SOCKET_ENV] = path
-    return path
+    serverfiles.mark_starting(socket_path, proc.pid)
+    _SERVER.update(proc=proc, folder=folder, path=socket_path)
+    threading.Thread(target=_watch_server, args=(proc, socket_path), name="bertology-jobserver", daemon=True).start()
+    os.environ[SOCKET_ENV] = socket_path
+    return socket_path
+
+
+def _watch_server(proc: subprocess.Popen, path: str) -> None:
+    """In the workflow's process: reap the server when it ends. One that ends before :func:`stop` (it failed
+    before it listened, or was killed) leaves beside its socket the line its jobs say (they run in their own
+    processes at once) and says it on the workflow's stderr."""
+    code = proc.wait()
+    if _SERVER.get("proc") is not proc:  # stopped by stop(): the workflow's end
+        return
+    how = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
+    when = " before it listened" if serverfiles.starting(path) else ""
+    serverfiles.mark_ended(path, f"the job server (pid {proc.pid}) ended{when} ({how})")
+    print(f"bertology: {serverfiles.ended(path)}; the jobs run in their own processes from now on (its log: "
+          f"{LOG_PATH})", file=sys.stderr)
 
 
 def stop() -> None:
     """End the server started by :func:`start` (``onsuccess``/``onerror``); no-op without one."""
     proc = _SERVER.pop("proc", None)
     folder = _SERVER.pop("folder", None)
+    path = _SERVER.pop("path", None)
     os.environ.pop(SOCKET_ENV, None)
     if proc is not None and proc.poll() is None:
         proc.terminate()
@@ -458,6 +447,10 @@ def stop() -> None:
         import shutil
 
         shutil.rmtree(folder, ignore_errors=True)
+    elif path:
+        for leftover in (path + serverfiles.STARTING, path + serverfiles.ENDED):
+            with contextlib.suppress(OSError):
+                os.unlink(leftover)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -467,9 +460,17 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--socket", required=True, help="the Unix socket to listen on")
     ap.add_argument("--parent", type=int, required=True, help="serve until this process ends")
     ap.add_argument("--request-timeout", type=float, default=10, help="seconds to wait for a connected job's request")
+    ap.add_argument("--preload", default=None,
+                    help="the modules to import before listening, comma-separated (default: PRELOAD)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(process)d %(message)s")
-    serve(args.socket, args.parent, request_timeout=args.request_timeout)
+    modules = PRELOAD if args.preload is None else tuple(filter(None, args.preload.split(",")))
+    serve(args.socket, args.parent, modules=modules, request_timeout=args.request_timeout)
+    folder = os.path.dirname(os.path.abspath(args.socket))
+    if not serverfiles.alive(args.parent) and serverfiles.owned_by(folder, args.parent):
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)  # its workflow was killed: nobody else will
     logging.shutdown()
     os._exit(0)  # not seconds of tearing down torch and the rest: the children are gone, the log is flushed
 

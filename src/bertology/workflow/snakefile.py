@@ -38,12 +38,13 @@ def setup_environment(config: dict) -> str:
 
 
 def _pending_hint() -> None:
-    """One line when MLflow records kept during an outage wait under .bertology/pending/."""
+    """One line when MLflow records wait under .bertology/pending/, saying what they are."""
     from bertology.tracking import PENDING_DIR, pending_records
+    from bertology.tracking.pending import pending_summary
 
     kept = pending_records()
     if kept:
-        print(f"bertology: {len(kept)} MLflow record(s) kept while tracking was down wait under {PENDING_DIR}/; "
+        print(f"bertology: {len(kept)} MLflow record(s) wait under {PENDING_DIR}/: {pending_summary(kept)}; "
               f"the next run with jobs sends them, or now: bertology tracking-replay", file=sys.stderr)
 
 
