@@ -24,13 +24,18 @@ from bertology.norms.mixparts import LayerParts
 
 
 def split_bias(parts: torch.Tensor, bias: torch.Tensor | None, eps: float) -> torch.Tensor:
-    """DecompX's "absdot" bias decomposition: parts (n, m, D) (or (m, D)), bias (D,) -> parts + w_ij bias with
-    w_ij = |<parts_ij, bias>| / (sum_j |<parts_ij, bias>| + eps) (the authors' eps = 1e-12: a bias whose products
-    are all 0 is dropped); eps = 0: exact shares, equal shares where every product is 0."""
+    """DecompX's "absdot" bias decomposition: parts (n, m, D) (or (m, D)), bias (D,) (or (n, D), one per row i)
+    -> parts + w_ij bias with w_ij = |<parts_ij, bias>| / (sum_j |<parts_ij, bias>| + eps) (the authors' eps =
+    1e-12: a bias whose products are all 0 is dropped); eps = 0: exact shares, equal shares where every product is
+    0."""
     if bias is None:
         return parts
     b = bias.to(parts.dtype)
-    w = (parts @ b).abs()
+    if b.ndim > 1:
+        b = b[..., None, :]                                                      # (n, 1, D): row i's own bias
+        w = (parts * b).sum(-1).abs()
+    else:
+        w = (parts @ b).abs()
     s = w.sum(-1, keepdim=True)
     if eps > 0:
         w = w / (s + eps)

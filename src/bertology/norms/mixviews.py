@@ -17,6 +17,10 @@ One example of n tokens (no padding), from the batch's forward pass (row `row`, 
   view = the predicted class's logit part of each token (signed); on a bare encoder (no head) ||X_L[t, j]||; per
   layer ||X_l[t, j]|| (L, n).
 
+:func:`prenorm_example_views`: GlobEnc and DecompX of a pre-norm model (:mod:`bertology.norms.prenorm`;
+:mod:`bertology.norms.globenc_prenorm`, :mod:`bertology.norms.decompx_prenorm`), the same views through its layers,
+final norm and head (DecompX where its MLPs are not gated).
+
 Glossary: n tokens, D hidden size, F the FFN's width, C classes, L layers, H heads, dh head size.
 """
 
@@ -31,9 +35,12 @@ import torch
 from bertology.pipeline.config import MixingViewsConfig, schema_section
 from bertology.norms.alti_globenc import alti_globenc_layer, rollout
 from bertology.norms.decompx import decompx_head, decompx_layer
+from bertology.norms.decompx_prenorm import decompx_prenorm_layer, mlp_activations, norm_parts
+from bertology.norms.globenc_prenorm import prenorm_globenc_layer
 from bertology.norms.mixparts import LayerParts, PartsCapture
+from bertology.norms.prenorm import PreNormCapture, PreNormParts
 from bertology.norms.value_zeroing import value_zeroing_view
-from bertology.norms.values import Capture, transformed_vectors
+from bertology.norms.values import Capture, linear_weight, transformed_vectors
 
 VIEWS = ("alti", "globenc", "decompx", "value_zeroing")
 #: views whose scores are signed (a diverging colour scale around 0)
@@ -122,3 +129,68 @@ def example_views(model, parts: list[LayerParts], head: list[torch.nn.Module], c
         scores["value_zeroing"], layers["value_zeroing"] = value_zeroing_view(model, parts, inputs, seconds, target)
     return ExampleViews(scores, layers, predicted, err, A)
 
+
+
+def _head_of(pc: PreNormCapture, row: int, target: int) -> tuple[list[torch.nn.Module], list[torch.Tensor],
+                                                                 list[torch.Tensor]]:
+    """The head's linears that ran after the final norm, in call order, and their input and output of row `row`
+    (position `target` where the head saw positions)."""
+    def pick(t: torch.Tensor) -> torch.Tensor:
+        return t[row] if t.ndim == 2 else t[row, target]
+
+    return ([m for m, _, _ in pc.head_calls], [pick(i) for _, i, _ in pc.head_calls],
+            [pick(o) for _, _, o in pc.head_calls])
+
+
+@torch.no_grad()
+def prenorm_example_views(model, parts: PreNormParts, cap: Capture, pc: PreNormCapture, attentions, row: int, n: int,
+                          logits: torch.Tensor | None, seconds: dict[str, float], target: int,
+                          options: MixingViewsConfig | None = None, decompx: bool = True) -> ExampleViews:
+    """GlobEnc and (decompx: True, the MLPs not gated) DecompX of row `row` (real length n) of the last forward pass
+    of a pre-norm model, run inside `cap` (``Capture(model, vectors=True)``: the value vectors) and `pc` (the layers'
+    inputs, residual sums and outputs, the final norm's input, the head's calls); target: the classified position;
+    logits (C,) the row's real logits (None: a bare model, DecompX's view ||Nf-part_j||). The same scores and
+    per-layer rows as :func:`example_views`: GlobEnc's rollout row and per-layer C_l[t]; DecompX's logit parts of the
+    predicted class and per-layer ||X_l[t, j]||; ``decompx_error`` against the real residual stream."""
+    options = options or schema_section("analysis.mixing_views")
+    t0 = time.perf_counter()
+    mats = []
+    for i, p in enumerate(parts.layers):
+        b = p.block
+        f = transformed_vectors(b, cap.values[b.index][row:row + 1, :n])[0]
+        mats.append(prenorm_globenc_layer(attentions[b.index][row, :, :n, :n], f, pc.x[i][row, :n],
+                                          options.globenc_rows))
+    G = torch.stack(mats)
+    scores = {"globenc": rollout(G)[target].cpu().numpy()}
+    layers = {"globenc": G[:, target].cpu().numpy()}
+    seconds["globenc"] = seconds.get("globenc", 0.0) + (time.perf_counter() - t0)
+    if not decompx:
+        return ExampleViews(scores, layers)
+    t0 = time.perf_counter()
+    dt = torch.float64 if _dt(model) == torch.float64 else torch.float32
+    x0 = pc.x[0][row, :n].to(dt)
+    X = torch.zeros(n, n, x0.shape[-1], dtype=dt, device=x0.device)
+    X[torch.arange(n), torch.arange(n)] = x0
+    dx_layers, err = [], 0.0
+    for i, p in enumerate(parts.layers):
+        last = i == len(parts.layers) - 1
+        keep = slice(target, target + 1) if last else slice(None)          # the top layer: the target's row alone
+        r_in = pc.r[i][row, :n]
+        z, a = mlp_activations(p, r_in[keep])
+        X, _ = decompx_prenorm_layer(p, X, attentions[p.block.index][row, :, :n, :n], pc.x[i][row, :n], r_in, z, a,
+                                     first=i == 0, options=options, rows=keep)
+        real = pc.out[i][row, :n][keep].to(X.dtype)
+        err = max(err, float((X.sum(1) - real).abs().max() / real.abs().max().clamp(min=1e-30)))
+        dx_layers.append(torch.linalg.vector_norm(X[0 if last else target], dim=-1).double().cpu().numpy())
+    top = norm_parts(parts.final_norm, X, pc.final_in[row, target][None].to(X.dtype), options.decompx_epsilon)[0]
+    predicted = None
+    mods, hin, hout = _head_of(pc, row, target)
+    if mods and logits is not None and linear_weight(mods[-1]).shape[0] == logits.shape[-1]:
+        parts_logits = decompx_head(mods, top, hin, hout, options.decompx_epsilon)     # (n, C)
+        predicted = int(logits.argmax())
+        scores["decompx"] = parts_logits[:, predicted].double().cpu().numpy()
+    else:
+        scores["decompx"] = torch.linalg.vector_norm(top, dim=-1).double().cpu().numpy()
+    layers["decompx"] = np.stack(dx_layers)
+    seconds["decompx"] = seconds.get("decompx", 0.0) + (time.perf_counter() - t0)
+    return ExampleViews(scores, layers, predicted, err)
