@@ -262,8 +262,10 @@ def serve(path: str | Path, parent: int, *, modules: tuple[str, ...] = PRELOAD, 
 
 def _listen(path: str, modules: tuple[str, ...]) -> socket.socket | None:
     """Import `modules`, then listen on the Unix socket `path` (None: threads run after the imports, so forking
-    would not be safe; the jobs are told). Raises OSError when `path` is too long for a Unix socket, before
-    binding."""
+    would not be safe; the jobs are told). Raises OSError when `path` is too long for a Unix socket, before the
+    imports."""
+    if not serverfiles.fits(path):  # before seconds of imports
+        raise OSError(errno.ENAMETOOLONG, serverfiles.too_long(path))
     t0 = time.perf_counter()
     failed = preload(modules)  # SIGTERM ends the process at once until it serves (no job to wait for yet)
     log.info("preloaded %d modules in %.1f s%s", len(modules) - len(failed), time.perf_counter() - t0,
@@ -273,8 +275,6 @@ def _listen(path: str, modules: tuple[str, ...]) -> socket.socket | None:
         serverfiles.mark_ended(path, f"the job server (pid {os.getpid()}) did not serve: threads ran after its "
                                      f"imports")
         return None
-    if not serverfiles.fits(path):
-        raise OSError(errno.ENAMETOOLONG, serverfiles.too_long(path))
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
