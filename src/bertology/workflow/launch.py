@@ -41,7 +41,8 @@ def _read_line(conn: socket.socket, buf: bytearray) -> dict[str, Any] | None:
 
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGCONT)
-"""The signals a job passes to its child (which lives in its own process group: the terminal's reach only the job)."""
+"""The signals a job passes to its child, which lives in its own process group: the terminal's signals reach
+only the job."""
 
 
 def submit(argv: list[str], *, prog: str | None = None) -> int | None:
