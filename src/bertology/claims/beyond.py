@@ -76,6 +76,6 @@ def newer_beat_rollout(tables: Tables, boot: Boot, *, side: str, null: float, im
         d = newer_minus_rollout_values(t["faithfulness_examples"], importance)
         if d.empty:
             return nan_result("scipy.stats.wilcoxon", 0, "faithfulness_examples.csv lacks rollout or every newer "
-                              "view (analysis.mixing_views.examples: 0, or a model without post-LN layers)")
+                              "view (analysis.mixing_views.examples: 0, or a layer layout none of them follows)")
         units.append(pd.DataFrame({"d": d.to_numpy(float)}))
     return mean_above(units, "d", boot, side=side, null=null)

@@ -4,9 +4,9 @@ from the modules' structure, and the forward hooks that keep their inputs and ou
 :func:`layer_parts`: the attention block of :mod:`bertology.norms.values` with its post-LayerNorm LN1
 (:mod:`bertology.norms.mixing`), then a feed-forward block of two linears W1 (D -> F) and W2 (F -> D) with an
 elementwise activation between them, and a second LayerNorm LN2 over (FFN + residual), whose output is the layer's
-output. A pre-LN layer (ModernBERT, a pre-norm decoder) or a layout bertology does not recognise gets none of ALTI,
-GlobEnc (Ferrando et al. 2022, Modarressi et al. 2022) and DecompX (Modarressi et al. 2023)
-(:class:`MixingViewsUnsupported`, said in one line). :func:`head_linears`: the linears a classifier head may hold.
+output. A pre-LN layer (ModernBERT, a pre-norm decoder) is :mod:`bertology.norms.prenorm`'s; a layout bertology does not
+recognise gets none of ALTI, GlobEnc (Ferrando et al. 2022, Modarressi et al. 2022) and DecompX (Modarressi et al.
+2023) (:class:`MixingViewsUnsupported`, said in one line). :func:`head_linears`: the linears a classifier head may hold.
 :class:`PartsCapture`: per layer the FFN's pre-activation z (B, T, F) and activation a (B, T, F), LN2's input and
 output (B, T, D), and the head's calls after the last layer.
 
@@ -26,7 +26,7 @@ from bertology.norms.values import AttentionBlock, is_linear, attention_blocks
 
 
 class MixingViewsUnsupported(UserError, ValueError):
-    """The model's layers are not the post-LN layout the newer mixing views decompose."""
+    """The model's layers are not a layout the newer mixing views decompose (post-LN, or pre-norm: prenorm.py)."""
 
 
 @dataclass(frozen=True)
