@@ -18,7 +18,7 @@ Architectures (:func:`attention_blocks`), found from the modules' structure, nev
 attention module is one with a value projection among its children (a linear named ``value``, ``v``,
 ``v_proj``, ``v_lin`` or ``value_proj``; or a fused query-key-value linear: ``Wqkv``, whose last third is V,
 ModernBERT's layout, or ``in_proj``, whose per-head thirds [q_h k_h v_h] hold V last plus a separate ``v_bias``
-parameter, DeBERTa v1's), and its output projection W_O is the linear that takes the heads' concatenated
+parameter, DeBERTa v1's, or ``query_key_value``, the same per-head thirds, BLOOM's and GPT-NeoX's), and its output projection W_O is the linear that takes the heads' concatenated
 outputs: a child of that module (``o``, ``o_proj``, ``out_lin``, ``out_proj``, ``Wo``, ``dense``) or of its
 sibling ``output`` (BERT's ``attention.output.dense``). A linear is anything with a 2-d ``weight`` (I-BERT's
 QuantLinear included). Modules shared by several layers (ALBERT: ``num_hidden_groups`` groups) serve each of
