@@ -1,8 +1,8 @@
 """The whole workflow on a tiny random decoder (Llama: grouped key/value heads, a bos token, no pad token): every
 step that applies to a causal model runs, the decoder probe writes its tables and figure, the ledger holds the
 decoder claims, and the norm family runs (value norms of grouped key/value heads, mixing without the post-LN
-measure, rollout, flow, Value Zeroing, faithfulness by deletion) with ALTI, GlobEnc and DecompX left out in one
-line."""
+measure, rollout, flow, Value Zeroing, ALTI, GlobEnc, faithfulness by deletion) with DecompX left out in one
+line (a gated MLP)."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def test_the_ledger_holds_the_decoder_claims(run):
     assert "attention sinks and induction heads" in report and '<figure id="fig-decoder-rte">' in report
 
 
-def test_steps_that_apply_ran_and_the_norms_run_without_the_post_ln_views(run):
+def test_steps_that_apply_ran_and_the_norms_run_with_the_pre_norm_views(run):
     results, proc = run
     for path in ("attention/rte/pretrained.zarr", "attention/rte/finetuned.zarr", "stats/rte/finetuned/patterns.csv",
                  "stats/rte/finetuned/sieve.csv", "ablation/rte/heads.csv", "ablation/rte/pruning.csv",
@@ -73,12 +73,13 @@ def test_steps_that_apply_ran_and_the_norms_run_without_the_post_ln_views(run):
         mixing = pd.read_csv(results / f"stats/rte/{variant}/mixing.csv")
         assert set(mixing["measure"]) == {"attn_w", "attn_n", "attnres_w", "attnres_n"}       # no post-LN measure
         scores = pd.read_parquet(results / f"stats/rte/{variant}/token_scores.parquet")
-        assert set(scores["method"]) == {"raw", "norm", "rollout", "flow", "value_zeroing"}
+        assert {"raw", "norm", "rollout", "flow", "value_zeroing", "alti", "globenc"} <= set(scores["method"])
+        assert "decompx" not in set(scores["method"])
         rollout = scores[scores["method"] == "rollout"].groupby("example_idx")["score"]
         assert (rollout.apply(lambda s: (s > 0).sum()) > 1).all()          # the last token's row, not row 0
         log = (results / f"logs/norms_views/rte/{variant}.log").read_text()
-        notes = [line for line in log.splitlines() if "no ALTI, GlobEnc or DecompX" in line]
-        assert len(notes) == 1 and "pre-LN" in notes[0]
+        notes = [line for line in log.splitlines() if "no DecompX" in line]
+        assert len(notes) == 1 and "gated MLP" in notes[0]
     faith = pd.read_csv(results / "stats/rte/finetuned/faithfulness.csv")
     assert {"ablation", "gradient", "aopc"} <= set(faith["importance"]) and faith["n"].max() > 0
 

@@ -178,7 +178,8 @@ def test_the_views_of_a_decoder_read_its_last_token_and_faithfulness_deletes():
                                                         "one two three four five"], "text_b": [None] * 3,
                           "label": [0, 1, 0]})
     res = run_views(model, tok, frame, max_length=32, batch_size=2, flow_examples=None, mixing_examples=None)
-    assert {"raw", "norm", "rollout", "flow", "value_zeroing", "alti", "alti_logit"} <= set(res.scores["method"])
+    assert {"raw", "norm", "rollout", "flow", "value_zeroing", "alti", "alti_logit", "globenc"} <= \
+        set(res.scores["method"])
     assert "pre-norm" in res.mixing_note
     for _, g in res.scores[res.scores["method"].isin(["rollout", "flow", "value_zeroing"])].groupby(
             ["example_idx", "method"]):

@@ -352,3 +352,30 @@ def test_a_gated_mlp_is_left_out_of_decompx_with_its_reason(family):
 
 def test_a_plain_mlp_is_decomposed():
     assert dp.gated_reason(run("gpt2")[1]) is None
+
+
+def test_run_views_gives_globenc_and_decompx_on_a_decoder_from_its_padded_batch():
+    import pandas as pd
+
+    from bertology.norms.analysis import run_views
+    from tests.test_norms_decoders import tiny_decoder
+
+    model, tok = tiny_decoder("gpt2")
+    texts = ["the cat sat on the mat .", "a dog barked at it , and the cat ran .", "one two three"]
+    frame = pd.DataFrame({"idx": [0, 1, 2], "text_a": texts, "text_b": [None] * 3, "label": [0, 1, 0]})
+    res = run_views(model, tok, frame, max_length=32, batch_size=3, flow_examples=None, mixing_examples=None)
+    assert {"alti", "globenc", "decompx"} <= set(res.mixing_views) and "DecompX" not in (res.mixing_note or "")
+    assert res.decompx_error < 1e-4                                    # float32: the parts add up to rounding
+    assert {"globenc", "decompx"} <= set(res.layers["method"])
+    # each example's views from the padded batch equal those of the example alone
+    parts = pn.prenorm_parts(model)
+    for idx, text in enumerate(texts):
+        ids = tok(text, return_tensors="pt")["input_ids"]
+        n = ids.shape[1]
+        with torch.no_grad(), nv.Capture(model, vectors=True, norms=False) as cap, \
+                pn.PreNormCapture(model, parts, pn.head_candidates(model, parts)) as pc:
+            out = model(input_ids=ids, output_attentions=True)
+            ev = mv.prenorm_example_views(model, parts, cap, pc, out.attentions, 0, n, out.logits[0], {}, n - 1)
+        for view in ("globenc", "decompx"):
+            got = res.scores[(res.scores["example_idx"] == idx) & (res.scores["method"] == view)]
+            np.testing.assert_allclose(got.sort_values("position")["score"], ev.scores[view], rtol=1e-4, atol=1e-5)

@@ -23,6 +23,7 @@ from bertology.norms import mixviews as mv
 from bertology.norms import prenorm as pn
 from bertology.norms import value_zeroing as vz
 from bertology.norms.alti_logit import DECISION_COLUMNS
+from bertology.norms.decompx_prenorm import gated_reason
 from bertology.norms.mixing import mixing_ratios
 from bertology.norms.norm_stats import MixingStats, NormStats
 from bertology.norms.tokens import TokenKinds
@@ -72,7 +73,8 @@ class ViewsResult:
     mixing_examples: int = 0
     mixing_note: str | None = None
     decompx_error: float = 0.0
-    #: the newer mixing views computed (mixviews.VIEWS, less ALTI, GlobEnc and DecompX off a post-LN layout)
+    #: the newer mixing views computed (mixviews.VIEWS, less ALTI, GlobEnc and DecompX off a post-LN or pre-norm
+    #: layout, DecompX on a pre-norm layer with a gated MLP)
     mixing_views: tuple[str, ...] = ()
     #: ALTI-Logit's parts per (example, layer, part, head) (decision.parquet; empty without a classifier head)
     decision: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=DECISION_COLUMNS))
@@ -88,7 +90,8 @@ def run_views(model, tokenizer, frame: pd.DataFrame, *, max_length: int, batch_s
     """Attention, value norms, mixing and token views of every example of `frame` (prepared rows, E of them); flow
     on the first `flow_examples` rows only (None = all), the newer mixing views (:mod:`bertology.norms.mixviews`)
     on the first `mixing_examples` (None = all; their per-layer rows in ``layers``): ALTI, GlobEnc and DecompX on a
-    post-LN layout, Value Zeroing wherever each layer is found (``mixing_note`` says what is left out and why).
+    post-LN or a pre-norm layout (DecompX where the MLP is not gated), Value Zeroing wherever each layer is found
+    (``mixing_note`` says what is left out and why).
     frequencies: (vocab,) token counts of the training split (None: no frequency correlation). The target of the
     views is position 0 ([CLS]); a decoder's last real token (:func:`view_target`).
     stored_norms: example idx -> its value norms (L, H, n) as the attention store holds them (`value_norm`): used
@@ -104,16 +107,17 @@ def run_views(model, tokenizer, frame: pd.DataFrame, *, max_length: int, batch_s
     n_flow = len(frame) if flow_examples is None else min(int(flow_examples), len(frame))
     n_mix = len(frame) if mixing_examples is None else min(int(mixing_examples), len(frame))
     seconds = dict.fromkeys(("forward", "mixing", "stats", "raw", "norm", "rollout", "flow"), 0.0)
-    parts, pre, head, note, zeroing = None, None, [], None, None
+    parts, pre, head, note, zeroing, gated = None, None, [], None, None, None
     if n_mix:
         try:
             parts = mp.layer_parts(model)
             head = mp.head_linears(model)
         except mp.MixingViewsUnsupported as err:
-            try:                                                  # a pre-norm model: ALTI and ALTI-Logit
+            try:                             # a pre-norm model: ALTI, ALTI-Logit, GlobEnc, DecompX (MLP not gated)
                 pre = pn.prenorm_parts(model)
                 head = pn.head_candidates(model, pre)
-                note = "no GlobEnc or DecompX: they decompose post-LN layers, this model's are pre-norm"
+                gated = gated_reason(pre)
+                note = f"no DecompX: {gated}" if gated else None
             except mp.MixingViewsUnsupported as why:
                 note = f"no ALTI, GlobEnc or DecompX: {err if 'post-LN layer' in str(why) else why}"
         try:
@@ -121,8 +125,8 @@ def run_views(model, tokenizer, frame: pd.DataFrame, *, max_length: int, batch_s
         except mp.MixingViewsUnsupported as err:
             note = f"no ALTI, GlobEnc, DecompX or Value Zeroing: {err}" if parts is None and pre is None else \
                 f"{note + '; ' if note else ''}no Value Zeroing: {err}"
-    computed = tuple(v for v in mv.VIEWS if (parts and v != "value_zeroing") or (pre and v == "alti")
-                     or (zeroing and v == "value_zeroing"))
+    computed = tuple(v for v in mv.VIEWS if (parts and v != "value_zeroing") or (pre and v in ("alti", "globenc"))
+                     or (pre and not gated and v == "decompx") or (zeroing and v == "value_zeroing"))
     if not computed:
         n_mix = 0
     seconds.update(dict.fromkeys(computed, 0.0))
@@ -201,6 +205,13 @@ def run_views(model, tokenizer, frame: pd.DataFrame, *, max_length: int, batch_s
                         (None, None)
                     logit_note = why or logit_note
                     lg = lv.prenorm_views(pre, cap, prc, out.attentions, k, n, target, int(enc.idx[r]), seconds, score)
+                    logits = getattr(out, "logits", None)
+                    ev = mv.prenorm_example_views(model, pre, cap, prc, out.attentions, k, n,
+                                                  None if logits is None else logits[k], seconds, target,
+                                                  options=mixing_options, decompx=not gated)
+                    views.update(ev.scores)
+                    decompx_error = max(decompx_error, ev.decompx_error)
+                    layer_out += [_layer_rows(int(enc.idx[r]), m, x) for m, x in ev.layers.items()]
                 if lg is not None:
                     views.update(lg.scores)
                     layer_out += [_layer_rows(int(enc.idx[r]), m, x) for m, x in lg.layers.items()]

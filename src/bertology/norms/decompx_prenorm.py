@@ -41,8 +41,9 @@ def gated_reason(parts: PreNormParts) -> str | None:
     gated = [p.block.index for p in parts.layers if p.gated]
     if not gated:
         return None
-    return (f"layers {gated[0]}..{gated[-1]} have a gated MLP (down(act(gate h) * up h), SwiGLU/GeGLU): the product "
-            f"of two functions of the same token parts has cross terms between tokens that DecompX assigns to none")
+    where = f"layer {gated[0]}" if len(gated) == 1 else f"layers {gated[0]}..{gated[-1]}"
+    return (f"the pre-norm {where} have a gated MLP (down(act(gate h) * up h), SwiGLU/GeGLU): the product of two "
+            f"functions of the same token parts has cross terms between tokens that DecompX assigns to none")
 
 
 def norm_parts(norm: Norm, parts: torch.Tensor, real_in: torch.Tensor, eps: float) -> torch.Tensor:
