@@ -212,6 +212,22 @@ def newer_views(gain: float, examples=30):
     return {"faithfulness_examples": pd.concat(parts, ignore_index=True)}
 
 
+def decision(cost_rises: bool, layers=4, heads=4, against="importance"):
+    """decision_share.csv with logit shares of both signs and the cost of removing each head (importance.csv raw,
+    or heads.csv's drop of accuracy) rising (`cost_rises`) or falling with |share|."""
+    g = grid(layers, heads)
+    share = (1.0 + np.arange(len(g))) * np.where((g["layer"] + g["head"]) % 2, -1.0, 1.0)
+    share_t = pd.concat([g.assign(measure=m, mean=f * share) for m, f in (("logit", 1.0), ("contrast", 0.5))],
+                        ignore_index=True).assign(std=0.1, n=16, ci_low=np.nan, ci_high=np.nan)
+    cost = np.abs(share) + jitter(len(g), 1.5, seed=4)
+    cost = cost if cost_rises else 30.0 - cost
+    if against == "importance":
+        return {"decision": share_t, "importance": g.assign(importance=0.5, raw=cost, n=100, split="train")}
+    return {"decision": share_t, "heads": g.assign(metric="accuracy", value=0.7, baseline=0.7, delta=-cost / 100,
+                                                   ci_low=-0.1, ci_high=0.1, p_value=0.5, p_adj=1.0,
+                                                   significant=False, test="paired_bootstrap", n=100)}
+
+
 MID = lambda l: l in (2, 3)
 two = lambda roles: lambda l: roles
 
@@ -307,6 +323,8 @@ CASES = {
                                         [decoder_induction(0.8, 0.02, sequences=2)]),
     "olsson_induction_finetuned": ([decoder_induction(0.8, 0.02)], [decoder_induction(0.02, 0.5)],
                                    [decoder_induction(0.8, 0.02, sequences=2)]),
+    **{f"decision_share_{a}": ([decision(True, against=a)], [decision(False, against=a)],
+                               [decision(True, layers=1, heads=2, against=a)]) for a in ("importance", "disabling")},
 }
 
 CLAIMS = {c.id: c for c in REGISTRY.claims()}

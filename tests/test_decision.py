@@ -189,3 +189,112 @@ def test_no_decision_share_is_not_computed():
     res = share_against_cost([{"decision": empty, "importance": importance({(0, 0): 1.0})}], BOOT, side=">",
                              null=0.0, against="importance", task="rte")
     assert not res.computed and "ALTI-Logit is not computed" in res.note
+
+
+# ------------------------------------------------------------------------------- the statistic in the workflow
+
+
+def _run(**kw):
+    from bertology.registry import Run
+
+    values = dict(tasks=("rte",), splits=("train", "validation"), stores=("pretrained", "finetuned"),
+                  inits=("pretrained",), seedtags=("",), finetuned=("finetuned",))
+    return Run(**{**values, **kw})
+
+
+def test_the_registry_joins_it_like_every_per_head_statistic():
+    """One declaration: the rule decision_share reads decision.parquet beside the token scores; its table is a
+    target of every store with the norm analyses (none without), compared across seeds, a statistic of the
+    explorer's grid with its mean and std over seeds, a section of the report; its claims are marked as ours."""
+    from bertology.analyses import REGISTRY
+
+    assert REGISTRY.inputs("decision_share") == {"decision": "results/stats/{task}/{variant}/decision.parquet"}
+    assert REGISTRY.outputs("decision_share") == {"table": "results/stats/{task}/{variant}/decision_share.csv"}
+    normed = REGISTRY.targets(_run(enabled=frozenset({"norms"})))
+    assert {"results/stats/rte/pretrained/decision_share.csv", "results/stats/rte/finetuned/decision_share.csv"} \
+        <= set(normed)
+    assert not any("decision_share" in t for t in REGISTRY.targets(_run()))
+    seeded = REGISTRY.targets(_run(seedtags=("", "-seed43"), finetuned=("finetuned", "finetuned-seed43"),
+                                   enabled=frozenset({"norms", "seeds"})))
+    assert {"results/stats/rte/finetuned-seed43/decision_share.csv", "results/stats/rte/seeds/decision_share.csv"} \
+        <= set(seeded)
+    assert REGISTRY.seed_inputs(["finetuned", "finetuned-seed43"], ["", "-seed43"])["decision_share"] == [
+        "results/stats/{task}/finetuned/decision_share.csv", "results/stats/{task}/finetuned-seed43/decision_share.csv"]
+    assert "decision_share" not in REGISTRY.seed_tables(enabled={"seeds"})
+    ids = [s.id for s in REGISTRY.statistics()]
+    assert {"decision_share", "seeds:decision_share", "seeds:decision_share:std"} <= set(ids)
+    assert "decision" in [s.key for s in REGISTRY.report_sections()]
+    claims = {c.id: c for c in REGISTRY.claims()}
+    for against, table in (("importance", "ablation/{task}/importance{seedtag}.csv"),
+                           ("disabling", "ablation/{task}/heads{seedtag}.csv")):
+        c = claims[f"decision_share_{against}"]
+        assert c.paper.startswith("ours") and "no paper" in c.paper and c.variant == "finetuned"
+        assert [(n, t, g) for n, t, g in c.inputs] == [
+            ("decision", "stats/{task}/{variant}/decision_share.csv", "analysis.norms.enabled"),
+            (against if against == "importance" else "heads", table, "")]
+
+
+def test_the_step_writes_the_table_with_the_configs_bootstrap(tmp_path, typed_config):
+    """The rule's step (the one step of table functions) reads decision.parquet and writes decision_share.csv with
+    analysis.flow's resamples and confidence, seeded by data.seed: the pure function's table."""
+    from bertology.pipeline.config import validate_config
+    from tests.builders.steps import run_step
+
+    source, out = tmp_path / "decision.parquet", tmp_path / "decision_share.csv"
+    frame = decision_frame(SHARES, noise=0.3)
+    frame.to_parquet(source)
+    config = validate_config({"analysis": {"flow": {"bootstrap": 123, "confidence": 0.8}}, "data": {"seed": 5}})
+    assert run_step("decision_share", config, inputs={"decision": source}, outputs={"table": out}) == 0
+    got = pd.read_csv(out)
+    want = decision_share(frame, resamples=123, confidence=0.8, seed=5)
+    assert list(got.columns) == list(COLUMNS)
+    pd.testing.assert_frame_equal(got, want, check_dtype=False, rtol=1e-12)
+    other = decision_share(frame, resamples=123, confidence=0.95, seed=5)
+    assert not np.allclose(got["ci_low"], other["ci_low"])
+
+
+def test_the_explorer_shows_both_measures_on_the_grid(tmp_path):
+    """The explorer's catalogue: decision share logit and contrast, per variant, each head's mean in its cell and
+    its interval."""
+    from bertology.explorer.catalogue import catalogue
+    from bertology.explorer.inputs import Inputs
+
+    for variant, scale in (("pretrained", 1.0), ("finetuned", 2.0)):
+        d = tmp_path / "results" / "stats" / "rte" / variant
+        d.mkdir(parents=True)
+        shares = {k: scale * v for k, v in SHARES.items()}
+        decision_share(decision_frame(shares, noise=0.3), resamples=50, confidence=0.9, seed=0).to_csv(
+            d / "decision_share.csv", index=False)
+    notes: list[str] = []
+    metrics = {m["id"]: m for m in catalogue(Inputs.of(tmp_path / "results"), "rte", 3, 2, notes)}
+    logit, contrast = metrics["decision_share:logit"], metrics["decision_share:contrast"]
+    assert logit["scale"] == "div" and logit["label"] == "decision share logit"
+    cell = 2 * 2 + 0  # layer 2, head 0
+    assert logit["variants"]["pretrained"][cell] == pytest.approx(3.0)
+    assert logit["variants"]["finetuned"][cell] == pytest.approx(6.0)
+    assert contrast["variants"]["finetuned"][cell] == pytest.approx(3.0)
+    assert logit["ci"]["low"][cell] < 6.0 < logit["ci"]["high"][cell]
+
+
+def test_a_model_without_alti_logit_leaves_the_claims_not_computed(tmp_path):
+    """An empty decision share (ALTI-Logit not computed for the model): both claims read `not computed`, saying
+    why, and take no part in Holm's correction."""
+    from bertology.analyses import REGISTRY
+    from bertology.claims.ledger import build_ledger
+
+    results = tmp_path / "results"
+    (results / "stats" / "rte" / "finetuned").mkdir(parents=True)
+    (results / "ablation" / "rte").mkdir(parents=True)
+    pd.DataFrame(columns=list(COLUMNS)).to_csv(results / "stats/rte/finetuned/decision_share.csv", index=False)
+    shares = grid_shares()
+    cost = {k: abs(v) for k, v in shares.items()}
+    importance(cost).to_csv(results / "ablation/rte/importance.csv", index=False)
+    heads_table(cost).to_csv(results / "ablation/rte/heads.csv", index=False)
+    claims = [c for c in REGISTRY.claims() if c.id.startswith("decision_share_")]
+    ledger = build_ledger(results, claims, ["rte"], [42], BOOT).set_index("claim")
+    for cid in ("decision_share_importance", "decision_share_disabling"):
+        assert ledger.loc[cid, "verdict"] == "not computed"
+        assert "ALTI-Logit is not computed" in ledger.loc[cid, "note"] and math.isnan(ledger.loc[cid, "p_holm"])
+    share_table(shares).to_csv(results / "stats/rte/finetuned/decision_share.csv", index=False)
+    ledger = build_ledger(results, claims, ["rte"], [42], BOOT).set_index("claim")
+    assert (ledger["verdict"] == "holds").all()

@@ -219,6 +219,7 @@ def _best_heads(tmp_path: Path) -> dict[str, object]:
 def _norms_tables() -> dict[str, object]:
     from bertology.norms.alti_logit import DECISION_COLUMNS
     from bertology.norms.analysis import LAYER_COLUMNS, SCORE_COLUMNS
+    from bertology.claims.decision import decision_share
     from bertology.norms.concentration import token_concentration
     from bertology.norms.faithful import summarise
     from bertology.norms.ranking import paired_differences
@@ -238,6 +239,9 @@ def _norms_tables() -> dict[str, object]:
             "stats/{task}/{variant}/mixing_layers.parquet": LAYER_COLUMNS,
             "stats/{task}/{variant}/decision.parquet": DECISION_COLUMNS,
             "stats/{task}/finetuned{seedtag}/importance.parquet": SCORE_COLUMNS,
+            "stats/{task}/{variant}/decision_share.csv": decision_share(pd.DataFrame(
+                [(e, 0, "head", 0, 1.0 + e, 0.5, 1, 0) for e in range(3)], columns=list(DECISION_COLUMNS)),
+                resamples=20, confidence=0.95, seed=0),
             "stats/{task}/{variant}/concentration.csv": token_concentration(pd.DataFrame(
                 {"example_idx": [0, 0], "position": [0, 1], "word": ["a", "b"], "method": "raw",
                  "score": [0.25, 0.75]}))["table"]}
