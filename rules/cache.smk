@@ -10,6 +10,9 @@ if CACHING:
     # bertology.pipeline.outputcache: the cache readable at start (one line otherwise); each cached job that has to
     # run checks it can store its output before computing (BERTOLOGY_OUTPUT_CACHE); entries get a shared cache's
     # modes (group-writable directories at most, not Snakemake's 0666/0777) and the cache directory's group.
+    # bertology.pipeline.cachestore: one entry per key when experiments store it at once (the first kept, a later
+    # copy dropped and linked to it), and a fetch refuses an entry holding files its digest does not list.
+    from bertology.pipeline.cachestore import canonical_entries
     from bertology.pipeline.outputcache import CACHE_ENV, CACHING_ENV, check_cache_dir, share_permissions
     from bertology.workflow.snakefile import fail
 
@@ -17,6 +20,7 @@ if CACHING:
         fail(_why)
     os.environ[CACHING_ENV] = os.environ[CACHE_ENV]
     share_permissions()
+    canonical_entries()
 
 
 def cache_params(name):

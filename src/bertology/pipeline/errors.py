@@ -10,6 +10,8 @@ built-in exception a caller would expect (ValueError, KeyError, FileNotFoundErro
 
 from __future__ import annotations
 
+import shlex
+
 
 class UserError(Exception):
     """Something the user can fix; the message says what is wrong and how to fix it."""
@@ -25,3 +27,15 @@ class MissingInputError(UserError, FileNotFoundError):
 
 class DataError(UserError, ValueError):
     """Input data is missing or malformed; the message names the file and the fix."""
+
+
+def snakemake_command(*targets: str, cache: bool = False, force: bool = False, forcerun: tuple[str, ...] = ()) -> str:
+    """The Snakemake command a message suggests to make `targets` (paths under the experiment's working directory;
+    none: the workflow's) again, to be run there: ``snakemake --cores 2 [--force] [--forcerun RULE ...] [--cache]
+    [--] TARGET ...``. Local execution needs ``--cores``; ``--force`` re-runs the jobs of the targets alone, not
+    what they read; ``--forcerun`` the rules named and every job after them; ``--cache`` and ``--forcerun`` take
+    lists, so ``--`` ends them before the targets."""
+    options = ["--cores", "2", *(["--force"] if force else []), *(["--forcerun", *forcerun] if forcerun else []),
+               *(["--cache"] if cache else [])]
+    ends = ["--"] if targets and (cache or forcerun) else []
+    return " ".join(["snakemake", *options, *ends, *(shlex.quote(str(t)) for t in targets)])

@@ -29,7 +29,7 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from bertology.pipeline.errors import UserError
+from bertology.pipeline.errors import UserError, snakemake_command
 
 #: the digest of a model directory or store, a file inside it (so it enters the cache with the output)
 DIGEST_FILE = "bertology-digest.json"
@@ -119,13 +119,14 @@ def eviction(path: str | Path) -> str:
     (Snakemake then computes it afresh and caches it again), the output alone otherwise."""
     entry = cache_entry(path)
     if entry is None:
-        return f"delete {path} and re-run (`rm -rf {path}`; `snakemake {path}` re-creates it)"
+        return f"delete {path} and re-run (`rm -rf {path}`; `{snakemake_command(path)}` re-creates it)"
     if is_entry(path, entry):
         return (f"it is the cache entry {entry} ($SNAKEMAKE_OUTPUT_CACHE): remove it with `rm -rf {entry}` and re-run "
                 f"with --cache (the experiment's link to it then dangles: Snakemake computes the output afresh, a "
                 f"directory of links to it must be removed too)")
     return (f"it is the cache entry {entry} ($SNAKEMAKE_OUTPUT_CACHE): remove it and this experiment's link with "
-            f"`rm -rf {entry} {path}` and re-run (`snakemake --cache {path}` computes it afresh and caches it again)")
+            f"`rm -rf {entry} {path}` and re-run (`{snakemake_command(path, cache=True)}` computes it afresh and "
+            f"caches it again)")
 
 
 def _world_writable(paths: Iterable[Path]) -> Path | None:
@@ -166,9 +167,42 @@ def _state(directory: Path, rels: Iterable[str]) -> tuple:
     return tuple(out)
 
 
+def damage(directory: Path, files: dict) -> str | None:
+    """The first file of a digest's `files` ({relative path: {"size", "sha256"}}) that `directory` does not hold as
+    recorded, with what is wrong ("config.json is missing", "... has 12 bytes, not the 14 recorded", "... differs
+    from the digest ..."); None when every one matches."""
+    for rel, want in sorted(files.items()):
+        path = directory / rel
+        if not path.exists():
+            problem = "is missing"
+        elif path.stat().st_size != want.get("size"):
+            problem = f"has {path.stat().st_size} bytes, not the {want.get('size')} recorded"
+        elif "sha256" in want and _sha256(path) != want["sha256"]:
+            problem = "differs from the digest recorded when it was made (its sha256 does not match)"
+        else:
+            continue
+        return f"{rel} {problem}"
+    return None
+
+
+def stray(directory: str | Path, listed: Iterable[str]) -> str | None:
+    """The first file under `directory` (relative, sorted; links followed) that a digest listing `listed` does not
+    account for, None when there is none. Accounted for: the digest itself, Snakemake's timestamp file, every
+    listed file, and every file inside an array of a store whose ``zarr.json`` is listed (``attention/c/0/0`` for a
+    listed ``attention/zarr.json``: chunk and shard files carry their own checksums, so a store's digest lists its
+    metadata only). A whole second output moved inside an entry (``<hash>/<hash>/...``) is such a file."""
+    listed = set(listed)
+    arrays = tuple(rel[: -len("zarr.json")] for rel in listed if rel.endswith("/zarr.json"))
+    for rel in _files(Path(directory)):
+        if rel not in listed and not rel.startswith(arrays):
+            return rel
+    return None
+
+
 def verify_digest(directory: str | Path, what: str = "model") -> None:
     """Check a model directory or store against its :data:`DIGEST_FILE` (none: only the permissions are
-    checked): every file present, of its size, with its sha256. A mismatch is one
+    checked): every file present, of its size, with its sha256 (:func:`damage`); for an output taken from the
+    cache, also that its entry holds nothing else (:func:`stray`). A mismatch is one
     :class:`CacheEntryError` naming the file, the cache entry and the command that removes it
     (:func:`eviction`). An output taken from the cache is also refused when others can write it
     (:func:`check_not_world_writable`). Checked in full once per process; a later call (a store is opened once per
@@ -191,17 +225,15 @@ def verify_digest(directory: str | Path, what: str = "model") -> None:
                               f"{eviction(directory)}") from None
     hashed = [DIGEST_FILE, *(rel for rel, want in sorted(files.items()) if "sha256" in want)]
     state = _state(directory, hashed)
-    for rel, want in sorted(files.items()):
-        path = directory / rel
-        if not path.exists():
-            problem = "is missing"
-        elif path.stat().st_size != want.get("size"):
-            problem = f"has {path.stat().st_size} bytes, not the {want.get('size')} recorded"
-        elif "sha256" in want and _sha256(path) != want["sha256"]:
-            problem = "differs from the digest recorded when it was made (its sha256 does not match)"
-        else:
-            continue
-        raise CacheEntryError(f"the {what} {directory} is damaged: {rel} {problem}; {eviction(directory)}")
+    problem = damage(directory, files)
+    if problem is not None:
+        raise CacheEntryError(f"the {what} {directory} is damaged: {problem}; {eviction(directory)}")
+    entry = cache_entry(directory)
+    extra = stray(entry, files) if entry is not None and entry.is_dir() else None
+    if extra is not None:
+        raise CacheEntryError(f"the {what} {directory} is damaged: its cache entry {entry} holds {extra}, which its "
+                              f"digest does not list (a second copy stored inside it, or a file added); "
+                              f"{eviction(directory)}")
     if state is not None:
         _VERIFIED[key] = state
 
