@@ -113,8 +113,12 @@ def test_stats_cosine_and_figures(run_dir):
     assert set(parser["relation"]) == {"det", "nsubj", "neg", "punct", "dobj"}  # spaCy labels; ROOT is no arc
 
 
-def test_export_then_train_round_trip(run_dir, monkeypatch):
+def test_export_then_train_round_trip(run_dir, monkeypatch, capsys, tmp_path):
+    import shlex
+
     import torch
+
+    from bertology.workflow.cli import main
 
     from bertology.kovaleva import patterns as pat
     from bertology.kovaleva import reduce as red
@@ -126,8 +130,11 @@ def test_export_then_train_round_trip(run_dir, monkeypatch):
     monkeypatch.setattr(steps, "SHEET_SEED", 1)
     store = run_dir / "results" / "attention" / "mrpc" / "pretrained.zarr"
     out = run_dir / "annotate"
+    capsys.readouterr()
     assert run("patterns_sheet", wildcards={"task": "mrpc"}, inputs={"store": store},
                outputs={"sheet": out / "labels.csv", "images": out / "images"}) == 0
+    # the command that trains the CNN once the sheet is labelled
+    (printed,) = [c for c in capsys.readouterr().out.split("`")[1::2] if c.startswith("bertology ")]
     sheet = pd.read_csv(out / "labels.csv", keep_default_na=False)
     assert len(sheet) == 12 and (sheet["label"] == "").all()
     assert all((out / p).is_file() for p in sheet["image"])
@@ -139,10 +146,15 @@ def test_export_then_train_round_trip(run_dir, monkeypatch):
     sheet.to_csv(out / "labels.csv", index=False)
     monkeypatch.setattr(steps, "CNN_EPOCHS", 2)
     monkeypatch.setattr(steps, "CNN_SIZE", 8)
+    # the printed command, run as printed in the working directory (tracked, to a store of this test's own)
+    monkeypatch.chdir(run_dir)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    argv = shlex.split(printed)
+    assert argv[:2] == ["bertology", "patterns-train"] and argv[-2:] == ["--output", "model=cnn.pt"], printed
+    assert main(argv[1:]) == 0
     model = run_dir / "cnn.pt"
-    assert run("patterns_train", inputs={"labels": out / "labels.csv", "store": store},
-               outputs={"model": model, "report": run_dir / "cnn.pt.json"}) == 0
-    assert model.is_file() and json.loads((run_dir / "cnn.pt.json").read_text())["n"] == 12
+    report = capsys.readouterr().out
+    assert model.is_file() and json.loads(report[report.index("{"):])["n"] == 12
     # the trained CNN drops into the one-pass reduction
     part = red.store_stats(store, words_table(EXAMPLES), classifier=str(model),
                            compute_kwargs={"scheduler": "synchronous"}, negation="paper")
@@ -159,7 +171,7 @@ def test_user_errors_are_one_line(run_dir, capsys):
     out = capsys.readouterr()
     assert out.out == "" and out.err == (f"bertology store-stats: error: no attention store at "
                                          f"'{run_dir / 'nope.zarr'}'; run the extraction first: "
-                                         f"`snakemake {run_dir / 'nope.zarr'}`\n")
+                                         f"`snakemake --cores 2 {run_dir / 'nope.zarr'}`\n")
     pd.DataFrame({"example_idx": [1]}).to_parquet(run_dir / "bad.parquet")
     assert run("store_stats", inputs={"store": att / "pretrained.zarr", "words": run_dir / "bad.parquet"},
                outputs=outputs) == 1
@@ -168,7 +180,7 @@ def test_user_errors_are_one_line(run_dir, capsys):
         f"bertology store-stats: error: {bad} lacks column(s) ['word', 'segment', 'text', 'lemma', 'pos', 'tag', "
         f"'dep', 'head', 'is_punct', 'start_char', 'end_char']: not a words table of the annotation step (columns "
         f"example_idx, word, segment, text, lemma, pos, tag, dep, head, is_punct, start_char, end_char); delete it "
-        f"and re-run `snakemake {bad}`\n")
+        f"and re-run (`rm {bad}`; `snakemake --cores 2 {bad}`)\n")
     patterns = run_dir / "results" / "stats" / "mrpc" / "pretrained" / "patterns.csv"
     assert run("kovaleva_overview", inputs={"pretrained": [patterns, patterns], "finetuned": [patterns],
                                             "cosine": [patterns]},

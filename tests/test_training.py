@@ -645,7 +645,7 @@ def test_score_step_errors_clearly(tiny_model_dir, tmp_path, capsys):
                                        "model=results/models/sst2/pretrained (the train_model rule's output)\n")
     assert _score(tmp_path, model, "random-finetuned", model=tmp_path / "nope") == 1
     assert capsys.readouterr().err == (f"bertology score: error: {tmp_path / 'nope'} holds no fine-tuned model; run "
-                                       f"the train_model rule first (snakemake results/models/sst2/random)\n")
+                                       f"the train_model rule first (`snakemake --cores 2 results/models/sst2/random`)\n")
     assert _score(tmp_path, model, "tuned") == 1
     assert capsys.readouterr().err == ("bertology score: error: unknown variant 'tuned'; use one of pretrained, "
                                        "finetuned, random-finetuned\n")

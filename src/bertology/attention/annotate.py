@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from bertology.pipeline.config import ConfigError
-from bertology.pipeline.errors import InputError
+from bertology.pipeline.errors import InputError, snakemake_command
 from bertology.attention.negation import negation_flags
 from bertology.store.words import WORD_COLUMNS, WORD_DTYPES
 
@@ -235,7 +235,8 @@ class WordSpans:
         missing = [c for c in SPAN_COLUMNS if c not in words.columns]
         if missing:
             raise InputError(f"the words table lacks column(s) {missing}; re-create results/attention/{{task}}/"
-                             f"words.parquet with the annotate_words rule (snakemake --forcerun annotate_words)")
+                             f"words.parquet with the annotate_words rule "
+                             f"(`{snakemake_command(forcerun=('annotate_words',))}`)")
         w = words.sort_values(["example_idx", "word"], kind="stable")
         ex = w["example_idx"].to_numpy(np.int64)
         self._starts = w["start_char"].to_numpy(np.int32)
@@ -248,7 +249,7 @@ class WordSpans:
         for k, (s, e) in list(self._index.items())[:1000]:  # cheap sanity check of the numbering
             if not np.array_equal(words_no[s:e], np.arange(e - s)):
                 raise InputError(f"words of example {k} are not numbered 0..{e - s - 1}; the words table is corrupt, "
-                                 f"re-create it (snakemake --forcerun annotate_words)")
+                                 f"re-create it (`{snakemake_command(forcerun=('annotate_words',))}`)")
 
     def __contains__(self, example_idx: int) -> bool:
         return int(example_idx) in self._index
@@ -259,7 +260,8 @@ class WordSpans:
             s, e = self._index[int(example_idx)]
         except KeyError:
             raise MissingWordsError(f"example_idx {example_idx} has no words in the words table; it was annotated for another "
-                           f"sample (re-create words.parquet: snakemake --forcerun annotate_words)") from None
+                           f"sample (re-create words.parquet: "
+                           f"`{snakemake_command(forcerun=('annotate_words',))}`)") from None
         return self._starts[s:e], self._ends[s:e], self._segments[s:e]
 
     def claims(self, example_idx: int) -> np.ndarray:

@@ -39,7 +39,7 @@ import pandas as pd
 from bertology import store as st
 from bertology.attention.annotate import WordSpans, align_words
 from bertology.pipeline.config import AttentionConfig, ConfigError
-from bertology.pipeline.errors import InputError
+from bertology.pipeline.errors import InputError, snakemake_command
 
 log = logging.getLogger(__name__)
 
@@ -321,7 +321,7 @@ def extract_store(output: str | Path, *, frame: pd.DataFrame, words: pd.DataFram
     lost = [int(i) for i in example_idx if int(i) not in spans]
     if lost:
         raise InputError(f"the words table has no words for example_idx {lost[:5]}: it does not belong to this "
-                         f"sample; re-create it (snakemake --forcerun annotate_words)")
+                         f"sample; re-create it (`{snakemake_command(forcerun=('annotate_words',))}`)")
     partial = st.partial_path(output)
     attrs_full = dict(attrs, chunk_size=int(chunk_size), n_chunks=-(-E // chunk_size), codec=st.ATTENTION_CODEC,
                       layout=st.LAYOUT, value_norms=capture is not None)

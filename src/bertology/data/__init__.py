@@ -18,7 +18,7 @@ from bertology.data.glue_dir import SkippedRow, read_glue_rows, read_glue_split 
 from bertology.data.sampler import sample_positions
 from bertology.data.hub import load_hub_split
 from bertology.pipeline.config import DataConfig
-from bertology.pipeline.errors import DataError
+from bertology.pipeline.errors import DataError, snakemake_command
 from bertology.pipeline.tasks import SPLITS, TaskSpec, get_task
 
 log = logging.getLogger(__name__)
@@ -202,5 +202,5 @@ def read_prepared(path: str | Path) -> pd.DataFrame:
     df = pd.read_parquet(path)
     missing = [c for c in COLUMNS if c not in df.columns]
     if missing:
-        raise DataError(f"{path} lacks column(s) {missing}; re-create it with `snakemake --forcerun prepare_data`")
+        raise DataError(f"{path} lacks column(s) {missing}; re-create it with `{snakemake_command(path, force=True)}`")
     return df

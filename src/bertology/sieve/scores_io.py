@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from bertology.pipeline.errors import MissingInputError
+from bertology.pipeline.errors import MissingInputError, snakemake_command
 from bertology.pipeline.io import write_npz
 
 
@@ -31,7 +31,7 @@ def read_scores(path: str | Path) -> xr.DataArray:
     """Per-example scores written by :func:`write_scores`: DataArray (example, layer, head, role)."""
     path = Path(path)
     if not path.exists():
-        raise MissingInputError(f"no sieve scores at {path}; run `snakemake {path}` first")
+        raise MissingInputError(f"no sieve scores at {path}; run `{snakemake_command(path)}` first")
     with np.load(path, allow_pickle=False) as z:
         attrs = dict(s.split("=", 1) for s in z["attrs"].tolist())
         return xr.DataArray(z["scores"], dims=("example", "layer", "head", "role"),

@@ -14,13 +14,13 @@ import pandas as pd
 from bertology.steps.context import StepContext
 from bertology.pipeline.errors import UserError
 from bertology.pipeline.tasks import STORE_VARIANTS
-from bertology.pipeline.errors import MissingInputError
+from bertology.pipeline.errors import MissingInputError, snakemake_command
 
 
 def read_table(path: Path) -> pd.DataFrame:
     """A CSV (or ``.parquet``) input of a step, with the fix when it is missing."""
     if not Path(path).exists():
-        raise MissingInputError(f"{path} does not exist; run `snakemake {path}` first")
+        raise MissingInputError(f"{path} does not exist; run `{snakemake_command(path)}` first")
     return pd.read_parquet(path) if Path(path).suffix == ".parquet" else pd.read_csv(path)
 
 

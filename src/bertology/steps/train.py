@@ -10,7 +10,7 @@ from pathlib import Path
 from bertology.pipeline import layout
 from bertology.steps.context import StepContext
 from bertology.pipeline.config import Undeclared
-from bertology.pipeline.errors import UserError
+from bertology.pipeline.errors import UserError, snakemake_command
 from bertology.pipeline.io import write_json, write_text
 from bertology.pipeline.seedtags import seed_from_tag
 from bertology.pipeline.tasks import INIT_VARIANT, SCORE_VARIANTS, get_task, with_labels
@@ -132,7 +132,7 @@ def score(ctx: StepContext) -> None:
             raise UserError(f"variant {variant!r} needs --input model={wanted} (the train_model rule's output)")
         if not (model_dir / "config.json").exists():
             raise UserError(f"{model_dir} holds no fine-tuned model; run the train_model rule first "
-                            f"(snakemake {wanted})")
+                            f"(`{snakemake_command(wanted)}`)")
     _threads(ctx.threads)
     device = select_device(ctx.device)
     validation = read_prepared(ctx.input.validation)

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from bertology.pipeline.errors import MissingInputError
+from bertology.pipeline.errors import MissingInputError, snakemake_command
 from bertology.store.checks import check_block, check_lengths, check_value_norm
 from bertology.store.files import describe, file_examples, file_key, missing_chunks, open_group
 from bertology.store.schema import (DIMS, LAYOUT, LAYOUTS, LEGACY_LAYOUT, OPTIONAL_DIMS, IncompleteStoreError,
@@ -262,6 +262,12 @@ def _lazy(reader: _Reader, name: str):
     return indexing.LazilyIndexedArray(_checked_array(reader, name))
 
 
+def _target(path: str | Path) -> str:
+    """`path` as Snakemake takes it as a target: relative to the working directory when it lies under it."""
+    rel = os.path.relpath(path)
+    return rel if not rel.startswith("..") else os.fspath(path)
+
+
 def open_store(path: str | Path, expect: Mapping[str, Any] | None = None, check_rows: bool = False,
                chunks: Mapping[str, int] | str | None = None):
     """Open a complete attention store lazily as an xarray Dataset, every read checked; refuse anything else.
@@ -291,13 +297,14 @@ def open_store(path: str | Path, expect: Mapping[str, Any] | None = None, check_
             part = partial_path(path)
             hint = (f" (an unfinished extraction is at {part}; re-run snakemake to resume it)" if part.exists() else "")
             raise MissingInputError(f"no attention store at {str(path)!r}{hint}; run the extraction first: "
-                                    f"`snakemake {path}`")
+                                    f"`{snakemake_command(_target(path))}`")
     group = open_group(path)
     attrs = dict(group.attrs)
     if attrs.get("complete") is not True:
         raise IncompleteStoreError(f"{path} is not marked complete (complete={attrs.get('complete')!r}): the "
                                    f"extraction was interrupted or is still running; delete it and re-run "
-                                   f"`snakemake {path}` (an interrupted run resumes from {partial_path(path)})")
+                                   f"(`rm -rf {_target(path)}`; `{snakemake_command(_target(path))}`: an "
+                                   f"interrupted run resumes from {partial_path(path)})")
     try:
         arrays = dict(group.arrays())  # from the consolidated metadata
     except (OSError, ValueError, TypeError, KeyError) as err:
@@ -320,9 +327,9 @@ def open_store(path: str | Path, expect: Mapping[str, Any] | None = None, check_
     diffs = attr_differences(attrs, expect or {})
     if diffs:
         lines = "; ".join(f"attribute {k!r} is {h!r} in the store but {w!r} is asked" for k, h, w in diffs)
-        raise StoreMismatchError(f"{path} was extracted for other settings: {lines}. Delete {path} and re-run the "
-                                 f"extraction (snakemake --forcerun extract_attention {path}), or ask for what the "
-                                 f"store holds")
+        raise StoreMismatchError(f"{path} was extracted for other settings: {lines}. Delete it and re-run the "
+                                 f"extraction (`rm -rf {_target(path)}`; `{snakemake_command(_target(path))}`), or "
+                                 f"ask for what the store holds")
     optional = [v for v in OPTIONAL_DIMS if v in arrays]
     if attrs.get("value_norms") and "value_norm" not in optional:
         raise StoreError(f"{path} says value_norms=true but lacks `value_norm`: the store is damaged; {refix(path)}")

@@ -118,6 +118,7 @@ def refix(path: str | Path) -> str:
     """The fix for a damaged or stale store: what every reading error ends with. A store taken from the
     between-workflow cache: its cache entry, and the command that removes it with the experiment's link
     (deleting the link alone would link the same entry again)."""
+    from bertology.pipeline.errors import snakemake_command
     from bertology.pipeline.outputcache import cache_entry, is_entry
 
     entry = cache_entry(path)
@@ -126,9 +127,9 @@ def refix(path: str | Path) -> str:
                 f"and re-run the extraction with --cache (it is computed afresh and cached again)")
     if entry is not None:
         return (f"the store is the cache entry {entry} ($SNAKEMAKE_OUTPUT_CACHE): remove it and this experiment's "
-                f"link with `rm -rf {entry} {path}` and re-run the extraction (`snakemake --cache {path}` "
+                f"link with `rm -rf {entry} {path}` and re-run the extraction (`{snakemake_command(path, cache=True)}` "
                 f"re-creates it and caches it again)")
-    return f"delete {path} and re-run the extraction (`snakemake {path}` re-creates it)"
+    return f"delete {path} and re-run the extraction (`rm -rf {path}`; `{snakemake_command(path)}` re-creates it)"
 
 
 def partial_path(path: str | Path) -> Path:

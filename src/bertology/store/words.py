@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bertology.pipeline.errors import MissingInputError
+from bertology.pipeline.errors import MissingInputError, snakemake_command
 from bertology.store.schema import StoreError
 
 # The columns of words.parquet and their dtypes: the one definition (the annotator and every reader import them).
@@ -28,10 +28,10 @@ def read_words(path: str | Path):
     path = Path(path)
     if not path.exists():
         raise MissingInputError(f"no words table at {str(path)!r}; it is written with the attention store: "
-                                f"`snakemake {path}`")
+                                f"`{snakemake_command(path)}`")
     words = pd.read_parquet(path)
     missing = [c for c in WORD_COLUMNS if c not in words.columns]
     if missing:
         raise StoreError(f"{path} lacks column(s) {missing}: not a words table of the annotation step (columns "
-                         f"{', '.join(WORD_COLUMNS)}); delete it and re-run `snakemake {path}`")
+                         f"{', '.join(WORD_COLUMNS)}); delete it and re-run (`rm {path}`; `{snakemake_command(path)}`)")
     return words

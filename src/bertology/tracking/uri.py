@@ -4,7 +4,9 @@ and experiment created once."""
 
 from __future__ import annotations
 
+import json
 import os
+import shlex
 import time
 from pathlib import Path
 
@@ -90,7 +92,8 @@ def init_store(uri: str | None = None, experiment: str | None = None, *, tries: 
                 raise StoreCreationError(
                     f"the MLflow tracking store {uri} was being created by another process at the same moment and "
                     f"its schema migration failed ({reason(err, 160)}); run the workflow again (the store is "
-                    f"complete once either process finishes), or create it first with `bertology init-mlflow`"
+                    f"complete once either process finishes), or create it first with `bertology init-mlflow "
+                    f"--config {shlex.quote(json.dumps({'mlflow': {'tracking_uri': uri, 'experiment': experiment}}))}`"
                 ) from None
             time.sleep(1.0 + attempt)
     raise AssertionError("unreachable")
