@@ -150,8 +150,8 @@ def extraction(args, device, results):
                 for sl in chunks:
                     part = {k: v[sl] for k, v in inputs.items()}
                     e = len(part["length"])
-                    run_batches(eager, part, batch_size=args.batch_size, device=str(device), out=out[:e],
-                                capture=cap, norms_out=norms[:e] if with_norms else None)
+                    run_batches(eager, part, token_types=True, batch_size=args.batch_size, device=str(device),
+                                out=out[:e], capture=cap, norms_out=norms[:e] if with_norms else None)
         return run
 
     variants = {"sdpa": plain(sdpa, False, False), "eager": plain(eager, True, False),

@@ -65,13 +65,12 @@ def batches(tok, df, batch_size: int, max_length: int):
 def timed_pass(model, data, mode: str) -> float:
     import torch
 
-    from bertology.models.loading import forward_inputs
     from bertology.norms.values import Capture
 
     t0 = time.perf_counter()
     with torch.inference_mode():
         for b in data:
-            kwargs = forward_inputs(model, b)
+            kwargs = b                     # the tokenizer's model inputs (token_type_ids where it produces them)
             if mode == "eager":
                 model(**kwargs, output_attentions=True)
             else:
@@ -97,11 +96,11 @@ def per_example(model, clf, tok, df, n: int, ablation_batch: int, max_length: in
     tokens = 0
     for r in range(n):
         ids = torch.from_numpy(enc.input_ids[r])
-        tts = torch.from_numpy(enc.token_type_ids[r])
+        tts = None if enc.token_type_ids is None else torch.from_numpy(enc.token_type_ids[r])
         mask = torch.ones_like(ids)
         tokens += len(ids)
         with torch.no_grad(), Capture(model, vectors=True) as cap:
-            out = model(input_ids=ids[None], attention_mask=mask[None], token_type_ids=tts[None],
+            out = model(input_ids=ids[None], attention_mask=mask[None], token_type_ids=None if tts is None else tts[None],
                         output_attentions=True)
             t0 = time.perf_counter()
             mixing_ratios(cap, out.attentions, torch.tensor([len(ids)]))
@@ -148,9 +147,11 @@ def mixing_per_example(clf, tok, df, n: int, ablation_batch: int, max_length: in
     secs: dict[str, float] = dict.fromkeys((*mv.VIEWS, "capture_forward", "aopc"), 0.0)
     for r in range(n):
         ids = torch.from_numpy(enc.input_ids[r])
-        tts = torch.from_numpy(enc.token_type_ids[r])
+        tts = None if enc.token_type_ids is None else torch.from_numpy(enc.token_type_ids[r])
         mask = torch.ones_like(ids)
-        inputs = {"input_ids": ids[None], "attention_mask": mask[None], "token_type_ids": tts[None]}
+        inputs = {"input_ids": ids[None], "attention_mask": mask[None]}
+        if tts is not None:
+            inputs["token_type_ids"] = tts[None]
         t0 = time.perf_counter()
         with torch.no_grad(), Capture(clf, vectors=True, norms=False) as cap, mp.PartsCapture(clf, parts, head) as pc:
             out = clf(**inputs, output_attentions=True)

@@ -15,7 +15,6 @@ import pytest
 import torch
 
 from bertology.ablation import heads as dis
-from bertology.ablation import stacking
 from bertology.ablation import sweep as sw
 from bertology.ablation import sweep_fast
 from bertology.models.encoding import segments
@@ -125,13 +124,13 @@ def test_store_segments_specials_and_attention(arch, model_dir, store, frame):
         second_text = np.flatnonzero(~specials & (seg[:n] == 1))
         assert first_text.max() < second_text.min()
         enc = tok(frame.loc[e, "text_a"], frame.loc[e, "text_b"], truncation=True, max_length=MAX_LENGTH,
-                  return_tensors="pt", return_token_type_ids=True)
+                  return_tensors="pt")                                  # the tokenizer's own output
         assert ids.tolist() == enc["input_ids"][0].tolist()
-        assert ds["token_type_ids"][e, :n].values.tolist() == enc["token_type_ids"][0].tolist()
+        given = enc.get("token_type_ids", torch.zeros_like(enc["input_ids"]))
+        assert ds["token_type_ids"][e, :n].values.tolist() == given[0].tolist()
         if e in (0, 3):
-            kwargs = {k: v for k, v in enc.items() if k != "token_type_ids" or arch not in ("distilbert", "modernbert")}
             with torch.inference_mode():
-                ref = torch.stack(encoder(**kwargs, output_attentions=True).attentions)[:, 0].numpy()
+                ref = torch.stack(encoder(**enc, output_attentions=True).attentions)[:, 0].numpy()
             got = ds["attention"][e, :, :, :n, :n].values.astype(np.float32)
             np.testing.assert_allclose(got, ref, atol=1e-3, rtol=2e-3)
     if arch in ("roberta", "modernbert"):  # the tokenizer gives no token types: segment is what tells the texts
@@ -178,8 +177,8 @@ def test_kovaleva_statistics(arch, store, words):
 
 def padded_batch(tok, frame, rows):
     enc = tok(frame.loc[rows, "text_a"].tolist(), frame.loc[rows, "text_b"].tolist(), truncation=True,
-              max_length=MAX_LENGTH, return_token_type_ids=True)
-    return sw.make_batches(enc["input_ids"], enc["token_type_ids"], tok.pad_token_id, len(rows))
+              max_length=MAX_LENGTH)
+    return sw.make_batches(enc["input_ids"], enc.get("token_type_ids"), tok.pad_token_id, len(rows))
 
 
 def test_nothing_disabled_is_the_eager_model(arch, model_dir, frame):
@@ -190,9 +189,9 @@ def test_nothing_disabled_is_the_eager_model(arch, model_dir, frame):
     mask = torch.zeros(model.config.num_hidden_layers, model.config.num_attention_heads, dtype=torch.bool)
     for b in batches:
         with torch.no_grad():
-            want = plain(**stacking.model_inputs(plain, b)).logits
+            want = plain(**b.inputs()).logits
             with dis.disabled_heads(model, mask):
-                got = model(**stacking.model_inputs(model, b)).logits
+                got = model(**b.inputs()).logits
         torch.testing.assert_close(got, want, atol=1e-6, rtol=0)
     assert model.bertology_heads == ("forward_hook" if arch == "deberta-v2" else "attention_interface")
 
@@ -219,7 +218,7 @@ def test_disabled_head_is_uniform_over_real_tokens_whatever_the_layer_mask(arch,
     disabled = torch.zeros(L, H, dtype=torch.bool)
     disabled[1, 2] = True
     with torch.no_grad(), dis.disabled_heads(model, disabled):
-        att = model(**stacking.model_inputs(model, batch), output_attentions=True).attentions
+        att = model(**batch.inputs(), output_attentions=True).attentions
     lengths = batch.attention_mask.sum(1)
     for r in range(2):
         n = int(lengths[r])
@@ -247,9 +246,8 @@ def test_sweeps_fall_back_and_agree(arch, model_dir, frame):
     assert used == ("fast" if arch in FAST else "prefix") and why is None     # one list of layers: the prefix sweep
     assert sw.resolve_sweep(model, "naive") == ("naive", None)
     tok = tokenizer(model_dir)
-    enc = tok(frame["text_a"].tolist()[:6], frame["text_b"].tolist()[:6], truncation=True, max_length=MAX_LENGTH,
-              return_token_type_ids=True)
-    batches = sw.make_batches(enc["input_ids"], enc["token_type_ids"], tok.pad_token_id, 4)
+    enc = tok(frame["text_a"].tolist()[:6], frame["text_b"].tolist()[:6], truncation=True, max_length=MAX_LENGTH)
+    batches = sw.make_batches(enc["input_ids"], enc.get("token_type_ids"), tok.pad_token_id, 4)
     logits = sw.run_sweep(model, batches, 6, sweep=used, config_batch=3, progress=False)
     configs = sw.sweep_configurations(L, H)
     assert logits.shape == (len(configs), 6, 2)
@@ -281,7 +279,7 @@ def test_importance_gradients_and_pruning(arch, model_dir, frame):
             gates = torch.ones(L, H, dtype=torch.float64)
             gates[layer, head] += sign * eps
             with torch.no_grad(), dis.head_gates(model, gates):
-                losses.append(per_example_loss(model(**stacking.model_inputs(model, b)).logits, labels))
+                losses.append(per_example_loss(model(**b.inputs()).logits, labels))
         numeric = (losses[0] - losses[1]) / (2 * eps)
         torch.testing.assert_close(grad[:, layer, head], numeric, rtol=1e-3, atol=1e-6)
     assert float(grad.abs().max()) > 0
@@ -323,13 +321,14 @@ def test_table1_scoring(arch, model_dir, frame):
     assert metrics["accuracy"] == pytest.approx(float(np.mean(np.array(pred) == frame["label"].to_numpy())))
 
 
-def test_models_get_token_type_ids_only_if_their_forward_takes_them(arch, model_dir, frame):
-    """Training, evaluation and the FrameNet forward hand segment ids only to models that use them
-    (transformers 5 models swallow unknown keywords, so DistilBERT or ModernBERT would ignore them silently)."""
-    from bertology.models.loading import forward_inputs, load_classifier, takes_token_type_ids
-    from bertology.pipeline.tasks import get_task
-    from bertology.models.encoding import encode_split
+def test_models_get_token_type_ids_exactly_where_their_tokenizer_produces_them(arch, model_dir, frame):
+    """Evaluation hands segment ids exactly where the model's own tokenizer produces them (its model_input_names):
+    BERT's WordPiece (here also DistilBERT's, as transformers maps it) and DeBERTa's do, RoBERTa's and ModernBERT's
+    do not (their models then use their own all-zero default)."""
+    from bertology.models.encoding import encode_split, gives_token_type_ids
+    from bertology.models.loading import load_classifier
     from bertology.models.training import evaluate
+    from bertology.pipeline.tasks import get_task
 
     spec = get_task("mrpc")
     tok = tokenizer(model_dir)
@@ -338,11 +337,10 @@ def test_models_get_token_type_ids_only_if_their_forward_takes_them(arch, model_
     model.register_forward_pre_hook(lambda mod, args, kwargs: seen.append(set(kwargs)), with_kwargs=True)
     evaluate(model, tok, encode_split(tok, frame.iloc[:4], spec, MAX_LENGTH), spec, batch_size=4,
              device=torch.device("cpu"))
-    takes = takes_token_type_ids(model)
-    assert takes == (arch not in {"distilbert", "modernbert"})
-    assert seen and all(("token_type_ids" in s) == takes for s in seen)
-    enc = tok(["a b", "c"], ["d", "e f"], padding=True, return_tensors="pt", return_token_type_ids=True)
-    assert ("token_type_ids" in forward_inputs(model, enc)) == takes
+    given = gives_token_type_ids(tok)
+    assert given == (arch not in {"roberta", "modernbert"})
+    assert given == ("token_type_ids" in tok(["a b"], ["d"]))
+    assert seen and all(("token_type_ids" in s) == given for s in seen)
 
 
 # ------------------------------------------------------------------------------------------ end to end

@@ -19,7 +19,7 @@ def test_the_decomposition_adds_up_to_the_layer_output(arch):
         model = model.double()
     tol = dict(rtol=1e-9, atol=1e-9) if arch != "modernbert" else dict(rtol=1e-4, atol=1e-5)
     try:
-        inputs, lengths = batch(tok, model)
+        inputs, lengths = batch(tok)
         with torch.no_grad(), nv.Capture(model, vectors=True) as cap:
             out = model(**inputs, output_attentions=True)
         for block in cap.blocks:

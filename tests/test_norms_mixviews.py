@@ -27,7 +27,7 @@ TOL = dict(rtol=1e-9, atol=1e-9)
 def _forward(arch):
     model, tok = tiny(arch)
     model = model.double()
-    inputs, lengths = batch(tok, model)
+    inputs, lengths = batch(tok)
     parts = mp.layer_parts(model)
     head = mp.head_linears(model)
     with torch.no_grad(), nv.Capture(model, vectors=True) as cap, mp.PartsCapture(model, parts, head) as pc:
@@ -101,7 +101,7 @@ def test_value_zeroing_equals_a_hand_built_zeroed_forward(arch, method):
     model, tok = tiny(arch)
     model = model.double()
     try:
-        inputs, lengths = batch(tok, model)
+        inputs, lengths = batch(tok)
         n = int(lengths[1])
         one = {k: v[1:2, :n] for k, v in inputs.items()}
         parts = mp.layer_parts(model)
@@ -152,15 +152,14 @@ def test_decompx_adds_up_to_the_logits_on_other_post_ln_layouts(model_type):
     # registered before the encoder), RoFormer (rotary positions): the head is found from the call order
     from transformers import AutoModelForSequenceClassification
 
-    from bertology.models.loading import forward_inputs
     from tests.builders.anyencoder import any_tokenizer, tiny_config
 
     tok, _ = any_tokenizer(model_type)
     torch.manual_seed(0)
     model = AutoModelForSequenceClassification.from_config(tiny_config(model_type, tok),
                                                            attn_implementation="eager").eval().double()
-    enc = tok(["the cat sat on the mat", "a dog"], padding=True, return_tensors="pt", return_token_type_ids=True)
-    inputs = forward_inputs(model, enc)
+    enc = tok(["the cat sat on the mat", "a dog"], padding=True, return_tensors="pt")
+    inputs = dict(enc)
     n = int(enc["attention_mask"][1].sum())
     parts, head = mp.layer_parts(model), mp.head_linears(model)
     with torch.no_grad(), nv.Capture(model, vectors=True) as cap, mp.PartsCapture(model, parts, head) as pc:

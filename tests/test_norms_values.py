@@ -42,7 +42,7 @@ def encoder_layers(model, arch):
 @pytest.mark.parametrize("arch", ARCHITECTURES)
 def test_value_norms_equal_a_direct_computation_from_the_weights(arch):
     model, tok = tiny(arch)
-    inputs, lengths = batch(tok, model)
+    inputs, lengths = batch(tok)
     with torch.no_grad(), nv.Capture(model) as cap:
         out = model(**inputs, output_attentions=True, output_hidden_states=True)
         norms = cap.value_norms(lengths)
@@ -73,7 +73,7 @@ def test_zero_value_weights_give_zero_norm_weighted_attention_whatever_alpha(arc
 
     model, tok = tiny(arch)
     model = copy.deepcopy(model)
-    inputs, lengths = batch(tok, model)
+    inputs, lengths = batch(tok)
     blocks = nv.attention_blocks(model)
     zero_layer, zero_head = 1, 2
     block = blocks[zero_layer]
@@ -143,7 +143,8 @@ def test_extraction_writes_the_value_norms_of_its_own_forward_pass(tmp_path, mod
 
     from bertology import store as st
     from bertology.attention.annotate import annotate_frame, load_spacy
-    from bertology.models.loading import forward_inputs, load_encoder
+    from bertology.models.encoding import gives_token_type_ids
+    from bertology.models.loading import load_encoder, load_tokenizer
     from tests.builders.anyencoder import build_any
     from tests.test_store import ATTENTION, MAX_LENGTH, make_frame, run
 
@@ -164,14 +165,15 @@ def test_extraction_writes_the_value_norms_of_its_own_forward_pass(tmp_path, mod
     assert ds["value_norm"].dims == ("example", "layer", "head", "key") and norms.dtype == np.float32
     assert (E, Q) == (len(frame), MAX_LENGTH) and ds.attrs["value_norms"] is True
     assert run(out, frame, words, model_dir, attention=attention, value_norms=True)["reused"]
-    encoder = load_encoder(str(model_dir))
+    encoder, given = load_encoder(str(model_dir)), gives_token_type_ids(load_tokenizer(str(model_dir)))
     for e in range(E):
         n = int(ds["length"][e])
         ids = ds["input_ids"][e, :n].values.astype(np.int64)[None]
-        enc = {"input_ids": torch.from_numpy(ids), "attention_mask": torch.ones_like(torch.from_numpy(ids)),
-               "token_type_ids": torch.from_numpy(ds["token_type_ids"][e, :n].values.astype(np.int64)[None])}
+        enc = {"input_ids": torch.from_numpy(ids), "attention_mask": torch.ones_like(torch.from_numpy(ids))}
+        if given:
+            enc["token_type_ids"] = torch.from_numpy(ds["token_type_ids"][e, :n].values.astype(np.int64)[None])
         with torch.no_grad(), nv.Capture(encoder) as cap:
-            encoder(**forward_inputs(encoder, enc))
+            encoder(**enc)
         np.testing.assert_allclose(norms[e, :, :, :n], cap.value_norms()[0].numpy(), rtol=1e-4, atol=1e-5)
         assert np.isnan(norms[e, :, :, n:]).all()
 

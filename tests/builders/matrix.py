@@ -116,7 +116,7 @@ def frames() -> dict[str, pd.DataFrame]:
 
 def template(tok) -> str:
     """The tokenizer's pair template, e.g. ``<s> a </s></s> b </s>`` (text tokens shown as a and b)."""
-    enc = tok("x", "y", return_token_type_ids=True)
+    enc = tok("x", "y")
     seq = enc.sequence_ids(0) if hasattr(enc, "sequence_ids") else [None] * len(enc["input_ids"])
     tokens = tok.convert_ids_to_tokens(enc["input_ids"])
     out, prev = [], object()
@@ -129,19 +129,19 @@ def template(tok) -> str:
     return " ".join(out)
 
 
-def _inputs(model, enc):
-    from bertology.models.loading import forward_inputs
-
-    return forward_inputs(model, {k: v for k, v in enc.items() if k in ("input_ids", "attention_mask", "token_type_ids")})
+def _inputs(enc):
+    """The model's inputs among a tokenizer's output (its own ``model_input_names``: token_type_ids where it
+    produces them)."""
+    return {k: v for k, v in enc.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
 
 
 def maps_reason(model, tok, frame) -> str | None:
     """None when the eager forward returns L maps (N, H, T, T) on a padded pair batch, else what it returns."""
     enc = tok(frame["text_a"].tolist()[:3], frame["text_b"].tolist()[:3], truncation=True, max_length=MAX_LENGTH,
-              padding=True, return_tensors="pt", return_token_type_ids=True)
+              padding=True, return_tensors="pt")
     try:
         with torch.no_grad():
-            out = model(**_inputs(model, enc), output_attentions=True)
+            out = model(**_inputs(enc), output_attentions=True)
     except Exception as err:  # noqa: BLE001 - the reason is the row
         return f"its forward fails on token ids alone ({type(err).__name__}: {' '.join(str(err).split())[:90]})"
     att = getattr(out, "attentions", None)
@@ -162,7 +162,8 @@ def check_extraction(model_dir, frames_: dict) -> None:
     unpadded eager forward; segment 0 on single texts, 0 then 1 on pairs."""
     from bertology.attention.annotate import WordSpans
     from bertology.attention.extract import chunk_inputs, run_batches
-    from bertology.models.loading import forward_inputs, load_encoder, load_tokenizer
+    from bertology.models.encoding import gives_token_type_ids
+    from bertology.models.loading import load_encoder, load_tokenizer
 
     tok, encoder = load_tokenizer(str(model_dir)), load_encoder(str(model_dir))
     L, H = encoder.config.num_hidden_layers, encoder.config.num_attention_heads
@@ -170,7 +171,7 @@ def check_extraction(model_dir, frames_: dict) -> None:
         frame = frames_[kind]
         inputs = chunk_inputs(tok, frame, WordSpans(frames_[f"{kind}_words"]), MAX_LENGTH)
         out = np.full((len(frame), L, H, MAX_LENGTH, MAX_LENGTH), np.nan, np.float16)
-        run_batches(encoder, inputs, batch_size=4, device="cpu", out=out)
+        run_batches(encoder, inputs, token_types=gives_token_type_ids(tok), batch_size=4, device="cpu", out=out)
         for e in range(len(frame)):
             n = int(inputs["length"][e])
             seg = inputs["segment"][e, :n]
@@ -179,11 +180,10 @@ def check_extraction(model_dir, frames_: dict) -> None:
             else:
                 assert seg[0] == 0 and seg[-1] == 1 and (np.diff(seg) >= 0).all() and set(seg.tolist()) == {0, 1}
             b = None if kind == "single" else frame.loc[e, "text_b"]
-            enc = tok(frame.loc[e, "text_a"], b, truncation=True, max_length=MAX_LENGTH, return_tensors="pt",
-                      return_token_type_ids=True)
+            enc = tok(frame.loc[e, "text_a"], b, truncation=True, max_length=MAX_LENGTH, return_tensors="pt")
             assert enc["input_ids"][0].tolist() == inputs["input_ids"][e, :n].tolist()
             with torch.no_grad():
-                ref = torch.stack(encoder(**forward_inputs(encoder, dict(enc)), output_attentions=True).attentions)
+                ref = torch.stack(encoder(**enc, output_attentions=True).attentions)   # the tokenizer's own output
             np.testing.assert_allclose(out[e, :, :, :n, :n].astype(np.float32), ref[:, 0].numpy(), atol=1e-3,
                                        rtol=2e-3)
             assert np.isnan(out[e, :, :, n:, :].astype(np.float32)).all()
@@ -248,7 +248,6 @@ def float64_everywhere():
 def check_disabling(model_dir, tok, frame) -> str:
     """Disabling and gates on a model enable_heads accepts; returns the mechanism."""
     from bertology.ablation import heads as dis
-    from bertology.ablation import stacking
     from bertology.ablation import sweep as sw
     from bertology.models.layers import shares_attention
     from bertology.models.loading import load_encoder
@@ -258,14 +257,14 @@ def check_disabling(model_dir, tok, frame) -> str:
     plain = load_encoder(str(model_dir), classifier=True)
     rows = [1, 0, 2, 3]
     enc = tok(frame.loc[rows, "text_a"].tolist(), frame.loc[rows, "text_b"].tolist(), truncation=True,
-              max_length=MAX_LENGTH, return_token_type_ids=True)
-    tt = enc.get("token_type_ids") or [[0] * len(x) for x in enc["input_ids"]]
+              max_length=MAX_LENGTH)
+    tt = enc.get("token_type_ids")                        # the tokenizer's own: None where it gives none
     batches = sw.make_batches(enc["input_ids"], tt, tok.pad_token_id, 4)
     # nothing disabled = the eager model
     with torch.no_grad():
         for b in batches:
-            torch.testing.assert_close(model(**stacking.model_inputs(model, b)).logits,
-                                       plain(**stacking.model_inputs(plain, b)).logits, atol=1e-6, rtol=0)
+            torch.testing.assert_close(model(**b.inputs()).logits,
+                                       plain(**b.inputs()).logits, atol=1e-6, rtol=0)
     # disabled heads = the hand-built reference
     mask = disabled_mask(model)
     got = sw.forward_logits(model, batches, mask, len(rows))
@@ -287,15 +286,14 @@ def check_gates(model_dir, tok, frame, eps: float = 1e-5) -> None:
     """The gates' gradient (gate_gradients) = central finite differences of the loss with step `eps`, float64
     throughout."""
     from bertology.ablation import heads as dis
-    from bertology.ablation import stacking
     from bertology.ablation import sweep as sw
     from bertology.ablation.importance import gate_gradients, per_example_loss
     from bertology.models.loading import load_encoder
 
     rows = [1, 0, 2, 3]
     enc = tok(frame.loc[rows, "text_a"].tolist(), frame.loc[rows, "text_b"].tolist(), truncation=True,
-              max_length=MAX_LENGTH, return_token_type_ids=True)
-    tt = enc.get("token_type_ids") or [[0] * len(x) for x in enc["input_ids"]]
+              max_length=MAX_LENGTH)
+    tt = enc.get("token_type_ids")                        # the tokenizer's own: None where it gives none
     # gates: gradient = central finite differences, in float64 throughout (float64_everywhere). The error of
     # (loss(1 + eps) - loss(1 - eps)) / 2 eps is truncation, eps^2 |loss'''| / 6, plus rounding, about
     # u |loss| / eps with u the unit roundoff of the arithmetic. The step that balances them is eps ~ u^(1/3):
@@ -308,7 +306,7 @@ def check_gates(model_dir, tok, frame, eps: float = 1e-5) -> None:
     if getattr(model64.config, "_experts_implementation", None) not in (None, "eager"):
         model64.set_experts_implementation("eager")       # torch's grouped_mm (experts) has no float64 kernel
     L, H = model64.config.num_hidden_layers, model64.config.num_attention_heads
-    (b,) = sw.make_batches(enc["input_ids"][:3], tt[:3], tok.pad_token_id, 3)
+    (b,) = sw.make_batches(enc["input_ids"][:3], None if tt is None else tt[:3], tok.pad_token_id, 3)
     labels = torch.tensor(frame.loc[rows[:3], "label"].tolist())[b.rows]       # in the batch's row order
     with float64_everywhere():
         grad = gate_gradients(model64, b.input_ids, b.token_type_ids, b.attention_mask, labels)     # (N, L, H)
@@ -319,7 +317,7 @@ def check_gates(model_dir, tok, frame, eps: float = 1e-5) -> None:
                 gates = torch.ones(L, H, dtype=torch.float64)
                 gates[layer, head] += sign * eps
                 with torch.no_grad(), dis.head_gates(model64, gates):
-                    logits = model64(**stacking.model_inputs(model64, b)).logits
+                    logits = model64(**b.inputs()).logits
                 losses.append(per_example_loss(logits, labels))
             differences[layer, head] = (losses[0] - losses[1]) / (2 * eps)
     for (layer, head), fd in differences.items():
@@ -336,9 +334,8 @@ def check_sweep(model_dir, tok, frame) -> str:
 
     model = dis.enable_heads(load_encoder(str(model_dir), classifier=True))
     L, H = model.config.num_hidden_layers, model.config.num_attention_heads
-    enc = tok(frame["text_a"].tolist(), frame["text_b"].tolist(), truncation=True, max_length=MAX_LENGTH,
-              return_token_type_ids=True)
-    tt = enc.get("token_type_ids") or [[0] * len(x) for x in enc["input_ids"]]
+    enc = tok(frame["text_a"].tolist(), frame["text_b"].tolist(), truncation=True, max_length=MAX_LENGTH)
+    tt = enc.get("token_type_ids")                        # the tokenizer's own: None where it gives none
     n = len(frame)
     batches = sw.make_batches(enc["input_ids"], tt, tok.pad_token_id, 3)
     used, why = sw.resolve_sweep(model, "fast")
@@ -359,7 +356,7 @@ def check_table1(model_dir, tok, frame) -> float | None:
     passes of load_classifier's model and their argmax. Returns None, or how far padding moves the logits
     where it does (the largest difference; then the accuracy is checked on the batched logits only)."""
     from bertology.models.metrics import compute_metrics
-    from bertology.models.loading import forward_inputs, load_classifier
+    from bertology.models.loading import load_classifier
     from bertology.pipeline.tasks import get_task
     from bertology.models.encoding import encode_split
     from bertology.models.training import predict
@@ -372,8 +369,8 @@ def check_table1(model_dir, tok, frame) -> float | None:
     with torch.no_grad():
         for i in range(len(frame)):
             e = tok(frame.loc[i, "text_a"], frame.loc[i, "text_b"], truncation=True, max_length=MAX_LENGTH,
-                    return_tensors="pt", return_token_type_ids=True)
-            alone.append(model(**forward_inputs(model, dict(e))).logits[0].double().numpy())
+                    return_tensors="pt")
+            alone.append(model(**e).logits[0].double().numpy())
     alone = np.stack(alone)
     labels = frame["label"].to_numpy()
     assert compute_metrics("mrpc", batched, labels)["accuracy"] == float(np.mean(batched.argmax(-1) == labels))
@@ -390,7 +387,7 @@ def check_value_norms(model_dir, tok, frame) -> str:
     model = load_encoder(str(model_dir))       # float32: ModernBERT's float64 sliding-window mask gives NaN
     tol = dict(rtol=1e-4, atol=1e-5)
     enc = tok(frame["text_a"].tolist()[:3], frame["text_b"].tolist()[:3], truncation=True, max_length=MAX_LENGTH,
-              padding=True, return_tensors="pt", return_token_type_ids=True)
+              padding=True, return_tensors="pt")
     lengths = enc["attention_mask"].sum(1)
     assert int(lengths.min()) < enc["input_ids"].shape[1], "a padded row"
     blocks = nv.attention_blocks(model)
@@ -402,7 +399,7 @@ def check_value_norms(model_dir, tok, frame) -> str:
         handles.append(module.register_forward_hook(lambda m, a, o: seen["ctx"].append(a[0])))
     try:
         with torch.no_grad(), nv.Capture(model, vectors=True) as cap:
-            out = model(**_inputs(model, enc), output_attentions=True)
+            out = model(**_inputs(enc), output_attentions=True)
             norms = cap.value_norms(lengths)                                        # (B, L, H, T)
             ratios = mx.mixing_ratios(cap, out.attentions, lengths)
     finally:
@@ -464,6 +461,7 @@ def check_architecture(model_type: str, workdir: Path, frames_: dict) -> Row:
     import warnings
 
     from bertology.ablation import heads as dis
+    from bertology.models.encoding import gives_token_type_ids
     from bertology.models.layers import shares_attention
     from bertology.models.loading import TokenizerError, load_encoder, load_tokenizer
     from bertology.norms import values as nv
@@ -509,7 +507,7 @@ def check_architecture(model_type: str, workdir: Path, frames_: dict) -> Row:
         row.table1 = table1_cell(model_dir, tok, pair)
         if shares_attention(model):
             row.notes.append("layers share one attention module: a call's layer is its rank in the forward pass")
-        if not any(k == "token_type_ids" for k in _inputs(model, {"token_type_ids": 0})):
+        if not gives_token_type_ids(tok):
             row.notes.append("no token types given to the model")
     return row
 
@@ -597,7 +595,7 @@ def decoder_maps_reason(model, tok, frame) -> str | None:
               padding=True, return_tensors="pt")
     assert int(enc["attention_mask"].sum(1).min()) < enc["input_ids"].shape[1], "a padded row"
     with torch.no_grad():
-        att = model(**_inputs(model, enc), output_attentions=True).attentions
+        att = model(**_inputs(enc), output_attentions=True).attentions
     for b, n in enumerate(enc["attention_mask"].sum(1).tolist()):
         above = torch.ones(n, n, dtype=torch.bool).triu(1)
         for layer, a in enumerate(att):
@@ -619,7 +617,7 @@ def windowed_layers(model, tok, frame) -> list[bool]:
               return_tensors="pt")
     assert enc["input_ids"].shape[1] == MAX_LENGTH
     with torch.no_grad():
-        att = model(**_inputs(model, enc), output_attentions=True).attentions
+        att = model(**_inputs(enc), output_attentions=True).attentions
     return [bool((a[0, :, -1, 0] == 0).all()) for a in att]
 
 
@@ -627,7 +625,6 @@ def check_decoder_disabling(model_dir, tok, frame, sliding: list[bool]) -> str:
     """Disabling on a decoder enable_heads accepts (3. of the decoder checks); returns the mechanism.
     sliding: the layers with a sliding window (windowed_layers): only whole layers are disabled there."""
     from bertology.ablation import heads as dis
-    from bertology.ablation import stacking
     from bertology.ablation import sweep as sw
     from bertology.models.loading import load_encoder
 
@@ -636,7 +633,7 @@ def check_decoder_disabling(model_dir, tok, frame, sliding: list[bool]) -> str:
     rows = [1, 0, 2, 3]
     enc = tok(frame.loc[rows, "text_a"].tolist(), frame.loc[rows, "text_b"].tolist(), truncation=True,
               max_length=MAX_LENGTH)
-    tt = [[0] * len(x) for x in enc["input_ids"]]
+    tt = enc.get("token_type_ids")                        # the tokenizer's own: None where it gives none
     batches = sw.make_batches(enc["input_ids"], tt, tok.pad_token_id, 4)
     tol = dict(atol=2e-5, rtol=1e-4)          # float32: Llama-style eager attention takes its softmax in float32
     mask = disabled_mask(model, sliding)
@@ -645,10 +642,10 @@ def check_decoder_disabling(model_dir, tok, frame, sliding: list[bool]) -> str:
         lengths = b.attention_mask.sum(1).tolist()
         assert min(lengths) < b.input_ids.shape[1], "a padded row"
         with torch.no_grad():
-            want = plain(**stacking.model_inputs(plain, b), output_attentions=True)
-            same = model(**stacking.model_inputs(model, b), output_attentions=True)
+            want = plain(**b.inputs(), output_attentions=True)
+            same = model(**b.inputs(), output_attentions=True)
             with dis.disabled_heads(model, mask):
-                out = model(**stacking.model_inputs(model, b), output_attentions=True)
+                out = model(**b.inputs(), output_attentions=True)
         # nothing disabled = the eager model
         torch.testing.assert_close(same.logits, want.logits, **tol)
         for a, w in zip(same.attentions, want.attentions):
@@ -701,7 +698,7 @@ def check_decoder_value_norms(model_dir, tok, frame) -> str:
     model = load_encoder(str(model_dir))
     tol = dict(rtol=1e-4, atol=1e-5)
     enc = tok(frame["text_a"].tolist()[:3], frame["text_b"].tolist()[:3], truncation=True, max_length=MAX_LENGTH,
-              padding=True, return_tensors="pt", return_token_type_ids=True)
+              padding=True, return_tensors="pt")
     lengths = enc["attention_mask"].sum(1)
     blocks = nv.attention_blocks(model)
     seen: dict[str, list] = {"x": [], "ctx": []}
@@ -711,7 +708,7 @@ def check_decoder_value_norms(model_dir, tok, frame) -> str:
                 for m in {id(b.output): b.output for b in blocks}.values()]
     try:
         with torch.no_grad(), nv.Capture(model, vectors=True) as cap:
-            out = model(**_inputs(model, enc), output_attentions=True)
+            out = model(**_inputs(enc), output_attentions=True)
             norms = cap.value_norms(lengths)                                        # (B, L, H, T)
             ratios = mx.mixing_ratios(cap, out.attentions, lengths)
             sums = {b.index: [(mx.example_decomposition(cap, b, out.attentions[b.index], r, n),
@@ -746,7 +743,7 @@ def check_decoder_value_norms(model_dir, tok, frame) -> str:
             assert not torch.isnan(ratios[b, block.index, :2, :n]).any()
     assert float(norms.nan_to_num(1.0).min()) > 0
     n = int(lengths.min())
-    one = {k: v[:1, :n] for k, v in _inputs(model, enc).items() if k != "token_type_ids"}
+    one = {k: v[:1, :n] for k, v in _inputs(enc).items() if k != "token_type_ids"}
     vz = value_zeroing(model, zeroing_blocks(model), one)
     assert float(torch.triu(vz, diagonal=1).abs().max()) < 1e-6, "Value Zeroing: token j changes no earlier output"
     kv = f"; {groups.pop()} key/value heads" if groups != {H} else ""

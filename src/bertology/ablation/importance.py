@@ -30,7 +30,6 @@ import numpy as np
 import torch
 
 from bertology.ablation.heads import head_gates
-from bertology.models.loading import takes_token_type_ids
 from bertology.pipeline.errors import InputError
 
 
@@ -47,11 +46,12 @@ def per_example_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor
     return torch.nn.functional.cross_entropy(logits, labels.long(), reduction="none")
 
 
-def gate_gradients(model, input_ids: torch.Tensor, token_type_ids: torch.Tensor, attention_mask: torch.Tensor,
+def gate_gradients(model, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None, attention_mask: torch.Tensor,
                    labels: torch.Tensor, gates: torch.Tensor | None = None) -> torch.Tensor:
     """d loss_n / d xi[l, n, h] for every example n of one batch: (N, L, H), at gates `gates` (default 1).
 
-    input_ids, token_type_ids, attention_mask: (N, T); labels (N,); gates: (L, N, H) or None. The model
+    input_ids, token_type_ids (None: the model is given none), attention_mask: (N, T); labels (N,); gates: (L, N, H)
+    or None. The model
     must have been passed through :func:`~bertology.ablation.heads.enable_heads`. Only the gates' gradients are computed (the weights'
     are not asked for).
     """
@@ -62,7 +62,7 @@ def gate_gradients(model, input_ids: torch.Tensor, token_type_ids: torch.Tensor,
           else gates.detach().to(dtype=dtype, device=input_ids.device).clone())
     xi.requires_grad_(True)
     inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
-    if takes_token_type_ids(model):
+    if token_type_ids is not None:
         inputs["token_type_ids"] = token_type_ids
     with torch.enable_grad(), head_gates(model, xi):
         logits = model(**inputs).logits
@@ -119,7 +119,8 @@ def head_importance(model, batches: Sequence, labels: np.ndarray, progress: bool
         if per_example:
             for i in range(len(batch.rows)):
                 n_i = int(b.attention_mask[i].sum())
-                g = gate_gradients(model, b.input_ids[i:i + 1, :n_i], b.token_type_ids[i:i + 1, :n_i],
+                tt = None if b.token_type_ids is None else b.token_type_ids[i:i + 1, :n_i]
+                g = gate_gradients(model, b.input_ids[i:i + 1, :n_i], tt,
                                    b.attention_mask[i:i + 1, :n_i], y[i:i + 1])
                 total += g.abs().sum(0).double().cpu().numpy()
         else:

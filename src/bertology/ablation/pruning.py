@@ -30,7 +30,7 @@ import pandas as pd
 import torch
 
 from bertology.ablation.heads import DISABLED_KWARG, GATES_KWARG, disabled_heads, head_gates
-from bertology.ablation.stacking import effective_config_batch, model_inputs, n_outputs, repeat_rows
+from bertology.ablation.stacking import effective_config_batch, n_outputs, repeat_rows
 from bertology.ablation.sweep_fast import check_fast_supported, finish_layer, layer_attention
 from bertology.models.encoding import Batch
 
@@ -107,7 +107,7 @@ def naive_pruned_logits(model, batches: Sequence[Batch], masks: np.ndarray, n_ex
         # through the model's state, not forward keywords: every architecture (DeBERTa-v2 takes none)
         with disabled_heads(model, kwargs.get(DISABLED_KWARG)), head_gates(model, kwargs.get(GATES_KWARG)):
             for batch in batches:
-                logits = model(**model_inputs(model, batch.to(device))).logits
+                logits = model(**batch.to(device).inputs()).logits
                 out[c, batch.rows] = logits.double().cpu().numpy()
     return out
 

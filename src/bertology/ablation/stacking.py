@@ -1,4 +1,4 @@
-"""What the sweep strategies and pruning share: a sequence classifier's forward inputs and outputs, configurations
+"""What the sweep strategies and pruning share: a sequence classifier's outputs, configurations
 stacked along the batch (how many, and the rows repeated for them), and the error of a strategy that has no plan
 for a model.
 
@@ -9,23 +9,12 @@ from __future__ import annotations
 
 import torch
 
-from bertology.models.encoding import Batch
 from bertology.pipeline.config import ConfigError
 
 
 def n_outputs(model) -> int:
     """K: the logits per example of a sequence classifier (its num_labels)."""
     return int(model.config.num_labels)
-
-
-def model_inputs(model, batch: Batch) -> dict[str, torch.Tensor]:
-    """The keyword inputs of a forward pass: token_type_ids only for models whose forward takes them."""
-    from bertology.models.loading import takes_token_type_ids
-
-    out = {"input_ids": batch.input_ids, "attention_mask": batch.attention_mask}
-    if takes_token_type_ids(model):
-        out["token_type_ids"] = batch.token_type_ids
-    return out
 
 
 

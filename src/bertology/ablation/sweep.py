@@ -31,7 +31,7 @@ import pandas as pd
 import torch
 
 from bertology.ablation.heads import disabled_heads
-from bertology.ablation.stacking import model_inputs, n_outputs
+from bertology.ablation.stacking import n_outputs
 from bertology.ablation.sweep_fast import fast_plan, fast_sweep
 from bertology.ablation.sweep_prefix import prefix_plan, prefix_sweep
 from bertology.models.encoding import Batch, encode_frame, pad_rows
@@ -71,10 +71,10 @@ def sweep_configurations(n_layers: int, n_heads: int) -> list[Configuration]:
             + [Configuration(l, None) for l in range(n_layers)])
 
 
-def make_batches(input_ids: Sequence[Sequence[int]], token_type_ids: Sequence[Sequence[int]], pad_id: int,
+def make_batches(input_ids: Sequence[Sequence[int]], token_type_ids: Sequence[Sequence[int]] | None, pad_id: int,
                  batch_size: int) -> list[Batch]:
-    """Group examples by length (longest first) into padded batches (:func:`bertology.models.encoding.pad_rows`);
-    every sweep uses the same batches."""
+    """Group examples by length (longest first) into padded batches (:func:`bertology.models.encoding.pad_rows`;
+    token_type_ids None: the model is given none); every sweep uses the same batches."""
     if batch_size < 1:
         raise ValueError("batch_size must be >= 1")
     lengths = np.array([len(x) for x in input_ids])
@@ -95,7 +95,7 @@ def forward_logits(model, batches: Sequence[Batch], disabled: torch.Tensor | Non
     mask = None if disabled is None or not bool(disabled.any()) else disabled.to(device)
     with disabled_heads(model, mask):
         for batch in batches:
-            logits = model(**model_inputs(model, batch.to(device))).logits
+            logits = model(**batch.to(device).inputs()).logits
             out[batch.rows] = logits.double().cpu().numpy()
     return out
 

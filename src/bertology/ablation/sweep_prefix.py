@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from bertology.ablation.heads import disabled_heads
-from bertology.ablation.stacking import effective_config_batch, model_inputs, n_outputs, plan_or_raise, repeat_rows
+from bertology.ablation.stacking import effective_config_batch, n_outputs, plan_or_raise, repeat_rows
 from bertology.models.encoding import Batch
 from bertology.models.hooks import hooks
 
@@ -119,11 +119,12 @@ class _Replayed(torch.nn.Module):
 
 
 def _prefix_inputs(model, batch: Batch) -> dict:
-    """:func:`~bertology.ablation.stacking.model_inputs`, plus ``use_cache=False`` where the forward takes it (no
-    key/value cache kept: the logits are the same, and a skipped layer never fills its cache entry)."""
+    """The batch's model inputs (:meth:`bertology.models.encoding.Batch.inputs`), plus ``use_cache=False`` where the
+    forward takes it (no key/value cache kept: the logits are the same, and a skipped layer never fills its cache
+    entry)."""
     import inspect
 
-    inputs = model_inputs(model, batch)
+    inputs = batch.inputs()
     if "use_cache" in inspect.signature(model.forward).parameters:
         inputs["use_cache"] = False
     return inputs

@@ -47,7 +47,8 @@ def chunk_inputs(tokenizer, frame: pd.DataFrame, spans: WordSpans, max_length: i
     """Tokenise one chunk of the sample and align its wordpieces to the spaCy words.
 
     frame: e prepared rows. Returns input_ids (e, Q) int32 padded with the pad id, token_type_ids (e, Q)
-    int8 (the tokenizer's, 0 where it gives none), segment (e, Q) int8 (0/1 from the tokenizer's sequence
+    int8 (the tokenizer's where the model is given them, :func:`bertology.models.encoding.gives_token_type_ids`;
+    0 elsewhere), segment (e, Q) int8 (0/1 from the tokenizer's sequence
     ids, -1 padding: :func:`bertology.models.encoding.segments`), word_ids (e, Q) int16 (-1 for specials/padding),
     length (e,) int16.
     """
@@ -86,19 +87,19 @@ def length_batches(length: np.ndarray, batch_size: int) -> list[np.ndarray]:
     return [b for b in np.array_split(order, -(-len(order) // max(int(batch_size), 1))) if len(b)] if len(order) else []
 
 
-def run_batches(model, inputs: dict[str, np.ndarray], *, batch_size: int, device: str, out: np.ndarray,
-                capture=None, norms_out: np.ndarray | None = None) -> None:
+def run_batches(model, inputs: dict[str, np.ndarray], *, token_types: bool, batch_size: int, device: str,
+                out: np.ndarray, capture=None, norms_out: np.ndarray | None = None) -> None:
     """Forward passes over one chunk's examples in length-sorted batches; float16 maps written into `out`.
 
-    inputs: as returned by :func:`chunk_inputs` (e examples); out: (e, L, H, Q, Q) float16, NaN-filled; each
+    inputs: as returned by :func:`chunk_inputs` (e examples); token_types: whether the model is given their
+    token_type_ids (:func:`bertology.models.encoding.gives_token_type_ids` of the tokenizer that made them; else
+    it gets none); out: (e, L, H, Q, Q) float16, NaN-filled; each
     example's (L, H, n, n) block is set to the eager forward's post-softmax attention cast to float16 (round to
     nearest), its padding left NaN. capture: a :class:`bertology.norms.values.Capture` entered on `model` (its
     hooks take the value norms in the same forward pass); then norms_out (e, L, H, Q) float32, NaN-filled, gets
     each example's (L, H, n) value norms ||f_h(x_j)||.
     """
     import torch
-
-    from bertology.models.loading import takes_token_type_ids
 
     length = inputs["length"].astype(np.int64)
     buf = torch.from_numpy(out)
@@ -109,7 +110,7 @@ def run_batches(model, inputs: dict[str, np.ndarray], *, batch_size: int, device
             ids = torch.from_numpy(inputs["input_ids"][pos, :N].astype(np.int64)).to(device)
             mask = (torch.arange(N)[None, :] < torch.from_numpy(length[pos])[:, None]).long().to(device)
             kwargs = {}
-            if takes_token_type_ids(model):
+            if token_types:
                 tt = inputs["token_type_ids"][pos, :N].astype(np.int64)
                 kwargs["token_type_ids"] = torch.from_numpy(tt).to(device)
             res = model(input_ids=ids, attention_mask=mask, output_attentions=True, **kwargs)
@@ -277,6 +278,7 @@ def extract_store(output: str | Path, *, frame: pd.DataFrame, words: pd.DataFram
     import zarr
     from tqdm import tqdm
 
+    from bertology.models.encoding import gives_token_type_ids
     from bertology.models.loading import load_encoder, load_tokenizer
     from bertology.models.kinds import attention_geometry, model_kind
 
@@ -349,8 +351,8 @@ def extract_store(output: str | Path, *, frame: pd.DataFrame, words: pd.DataFram
                 buf = writer.buffer()
                 if capture is not None:   # small (Q times smaller than the maps): a fresh one per chunk
                     inputs["value_norm"] = np.full((len(rows), L, H, Q), np.nan, np.float32)
-                run_batches(encoder, inputs, batch_size=batch_size, device=device, out=buf[:len(rows)],
-                            capture=capture, norms_out=inputs.get("value_norm"))
+                run_batches(encoder, inputs, token_types=gives_token_type_ids(tokenizer), batch_size=batch_size,
+                            device=device, out=buf[:len(rows)], capture=capture, norms_out=inputs.get("value_norm"))
                 writer.submit(c, buf, inputs)
                 computed += 1
                 bar.update(len(rows))

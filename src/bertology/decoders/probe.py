@@ -19,8 +19,9 @@ SINK_TOKENS = 64          # Gu et al.: the first 64 tokens of each sequence
 SINK_BATCH = 16           # examples per forward pass of the sink probe (at most 64 tokens each)
 
 
-def causal_maps(model, input_ids, attention_mask=None) -> np.ndarray:
-    """(E, L, H, T, T) float64 attention maps of a causal model's base model (eager attention) on (E, T) ids.
+def causal_maps(model, input_ids, attention_mask=None, token_type_ids=None) -> np.ndarray:
+    """(E, L, H, T, T) float64 attention maps of a causal model's base model (eager attention) on (E, T) ids
+    (attention_mask: (E, T), None: all ones; token_type_ids: (E, T), None: the model is given none).
 
     The model must have been loaded with ``attn_implementation="eager"`` (other kernels return no weights).
     """
@@ -31,21 +32,25 @@ def causal_maps(model, input_ids, attention_mask=None) -> np.ndarray:
                          f"which returns no weights: load it with attn_implementation='eager'")
     ids = torch.as_tensor(np.asarray(input_ids), dtype=torch.long)
     mask = torch.ones_like(ids) if attention_mask is None else torch.as_tensor(np.asarray(attention_mask))
+    extra = {} if token_type_ids is None else {"token_type_ids": torch.as_tensor(np.asarray(token_type_ids),
+                                                                                 dtype=torch.long)}
     with torch.no_grad():
-        out = model.base_model(input_ids=ids, attention_mask=mask, output_attentions=True)
+        out = model.base_model(input_ids=ids, attention_mask=mask, output_attentions=True, **extra)
     if not out.attentions or out.attentions[0] is None:
         raise ValueError(f"{type(model).__name__} returned no attention weights")
     return torch.stack(out.attentions, dim=1).double().cpu().numpy()
 
 
 def induction_probe(model, *, seed: int, seq_len: int = INDUCTION_SEQ_LEN, batch: int = INDUCTION_BATCH,
-                    bos_id: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+                    bos_id: int | None = None, token_types: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(tokens (E, 2s + 1), maps (E, L, H, 2s + 1, 2s + 1)) of the seeded induction probe: a BOS token (the
-    tokenizer's, else token 0) and s uniform random tokens of the model's vocabulary repeated twice."""
+    tokenizer's, else token 0) and s uniform random tokens of the model's vocabulary repeated twice.
+    token_types: the model is given token_type_ids (:func:`bertology.models.encoding.gives_token_type_ids`; one
+    segment, all 0), else none."""
     rng = np.random.default_rng(seed)
     bos = 0 if bos_id is None else bos_id
     tokens = heads.repeated_random_tokens(rng, int(model.config.vocab_size), seq_len, batch, bos_id=bos)
-    return tokens, causal_maps(model, tokens)
+    return tokens, causal_maps(model, tokens, token_type_ids=np.zeros_like(tokens) if token_types else None)
 
 
 def induction_table(tokens: np.ndarray, maps: np.ndarray, seq_len: int) -> pd.DataFrame:
@@ -77,16 +82,18 @@ def sink_table(maps: np.ndarray, lengths: np.ndarray, epsilon: float = heads.SIN
 def sink_units(model, batches, *, tokens: int = SINK_TOKENS) -> pd.DataFrame:
     """Gu et al.'s alpha_0 of every head on every natural-text example, at most its first `tokens` tokens.
 
-    batches: an iterable of (input_ids (B, T), attention_mask (B, T)) right-padded batches of the task's examples
-    (their real tokens first). Returns one row per example x layer x head: example (0-based, in batch order),
-    layer, head, alpha_0, n (the tokens read: min(length, tokens)).
+    batches: an iterable of (input_ids (B, T), attention_mask (B, T)[, token_type_ids (B, T) or None: where the
+    model is given them, :func:`bertology.models.encoding.gives_token_type_ids`]) right-padded batches of the task's
+    examples (their real tokens first). Returns one row per example x layer x head: example (0-based, in batch
+    order), layer, head, alpha_0, n (the tokens read: min(length, tokens)).
     """
     frames, offset = [], 0
-    for ids, mask in batches:
+    for ids, mask, *types in batches:
         ids, mask = np.asarray(ids)[:, :tokens], np.asarray(mask)[:, :tokens]
         lengths = mask.sum(axis=1)
         t = int(lengths.max())
-        maps = causal_maps(model, ids[:, :t], mask[:, :t])
+        tt = None if not types or types[0] is None else np.asarray(types[0])[:, :t]
+        maps = causal_maps(model, ids[:, :t], mask[:, :t], tt)
         alpha0 = heads.sink_alpha(maps, lengths)[..., 0]                     # (B, L, H)
         b, n_layers, n_heads = alpha0.shape
         e, layer, head = np.meshgrid(np.arange(b) + offset, np.arange(n_layers), np.arange(n_heads), indexing="ij")

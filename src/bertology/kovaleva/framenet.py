@@ -38,7 +38,6 @@ import numpy as np
 import pandas as pd
 
 from bertology.kovaleva import relations as rel
-from bertology.models.loading import forward_inputs
 from bertology.pipeline.config import ConfigError
 
 log = logging.getLogger(__name__)
@@ -234,15 +233,17 @@ def link_scores_both(links: pd.DataFrame, tokenizer, model, *, batch_size: int,
     """
     import torch
 
+    from bertology.models.encoding import gives_token_type_ids
+
     groups = [(k, g) for k, g in links.groupby("item", sort=True)]
     out: dict[str, list[np.ndarray]] = {d: [] for d in DIRECTIONS}
     for start in range(0, len(groups), batch_size):
         batch = groups[start:start + batch_size]
         words = [g["text"].iloc[0].split() for _, g in batch]
         enc = tokenizer(words, is_split_into_words=True, truncation=True, max_length=max_length, padding=True,
-                        return_tensors="pt")
+                        return_tensors="pt", return_token_type_ids=gives_token_type_ids(tokenizer))
         with torch.no_grad():
-            att = model(**forward_inputs(model, enc), output_attentions=True).attentions
+            att = model(**enc, output_attentions=True).attentions
         att = torch.stack(att, 1).float().numpy()  # (B, L, H, T, T)
         for b, (_, g) in enumerate(batch):
             word_ids = np.array([-1 if w is None else w for w in enc.word_ids(b)])

@@ -60,10 +60,13 @@ def total_steps(n_examples: int, batch_size: int, epochs: float) -> int:
 
 def collate(tokenizer, enc: Encoded, idx: np.ndarray, device, regression: bool) -> dict[str, Any]:
     """Pad the examples `idx` to their longest with the tokenizer (its pad token and padding side; dynamic padding)
-    -> tensors (B, T) (input_ids, token_type_ids, and attention_mask where the tokenizer makes one) and labels (B,)."""
+    -> tensors (B, T) (input_ids, token_type_ids where the model is given them (``enc.token_type_ids`` not None:
+    :func:`bertology.models.encoding.gives_token_type_ids`), and attention_mask where the tokenizer makes one) and
+    labels (B,): the model's keyword inputs."""
     import torch
 
-    features = [{"input_ids": enc.input_ids[i].tolist(), "token_type_ids": enc.token_type_ids[i].tolist()}
+    features = [{"input_ids": enc.input_ids[i].tolist()} if enc.token_type_ids is None else
+                {"input_ids": enc.input_ids[i].tolist(), "token_type_ids": enc.token_type_ids[i].tolist()}
                 for i in idx]
     batch = tokenizer.pad(features, padding=True, return_tensors="pt")
     batch = {k: v.to(device) for k, v in batch.items()}

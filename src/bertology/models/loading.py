@@ -145,20 +145,6 @@ def load_encoder(name_or_path: str, *, classifier: bool = False, device: str | N
     return model.eval().to(device or "cpu")
 
 
-def takes_token_type_ids(model) -> bool:
-    """Whether the model's forward takes ``token_type_ids`` (DistilBERT's and ModernBERT's do not)."""
-    import inspect
-
-    return "token_type_ids" in inspect.signature(getattr(model, "forward", model)).parameters
-
-
-def forward_inputs(model, batch):
-    """`batch` (a mapping of tensors, e.g. a tokenizer's output) without ``token_type_ids`` where the model's
-    forward does not take them: transformers 5 models swallow unknown keywords, so DistilBERT or ModernBERT
-    would otherwise be handed segment ids they silently ignore."""
-    return {k: v for k, v in batch.items() if k != "token_type_ids" or takes_token_type_ids(model)}
-
-
 def load_tokenizer(name_or_path: str):
     """The fast tokenizer of a resolved model (offsets are needed to align words), checked with
     :func:`check_tokenizer`: a directory without tokenizer files, or a tokenizer that reads English as

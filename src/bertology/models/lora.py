@@ -37,9 +37,7 @@ def require_peft() -> None:
 
 
 def classifier_of(model):
-    """The transformers classifier of `model`: itself, or the one a peft wrapper holds (whose forward signature
-    says which inputs it takes, :func:`bertology.models.loading.forward_inputs`; the wrapper's own does not list
-    ``token_type_ids``, which it hands on all the same)."""
+    """The transformers classifier of `model`: itself, or the one a peft wrapper holds."""
     get_base = getattr(model, "get_base_model", None)
     return get_base() if callable(get_base) else model
 

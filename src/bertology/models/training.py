@@ -49,8 +49,7 @@ import pandas as pd
 from bertology.models.batching import collate, eval_batches, steps_per_epoch, total_steps, train_batches
 from bertology.models.checkpoint import STATE_FILE, Checkpoints, data_fingerprint, load_state, restore_state
 from bertology.models.encoding import Encoded
-from bertology.models.loading import forward_inputs
-from bertology.models.lora import classifier_of, merge_lora, wrap_lora
+from bertology.models.lora import merge_lora, wrap_lora
 from bertology.models.metrics import compute_metrics, predictions_from_logits
 from bertology.pipeline.config import ConfigError, TrainConfig
 from bertology.pipeline.errors import UserError
@@ -169,7 +168,7 @@ def predict(model, tokenizer, enc: Encoded, *, batch_size: int, device, amp_dtyp
             batch = collate(tokenizer, enc, idx, device, regression=False)
             batch.pop("labels")
             with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
-                logits = model(**forward_inputs(classifier_of(model), batch)).logits
+                logits = model(**batch).logits
             logits = logits.float().cpu().numpy()
             for j, i in enumerate(idx):
                 out[i] = logits[j]
@@ -263,7 +262,7 @@ def train(model, tokenizer, train_enc: Encoded, spec: TaskSpec, cfg: TrainConfig
     device = device or select_device()
     amp_dtype = autocast_dtype(cfg.mixed_precision, device)
     model.to(device)
-    plain = model  # the transformers classifier: forward_inputs reads its signature; LoRA is merged back into it
+    plain = model  # the transformers classifier; LoRA is merged back into it
     model, finetuning = _for_method(model, cfg)
     n_steps = total_steps(len(train_enc), cfg.batch_size, cfg.epochs)
     per_epoch = steps_per_epoch(len(train_enc), cfg.batch_size)
@@ -298,7 +297,7 @@ def train(model, tokenizer, train_enc: Encoded, spec: TaskSpec, cfg: TrainConfig
                     break
                 batch = collate(tokenizer, train_enc, idx, device, spec.is_regression)
                 with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
-                    loss = model(**forward_inputs(plain, batch)).loss
+                    loss = model(**batch).loss
                 lr = scheduler.get_last_lr()[0]
                 if not torch.isfinite(loss):
                     raise TrainingDivergedError(

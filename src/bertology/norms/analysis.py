@@ -34,15 +34,10 @@ SCORE_COLUMNS = ["example_idx", "position", "word", "method", "score"]
 LAYER_COLUMNS = ["example_idx", "layer", "position", "method", "score"]
 
 
-def padded(enc: Encoded, rows: np.ndarray, pad_id: int, model) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-    """The model inputs of `rows` padded to their longest (:meth:`Encoded.padded`): (kwargs, lengths (B,))."""
-    from bertology.models.loading import takes_token_type_ids
-
-    batch = enc.padded(rows, pad_id)
-    kwargs = {"input_ids": batch.input_ids, "attention_mask": batch.attention_mask}
-    if takes_token_type_ids(model):
-        kwargs["token_type_ids"] = batch.token_type_ids
-    return kwargs, torch.as_tensor(enc.lengths[rows])
+def padded(enc: Encoded, rows: np.ndarray, pad_id: int) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    """The model inputs of `rows` padded to their longest (:meth:`Encoded.padded`,
+    :meth:`bertology.models.encoding.Batch.inputs`): (kwargs, lengths (B,))."""
+    return enc.padded(rows, pad_id).inputs(), torch.as_tensor(enc.lengths[rows])
 
 
 def view_target(model, n: int) -> int:
@@ -145,7 +140,7 @@ def run_views(model, tokenizer, frame: pd.DataFrame, *, max_length: int, batch_s
             (pn.PreNormCapture(model, pre, head) if pre else nullcontext()) as prc:
         last = cap.blocks[-1]
         for rows in batches:
-            kwargs, lengths = padded(enc, rows, pad, model)
+            kwargs, lengths = padded(enc, rows, pad)
             kwargs = {k: v.to(device) for k, v in kwargs.items()}
             t0 = time.perf_counter()
             out = model(**kwargs, output_attentions=True)
@@ -224,7 +219,7 @@ def run_views(model, tokenizer, frame: pd.DataFrame, *, max_length: int, batch_s
                                                   "word": words, "method": method, "score": score}))
     # Value Zeroing's own forwards, after the pass (they would reset the capture's tensors)
     for r, words in vz_jobs:
-        one, _ = padded(enc, np.array([r]), pad, model)
+        one, _ = padded(enc, np.array([r]), pad)
         score, per_layer = vz.value_zeroing_view(model, zeroing, {k: v.to(device) for k, v in one.items()}, seconds,
                                                  view_target(model, len(words)))
         rows_out.append(pd.DataFrame({"example_idx": int(enc.idx[r]), "position": np.arange(len(words)),
@@ -277,7 +272,7 @@ def run_faithfulness(model, tokenizer, frame: pd.DataFrame, scores: pd.DataFrame
     examples, ordinaries, views_of, orders_of = [], [], [], []
     for r in range(len(sub)):
         ids = torch.from_numpy(enc.input_ids[r]).to(device)
-        tts = torch.from_numpy(enc.token_type_ids[r]).to(device)
+        tts = None if enc.token_type_ids is None else torch.from_numpy(enc.token_type_ids[r]).to(device)
         examples.append(ff.Example(ids, torch.ones_like(ids), tts))
         ordinary = kinds.categories(enc.input_ids[r][None], np.array([len(ids)]))[0] >= 2
         ordinaries.append(ordinary)

@@ -59,9 +59,8 @@ def replacement_token_id(tokenizer, model=None) -> int:
 
 
 def _forward(model, ids: torch.Tensor, mask: torch.Tensor, token_type_ids: torch.Tensor | None, **kwargs):
-    from bertology.models.loading import takes_token_type_ids
-
-    extra = {"token_type_ids": token_type_ids} if token_type_ids is not None and takes_token_type_ids(model) else {}
+    """The model's forward on (B, n) inputs; token_type_ids None: the model is given none."""
+    extra = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
     return model(input_ids=ids, attention_mask=mask, **extra, **kwargs)
 
 

@@ -32,9 +32,10 @@ def _text_batches(tokenizer, frame, max_length: int, tokens: int, batch_size: in
     from bertology.models.encoding import encode
 
     enc = encode(tokenizer, frame, min(max_length, tokens), padding="longest")
-    ids, mask = enc["input_ids"], enc["attention_mask"]
+    ids, mask, types = enc["input_ids"], enc["attention_mask"], enc.get("token_type_ids")
     for start in range(0, len(ids), batch_size):
-        yield ids[start:start + batch_size], mask[start:start + batch_size]
+        part = slice(start, start + batch_size)
+        yield ids[part], mask[part], None if types is None else types[part]
 
 
 def _probe(ctx: StepContext, models: dict, tokenizer, model_paths: dict) -> tuple:
@@ -50,6 +51,7 @@ def _probe(ctx: StepContext, models: dict, tokenizer, model_paths: dict) -> tupl
     from bertology.decoders import probe
     from bertology.decoders.heads import SINK_EPSILON
     from bertology.attention.extract import write_probe_store
+    from bertology.models.encoding import gives_token_type_ids
     from bertology.models.kinds import attention_geometry
 
     cfg = ctx.config
@@ -62,7 +64,8 @@ def _probe(ctx: StepContext, models: dict, tokenizer, model_paths: dict) -> tupl
     for variant, load in models.items():
         model = load()
         s = probe.sink_units(model, texts)
-        tokens, maps = probe.induction_probe(model, seed=int(cfg.data.seed), bos_id=bos)
+        tokens, maps = probe.induction_probe(model, seed=int(cfg.data.seed), bos_id=bos,
+                                             token_types=gives_token_type_ids(tokenizer))
         store = ctx.output.get(f"probe_{variant.replace('-', '_')}")
         if store is not None:
             write_probe_store(store, tokens=tokens, maps=maps, model=str(cfg.model), model_path=str(model_paths[variant]),

@@ -4,7 +4,7 @@ One Zarr v3 store per task and variant, ``results/attention/{task}/{variant}.zar
 
     attention       (example, layer, head, query, key) float16  post-softmax; NaN where query or key >= length
     input_ids       (example, query)                   int32    pad id past length
-    token_type_ids  (example, query)                   int8     what the model was given (all 0 for RoBERTa-style)
+    token_type_ids  (example, query)                   int8     what the model was given (all 0 where it got none)
     segment         (example, query)                   int8     0 first text, 1 second text, -1 padding
     word_ids        (example, query)                   int16    spaCy word of each wordpiece; -1 specials/padding
     length          (example,)                         int16    real tokens, [CLS] and [SEP]s included
