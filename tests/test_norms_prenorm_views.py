@@ -379,3 +379,10 @@ def test_run_views_gives_globenc_and_decompx_on_a_decoder_from_its_padded_batch(
         for view in ("globenc", "decompx"):
             got = res.scores[(res.scores["example_idx"] == idx) & (res.scores["method"] == view)]
             np.testing.assert_allclose(got.sort_values("position")["score"], ev.scores[view], rtol=1e-4, atol=1e-5)
+    # the faithfulness ranking scores them like every view (AOPC by deletion on a decoder)
+    from bertology.norms.analysis import run_faithfulness
+
+    faith = run_faithfulness(model, tok, frame, res.scores, max_length=32, batch_size=3, confidence=0.9,
+                             resamples=50, seed=0)
+    aopc = faith.table[faith.table["importance"] == "aopc"]
+    assert {"globenc", "decompx"} <= set(aopc["view"])
