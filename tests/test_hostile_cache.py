@@ -389,5 +389,13 @@ def test_cached_entries_are_shared_safely(tmp_path, config_file, snakemake_run, 
     _flip(entries[0] / "model.safetensors", (entries[0] / "model.safetensors").stat().st_size - 3)
     proc = snakemake_run(second, "--cores", "1", "--cache", "--", score, check=False)
     assert proc.returncode != 0
-    assert f"rm -rf {entries[0]} {model}" in proc.stderr + "".join(
-        p.read_text() for p in (second / "results" / "logs").rglob("*.log"))
+    text = proc.stderr + "".join(p.read_text() for p in (second / "results" / "logs").rglob("*.log"))
+    (line,) = {line for line in text.splitlines() if f"rm -rf {entries[0]} {model}" in line}
+    # the advice, run as printed in the second experiment: the model alone is trained again and cached again
+    from tests.test_advice import run_printed
+
+    jobs = run_printed(second, line[line.index("the model "):], dry=False, run_snakemake=snakemake_run)
+    assert jobs == {"train_model": 1}, jobs  # not the workflow's every job
+    assert list(cache.iterdir()) == entries and (entries[0] / "bertology-digest.json").exists()
+    snakemake_run(second, "--cores", "1", "--cache", "--", score)  # the job that refused the damaged model runs now
+    assert (second / score).exists()
