@@ -107,7 +107,7 @@ def test_two_experiments_storing_one_entry_at_once_leave_one_entry(tmp_path):
     assert all(not p.is_dir() for p in entry.iterdir())
     logs = "".join(run.stderr for run in runs)
     assert logs.count("was stored by another experiment meanwhile") == 1, logs[-4000:]
-    assert "(identical files) is dropped" in logs
+    assert "this job's copy is dropped (identical)" in logs
     first, second = (tmp_path / name / "out" / "model" for name in ("first", "second"))
     assert _files(first) == _files(second) == _files(entry)
     for output in (first, second):  # a symlink to the entry (stored) or a directory of links into it (dropped)
@@ -115,7 +115,7 @@ def test_two_experiments_storing_one_entry_at_once_leave_one_entry(tmp_path):
             os.path.realpath(p) == str(entry / p.name) for p in output.iterdir() if p.name != ".snakemake_timestamp")
 
 
-def _store_at(args) -> str:
+def _store_at(args) -> tuple[str, ...] | None:
     """One experiment's store of `output` as `entry`, released with the others by `barrier`."""
     from bertology.pipeline.cachestore import store_output
     from bertology.pipeline.outputcache import set_entry_permissions
@@ -146,7 +146,7 @@ def test_stores_released_together_keep_one_entry(tmp_path):
     barrier = ctx.Manager().Barrier(len(outputs))
     with ctx.Pool(len(outputs)) as pool:
         how = pool.map(_store_at, [(str(o), str(entry), barrier) for o in outputs])
-    assert sorted(how) == ["identical", "identical", "identical", "stored"]
+    assert sorted(how, key=str) == [(), (), (), None]  # one stored, three identical copies dropped
     assert _entries(cache) == [entry]
     assert sorted(str(p.relative_to(entry)) for p in entry.rglob("*")) == [
         "bertology-digest.json", "sub", "sub/vocab.txt", "weights.bin"]
@@ -168,6 +168,21 @@ def test_a_store_finding_a_damaged_entry_refuses_and_keeps_its_output(tmp_path):
         store_output(tmp_path / "exp" / "model", entry, set_entry_permissions)
     assert f"remove it with `rm -rf {entry}`" in str(err.value) and "\n" not in str(err.value)
     assert (tmp_path / "exp" / "model" / "weights.bin").read_bytes() == b"\x01" * 100
+
+
+def test_a_later_copy_that_differs_is_dropped_naming_the_files_that_differ(tmp_path):
+    """The first entry is kept even when a later copy differs (a model's training.json holds its timings)."""
+    from bertology.pipeline.cachestore import store_output
+    from bertology.pipeline.outputcache import record_digest, set_entry_permissions
+
+    entry, output = tmp_path / "cache" / "3f2a9c", tmp_path / "exp" / "model"
+    for d, seconds in ((entry, 1.5), (output, 2.5)):
+        d.mkdir(parents=True)
+        (d / "weights.bin").write_bytes(b"\x01" * 100)
+        (d / "training.json").write_text(f'{{"train_seconds": {seconds}}}')
+        record_digest(d)
+    assert store_output(output, entry, set_entry_permissions) == ("training.json",)
+    assert (output / "training.json").read_text() == '{"train_seconds": 1.5}' and (output / "training.json").is_symlink()
 
 
 @pytest.fixture()

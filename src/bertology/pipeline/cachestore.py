@@ -29,7 +29,6 @@ import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Literal
 
 from bertology.pipeline.errors import snakemake_command
 from bertology.pipeline.outputcache import DIGEST_FILE, FILE_MODE, CacheEntryError, damage, stray
@@ -112,15 +111,16 @@ def _remove(path: Path) -> None:
 
 
 def store_output(output: Path, entry: Path,
-                 set_permissions: Callable[[Path], None]) -> Literal["stored", "identical", "different"]:
+                 set_permissions: Callable[[Path], None]) -> tuple[str, ...] | None:
     """Put job output `output` into the cache as `entry`, holding the entry's lock (:func:`entry_lock`). No entry
     there: the output is moved into a temporary directory of the cache (a copy across file systems), given the
     cache's permissions (`set_permissions`), renamed to `entry` and replaced by a symlink to it (Snakemake's
     store). An entry already there (another experiment stored it since this job missed it): the entry and the
     output are each checked against their own digest (:func:`entry_problem`), the output is removed and linked to
-    the entry (:func:`link_entry`), and nothing in the cache changes. Returns "stored" when this call stored the
-    entry, else whether the dropped copy's digest was "identical" to the entry's or "different" (a computation
-    that is not deterministic, e.g. on a GPU: the entry is kept all the same). A damaged entry already there, or
+    the entry (:func:`link_entry`), and nothing in the cache changes. Returns None when this call stored the
+    entry, else the files whose digest differs between the dropped copy and the entry (sorted; empty: identical;
+    a fine-tuned model's ``training.json`` holds its timings, and a computation that is not deterministic, e.g.
+    on a GPU, differs in its weights: the entry is kept all the same). A damaged entry already there, or
     an output that does not match its own digest, is one :class:`CacheEntryError` naming it and the fix; the
     output is then left in place."""
     with entry_lock(entry):
@@ -137,7 +137,7 @@ def store_output(output: Path, entry: Path,
                     shutil.move(tmp, output)  # made without the lock (a file system that ignores flock): keep it
                 else:
                     os.symlink(entry, output)
-                    return "stored"
+                    return None
         problem = entry_problem(entry)
         if problem is not None:
             raise CacheEntryError(f"cannot store {output} in the cache: the entry {entry} already there (stored by "
@@ -148,10 +148,11 @@ def store_output(output: Path, entry: Path,
             raise CacheEntryError(f"{output} does not match the digest written with it ({problem}), so it is not "
                                   f"stored in the cache; delete it and re-run "
                                   f"(`rm -rf {output}`; `{snakemake_command(str(output), cache=True)}`)")
-        same = _digest(entry) == _digest(output)
+        kept, dropped = _digest(entry) or {}, _digest(output) or {}
+        differ = tuple(sorted(rel for rel in {*kept, *dropped} if kept.get(rel) != dropped.get(rel)))
         _remove(output)
         link_entry(entry, output)
-        return "identical" if same else "different"
+        return differ
 
 
 def check_entry(entry: Path, output: Path) -> None:
@@ -190,12 +191,13 @@ def canonical_entries() -> None:
                 raise WorkflowError(f"Cannot move output file {outputfile} to cache. It does not exist (maybe it "
                                     f"was not created by the job?).")
             self.check_writeable(cachefile)
-            how = store_output(Path(outputfile), cachefile, self.set_permissions)
-            if how == "stored":
+            differ = store_output(Path(outputfile), cachefile, self.set_permissions)
+            if differ is None:
                 logger.info(f"Moved output file {outputfile} to cache as {cachefile}.")
             else:
                 logger.info(f"{cachefile} was stored by another experiment meanwhile: {outputfile} now links to it "
-                            f"and this job's copy ({how} files) is dropped.")
+                            f"and this job's copy is dropped ("
+                            f"{'its files differ from the entry: ' + ', '.join(differ) if differ else 'identical'}).")
 
     async def checked_fetch(self, job) -> None:
         for outputfile, cachefile in await self.get_outputfiles_and_cachefiles(job):
