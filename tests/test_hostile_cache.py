@@ -366,7 +366,7 @@ def test_after_a_killed_ledger_the_report_and_explorer_are_removed(tmp_path, con
 def test_cached_entries_are_shared_safely(tmp_path, config_file, snakemake_run, monkeypatch):
     """Under --cache: a missing cache stops the run at start in one line (nothing trained); the entries the run
     stores are 0644/0775 with a digest; a flipped byte in the cached model stops the next experiment's first job
-    that loads it, naming the entry."""
+    that loads it, naming the entry; the eviction it prints, run as printed, trains that model alone again."""
     cache = tmp_path / "cache"
     monkeypatch.setenv("SNAKEMAKE_OUTPUT_CACHE", str(cache))
     small = dict(tasks=["rte"], data={"demo": {"train": 24, "validation": 16}},
