@@ -44,7 +44,7 @@ def test_views_faithfulness_and_figures(setup):
         args = ["norms-views", "-w", "task=mrpc", "-w", f"variant={variant}", "--input", f"sample={tmp / 'sample.parquet'}",
                 "--input", f"train={tmp / 'train.parquet'}", "--output", f"norms={d / 'norms.csv'}",
                 "--output", f"mixing={d / 'mixing.csv'}", "--output", f"scores={d / 'token_scores.parquet'}",
-                "--output", f"layers={d / 'mixing_layers.parquet'}",
+                "--output", f"layers={d / 'mixing_layers.parquet'}", "--output", f"decision={d / 'decision.parquet'}",
                 "--config", config("norms_views", **analysis), "--no-mlflow"]
         if variant == "finetuned":
             args += ["--input", f"model={model}"]
@@ -62,7 +62,13 @@ def test_views_faithfulness_and_figures(setup):
         assert all(s.loc[s["method"] == m, "example_idx"].nunique() == 4 for m in newer)
         layers = pd.read_parquet(out / variant / "mixing_layers.parquet")
         assert list(layers.columns) == ["example_idx", "layer", "position", "method", "score"]
-        assert set(layers["method"]) == set(newer) and set(layers["layer"]) == {0, 1}
+        # ALTI-Logit: the fine-tuned classifier's alone (the pretrained encoder has no head)
+        logit = {"alti_logit"} if variant == "finetuned" else set()
+        assert set(layers["method"]) == set(newer) | logit and set(layers["layer"]) == {0, 1}
+        decision = pd.read_parquet(out / variant / "decision.parquet")
+        assert decision.empty == (variant == "pretrained") and list(decision.columns) == [
+            "example", "layer", "part", "head", "logit", "contrast", "predicted", "runner_up"]
+        assert decision.empty or decision["example"].nunique() == 4
     # the fine-tuned DecompX view is the predicted class's signed part: some parts are negative
     assert (scores.loc[scores["method"] == "decompx", "score"] < 0).any()
     assert main(["norms-faithfulness", "-w", "task=mrpc", "--input", f"sample={tmp / 'sample.parquet'}",
@@ -73,11 +79,12 @@ def test_views_faithfulness_and_figures(setup):
                  "--output", f"pairs={out / 'finetuned' / 'faithfulness_pairs.csv'}",
                  "--config", config("norms_faithfulness", **analysis), "--no-mlflow"]) == 0
     faith = pd.read_csv(out / "finetuned" / "faithfulness.csv")
-    # 8 views x (2 importances + AOPC) + AOPC's random order
-    assert len(faith) == 8 * 3 + 1 and (faith["n"] <= 3).all() and (faith["n"] >= 1).any()
-    assert set(faith.loc[faith["importance"] == "aopc", "view"]) == {*newer, "raw", "norm", "rollout", "flow", "random"}
+    # 9 views (ALTI-Logit's included) x (2 importances + AOPC) + AOPC's random order
+    assert len(faith) == 9 * 3 + 1 and (faith["n"] <= 3).all() and (faith["n"] >= 1).any()
+    assert set(faith.loc[faith["importance"] == "aopc", "view"]) == {*newer, "raw", "norm", "rollout", "flow",
+                                                                     "alti_logit", "random"}
     pairs = pd.read_csv(out / "finetuned" / "faithfulness_pairs.csv")
-    assert len(pairs) == 3 * 28 + 8 and set(pairs["separated"]) <= {True, False}
+    assert len(pairs) == 3 * 36 + 9 and set(pairs["separated"]) <= {True, False}
     rhos = pd.read_csv(out / "finetuned" / "faithfulness_examples.csv")  # the per-example rhos faith summarises
     assert list(rhos.columns) == ["example_idx", "view", "importance", "rho"] and rhos["example_idx"].nunique() == 3
     mean = rhos.groupby(["view", "importance"])["rho"].mean()
@@ -107,6 +114,7 @@ def test_more_examples_than_the_attention_sample_takes_all_of_it(setup):
                  "--input", f"train={tmp / 'train.parquet'}", "--input", f"model={model}",
                  "--output", f"norms={d / 'norms.csv'}", "--output", f"mixing={d / 'mixing.csv'}",
                  "--output", f"scores={d / 'token_scores.parquet'}", "--output", f"layers={d / 'mixing_layers.parquet'}",
+                 "--output", f"decision={d / 'decision.parquet'}",
                  "--config", config("norms_views", norms={"examples": 50}, flow={"examples": 1},
                                     mixing_views={"examples": 0}), "--no-mlflow"]) == 0
     assert pd.read_parquet(d / "token_scores.parquet")["example_idx"].nunique() == 12
@@ -120,7 +128,8 @@ def test_a_missing_model_is_a_one_line_error(setup, capsys):
     code = main(["norms-views", "-w", "task=mrpc", "-w", "variant=finetuned", "--input", f"sample={tmp / 'sample.parquet'}",
                  "--input", f"train={tmp / 'train.parquet'}", "--output", f"norms={d / 'norms.csv'}",
                  "--output", f"mixing={d / 'mixing.csv'}", "--output", f"scores={d / 'token_scores.parquet'}",
-                 "--output", f"layers={d / 'mixing_layers.parquet'}", "--config", config("norms_views"), "--no-mlflow"])
+                 "--output", f"layers={d / 'mixing_layers.parquet'}", "--output", f"decision={d / 'decision.parquet'}",
+                 "--config", config("norms_views"), "--no-mlflow"])
     assert code != 0
     err = capsys.readouterr().err
     assert "--input model=" in err and "Traceback" not in err
