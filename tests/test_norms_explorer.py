@@ -134,8 +134,8 @@ def test_the_examples_with_token_views_are_the_ones_offered(views_results):
     more = load_explorer_data(results, ["rte"], examples=8, seed=3)["tasks"][0]["examples"]
     assert {e["idx"] for e in more[:len(scored)]} == set(scored) and len(more) == 8
     tv = rte["token_views"]
-    assert tv["views"] == ["raw", "norm", "rollout", "flow", "alti", "globenc", "decompx", "value_zeroing"]
-    assert tv["importances"] == ["ablation", "gradient"] and tv["signed"] == ["decompx"]
+    assert tv["views"] == ["raw", "norm", "rollout", "flow", "alti", "globenc", "decompx", "value_zeroing", "alti_logit"]
+    assert tv["importances"] == ["ablation", "gradient"] and tv["signed"] == ["decompx", "alti_logit"]
     assert tv["mixing"] == {"pretrained": FLOW, "finetuned": FLOW}
     assert tv["missing"] == {} and tv["scored"] == {"pretrained": 6, "finetuned": 6} and tv["flow"]["finetuned"] == FLOW
     for e in exs:
@@ -244,7 +244,7 @@ def test_token_views_in_chromium(browser, views_results, tmp_path):  # noqa: F81
     assert [clipped for _, clipped in shown] == list(x > top)
     # hovering a token finds it in every row of both models
     pg.hover('#token-views .tv-cell[data-variant="finetuned"][data-method="rollout"] .tv-tok[data-pos="2"]')
-    assert pg.locator("#token-views .tv-tok.hl").count() == 2 * 8 + 2
+    assert pg.locator("#token-views .tv-tok.hl").count() == 2 * 9 + 2     # 9 views of each model, 2 importances
     assert f"“{ex['tokens'][2]}”" in pg.inner_text("#tip")
     if os.environ.get("BERTOLOGY_SCREENSHOTS"):  # a directory to look at the view in
         pg.locator("#token-views").screenshot(path=str(Path(os.environ["BERTOLOGY_SCREENSHOTS"]) / "token-views.png"))
