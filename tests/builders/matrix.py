@@ -8,8 +8,8 @@ Checks, in order (each only where the previous ones make sense):
 1. attention maps: the eager forward returns L maps (N, H, T, T) on a padded batch; else the reason (no weights,
    a band or chunks instead of a T x T map, a pooled shorter sequence, an input it needs);
 2. extraction: the extraction's own code (``chunk_inputs`` + ``run_batches``) on pair and single texts gives
-   each example's maps equal to its unpadded eager forward, ``segment`` all 0 on single texts and 0 then 1 on
-   pairs (the first token 0, the last 1);
+   each example's maps equal to its unpadded eager forward of the tokenizer's own output, ``segment`` all 0 on
+   single texts and 0 then 1 on pairs (the first token 0, the last 1);
 3. disabling: :func:`~bertology.ablation.heads.enable_heads`' mechanism (else its reason); nothing disabled =
    the eager model; disabled heads = the hand-built reference (tests/builders/encoders.py: zeroed query and
    key; ALBERT unshared first, a head disabled in layer 3 and not in layer 4); padding changes nothing;
