@@ -97,12 +97,13 @@ def test_one_pass_views_and_faithfulness(arch):
     assert list(res.scores.columns) == SCORE_COLUMNS
     counts = res.scores.groupby("method")["example_idx"].nunique().to_dict()
     newer = ("alti", "globenc", "decompx", "value_zeroing")
-    # the newer mixing views on the first 3: ALTI, GlobEnc and DecompX on post-LN layers only (ModernBERT is pre-LN,
-    # and says so), Value Zeroing on every layer it finds
-    assert counts == {"raw": 5, "norm": 5, "rollout": 5, "flow": 2, **({"value_zeroing": 3} if arch == "modernbert"
-                                                                        else dict.fromkeys(newer, 3))}
+    # the newer mixing views on the first 3: ALTI and GlobEnc on post-LN and pre-norm layers, DecompX not through
+    # ModernBERT's gated MLP, ALTI-Logit where one linear or a pooler and a classifier follow the last layer
+    # (ModernBERT's head normalises: left out, and said), Value Zeroing on every layer it finds
+    views = ("alti", "globenc", "value_zeroing") if arch == "modernbert" else newer + ("alti_logit",)
+    assert counts == {"raw": 5, "norm": 5, "rollout": 5, "flow": 2, **dict.fromkeys(views, 3)}
     assert (res.mixing_note is not None) == (arch == "modernbert") and res.mixing_examples == 3
-    assert res.mixing_views == (("value_zeroing",) if arch == "modernbert" else newer)
+    assert res.mixing_views == views
     assert res.decompx_error < 1e-4                    # float32 models: DecompX's parts add up to the hidden states
     # every layer's own row of each newer view (mixing_layers.parquet), one per token of the views' examples
     assert len(res.layers) == len(res.mixing_views) * L * (res.scores["method"] == "value_zeroing").sum()
