@@ -67,8 +67,8 @@ ANALYSES: tuple[Analysis, ...] = (
             key="decision", paper="Ferrando et al. 2023 (ALTI-Logit); the claim is this project's own",
             title="Each head's share of the decision (ALTI-Logit)",
             measures="ALTI-Logit (Ferrando et al. 2023) splits the classifier's logit of the predicted class into "
-            "additive parts: each head of each layer, the attention biases, the MLPs, the embeddings and the final "
-            "bias. Per head: the mean over the examples of the norm analyses' sample of its part of the predicted "
+            "additive parts: each head of each layer, the attention biases, the MLPs, the embeddings, the norms' "
+            "biases of a post-LN model and the final bias. Per head: the mean over the examples of the norm analyses' sample of its part of the predicted "
             "class's logit (measure logit) and of the predicted minus the runner-up class's logit (contrast), with a "
             "percentile bootstrap interval over the examples (analysis.flow.bootstrap, analysis.flow.confidence). "
             "The table lists the heads that write most first. The claims rank the heads by |logit share| against "

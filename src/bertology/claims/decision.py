@@ -2,9 +2,10 @@
 (Ferrando et al. 2023) and this project's own claim about it.
 
 ALTI-Logit splits the classifier's logit of the predicted class into additive parts (each head of each layer, the
-attention biases, the MLPs, the embeddings, the final bias); ``decision.parquet`` (written by the norms step) holds
-one row per (example, layer, part, head) of the attention sample: ``logit`` (the part's contribution to the
-predicted class's logit) and ``contrast`` (to the predicted minus the runner-up class's). From it:
+attention biases, the MLPs, the embeddings, the norms' biases of a post-LN model, the final bias);
+``decision.parquet`` (written by the norms step) holds one row per (example, layer, part, head) of the norm
+analyses' sample: ``logit`` (the part's contribution to the predicted class's logit) and ``contrast`` (to the
+predicted minus the runner-up class's). From it:
 
 - :func:`decision_share`: per head (rows ``part == "head"``) and measure (``logit``, ``contrast``), the mean over
   the examples of the head's contribution, its std and n, and a percentile bootstrap interval of the mean over the
