@@ -218,3 +218,25 @@ def safe_p(fn: Callable[[], float]) -> float:
     except (ValueError, ZeroDivisionError, FloatingPointError):
         return float("nan")
     return p if math.isfinite(p) else float("nan")
+
+
+def spearman_over_units(units: Sequence[pd.DataFrame], a: str, b: str, boot: Boot, *, side: str,
+                        heads: tuple = ()) -> Result:
+    """Spearman's rho of columns `a` and `b` (rows: heads) bootstrapped over `units` (one frame per seed, rows with
+    NaN dropped per replicate), and the one-sided ``scipy.stats.spearmanr`` p-value of all units' rows pooled on the
+    paper's `side` (NaN with fewer than 3 rows). rho is NaN where fewer than 3 rows remain or a column is
+    constant."""
+    units = [u.reset_index(drop=True) for u in units]
+
+    def rho(t: pd.DataFrame) -> float:
+        t = t.dropna()
+        if len(t) < 3 or t[a].nunique() < 2 or t[b].nunique() < 2:
+            return float("nan")
+        return float(scipy_stats.spearmanr(t[a], t[b]).statistic)
+
+    whole = not any(u.isna().any().any() for u in units)  # NaN rows are dropped per replicate: one at a time
+    est, low, high, n = bootstrap(units, rho, boot, batched=batched_spearman(a, b) if whole else None)
+    pooled = pd.concat(units, ignore_index=True).dropna()
+    p = safe_p(lambda: scipy_stats.spearmanr(pooled[a], pooled[b], alternative=side_alternative(side)).pvalue) \
+        if len(pooled) >= 3 else np.nan
+    return Result(est, low, high, "scipy.stats.spearmanr", p, n, heads)

@@ -26,16 +26,12 @@ import logging
 import numpy as np
 import pandas as pd
 
-from bertology.claims.bootstrap import scipy_stats as st
 from bertology.claims.bootstrap import (
     Boot,
     Result,
-    batched_spearman,
-    bootstrap,
     nan_result,
+    spearman_over_units,
     not_computed,
-    safe_p,
-    side_alternative,
 )
 from bertology.claims.common import Tables, headline_metric
 
@@ -149,17 +145,4 @@ def share_against_cost(tables: Tables, boot: Boot, *, side: str, null: float, ag
     first = units[0]
     top = first["share"].sort_values(ascending=False, kind="stable").head(TOP_HEADS).index
     heads = tuple(sorted((int(l), int(h)) for l, h in top))
-    units = [u.reset_index(drop=True) for u in units]
-
-    def rho(t: pd.DataFrame) -> float:
-        t = t.dropna()
-        if len(t) < 3 or t["share"].nunique() < 2 or t["cost"].nunique() < 2:
-            return float("nan")
-        return float(st.spearmanr(t["share"], t["cost"]).statistic)
-
-    whole = not any(u.isna().any().any() for u in units)  # NaN rows are dropped per replicate: one at a time
-    est, low, high, n = bootstrap(units, rho, boot, batched=batched_spearman("share", "cost") if whole else None)
-    pooled = pd.concat(units, ignore_index=True).dropna()
-    p = safe_p(lambda: st.spearmanr(pooled["share"], pooled["cost"], alternative=side_alternative(side)).pvalue) \
-        if len(pooled) >= 3 else np.nan
-    return Result(est, low, high, SPEARMAN, p, n, heads)
+    return spearman_over_units(units, "share", "cost", boot, side=side, heads=heads)

@@ -3,7 +3,6 @@ docs/reference.md#claims). Every function: ``(tables, boot, *, side, null) -> Re
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
 from bertology.claims.common import (
@@ -16,15 +15,11 @@ from bertology.claims.common import (
     layer_group,
     share_difference,
 )
-from bertology.claims.bootstrap import scipy_stats as st
 from bertology.claims.bootstrap import (
     Boot,
-    batched_spearman,
     Result,
-    bootstrap,
     nan_result,
-    safe_p,
-    side_alternative,
+    spearman_over_units,
 )
 
 
@@ -43,18 +38,7 @@ def local_syntactic(tables: Tables, boot: Boot, *, side: str, null: float) -> Re
             return nan_result("scipy.stats.spearmanr", 0, "sieve.csv lacks the local or syntactic role")
         units.append(m[["local", "syntactic"]].reset_index(drop=True).astype(float))
 
-    def rho(t: pd.DataFrame) -> float:
-        t = t.dropna()
-        if len(t) < 3 or t["local"].nunique() < 2 or t["syntactic"].nunique() < 2:
-            return float("nan")
-        return float(st.spearmanr(t["local"], t["syntactic"]).statistic)
-
-    whole = not any(u.isna().any().any() for u in units)  # NaN rows are dropped per replicate: one at a time
-    est, low, high, n = bootstrap(units, rho, boot, batched=batched_spearman("local", "syntactic") if whole else None)
-    pooled = pd.concat(units, ignore_index=True).dropna()
-    p = safe_p(lambda: st.spearmanr(pooled["local"], pooled["syntactic"], alternative=side_alternative(side)).pvalue) \
-        if len(pooled) >= 3 else np.nan
-    return Result(est, low, high, "scipy.stats.spearmanr", p, n, heads_of(tables[0]["sieve"]))
+    return spearman_over_units(units, "local", "syntactic", boot, side=side, heads=heads_of(tables[0]["sieve"]))
 
 
 def _per_head(sieve: pd.DataFrame) -> pd.DataFrame:
