@@ -45,6 +45,16 @@ def split_bias(parts: torch.Tensor, bias: torch.Tensor | None, eps: float) -> to
     return parts + w[..., None] * b
 
 
+def residual_parts(attn: torch.Tensor, residual: torch.Tensor, bias: torch.Tensor, split: str,
+                   eps: float) -> torch.Tensor:
+    """The parts of attention + residual (n, m, D) from the attention's parts `attn` (n, m, D), the residual's parts
+    `residual` (n, m, D) and the sublayer's bias (D,) or (n, D) (:func:`split_bias`): `split` ``attention_residual`` (the authors' code)
+    splits the bias over the parts of the sum, ``attention`` (the paper's text) over the attention's parts alone."""
+    if split == "attention_residual":
+        return split_bias(attn + residual, bias, eps)
+    return split_bias(attn, bias, eps) + residual
+
+
 def zero_origin_slope(z: torch.Tensor, a: torch.Tensor, eps: float) -> torch.Tensor:
     """The zero-origin slope of an elementwise activation at its real input z: a / (z + eps) (the authors'
     `GeLU_ZO`, eps = 1e-12); eps = 0: a / z, 0 where z = 0."""
@@ -106,10 +116,7 @@ def decompx_layer(parts: LayerParts, x: torch.Tensor, alpha: torch.Tensor, ln1_i
     if b.output.bias is not None:
         bias = bias + b.output.bias.to(x.dtype)
     xr = x[q]
-    if o.decompx_bias_split == "attention_residual":
-        res1 = split_bias(attn + xr, bias, eps)
-    else:
-        res1 = split_bias(attn, bias, eps) + xr
+    res1 = residual_parts(attn, xr, bias, o.decompx_bias_split, eps)
     h = ln_parts(res1, b.post_norm, ln1_in[q], eps)
     zz = split_bias(h @ parts.ffn_in.weight.T.to(x.dtype), getattr(parts.ffn_in, "bias", None), eps)
     act = zz * zero_origin_slope(z[q].to(x.dtype), a[q].to(x.dtype), eps)[:, None, :]

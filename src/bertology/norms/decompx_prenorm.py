@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import torch
 
-from bertology.norms.decompx import split_bias, zero_origin_slope
+from bertology.norms.decompx import residual_parts, split_bias, zero_origin_slope
 from bertology.norms.prenorm import Norm, PreNormLayer, PreNormParts, apply_norm, linear_part, norm_scale
 from bertology.norms.values import linear_weight
 from bertology.pipeline.config import MixingViewsConfig, schema_section
@@ -121,10 +121,7 @@ def decompx_prenorm_layer(layer: PreNormLayer, x: torch.Tensor, alpha: torch.Ten
     if getattr(b.output, "bias", None) is not None:
         bias = bias + b.output.bias.to(x.dtype)
     xr = x[q]
-    if o.decompx_bias_split == "attention_residual":
-        res1 = split_bias(attn + xr, bias, eps)
-    else:
-        res1 = split_bias(attn, bias, eps) + xr
+    res1 = residual_parts(attn, xr, bias, o.decompx_bias_split, eps)
     h2 = norm_parts(layer.mlp_norm, res1, r_in[q], eps)
     return res1 + _mlp(layer, h2, z, a, eps), {"res1": res1}
 

@@ -47,6 +47,18 @@ VIEWS = ("alti", "globenc", "decompx", "value_zeroing")
 SIGNED = ("decompx", "alti_logit")
 
 
+def decompx_scores(top: torch.Tensor, mods: list, hin: list, hout: list, logits: torch.Tensor | None,
+                   eps: float) -> tuple[np.ndarray, int | None]:
+    """DecompX's token scores (n,) from the target's parts `top` (n, D) after the last layer: each token's part of
+    the predicted class's logit through the head's linears `mods` (their inputs `hin`, outputs `hout`) where the
+    last of them gives the model's `logits` (C,), with the predicted class; else the parts' norms and None."""
+    if mods and logits is not None and linear_weight(mods[-1]).shape[0] == logits.shape[-1]:
+        parts_logits = decompx_head(mods, top, hin, hout, eps)                                   # (n, C)
+        predicted = int(logits.argmax())
+        return parts_logits[:, predicted].double().cpu().numpy(), predicted
+    return torch.linalg.vector_norm(top, dim=-1).double().cpu().numpy(), None
+
+
 def _dt(model) -> torch.dtype:
     return next(model.parameters()).dtype
 
@@ -115,14 +127,7 @@ def example_views(model, parts: list[LayerParts], head: list[torch.nn.Module], c
         err = max(err, float((X.sum(1) - real).abs().max() / real.abs().max().clamp(min=1e-30)))
         dx_layers.append(torch.linalg.vector_norm(X[0 if last else target], dim=-1).double().cpu().numpy())
     top = X[0]                                                                       # (n, D): the target's parts
-    predicted = None
-    mods, hin, hout = pc.head_of(row, target)
-    if mods and logits is not None and mods[-1].weight.shape[0] == logits.shape[-1]:
-        parts_logits = decompx_head(mods, top, hin, hout, options.decompx_epsilon)  # (n, C)
-        predicted = int(logits.argmax())
-        scores["decompx"] = parts_logits[:, predicted].double().cpu().numpy()
-    else:
-        scores["decompx"] = torch.linalg.vector_norm(top, dim=-1).double().cpu().numpy()
+    scores["decompx"], predicted = decompx_scores(top, *pc.head_of(row, target), logits, options.decompx_epsilon)
     layers["decompx"] = np.stack(dx_layers)
     seconds["decompx"] = seconds.get("decompx", 0.0) + (time.perf_counter() - t0)
     if inputs is not None:
@@ -183,14 +188,7 @@ def prenorm_example_views(model, parts: PreNormParts, cap: Capture, pc: PreNormC
         err = max(err, float((X.sum(1) - real).abs().max() / real.abs().max().clamp(min=1e-30)))
         dx_layers.append(torch.linalg.vector_norm(X[0 if last else target], dim=-1).double().cpu().numpy())
     top = norm_parts(parts.final_norm, X, pc.final_in[row, target][None].to(X.dtype), options.decompx_epsilon)[0]
-    predicted = None
-    mods, hin, hout = _head_of(pc, row, target)
-    if mods and logits is not None and linear_weight(mods[-1]).shape[0] == logits.shape[-1]:
-        parts_logits = decompx_head(mods, top, hin, hout, options.decompx_epsilon)     # (n, C)
-        predicted = int(logits.argmax())
-        scores["decompx"] = parts_logits[:, predicted].double().cpu().numpy()
-    else:
-        scores["decompx"] = torch.linalg.vector_norm(top, dim=-1).double().cpu().numpy()
+    scores["decompx"], predicted = decompx_scores(top, *_head_of(pc, row, target), logits, options.decompx_epsilon)
     layers["decompx"] = np.stack(dx_layers)
     seconds["decompx"] = seconds.get("decompx", 0.0) + (time.perf_counter() - t0)
     return ExampleViews(scores, layers, predicted, err)
