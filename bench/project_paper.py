@@ -91,12 +91,12 @@ GLUE_SIZES = {"cola": (8551, 1043), "sst2": (67349, 872), "mrpc": (3668, 408), "
 SUMMARY_RULES = frozenset({
     "all", "table1", "ablation_figures", "pruning_figures", "kovaleva_figures", "kovaleva_overview", "clark_figures",
     "sieve_figures", "sieve_delta", "sieve_summary", "norms_figures", "claims", "explorer", "report",
-    "patterns_sheet", "syntax_figures", "seed_stats", "token_concentration"})
+    "patterns_sheet", "syntax_figures", "seed_stats", "token_concentration", "decision_share"})
 
 UNITS = ("job_fixed", "prep_example", "annotate_example", "train_step", "grad_example", "eval_example",
          "extract_example", "onepass_example", "cosine_example", "eager_example", "views_fe", "faithfulness_fe")
-VIEW_PARTS = ("capture", "raw", "rollout", "flow", "alti", "globenc", "decompx", "value_zeroing")
-AOPC_ORDERS = 9  # the 8 views of bertology.norms.faithful.VIEWS and the random order
+VIEW_PARTS = ("capture", "raw", "rollout", "flow", "alti", "alti_logit", "globenc", "decompx", "value_zeroing")
+AOPC_ORDERS = 10  # the 9 views of bertology.norms.faithful.VIEWS and the random order
 
 
 class ProjectionError(ValueError):

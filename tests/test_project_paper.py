@@ -101,3 +101,11 @@ def test_every_job_of_the_paper_dag_gets_a_cost(tmp_path):
     assert all(r["seconds"] == 1.0 for r in rows if r["rule"] in pp.SUMMARY_RULES)
     assert {r["rule"] for r in rows} == set(counts)
     assert {t for rule, wc in jobs if (t := wc.get("task"))} == {"mrpc", "stsb", "sst2", "qqp", "rte", "qnli", "mnli"}
+
+
+def test_the_faithfulness_cost_counts_every_view_the_step_ranks():
+    """One AOPC deletion curve per view of faithful.VIEWS and one for the random order; every view is costed."""
+    from bertology.norms.faithful import VIEWS
+
+    assert pp.AOPC_ORDERS == len(VIEWS) + 1
+    assert set(VIEWS) - {"norm"} <= set(pp.VIEW_PARTS)
