@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.builders.files import tree_bytes
+
 from bertology.pipeline.errors import UserError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -37,17 +39,6 @@ while len(list(barrier.iterdir())) < int(os.environ["RACE_NEEDED"]):
         sys.exit("the other experiment never reached the barrier")
     time.sleep(0.05)
 """
-
-
-def _files(root: Path) -> dict[str, bytes]:
-    """Every file under root (links followed), by relative path; Snakemake's timestamp file left out."""
-    out = {}
-    for dirpath, _, names in os.walk(root, followlinks=True):
-        for name in names:
-            if name != ".snakemake_timestamp":
-                path = Path(dirpath) / name
-                out[str(path.relative_to(root))] = path.read_bytes()
-    return out
 
 
 def _entries(cache: Path) -> list[Path]:
@@ -109,7 +100,7 @@ def test_two_experiments_storing_one_entry_at_once_leave_one_entry(tmp_path):
     assert logs.count("was stored by another experiment meanwhile") == 1, logs[-4000:]
     assert "this job's copy is dropped (identical)" in logs
     first, second = (tmp_path / name / "out" / "model" for name in ("first", "second"))
-    assert _files(first) == _files(second) == _files(entry)
+    assert tree_bytes(first) == tree_bytes(second) == tree_bytes(entry)
     for output in (first, second):  # a symlink to the entry (stored) or a directory of links into it (dropped)
         assert os.path.realpath(output) == str(entry) or all(
             os.path.realpath(p) == str(entry / p.name) for p in output.iterdir() if p.name != ".snakemake_timestamp")
@@ -151,7 +142,7 @@ def test_stores_released_together_keep_one_entry(tmp_path):
     assert sorted(str(p.relative_to(entry)) for p in entry.rglob("*")) == [
         "bertology-digest.json", "sub", "sub/vocab.txt", "weights.bin"]
     for out in outputs:
-        assert _files(out) == _files(entry)
+        assert tree_bytes(out) == tree_bytes(entry)
 
 
 def test_a_store_finding_a_damaged_entry_refuses_and_keeps_its_output(tmp_path):

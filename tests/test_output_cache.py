@@ -3,26 +3,16 @@ and attention stores between working directories; what enters the key (here data
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
+
+from tests.builders.files import tree_bytes
 
 pytestmark = pytest.mark.slow
 
 STORE = "results/attention/rte/finetuned.zarr"
 MODEL = "results/models/rte/pretrained"
-
-
-def _files(root: Path) -> dict[str, bytes]:
-    """Every file under root (links followed), by relative path; Snakemake's timestamp file left out."""
-    out = {}
-    for dirpath, _, names in os.walk(root, followlinks=True):
-        for name in names:
-            if name != ".snakemake_timestamp":
-                path = Path(dirpath) / name
-                out[str(path.relative_to(root))] = path.read_bytes()
-    return out
 
 
 def _ran(workdir: Path, rule: str) -> bool:
@@ -51,8 +41,8 @@ def test_two_directories_share_one_cache(tmp_path, config_file, snakemake_run, m
     assert _ran(first, "train_model") and _ran(first, "extract_attention")
     snakemake_run(second, "--cores", "1", "--cache", "--", STORE)
     assert not _ran(second, "train_model") and not _ran(second, "extract_attention")  # nothing trained or extracted
-    assert _files(second / STORE) == _files(first / STORE)  # bit for bit the first experiment's store
-    assert _files(second / MODEL) == _files(first / MODEL)
+    assert tree_bytes(second / STORE) == tree_bytes(first / STORE)  # bit for bit the first experiment's store
+    assert tree_bytes(second / MODEL) == tree_bytes(first / MODEL)
     ds = open_store(second / STORE, check_rows=True)
     assert ds.attention.isel(example=0).values.shape[0] == ds.sizes["layer"]
 
