@@ -100,6 +100,20 @@ def _models(name: str):
     return BertForSequenceClassification(cfg).eval()
 
 
+def eager_seconds(clf, inputs: dict, repeats: int) -> float:
+    """One FE: the median of `repeats` eager forwards with attentions of `inputs`, after a warm-up."""
+    import torch
+
+    with torch.inference_mode():
+        clf(**inputs, output_attentions=True)                                            # warm-up
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            clf(**inputs, output_attentions=True)
+            times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
 def example_costs(clf, tok, ids_np: np.ndarray, tts_np: np.ndarray, *, copy_tokens: int, repeats: int,
                   seed: int = 0) -> dict[str, float]:
     """Seconds of each part on one example (see the module docstring)."""
@@ -118,14 +132,7 @@ def example_costs(clf, tok, ids_np: np.ndarray, tts_np: np.ndarray, *, copy_toke
     mask = torch.ones_like(ids)
     inputs = {"input_ids": ids[None], "attention_mask": mask[None], "token_type_ids": tts[None]}
     n = len(ids)
-    with torch.inference_mode():
-        clf(**inputs, output_attentions=True)                                            # warm-up
-        eager = []
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            clf(**inputs, output_attentions=True)
-            eager.append(time.perf_counter() - t0)
-    secs: dict[str, float] = {"eager": statistics.median(eager)}
+    secs: dict[str, float] = {"eager": eager_seconds(clf, inputs, repeats)}
     parts, head = mp.layer_parts(clf), mp.head_linears(clf)
     t_all = time.perf_counter()
     t0 = time.perf_counter()
@@ -183,14 +190,7 @@ def prenorm_costs(clf, ids_np: np.ndarray, *, repeats: int) -> dict[str, float]:
     ids = torch.from_numpy(ids_np)[None]
     inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
     n = ids.shape[1]
-    with torch.inference_mode():
-        clf(**inputs, output_attentions=True)                                            # warm-up
-        eager = []
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            clf(**inputs, output_attentions=True)
-            eager.append(time.perf_counter() - t0)
-    secs: dict[str, float] = {"eager": statistics.median(eager)}
+    secs: dict[str, float] = {"eager": eager_seconds(clf, inputs, repeats)}
     parts = prenorm_parts(clf)
     t0 = time.perf_counter()
     with torch.no_grad(), Capture(clf, vectors=True, norms=False) as cap, \
