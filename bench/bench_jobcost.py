@@ -59,7 +59,7 @@ def jobs(src: Path, d: Path) -> dict[str, list[str]]:
                          "--output", f"table={data}", "--output", f"skipped={d}/results/data/rte/validation_skipped.csv",
                          "--config", step_config(src, ("data",))],
         "attention_sample": ["attention_sample", "-w", "task=rte", "--input", f"data={data}",
-                             "--output", f"sample={d}/results/attention/rte/sample.parquet",
+                             "--output", f"sample={d}/results/data/rte/sample.parquet",
                              "--config", step_config(src, ("attention.split", "attention.examples", "data.seed",
                                                            "data.short_split"))],
     }

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/bench_kovaleva.py                       # builds a synthetic store (see --help)
     .venv/bin/python bench/bench_kovaleva.py --store results/attention/rte/pretrained.zarr \
-        --words results/attention/rte/words.parquet
+        --words results/data/rte/words.parquet
 
 Reports, for each pass, seconds, examples/s, MB/s of decompressed attention and of bytes on disk, and the
 ratio to the plain read; writes bench/out/kovaleva.json and the figure bench/out/kovaleva-throughput.png.

@@ -1,6 +1,6 @@
 # The attention store (docs/reference.md#store), its sample and its word annotations.
-#   results/attention/{task}/sample.parquet         the seeded sample of the attention split, in store order
-#   results/attention/{task}/words.parquet          spaCy words of the sample (POS, tag, dep, head)
+#   results/data/{task}/sample.parquet         the seeded sample of the attention split, in store order
+#   results/data/{task}/words.parquet          spaCy words of the sample (POS, tag, dep, head)
 #   results/attention/{task}/{variant}.zarr         variant: pretrained | finetuned
 # An extraction writes {variant}.zarr.partial chunk by chunk (outside the declared output, so Snakemake's
 # clean-up keeps it) and resumes from its last complete chunk; the final store appears only when complete.

@@ -4,7 +4,7 @@
 #   results/figures/{entropy,parser}-{task}.png              entropy by layer; best head per relation (spaCy arcs)
 #   gold trees (analysis.syntax.conllu, plus the demo's own trees when data.source is demo):
 #   results/data/syntax/demo.conllu                          the demo grammar's sentences with their gold trees
-#   results/attention/syntax/sample.parquet words.parquet sentences.csv counts.json   one example per sentence
+#   results/data/syntax/sample.parquet words.parquet sentences.csv counts.json   one example per sentence
 #   results/attention/syntax/{model}.zarr                    model: pretrained | {task}-finetuned (same schema)
 #   results/stats/syntax/{model}.csv (+ .json)               heads as parsers on the gold trees
 #   results/figures/parser-syntax.png, results/stats/syntax/best_heads.csv   every model's best head per relation

@@ -2,7 +2,7 @@
 #   results/stats/{task}/{variant}/patterns.csv features.csv cls.csv relations.csv   written by store_stats in its
 #     one read of the store (rules/attention.smk)
 #   results/stats/{task}/cosine.csv, features_diff.csv  pretrained vs fine-tuned, both stores read once, aligned
-#   results/stats/framenet/links.parquet, counts.json   FrameNet sentences that survive the paper's filters
+#   results/data/framenet/links.parquet, counts.json   FrameNet sentences that survive the paper's filters
 #   results/stats/{task}/{variant}/relations_framenet.csv   FrameNet link scores (merged into relations.csv)
 #   results/figures/{patterns,relations,cosine,features,cls}-{task}.png, {patterns,cosine}-tasks.png
 

@@ -25,7 +25,7 @@ from bertology.pipeline.errors import UserError
 REPO = Path(__file__).resolve().parents[1]
 MODEL = "results/models/rte/pretrained"
 STORE = "results/attention/rte/finetuned.zarr"
-WORDS = "results/attention/rte/words.parquet"
+WORDS = "results/data/rte/words.parquet"
 PATTERNS = "results/stats/rte/pretrained/patterns.csv"
 DATA = "results/data/rte/train.parquet"
 

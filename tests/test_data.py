@@ -268,7 +268,7 @@ def test_edited_source_file_reruns_the_data_rule_and_what_follows(tmp_path, conf
     work = tmp_path / "work"
     work.mkdir()
     config_file(work, tasks=["rte"], data={"source": str(root)}, attention={"examples": 8})
-    target = "results/attention/rte/sample.parquet"
+    target = "results/data/rte/sample.parquet"
     snakemake_run(work, "--cores", "1", target)
     assert "Nothing to be done" in snakemake_run(work, "-n", target).stdout
     flipped = [r[:3] + ["not_entailment"] for r in rows]

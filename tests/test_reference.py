@@ -188,9 +188,9 @@ def _data_tables() -> dict[str, object]:
     from bertology.data import COLUMNS
     from bertology.kovaleva.framenet import COUNT_KEYS, links_table
 
-    return {"data/{task}/{split}.parquet": COLUMNS, "attention/{task}/sample.parquet": COLUMNS,
-            "attention/{task}/words.parquet": WORD_COLUMNS, "attention/syntax/sentences.csv": SENTENCE_COLUMNS,
-            "stats/framenet/links.parquet": links_table([]), "stats/framenet/counts.json": list(COUNT_KEYS)}
+    return {"data/{task}/{split}.parquet": COLUMNS, "data/{task}/sample.parquet": COLUMNS,
+            "data/{task}/words.parquet": WORD_COLUMNS, "data/syntax/sentences.csv": SENTENCE_COLUMNS,
+            "data/framenet/links.parquet": links_table([]), "data/framenet/counts.json": list(COUNT_KEYS)}
 
 
 def _best_heads(tmp_path: Path) -> dict[str, object]:
@@ -351,7 +351,7 @@ def test_the_registry_declares_the_documented_columns(code_tables):
     assert wrong == {}, "bertology.registry's columns differ from docs/reference.md#columns or from the code"
     # the tables outside the registry are inputs and intermediate files, not an analysis's outputs
     assert sorted(set(documented) - set(declared)) == [
-        "attention/syntax/sentences.csv", "attention/{task}/sample.parquet", "attention/{task}/words.parquet",
+        "data/syntax/sentences.csv", "data/{task}/sample.parquet", "data/{task}/words.parquet",
         "data/{task}/{split}.parquet"]
 
 
@@ -398,7 +398,7 @@ def test_layout_names_every_output_of_the_workflow(tmp_path, config_file, snakem
     patterns = [pattern_regex(p) for p in layout_patterns()]
     undocumented = sorted(p for p in outputs if not any(r.fullmatch(p) for r in patterns))
     assert undocumented == [], "outputs missing from docs/reference.md#layout"
-    for seeded in ("results/scores/mrpc/finetuned-seed43.json", "results/stats/framenet/counts.json"):
+    for seeded in ("results/scores/mrpc/finetuned-seed43.json", "results/data/framenet/counts.json"):
         assert seeded in outputs  # the config above reached the workflow
 
 

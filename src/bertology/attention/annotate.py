@@ -1,6 +1,6 @@
 """Word annotation: spaCy parses each sampled example once per task; words are aligned to wordpieces.
 
-``results/attention/{task}/words.parquet`` holds one row per spaCy token ("word") of each sampled
+``results/data/{task}/words.parquet`` holds one row per spaCy token ("word") of each sampled
 example, numbered over text_a's words then text_b's words (the numbering of the store's ``word_ids``):
 
     example_idx int64 · word int16 · segment int8 (0 = text_a, 1 = text_b) · text · lemma · pos · tag · dep

@@ -261,7 +261,7 @@ def extract_store(output: str | Path, *, frame: pd.DataFrame, words: pd.DataFram
                   background_writer: bool | None = None, value_norms: bool = False) -> dict[str, Any]:
     """Extract (or resume, or reuse) the attention store of one task and variant.
 
-    frame: the attention sample (results/attention/{task}/sample.parquet), E rows in store order; words:
+    frame: the attention sample (results/data/{task}/sample.parquet), E rows in store order; words:
     its words.parquet. model: the config `model` (recorded); model_path: what to load, the resolved
     `model` or a fine-tuned directory (bertology.models.loading.load_encoder); attention: the `attention`
     section; seed: data.seed (recorded); device: None = a GPU if there is one. Writes to

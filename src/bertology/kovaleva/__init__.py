@@ -19,7 +19,7 @@ Outputs (per-head CSVs are long and tidy; ``layer``/``head`` are 0-based ints; e
   ``framenet_fe_target`` the transpose, for comparison.
 * ``results/stats/{task}/cosine.csv`` — per-head cosine of pretrained vs fine-tuned maps, padding excluded.
 * ``results/stats/{task}/features_diff.csv`` — paired per-example fine-tuned minus pretrained feature scores.
-* ``results/stats/framenet/links.parquet`` and ``counts.json`` — FrameNet links and how many sentences,
+* ``results/data/framenet/links.parquet`` and ``counts.json`` — FrameNet links and how many sentences,
   annotation sets and links survive each of the paper's filters (``analysis.relations.framenet_filter``:
   ``sentence``, the paper, or ``link``).
 * figures ``results/figures/{patterns,relations,cosine,features,cls}-{task}.png`` (Figs. 2, 3, 5, 6, 7) and

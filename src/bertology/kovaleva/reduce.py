@@ -77,7 +77,7 @@ class ExampleWords:
 
 
 def prepare_words(words: pd.DataFrame, *, negation: str) -> dict[int, ExampleWords]:
-    """The words table (results/attention/{task}/words.parquet) -> example_idx -> ExampleWords (feature flags by
+    """The words table (results/data/{task}/words.parquet) -> example_idx -> ExampleWords (feature flags by
     word number, dependency links).
 
     negation: the negation word list (``analysis.features.negation``): ``paper`` (Kovaleva et al.'s footnote 6)

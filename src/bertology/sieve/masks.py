@@ -63,7 +63,7 @@ def word_relations(words: pd.DataFrame, example_idx: np.ndarray, n_words: int) -
     missing = {"example_idx", "word", "dep", "head"} - set(words.columns)
     if missing:
         raise InputError(f"the words table lacks column(s) {sorted(missing)}; "
-                         "expected example_idx, word, dep, head (results/attention/{task}/words.parquet)")
+                         "expected example_idx, word, dep, head (results/data/{task}/words.parquet)")
     example_idx = np.asarray(example_idx, dtype=np.int64)
     rel = np.zeros((len(example_idx), len(SYNTACTIC_RELATIONS), n_words, n_words), dtype=bool)
     if len(words) == 0 or n_words == 0:
@@ -150,7 +150,7 @@ def chunk_relations(word_ids: np.ndarray, example_idx: np.ndarray, words: pd.Dat
     if not any(r in SYNTACTIC_RELATIONS or r == "syntactic" for r in roles):
         return None
     if words is None:
-        raise InputError("syntactic roles need the words table (results/attention/{task}/words.parquet)")
+        raise InputError("syntactic roles need the words table (results/data/{task}/words.parquet)")
     wid_max = int(np.max(word_ids, initial=-1))
     sub = words[words["example_idx"].isin(np.asarray(example_idx))]
     n_words = max(wid_max, int(sub["word"].max()) if len(sub) else -1) + 1

@@ -71,7 +71,7 @@ class SieveKernel(BatchKernel):
 
     def prepare(self, words: pd.DataFrame | None, info: StoreInfo) -> pd.DataFrame | None:
         if self.needs_words and words is None:
-            raise MissingInputError("the syntactic roles need the words table (results/attention/{task}/words.parquet)")
+            raise MissingInputError("the syntactic roles need the words table (results/data/{task}/words.parquet)")
         return words if self.needs_words else None
 
     def select(self, words: pd.DataFrame | None, example_idx: np.ndarray) -> pd.DataFrame | None:

@@ -15,7 +15,7 @@ from bertology.pipeline.tasks import VARIANT_INIT, get_task
 
 
 def attention_sample(ctx: StepContext) -> None:
-    """results/attention/{task}/sample.parquet: the seeded sample of the attention split, in store order."""
+    """results/data/{task}/sample.parquet: the seeded sample of the attention split, in store order."""
     att = ctx.config.attention
     frame = read_prepared(ctx.input.data)
     sample = sample_rows(frame, att.examples, ctx.config.data.seed, what=f"{ctx.task}/{att.split}",
@@ -26,7 +26,7 @@ def attention_sample(ctx: StepContext) -> None:
 
 
 def annotate_words(ctx: StepContext) -> None:
-    """results/attention/{task}/words.parquet: spaCy words of every example of the sample, each text only as far
+    """results/data/{task}/words.parquet: spaCy words of every example of the sample, each text only as far
     as the model sees it at data.max_length (annotate.visible_texts)."""
     from bertology.models.loading import load_tokenizer, resolve_model
 

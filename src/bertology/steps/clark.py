@@ -2,7 +2,7 @@
 dependency parsers on them, and the figures of entropy and parsing.
 
 - ``demo_trees``: results/data/syntax/demo.conllu, gold trees of the demo grammar's sentences (data.source demo);
-- ``syntax_sentences``: the gold CoNLL-U files -> results/attention/syntax/sample.parquet (one single-segment
+- ``syntax_sentences``: the gold CoNLL-U files -> results/data/syntax/sample.parquet (one single-segment
   example per sentence), words.parquet (the gold words, same columns as the spaCy words), sentences.csv
   (idx, file, sent_id, words) and counts.json (files, sentences, words, multiword tokens, empty nodes);
 - ``extract_syntax``: results/attention/syntax/{model}.zarr, the attention store of those sentences (the same

@@ -95,7 +95,7 @@ def _write(ctx: StepContext, sink_df, induction_df, variant: str) -> None:
 
 
 def decoder_probe(ctx: StepContext) -> None:
-    """--input sample=attention/{task}/sample.parquet; --output sink=stats/{task}/decoder_sink.csv,
+    """--input sample=data/{task}/sample.parquet; --output sink=stats/{task}/decoder_sink.csv,
     induction=stats/{task}/decoder_induction.csv, heads=stats/{task}/pretrained/decoder_heads.csv,
     probe_pretrained=, probe_random_init= (attention/{task}/probe-*.zarr): the pretrained model and its random
     initialisation."""
@@ -113,7 +113,7 @@ def decoder_probe(ctx: StepContext) -> None:
 
 
 def decoder_probe_finetuned(ctx: StepContext) -> None:
-    """--input sample=attention/{task}/sample.parquet finetuned=models/{task}/pretrained{seedtag}
+    """--input sample=data/{task}/sample.parquet finetuned=models/{task}/pretrained{seedtag}
     [random_finetuned=models/{task}/random{seedtag}]; --output sink=, induction=, heads= under
     stats/{task}/finetuned{seedtag}/, probe_finetuned= [probe_random_finetuned=] (attention/{task}/probe-*.zarr): the model fine-tuned with one seed (rows ``finetuned``) and the one fine-tuned
     from the random initialisation with the same seed (rows ``random-finetuned``)."""

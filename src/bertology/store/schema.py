@@ -139,7 +139,7 @@ def partial_path(path: str | Path) -> Path:
 
 
 # --------------------------------------------------------------------------------------------------
-# identity (the sample itself is results/attention/{task}/sample.parquet, drawn by bertology.data.sample_rows)
+# identity (the sample itself is results/data/{task}/sample.parquet, drawn by bertology.data.sample_rows)
 
 
 def sample_hash(example_idx: np.ndarray) -> str:

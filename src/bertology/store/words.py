@@ -1,4 +1,4 @@
-"""The words table beside a store (results/attention/{task}/words.parquet, docs/reference.md#store-words).
+"""The words table beside a store (results/data/{task}/words.parquet, docs/reference.md#store-words).
 
 Imports only bertology.store.schema (and the ground, bertology.pipeline). The table's columns are defined here, once:
 the annotation step (:mod:`bertology.attention.annotate`) writes them, every reader checks them.
@@ -21,7 +21,7 @@ WORD_COLUMNS: list[str] = list(WORD_DTYPES)
 
 
 def read_words(path: str | Path):
-    """The words table beside a store (results/attention/{task}/words.parquet), its columns checked."""
+    """The words table beside a store (results/data/{task}/words.parquet), its columns checked."""
     import pandas as pd
 
 
