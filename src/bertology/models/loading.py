@@ -1,5 +1,5 @@
-"""Model resolution and loading: the embedded MiniLM, named GGUF decoders (:mod:`bertology.models.gguf`), hub names
-and local directories.
+"""Model resolution and loading: the model shortcuts (:data:`bertology.models.shipped.SHORTCUTS`: the embedded MiniLM,
+named GGUF decoders of :mod:`bertology.models.gguf`, models unpacked from a split zip), hub names and local directories.
 
 Attention is always read with ``attn_implementation="eager"`` (sdpa returns no weights), weights only
 from safetensors, never a model directory's own code: every ``from_pretrained`` passes
@@ -14,6 +14,7 @@ from bertology.models.kinds import model_kind, unsupported_model
 from bertology.models.errors import (CustomCodeError, MaxLengthError, ModelNotFoundError, TokenizerError,
                                      UnsupportedModelError)
 from bertology.models.gguf import GGUF_MODELS, gguf_model_dir
+from bertology.models.shipped import SPLIT_ZIP_MODELS, split_zip_model_dir
 from bertology.pipeline.hub import hub_reachable
 from bertology.pipeline.outputcache import verify_digest
 
@@ -47,13 +48,16 @@ def _embedded_path(name: str) -> Path:
 def resolve_model(name: str) -> str:
     """Map a config `model:` value to something `from_pretrained` loads without surprises.
 
-    Returns an absolute directory for the embedded model, local directories and hub names already in the
-    local cache; the hub name itself when the hub is reachable. Fails fast otherwise.
+    Returns an absolute directory for a model shortcut (:data:`bertology.models.shipped.SHORTCUTS`), local
+    directories and hub names already in the local cache; the hub name itself when the hub is reachable. Fails fast
+    otherwise (a shortcut not installed: one line naming its make target).
     """
     if name in EMBEDDED_MODELS:
         return str(_embedded_path(name))
     if name in GGUF_MODELS:
         return str(gguf_model_dir(name))
+    if name in SPLIT_ZIP_MODELS:
+        return str(split_zip_model_dir(name))
     path = Path(name).expanduser()
     if path.is_dir():
         if not (path / "config.json").exists():
