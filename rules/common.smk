@@ -7,7 +7,7 @@ from bertology.analyses.capability import model_capabilities
 from bertology.pipeline import layout
 from bertology.pipeline.layout import path, paths
 from bertology.pipeline.seedtags import (SEED_TAG_REGEX, STORE_VARIANT_REGEX, SYNTAX_MODEL_REGEX, configured_seeds,
-                                         finetuned_variants, seed_tags)
+                                         finetuned_variants, seed_tags, store_variants)
 from bertology.pipeline.tasks import (SCORE_VARIANTS, SPLITS, STORE_VARIANTS, TASKS, VARIANT_INIT, declarations,
                                       declared_pipeline, get_task, register, task_names, task_param)
 from bertology.registry import Run
@@ -51,8 +51,8 @@ INITS = list(config["train"]["inits"])
 # The variants scored: `pretrained` (untrained head) and the fine-tuned variant of every configured init.
 SCORED_VARIANTS = [v for v in SCORE_VARIANTS if v not in VARIANT_INIT or VARIANT_INIT[v] in INITS]
 # Path tags of the fine-tuning seeds: '' for the first (train.seed: the plain paths, read by every
-# analysis), '-seedN' for each further one of train.seeds.
-SEED_TAGS = seed_tags(configured_seeds(config["train"]))
+# analysis), '-seedN' for each further one of train.seeds; none when nothing is fine-tuned (train.inits: []).
+SEED_TAGS = seed_tags(configured_seeds(config["train"])) if INITS else []
 # Every fine-tuned analysis runs once per seed: the seed is part of the store variant's name (bertology.pipeline.seedtags):
 # `finetuned` (the first seed), `finetuned-seedN`; `pretrained` has no fine-tuning seed and is computed once.
 FINETUNED_VARIANTS = finetuned_variants(SEED_TAGS)
@@ -65,7 +65,7 @@ FRAMENET_DIR = config["analysis"]["relations"]["framenet"]
 # What this run computes: the values of the wildcards and the settings switched on (bertology.registry.CONDITIONS).
 # Every rule's outputs (`outputs`) and the run's targets (`targets`) are expanded from the registry with it.
 RUN = Run(
-    tasks=tuple(TASK_NAMES), splits=tuple(SPLITS), stores=tuple(STORE_VARIANTS), inits=tuple(INITS),
+    tasks=tuple(TASK_NAMES), splits=tuple(SPLITS), stores=tuple(store_variants(SEED_TAGS[:1])), inits=tuple(INITS),
     seedtags=tuple(SEED_TAGS), finetuned=tuple(FINETUNED_VARIANTS),
     enabled=frozenset(c for c, on in (("norms", NORMS_ENABLED), ("gold_trees", bool(SYNTAX_FILES)),
                                       ("seeds", len(SEED_TAGS) > 1), ("framenet", bool(FRAMENET_DIR)),

@@ -9,7 +9,8 @@ rule explorer:
         # every file the page reads (bertology.explorer.explorer_inputs): stores, words, the fine-tuned
         # tokenizer, data splits, sieve scores, every registry statistic's table; the norm analyses' tables
         # and token views with analysis.norms.enabled, the tables over seeds with two or more train.seeds
-        reads=explorer_inputs(TASK_NAMES, norms=NORMS_ENABLED, seeds=len(SEED_TAGS) > 1, decoder=DECODER)["required"],
+        reads=explorer_inputs(TASK_NAMES, norms=NORMS_ENABLED, seeds=len(SEED_TAGS) > 1, decoder=DECODER,
+                              finetuned=bool(INITS))["required"],
         # the claims ledger: each claim with the heads behind it highlighted in the grid
         claims=output("claims", "ledger"),
     output:

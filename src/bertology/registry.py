@@ -47,8 +47,9 @@ from bertology.pipeline.layout import ROOT, expand, fill, join, rel
 #: the settings without which some tables are not written (:attr:`Table.when`): ``norms``
 #: (analysis.norms.enabled and a supported model), ``gold_trees`` (analysis.syntax.conllu, or the demo's own
 #: trees), ``seeds`` (two or more train.seeds), ``framenet`` (analysis.relations.framenet), ``decoder`` (the
-#: model is a decoder: the decoder probe), ``random`` (train.inits has random)
-CONDITIONS = ("norms", "gold_trees", "seeds", "framenet", "decoder", "random")
+#: model is a decoder: the decoder probe), ``random`` (train.inits has random), ``finetuned`` (train.inits is not
+#: empty: some model is fine-tuned; without it the run studies the pretrained model only)
+CONDITIONS = ("norms", "gold_trees", "seeds", "framenet", "decoder", "random", "finetuned")
 
 #: the rule of the one read of a store, and its outputs' targets: every task and store variant
 STORE_RULE = "store_stats"
@@ -144,7 +145,9 @@ class Run:
     :meth:`Registry.targets` and :meth:`Registry.outputs` expand declarations with.
 
     tasks, splits, stores (the store variants of the first seed: pretrained, finetuned), inits, seedtags ('' and
-    -seedN), finetuned (the fine-tuned store variant of each seed: finetuned, finetuned-seedN)."""
+    -seedN: one per fine-tuning seed), finetuned (the fine-tuned store variant of each seed: finetuned,
+    finetuned-seedN). A run that fine-tunes nothing (train.inits: []) has no seed tags and no fine-tuned variant,
+    so every want over them (``first_seed`` included: there is no first fine-tuning seed) expands to nothing."""
 
     tasks: tuple[str, ...]
     splits: tuple[str, ...]
@@ -154,17 +157,22 @@ class Run:
     finetuned: tuple[str, ...]
     enabled: frozenset[str] = frozenset()
 
+    def __post_init__(self) -> None:
+        """``finetuned`` is on exactly when the run has a fine-tuned variant (it follows from `finetuned`)."""
+        fine = self.enabled | {"finetuned"} if self.finetuned else self.enabled - {"finetuned"}
+        object.__setattr__(self, "enabled", frozenset(fine))
+
     def values(self, name: str | tuple[str, ...]) -> tuple[str, ...]:
         """A value set by name, or the tuple of values itself."""
         if not isinstance(name, str):
             return tuple(name)
         sets = {
             "tasks": self.tasks, "splits": self.splits, "stores": self.stores, "inits": self.inits,
-            "seedtags": self.seedtags, "first_seed": ("",), "extra_seedtags": self.seedtags[1:],
+            "seedtags": self.seedtags, "first_seed": self.seedtags[:1], "extra_seedtags": self.seedtags[1:],
             "finetuned": self.finetuned, "extra_finetuned": self.finetuned[1:],
             "pretrained_and_finetuned": ("pretrained", *self.finetuned),
             "probe_finetuned": tuple(f"probe-{v}" for v in self.finetuned),
-            "syntax_models": ("pretrained", *(f"{t}-finetuned" for t in self.tasks)),
+            "syntax_models": ("pretrained", *(f"{t}-{v}" for t in self.tasks for v in self.finetuned[:1])),
             "extra_syntax_models": tuple(f"{t}-{v}" for t in self.tasks for v in self.finetuned[1:]),
         }
         try:
@@ -189,12 +197,14 @@ FIRST_SEED = Want((("task", "tasks"), ("seedtag", "first_seed")))
 
 
 def figure(rule: str, output: str, name: str, *, per_task: bool = True, when: str = "",
-           reported: bool = True) -> Output:
+           reported: bool = True, wanted_when: str = "") -> Output:
     """A figure a rule draws, ``figures/{name}-{task}.png`` (``figures/{name}.png`` with per_task False), wanted
-    once per task (or once) and, when `reported`, flagged for Snakemake's report under `name`."""
+    once per task (or once) and, when `reported`, flagged for Snakemake's report under `name`. when: the setting
+    without which the rule does not draw it; wanted_when: a further setting without which the run does not want
+    it (``finetuned``: the rule reads a fine-tuned model's tables)."""
     path = rel("task_figure", name=name) if per_task else rel("figure", name=name)
-    return Output(path, rule=rule, output=output, report=name if reported else "", when=when,
-                  wanted=(PER_TASK if per_task else ONCE,))
+    want = Want(PER_TASK.over if per_task else (), when=wanted_when)
+    return Output(path, rule=rule, output=output, report=name if reported else "", when=when, wanted=(want,))
 
 
 @dataclass(frozen=True)
@@ -604,6 +614,14 @@ class Registry:
                 Statistic(id=f"seeds:{name}:std", group=OVER_SEEDS, label=f"{what}, std over seeds",
                           desc=f"{what}: standard deviation over the fine-tuning seeds (ddof 1).", table=path,
                           column="std", key=st.key, where=st.where, notna=st.notna, optional=True))
+
+    def fine_tuned_only(self, st: Statistic) -> bool:
+        """Whether a statistic's table exists only in a run that fine-tunes (setting ``finetuned``): a table of
+        each fine-tuning seed (its declared path has ``{seedtag}``) or over the seeds."""
+        if PurePosixPath(st.table).parent.name == "seeds":
+            return True
+        table = self.table(st.table)
+        return table is not None and "{seedtag}" in table.path
 
     def when(self, st: Statistic) -> str:
         """The setting without which a statistic's table is not written (:data:`CONDITIONS`; '' always)."""

@@ -54,8 +54,8 @@ ANALYSES: tuple[Analysis, ...] = (
                Step("ablation_figures", "ablation", (), "Kovaleva Figs. 8-9 of one task")),
         outputs=(Output(rel("ablation_info"), rule="ablation_sweep", output="info", wanted=(FIRST_SEED,)),
                  Output(rel("ablation_examples"), rule="ablation_sweep", output="examples"),
-                 figure("ablation_figures", "heads", "ablation-heads"),
-                 figure("ablation_figures", "layers", "ablation-layers")),
+                 figure("ablation_figures", "heads", "ablation-heads", when="finetuned"),
+                 figure("ablation_figures", "layers", "ablation-layers", when="finetuned")),
         section=Section(
             key="ablation", paper="Kovaleva et al. 2019", title="Disabling heads and layers (Kovaleva §4.6, Figs. 8–9)",
             measures="The fine-tuned model's score with one head (or one whole layer) attending uniformly to all "
@@ -81,8 +81,8 @@ ANALYSES: tuple[Analysis, ...] = (
                     "head importance and pruning curves (Michel et al.) -> importance.csv, pruning.csv",
                     threads=4, mem_mb=8000, runtime=240, gpu=0),
                Step("pruning_figures", "ablation", (), "importance map and pruning curves of one task")),
-        outputs=(figure("pruning_figures", "importance", "importance"),
-                 figure("pruning_figures", "pruning", "pruning")),
+        outputs=(figure("pruning_figures", "importance", "importance", when="finetuned"),
+                 figure("pruning_figures", "pruning", "pruning", when="finetuned")),
         section=Section(
             key="pruning", paper="Michel et al. 2019", title="Head importance and pruning (Michel et al. 2019)",
             measures="Importance of a head = mean over examples of |dL/dξ|, the loss's sensitivity to a gate ξ on "

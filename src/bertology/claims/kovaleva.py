@@ -25,6 +25,7 @@ from bertology.claims.bootstrap import (
     Result,
     bootstrap,
     nan_result,
+    not_computed,
     safe_p,
     seed_bootstrap,
     side_alternative,
@@ -129,6 +130,16 @@ def cosine_last_layers(tables: Tables, boot: Boot, *, side: str, null: float) ->
     return group_difference(units, "cos", "g", {1}, {0}, boot, side=side, heads=heads)
 
 
+#: the note of a claim about [CLS] on a model whose tokenizer has none (a decoder: GPT-2, Llama, ...)
+NO_CLS = "needs a [CLS] token, which this model's tokenizer lacks (a decoder): features.csv has no cls value"
+
+
+def has_cls(features: pd.DataFrame) -> bool:
+    """Whether features.csv holds a value for [CLS]: some ``cls`` row with a mean (none on a model whose tokenizer
+    has no [CLS] token, where no example contains the feature)."""
+    return bool(features.loc[features["feature"] == "cls", "mean"].notna().any())
+
+
 def _wide(t: pd.DataFrame, column: str = "mean") -> pd.DataFrame:
     return t.pivot_table(index=["layer", "head"], columns="feature", values=column).sort_index()
 
@@ -136,9 +147,11 @@ def _wide(t: pd.DataFrame, column: str = "mean") -> pd.DataFrame:
 def special_features(tables: Tables, boot: Boot, *, side: str, null: float) -> Result:
     """4.4: per head, the larger of the attention [CLS] and [SEP] receive (features.csv) minus the largest any
     linguistic feature receives (noun, verb, pronoun, subject, object, negation); effect = mean over heads;
-    unit: heads; test: scipy.stats.wilcoxon."""
+    unit: heads; test: scipy.stats.wilcoxon. `not computed` on a model without [CLS] (:data:`NO_CLS`)."""
     from bertology.kovaleva.features import WORD_FEATURES
 
+    if not has_cls(tables[0]["features"]):
+        return not_computed("scipy.stats.wilcoxon", NO_CLS)
     units = []
     for t in tables:
         w = _wide(t["features"])
@@ -152,7 +165,9 @@ def special_features(tables: Tables, boot: Boot, *, side: str, null: float) -> R
 def cls_early_sep_late(tables: Tables, boot: Boot, *, side: str, null: float) -> Result:
     """4.4: Spearman's rho, over heads, between the layer and the attention to [SEP] minus that to [CLS]
     (features.csv): positive when earlier layers attend to [CLS] and later ones to [SEP]; unit: heads;
-    test: scipy.stats.spearmanr."""
+    test: scipy.stats.spearmanr. `not computed` on a model without [CLS] (:data:`NO_CLS`)."""
+    if not has_cls(tables[0]["features"]):
+        return not_computed("scipy.stats.spearmanr", NO_CLS)
     units = []
     for t in tables:
         w = _wide(t["features"]).reset_index()

@@ -38,6 +38,8 @@ CHANCE_CLAIM = "kovaleva_table1_pretrained"
 AT_CHANCE = "fine-tuned model not above chance"
 #: the task of a task-free claim's one row (its inputs do not depend on the task: Claim.task_free)
 ALL = "all"
+#: the note of a claim about a fine-tuned model in a run that fine-tunes nothing (no fine-tuning seed)
+NO_FINETUNING = "needs a fine-tuned model: train.inits is [] (this run fine-tunes nothing)"
 #: stats/{task}/seeds/findings.csv's columns (the view of the ledger over seeds)
 FINDINGS_COLUMNS = ("finding", "paper", "statement", "holds", "seeds", "holding", "n_seeds", "verdict")
 
@@ -169,8 +171,9 @@ def build_ledger(results: Path, claims: Sequence[Claim], tasks: Sequence[str], s
     that order, :func:`ordered_claims`); tasks: the run's tasks; seeds: its fine-tuning seeds (train.seeds, or [train.seed]); boot: resamples,
     confidence, seed; declared: the paths under results/ the step may read (the rule's inputs; None: any that
     exists); off: config keys that are off in this run (a claim whose inputs they gate is `not computed`,
-    naming the key). Rows in the report's order, then by task (a task-free claim, ``Claim.task_free``, has one row,
-    task :data:`ALL`, and is one test); p_holm over every finite p of the ledger.
+    naming the key). No seeds (train.inits: [], nothing fine-tuned): every claim about a fine-tuned model is `not
+    computed` (:data:`NO_FINETUNING`). Rows in the report's order, then by task (a task-free claim,
+    ``Claim.task_free``, has one row, task :data:`ALL`, and is one test); p_holm over every finite p of the ledger.
     """
     from bertology.pipeline.seedtags import seed_tags
 
@@ -178,6 +181,9 @@ def build_ledger(results: Path, claims: Sequence[Claim], tasks: Sequence[str], s
     rows = []
     for claim in ordered_claims(claims, order):
         for task in claim_tasks(claim, tasks, off):
+            if not seed_variants(claim, tags):
+                rows.append(_not_computed(claim, task, NO_FINETUNING))
+                continue
             per_seed, missing = [], None
             for alts in input_paths(claim, task, tags, off):
                 tables = {}

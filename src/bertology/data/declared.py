@@ -313,10 +313,14 @@ def _text(value: Any) -> str | None:
 def row_problems(decl: dict, names: list[str], df: pd.DataFrame) -> tuple[list[list[str]], np.ndarray]:
     """Every problem of every row of a split frame (df: the source split's rows), in one pass: per row a list of
     problems ("blank <text column>", "missing <label column>", "<label column> not a number", "<label column> not a
-    class"), and the labels (K-class ids int64, or float32 scores; 0 where the row has a problem)."""
+    class"), and the labels (K-class ids int64, or float32 scores; 0 where the row has a problem; a text-only task,
+    ``label: null``: float32 NaN, its texts alone checked)."""
     column = decl["label"]
     text_cols = [decl["text"]] + ([decl["pair"]] if decl.get("pair") else [])
     texts = {c: df[c].tolist() for c in text_cols}
+    if column is None:
+        return ([[f"blank {c}" for c in text_cols if (t := _text(texts[c][i])) is None or blank_text(t)]
+                 for i in range(len(df))], np.full(len(df), np.nan, dtype=np.float32))
     values = df[column].tolist()
     regression = decl["kind"] == "regression"
     labels = np.zeros(len(df), dtype=np.float32 if regression else np.int64)
@@ -384,11 +388,11 @@ def _frame(decl: dict, df: pd.DataFrame, names: list[str], where: _Where, positi
             raise DataError(f"{where.prefix()}: {int(bad.sum())} of {len(df)} row(s) cannot be used: "
                             f"{'; '.join(parts)}. Fix the rows, or set data.bad_rows: skip to drop them (listed in "
                             f"results/data/{decl['name']}/<split>.skipped.csv)")
-        needed = len(text_cols) + 1
+        needed = len(text_cols) + (decl["label"] is not None)
         for i in np.flatnonzero(bad):
             row = df.iloc[i]
             filled = sum(_text(row[c]) is not None and not blank_text(_text(row[c])) for c in text_cols)
-            filled += class_key(row[decl["label"]]) is not None
+            filled += decl["label"] is not None and class_key(row[decl["label"]]) is not None
             line = where.line(int(positions[i]))
             skipped.append(SkippedRow(where.path, int(line if line is not None else positions[i] + 1), int(filled),
                                       needed, problems[i][0]))
@@ -416,7 +420,7 @@ UNSEEN_LABELS = ("error", "allow")  # a declaration's unseen_labels
 
 
 def _say_numbers_two_ways(decl: dict, frames: list[tuple[Any, pd.DataFrame]]) -> None:
-    if decl["kind"] == "regression":
+    if decl["kind"] == "regression" or decl["label"] is None:
         return
     two = numbers_written_two_ways([v for _, df in frames for v in df[decl["label"]].tolist()])
     if two:
@@ -448,7 +452,7 @@ def read_declared(decl: dict, split: str, *, seed: int, bad_rows: str) -> Declar
         if len(df) == 0:
             raise DataError(f"task {decl['name']}: split {name!r} of {src.describe(str(name))} holds no rows; give "
                             f"a split with examples")
-    names = label_names(decl, frames)
+    names = [] if decl["label"] is None else label_names(decl, frames)  # a text-only task has none
     _say_numbers_two_ways(decl, frames)
     n = len(train_df)
     if share:
@@ -469,7 +473,7 @@ def read_declared(decl: dict, split: str, *, seed: int, bad_rows: str) -> Declar
         raise DataError(f"task {decl['name']}: split {split} of {src.describe(str(source_name))} has no usable row "
                         f"({len(skipped)} skipped under data.bad_rows: skip)")
     unseen: tuple[str, ...] = ()
-    if decl["kind"] == "classification":
+    if decl["kind"] == "classification" and decl["label"] is not None:
         if split == "train" and len(set(frame["label"].tolist())) < 2:
             present = np.unique(frame["label"].to_numpy())
             raise DataError(f"task {decl['name']}: the training split ({src.describe(str(source_name))}) holds one "

@@ -29,10 +29,10 @@ TOKEN_VIEW_FILES = (IMPORTANCE_FILE, FAITHFULNESS, FAITHFULNESS_EXAMPLES)
 TOKEN_SCORES = SCORES_FILE
 
 
-def statistic_files(st: Statistic, task: str) -> list[str]:
+def statistic_files(st: Statistic, task: str, variants: Sequence[str] = VARIANTS) -> list[str]:
     """The files (under the results root) a registry statistic reads for a task: one per variant or one."""
     if st.per_variant:
-        return [layout.fill(st.table, task=task, variant=v) for v in VARIANTS]
+        return [layout.fill(st.table, task=task, variant=v) for v in variants]
     return [layout.fill(st.table, task=task)]
 
 
@@ -52,39 +52,52 @@ def task_templates(off: frozenset[str] = frozenset()) -> list[tuple[str, str, Ta
     return out
 
 
-def table_files(task: str, template: str) -> list[tuple[str, str]]:
+def table_files(task: str, template: str, variants: Sequence[str] = VARIANTS) -> list[tuple[str, str]]:
     """(variant, path under results/) of a template for a task: one per variant where the path has one."""
     if "{variant}" in template:
-        return [(v, layout.fill(template, task=task, variant=v)) for v in VARIANTS]
+        return [(v, layout.fill(template, task=task, variant=v)) for v in variants]
     return [("", layout.fill(template, task=task))]
 
 
 def explorer_inputs(tasks: Sequence[str], results: str | Path = layout.ROOT, *, norms: bool = False,
-                    seeds: bool = False, decoder: bool = False) -> dict[str, list[str]]:
+                    seeds: bool = False, decoder: bool = False, finetuned: bool = True) -> dict[str, list[str]]:
     """Paths the explorer reads, for a Snakemake rule (under `results`, the results root).
 
     ``required``: what the workflow produces for these settings, to declare as the rule's input: the stores,
     their words, the fine-tuned model (its tokenizer), the data splits, the sieve scores and the source table of
     every statistic of the registry's catalogue; with ``norms`` (analysis.norms.enabled) the norm analyses'
     tables and token views too, with ``seeds`` (two or more train.seeds) the tables over seeds, with ``decoder``
-    (a decoder model) the decoder probe's per-head tables and its stores of the induction probe's maps.
+    (a decoder model) the decoder probe's per-head tables and its stores of the induction probe's maps; without
+    ``finetuned`` (train.inits: []) the pretrained model's files only.
     ``optional``: what the explorer also reads when declared and present (those the settings switched off)."""
     off = {c for c, on in (("norms", norms), ("seeds", seeds), ("decoder", decoder)) if not on}  # settings (registry.CONDITIONS) off
+    variants = VARIANTS if finetuned else VARIANTS[:1]
     req: list[str] = []
     opt: list[str] = []
     for t in tasks:
-        req += [layout.rel("store", task=t, variant=v) for v in VARIANTS]
-        req += [layout.rel("words", task=t), layout.variant_model(t, "finetuned", root=None)]  # its tokenizer
+        fine: list[str] = []  # the fine-tuned model's files
+        req += [layout.rel("store", task=t, variant=v) for v in variants]
+        req += [layout.rel("words", task=t)]
+        fine += [layout.rel("store", task=t, variant="finetuned"), layout.variant_model(t, "finetuned", root=None)]
         req += [layout.rel("data", task=t, split=s) for s in SPLITS]
-        req += [layout.rel("variant_stat", task=t, variant=v, file=SIEVE_SCORES_FILE) for v in VARIANTS]
+        req += [layout.rel("variant_stat", task=t, variant=v, file=SIEVE_SCORES_FILE) for v in variants]
         for st in REGISTRY.statistics():
-            (opt if REGISTRY.when(st) in off else req).extend(statistic_files(st, t))
-        views = [layout.rel("variant_stat", task=t, variant=v, file=TOKEN_SCORES) for v in VARIANTS]
-        views += [layout.rel("variant_stat", task=t, variant="finetuned", file=f) for f in TOKEN_VIEW_FILES]
+            if not finetuned and REGISTRY.fine_tuned_only(st):
+                fine.extend(statistic_files(st, t))
+                continue
+            (opt if REGISTRY.when(st) in off else req).extend(statistic_files(st, t, variants))
+        views = [layout.rel("variant_stat", task=t, variant=v, file=TOKEN_SCORES) for v in variants]
+        views += [layout.rel("variant_stat", task=t, variant="finetuned", file=f) for f in TOKEN_VIEW_FILES
+                  if finetuned]
         (req if norms else opt).extend(views)
-        (req if decoder else opt).extend(layout.rel("store", task=t, variant=p) for p in PROBE_STORES.values())
+        (req if decoder else opt).extend(layout.rel("store", task=t, variant=PROBE_STORES[v]) for v in variants)
         for _, template, table in task_templates():
-            (opt if table.when in off else req).extend(rel for _, rel in table_files(t, template))
+            files = [rel for _, rel in table_files(t, template, variants)]
+            if not finetuned and "{seedtag}" in table.path:
+                fine.extend(files)
+                continue
+            (opt if table.when in off else req).extend(files)
+        (req if finetuned else opt).extend(fine)
     return {"required": [layout.join(results, p) for p in dict.fromkeys(req)],
             "optional": [layout.join(results, p) for p in dict.fromkeys(opt) if p not in req]}
 

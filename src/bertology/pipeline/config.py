@@ -425,6 +425,10 @@ def _check_tasks(cfg: dict) -> None:
                               f"kind: classification")
         if entry["pair"] is not None and entry["pair"] == entry["text"]:
             raise ConfigError(f"tasks: {name}: text and pair name the same column {entry['text']!r}")
+        if entry["label"] is None and cfg["train"]["inits"]:
+            raise ConfigError(f"tasks: {name} is text only (label: null), but train.inits "
+                              f"{list(cfg['train']['inits'])} fine-tunes, which needs labels; name its label column "
+                              f"(label: <column>), or set train.inits: [] to study the pretrained model only")
 
 
 def _resolve_seeds(cfg: dict) -> None:

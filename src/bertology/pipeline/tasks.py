@@ -40,6 +40,8 @@ class TaskSpec:
     declared: bool = False
     #: declared tasks: whether this job was told its language and pipeline (only the jobs that read words are)
     words_known: bool = True
+    #: declared tasks: text only (``label: null``): its splits' ``label`` column is empty (NaN), nothing is scored
+    text_only: bool = False
 
     @property
     def is_pair(self) -> bool:
@@ -146,7 +148,17 @@ def spec_from_declaration(decl: dict) -> TaskSpec:
     words = {k: decl[k] for k in WORDS_KEYS if k in decl}
     return TaskSpec(name=decl["name"], display=decl["name"], text_a="text", text_b="pair" if decl["pair"] else None,
                     label_names=labels, metrics=metrics, glue_dir="", regression=regression, declared=True,
-                    words_known="spacy_pipeline" in decl, **words)
+                    words_known="spacy_pipeline" in decl, text_only=is_text_only(decl), **words)
+
+
+def is_text_only(decl: dict) -> bool:
+    """Whether a declaration (whole, or its :func:`task_param`) is text only: ``label: null``."""
+    return bool(decl.get("text_only")) or ("label" in decl and decl["label"] is None)
+
+
+def text_only_tasks(tasks_config) -> list[str]:
+    """The names of the config's text-only declared tasks (``label: null``), in order."""
+    return [e["name"] for e in tasks_config if isinstance(e, dict) and is_text_only(e)]
 
 
 def task_param(decl: dict, spacy_pipeline: str | None, *, words: bool = True) -> dict:
@@ -157,6 +169,8 @@ def task_param(decl: dict, spacy_pipeline: str | None, *, words: bool = True) ->
     because its data changed; installing a pipeline re-runs the annotation and what reads it, not fine-tuning."""
     param = {"name": decl["name"], "kind": decl["kind"], "pair": bool(decl["pair"]), "labels": decl["labels"],
              "metrics": decl["metrics"]}
+    if is_text_only(decl):
+        param["text_only"] = True
     if words:
         param.update(language=decl["language"], spacy_pipeline=spacy_pipeline)
     return param

@@ -42,7 +42,8 @@ def claims(ctx: StepContext) -> None:
     out = ctx.output.ledger
     results = out.parent
     declared = set(under(results, ctx.input.all("tables"))) if "tables" in ctx.input else set()
-    seeds = configured_seeds({"seed": cfg.train.seed, "seeds": cfg.train.seeds})
+    # the fine-tuning seeds: none when nothing is fine-tuned (train.inits: [])
+    seeds = configured_seeds({"seed": cfg.train.seed, "seeds": cfg.train.seeds}) if cfg.train.inits else []
     boot = Boot(resamples=cfg.analysis.claims.bootstrap, confidence=cfg.analysis.claims.confidence,
                 seed=int(cfg.data.seed))
     from bertology.analyses.capability import model_capabilities

@@ -240,16 +240,34 @@ def fail(message: str) -> None:
     raise SystemExit(1)
 
 
+def pretrained_only_notes(config: dict) -> list[str]:
+    """One line per reason analyses are left out of a run that fine-tunes nothing (train.inits: []): no fine-tuned
+    model, and the text-only tasks (``label: null``) that have no labels to score."""
+    from bertology.pipeline.tasks import text_only_tasks
+
+    if config.get("train", {}).get("inits", True):
+        return []
+    notes = ["bertology: train.inits is []: fine-tuning and what needs a fine-tuned model are left out (scores, "
+             "Table 1, cosine and feature change, disabling, importance, pruning, faithfulness, sieve delta, seeds, "
+             "the figures comparing pretrained and fine-tuned); the claims about a fine-tuned model read not "
+             "computed; every other analysis runs on the pretrained model"]
+    text_only = text_only_tasks(config.get("tasks", []))
+    if text_only:
+        notes.append(f"bertology: task(s) {', '.join(text_only)} are text only (label: null): what needs labels "
+                     f"(scores, Table 1, ablation) is left out for them")
+    return notes
+
+
 def capability_notes(config: dict) -> list[str]:
     """One line per analysis that cannot run on the config's model (said before any job runs)."""
     from bertology.analyses.capability import model_capabilities
 
     from bertology.pipeline.tasks import annotation_notes
 
-    notes = annotation_notes(config)
+    notes = annotation_notes(config) + pretrained_only_notes(config)
     capabilities = model_capabilities(str(config["model"]))
     why = capabilities["disabling"]
-    if why is not None:
+    if why is not None and config.get("train", {}).get("inits", True):
         notes.append(f"bertology: disabling heads (Kovaleva 4.6) is not possible on model {config['model']!r}: "
                      f"{why}; results/ablation/* and its figures say so, every other output and the report are "
                      f"produced")
