@@ -228,6 +228,7 @@ LAYERS = (
     "kovaleva",     # Kovaleva et al.'s analyses
     "clark",        # Clark et al.'s analyses
     "claims",       # the ledger's claims
+    "compare",      # comparisons across models
     "registry",     # the registry's types (bertology/registry.py): the science never imports them
     "analyses",     # the registry's entries: each analysis's outputs, steps and report sections; capabilities
     "report",       # the report page

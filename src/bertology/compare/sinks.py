@@ -1,0 +1,124 @@
+"""Gu et al.'s attention sink across models: alpha_0 per head, the sink rate, and alpha_0 per layer.
+
+alpha_0 of one sequence and head is the mean over its queries of the attention to the first token,
+(1 / n) sum_{t=0}^{n-1} A[t, 0] (Gu et al. 2024, ``eval_sink_open_source.py``: ``compute_attention_sink``'s
+importance score of key 0). Their sink rate Sink_0^epsilon is the share of (sequence, layer, head) with alpha_0 >
+epsilon (0.3). Where alpha_0 comes from (docs/reference.md#compare-sinks):
+
+- a decoder: the probe's ``decoder_sink.csv``, one alpha_0 per example x layer x head of the pretrained model
+  (its first 64 tokens, as Gu et al.): both Gu's rate and the per-head means;
+- an encoder: ``features.csv``'s feature ``cls`` of the pretrained store, per head the mean over examples of
+  (1 / n) sum over every real query row (the [CLS] and [SEP] rows included, padding excluded) of the attention to
+  the [CLS] position, position 0: Gu's alpha_0 of a whole example rather than of its first 64 tokens. It is a
+  per-head mean, so only the per-head share is computed; Gu's per-sequence rate is left empty with its reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import pandas as pd
+
+from bertology.compare.common import DECODER, POOLED, frame, missing, pooled_note, relative_depth, rows_of, size
+from bertology.compare.depth import DEPTH_COLUMNS
+from bertology.decoders.heads import SINK_EPSILON
+from bertology.pipeline.layout import rel
+
+SINK_COLUMNS = ("model", "task", "kind", "source", "layers", "heads", "epsilon", "sink_rate", "share_heads_over",
+                "n_heads_over", "mean_alpha0", "n", "note")
+
+#: where each kind's alpha_0 is read
+SOURCES = {DECODER: "decoder_sink.csv alpha_0", "encoder": "features.csv cls"}
+
+ENCODER_RATE = ("Gu's per-sequence rate needs each example's alpha_0; features.csv holds per-head means "
+                "(share_heads_over is computed)")
+
+
+def decoder_heads(rows: pd.DataFrame, epsilon: float = SINK_EPSILON) -> tuple[pd.DataFrame, float, int]:
+    """decoder_sink.csv rows of one model (task, example, layer, head, alpha_0; any number of tasks) -> per head
+    (layer, head, alpha_0: mean over the examples), Gu's Sink_0^epsilon as a fraction (the share of example x
+    layer x head rows with alpha_0 > epsilon) and the number of (task, example) sequences."""
+    rows = rows.dropna(subset=["alpha_0"])
+    heads = rows.groupby(["layer", "head"], as_index=False)["alpha_0"].mean()
+    rate = float((rows["alpha_0"].to_numpy(float) > epsilon).mean()) if len(rows) else float("nan")
+    return heads, rate, len(rows[["task", "example"]].drop_duplicates())
+
+
+def encoder_heads(rows: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """features.csv rows of the feature ``cls`` of one model (task, layer, head, mean, n; any number of tasks) ->
+    per head (layer, head, alpha_0: the mean over every task's examples, each task weighted by its n) and the
+    examples read (the largest n of a head, summed over tasks)."""
+    rows = rows.dropna(subset=["mean"]).assign(weighted=lambda d: d["mean"] * d["n"])
+    sums = rows.groupby(["layer", "head"], as_index=False)[["weighted", "n"]].sum()
+    heads = sums.assign(alpha_0=sums["weighted"] / sums["n"])[["layer", "head", "alpha_0"]]
+    return heads, int(rows.groupby("task")["n"].max().sum()) if len(rows) else 0
+
+
+def summary(heads: pd.DataFrame, epsilon: float = SINK_EPSILON) -> dict[str, object]:
+    """The per-head part of a sinks.csv row: layers, heads, n_heads_over (heads whose alpha_0 > epsilon),
+    share_heads_over (their share of all heads) and mean_alpha0 (over heads). heads: layer, head, alpha_0."""
+    layers, n_heads = size(heads)
+    over = int((heads["alpha_0"].to_numpy(float) > epsilon).sum())
+    return {"layers": layers, "heads": n_heads, "n_heads_over": over, "share_heads_over": over / len(heads),
+            "mean_alpha0": float(heads["alpha_0"].mean())}
+
+
+def per_layer(heads: pd.DataFrame, *, model: str, task: str, kind: str) -> pd.DataFrame:
+    """alpha_0 per layer (the mean over the layer's heads) as depth.csv rows (statistic ``alpha_0``)."""
+    layers, _ = size(heads)
+    curve = heads.groupby("layer", as_index=False).agg(value=("alpha_0", "mean"), n_heads=("alpha_0", "size"))
+    return curve.assign(model=model, task=task, kind=kind, variant="pretrained", statistic="alpha_0", layers=layers,
+                        depth=relative_depth(curve["layer"], layers), note="")[list(DEPTH_COLUMNS)]
+
+
+def _heads(kind: str, rows: pd.DataFrame, epsilon: float) -> tuple[pd.DataFrame, float, int]:
+    if kind == DECODER:
+        return decoder_heads(rows, epsilon)
+    heads, n = encoder_heads(rows)
+    return heads, float("nan"), n
+
+
+def sinks(decoder_sink: Mapping[str, pd.DataFrame], features: Mapping[str, pd.DataFrame],
+          kinds: Mapping[str, str], tasks: Sequence[str], epsilon: float = SINK_EPSILON
+          ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Gu et al.'s sink statistics of every model, per task and (with two or more tasks) pooled over them.
+
+    decoder_sink: model -> its decoder_sink.csv rows (every task, a ``task`` column); features: model -> its
+    pretrained features.csv rows (``task``, ``variant`` columns); kinds: model -> encoder | decoder (the order of
+    the models). Returns (sinks.csv: SINK_COLUMNS, one row per model and task; its alpha_0 per layer: depth.csv
+    rows). A task whose table is missing is a row with only its note."""
+    out, curves = [], []
+    for model, kind in kinds.items():
+        pooled: list[pd.DataFrame] = []
+        done: list[str] = []
+        for task in tasks:
+            base = {"model": model, "task": task, "kind": kind, "source": SOURCES[kind], "epsilon": epsilon}
+            if kind == DECODER:
+                rows = rows_of(decoder_sink, model, task)
+                rows = rows[rows["variant"] == "pretrained"] if len(rows) else rows
+                note = missing("decoder_sink", task)
+            else:
+                table = rows_of(features, model, task, "pretrained")
+                rows = table[table["feature"] == "cls"] if len(table) else table
+                note = (missing("variant_stat", task, variant="pretrained", file="features.csv") if len(table) == 0
+                        else f"not computed: {rel('variant_stat', task=task, variant='pretrained', file='features.csv')}"
+                             f" has no cls rows (the tokenizer adds no leading special token)")
+            if len(rows) == 0:
+                out.append({**base, "note": note})
+                continue
+            heads, rate, n = _heads(kind, rows, epsilon)
+            out.append({**base, **summary(heads, epsilon), "sink_rate": rate, "n": n,
+                        "note": "" if kind == DECODER else ENCODER_RATE})
+            curves.append(per_layer(heads, model=model, task=task, kind=kind))
+            pooled.append(rows)
+            done.append(task)
+        if len(tasks) > 1 and pooled:
+            heads, rate, n = _heads(kind, pd.concat(pooled, ignore_index=True), epsilon)
+            out.append({"model": model, "task": POOLED, "kind": kind, "source": SOURCES[kind], "epsilon": epsilon,
+                        **summary(heads, epsilon), "sink_rate": rate, "n": n, "note": pooled_note(done)})
+            curves.append(per_layer(heads, model=model, task=POOLED, kind=kind))
+    layers = pd.concat(curves, ignore_index=True) if curves else frame([], DEPTH_COLUMNS)
+    return frame(out, SINK_COLUMNS), layers
+
+
+__all__ = ["SINK_COLUMNS", "decoder_heads", "encoder_heads", "per_layer", "sinks", "summary"]

@@ -1,0 +1,149 @@
+"""The step ``compare``: every model's tables read from its results root, compared (:mod:`bertology.compare`),
+written as results/compare/{sinks,induction,patterns,roles,depth}.csv and four figures.
+
+``bertology compare --input roots=results/m/a --input roots=results/m/b --output sinks=... --config JSON``: one
+``roots`` input per model (a Snakemake rule's list input gives one each), the model's short name its directory's
+name; the tasks from the config's ``tasks``. A table a model lacks is a "not computed" row naming it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from bertology import compare as cmp
+from bertology.compare import figures
+from bertology.compare.common import VARIANTS
+from bertology.pipeline.errors import UserError
+from bertology.pipeline.io import write_csv
+from bertology.pipeline.layout import path
+from bertology.steps.context import StepContext
+
+#: each output of the step (its name on the command line) and its file name in the output directory
+FILES = {"sinks": "sinks.csv", "induction": "induction.csv", "patterns": "patterns.csv", "roles": "roles.csv",
+         "depth": "depth.csv", "sinks_figure": "sinks.png", "depth_figure": "depth.png",
+         "patterns_figure": "patterns.png", "roles_figure": "roles.png"}
+
+#: the tables a comparison reads: name -> (layout template, its file for variant_stat, the store variants read)
+SOURCES: dict[str, tuple[str, str | None, tuple[str, ...]]] = {
+    "decoder_sink": ("decoder_sink", None, ()),
+    "decoder_induction": ("decoder_induction", None, ()),
+    "cosine": ("cosine", None, ()),
+    "features": ("variant_stat", "features.csv", ("pretrained",)),
+    "patterns": ("variant_stat", "patterns.csv", VARIANTS),
+    "sieve": ("variant_stat", "sieve.csv", VARIANTS),
+    "entropy": ("variant_stat", "entropy.csv", VARIANTS),
+}
+
+
+def _read(file: str) -> pd.DataFrame | None:
+    """A table, or None where it is absent or has no rows."""
+    if not Path(file).is_file():
+        return None
+    try:
+        table = pd.read_csv(file)
+    except pd.errors.EmptyDataError:
+        return None
+    return table if len(table) else None
+
+
+def read_model(root: str | Path, tasks: Sequence[str]) -> dict[str, pd.DataFrame]:
+    """Every table of SOURCES a model's results root holds, each over every task (a ``task`` column, and a
+    ``variant`` column for the per-variant tables); a table no task has is left out."""
+    out = {}
+    for name, (key, file, variants) in SOURCES.items():
+        frames = []
+        for task in tasks:
+            if not variants:
+                values = {"seedtag": ""} if key == "cosine" else {}
+                table = _read(path(key, root=root, task=task, **values))
+                if table is not None:
+                    frames.append(table.assign(task=task))
+            for variant in variants:
+                table = _read(path(key, root=root, task=task, variant=variant, file=file))
+                if table is not None:
+                    frames.append(table.assign(task=task, variant=variant))
+        if frames:
+            out[name] = pd.concat(frames, ignore_index=True)
+    return out
+
+
+def model_kind(tables: Mapping[str, pd.DataFrame]) -> str:
+    """decoder where the model has the decoder probe's tables (the probe runs on decoders only), else encoder."""
+    return cmp.DECODER if "decoder_sink" in tables or "decoder_induction" in tables else cmp.ENCODER
+
+
+def compare_tables(models: Mapping[str, Mapping[str, pd.DataFrame]], tasks: Sequence[str],
+                   kinds: Mapping[str, str] | None = None) -> dict[str, pd.DataFrame]:
+    """The comparison's tables (sinks, induction, patterns, roles, depth) from every model's tables (model ->
+    :func:`read_model`'s mapping); kinds: model -> encoder | decoder (default: :func:`model_kind`)."""
+    kinds = {m: (kinds or {}).get(m) or model_kind(t) for m, t in models.items()}
+    bad = {m: k for m, k in kinds.items() if k not in cmp.KINDS}
+    if bad:
+        raise UserError(f"model kinds must be {' or '.join(cmp.KINDS)}; got {bad}")
+
+    def by_model(name: str) -> dict[str, pd.DataFrame]:
+        return {m: t[name] for m, t in models.items() if name in t}
+
+    sinks, sink_layers = cmp.sinks(by_model("decoder_sink"), by_model("features"), kinds, tasks)
+    curves = cmp.depth([sink_layers, cmp.pattern_layers(by_model("patterns"), kinds, tasks),
+                        cmp.entropy_layers(by_model("entropy"), kinds, tasks),
+                        cmp.cosine_layers(by_model("cosine"), kinds, tasks)])
+    return {"sinks": sinks, "induction": cmp.induction(by_model("decoder_induction"), kinds, tasks),
+            "patterns": cmp.patterns(by_model("patterns"), kinds, tasks),
+            "roles": cmp.roles(by_model("sieve"), kinds, tasks), "depth": curves}
+
+
+def write_outputs(tables: Mapping[str, pd.DataFrame], outputs: Mapping[str, str | Path]) -> dict[str, Path]:
+    """Write each table of the comparison and its figure at the paths of `outputs` (names of FILES)."""
+    written = {name: write_csv(tables[name], outputs[name]) for name in cmp.COLUMNS}
+    draw = {"sinks_figure": (figures.sinks_figure, "sinks"), "depth_figure": (figures.depth_figure, "depth"),
+            "patterns_figure": (figures.patterns_figure, "patterns"),
+            "roles_figure": (figures.roles_figure, "roles")}
+    for name, (function, table) in draw.items():
+        written[name] = function(tables[table], outputs[name])
+    return written
+
+
+def tables_of_roots(roots: Mapping[str, str | Path], tasks: Sequence[str],
+                    kinds: Mapping[str, str] | None = None) -> dict[str, pd.DataFrame]:
+    """The comparison's tables of the models whose results roots are `roots` (short name -> root) on `tasks`."""
+    absent = [str(r) for r in roots.values() if not Path(r).is_dir()]
+    if absent:
+        raise UserError(f"no such model results directory: {', '.join(absent)}")
+    return compare_tables({m: read_model(r, tasks) for m, r in roots.items()}, tasks, kinds)
+
+
+def compare_roots(roots: Mapping[str, str | Path], tasks: Sequence[str], out_dir: str | Path,
+                  kinds: Mapping[str, str] | None = None) -> dict[str, Path]:
+    """Compare the models whose results roots are `roots` (short name -> root) on `tasks`: write FILES under
+    out_dir and return them by name."""
+    tables = tables_of_roots(roots, tasks, kinds)
+    return write_outputs(tables, {name: Path(out_dir) / file for name, file in FILES.items()})
+
+
+def model_roots(paths: Sequence[Path]) -> dict[str, Path]:
+    """Each ``roots`` input by its model's short name, its directory's name (results/m/{name}); two roots of one
+    name are an error."""
+    names = [Path(p).name for p in paths]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise UserError(f"two model results directories share the name {', '.join(twice)}: each model's "
+                        f"results root is named by its short name")
+    return dict(zip(names, map(Path, paths)))
+
+
+def compare(ctx: StepContext) -> None:
+    """Inputs: ``roots`` (one per model, repeatable). Outputs: the names of FILES. The tasks: the config's."""
+    roots = model_roots(ctx.input.all("roots"))
+    tables = tables_of_roots(roots, ctx.config.tasks)
+    written = write_outputs(tables, {name: getattr(ctx.output, name) for name in FILES})
+    ctx.tracker.metrics({f"compare.{row.model}.{column}": float(getattr(row, column))
+                         for row in figures.headline(tables["sinks"]).itertuples()
+                         for column in ("sink_rate", "share_heads_over") if np.isfinite(float(getattr(row, column)))})
+    for name, file in written.items():
+        ctx.tracker.artifact(file, "compare" if name in cmp.COLUMNS else "figures")
+    ctx.log.info("compared %d models on %s", len(roots), ", ".join(ctx.config.tasks))
