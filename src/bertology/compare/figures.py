@@ -51,6 +51,12 @@ def _task_label(rows: pd.DataFrame) -> str:
     return "pooled over tasks" if tasks == [POOLED] else ", ".join(tasks)
 
 
+def _absent(table: pd.DataFrame, shown: pd.DataFrame) -> str:
+    """"; not computed: a, b" for the models of `table` with no row in `shown`, else ""."""
+    absent = [m for m in dict.fromkeys(table["model"]) if not len(shown) or m not in set(shown["model"])]
+    return f"; not computed: {', '.join(absent)}" if absent else ""
+
+
 def _bars(ax, models: list[str], values: list[float], kinds: list[str], colour: dict[str, str], title: str) -> None:
     x = np.arange(len(models))
     finite = [v if np.isfinite(v) else 0.0 for v in values]
@@ -78,7 +84,8 @@ def sinks_figure(table: pd.DataFrame, path: str | Path) -> Path:
     _bars(axes[1], models, shown["share_heads_over"].astype(float).tolist(), kinds, colour,
           f"share of heads whose mean alpha_0 > {epsilon:g}")
     axes[0].set_ylabel("share")
-    fig.suptitle(f"Attention sinks per model ({_task_label(rows) if len(rows) else 'no task'})", fontsize=10)
+    fig.suptitle(f"Attention sinks per model ({_task_label(headline(computed(table))) if len(computed(table)) else 'no task'})",
+                 fontsize=10)
     return plotting.save_figure(fig, path)
 
 
@@ -95,8 +102,9 @@ def depth_figure(table: pd.DataFrame, path: str | Path) -> Path:
     for ax, stat in zip(axes.ravel(), stats):
         sub = rows[rows["statistic"] == stat] if len(rows) else rows
         for (model, variant), curve in (sub.groupby(["model", "variant"], sort=False) if len(sub) else []):
-            style = "--" if variant == "finetuned" and stat != "cosine" else "-"
-            ax.plot(curve["depth"], curve["value"], style, marker="o", markersize=3, color=colour[model],
+            tuned = variant == "finetuned" and stat != "cosine"
+            ax.plot(curve["depth"], curve["value"], "--" if tuned else "-", marker="o", markersize=3.5,
+                    markerfacecolor="white" if tuned else colour[model], color=colour[model],
                     label=f"{model} ({variant})" if stat != "cosine" else model)
         ax.set_title(LABELS.get(stat, stat), fontsize=9)
         ax.set_xlim(0, 1.02)
@@ -107,8 +115,8 @@ def depth_figure(table: pd.DataFrame, path: str | Path) -> Path:
             ax.text(0.5, 0.5, "not computed", ha="center", va="center", transform=ax.transAxes)
     for ax in axes.ravel()[len(stats):]:
         ax.axis("off")
-    fig.suptitle(f"Per-layer curves on relative depth ({_task_label(rows) if len(rows) else 'no task'})",
-                 fontsize=10)
+    fig.suptitle(f"Per-layer curves on relative depth ({_task_label(rows) if len(rows) else 'no task'})"
+                 f"{_absent(table, rows)}", fontsize=10)
     return plotting.save_figure(fig, path)
 
 
@@ -127,10 +135,8 @@ def patterns_figure(table: pd.DataFrame, path: str | Path) -> Path:
     ax.set_ylim(0, 1)
     ax.set_ylabel("share of maps")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    missing = sorted(set(table["model"]) - {m for m, _ in bars}) if len(table) else []
-    note = f"; not computed: {', '.join(missing)}" if missing else ""
-    ax.set_title(f"Kovaleva et al.'s pattern classes per model ({_task_label(rows) if len(rows) else 'no task'}"
-                 f"{note})", fontsize=9)
+    ax.set_title(f"Kovaleva et al.'s pattern classes per model\n({_task_label(rows) if len(rows) else 'no task'})"
+                 f"{_absent(table, rows)}", fontsize=9)
     return plotting.save_figure(fig, path)
 
 
@@ -138,8 +144,8 @@ def roles_figure(table: pd.DataFrame, path: str | Path) -> Path:
     """roles.png: per variant, the share of heads per sieve role, one bar per model."""
     rows = headline(computed(table)) if len(table) else table
     variants = list(dict.fromkeys(rows["variant"])) if len(rows) else ["pretrained"]
-    models = list(dict.fromkeys(table["model"])) if len(table) else []
-    colour = colours(models)
+    colour = colours(list(dict.fromkeys(table["model"])) if len(table) else [])
+    models = list(dict.fromkeys(rows["model"])) if len(rows) else []
     roles = list(dict.fromkeys(rows["role"])) if len(rows) else []
     fig, axes = plotting.new_figure(max(6.0, 0.55 * len(roles) * max(1, len(models)) + 2), 3.2 * len(variants),
                                     nrows=len(variants), squeeze=False)
@@ -154,8 +160,8 @@ def roles_figure(table: pd.DataFrame, path: str | Path) -> Path:
         ax.set_xticks(np.arange(len(roles)), roles, fontsize=8, rotation=30)
         ax.set_ylim(0, 1)
         ax.set_ylabel("share of heads")
-        ax.set_title(f"Pande et al.'s sieve roles, {variant} ({_task_label(sub) if len(sub) else 'no task'})",
-                     fontsize=9)
+        ax.set_title(f"Pande et al.'s sieve roles, {variant} ({_task_label(sub) if len(sub) else 'no task'})"
+                     f"{_absent(table, rows)}", fontsize=9)
         ax.legend(fontsize=7)
     return plotting.save_figure(fig, path)
 
