@@ -26,26 +26,34 @@ configfile: os.path.join(workflow.basedir, "config.yaml")
 report: "report/workflow.rst"
 
 
-# The workflow's machinery (the run's values, how a rule runs its step, input functions, --cache, the handlers),
-# then one file of rules per area.
-include: "rules/common.smk"
-include: "rules/steps.smk"
-include: "rules/inputs.smk"
-include: "rules/cache.smk"
-include: "rules/handlers.smk"
-include: "rules/data.smk"
-include: "rules/train.smk"
-include: "rules/attention.smk"
-include: "rules/ablation.smk"
-include: "rules/sieve.smk"
-include: "rules/kovaleva.smk"
-include: "rules/clark.smk"
-include: "rules/norms.smk"
-include: "rules/decoders.smk"
-include: "rules/seeds.smk"
-include: "rules/claims.smk"
-include: "rules/tables.smk"
-include: "rules/report.smk"
+# Several models (config `models:`, docs/reference.md#models): rules/models.smk runs this Snakefile once per model as
+# a Snakemake module, each model's results under results/m/{name}/, and the run's ledger, report, explorer and
+# comparisons over them. One model (`model:`): the workflow's machinery (the run's values, how a rule runs its step,
+# input functions, --cache, the handlers), then one file of rules per area.
+if config.get("models"):
+
+    include: "rules/models.smk"
+
+else:
+
+    include: "rules/common.smk"
+    include: "rules/steps.smk"
+    include: "rules/inputs.smk"
+    include: "rules/cache.smk"
+    include: "rules/handlers.smk"
+    include: "rules/data.smk"
+    include: "rules/train.smk"
+    include: "rules/attention.smk"
+    include: "rules/ablation.smk"
+    include: "rules/sieve.smk"
+    include: "rules/kovaleva.smk"
+    include: "rules/clark.smk"
+    include: "rules/norms.smk"
+    include: "rules/decoders.smk"
+    include: "rules/seeds.smk"
+    include: "rules/claims.smk"
+    include: "rules/tables.smk"
+    include: "rules/report.smk"
 
 
 rule all:

@@ -10,6 +10,7 @@ from bertology.pipeline.seedtags import (SEED_TAG_REGEX, STORE_VARIANT_REGEX, SY
                                          finetuned_variants, seed_tags, store_variants)
 from bertology.pipeline.tasks import (SCORE_VARIANTS, SPLITS, STORE_VARIANTS, TASKS, VARIANT_INIT, declarations,
                                       declared_pipeline, get_task, register, task_names, task_param)
+from bertology.pipeline.modelset import model_name
 from bertology.registry import Run
 from bertology.workflow.snakefile import check_config, setup_environment
 
@@ -22,6 +23,10 @@ check_config(config, workflow.configfiles, workflow.basedir, getattr(workflow.co
 
 
 INVOCATION = setup_environment(config)
+# The model's short name (the ledger's `model` column, the MLflow `model` tag of every job: rules/steps.smk STEP) and
+# its config by name (one here; one per model in a run of several: rules/models.smk).
+MODEL_NAME = model_name(config)
+MODEL_CONFIGS = {MODEL_NAME: config}
 
 
 envvars:

@@ -20,8 +20,9 @@ onstart:
     # report.html and explorer.html whose inputs (claims.csv, ...) are gone or about to be recomputed are removed
     # now, not left beside a ledger they no longer show after a kill (each is rewritten atomically after them)
     remove_stale_pages(workflow)
-    for note in capability_notes(config):
-        print(note, file=sys.stderr)
+    for _name, _config in MODEL_CONFIGS.items():  # each model's (rules/common.smk, rules/models.smk)
+        for note in capability_notes(_config):
+            print(note if len(MODEL_CONFIGS) == 1 else f"{note} [model {_name}]", file=sys.stderr)
     # A local run's jobs fork from one process that has imported torch, transformers and the rest once
     # (bertology.workflow.jobserver; BERTOLOGY_JOB_SERVER=0 turns it off).
     jobserver.start_for_workflow(workflow)

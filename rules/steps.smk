@@ -15,7 +15,8 @@ from bertology.workflow.cli import STEPS, step_args, task_args
 # Each rule runs its step the same way, `bertology <step>` with its wildcards, named inputs and
 # outputs, the config sections the step declares (bertology.workflow.cli.STEPS) and its threads. The sections
 # are part of the param, so changing one re-runs exactly the steps that read it.
-STEP = "bertology {params.step} {params.files} --threads {threads} > {log} 2>&1"
+# The job's environment names the model (bertology.tracking: the MLflow run's `model` tag and param).
+STEP = f"BERTOLOGY_MODEL={shlex.quote(MODEL_NAME)} bertology {{params.step}} {{params.files}} --threads {{threads}} > {{log}} 2>&1"
 
 # What a job's --task gets of a declared task (bertology.registry.Step.task): plain, words (its language and spaCy
 # pipeline too), or the whole declaration (the data rule): each job gets what it reads

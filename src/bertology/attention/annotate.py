@@ -147,21 +147,34 @@ def visible_texts(frame: pd.DataFrame, tokenizer, max_length: int) -> tuple[list
     return cut_a, cut_b
 
 
+def farthest_visible(frame: pd.DataFrame, seen: Sequence[tuple[object, int]]) -> tuple[list[str], list[str] | None]:
+    """The (text_a, text_b) lists cut to what the farthest-seeing of several models sees: each (tokenizer,
+    max_length) of `seen` cuts each text (:func:`visible_texts`), and each text keeps its longest cut (every cut is
+    a prefix of the text). One model: its own cut."""
+    cuts = [visible_texts(frame, tokenizer, max_length) for tokenizer, max_length in seen]
+    a = [max(texts_i, key=len) for texts_i in zip(*(c[0] for c in cuts))]
+    b = None if cuts[0][1] is None else [max(texts_i, key=len) for texts_i in zip(*(c[1] for c in cuts))]
+    return a, b
+
+
 def annotate_frame(frame: pd.DataFrame, nlp, *, progress: bool = True, tokenizer=None,
-                   max_length: int | None = None) -> pd.DataFrame:
+                   max_length: int | None = None, seen: Sequence[tuple[object, int]] = ()) -> pd.DataFrame:
     """Parse every example's text(s) once and return its words (see the module docstring for columns).
 
     frame: prepared rows (idx, text_a, text_b) -- the attention sample. All texts go through one
     ``nlp.pipe`` (text_a's then text_b's), so each text is parsed exactly once. With a `tokenizer` and
     `max_length`, a text the model sees truncated is parsed only as far as the model sees it
-    (:func:`visible_texts`).
+    (:func:`visible_texts`); with `seen` (several models' (tokenizer, max_length)), as far as the farthest-seeing
+    one sees it (:func:`farthest_visible`), so that every model shares the words.
     """
     from tqdm import tqdm
 
     from bertology.models.encoding import texts
 
     idx = frame["idx"].astype("int64").to_numpy()
-    if tokenizer is not None and max_length is not None:
+    if seen:
+        a, b = farthest_visible(frame, seen)
+    elif tokenizer is not None and max_length is not None:
         a, b = visible_texts(frame, tokenizer, max_length)
     else:
         a, b = texts(frame)  # the texts the tokenizer sees

@@ -99,6 +99,7 @@ class AttentionConfig:
     chunk_size: int
     spacy_model: str
     keepbits: int | None
+    word_models: tuple[dict[str, Any], ...] = ()  # set by a run of several models (attention.word_models)
 
 
 @dataclass(frozen=True)
@@ -219,6 +220,8 @@ class MlflowConfig:
 @dataclass(frozen=True)
 class Config:
     model: str
+    model_name: str | None
+    models: tuple[Any, ...]
     tasks: tuple[str, ...]
     spacy_pipelines: dict[str, str]
     data: DataConfig

@@ -105,6 +105,13 @@ TEMPLATES: Mapping[str, str] = {
     "benchmark": "benchmarks/{rule}/{job}.tsv",
 }
 
+#: the folder, under the results root, of each model's results in a run of several models: results/m/{name}/
+MODELS_DIR = "m"
+
+#: the first path component of what no model decides (prepared data, the attention sample, its spaCy words, the
+#: gold sentences, FrameNet links): computed once per run and shared by every model
+SHARED_DIR = "data"
+
 _FORMATTER = string.Formatter()
 #: what a field matches when a path is read back (:func:`match`); any other field matches one path component
 _FIELD_REGEX = {"seedtag": r"(?:-seed[0-9]+)?", "job": r".+?"}
@@ -171,12 +178,15 @@ def join(root: str | PathLike[str] | None, relative: str) -> str:
 
 def path(key: str, /, *, root: str | PathLike[str] | None = ROOT, **values: object) -> str:
     """The path named `key` under `root` (the results root by default, relative to the working directory),
-    the fields in `values` filled and the others left as Snakemake wildcards.
+    the fields in `values` filled and the others left as Snakemake wildcards. Under a model's root
+    (:func:`model_root`) a shared path (:func:`shared`) is the run's.
 
     >>> path("score", seedtag="")
     'results/scores/{task}/{variant}.json'
+    >>> path("words", root="results/m/bert", task="rte")
+    'results/data/rte/words.parquet'
     """
-    return join(root, rel(key, **values))
+    return join(run_root(root) if shared(key) else root, rel(key, **values))
 
 
 def paths(key: str, /, *, root: str | PathLike[str] | None = ROOT, **values: object) -> list[str]:
@@ -285,6 +295,69 @@ def under(root: str | PathLike[str], files: Iterable[str | PathLike[str]]) -> li
         except ValueError:
             continue
     return out
+
+
+# --------------------------------------------------------------------- several models in one run
+
+
+def shared(key: str) -> bool:
+    """Whether the path named `key` is computed once per run and shared by every model (under results/data/).
+
+    >>> shared("words"), shared("store")
+    (True, False)
+    """
+    return template(key).split("/", 1)[0] == SHARED_DIR
+
+
+def model_root(name: str, root: str | PathLike[str] | None = ROOT) -> str:
+    """The results root of the model named `name` in a run of several models.
+
+    >>> model_root("minilm-l6")
+    'results/m/minilm-l6'
+    """
+    return join(root, f"{MODELS_DIR}/{name}")
+
+
+def run_root(root: str | PathLike[str] | None) -> str | None:
+    """The run's results root of a results root: a model's root's grandparent, any other root itself.
+
+    >>> run_root("results/m/minilm-l6"), run_root("results"), run_root(None)
+    ('results', 'results', None)
+    """
+    from pathlib import PurePath
+
+    if root is None or str(root) == "":
+        return root if root is None else ""
+    p = PurePath(root)
+    return str(p.parent.parent) if p.parent.name == MODELS_DIR and p.parent.parent != p.parent else str(root)
+
+
+def model_of(file: str | PathLike[str]) -> str | None:
+    """The short name of the model whose results root holds `file` (None outside any model's root).
+
+    >>> model_of("results/m/llama/claims.csv"), model_of("results/claims.csv")
+    ('llama', None)
+    """
+    from pathlib import PurePath
+
+    parts = PurePath(file).parts
+    for i in range(len(parts) - 2, 0, -1):
+        if parts[i - 1] == MODELS_DIR and parts[i]:
+            return parts[i]
+    return None
+
+
+def model_prefixes(name: str, root: str = ROOT) -> dict[str, str]:
+    """Snakemake's ``replace_prefix`` of a model's part of the workflow: each path under the results root that a
+    model decides moves under its root (:func:`model_root`); what no model decides (:data:`SHARED_DIR`) stays.
+
+    >>> model_prefixes("bert")["results/attention/"]
+    'results/m/bert/attention/'
+    >>> "results/data/" in model_prefixes("bert")
+    False
+    """
+    firsts = dict.fromkeys(t.split("/", 1)[0] + ("/" if "/" in t else "") for t in TEMPLATES.values())
+    return {join(root, f): join(model_root(name, root), f) for f in firsts if f.rstrip("/") != SHARED_DIR}
 
 
 # --------------------------------------------------------------------- which model a variant runs

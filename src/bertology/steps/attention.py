@@ -27,11 +27,14 @@ def attention_sample(ctx: StepContext) -> None:
 
 def annotate_words(ctx: StepContext) -> None:
     """results/data/{task}/words.parquet: spaCy words of every example of the sample, each text only as far
-    as the model sees it at data.max_length (annotate.visible_texts)."""
+    as the model sees it at data.max_length (annotate.visible_texts); in a run of several models
+    (attention.word_models), as far as the farthest-seeing one sees it, so that all share the words."""
     from bertology.models.loading import load_tokenizer, resolve_model
 
     sample = read_prepared(ctx.input.sample)
     tokenizer = load_tokenizer(resolve_model(ctx.config.model))
+    seen = [(load_tokenizer(resolve_model(m["model"])), int(m["max_length"]))
+            for m in ctx.config.attention.word_models]
     t0 = time.perf_counter()
     spec = get_task(ctx.task)
     if not spec.declared:
@@ -42,7 +45,7 @@ def annotate_words(ctx: StepContext) -> None:
         nlp = blank_spacy(spec.language)
         ctx.log.info("%s: no spaCy pipeline for language %r: words are tokenised only", ctx.task, spec.language)
     words = annotate_frame(sample, nlp, progress=ctx.progress, tokenizer=tokenizer,
-                           max_length=ctx.config.data.max_length)
+                           max_length=ctx.config.data.max_length, seen=seen)
     seconds = time.perf_counter() - t0
     write_words(words, ctx.output.words)
     ctx.log.info("%s: %d examples, %d words annotated in %.1f s (%.0f examples/s) -> %s", ctx.task, len(sample),

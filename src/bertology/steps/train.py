@@ -73,7 +73,10 @@ def train_model(ctx: StepContext) -> None:
     model = load_classifier(model_path, spec.num_labels, init=init, seed=cfg.seed, id2label=spec.id2label,
                             regression=spec.is_regression)
     key = resume_key(cfg, model=ctx.config.model, init=init, task=task, max_length=max_length, train_df=train_df)
-    output, ckpt = ctx.output.model, Path(layout.checkpoint(task, init, tag))
+    # the resumable state lives under the same results root as the model it becomes (a model's own root in a run
+    # of several models): results/models/{task}/{init}{seedtag} -> results/checkpoints/{task}/{init}{seedtag}
+    output = ctx.output.model
+    ckpt = Path(layout.checkpoint(task, init, tag, root=output.parent.parent.parent))
     ctx.log.info("fine-tuning %s (%s init, seed %d) on %s: %d train examples, device %s, %d threads",
                  ctx.config.model, init, cfg.seed, task, len(train_enc), device, ctx.threads)
     ctx.tracker.params({"init": init, "seed": cfg.seed, "n_train": len(train_enc), "n_eval": len(eval_enc)})

@@ -11,7 +11,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from bertology.tracking.calls import INVOCATION_ENV, INVOCATION_TAG, KIND_TAG, WORKDIR_TAG, param_chunks, reason, retry
+from bertology.tracking.calls import (INVOCATION_ENV, INVOCATION_TAG, KIND_TAG, MODEL_ENV, WORKDIR_TAG, param_chunks,
+                                      reason, retry)
 from bertology.tracking.parent import parent_run_id
 from bertology.tracking.pending import PENDING_DIR, PendingRecord
 from bertology.tracking.probe import check_reachable
@@ -176,8 +177,9 @@ def job_run(rule: str, *, task: str | None = None, variant: str | None = None,
             enabled: bool = True) -> Iterator[Tracker]:
     """Open the MLflow child run of one Snakemake job and yield its :class:`Tracker`.
 
-    Tagged with rule/task/variant, a child of the invocation's parent run (when BERTOLOGY_INVOCATION is
-    set), with `params` flattened into MLflow params. The run ends FINISHED, or FAILED if the job
+    Tagged with rule/task/variant and the model's short name (BERTOLOGY_MODEL, set by the workflow: also a param
+    `model_name`), a child of the invocation's parent run (when BERTOLOGY_INVOCATION is set), with `params`
+    flattened into MLflow params. The run ends FINISHED, or FAILED if the job
     raises. If the tracking store cannot be reached (a quick probe first, so a server that is down costs
     seconds) the job still runs, with one warning, and what it would have recorded is kept as a pending
     record (see :func:`bertology.tracking.pending.replay_pending`).
@@ -191,11 +193,15 @@ def job_run(rule: str, *, task: str | None = None, variant: str | None = None,
         all_tags["task"] = task
     if variant:
         all_tags["variant"] = variant
+    model = os.environ.get(MODEL_ENV)
+    if model:
+        all_tags["model"] = model
+        params = {"model_name": model, **(params or {})}
     invocation = os.environ.get(INVOCATION_ENV)
     if invocation:
         all_tags[INVOCATION_TAG] = invocation
     all_tags.update(tags or {})
-    name = ":".join(x for x in (rule, task, variant) if x)
+    name = ":".join(x for x in (model, rule, task, variant) if x)
     uri = tracking_uri()
     record = PendingRecord(uri=uri, experiment=experiment_name(), run_name=name, tags=all_tags,
                            invocation=invocation)

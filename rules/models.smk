@@ -1,0 +1,82 @@
+# A run of several models (config `models:`, docs/reference.md#models). Each model's part of the workflow is the
+# Snakefile again, as a Snakemake module with that model's whole config (bertology.pipeline.modelset.model_config:
+# the run's, its `train`/`data` overrides merged in) and every path a model decides moved under results/m/{name}/
+# (replace_prefix: bertology.pipeline.layout.model_prefixes); its rules are named `{name}__{rule}`
+# (bertology.pipeline.modelset.rule_prefix). What no model decides (results/data/: prepared data, the attention
+# sample and its words, the gold sentences, FrameNet links) comes from one more module, `bertology_shared`, once
+# per run: the words are parsed as far as the farthest-seeing model sees each text (attention.word_models).
+# Over the models: the run's ledger, comparisons, report and explorer (rules below).
+from bertology.analyses import REGISTRY
+from bertology.pipeline import layout
+from bertology.pipeline.modelset import model_config, model_entries, rule_prefix
+from bertology.workflow.models import check_shared_rules, word_models
+from bertology.pipeline.errors import UserError
+from bertology.workflow.snakefile import check_config, fail, setup_environment
+
+
+check_config(config, workflow.configfiles, workflow.basedir, getattr(workflow.config_settings, "config", None))
+
+
+INVOCATION = setup_environment(config)
+
+
+envvars:
+    "BERTOLOGY_INVOCATION",
+    "MLFLOW_TRACKING_URI",
+    "MLFLOW_EXPERIMENT_NAME",
+    "BERTOLOGY_TRACKING_LIVE",
+
+
+try:
+    MODELS = model_entries(config)
+except UserError as _err:
+    fail(str(_err))
+# each model's whole config; every one names all the run's models in attention.word_models (one words table)
+MODEL_CONFIGS = {e.name: model_config(config, e) for e in MODELS}
+WORD_MODELS = word_models(MODEL_CONFIGS.values())
+for _c in MODEL_CONFIGS.values():
+    _c["attention"]["word_models"] = WORD_MODELS
+include: "handlers.smk"
+
+
+# The rules whose every output lies under results/data/: computed once, by the shared module (the `use rule` lines
+# below name them; check_shared_rules stops the workflow when the registry says otherwise).
+SHARED_RULES = ["prepare_data", "attention_sample", "annotate_words", "demo_trees", "syntax_sentences", "framenet_links"]
+check_shared_rules(SHARED_RULES, REGISTRY)
+
+
+module bertology_shared:
+    snakefile:
+        "../Snakefile"
+    config:
+        MODEL_CONFIGS[MODELS[0].name]
+
+
+use rule prepare_data, attention_sample, annotate_words, demo_trees, syntax_sentences, framenet_links from bertology_shared
+
+
+for _entry in MODELS:
+    _module = f"bertology_model_{rule_prefix(_entry.name)}"
+    _alias = rule_prefix(_entry.name)
+
+    module:
+        name:
+            _module
+        snakefile:
+            "../Snakefile"
+        config:
+            MODEL_CONFIGS[_entry.name]
+        replace_prefix:
+            layout.model_prefixes(_entry.name)
+
+    use rule * from _module exclude prepare_data, attention_sample, annotate_words, demo_trees, syntax_sentences, framenet_links as _alias*
+
+
+def model_targets(name):
+    """Every output the model named `name` makes (its module's `all`, under results/m/{name}/)."""
+    return list(getattr(rules, rule_prefix(name) + "all").input)
+
+
+def targets():
+    """The run's final outputs: every model's."""
+    return [f for e in MODELS for f in model_targets(e.name)]
