@@ -99,12 +99,12 @@ def check_ledger(results: Path, tasks: list[str], off: frozenset[str] = frozense
     return ledger
 
 
-def synthetic_ledger(tasks: list[str], *, seeds: int = 1, extra: bool = False) -> pd.DataFrame:
+def synthetic_ledger(tasks: list[str], *, seeds: int = 1, extra: bool = False, model: str = "tiny") -> pd.DataFrame:
     """A ledger of every registered claim on `tasks`, with known verdicts: claim i on task j holds when (i + j) % 4 is
     0 or 1, is contradicted when 2, inconclusive (no interval, n = 1) when 3; the task-free claims (Claim.task_free
     with the gold trees on) are one row, task all, that holds; michel_prunable_share is not computed on the first
     task. seeds >= 2: each row's seed verdicts (the first seed disagrees). extra: an unknown column (another helper's
-    flag) the consumers must ignore."""
+    flag) the consumers must ignore. model: every row's model."""
     from bertology.analyses import REGISTRY
     from bertology.claims.ledger import ALL, COLUMNS
     from bertology.stats.moments import adjust_p
@@ -136,6 +136,7 @@ def synthetic_ledger(tasks: list[str], *, seeds: int = 1, extra: bool = False) -
                          "seeds_agree": seeds - 1 if seeds > 1 else pd.NA})
     ledger = pd.DataFrame(rows)
     ledger["p_holm"] = adjust_p(ledger["p"].to_numpy(float), "holm")
+    ledger["model"] = model
     ledger = ledger.reindex(columns=list(COLUMNS))
     if extra:
         ledger["chance_flag"] = True

@@ -11,7 +11,7 @@ from bertology.registry import ONCE, Analysis, Output, Step, Table, figure
 ANALYSES: tuple[Analysis, ...] = (
     Analysis(
         name="claims",
-        steps=(Step("claims", "claims", ("model", "tasks", "data.seed", "data.source", "train.seed", "train.seeds",
+        steps=(Step("claims", "claims", ("model", "model_name", "tasks", "data.seed", "data.source", "train.seed", "train.seeds",
                                          "train.inits", "analysis.claims", "analysis.norms.enabled",
                                          "analysis.syntax.conllu"),
                     f"{path('claims')}, claims.md: the papers' claims checked on this run (effect, interval, "
@@ -20,4 +20,17 @@ ANALYSES: tuple[Analysis, ...] = (
                       wanted=(ONCE,)),),
         outputs=(Output(rel("claims_md"), rule="claims", output="markdown", wanted=(ONCE,)),
                  figure("claims", "forest", "claims", per_task=False))),
+    # a run of several models (rules/models.smk writes their rules): the run's ledger, report and explorer from
+    # every model's own under results/m/{name}/ (bertology.steps.models)
+    Analysis(
+        name="models_ledger",
+        steps=(Step("models_ledger", "models", ("analysis.claims",),
+                    f"the run's ledger of several models -> {path('claims')}, claims.md, figures/claims.png and "
+                    f"{path('models_counts')} (per claim and task, in how many models each verdict)"),
+               Step("models_report", "models", ("model", "models", "tasks", "data", "train", "attention", "analysis",
+                                                "ablation", "mlflow"),
+                    f"{path('report')} of several models: the claims matrix over models x tasks, the counts, the "
+                    f"forest plot, the comparisons and each model's own pages"),
+               Step("models_explorer", "models", (),
+                    f"{path('explorer')} of several models: every model's explorer, one beside another"))),
 )

@@ -4,7 +4,9 @@ into columns of panels), the verdict as marker colour and the n each interval re
 
 Each claim is one panel: a row per task (one row, ``all``, for a task-free claim), the effect as a dot, its
 interval as a bar, the null as a dashed line, the paper's side shaded; a row with no interval is a hollow dot,
-a claim not computed on a task is its row's label in grey. Extra columns of the ledger are ignored.
+a claim not computed on a task is its row's label in grey. A ledger of several models (its ``model`` column, a run's
+results/claims.csv) has each claim's rows grouped by model: the model's rows (one per task) together, labelled
+``model · task``, the models in the ledger's order. Extra columns of the ledger are ignored.
 """
 
 from __future__ import annotations
@@ -63,13 +65,37 @@ def _limits(rows: pd.DataFrame, null: float) -> tuple[float, float]:
     return lo - pad, hi + pad
 
 
-def _panel(ax, rows: pd.DataFrame, tasks: list[str]) -> None:
-    """One claim: its rows (one per task, or the one `all` row) on its own scale."""
+def ledger_models(ledger: pd.DataFrame) -> list[str]:
+    """The models of a ledger in the order of their first rows when it holds two or more (its ``model`` column),
+    else [] (one model: rows are labelled by task alone)."""
+    if "model" not in ledger.columns:
+        return []
+    models = [str(m) for m in dict.fromkeys(ledger["model"].fillna("").astype(str))]
+    return models if len(models) > 1 else []
+
+
+def panel_rows(rows: pd.DataFrame, tasks: Sequence[str], models: Sequence[str] = ()) -> list[tuple[str, str]]:
+    """A claim's panel rows as (model, task), top to bottom: per model (``""`` for a ledger of one model) its
+    tasks, or its one :data:`ALL` row when its row for the claim is task-free."""
+    out = []
+    for m in models or [""]:
+        mine = rows if not m else rows[rows["model"].astype(str) == m]
+        out += [(m, ALL)] if (mine["task"].astype(str) == ALL).any() else [(m, t) for t in tasks]
+    return out
+
+
+def _row_label(model: str, task: str) -> str:
+    name = "all tasks" if task == ALL else task
+    return f"{model} · {name}" if model else name
+
+
+def _panel(ax, rows: pd.DataFrame, tasks: list[str], models: Sequence[str] = ()) -> None:
+    """One claim: its rows (one per task, or the one `all` row; per model of `models`) on its own scale."""
     from matplotlib.ticker import MaxNLocator
 
     first = rows.iloc[0]
     null, side = _float(first["null"]), str(first["side"])
-    labels = [ALL] if (rows["task"].astype(str) == ALL).any() else tasks
+    labels = panel_rows(rows, tasks, models)
     lo, hi = _limits(rows, null)
     ax.set_xlim(lo, hi)
     ax.set_ylim(len(labels) - 0.5, -0.5)
@@ -78,7 +104,7 @@ def _panel(ax, rows: pd.DataFrame, tasks: list[str]) -> None:
     else:
         ax.axvspan(lo, null, color="#1e7b34", alpha=0.06, lw=0)
     ax.axvline(null, color="#52606d", ls="--", lw=0.9)
-    by_task = {str(r["task"]): r for r in rows.to_dict("records")}
+    by_task = {(str(r["model"]) if models else "", str(r["task"])): r for r in rows.to_dict("records")}
     for y, task in enumerate(labels):
         r = by_task.get(task)
         if r is None:
@@ -100,7 +126,10 @@ def _panel(ax, rows: pd.DataFrame, tasks: list[str]) -> None:
             n_text += ", no interval"
         ax.text(1.01, y, n_text, transform=ax.get_yaxis_transform(), va="center", ha="left", fontsize=6.5,
                 color="#52606d", clip_on=False)
-    ax.set_yticks(range(len(labels)), ["all tasks" if t == ALL else t for t in labels], fontsize=7)
+    ax.set_yticks(range(len(labels)), [_row_label(m, t) for m, t in labels], fontsize=7)
+    for y in range(1, len(labels)):
+        if labels[y][0] != labels[y - 1][0]:  # between two models' rows
+            ax.axhline(y - 0.5, color="#bcccdc", lw=0.6)
     for tick, task in zip(ax.get_yticklabels(), labels):
         r = by_task.get(task)
         if r is None or str(r["verdict"]) == NOT_COMPUTED:
@@ -135,12 +164,15 @@ def forest_figure(ledger: pd.DataFrame, confidence: float | None = None, n_colum
     if ledger.empty:
         raise ValueError("the ledger has no row: nothing to plot")
     ledger = ledger.assign(task=ledger["task"].astype(str), claim=ledger["claim"].astype(str))
+    models = ledger_models(ledger)
+    if models:
+        ledger = ledger.assign(model=ledger["model"].fillna("").astype(str))
     tasks = [t for t in dict.fromkeys(ledger["task"]) if t != ALL]
     blocks = paper_blocks(ledger)
     per_claim = {c: ledger[ledger["claim"] == c] for _, cs in blocks for c in cs}
 
     def rows_of(c: str) -> int:
-        return 1 if (per_claim[c]["task"] == ALL).any() else max(1, len(tasks))
+        return max(1, len(panel_rows(per_claim[c], tasks, models)))
 
     def panel_in(c: str) -> float:
         return TITLE_IN + ROW_IN * rows_of(c) + 0.18
@@ -151,11 +183,15 @@ def forest_figure(ledger: pd.DataFrame, confidence: float | None = None, n_colum
         n_columns = 1 if total < 8 else 2 if total < 45 else 3
     columns = pack_columns(heights, n_columns)
     tallest = max(sum(heights[i] for i in col) for col in columns)
-    width, height = COLUMN_IN * len(columns), tallest + TOP_IN + 0.2
+    # the row labels' margin: wider for `model · task` labels (about 0.055 inch a character at 7 points)
+    label_in = max(LABEL_IN, 0.1 + 0.055 * max(len(_row_label(m, t)) for m in models for t in [*tasks, ALL])) \
+        if models else LABEL_IN
+    column_in = COLUMN_IN + label_in - LABEL_IN
+    width, height = column_in * len(columns), tallest + TOP_IN + 0.2
     fig = plt.figure(figsize=(width, height))
     for k, col in enumerate(columns):
         top = TOP_IN
-        x0 = k * COLUMN_IN
+        x0 = k * column_in
         for i in col:
             paper, cs = blocks[i]
             lines = _heading(paper)
@@ -165,8 +201,8 @@ def forest_figure(ledger: pd.DataFrame, confidence: float | None = None, n_colum
             for c in cs:
                 h = ROW_IN * rows_of(c)
                 top += TITLE_IN - 0.12
-                ax = fig.add_axes(((x0 + LABEL_IN) / width, 1 - (top + h) / height, PANEL_IN / width, h / height))
-                _panel(ax, per_claim[c], tasks)
+                ax = fig.add_axes(((x0 + label_in) / width, 1 - (top + h) / height, PANEL_IN / width, h / height))
+                _panel(ax, per_claim[c], tasks, models)
                 top += h + 0.3
     level = f"{confidence:.0%} " if confidence else ""
     handles = [Line2D([], [], marker="o", color=COLOURS[v], lw=2, ms=5, label=v) for v in (HOLDS, CONTRADICTED,
@@ -175,7 +211,8 @@ def forest_figure(ledger: pd.DataFrame, confidence: float | None = None, n_colum
     handles.append(Line2D([], [], color="#52606d", ls="--", lw=1, label="null (shaded: the paper's side)"))
     fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 1 - 0.32 / height), ncol=len(handles),
                fontsize=7.5, frameon=False)
-    fig.suptitle(f"Claims checked on this run: effect and {level}interval per task; n: what the interval rests on",
+    per = "per model and task" if models else "per task"
+    fig.suptitle(f"Claims checked on this run: effect and {level}interval {per}; n: what the interval rests on",
                  fontsize=10, y=1 - 0.08 / height, va="top")
     return fig
 

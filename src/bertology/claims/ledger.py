@@ -27,7 +27,7 @@ from bertology.stats.moments import adjust_p
 Claim = Any
 
 #: results/claims.csv's columns (declared with its table in bertology.analyses.ledger)
-COLUMNS = ("claim", "paper", "section", "statement", "paper_value", "statistic", "task", "variant", "effect", "ci_low",
+COLUMNS = ("model", "claim", "paper", "section", "statement", "paper_value", "statistic", "task", "variant", "effect", "ci_low",
            "ci_high", "null", "side", "unit", "test", "p", "p_holm", "n", "n_seeds", "verdict", "caveat",
            "seed_verdicts", "seeds", "seeds_agree", "note", "heads", "anchor", "figure", "rests_on")
 #: the claim whose interval says whether a task's fine-tuned model beats chance: the fine-tuned model's headline
@@ -164,7 +164,7 @@ def rests_on(unit: str, res: Result, n_seeds: int) -> str:
 
 def build_ledger(results: Path, claims: Sequence[Claim], tasks: Sequence[str], seeds: Sequence[int], boot: Boot, *,
                  order: Sequence[str] = (), declared: Collection[str] | None = None,
-                 off: Collection[str] = ()) -> pd.DataFrame:
+                 off: Collection[str] = (), model: str = "") -> pd.DataFrame:
     """results/claims.csv of the run under `results` (its results root).
 
     claims: the registry's (:meth:`bertology.registry.Registry.claims`); order: the report's section keys (rows in
@@ -174,6 +174,7 @@ def build_ledger(results: Path, claims: Sequence[Claim], tasks: Sequence[str], s
     naming the key). No seeds (train.inits: [], nothing fine-tuned): every claim about a fine-tuned model is `not
     computed` (:data:`NO_FINETUNING`). Rows in the report's order, then by task (a task-free claim,
     ``Claim.task_free``, has one row, task :data:`ALL`, and is one test); p_holm over every finite p of the ledger.
+    model: the model's short name, every row's ``model`` (:func:`bertology.pipeline.modelset.model_name`).
     """
     from bertology.pipeline.seedtags import seed_tags
 
@@ -211,6 +212,7 @@ def build_ledger(results: Path, claims: Sequence[Claim], tasks: Sequence[str], s
     ledger = pd.DataFrame(rows)
     if ledger.empty:
         return pd.DataFrame(columns=list(COLUMNS))
+    ledger["model"] = model
     ledger["p_holm"] = adjust_p(ledger["p"].to_numpy(float), "holm")
     ledger["seeds_agree"] = ledger["seeds_agree"].astype("Int64")
     ledger["caveat"] = chance_caveats(ledger)

@@ -153,14 +153,20 @@ def seed_marks(row) -> str:
     return f" · seeds {''.join(marks)}"
 
 
-def _cell(r, figures: set[str], span: int = 1) -> str:
+def cell_html(r, figures: Collection[str] = (), span: int = 1, base: str = "") -> str:
+    """One cell of the matrix: a ledger row's verdict as colour and word, effect [interval], the n it rests on, and
+    links to its full ledger row and its figure (on the page `base`, ``""``: this page; ``m/a/report.html``: that
+    model's report). span: the tasks a task-free row's cell spans."""
     verdict = str(r["verdict"])
     claim, task = html.escape(str(r["claim"])), html.escape(str(r["task"]))
     figure = str(r.get("figure") or "")
     stem = figure if str(r["task"]) == ALL else f"{figure}-{r['task']}"
-    links = [f'<a href="#claim-{claim}-{task}">row</a>']
+    base = html.escape(base)
+    links = [f'<a href="{base}#claim-{claim}-{task}">row</a>']
     if figure and stem in figures:
-        links.append(f'<a href="#{figure_anchor(stem)}">figure</a>')
+        links.append(f'<a href="{base}#{figure_anchor(stem)}">figure</a>')
+    model = r.get("model")
+    model_attr = f' data-model="{html.escape(model)}"' if isinstance(model, str) and model else ""
     rests = str(r.get("rests_on") or "") if isinstance(r.get("rests_on"), str) else f"n = {r['n']} {r['unit']}"
     effect = html.escape(effect_text(r)) or "–"
     col = f" colspan={span}" if span > 1 else ""
@@ -169,7 +175,7 @@ def _cell(r, figures: set[str], span: int = 1) -> str:
     mark = "<span class=caveat> (model at chance)</span>" if marked else ""
     title = rests + (f"; {r['caveat']}" if marked else "")
     return (f'<td{col} class="cell {verdict_class(verdict).replace("v-", "c-")}{" v-marked" if marked else ""}" '
-            f'data-claim="{claim}" data-task="{task}" data-verdict="{html.escape(verdict)}" '
+            f'data-claim="{claim}" data-task="{task}"{model_attr} data-verdict="{html.escape(verdict)}" '
             f'data-caveat="{"1" if marked else ""}" title="{html.escape(title)}">'
             f"<span class=w>{label}{html.escape(verdict)}{mark}</span><span class=e>{effect}</span>"
             f"<span class=n>{html.escape(_rests_short(rests))}{seed_marks(r)} · {' · '.join(links)}</span></td>")
@@ -216,9 +222,9 @@ def matrix_html(ledger: pd.DataFrame, figures: Collection[str] = (), confidence:
               f'</span><span class=note>{html.escape(str(first["paper"]))} §{html.escape(str(first["section"]))} · '
               f"<code>{html.escape(claim)}</code></span>{paper_value}</th>")
         if (claim, ALL) in by:
-            cells = _cell(by[(claim, ALL)], figures, span=max(1, len(tasks)))
+            cells = cell_html(by[(claim, ALL)], figures, span=max(1, len(tasks)))
         else:
-            cells = "".join(_cell(by[(claim, t)], figures) if (claim, t) in by else "<td class=cell></td>"
+            cells = "".join(cell_html(by[(claim, t)], figures) if (claim, t) in by else "<td class=cell></td>"
                             for t in tasks)
         rows.append(f"<tr>{th}{cells}</tr>")
     return (head + f"<div class=tblwrap><table class=matrix id=claims-matrix><thead>{thead}</thead><tbody>"

@@ -32,17 +32,20 @@ from bertology.registry import Section
 SECTIONS: tuple[Section, ...] = REGISTRY.report_sections()
 
 
-def _img(path: Path, wide: bool = False) -> str:
+def figure_html(path: Path, wide: bool = False, caption: str | None = None) -> str:
+    """A figure embedded (base64 PNG) with its caption (the file's stem unless given), anchored by its stem."""
     from bertology.claims.render import figure_anchor
 
     data = base64.b64encode(path.read_bytes()).decode()
     title = html.escape(path.stem)
     cls = " class=wide" if wide else ""
+    text = html.escape(caption) if caption is not None else title
     return (f'<figure id="{figure_anchor(path.stem)}"{cls}><img alt="{title}" src="data:image/png;base64,{data}">'
-            f"<figcaption>{title}</figcaption></figure>")
+            f"<figcaption>{text}</figcaption></figure>")
 
 
-def _table(path: Path, results: Path, max_rows: int = 60) -> str:
+def table_html(path: Path, results: Path, max_rows: int = 60) -> str:
+    """A CSV as an HTML table (its first `max_rows` rows) and its path relative to the results root's parent."""
     df = pd.read_csv(path)
     more = f"<p class=note>first {max_rows} of {len(df)} rows; full table: <code>{html.escape(str(path.relative_to(results.parent)))}</code></p>" \
         if len(df) > max_rows else f"<p class=note><code>{html.escape(str(path.relative_to(results.parent)))}</code></p>"
@@ -127,7 +130,7 @@ def _claims_block(results: Path, inputs: Sequence[str], config: dict) -> str:
     stems = [Path(f).stem for f in declared_figures(inputs)]
     confidence = config["analysis"]["claims"]["confidence"]
     forest = layout.rel("figure", name="claims")
-    plot = (f'<h3 id="claims-forest">Forest plot</h3><div class=figs>{_img(results / forest, wide=True)}</div>'
+    plot = (f'<h3 id="claims-forest">Forest plot</h3><div class=figs>{figure_html(results / forest, wide=True)}</div>'
             if forest in inputs else "")
     return ('<section id="claims"><h2>Claims checked on this run</h2>' + matrix_html(ledger, stems, confidence)
             + plot + '<h3 id="claims-ledger">The full ledger</h3>' + ledger_html(ledger, stems, confidence)
@@ -200,18 +203,13 @@ def build_report(results: Path, config: dict, inputs: Sequence[str]) -> str:
     cfg = config
     model = html.escape(str(cfg["model"]))
     tasks = html.escape(", ".join(t["name"] if isinstance(t, dict) else str(t) for t in cfg["tasks"]))
-    when = dt.datetime.now().strftime("%Y-%m-%d %H:%M")
-    parts = [f"<!doctype html><html lang=en><head><meta charset=utf-8><title>bertology report — {model}</title>"
-             f"<style>{_css()}</style></head><body><header><h1>bertology report</h1>"
-             f"<p>model <b>{model}</b> · tasks <b>{tasks}</b> · data <b>{html.escape(data_sources(cfg))}</b>"
-             f" · bertology {__version__} · {when}</p>"
-             f"<p>Browse every run: <code>mlflow ui --backend-store-uri {html.escape(str(cfg['mlflow']['tracking_uri']))}</code></p>"
-             + _explorer_link(inputs) + "</header><nav>"]
+    header = (f"<h1>bertology report</h1>"
+              f"<p>model <b>{model}</b> · tasks <b>{tasks}</b> · data <b>{html.escape(data_sources(cfg))}</b>"
+              f" · {stamp()}</p>" + mlflow_line(cfg) + _explorer_link(inputs))
     claims = _claims_block(results, inputs, cfg)
-    if claims:
-        parts.append('<a href="#claims">Claims</a>')
-    parts += [f'<a href="#{s.key}">{html.escape(s.title.split(" (")[0].split(" — ")[0])}</a>' for s in SECTIONS]
-    parts.append("</nav><main>" + claims)
+    nav = ['<a href="#claims">Claims</a>'] if claims else []
+    nav += [f'<a href="#{s.key}">{html.escape(s.title.split(" (")[0].split(" — ")[0])}</a>' for s in SECTIONS]
+    parts = [claims]
     for s in SECTIONS:
         parts.append(f'<section id="{s.key}"><h2>{html.escape(s.title)}</h2><div class=why>'
                      f"<div><b>What it measures</b>{html.escape(s.measures)}</div>"
@@ -220,16 +218,40 @@ def build_report(results: Path, config: dict, inputs: Sequence[str]) -> str:
             parts.append(_table1_block(results, inputs))
         tables = [t for template in s.tables for t in layout.matching(template, inputs)]
         for table in tables:
-            parts.append(_table(results / table, results))
+            parts.append(table_html(results / table, results))
         figs = by_section[s.key]
         if figs:
-            parts.append("<div class=figs>" + "".join(_img(f) for f in figs) + "</div>")
+            parts.append("<div class=figs>" + "".join(figure_html(f) for f in figs) + "</div>")
         elif not tables:
             parts.append("<p class=missing>No output of this analysis in this run.</p>")
         parts.append("</section>")
     if by_section["other"]:
         parts.append('<section id=other><h2>Other figures</h2><div class=figs>'
-                     + "".join(_img(f) for f in by_section["other"]) + "</div></section>")
-    parts.append("<section><h2>Configuration</h2><pre class=md>"
-                 + html.escape(json.dumps(cfg, indent=2, sort_keys=True)) + "</pre></section></main></body></html>")
-    return "".join(parts)
+                     + "".join(figure_html(f) for f in by_section["other"]) + "</div></section>")
+    parts.append(config_section(cfg))
+    return page_html(f"bertology report — {cfg['model']}", header, nav, "".join(parts))
+
+
+def stamp() -> str:
+    """The header's version and time: ``bertology 0.1.0 · 2026-01-31 12:00``."""
+    return f"bertology {__version__} · {dt.datetime.now().strftime('%Y-%m-%d %H:%M')}"
+
+
+def mlflow_line(config: dict) -> str:
+    """The header's line on browsing the run's MLflow records."""
+    uri = html.escape(str(config["mlflow"]["tracking_uri"]))
+    return f"<p>Browse every run: <code>mlflow ui --backend-store-uri {uri}</code></p>"
+
+
+def config_section(config: dict) -> str:
+    """The page's last section: the config as JSON."""
+    return ("<section><h2>Configuration</h2><pre class=md>"
+            + html.escape(json.dumps(config, indent=2, sort_keys=True)) + "</pre></section>")
+
+
+def page_html(title: str, header: str, nav: Sequence[str], main: str, css: str = "") -> str:
+    """A whole self-contained page in the report's style: `title` (text, escaped here), the header's and main's
+    HTML, the navigation's links; css: the page's own rules after the report's."""
+    return (f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{html.escape(title)}</title>"
+            f"<style>{_css()}{css}</style></head><body><header>{header}</header><nav>{''.join(nav)}</nav>"
+            f"<main>{main}</main></body></html>")

@@ -48,9 +48,12 @@ def claims(ctx: StepContext) -> None:
                 seed=int(cfg.data.seed))
     from bertology.analyses.capability import model_capabilities
 
+    from bertology.pipeline.modelset import model_name
+
     kind = model_capabilities(cfg.model)["kind"]
     ledger = build_ledger(results, REGISTRY.claims(kind), list(cfg.tasks), seeds, boot,
-                          order=[s.key for s in REGISTRY.report_sections()], declared=declared, off=off_keys(cfg))
+                          order=[s.key for s in REGISTRY.report_sections()], declared=declared, off=off_keys(cfg),
+                          model=model_name({"model": cfg.model, "model_name": cfg.model_name}))
     write_csv(ledger, out)
     write_text(to_markdown(ledger, boot.confidence), ctx.output.markdown)
     if "forest" in ctx.output:

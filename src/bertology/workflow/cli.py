@@ -61,7 +61,8 @@ STEP_MODULES = ("bertology.steps.data", "bertology.steps.train", "bertology.step
                 "bertology.steps.kovaleva", "bertology.steps.clark", "bertology.steps.norms",
                 "bertology.steps.decoders", "bertology.steps.sieve", "bertology.steps.ablation",
                 "bertology.steps.seeds", "bertology.steps.claims", "bertology.steps.report", "bertology.steps.admin",
-                "bertology.steps.cluster", "bertology.steps.functions", "bertology.steps.compare")
+                "bertology.steps.cluster", "bertology.steps.functions", "bertology.steps.compare",
+                "bertology.steps.models")
 
 
 #: where a bug's traceback goes when the command runs in a terminal (relative to the working directory)

@@ -62,6 +62,8 @@ function writeHash() {
     layer: sel.layer, head: sel.head, example: sel.example, hv: sel.hv, exmode: sel.exmode, thr: sel.thr,
     gamma: sel.gamma, tvscale: sel.tvscale, tvfrom: sel.tvfrom, claim: sel.claim});
   history.replaceState(null, '', '#' + q.toString());
+  // inside the run's page of several models (results/explorer.html): tell it the selection, to show it beside
+  if (window.parent !== window) window.parent.postMessage({bertologyExplorer: location.hash}, '*');
 }
 
 // body[data-busy] is '1' while a view renders; body[data-rendered] = 'view:count' once it has
