@@ -300,7 +300,7 @@ def test_the_explorer_switches_and_shows_two_models_side_by_side(browser, tmp_pa
     in the URL hash; beside it a second model's, which follows the first's selection."""
     from bertology.explorer import load_explorer_data, render_explorer
     from bertology.explorer.models import models_explorer_html
-    from tests.builders.browser import open_page, wait_view
+    from tests.builders.browser import open_page
     from tests.builders.explorer import build_results
 
     base = build_results(tmp_path / "one")

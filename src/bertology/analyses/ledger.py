@@ -26,7 +26,7 @@ ANALYSES: tuple[Analysis, ...] = (
         name="models_ledger",
         steps=(Step("models_ledger", "models", ("analysis.claims",),
                     f"the run's ledger of several models -> {path('claims')}, claims.md, figures/claims.png and "
-                    f"{path('models_counts')} (per claim and task, in how many models each verdict)"),
+                    f"{path('compare', file='claims.csv')} (per claim and task, in how many models each verdict)"),
                Step("models_report", "models", ("model", "models", "tasks", "data", "train", "attention", "analysis",
                                                 "ablation", "mlflow"),
                     f"{path('report')} of several models: the claims matrix over models x tasks, the counts, the "

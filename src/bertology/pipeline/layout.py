@@ -97,8 +97,6 @@ TEMPLATES: Mapping[str, str] = {
     # the claims ledger (rules/claims.smk)
     "claims": "claims.csv",
     "claims_md": "claims.md",
-    # a run of several models: per claim and task, in how many models each verdict (rule models_ledger)
-    "models_counts": "compare/claims.csv",
     # a run of several models: the comparisons over them (rules/models.smk; each model's own results under
     # results/m/{name}/, model_root)
     "compare": "compare/{file}",
