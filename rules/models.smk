@@ -49,7 +49,9 @@ module bertology_shared:
     snakefile:
         "../Snakefile"
     config:
-        MODEL_CONFIGS[MODELS[0].name]
+        # the first model's config (its shared rules read nothing a model decides but the words' cut, which names
+        # every model); its jobs' MLflow runs are tagged model `shared`
+        {**MODEL_CONFIGS[MODELS[0].name], "model_name": "shared"}
 
 
 use rule prepare_data, attention_sample, annotate_words, demo_trees, syntax_sentences, framenet_links from bertology_shared
@@ -78,5 +80,37 @@ def model_targets(name):
 
 
 def targets():
-    """The run's final outputs: every model's."""
-    return [f for e in MODELS for f in model_targets(e.name)]
+    """The run's final outputs: every model's, and the comparisons over them."""
+    return [*(f for e in MODELS for f in model_targets(e.name)),
+            *(layout.path("compare", file=file) for file in COMPARE_FILES.values())]
+
+
+# The comparisons over the models (step: bertology.steps.compare; docs/reference.md#compare): Gu et al.'s sink rate,
+# the best induction head, Kovaleva's pattern classes and the sieve roles per model, per-layer curves on relative
+# depth. The step reads each model's results root (`roots`); the rule waits for exactly the tables it reads there
+# (model_tables). results/compare/{sinks,induction,patterns,roles,depth}.csv and .png
+from bertology.pipeline.configjson import sections_json
+from bertology.steps.compare import FILES as COMPARE_FILES
+from bertology.workflow.cli import STEPS, step_args
+from bertology.workflow.models import compare_tables
+
+
+rule compare:
+    input:
+        tables=compare_tables({e.name: model_targets(e.name) for e in MODELS}),
+    output:
+        **{name: layout.path("compare", file=file) for name, file in COMPARE_FILES.items()},
+    params:
+        config=sections_json(config, STEPS["compare"].config),
+        files=lambda wildcards, output: step_args({}, {"roots": [layout.model_root(e.name) for e in MODELS]}, output),
+    log:
+        layout.log("compare"),
+    benchmark:
+        layout.benchmark("compare")
+    threads: STEPS["compare"].threads
+    resources:
+        **STEPS["compare"].resources,
+    conda:
+        "../envs/bertology.yaml"
+    shell:
+        "bertology compare --config {params.config:q} {params.files} --threads {threads} > {log} 2>&1"

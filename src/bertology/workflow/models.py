@@ -41,3 +41,23 @@ def check_shared_rules(named: Sequence[str], registry) -> None:
     if sorted(named) != sorted(wanted):
         fail(f"rules/models.smk shares the rules {', '.join(named)}, but the rules whose outputs all lie under "
              f"results/{layout.SHARED_DIR}/ are {', '.join(wanted)}: make its `use rule` lines name these")
+
+
+def compare_tables(targets: Mapping[str, Sequence[str]]) -> list[str]:
+    """The files the comparisons read (bertology.steps.compare.SOURCES) among each model's outputs (short name ->
+    its targets, under results/m/{name}/): what the compare rule waits for."""
+    from bertology.steps.compare import SOURCES
+
+    out = []
+    for name, files in targets.items():
+        root = layout.model_root(name)
+        for file in files:
+            relative = str(file)[len(root) + 1:] if str(file).startswith(root + "/") else None
+            if relative is None:
+                continue
+            for key, stat_file, _variants in SOURCES.values():
+                fields = layout.match(key, relative)
+                if fields is not None and (stat_file is None or fields.get("file") == stat_file):
+                    out.append(str(file))
+                    break
+    return out
