@@ -60,6 +60,7 @@ CONTRACT = {
     ("patterns_images", (("task", "rte"),)): "results/patterns/rte/images",
     ("claims", ()): "results/claims.csv",
     ("claims_md", ()): "results/claims.md",
+    ("compare", (("file", "claims.csv"),)): "results/compare/claims.csv",
     ("report", ()): "results/report.html",
     ("explorer", ()): "results/explorer.html",
     ("log", (("rule", "store_stats"), ("job", "rte/pretrained"))): "results/logs/store_stats/rte/pretrained.log",
