@@ -333,3 +333,27 @@ def test_the_explorer_switches_and_shows_two_models_side_by_side(browser, tmp_pa
     pg.screenshot(path=str(_shot_dir(tmp_path) / "models-explorer.png"))
     assert not watch.errors, watch.errors
     pg.close()
+
+
+def test_the_report_and_explorer_steps_write_the_run_pages(run_results):
+    """The two steps as their rules run them: the report from its declared targets, the explorer from the models'
+    explorers (relative links, so the run's folder moves whole)."""
+    from bertology.pipeline.config import validate_config
+    from tests.builders.steps import run_step
+
+    config = validate_config({"tasks": TASKS, "models": list(MODELS), "data": {"source": "demo"}})
+    for m in MODELS:
+        (run_results / "m" / m / "explorer.html").write_text(f"<!doctype html><title>{m}</title>")
+    targets = [run_results / d for d in _declared(run_results) if d != "explorer.html"]
+    out = run_results / "run-pages"
+    assert run_step("models_report", config, inputs={"targets": targets},
+                    outputs={"report": run_results / "report.html"}) == 0
+    page = (run_results / "report.html").read_text()
+    assert "id=claims-matrix" in page and '<a href="m/llama/explorer.html">explorer</a>' in page
+    explorers = [run_results / "m" / m / "explorer.html" for m in MODELS]
+    assert run_step("models_explorer", config, inputs={"explorers": explorers},
+                    outputs={"page": run_results / "explorer.html"}) == 0
+    text = (run_results / "explorer.html").read_text()
+    assert '"enc":"m/enc/explorer.html"' in text and str(run_results) not in text
+    assert run_step("models_report", config, inputs={"targets": [run_results / "m" / "enc" / "nothing.csv"]},
+                    outputs={"report": out / "report.html"}) != 0
