@@ -56,6 +56,16 @@ def test_the_explorer_reads_the_pretrained_model_only():
     assert "results/stats/rte/cosine.csv" in both["required"]
 
 
+def test_the_explorer_notes_no_file_the_run_does_not_make(tmp_path):
+    from bertology.explorer.inputs import Inputs
+
+    src = Inputs.of(tmp_path, ["stats/rte/pretrained/features.csv"])
+    notes: list[str] = []
+    assert src.read_csv(tmp_path / "stats/rte/finetuned/features.csv", notes) is None and notes == []
+    assert src.read_csv(tmp_path / "stats/rte/pretrained/features.csv", notes) is None
+    assert notes == [f"{tmp_path.name}/stats/rte/pretrained/features.csv absent"]
+
+
 def _features(cls: bool) -> pd.DataFrame:
     """A features.csv of 2 layers x 4 heads; without [CLS] (a decoder) its cls rows have no value."""
     rng = np.random.default_rng(0)
@@ -169,6 +179,6 @@ def test_the_pretrained_only_dag_of_a_text_only_task(tmp_path, tiny_model_dir, c
     assert len(fine) > 0 and (fine.verdict == "not computed").all() and (fine.note == NO_FINETUNING).all()
     pre = ledger[ledger.variant == "pretrained"]
     assert (pre.verdict != "not computed").any()
-    assert not ((ledger.verdict == "inconclusive") & (ledger.n == 0)).any()
+    assert "stats/plain/finetuned" not in (r / "explorer.html").read_text()  # no note of a file the run never makes
     report = (r / "report.html").read_text()
     assert "not computed" in report and NO_FINETUNING.split(":")[0] in report

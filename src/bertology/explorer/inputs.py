@@ -149,6 +149,11 @@ class Inputs:
         except ValueError:
             return str(path)
 
+    def expected(self, path: Path) -> bool:
+        """Whether the run makes `path`: it is there, or declared (every path when nothing is declared). A file the
+        run neither declares nor makes (a fine-tuned model's table in a run that fine-tunes nothing) is no note."""
+        return path.exists() or self.is_declared(path)
+
     def absent(self, path: Path) -> str:
         """Why a file is not read: absent, or there but not declared to the explorer."""
         if path.exists():
@@ -156,9 +161,11 @@ class Inputs:
         return f"{self.name(path)} absent"
 
     def read_csv(self, path: Path, notes: list[str]) -> pd.DataFrame | None:
-        """A table, or None with a note in `notes` when it is absent, undeclared or empty."""
+        """A table, or None with a note in `notes` when it is absent (and expected, :meth:`expected`), undeclared or
+        empty."""
         if not self.readable(path):
-            notes.append(self.absent(path))
+            if self.expected(path):
+                notes.append(self.absent(path))
             return None
         df = pd.read_csv(path)
         if df.empty:

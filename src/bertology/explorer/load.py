@@ -64,7 +64,7 @@ def load_explorer_data(results: Path, tasks: list[str], *, examples: int, seed: 
             path = src.path("store", task=task, variant=v)
             if src.readable(path):
                 stores[v] = open_store(path, expect=expect(task, v) if expect else None)
-            else:
+            elif src.expected(path):
                 notes.append(src.absent(path))
         if not stores:
             out["skipped"].append({"task": task, "why": "; ".join(notes)})

@@ -20,6 +20,8 @@ from bertology.analyses.norms import FAITHFULNESS, FAITHFULNESS_EXAMPLES, IMPORT
 from bertology.explorer.inputs import TOKEN_SCORES, Inputs
 
 log = logging.getLogger(__name__)
+#: why a run that fine-tunes nothing (train.inits: []) has no token importance and no agreement with it
+NO_FINE_TUNED = "no fine-tuned model in this run (train.inits: []): no token importance to compare the views with"
 
 
 def by_example(df: pd.DataFrame) -> dict[int, dict[str, tuple[np.ndarray, np.ndarray, list[str]]]]:
@@ -63,6 +65,8 @@ def token_views(src: Inputs, task: str, variants: Sequence[str]) -> tuple[dict[s
     imp = src.stat(task, "finetuned", IMPORTANCE_FILE)
     if src.readable(imp):
         look["importance"] = by_example(pd.read_parquet(imp))
+    elif not src.expected(imp):  # a run that fine-tunes nothing (train.inits: [])
+        block["importance_missing"] = NO_FINE_TUNED
     else:
         block["importance_missing"] = (f"{src.absent(imp)}: the fine-tuned model's token importance "
                                        "(norms_faithfulness) was not computed")
@@ -71,7 +75,8 @@ def token_views(src: Inputs, task: str, variants: Sequence[str]) -> tuple[dict[s
         for r in pd.read_csv(rhos).itertuples(index=False):
             look["rho"].setdefault(int(r.example_idx), {}).setdefault(str(r.view), {})[str(r.importance)] = num(r.rho)
     else:
-        block["rho_missing"] = f"{src.absent(rhos)}: no per-example agreement with the importance"
+        block["rho_missing"] = (NO_FINE_TUNED if not src.expected(rhos)
+                                else f"{src.absent(rhos)}: no per-example agreement with the importance")
     faith = src.stat(task, "finetuned", FAITHFULNESS)
     if src.readable(faith):
         for r in pd.read_csv(faith).itertuples(index=False):
