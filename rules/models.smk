@@ -5,10 +5,11 @@
 # (bertology.pipeline.modelset.rule_prefix). What no model decides (results/data/: prepared data, the attention
 # sample and its words, the gold sentences, FrameNet links) comes from one more module, `bertology_shared`, once
 # per run: the words are parsed as far as the farthest-seeing model sees each text (attention.word_models).
-# Over the models: the run's ledger, comparisons, report and explorer (rules below).
+# Over the models: the run's comparisons, ledger, report and explorer (rules/compare.smk).
 from bertology.analyses import REGISTRY
 from bertology.pipeline import layout
 from bertology.pipeline.modelset import model_config, model_entries, rule_prefix
+from bertology.workflow.cli import step_args
 from bertology.workflow.models import check_shared_rules, word_models
 from bertology.pipeline.errors import UserError
 from bertology.workflow.snakefile import check_config, fail, setup_environment
@@ -79,38 +80,21 @@ def model_targets(name):
     return list(getattr(rules, rule_prefix(name) + "all").input)
 
 
+def step_files(inputs=None):
+    """The `files` param of a run's rule: its named inputs (or `inputs`, files that are not the rule's inputs, such as
+    the models' results roots) and outputs as --input/--output arguments."""
+    return lambda wildcards, input, output: step_args({}, input if inputs is None else inputs, output)
+
+
+def model_files(key, **values):
+    """One path of layout template `key` under each model's results root, in the models' order."""
+    return [layout.path(key, root=layout.model_root(e.name), **values) for e in MODELS]
+
+
 def targets():
-    """The run's final outputs: every model's, and the comparisons over them."""
-    return [*(f for e in MODELS for f in model_targets(e.name)),
-            *(layout.path("compare", file=file) for file in COMPARE_FILES.values())]
+    """The run's final outputs: every model's, and the run's own over them."""
+    return [*(f for e in MODELS for f in model_targets(e.name)), *rules.compare.output, *rules.models_ledger.output,
+            *rules.models_explorer.output, *rules.models_report.output]
 
 
-# The comparisons over the models (step: bertology.steps.compare; docs/reference.md#compare): Gu et al.'s sink rate,
-# the best induction head, Kovaleva's pattern classes and the sieve roles per model, per-layer curves on relative
-# depth. The step reads each model's results root (`roots`); the rule waits for exactly the tables it reads there
-# (model_tables). results/compare/{sinks,induction,patterns,roles,depth}.csv and .png
-from bertology.pipeline.configjson import sections_json
-from bertology.steps.compare import FILES as COMPARE_FILES
-from bertology.workflow.cli import STEPS, step_args
-from bertology.workflow.models import compare_tables
-
-
-rule compare:
-    input:
-        tables=compare_tables({e.name: model_targets(e.name) for e in MODELS}),
-    output:
-        **{name: layout.path("compare", file=file) for name, file in COMPARE_FILES.items()},
-    params:
-        config=sections_json(config, STEPS["compare"].config),
-        files=lambda wildcards, output: step_args({}, {"roots": [layout.model_root(e.name) for e in MODELS]}, output),
-    log:
-        layout.log("compare"),
-    benchmark:
-        layout.benchmark("compare")
-    threads: STEPS["compare"].threads
-    resources:
-        **STEPS["compare"].resources,
-    conda:
-        "../envs/bertology.yaml"
-    shell:
-        "bertology compare --config {params.config:q} {params.files} --threads {threads} > {log} 2>&1"
+include: "compare.smk"

@@ -25,6 +25,22 @@ POOLED = "all"
 #: the store variants a comparison reads: the pretrained model, and the first seed's fine-tuned one where it exists
 VARIANTS = ("pretrained", "finetuned")
 
+#: each output of the step (its name on the command line) and its file name in the output directory
+FILES = {"sinks": "sinks.csv", "induction": "induction.csv", "patterns": "patterns.csv", "roles": "roles.csv",
+         "depth": "depth.csv", "sinks_figure": "sinks.png", "depth_figure": "depth.png",
+         "patterns_figure": "patterns.png", "roles_figure": "roles.png"}
+
+#: the tables a comparison reads: name -> (layout template, its file for variant_stat, the store variants read)
+SOURCES: dict[str, tuple[str, str | None, tuple[str, ...]]] = {
+    "decoder_sink": ("decoder_sink", None, ()),
+    "decoder_induction": ("decoder_induction", None, ()),
+    "cosine": ("cosine", None, ()),
+    "features": ("variant_stat", "features.csv", ("pretrained",)),
+    "patterns": ("variant_stat", "patterns.csv", VARIANTS),
+    "sieve": ("variant_stat", "sieve.csv", VARIANTS),
+    "entropy": ("variant_stat", "entropy.csv", VARIANTS),
+}
+
 
 def relative_depth(layer: int | np.ndarray | pd.Series, layers: int | np.ndarray | pd.Series):
     """(layer + 1) / layers for 0-based layers: a 6-layer model's layer 5 and a 12-layer model's layer 11 are

@@ -66,19 +66,24 @@ def claims(ctx: StepContext) -> None:
         write_csv(findings_view(ledger, task), path)
     counts = ledger["verdict"].value_counts().to_dict()
     ctx.log.info("claims: %s -> %s", ", ".join(f"{v} {k}" for k, v in counts.items()), out)
-    _track(ctx, ledger, out, ctx.output.markdown)
+    _track(ctx, ledger, out, ctx.output.markdown, model=cfg.model_name)
 
 
-def _track(ctx: StepContext, ledger, *paths) -> None:
+def _track(ctx: StepContext, ledger, *paths, model: str | None = None) -> None:
     """The parent run (the workflow invocation's): metric claims.{claim}.{task} = effect, tag claim.{claim}.{task} =
-    verdict, the ledger as artifacts; the job's own run gets the same and the count of each verdict."""
-    metrics = {f"claims.{r.claim}.{r.task}": float(r.effect) for r in ledger.itertuples()
+    verdict, the ledger as artifacts; the job's own run gets the same and the count of each verdict. With a
+    `model` name set (``model_name``: each model of a run of several, whose ledgers share the parent run), the keys
+    are claims.{model}.{claim}.{task} and claim.{model}.{claim}.{task} and the parent's artifacts go under
+    models/{model}/."""
+    at = f"{model}." if model else ""
+    metrics = {f"claims.{at}{r.claim}.{r.task}": float(r.effect) for r in ledger.itertuples()
                if isinstance(r.effect, float) and math.isfinite(r.effect)}
-    tags = {f"claim.{r.claim}.{r.task}": r.verdict for r in ledger.itertuples()}
-    for tracker in (ctx.tracker, ctx.tracker.on_parent()):
+    tags = {f"claim.{at}{r.claim}.{r.task}": r.verdict for r in ledger.itertuples()}
+    parent = ctx.tracker.on_parent()
+    for tracker in (ctx.tracker, parent):
         tracker.metrics(metrics)
         tracker.tags(tags)
         for path in paths:
-            tracker.artifact(path)
+            tracker.artifact(path, f"models/{model}" if model and tracker is parent else None)
     counts = ledger["verdict"].value_counts()
     ctx.tracker.metrics({f"claims.count.{k.replace(' ', '_')}": float(v) for k, v in counts.items()})

@@ -16,27 +16,11 @@ import pandas as pd
 
 from bertology import compare as cmp
 from bertology.compare import figures
-from bertology.compare.common import VARIANTS
+from bertology.compare.common import FILES, SOURCES
 from bertology.pipeline.errors import UserError
 from bertology.pipeline.io import write_csv
 from bertology.pipeline.layout import path
 from bertology.steps.context import StepContext
-
-#: each output of the step (its name on the command line) and its file name in the output directory
-FILES = {"sinks": "sinks.csv", "induction": "induction.csv", "patterns": "patterns.csv", "roles": "roles.csv",
-         "depth": "depth.csv", "sinks_figure": "sinks.png", "depth_figure": "depth.png",
-         "patterns_figure": "patterns.png", "roles_figure": "roles.png"}
-
-#: the tables a comparison reads: name -> (layout template, its file for variant_stat, the store variants read)
-SOURCES: dict[str, tuple[str, str | None, tuple[str, ...]]] = {
-    "decoder_sink": ("decoder_sink", None, ()),
-    "decoder_induction": ("decoder_induction", None, ()),
-    "cosine": ("cosine", None, ()),
-    "features": ("variant_stat", "features.csv", ("pretrained",)),
-    "patterns": ("variant_stat", "patterns.csv", VARIANTS),
-    "sieve": ("variant_stat", "sieve.csv", VARIANTS),
-    "entropy": ("variant_stat", "entropy.csv", VARIANTS),
-}
 
 
 def _read(file: str) -> pd.DataFrame | None:

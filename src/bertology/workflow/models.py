@@ -44,9 +44,9 @@ def check_shared_rules(named: Sequence[str], registry) -> None:
 
 
 def compare_tables(targets: Mapping[str, Sequence[str]]) -> list[str]:
-    """The files the comparisons read (bertology.steps.compare.SOURCES) among each model's outputs (short name ->
+    """The files the comparisons read (bertology.compare.common.SOURCES) among each model's outputs (short name ->
     its targets, under results/m/{name}/): what the compare rule waits for."""
-    from bertology.steps.compare import SOURCES
+    from bertology.compare.common import SOURCES
 
     out = []
     for name, files in targets.items():
