@@ -12,8 +12,8 @@
 
 rule clark_figures:
     input:
-        entropy=output("store_stats", "entropy", variant=STORE_VARIANTS),
-        parser=output("store_stats", "parser", variant=STORE_VARIANTS),
+        entropy=output("store_stats", "entropy", variant=RUN.stores),
+        parser=output("store_stats", "parser", variant=RUN.stores),
     output:
         **outputs("clark_figures"),
     params:

@@ -60,8 +60,9 @@ if DECODER:
         input:
             sink=output("decoder_probe", "sink"),
             induction=output("decoder_probe", "induction"),
-            finetuned_sink=output("decoder_probe_finetuned", "sink", seedtag=""),
-            finetuned_induction=output("decoder_probe_finetuned", "induction", seedtag=""),
+            # the first fine-tuning seed's (none when nothing is fine-tuned: train.inits [])
+            finetuned_sink=output("decoder_probe_finetuned", "sink", seedtag=RUN.values("first_seed")),
+            finetuned_induction=output("decoder_probe_finetuned", "induction", seedtag=RUN.values("first_seed")),
         output:
             **outputs("decoder_figure"),
         params:

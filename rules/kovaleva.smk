@@ -77,9 +77,10 @@ rule framenet_relations:
 
 rule kovaleva_figures:
     input:
-        **{name: output("store_stats", name, variant=STORE_VARIANTS) for name in ("patterns", "features", "cls", "relations")},
-        cosine=output("kovaleva_cosine", "cosine", seedtag=""),
-        features_diff=output("kovaleva_cosine", "features_diff", seedtag=""),
+        **{name: output("store_stats", name, variant=RUN.stores) for name in ("patterns", "features", "cls", "relations")},
+        # the fine-tuned model's change (none when nothing is fine-tuned: train.inits [])
+        cosine=output("kovaleva_cosine", "cosine", seedtag=RUN.values("first_seed")),
+        features_diff=output("kovaleva_cosine", "features_diff", seedtag=RUN.values("first_seed")),
     output:
         **outputs("kovaleva_figures"),
     params:
@@ -100,8 +101,8 @@ rule kovaleva_figures:
 
 rule kovaleva_overview:
     input:
-        **{variant: output("store_stats", "patterns", task=TASK_NAMES, variant=[variant]) for variant in STORE_VARIANTS},
-        cosine=output("kovaleva_cosine", "cosine", task=TASK_NAMES, seedtag=""),
+        **{variant: output("store_stats", "patterns", task=TASK_NAMES, variant=[variant]) for variant in RUN.stores},
+        cosine=output("kovaleva_cosine", "cosine", task=TASK_NAMES, seedtag=RUN.values("first_seed")),
     output:
         **outputs("kovaleva_overview"),
     params:

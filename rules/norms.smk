@@ -60,9 +60,10 @@ rule norms_faithfulness:
 
 rule norms_figures:
     input:
-        norms=output("norms_views", "norms", variant=STORE_VARIANTS),
-        mixing=output("norms_views", "mixing", variant=STORE_VARIANTS),
-        faithfulness=output("norms_faithfulness", "table", seedtag=""),
+        norms=output("norms_views", "norms", variant=RUN.stores),
+        mixing=output("norms_views", "mixing", variant=RUN.stores),
+        # the fine-tuned model's (none when nothing is fine-tuned: train.inits [])
+        faithfulness=output("norms_faithfulness", "table", seedtag=RUN.values("first_seed")),
     output:
         **outputs("norms_figures"),
     params:

@@ -6,8 +6,9 @@
 
 rule sieve_figures:
     input:
-        **{variant: output("store_stats", "sieve", variant=variant) for variant in STORE_VARIANTS},
-        scores=output("store_stats", "sieve_scores", variant="finetuned"),
+        **{variant: output("store_stats", "sieve", variant=variant) for variant in RUN.stores},
+        # the fine-tuned model's scores (the pretrained model's when nothing is fine-tuned: train.inits [])
+        scores=output("store_stats", "sieve_scores", variant=RUN.stores[-1]),
     output:
         **outputs("sieve_figures"),
     params:
@@ -51,9 +52,9 @@ rule sieve_delta:
 
 rule sieve_summary:
     input:
-        **{variant: output("store_stats", "sieve", task=TASK_NAMES, variant=variant) for variant in STORE_VARIANTS},
+        **{variant: output("store_stats", "sieve", task=TASK_NAMES, variant=variant) for variant in RUN.stores},
         **{f"{variant}_scores": output("store_stats", "sieve_scores", task=TASK_NAMES, variant=variant)
-           for variant in STORE_VARIANTS},
+           for variant in RUN.stores},
     output:
         **outputs("sieve_summary"),
     params:

@@ -197,14 +197,16 @@ FIRST_SEED = Want((("task", "tasks"), ("seedtag", "first_seed")))
 
 
 def figure(rule: str, output: str, name: str, *, per_task: bool = True, when: str = "",
-           reported: bool = True, wanted_when: str = "") -> Output:
+           reported: bool = True, wanted_when: str = "", only: str = "") -> Output:
     """A figure a rule draws, ``figures/{name}-{task}.png`` (``figures/{name}.png`` with per_task False), wanted
     once per task (or once) and, when `reported`, flagged for Snakemake's report under `name`. when: the setting
     without which the rule does not draw it; wanted_when: a further setting without which the run does not want
-    it (``finetuned``: the rule reads a fine-tuned model's tables)."""
+    it (``finetuned``: the rule reads a fine-tuned model's tables); only: the setting without which the rule
+    leaves it out of its outputs (:attr:`Output.only`)."""
     path = rel("task_figure", name=name) if per_task else rel("figure", name=name)
     want = Want(PER_TASK.over if per_task else (), when=wanted_when)
-    return Output(path, rule=rule, output=output, report=name if reported else "", when=when, wanted=(want,))
+    return Output(path, rule=rule, output=output, report=name if reported else "", when=when, wanted=(want,),
+                  only=only)
 
 
 @dataclass(frozen=True)

@@ -124,8 +124,7 @@ ANALYSES: tuple[Analysis, ...] = (
                  Output(rel("store"), rule="decoder_probe_finetuned", output="probe_random_finetuned",
                         fill=(("variant", "probe-random-finetuned{seedtag}"),), directory=True, when="decoder",
                         only="random"),
-                 figure("decoder_figure", "figure", "decoder", when="decoder", reported=False,
-                        wanted_when="finetuned")),
+                 figure("decoder_figure", "figure", "decoder", when="decoder", reported=False)),
         section=Section(
             key="decoders", paper="Gu et al. 2024; Olsson et al. 2022",
             title="Decoders: attention sinks and induction heads (Gu et al. 2024; Olsson et al. 2022)",

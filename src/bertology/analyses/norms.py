@@ -70,9 +70,11 @@ ANALYSES: tuple[Analysis, ...] = (
         tables=(Table(NORMS, ("layer", "head", "category", "measure", "mean", "std", "n"),
                       when="norms", seeds=AcrossSeeds("norms", ("layer", "head", "category", "measure")),
                       rule="norms_views", output="norms", wanted=(STORES, EXTRA_SEEDS)),),
-        outputs=(figure("norms_figures", "norms", "norms", when="norms", wanted_when="finetuned"),
-                 figure("norms_figures", "mixing", "mixing", when="norms", wanted_when="finetuned"),
-                 figure("norms_figures", "faithfulness", "faithfulness", when="norms", wanted_when="finetuned")),
+        outputs=(figure("norms_figures", "norms", "norms", when="norms"),
+                 figure("norms_figures", "mixing", "mixing", when="norms"),
+                 # the fine-tuned model's faithfulness: not drawn without fine-tuning
+                 figure("norms_figures", "faithfulness", "faithfulness", when="norms", wanted_when="finetuned",
+                        only="finetuned")),
         section=Section(
             key="norms", paper="Kobayashi et al. 2020", title="Beyond attention weights: value norms (Kobayashi et al. 2020)",
             measures="A head passes on alpha_ij f(x_j), not alpha_ij: per layer, the share of the attention each "

@@ -7,7 +7,7 @@ from __future__ import annotations
 from bertology.claims import pande as claims_pande
 from bertology.pipeline.layout import rel
 from bertology.pipeline.layout import fill
-from bertology.registry import (AcrossSeeds, Analysis, Claim, Output, Section, Statistic, Step, Table, Want, figure,
+from bertology.registry import (ONCE, AcrossSeeds, Analysis, Claim, Output, Section, Statistic, Step, Table, Want, figure,
                                 variant_table)
 
 SIEVE_SCORES_FILE = "sieve_scores.npz"
@@ -52,8 +52,7 @@ ANALYSES: tuple[Analysis, ...] = (
                 Table(SIEVE_SCORES, ("scores", "example_idx", "layer", "head", "role", "attrs"),
                       output="sieve_scores")),
         steps=(Step("sieve_figures", "sieve", ("analysis.sieve",), "Pande Figs. 3-5 of one task", mem_mb=3000),),
-        outputs=tuple(figure("sieve_figures", output, f"sieve-{output}", wanted_when="finetuned")
-                      for output in ("scores", "overlap", "roles")),
+        outputs=tuple(figure("sieve_figures", output, f"sieve-{output}") for output in ("scores", "overlap", "roles")),
         section=Section(
             key="sieve", paper="Pande et al. 2021", title="Functional roles of heads (Pande et al. 2021)",
             measures="Sieve bias: for each role (local, block, delimiter, syntactic, ...) how much more attention a "
@@ -92,7 +91,7 @@ ANALYSES: tuple[Analysis, ...] = (
                                              "heads_prev_local", "heads_next_local", "heads_block", "heads_delimiter",
                                              "heads_cls", "heads_sep", "heads_nsubj", "heads_dobj", "heads_amod",
                                              "heads_advmod", "heads_syntactic"), rule="sieve_summary", output="table",
-                      wanted=(Want(when="finetuned"),)),),
+                      wanted=(ONCE,)),),
         steps=(Step("sieve_summary", "sieve", ("tasks",), "role shares, overlaps, Spearman -> results/stats/sieve_summary.csv",
                     mem_mb=4000),)),
 )

@@ -105,25 +105,31 @@ def features_figure(tables: dict[str, pd.DataFrame], task: str, path: str | Path
     """Fig. 6: attention to each feature per head; pretrained, fine-tuned (one scale per feature) and their
     difference (one diverging scale for all features). [SEP] and [CLS] (the paper's rows) come first.
     `diff_table` (features_diff.csv, the paired per-example differences) gives the difference panels when
-    present; otherwise they are the difference of the two means (the same number: same examples)."""
+    present; otherwise they are the difference of the two means (the same number: same examples). Without a
+    fine-tuned table (a run that fine-tunes nothing) the pretrained panels alone."""
     present = [f for f in features if f in set(tables["pretrained"]["feature"])]
     pre = {f: per_head(tables["pretrained"], feature=f) for f in present}
-    fin = {f: per_head(tables["finetuned"], feature=f) for f in present}
+    fine = "finetuned" in tables
+    fin = {f: per_head(tables["finetuned"], feature=f) for f in present} if fine else {}
     if diff_table is not None:
         diff = {f: per_head(diff_table, feature=f) for f in present}
     else:
-        diff = {f: fin[f] - pre[f] for f in present}
-    lim = plotting.symmetric_limit(np.concatenate([d.ravel() for d in diff.values()]))
+        diff = {f: fin[f] - pre[f] for f in fin}
+    lim = plotting.symmetric_limit(np.concatenate([d.ravel() for d in diff.values()])) if diff else 1.0
     layers, heads = pre[present[0]].shape
-    fig, axes = plotting.new_figure(3 * (1.5 + 0.32 * heads), len(present) * (0.9 + 0.3 * layers),
-                                    nrows=len(present), ncols=3, squeeze=False)
+    ncols = 3 if fine else 1
+    fig, axes = plotting.new_figure(ncols * (1.5 + 0.32 * heads), len(present) * (0.9 + 0.3 * layers),
+                                    nrows=len(present), ncols=ncols, squeeze=False)
     for r, f in enumerate(present):
-        lo, hi = _limits(pre[f], fin[f])
+        panels = (("pretrained", pre[f]),) + ((("fine-tuned", fin[f]),) if fine else ())
+        lo, hi = _limits(*(arr for _, arr in panels))
         name = LABELS.get(f, f)
-        for c, (label, arr) in enumerate((("pretrained", pre[f]), ("fine-tuned", fin[f]))):
+        for c, (label, arr) in enumerate(panels):
             im = plotting.layer_head_heatmap(axes[r, c], arr, vmin=lo, vmax=hi, cmap="viridis", annotate=False,
                                              title=f"{name}: {label}")
-        fig.colorbar(im, ax=axes[r, :2].tolist(), label="attention / n", shrink=0.9)
+        fig.colorbar(im, ax=axes[r, :len(panels)].tolist(), label="attention / n", shrink=0.9)
+        if not fine:
+            continue
         im = plotting.layer_head_heatmap(axes[r, 2], diff[f], vmin=-lim, vmax=lim, cmap="RdBu_r", annotate=False,
                                          title=f"{name}: fine-tuned - pretrained")
         fig.colorbar(im, ax=axes[r, 2], label="difference", shrink=0.9)

@@ -130,13 +130,15 @@ def decoder_probe_finetuned(ctx: StepContext) -> None:
 
 def decoder_figure(ctx: StepContext) -> None:
     """--input sink=, induction= (the pretrained model's and its random initialisation's),
-    finetuned_sink=, finetuned_induction= (the first fine-tuning seed's); --output figure=figures/decoder-{task}.png:
-    one column per model of the probe."""
+    finetuned_sink=, finetuned_induction= (the first fine-tuning seed's, where the run fine-tunes); --output
+    figure=figures/decoder-{task}.png: one column per model of the probe."""
     import pandas as pd
 
     from bertology.decoders.probe_figures import probe_figure
 
-    sink = pd.concat([pd.read_csv(ctx.input.sink), pd.read_csv(ctx.input.finetuned_sink)], ignore_index=True)
-    induction = pd.concat([pd.read_csv(ctx.input.induction), pd.read_csv(ctx.input.finetuned_induction)],
-                          ignore_index=True)
+    def both(name: str) -> pd.DataFrame:  # the pretrained model's table, then the fine-tuned one's where there is one
+        fine = ctx.input.all(f"finetuned_{name}") if f"finetuned_{name}" in ctx.input else []
+        return pd.concat([pd.read_csv(p) for p in (*ctx.input.all(name), *fine)], ignore_index=True)
+
+    sink, induction = both("sink"), both("induction")
     probe_figure(sink, induction, ctx.output.figure, task=ctx.wildcards["task"])

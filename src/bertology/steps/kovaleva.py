@@ -174,14 +174,16 @@ def framenet_relations(ctx: StepContext) -> None:
 
 
 def kovaleva_figures(ctx: StepContext) -> None:
-    """The per-task figures (Figs. 2, 3, 5, 6, 7); list inputs patterns/features/cls/relations one per variant."""
+    """The per-task figures (Figs. 2, 3, 5, 6, 7); list inputs patterns/features/cls/relations one per variant; the
+    cosine figure and the feature differences where the run fine-tunes (inputs cosine, features_diff)."""
     task = ctx.task
     tables = {name: {v: read_table(p) for v, p in by_variant(ctx, name).items()}
               for name in ("patterns", "features", "cls", "relations")}
+    fine = "cosine" in ctx.output
     paths = [fig.patterns_figure(tables["patterns"], task, ctx.output.patterns),
-             fig.cosine_figure(read_table(ctx.input.cosine), task, ctx.output.cosine),
+             *([fig.cosine_figure(read_table(ctx.input.cosine), task, ctx.output.cosine)] if fine else []),
              fig.features_figure(tables["features"], task, ctx.output.features,
-                                 diff_table=read_table(ctx.input.features_diff)),
+                                 diff_table=read_table(ctx.input.features_diff) if fine else None),
              fig.cls_figure(tables["cls"], task, ctx.output.cls),
              fig.relations_figure(tables["relations"], task, ctx.output.relations)]
     for p in paths:
@@ -190,12 +192,16 @@ def kovaleva_figures(ctx: StepContext) -> None:
 
 def kovaleva_overview(ctx: StepContext) -> None:
     """Figures across tasks: Fig. 2 (patterns) and Fig. 5 (cosine, one colour scale). Inputs: `pretrained` and
-    `finetuned` (patterns.csv, one per task of the config) and `cosine` (one per task)."""
-    per_variant = {v: by_task(ctx, v) for v in STORE_VARIANTS}
-    patterns = {t: {v: read_table(per_variant[v][t]) for v in STORE_VARIANTS} for t in ctx.config.tasks}
-    cosine = {t: read_table(p) for t, p in by_task(ctx, "cosine").items()}
-    for p in (fig.patterns_tasks_figure(patterns, ctx.output.patterns),
-              fig.cosine_tasks_figure(cosine, ctx.output.cosine)):
+    `finetuned` (patterns.csv, one per task of the config) and `cosine` (one per task); in a run that fine-tunes
+    nothing `pretrained` alone, and no cosine figure."""
+    variants = [v for v in STORE_VARIANTS if v in ctx.input]
+    per_variant = {v: by_task(ctx, v) for v in variants}
+    patterns = {t: {v: read_table(per_variant[v][t]) for v in variants} for t in ctx.config.tasks}
+    paths = [fig.patterns_tasks_figure(patterns, ctx.output.patterns)]
+    if "cosine" in ctx.output:
+        cosine = {t: read_table(p) for t, p in by_task(ctx, "cosine").items()}
+        paths.append(fig.cosine_tasks_figure(cosine, ctx.output.cosine))
+    for p in paths:
         ctx.tracker.artifact(p, "figures")
 
 

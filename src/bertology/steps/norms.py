@@ -192,11 +192,13 @@ def norms_faithfulness(ctx: StepContext) -> None:
 
 
 def norms_figures(ctx: StepContext) -> None:
-    """norms-{task}.png, mixing-{task}.png (both variants) and faithfulness-{task}.png."""
+    """norms-{task}.png, mixing-{task}.png (both variants; the pretrained one alone in a run that fine-tunes nothing)
+    and, where the run fine-tunes, faithfulness-{task}.png."""
     from bertology.norms import norms_figures as nf
 
     norms = {v: read_table(p) for v, p in by_variant(ctx, "norms").items()}
     mixing = {v: read_table(p) for v, p in by_variant(ctx, "mixing").items()}
     nf.plot_shares(norms, ctx.output.norms)
     nf.plot_mixing(mixing, ctx.output.mixing)
-    nf.plot_faithfulness(read_table(ctx.input.faithfulness), ctx.output.faithfulness)
+    if "faithfulness" in ctx.output:
+        nf.plot_faithfulness(read_table(ctx.input.faithfulness), ctx.output.faithfulness)

@@ -21,19 +21,22 @@ from bertology.sieve.summary import summarize
 from bertology.steps.tables import by_task, read_table
 from bertology.pipeline.tasks import STORE_VARIANTS
 
-#: the variant of Figs. 3 (score distributions) and 4 (role overlaps), as in the paper: the fine-tuned model
+#: the variant of Figs. 3 (score distributions) and 4 (role overlaps), as in the paper: the fine-tuned model (the
+#: pretrained one in a run that fine-tunes nothing)
 FIGURE_VARIANT = "finetuned"
 SUMMARY_METRICS = ("share_delimiter", "share_no_role", "overlap_syntactic_local", "jaccard_syntactic_local",
                    "spearman_rho", "spearman_rho_examples")
 
 
 def sieve_figures(ctx: StepContext) -> None:
-    """Figs. 3-5 of one task: inputs `pretrained`, `finetuned` (sieve.csv) and `scores` (FIGURE_VARIANT's)."""
+    """Figs. 3-5 of one task: inputs `pretrained`, `finetuned` (sieve.csv; `pretrained` alone in a run that
+    fine-tunes nothing) and `scores` (FIGURE_VARIANT's, else the pretrained model's)."""
     cfg = ctx.config.analysis.sieve
-    tables = {v: read_table(getattr(ctx.input, v)) for v in STORE_VARIANTS}
+    tables = {v: read_table(getattr(ctx.input, v)) for v in STORE_VARIANTS if v in ctx.input}
+    shown = FIGURE_VARIANT if FIGURE_VARIANT in tables else "pretrained"
     scores = read_scores(ctx.input.scores)
     paths = [plot_scores(scores, tables, ctx.output.scores, task=ctx.task, tau=float(cfg.tau), alpha=float(cfg.alpha)),
-             plot_overlap(tables[FIGURE_VARIANT], ctx.output.overlap, task=ctx.task, variant=FIGURE_VARIANT),
+             plot_overlap(tables[shown], ctx.output.overlap, task=ctx.task, variant=shown),
              plot_roles(tables, ctx.output.roles, task=ctx.task)]
     for p in paths:
         ctx.tracker.artifact(p, "figures")
@@ -53,11 +56,13 @@ def sieve_delta(ctx: StepContext) -> None:
 
 
 def sieve_summary(ctx: StepContext) -> None:
-    """results/stats/sieve_summary.csv: role shares, overlaps and Spearman correlations per task and variant."""
-    tables = {v: by_task(ctx, v) for v in STORE_VARIANTS}
-    scores = {v: by_task(ctx, f"{v}_scores") for v in STORE_VARIANTS}
+    """results/stats/sieve_summary.csv: role shares, overlaps and Spearman correlations per task and variant (the
+    variants the rule gives: `pretrained` alone in a run that fine-tunes nothing)."""
+    variants = [v for v in STORE_VARIANTS if v in ctx.input]
+    tables = {v: by_task(ctx, v) for v in variants}
+    scores = {v: by_task(ctx, f"{v}_scores") for v in variants}
     rows = [summarize(read_table(tables[v][t]), read_scores(scores[v][t]), task=t, variant=v)
-            for t in ctx.config.tasks for v in STORE_VARIANTS]
+            for t in ctx.config.tasks for v in variants]
     write_csv(pd.DataFrame(rows), ctx.output.table)
     ctx.tracker.metrics({f"{row['task']}.{row['variant']}.{key}": float(row[key])
                          for row in rows for key in SUMMARY_METRICS if row[key] == row[key]})  # NaN left out

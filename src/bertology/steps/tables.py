@@ -25,9 +25,10 @@ def read_table(path: Path) -> pd.DataFrame:
 
 
 def by_variant(ctx: StepContext, name: str) -> dict[str, Path]:
-    """The list input `name`, one path per variant of STORE_VARIANTS (in that order) -> variant -> path."""
+    """The list input `name`, one path per store variant of the run, in the order of STORE_VARIANTS (the pretrained
+    model's alone in a run that fine-tunes nothing, train.inits: []) -> variant -> path."""
     paths = ctx.input.all(name)
-    if len(paths) != len(STORE_VARIANTS):
+    if not 1 <= len(paths) <= len(STORE_VARIANTS):
         raise UserError(f"step {ctx.step}: --input {name} needs one path per variant ({', '.join(STORE_VARIANTS)}), "
                         f"in that order; got {len(paths)}")
     return dict(zip(STORE_VARIANTS, paths))
