@@ -30,7 +30,11 @@ def test_a_run_without_inits_wants_no_fine_tuned_output():
     assert not [t for t in targets if "/ablation/" in t or "cosine" in t or "table1" in t or "sieve_delta" in t]
     assert {"results/claims.csv", "results/report.html", "results/explorer.html"} <= set(targets)
     assert {"results/attention/rte/pretrained.zarr", "results/stats/rte/pretrained/features.csv",
-            "results/stats/rte/pretrained/sieve.csv", "results/stats/syntax/pretrained.csv"} <= set(targets)
+            "results/stats/rte/pretrained/sieve.csv", "results/stats/syntax/pretrained.csv",
+            "results/figures/features-rte.png", "results/figures/sieve-roles-rte.png", "results/figures/norms-rte.png",
+            "results/figures/patterns-tasks.png", "results/stats/sieve_summary.csv"} <= set(targets)
+    assert "cosine" not in REGISTRY.outputs("kovaleva_figures", _run())
+    assert "faithfulness" not in REGISTRY.outputs("norms_figures", _run())
     fine = REGISTRY.targets(_run(stores=("pretrained", "finetuned"), inits=("pretrained",), seedtags=("",),
                                  finetuned=("finetuned",)))
     assert {"results/stats/rte/cosine.csv", "results/tables/table1.csv", "results/figures/features-rte.png",
@@ -180,5 +184,9 @@ def test_the_pretrained_only_dag_of_a_text_only_task(tmp_path, tiny_model_dir, c
     pre = ledger[ledger.variant == "pretrained"]
     assert (pre.verdict != "not computed").any()
     assert "stats/plain/finetuned" not in (r / "explorer.html").read_text()  # no note of a file the run never makes
+    figures = {p.name for p in (r / "figures").iterdir()}
+    assert {"features-plain.png", "patterns-plain.png", "entropy-plain.png", "sieve-roles-plain.png",
+            "patterns-tasks.png"} <= figures and not [f for f in figures if "cosine" in f or "ablation" in f]
+    assert set(pd.read_csv(r / "stats/sieve_summary.csv").variant) == {"pretrained"}
     report = (r / "report.html").read_text()
     assert "not computed" in report and NO_FINETUNING.split(":")[0] in report
