@@ -2,6 +2,7 @@
 
     python bench/compare_runs.py RUN_A/results RUN_B/results
     python bench/compare_runs.py --rtol 1e-6 --atol 1e-9 RUN_A/results RUN_B/results
+    python bench/compare_runs.py --moved 'attention/*/sample.parquet=data/*/sample.parquet' RUN_A/results RUN_B/results
 
 Compares, for every file present in either directory (logs, benchmarks, MLflow, figures and the report
 excepted): CSV tables (exact, NaN = NaN), JSON (exact, after dropping timing keys; a model's or store's
@@ -16,6 +17,12 @@ stays exact: integers (counts), strings (labels, roles, verdicts), booleans, and
 variables whose name says they are a count, a rank, a label or a verdict (EXACT_NAMES: names containing
 "rank" or "count", "n", "n_*", "*_n", "examples", "examples_*", "verdict*", "label*", "role*"). Weights (safetensors) are then compared tensor by tensor, as floats. A file equal within the
 tolerance but not bit for bit is listed as "within tolerance" with its largest difference.
+
+Moved files (--moved OLD=NEW, repeatable): run B's file at NEW is compared with run A's at OLD. OLD and NEW are
+paths relative to the results directories, a file or a folder (then everything under it moves); a `*` path
+component matches one component of any name and NEW's `*`s take OLD's matches in order
+(`attention/*/words.parquet=data/*/words.parquet`, `stats/framenet=data/framenet`). The first rule that matches a
+path of run A moves it; a moved pair that differs is listed under its new path with "(was OLD)".
 """
 
 from __future__ import annotations
@@ -97,6 +104,32 @@ def _files(root: Path) -> set[str]:
         elif p.is_file() and not any(part.endswith(".zarr") for part in rel.parts):
             out.add(str(rel))
     return out
+
+
+def move_rule(spec: str) -> tuple[re.Pattern, str]:
+    """`OLD=NEW` -> (a pattern matching OLD and what lies under it, NEW); a `*` is one whole path component."""
+    old, sep, new = spec.partition("=")
+    old, new = old.strip().strip("/"), new.strip().strip("/")
+    if not sep or not old or not new:
+        raise ValueError(f"--moved {spec!r}: expected OLD=NEW")
+    for side in (old, new):
+        if any("*" in part and part != "*" for part in side.split("/")):
+            raise ValueError(f"--moved {spec!r}: a '*' stands for one whole path component")
+    if old.split("/").count("*") != new.split("/").count("*"):
+        raise ValueError(f"--moved {spec!r}: OLD and NEW need as many '*'")
+    parts = ("([^/]+)" if part == "*" else re.escape(part) for part in old.split("/"))
+    return re.compile("^" + "/".join(parts) + "(/.*)?$"), new
+
+
+def moved(rel: str, rules: list[tuple[re.Pattern, str]]) -> str:
+    """`rel` (a path of run A) where run B has it: the first rule that matches, else unchanged."""
+    for pattern, new in rules:
+        m = pattern.match(rel)
+        if m:
+            *stars, rest = m.groups()
+            it = iter(stars)
+            return "/".join(next(it) if part == "*" else part for part in new.split("/")) + (rest or "")
+    return rel
 
 
 def _maxdiff(a: np.ndarray, b: np.ndarray) -> str:
@@ -195,25 +228,40 @@ def main(argv: list[str]) -> int:
     ap.add_argument("run_b", type=Path)
     ap.add_argument("--rtol", type=float, default=0.0, help="relative tolerance on floats (default 0: exact)")
     ap.add_argument("--atol", type=float, default=0.0, help="absolute tolerance on floats (default 0: exact)")
+    ap.add_argument("--moved", action="append", default=[], metavar="OLD=NEW",
+                    help="run A's file or folder OLD is run B's NEW ('*' = one path component); repeatable")
     args = ap.parse_args(argv)
     if args.rtol < 0 or args.atol < 0:
         ap.error("--rtol and --atol must be >= 0")
+    try:
+        rules = [move_rule(spec) for spec in args.moved]
+    except ValueError as e:
+        ap.error(str(e))
     tol = Tolerance(args.rtol, args.atol)
     ra, rb = args.run_a, args.run_b
-    fa, fb = _files(ra), _files(rb)
+    old = {}                                            # run A's files by the path run B has them at
+    for rel in sorted(_files(ra)):
+        new = moved(rel, rules)
+        if new in old:
+            ap.error(f"--moved: run A's {old[new]} and {rel} both move to {new}")
+        old[new] = rel
+    fa, fb = set(old), _files(rb)
     differ = within = 0
     for rel in sorted(fa ^ fb):
-        print(f"only in {'A' if rel in fa else 'B'}: {rel}")
+        print(f"only in {'A' if rel in fa else 'B'}: {old.get(rel, rel)}")
     for rel in sorted(fa & fb):
-        why = compare_file(ra / rel, rb / rel, tol)
+        a, b, was = ra / old[rel], rb / rel, f" (was {old[rel]})" if old[rel] != rel else ""
+        why = compare_file(a, b, tol)
         if why:
             differ += 1
-            print(f"DIFFERS {rel}: {why}")
-        elif not tol.exact and compare_file(ra / rel, rb / rel):
+            print(f"DIFFERS {rel}{was}: {why}")
+        elif not tol.exact and compare_file(a, b):
             within += 1
-            print(f"within tolerance {rel}")
+            print(f"within tolerance {rel}{was}")
+    n_moved = sum(old[rel] != rel for rel in fa & fb)
     extra = f", {within} equal within rtol {tol.rtol:g} / atol {tol.atol:g} only" if not tol.exact else ""
-    print(f"{len(fa & fb)} files compared, {differ} differ{extra}, {len(fa ^ fb)} on one side only")
+    moves = f" ({n_moved} moved)" if rules else ""
+    print(f"{len(fa & fb)} files compared{moves}, {differ} differ{extra}, {len(fa ^ fb)} on one side only")
     return 1 if differ or (fa ^ fb) else 0
 
 

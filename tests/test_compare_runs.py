@@ -76,3 +76,46 @@ def test_a_digest_is_compared_without_the_hashes_of_its_json_files(tmp_path):
         path.write_text(json.dumps(d))
     assert cr.compare_file(a, b) is None
     assert cr.compare_file(a, c) == "JSON differs"
+
+
+def test_a_moved_file_is_compared_with_its_old_path(tmp_path, capsys):
+    """--moved OLD=NEW pairs run A's OLD with run B's NEW: a file, a folder, '*' for one path component."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    for root, folder, score in ((a, "attention", 0.25), (b, "data", 0.25)):
+        for task in ("rte", "syntax"):
+            (root / folder / task).mkdir(parents=True)
+            pd.DataFrame({"idx": [0, 1], "score": [score, 1.0]}).to_parquet(root / folder / task / "sample.parquet")
+        (root / folder / "syntax" / "counts.json").write_text(json.dumps({"sentences": 3}))
+    (a / "stats" / "framenet").mkdir(parents=True)
+    (b / "data" / "framenet").mkdir(parents=True)
+    for root in (a, b):
+        (root / "stats" / "rte").mkdir(parents=True)
+        pd.DataFrame({"x": [1.0]}).to_csv(root / "stats" / "rte" / "t.csv", index=False)
+    (a / "stats" / "framenet" / "counts.json").write_text(json.dumps({"links": 4}))
+    (b / "data" / "framenet" / "counts.json").write_text(json.dumps({"links": 4}))
+
+    assert cr.main([str(a), str(b)]) == 1
+    assert "only in A: attention/rte/sample.parquet" in capsys.readouterr().out
+    moves = ["--moved", "attention/*/sample.parquet=data/*/sample.parquet", "--moved", "attention/syntax=data/syntax",
+             "--moved", "stats/framenet=data/framenet"]
+    assert cr.main([*moves, str(a), str(b)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "5 files compared (4 moved), 0 differ, 0 on one side only"
+
+    pd.DataFrame({"idx": [0, 1], "score": [0.5, 1.0]}).to_parquet(b / "data" / "rte" / "sample.parquet")
+    assert cr.main([*moves, str(a), str(b)]) == 1
+    assert "DIFFERS data/rte/sample.parquet (was attention/rte/sample.parquet): frame differs" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("spec", ["attention/x", "=data", "attention/*=data", "attention/sam*=data/*",
+                                  "attention/*/a=data/*/*/a"])
+def test_a_malformed_move_is_refused(tmp_path, spec):
+    with pytest.raises(SystemExit):
+        cr.main(["--moved", spec, str(tmp_path), str(tmp_path)])
+
+
+def test_moved_renames_the_first_matching_rule_and_keeps_the_rest_of_the_path():
+    rules = [cr.move_rule("attention/syntax=data/syntax"), cr.move_rule("attention/*/words.parquet=data/*/words.parquet")]
+    assert cr.moved("attention/syntax/words.parquet", rules) == "data/syntax/words.parquet"
+    assert cr.moved("attention/rte/words.parquet", rules) == "data/rte/words.parquet"
+    assert cr.moved("attention/rte/pretrained.zarr", rules) == "attention/rte/pretrained.zarr"
+    assert cr.moved("attention/syntaxes/words.parquet", rules[:1]) == "attention/syntaxes/words.parquet"
