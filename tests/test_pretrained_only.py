@@ -119,6 +119,17 @@ def test_without_seeds_the_claims_about_a_fine_tuned_model_read_not_computed(tmp
     assert rows.loc["clark_sep_middle", "verdict"] != NOT_COMPUTED  # about the pretrained model: computed
 
 
+def test_a_claim_whose_tables_lack_what_it_reads_is_not_computed():
+    from bertology.analyses import REGISTRY
+    from bertology.claims.bootstrap import NOT_COMPUTED, Boot
+    from bertology.claims.ledger import evaluate
+
+    claim = next(c for c in REGISTRY.claims() if c.id == "kobayashi_mixing_residual")
+    pre_norm = pd.DataFrame({"layer": np.arange(4), "measure": "attn_n", "mean": 0.5, "std": 0.1, "n": 10})
+    row = evaluate(claim, "rte", [{"mixing": pre_norm}], Boot(resamples=50, confidence=0.95, seed=0))
+    assert row["verdict"] == NOT_COMPUTED and row["note"] == "mixing.csv lacks measure attnres_n", row
+
+
 def test_the_notes_say_once_what_is_left_out():
     from bertology.workflow.snakefile import pretrained_only_notes
 

@@ -71,9 +71,11 @@ def parser_beats_baseline(tables: Tables, boot: Boot, *, side: str, null: float,
     best = []
     for t in tables:
         p = t["parser"]
-        sub = p[p["relation"].isin(RELATION_LABELS.get(relation, (relation,))) & (p["n"] >= MIN_ARCS)]
-        if sub.empty:
-            return nan_result("scipy.stats.binomtest", 0, f"fewer than {MIN_ARCS} {relation} arcs")
+        rows = p[p["relation"].isin(RELATION_LABELS.get(relation, (relation,)))]
+        sub = rows[rows["n"] >= MIN_ARCS]
+        if sub.empty:  # n: the arcs there are (none: the claim is not computed)
+            return nan_result("scipy.stats.binomtest", int(rows["n"].max()) if len(rows) else 0,
+                              f"fewer than {MIN_ARCS} {relation} arcs")
         best.append(sub.loc[sub["accuracy"].idxmax()])
     n = int(sum(int(b["n"]) for b in best))
     k = round(sum(float(b["accuracy"]) * int(b["n"]) for b in best))

@@ -131,10 +131,11 @@ def run_claim(claim: Claim, tables: Sequence[Mapping[str, pd.DataFrame]], boot: 
 def evaluate(claim: Claim, task: str, tables: Sequence[Mapping[str, pd.DataFrame]], boot: Boot,
              seeds: Sequence[int] = ()) -> dict:
     """One ledger row (without p_holm) of a claim on one mapping of tables per seed; `seeds`: their seeds (two or
-    more: each seed's verdict too)."""
+    more: each seed's verdict too). A claim computed on no unit (n = 0, no effect: its tables lack what it reads)
+    is `not computed`, its note saying why."""
     res = run_claim(claim, tables, boot, task)
-    if not res.computed:
-        return _not_computed(claim, task, res.note)
+    if not res.computed or (res.n == 0 and not math.isfinite(res.effect)):
+        return _not_computed(claim, task, res.note or "its tables hold no unit to compute it on")
     row = {**_base_row(claim, task), "effect": res.effect, "ci_low": res.ci_low, "ci_high": res.ci_high,
            "test": res.test, "p": res.p, "n": res.n, "n_seeds": len(tables), "note": res.note,
            "heads": ";".join(f"{l}-{h}" for l, h in res.heads)}
