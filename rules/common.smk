@@ -27,6 +27,8 @@ INVOCATION = setup_environment(config)
 # its config by name (one here; one per model in a run of several: rules/models.smk).
 MODEL_NAME = model_name(config)
 MODEL_CONFIGS = {MODEL_NAME: config}
+# The rules writing the run's pages (removed at start when stale: rules/handlers.smk).
+PAGE_RULES = ["report", "explorer"]
 
 
 envvars:

@@ -19,7 +19,7 @@ onstart:
     check_job_dirs(workflow, INVOCATION)
     # report.html and explorer.html whose inputs (claims.csv, ...) are gone or about to be recomputed are removed
     # now, not left beside a ledger they no longer show after a kill (each is rewritten atomically after them)
-    remove_stale_pages(workflow)
+    remove_stale_pages(workflow, PAGE_RULES)
     for _name, _config in MODEL_CONFIGS.items():  # each model's (rules/common.smk, rules/models.smk)
         for note in capability_notes(_config):
             print(note if len(MODEL_CONFIGS) == 1 else f"{note} [model {_name}]", file=sys.stderr)

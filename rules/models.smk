@@ -37,6 +37,11 @@ MODEL_CONFIGS = {e.name: model_config(config, e) for e in MODELS}
 WORD_MODELS = word_models(MODEL_CONFIGS.values())
 for _c in MODEL_CONFIGS.values():
     _c["attention"]["word_models"] = WORD_MODELS
+# The rules writing pages (removed at start when stale: rules/handlers.smk): every model's and the run's.
+PAGE_RULES = [f"{rule_prefix(e.name)}{page}" for e in MODELS for page in ("report", "explorer")]
+PAGE_RULES += ["models_report", "models_explorer"]
+
+
 include: "handlers.smk"
 
 
