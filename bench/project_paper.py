@@ -73,6 +73,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "bench" / "out"
@@ -87,14 +88,22 @@ MAX_LENGTH = 128
 GLUE_SIZES = {"cola": (8551, 1043), "sst2": (67349, 872), "mrpc": (3668, 408), "stsb": (5749, 1500),
               "qqp": (363846, 40430), "mnli": (392702, 9815), "qnli": (104743, 5463), "rte": (2490, 277)}
 
+# BERT-base's parameters outside its embeddings (BertForSequenceClassification(BertConfig(num_labels=2)): the 12
+# layers, the pooler and the classifier), the size every unit is measured at (model_size of it; a test checks)
+BERT_BASE_PARAMS = 85_648_130
+# the run's own rules over its models (rules/compare.smk), and the figure-only rules of rules/decoders.smk and the
+# shared data: job_fixed plus their figures (see job_cost)
+RUN_RULES = frozenset({"compare", "models_ledger", "models_explorer", "models_report"})
+
 # The rules whose own work is not per example: figures, tables, summaries, the report.
-SUMMARY_RULES = frozenset({
-    "all", "table1", "ablation_figures", "pruning_figures", "kovaleva_figures", "kovaleva_overview", "clark_figures",
+SUMMARY_RULES = RUN_RULES | frozenset({
+    "decoder_figure", "demo_trees", "framenet_links", "all", "table1", "ablation_figures", "pruning_figures", "kovaleva_figures", "kovaleva_overview", "clark_figures",
     "sieve_figures", "sieve_delta", "sieve_summary", "norms_figures", "claims", "explorer", "report",
     "patterns_sheet", "syntax_figures", "seed_stats", "token_concentration", "decision_share"})
 
 UNITS = ("job_fixed", "prep_example", "annotate_example", "train_step", "grad_example", "eval_example",
          "extract_example", "onepass_example", "cosine_example", "eager_example", "views_fe", "faithfulness_fe")
+FIGURE_UNITS = ("figure", "plot_import")
 VIEW_PARTS = ("capture", "raw", "rollout", "flow", "alti", "alti_logit", "globenc", "decompx", "value_zeroing")
 AOPC_ORDERS = 10  # the 9 views of bertology.norms.faithful.VIEWS and the random order
 
@@ -136,29 +145,164 @@ class Settings:
     random_orders: int = 5
     layers: int = 12
     heads: int = 12
+    hidden: int = 768
+    params: int = BERT_BASE_PARAMS
+    max_length: int = MAX_LENGTH
+    norms_examples: int | None = None
+    inits: int = 2
+    syntax_sentences: int = 0
 
 
-def settings_from_config(cfg: dict, layers: int = 12, heads: int = 12) -> Settings:
-    """The counts' settings from a config already merged with the schema's defaults (bertology.pipeline.config)."""
+def settings_from_config(cfg: dict, size: ModelSize | None = None, syntax_sentences: int = 0) -> Settings:
+    """The counts' settings from a config already merged with the schema's defaults (bertology.pipeline.config),
+    for the model of `size` (BERT-base when None)."""
+    size = size or ModelSize()
     pr = cfg["ablation"]["pruning"]
+    norms = (cfg.get("analysis") or {}).get("norms") or {}
     return Settings(epochs=float(cfg["train"]["epochs"]), batch_size=int(cfg["train"]["batch_size"]),
                     attention_examples=cfg["attention"]["examples"], ablation_examples=cfg["ablation"]["examples"],
                     importance_examples=pr["importance_examples"], pruning_step=float(pr["step"]),
-                    random_orders=int(pr["random_orders"]), layers=layers, heads=heads)
+                    random_orders=int(pr["random_orders"]), layers=size.layers, heads=size.heads,
+                    hidden=size.hidden, params=size.params, max_length=int(cfg["data"]["max_length"]),
+                    norms_examples=norms.get("examples"), inits=len(cfg["train"].get("inits") or []),
+                    syntax_sentences=syntax_sentences)
+
+
+# ------------------------------------------------------------------------------------------- a model's size
+@dataclass(frozen=True)
+class ModelSize:
+    """What a model's costs scale with: layers, (query) heads, hidden size and its parameters outside the
+    embeddings (the ones a forward multiplies every token by). The default: BERT-base, the size the units are
+    measured at."""
+
+    layers: int = 12
+    heads: int = 12
+    hidden: int = 768
+    params: int = BERT_BASE_PARAMS
+
+
+# models of the shipped configs that need not be on this machine for a projection: config/paper.yaml's BERT-base
+# (BertConfig()'s defaults are bert-base-uncased's)
+KNOWN_SIZES = {"bert-base-uncased": ModelSize()}
+
+
+def model_size(model: str) -> ModelSize:
+    """The size of the model `model` names (a shortcut, a directory or a hub name in the local cache), from its
+    config.json through transformers' AutoConfig (local files only, HF_HUB_OFFLINE set while it resolves: never a
+    download), the sequence classifier built from it on the meta device (no weights read); its parameters are
+    counted without the embedding tables (nn.Embedding). A model not on this machine: its KNOWN_SIZES entry, else
+    ProjectionError."""
+    import torch
+    from transformers import AutoConfig, AutoModelForSequenceClassification
+
+    from bertology.models.loading import resolve_model
+
+    path = Path(model).expanduser()
+    if not path.is_dir():
+        offline = os.environ.get("HF_HUB_OFFLINE")
+        os.environ["HF_HUB_OFFLINE"] = "1"
+        try:
+            path = Path(resolve_model(model))
+        except Exception:  # noqa: BLE001 - not on this machine: KNOWN_SIZES or the error below
+            path = None
+        finally:
+            if offline is None:
+                os.environ.pop("HF_HUB_OFFLINE")
+            else:
+                os.environ["HF_HUB_OFFLINE"] = offline
+    if path is None or not (path / "config.json").is_file():
+        if model in KNOWN_SIZES:
+            return KNOWN_SIZES[model]
+        raise ProjectionError(f"model {model!r}: no config.json on this machine (the projection reads the model's "
+                              f"size from it and never downloads): install the model first")
+    config = AutoConfig.from_pretrained(path, local_files_only=True, trust_remote_code=False)
+    with torch.device("meta"):
+        clf = AutoModelForSequenceClassification.from_config(config)
+    return ModelSize(**_counted(clf, torch.nn.Embedding))
+
+
+def _counted(model, embedding_type) -> dict:
+    cfg = model.config
+    embedded = {id(p) for m in model.modules() if isinstance(m, embedding_type) for p in m.parameters()}
+    params = sum(p.numel() for p in model.parameters() if id(p) not in embedded)
+    return {"layers": int(cfg.num_hidden_layers), "heads": int(cfg.num_attention_heads),
+            "hidden": int(cfg.hidden_size), "params": int(params)}
+
+
+def forward_flops(layers: int, hidden: int, params: int, tokens: int) -> float:
+    """Multiply-adds x 2 of one example's forward at `tokens` tokens: 2 x params per token through the weights
+    (embeddings excluded), and 4 x layers x tokens x hidden per token for the scores and the weighted values."""
+    return tokens * (2.0 * params + 4.0 * layers * tokens * hidden)
+
+
+def scale_costs(c: dict[str, float], s: Settings, measured_batch: int = 32,
+                measured_length: int = MAX_LENGTH) -> dict[str, float]:
+    """The per-unit costs `c` (measured at BERT-base size, `measured_length` tokens, fine-tuning batch
+    `measured_batch`) scaled to the model and settings of `s`, the way the code's cost scales:
+
+      - a forward (eval_example, grad_example, eager_example): with forward_flops, parameters x tokens plus the
+        attention's layers x tokens^2 x hidden, at s.max_length tokens;
+      - a fine-tuning step (train_step): as a forward, and with the batch (s.batch_size / measured_batch);
+      - the attention maps (onepass_example, cosine_example: a pass over the store): with layers x heads x
+        tokens^2, the maps' size;
+      - extract_example: its forward part (eval_example at the measured size) as a forward, the rest (the maps'
+        copies and the store write) as the maps;
+      - job_fixed, prep_example, annotate_example, figure, plot_import: not the model's, unchanged; views_fe and
+        faithfulness_fe are in forward equivalents (eager_example), unchanged.
+
+    Settings() (BERT-base at 128 tokens, batch 32) leaves every unit as it is."""
+    ref = forward_flops(12, 768, BERT_BASE_PARAMS, measured_length)
+    fwd = forward_flops(s.layers, s.hidden, s.params, s.max_length) / ref
+    maps = (s.layers * s.heads * s.max_length ** 2) / (12 * 12 * measured_length ** 2)
+    out = dict(c)
+    for unit in ("eval_example", "grad_example", "eager_example"):
+        out[unit] = c[unit] * fwd
+    out["train_step"] = c["train_step"] * fwd * s.batch_size / measured_batch
+    for unit in ("onepass_example", "cosine_example"):
+        out[unit] = c[unit] * maps
+    forward_part = min(c["eval_example"], c["extract_example"])
+    out["extract_example"] = forward_part * fwd + (c["extract_example"] - forward_part) * maps
+    return out
 
 
 def _cap(n: int, limit: int | None) -> int:
     return n if limit is None else min(n, int(limit))
 
 
+def probe_forwards(s: Settings) -> float:
+    """Forward-FLOPs of one model's decoder probe (bertology.steps.decoders: the attention sample's first
+    SINK_TOKENS tokens, then the induction probe: INDUCTION_BATCH sequences of a BOS token and
+    INDUCTION_SEQ_LEN random tokens twice), per example of the sample counted at min(max_length, 64) tokens."""
+    return forward_flops(s.layers, s.hidden, s.params, min(s.max_length, 64))
+
+
+def figures_of(outputs) -> int:
+    """How many figures (.png) a job writes."""
+    return sum(str(o).endswith(".png") for o in outputs)
+
+
 def job_cost(rule: str, wc: dict[str, str], sizes: dict[str, tuple[int, int]], s: Settings,
-             c: dict[str, float]) -> tuple[float, str]:
-    """(seconds, what was counted) of one job: rule with wildcards wc; sizes: task -> (train, validation) rows;
-    c: the per-unit costs (seconds; views_fe / faithfulness_fe in forward-equivalents). Raises ProjectionError for
-    a rule without a cost model or a task without sizes."""
+             c: dict[str, float], outputs=()) -> tuple[float, str]:
+    """(seconds, what was counted) of one job: rule with wildcards wc and output files `outputs`; sizes: task ->
+    (train, validation) rows; c: the per-unit costs, already scaled to the job's model (scale_costs; seconds;
+    views_fe / faithfulness_fe in forward-equivalents). The summary rules (SUMMARY_RULES, the run's own RUN_RULES
+    among them) cost job_fixed, plus plot_import and one `figure` per .png they write when they draw. Raises
+    ProjectionError for a rule without a cost model or a task without sizes."""
     fixed = c["job_fixed"]
     if rule in SUMMARY_RULES:
-        return fixed, "fixed job cost only"
+        pngs = figures_of(outputs)
+        if not pngs:
+            return fixed, "fixed job cost only"
+        if any(u not in c for u in FIGURE_UNITS):
+            raise ProjectionError(f"rule {rule} draws {pngs} figure(s) and the costs lack the units "
+                                  f"{', '.join(FIGURE_UNITS)}: `project_paper.py measure --only figures`")
+        return fixed + c["plot_import"] + pngs * c["figure"], f"fixed + {pngs} figure(s)"
+    if rule == "syntax_sentences":
+        return fixed + s.syntax_sentences * c["prep_example"], f"{s.syntax_sentences} sentences"
+    if rule == "extract_syntax":
+        return fixed + s.syntax_sentences * c["extract_example"], f"{s.syntax_sentences} sentences"
+    if rule == "syntax_parser":
+        return fixed + s.syntax_sentences * c["onepass_example"], f"{s.syntax_sentences} sentences"
     task = wc.get("task")
     if task not in sizes:
         raise ProjectionError(f"rule {rule}: no split sizes for task {task!r} (wildcards {wc}): add it to GLUE_SIZES")
@@ -179,11 +323,18 @@ def job_cost(rule: str, wc: dict[str, str], sizes: dict[str, tuple[int, int]], s
                   "store_stats": "onepass_example", "kovaleva_cosine": "cosine_example"}
     if rule in per_sample:
         return fixed + sample * c[per_sample[rule]], f"{sample} ex."
+    norms = _cap(sample, s.norms_examples)
     if rule == "norms_views":
-        return fixed + sample * c["views_fe"] * c["eager_example"], f"{sample} ex. x {c['views_fe']:.0f} FE"
+        return fixed + norms * c["views_fe"] * c["eager_example"], f"{norms} ex. x {c['views_fe']:.0f} FE"
     if rule == "norms_faithfulness":
-        return (fixed + sample * c["faithfulness_fe"] * c["eager_example"],
-                f"{sample} ex. x {c['faithfulness_fe']:.0f} FE")
+        return (fixed + norms * c["faithfulness_fe"] * c["eager_example"],
+                f"{norms} ex. x {c['faithfulness_fe']:.0f} FE")
+    if rule in ("decoder_probe", "decoder_probe_finetuned"):
+        # decoder_probe: the pretrained model and its random initialisation; _finetuned: one per fine-tuned init
+        models = 2 if rule == "decoder_probe" else max(s.inits, 1)
+        flops = sample * probe_forwards(s) + 10 * forward_flops(s.layers, s.hidden, s.params, 101)
+        per_flop = c["eval_example"] / forward_flops(s.layers, s.hidden, s.params, s.max_length)
+        return fixed + models * flops * per_flop, f"{models} model(s) x {sample} ex. + induction probe"
     evaluated = _cap(dev, s.ablation_examples)
     if rule == "ablation_sweep":
         fw = sweep_forwards(s.layers, s.heads)
@@ -196,25 +347,42 @@ def job_cost(rule: str, wc: dict[str, str], sizes: dict[str, tuple[int, int]], s
     raise ProjectionError(f"rule {rule} has no cost model in bench/project_paper.py (job_cost): add one")
 
 
-def check_costs(meta: dict, s: Settings, max_length: int, name: str = "costs file") -> None:
-    """Refuse a costs file measured at another batch size or sequence length than the config's, or lacking a
-    unit (ProjectionError, one line)."""
-    if meta.get("train_batch") != s.batch_size or meta.get("max_length") != max_length:
-        raise ProjectionError(f"{name} was measured at train batch {meta.get('train_batch')} and max_length "
-                              f"{meta.get('max_length')}, the config has {s.batch_size} and {max_length}: measure "
-                              f"again with `project_paper.py measure --train-batch {s.batch_size}`")
+def check_costs(meta: dict, name: str = "costs file") -> None:
+    """Refuse a costs file lacking a unit (ProjectionError, one line). Another batch size or sequence length than
+    the config's is scaled (scale_costs), not refused."""
     missing = sorted(set(UNITS) - set(meta.get("costs", {})))
     if missing:
         raise ProjectionError(f"{name} lacks the per-unit costs {', '.join(missing)}: measure again")
 
 
-def project(jobs: list[tuple[str, dict[str, str]]], sizes: dict[str, tuple[int, int]], s: Settings,
-            c: dict[str, float]) -> list[dict]:
-    """One row per job: rule, wildcards, seconds, counted."""
+def split_rule(rule: str, prefixes) -> tuple[str, str]:
+    """(the model's rule prefix, the rule) of a job's rule name: `{name}__{rule}` in a run of several models
+    (bertology.pipeline.modelset.rule_prefix), ('', rule) for the shared and the run's own rules."""
+    for prefix in sorted((p for p in prefixes if p), key=len, reverse=True):
+        if rule.startswith(prefix):
+            return prefix, rule[len(prefix):]
+    return "", rule
+
+
+def project(jobs, sizes: dict[str, tuple[int, int]], s: Settings, c: dict[str, float],
+            models: dict[str, tuple[str, Settings]] | None = None, measured_batch: int = 32,
+            measured_length: int = MAX_LENGTH) -> list[dict]:
+    """One row per job (rule, wildcards[, outputs, benchmark] as parse_dry_run gives them): rule, model,
+    wildcards, seconds, counted, benchmark. `models` maps a rule prefix (`minilm_l6__`; '' for the shared and the
+    run's own rules) to (the model's name, its Settings); without it every job is `s`'s. Each job's units are
+    scale_costs of `c` to its model's Settings (measured at `measured_batch`, `measured_length`)."""
+    models = dict(models or {"": ("", s)})
+    models.setdefault("", ("", s))
+    scaled = {p: scale_costs(c, st, measured_batch, measured_length) for p, (_, st) in models.items()}
     rows = []
-    for rule, wc in jobs:
-        sec, what = job_cost(rule, wc, sizes, s, c)
-        rows.append({"rule": rule, "wildcards": wc, "seconds": sec, "counted": what})
+    for job in jobs:
+        rule, wc = job[0], job[1]
+        outputs = job[2] if len(job) > 2 else ()
+        prefix, base = split_rule(rule, models)
+        name, st = models[prefix]
+        sec, what = job_cost(base, wc, sizes, st, scaled[prefix], outputs)
+        rows.append({"rule": rule, "model": name, "wildcards": wc, "seconds": sec, "counted": what,
+                     "benchmark": job[3] if len(job) > 3 else None})
     return rows
 
 
@@ -231,28 +399,46 @@ def per_rule(rows: list[dict]) -> dict[str, tuple[int, float]]:
 # --------------------------------------------------------------------------------------------- the job list, sizes
 JOB = re.compile(r"^(?:local)?rule (\w+):")
 WILDCARDS = re.compile(r"^\s+wildcards: (.*)$")
+OUTPUT = re.compile(r"^\s+output: (.*)$")
+BENCHMARK = re.compile(r"^\s+benchmark: (.*)$")
 
 
-def parse_dry_run(text: str) -> list[tuple[str, dict[str, str]]]:
-    """(rule, wildcards) of every job a `snakemake -n` printed."""
-    jobs: list[tuple[str, dict[str, str]]] = []
+class Job(NamedTuple):
+    """One job of a dry run: its rule, wildcards, output files and benchmark file (relative to the workdir)."""
+
+    rule: str
+    wildcards: dict
+    outputs: tuple = ()
+    benchmark: str | None = None
+
+
+def parse_dry_run(text: str) -> list[Job]:
+    """Every job a `snakemake -n` printed: rule, wildcards, outputs, benchmark."""
+    jobs: list[Job] = []
     for line in text.splitlines():
         m = JOB.match(line)
         if m:
-            jobs.append((m.group(1), {}))
+            jobs.append(Job(m.group(1), {}))
             continue
-        m = WILDCARDS.match(line)
-        if m and jobs:
-            jobs[-1][1].update(kv.split("=", 1) for kv in m.group(1).split(", "))
+        if not jobs:
+            continue
+        if m := WILDCARDS.match(line):
+            jobs[-1].wildcards.update(kv.split("=", 1) for kv in m.group(1).split(", "))
+        elif m := OUTPUT.match(line):
+            jobs[-1] = jobs[-1]._replace(outputs=tuple(m.group(1).split(", ")))
+        elif m := BENCHMARK.match(line):
+            jobs[-1] = jobs[-1]._replace(benchmark=m.group(1).strip())
     return jobs
 
 
-def dag_jobs(configfile: Path = PAPER) -> list[tuple[str, dict[str, str]]]:
-    """The paper DAG's jobs from Snakemake's own dry run (in a fresh directory: nothing done counts as done)."""
+def dag_jobs(configfile: Path = PAPER, snakefile: Path | None = None) -> list[Job]:
+    """The DAG's jobs from Snakemake's own dry run of `snakefile` (this checkout's by default; its src/ on the
+    PYTHONPATH) in a fresh directory: nothing done counts as done."""
+    snakefile = Path(snakefile or REPO / "Snakefile").resolve()
     with tempfile.TemporaryDirectory() as tmp:
-        env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
-        cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-n", "--configfile",
-               str(configfile)]
+        env = dict(os.environ, PYTHONPATH=str(snakefile.parent / "src"))
+        cmd = [sys.executable, "-m", "snakemake", "-s", str(snakefile), "-n", "--configfile",
+               str(Path(configfile).resolve())]
         res = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True)
     if res.returncode != 0:
         raise SystemExit(f"snakemake -n failed ({' '.join(cmd)}):\n{res.stderr[-2000:]}")
@@ -276,6 +462,65 @@ def split_sizes(glue: Path = GLUE) -> tuple[dict[str, tuple[int, int]], dict[str
         except DataError:
             continue
     return sizes, source
+
+
+def run_sizes(cfg: dict) -> tuple[dict[str, tuple[int, int]], dict[str, str]]:
+    """task -> (train, validation) rows of a run's config (merged with the defaults), and where each came from:
+    data.source demo: data.demo's sizes for every task; a GLUE-layout directory: its files counted (GLUE_SIZES
+    where a file is missing); hub: the local GLUE files (GLUE) where present, else GLUE_SIZES; then data.max_train_examples / max_eval_examples applied."""
+    data = cfg["data"]
+    if data["source"] == "demo":
+        demo = data["demo"]
+        sizes = {t: (int(demo["train"]), int(demo["validation"])) for t in cfg["tasks"]}
+        source = {t: "data.demo" for t in cfg["tasks"]}
+    elif data["source"] == "hub":  # the local GLUE files where present (BERTOLOGY_GLUE), GLUE_SIZES otherwise
+        sizes, source = split_sizes()
+    else:
+        sizes, source = split_sizes(Path(data["source"]))
+    sizes = {t: (_cap(tr, data.get("max_train_examples")), _cap(dev, data.get("max_eval_examples")))
+             for t, (tr, dev) in sizes.items()}
+    return sizes, source
+
+
+def syntax_sentence_count(cfg: dict) -> int:
+    """Gold sentences of the heads-as-parsers analysis: data.demo.validation for a demo run (demo_trees) plus the
+    sentences (blank-line separated blocks) of analysis.syntax.conllu's files."""
+    n = int(cfg["data"]["demo"]["validation"]) if cfg["data"]["source"] == "demo" else 0
+    for f in ((cfg.get("analysis") or {}).get("syntax") or {}).get("conllu") or []:
+        if Path(f).is_file():
+            n += sum(1 for block in Path(f).read_text().split("\n\n") if block.strip())
+    return n
+
+
+def run_models(cfg: dict, size_of=None) -> dict[str, tuple[str, Settings]]:
+    """Rule prefix -> (the model's short name, its Settings) for a run's config (merged with the defaults): one per
+    entry of `models:` (bertology.pipeline.modelset: the entry's train/data overrides merged in, its size from
+    model_size), and '' for the shared and the run's own rules (the first model's, as rules/models.smk runs
+    them); a one-model run: '' only. size_of: model -> ModelSize (model_size by default)."""
+    from bertology.pipeline.modelset import model_config, model_entries, rule_prefix
+
+    size_of = size_of or model_size
+    syntax = syntax_sentence_count(cfg)
+    entries = model_entries(cfg)
+    out = {}
+    for e in entries:
+        settings = settings_from_config(model_config(cfg, e), size_of(e.model), syntax)
+        out[rule_prefix(e.name) if cfg.get("models") else ""] = (e.name, settings)
+    if cfg.get("models"):
+        out[""] = ("", out[rule_prefix(entries[0].name)][1])
+    return out
+
+
+def load_config(configfile: Path) -> dict:
+    """The config file merged over the embedded default (config.yaml) and the schema's defaults."""
+    import yaml
+
+    from bertology.pipeline.config import validate_config
+
+    cfg = yaml.safe_load(Path(REPO / "config.yaml").read_text())
+    cfg.update(yaml.safe_load(Path(configfile).read_text()))
+    validate_config(cfg)
+    return cfg
 
 
 # -------------------------------------------------------------------------------------------------- measuring
@@ -303,6 +548,38 @@ def _timed(fn, repeats: int) -> float:
         fn()
         out.append(time.perf_counter() - t0)
     return statistics.median(out)
+
+
+FIGURE_SCRIPT = """
+import sys, time
+t0 = time.perf_counter()
+import numpy as np
+from bertology.pipeline.plotting import plt, save_figure
+t1 = time.perf_counter()
+rng = np.random.default_rng(0)
+times = []
+for k in range(3):
+    t = time.perf_counter()
+    fig, axes = plt.subplots(2, 3, figsize=(12, 7))
+    for ax in axes.flat:
+        im = ax.imshow(rng.random((12, 12)), cmap="viridis")
+        fig.colorbar(im, ax=ax)
+        ax.set_title("layer x head")
+    save_figure(fig, sys.argv[1] + f"/fig{k}.png")
+    times.append(time.perf_counter() - t)
+print(t1 - t0, sorted(times)[1])
+"""
+
+
+def figure_units(tmp: str) -> dict[str, float]:
+    """plot_import: what a fresh interpreter's import of numpy and bertology.pipeline.plotting (matplotlib) adds
+    to job_fixed; figure: one figure of 2 x 3 heatmaps (12 x 12, colour bars, titles) saved through
+    bertology.pipeline.plotting.save_figure (its DPI), the median of 3."""
+    with tempfile.TemporaryDirectory(dir=tmp) as d:
+        res = subprocess.run([sys.executable, "-c", FIGURE_SCRIPT, d], check=True, capture_output=True, text=True,
+                             env=dict(os.environ, PYTHONPATH=str(REPO / "src")))
+    imp, fig = (float(x) for x in res.stdout.split())
+    return {"plot_import": imp, "figure": fig}
 
 
 def measure(args) -> dict:
@@ -337,6 +614,7 @@ def measure(args) -> dict:
     t0 = time.perf_counter()
     words = annotate_frame(frame, nlp, progress=False)
     c["annotate_example"] = (time.perf_counter() - t0) / len(frame)
+    c.update(figure_units(args.tmp))
     print({k: round(v, 4) for k, v in c.items()}, flush=True)
 
     torch.manual_seed(0)
@@ -449,8 +727,9 @@ def hours(sec: float) -> str:
     return f"{sec / 3600:,.1f} h" if sec >= 3600 else f"{sec / 60:,.1f} min" if sec >= 60 else f"{sec:.1f} s"
 
 
-def report(projections: list[tuple[str, dict, list[dict]]], sizes, source, top: int = 10) -> str:
-    md = ["# config/paper.yaml projected (bench/project_paper.py)", ""]
+def report(projections: list[tuple[str, dict, list[dict]]], sizes, source, top: int = 10,
+           title: str = "config/paper.yaml projected") -> str:
+    md = [f"# {title} (bench/project_paper.py)", ""]
     for label, meta, _ in projections:
         md.append(f"- **{label}**: {meta.get('device')} on {meta.get('machine')}, {meta.get('threads')} threads, "
                   f"commit {meta.get('commit')}, {meta.get('date')}, load average before {meta.get('load_before')}"
@@ -493,50 +772,67 @@ def main() -> int:
                         "are measured on the CPU")
     m.add_argument("--tmp", default=os.environ.get("TMPDIR", "/tmp"))
     m.add_argument("--out", default=str(OUT / "paper_costs.json"))
+    m.add_argument("--only", choices=["figures"],
+                   help="figures: add the units figure and plot_import to the existing --out file")
     p = sub.add_parser("project", help="the per-job table and total from costs files")
     p.add_argument("--costs", nargs="+", default=[str(OUT / "paper_costs.json")],
                    help="costs files (LABEL=FILE or FILE): one column each")
-    p.add_argument("--configfile", default=str(PAPER))
+    p.add_argument("--configfile", default=str(PAPER), help="any run's config, `models:` included")
+    p.add_argument("--snakefile", default=str(REPO / "Snakefile"),
+                   help="the Snakefile whose dry run lists the jobs (its src/ on the PYTHONPATH)")
     p.add_argument("--out", default=str(OUT / "paper_projection.md"))
     args = ap.parse_args()
     sys.path.insert(0, str(REPO / "bench"))
     if args.mode == "measure":
-        res = measure(args)
+        if args.only == "figures":  # add the figure units to an existing costs file
+            res = json.loads(Path(args.out).read_text())
+            res["costs"].update(figure_units(args.tmp))
+            res["figure_units"] = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                                   "load": os.getloadavg()}
+        else:
+            res = measure(args)
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(res, indent=2) + "\n")
         print(json.dumps(res["costs"], indent=2))
         return 0
-    import yaml
-
-    from bertology.pipeline.config import validate_config
-
-    cfg = yaml.safe_load(Path(REPO / "config.yaml").read_text())
-    cfg.update(yaml.safe_load(Path(args.configfile).read_text()))
-    validate_config(cfg)
-    settings = settings_from_config(cfg)
-    sizes, source = split_sizes()
-    loaded = []
-    for spec in args.costs:
-        label, _, path = spec.rpartition("=")
-        if not Path(path).is_file():
-            raise SystemExit(f"{path}: no such costs file; write one with `project_paper.py measure`")
-        meta = json.loads(Path(path).read_text())
-        try:
-            check_costs(meta, settings, int(cfg["data"]["max_length"]), path)
-        except ProjectionError as e:
-            raise SystemExit(str(e)) from None
-        loaded.append((label or meta.get("device", path), meta))
-    jobs = dag_jobs(Path(args.configfile))
     try:
-        projections = [(label, meta, project(jobs, sizes, settings, meta["costs"])) for label, meta in loaded]
+        run = projection(Path(args.configfile), args.costs, Path(args.snakefile))
     except ProjectionError as e:
         raise SystemExit(str(e)) from None
-    md = report(projections, sizes, source)
+    md = report(run["projections"], run["sizes"], run["source"], title=f"{args.configfile} projected")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(md)
     print(md)
     return 0
 
+
+def load_costs(specs) -> list[tuple[str, dict]]:
+    """(label, the costs file's contents) of each LABEL=FILE or FILE; a missing unit stops (ProjectionError)."""
+    loaded = []
+    for spec in specs:
+        label, _, path = str(spec).rpartition("=")
+        if not Path(path).is_file():
+            raise ProjectionError(f"{path}: no such costs file; write one with `project_paper.py measure`")
+        meta = json.loads(Path(path).read_text())
+        check_costs(meta, path)
+        loaded.append((label or meta.get("device", path), meta))
+    return loaded
+
+
+def projection(configfile: Path, costs, snakefile: Path | None = None, size_of=None) -> dict:
+    """Every job of a run's config projected with each costs file: {cfg, models, sizes, source, jobs,
+    projections: [(label, meta, rows)]}; the jobs from the dry run of `snakefile`, each scaled to its model
+    (run_models, scale_costs at the costs file's train_batch and max_length)."""
+    cfg = load_config(configfile)
+    models = run_models(cfg, size_of)
+    sizes, source = run_sizes(cfg)
+    loaded = load_costs(costs)
+    jobs = dag_jobs(configfile, snakefile)
+    projections = [(label, meta, project(jobs, sizes, models[""][1], meta["costs"], models,
+                                         int(meta.get("train_batch", 32)), int(meta.get("max_length", MAX_LENGTH))))
+                   for label, meta in loaded]
+    return {"cfg": cfg, "models": models, "sizes": sizes, "source": source, "jobs": jobs,
+            "projections": projections}
 
 if __name__ == "__main__":
     sys.exit(main())
