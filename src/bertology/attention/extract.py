@@ -389,7 +389,8 @@ def write_probe_store(output: str | Path, *, tokens: np.ndarray, maps: np.ndarra
     tokens = np.asarray(tokens, dtype=np.int64)
     E, T = tokens.shape
     _, L, H, _, _ = maps.shape
-    attention = AttentionConfig(split="probe", examples=None, batch_size=E, chunk_size=E, spacy_model="", keepbits=None)
+    attention = AttentionConfig(split="probe", examples=None, batch_size=E, chunk_size=E, spacy_model="", keepbits=None,
+                                word_models=())
     attrs = store_attrs(model=model, model_path=model_path, variant=variant, task=task, attention=attention,
                         seed=seed, max_length=T, tokenizer=tokenizer, layers=L, heads=H,
                         example_idx=np.arange(E), causal=causal, geometry=geometry)

@@ -99,7 +99,7 @@ class AttentionConfig:
     chunk_size: int
     spacy_model: str
     keepbits: int | None
-    word_models: tuple[dict[str, Any], ...] = ()  # set by a run of several models (attention.word_models)
+    word_models: tuple[dict[str, Any], ...]
 
 
 @dataclass(frozen=True)
