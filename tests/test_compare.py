@@ -79,9 +79,11 @@ def test_a_missing_table_is_a_row_that_names_it():
     table, layers = cmp.sinks({}, {"enc": no_cls}, {"dec": cmp.DECODER, "enc": cmp.ENCODER, "bare": cmp.ENCODER},
                               ["rte"])
     notes = dict(zip(table["model"], table["note"]))
-    assert notes["dec"] == "not computed: no stats/rte/decoder_sink.csv"
-    assert notes["bare"] == "not computed: no stats/rte/pretrained/features.csv"
-    assert notes["enc"].startswith("not computed: stats/rte/pretrained/features.csv has no cls rows")
+    assert notes["dec"] == "not computed: no stats/rte/decoder_sink.csv; no stats/rte/pretrained/sinks.csv"
+    assert notes["bare"] == ("not computed: no stats/rte/pretrained/sinks.csv; "
+                             "no stats/rte/pretrained/features.csv")
+    assert notes["enc"].startswith("not computed: no stats/rte/pretrained/sinks.csv; "
+                                   "stats/rte/pretrained/features.csv has no cls rows")
     assert table["sink_rate"].isna().all() and layers.empty
 
 
@@ -294,7 +296,8 @@ def test_the_step_writes_every_table_and_figure(roots, tmp_path):
     sinks = tables["sinks"].set_index(["model", "task"])
     assert sinks.loc[("dec", "rte"), "kind"] == "decoder" and sinks.loc[("enc", "rte"), "kind"] == "encoder"
     assert np.isfinite(sinks.loc[("dec", cmp.POOLED), "sink_rate"])
-    assert sinks.loc[("bare", "rte"), "note"] == "not computed: no stats/rte/pretrained/features.csv"
+    assert sinks.loc[("bare", "rte"), "note"] == ("not computed: no stats/rte/pretrained/sinks.csv; "
+                                                  "no stats/rte/pretrained/features.csv")
     best = tables["induction"].set_index(["model", "task"]).loc[("dec", "rte")]
     assert (best["layer"], best["head"], best["depth"]) == (7, 2, pytest.approx(8 / 12))
     depth = tables["depth"]

@@ -73,6 +73,10 @@ def test_the_comparisons_name_every_model(run):
     assert set(MODELS) <= set(sinks["model"])
     kinds = sinks.drop_duplicates("model").set_index("model")["kind"]
     assert kinds["bert"] == "encoder" and kinds["llama"] == kinds["gpt2"] == "decoder"
+    source = sinks.set_index("model")[["source", "sink_rate"]]
+    assert source.loc["bert", "source"] == "sinks.csv alpha_0" and 0 <= source.loc["bert", "sink_rate"] <= 1
+    assert (source.loc[["llama", "gpt2"], "source"] == "decoder_sink.csv alpha_0").all()
+    assert (results / "m/gpt2/stats/rte/pretrained/sinks.csv").is_file()     # every store has its alpha_0
     induction = pd.read_csv(results / "compare/induction.csv")
     decoders = induction[induction["model"].isin(["llama", "gpt2"])]
     assert decoders["score"].notna().all()

@@ -1,21 +1,28 @@
 """Decoder language models' heads: attention sinks (Gu et al. 2024, *When Attention Sink Emerges in Language
 Models*) and induction, previous-token and duplicate-token heads (Olsson et al. 2022, *In-context Learning and
 Induction Heads*; TransformerLens' head detector), declared once. The tables come from the decoder probe
-(``rules/decoders.smk``, :mod:`bertology.steps.decoders`), which runs only when the model is a decoder."""
+(``rules/decoders.smk``, :mod:`bertology.steps.decoders`), which runs only when the model is a decoder; Gu et al.'s
+alpha_0 of every model, encoder or decoder, also comes from the one read of its stores (the analysis ``sinks``,
+:class:`bertology.attention.sinks.SinkKernel`)."""
 
 from __future__ import annotations
 
 from bertology.claims import decoders as claims_decoders
 from bertology.pipeline.layout import rel
-from bertology.registry import PER_TASK, Analysis, Claim, Output, Section, Statistic, Step, Table, Want, figure, variant_table
+from bertology.registry import MOMENTS, PER_TASK, Analysis, Claim, Output, Section, Statistic, Step, Table, Want, figure, variant_table
 
 SINK = ("variant", "example", "layer", "head", "alpha_0", "n")
+#: sinks.csv of a store: one row per example x layer x head
+STORE_SINK = ("example_idx", "layer", "head", "alpha_0", "n")
 INDUCTION = ("variant", "sequence", "layer", "head", "induction_stripe", "induction", "previous_token",
              "duplicate_token")
 HEADS = ("layer", "head", "alpha_0", "share_sink", "induction_stripe", "induction", "previous_token",
          "duplicate_token")
 #: the per-head table of each model (the explorer's grid)
 DECODER_HEADS = variant_table("decoder_heads.csv")
+#: Gu et al.'s alpha_0 of every store, encoder or decoder (the one read of a store): per example, and per head
+SINKS = variant_table("sinks.csv")
+SINK_HEADS = variant_table("sink_heads.csv")
 #: a fine-tuning seed's models (the fine-tuned one, and the one fine-tuned from random with that seed)
 FINETUNED = (("variant", "finetuned{seedtag}"),)
 PER_FINETUNED = Want((("task", "tasks"), ("variant", "finetuned")))
@@ -157,5 +164,26 @@ ANALYSES: tuple[Analysis, ...] = (
                       label="duplicate-token score",
                       desc="TransformerLens' duplicate-token score on the induction probe.",
                       table=DECODER_HEADS, column="duplicate_token", optional=True),
+        )),
+    Analysis(
+        name="sinks", kernel="bertology.attention.sinks:SinkKernel",
+        tables=(Table(SINKS, STORE_SINK, output="sinks"),
+                Table(SINK_HEADS, MOMENTS, output="sink_heads")),
+        section=Section(
+            key="sinks", paper="Gu et al. 2024",
+            title="Attention sink of every model (Gu et al. 2024)",
+            measures="For every model, encoder or decoder, on the attention store (whole examples): per example "
+            "and head, alpha_0 = the mean over the example's real query rows t (t = 0 included, padding excluded) "
+            "of A[t, 0], the attention to the first token whatever it is ([CLS], <s>, BOS or a word); per head its "
+            "mean over examples (alpha_0) and the share of examples with alpha_0 > 0.3 (over).",
+            finding="Language models put much of the attention of most heads on the first token, whatever it is: "
+            "Gu et al.'s sink rate (the share of sequence x layer x head with alpha_0 > 0.3) is high in every "
+            "trained decoder they test.",
+            tables=(SINK_HEADS,)),
+        statistics=(
+            Statistic(id="sinks", group="Attention sink (Gu et al.)", label="first token: {k}",
+                      desc="Gu et al.'s alpha_0 on whole examples: the mean over real query rows of the attention to "
+                      "position 0 (alpha_0), or the share of examples with alpha_0 > 0.3 (over); mean over examples.",
+                      table=SINK_HEADS, key=("feature",)),
         )),
 )

@@ -36,6 +36,7 @@ SOURCES: dict[str, tuple[str, str | None, tuple[str, ...]]] = {
     "decoder_induction": ("decoder_induction", None, ()),
     "cosine": ("cosine", None, ()),
     "features": ("variant_stat", "features.csv", ("pretrained",)),
+    "sinks": ("variant_stat", "sinks.csv", ("pretrained",)),
     "patterns": ("variant_stat", "patterns.csv", VARIANTS),
     "sieve": ("variant_stat", "sieve.csv", VARIANTS),
     "entropy": ("variant_stat", "entropy.csv", VARIANTS),

@@ -72,7 +72,8 @@ def compare_tables(models: Mapping[str, Mapping[str, pd.DataFrame]], tasks: Sequ
     def by_model(name: str) -> dict[str, pd.DataFrame]:
         return {m: t[name] for m, t in models.items() if name in t}
 
-    sinks, sink_layers = cmp.sinks(by_model("decoder_sink"), by_model("features"), kinds, tasks)
+    sinks, sink_layers = cmp.sinks(by_model("decoder_sink"), by_model("features"), kinds, tasks,
+                                   store=by_model("sinks"))
     curves = cmp.depth([sink_layers, cmp.pattern_layers(by_model("patterns"), kinds, tasks),
                         cmp.entropy_layers(by_model("entropy"), kinds, tasks),
                         cmp.cosine_layers(by_model("cosine"), kinds, tasks)])
