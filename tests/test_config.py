@@ -71,7 +71,7 @@ def test_bad_values_are_all_named_in_one_line():
         validate_config({"tasks": ["sst3"], "trian": {}})
     assert str(err.value) == (
         "invalid configuration: unknown config key(s) 'trian' at the top level; allowed keys are: ablation, "
-        "analysis, attention, data, mlflow, model, spacy_pipelines, tasks, train; config key 'tasks.0' has value 'sst3', which is "
+        "analysis, attention, data, mlflow, model, model_name, models, spacy_pipelines, tasks, train; config key 'tasks.0' has value 'sst3', which is "
         "not allowed; choose one of: cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte. See schemas/config.schema.yaml "
         "for every key, its meaning and default.")
 
