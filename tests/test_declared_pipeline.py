@@ -135,7 +135,7 @@ def test_french_pair_task_reaches_the_report(french):
 def test_french_words_are_parsed_by_the_french_pipeline(french):
     work, _ = french
     r = work / "results"
-    words = pd.read_parquet(r / "attention/frnli/words.parquet")
+    words = pd.read_parquet(r / "data/frnli/words.parquet")
     assert (words["pos"] != "").all() and {"NOUN", "VERB"} <= set(words["pos"])
     parser = pd.read_csv(r / "stats/frnli/pretrained/parser.csv")
     assert len(parser) > 0
@@ -146,7 +146,7 @@ def test_french_words_are_parsed_by_the_french_pipeline(french):
 def test_no_pipeline_leaves_out_the_annotated_analyses_only(french):
     work, _ = french
     r = work / "results"
-    words = pd.read_parquet(r / "attention/frbare/words.parquet")
+    words = pd.read_parquet(r / "data/frbare/words.parquet")
     assert len(words) > 0 and (words["pos"] == "").all()
     assert pd.read_csv(r / "stats/frbare/pretrained/parser.csv").empty
     assert pd.read_csv(r / "stats/frbare/pretrained/relations.csv").empty

@@ -138,7 +138,7 @@ def test_the_server_ends_with_its_workflow(tmp_path, monkeypatch):
 
 def test_a_workflow_serves_its_jobs_and_writes_the_same_files(tmp_path, config_file, snakemake_run, monkeypatch):
     monkeypatch.delenv(jobserver.SOCKET_ENV, raising=False)
-    targets = ["results/scores/sst2/pretrained.json", "results/attention/sst2/sample.parquet"]
+    targets = ["results/scores/sst2/pretrained.json", "results/data/sst2/sample.parquet"]
     runs = {}
     for name, setting in (("served", None), ("own", "0")):
         work = tmp_path / name

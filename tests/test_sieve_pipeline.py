@@ -25,7 +25,8 @@ def stores(tmp_path_factory):
     att.mkdir(parents=True)
     words = write_store(att / "pretrained.zarr", "pretrained", 0.9)
     write_store(att / "finetuned.zarr", "finetuned", 0.5)
-    full_words(words).to_parquet(att / "words.parquet")
+    (root / "results" / "data" / "rte").mkdir(parents=True)
+    full_words(words).to_parquet(root / "results" / "data" / "rte" / "words.parquet")
     return root
 
 
@@ -36,7 +37,7 @@ def assigned(table, layer, head):
 
 def test_roles_recovered_from_a_chunked_store(stores):
     path = stores / "results" / "attention" / "rte" / "pretrained.zarr"
-    words = pd.read_parquet(path.parent / "words.parquet")
+    words = pd.read_parquet(stores / "results" / "data" / "rte" / "words.parquet")
     table, scores = run_sieve(path, words, window=1, **SIEVE, compute_kwargs={"scheduler": "threads", "num_workers": 2},
                               batch=3)
     n = np.arange(E) % 3 + np.arange(E) % 2 + 12

