@@ -71,7 +71,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
@@ -104,6 +104,11 @@ SUMMARY_RULES = RUN_RULES | frozenset({
 UNITS = ("job_fixed", "prep_example", "annotate_example", "train_step", "grad_example", "eval_example",
          "extract_example", "onepass_example", "cosine_example", "eager_example", "views_fe", "faithfulness_fe")
 FIGURE_UNITS = ("figure", "plot_import")
+RUN_START = "(run start)"
+# the rules whose every job loads a model (model_setup) before its work
+MODEL_RULES = frozenset({"train_model", "score", "extract_attention", "extract_syntax", "norms_views",
+                         "norms_faithfulness", "ablation_sweep", "ablation_pruning", "decoder_probe",
+                         "decoder_probe_finetuned"})
 VIEW_PARTS = ("capture", "raw", "rollout", "flow", "alti", "alti_logit", "globenc", "decompx", "value_zeroing")
 AOPC_ORDERS = 10  # the 9 views of bertology.norms.faithful.VIEWS and the random order
 
@@ -151,11 +156,15 @@ class Settings:
     norms_examples: int | None = None
     inits: int = 2
     syntax_sentences: int = 0
+    # task -> (mean, root mean square) tokens of its examples under the model's tokenizer, cut at max_length
+    # (token_lengths); a task not in it is counted at max_length
+    tokens: dict = field(default_factory=dict)
 
 
-def settings_from_config(cfg: dict, size: ModelSize | None = None, syntax_sentences: int = 0) -> Settings:
+def settings_from_config(cfg: dict, size: ModelSize | None = None, syntax_sentences: int = 0,
+                         tokens: dict | None = None) -> Settings:
     """The counts' settings from a config already merged with the schema's defaults (bertology.pipeline.config),
-    for the model of `size` (BERT-base when None)."""
+    for the model of `size` (BERT-base when None) and its tasks' token lengths `tokens` (token_lengths)."""
     size = size or ModelSize()
     pr = cfg["ablation"]["pruning"]
     norms = (cfg.get("analysis") or {}).get("norms") or {}
@@ -165,7 +174,7 @@ def settings_from_config(cfg: dict, size: ModelSize | None = None, syntax_senten
                     random_orders=int(pr["random_orders"]), layers=size.layers, heads=size.heads,
                     hidden=size.hidden, params=size.params, max_length=int(cfg["data"]["max_length"]),
                     norms_examples=norms.get("examples"), inits=len(cfg["train"].get("inits") or []),
-                    syntax_sentences=syntax_sentences)
+                    syntax_sentences=syntax_sentences, tokens=dict(tokens or {}))
 
 
 # ------------------------------------------------------------------------------------------- a model's size
@@ -229,19 +238,32 @@ def _counted(model, embedding_type) -> dict:
             "hidden": int(cfg.hidden_size), "params": int(params)}
 
 
-def forward_flops(layers: int, hidden: int, params: int, tokens: int) -> float:
+def forward_flops(layers: int, hidden: int, params: int, tokens: float, tokens_sq: float | None = None) -> float:
     """Multiply-adds x 2 of one example's forward at `tokens` tokens: 2 x params per token through the weights
-    (embeddings excluded), and 4 x layers x tokens x hidden per token for the scores and the weighted values."""
-    return tokens * (2.0 * params + 4.0 * layers * tokens * hidden)
+    (embeddings excluded), and 4 x layers x tokens x hidden per token for the scores and the weighted values
+    (tokens_sq: the mean of tokens^2 over examples of several lengths; tokens^2 when None)."""
+    sq = tokens * tokens if tokens_sq is None else tokens_sq
+    return 2.0 * params * tokens + 4.0 * layers * hidden * sq
+
+
+def task_tokens(s: Settings, task: str | None) -> tuple[float, float]:
+    """(mean tokens, mean of tokens^2) of an example of `task` for the model of `s`: its token_lengths where
+    known, else max_length (every example counted full: an upper bound)."""
+    if task in s.tokens:
+        mean, rms = s.tokens[task]
+        return float(mean), float(rms) ** 2
+    return float(s.max_length), float(s.max_length) ** 2
 
 
 def scale_costs(c: dict[str, float], s: Settings, measured_batch: int = 32,
-                measured_length: int = MAX_LENGTH) -> dict[str, float]:
-    """The per-unit costs `c` (measured at BERT-base size, `measured_length` tokens, fine-tuning batch
-    `measured_batch`) scaled to the model and settings of `s`, the way the code's cost scales:
+                measured_length: int = MAX_LENGTH, task: str | None = None) -> dict[str, float]:
+    """The per-unit costs `c` (measured at BERT-base size, every example `measured_length` tokens, fine-tuning
+    batch `measured_batch`) scaled to the model and settings of `s` and the examples of `task`, the way the code's
+    cost scales (the code pads a batch to its longest example, sorted or bucketed by length: an example costs its
+    own length; task_tokens: the task's mean length and mean squared length, else max_length):
 
       - a forward (eval_example, grad_example, eager_example): with forward_flops, parameters x tokens plus the
-        attention's layers x tokens^2 x hidden, at s.max_length tokens;
+        attention's layers x tokens^2 x hidden;
       - a fine-tuning step (train_step): as a forward, and with the batch (s.batch_size / measured_batch);
       - the attention maps (onepass_example, cosine_example: a pass over the store): with layers x heads x
         tokens^2, the maps' size;
@@ -251,9 +273,10 @@ def scale_costs(c: dict[str, float], s: Settings, measured_batch: int = 32,
         faithfulness_fe are in forward equivalents (eager_example), unchanged.
 
     Settings() (BERT-base at 128 tokens, batch 32) leaves every unit as it is."""
+    mean, sq = task_tokens(s, task)
     ref = forward_flops(12, 768, BERT_BASE_PARAMS, measured_length)
-    fwd = forward_flops(s.layers, s.hidden, s.params, s.max_length) / ref
-    maps = (s.layers * s.heads * s.max_length ** 2) / (12 * 12 * measured_length ** 2)
+    fwd = forward_flops(s.layers, s.hidden, s.params, mean, sq) / ref
+    maps = (s.layers * s.heads * sq) / (12 * 12 * measured_length ** 2)
     out = dict(c)
     for unit in ("eval_example", "grad_example", "eager_example"):
         out[unit] = c[unit] * fwd
@@ -269,11 +292,10 @@ def _cap(n: int, limit: int | None) -> int:
     return n if limit is None else min(n, int(limit))
 
 
-def probe_forwards(s: Settings) -> float:
-    """Forward-FLOPs of one model's decoder probe (bertology.steps.decoders: the attention sample's first
-    SINK_TOKENS tokens, then the induction probe: INDUCTION_BATCH sequences of a BOS token and
-    INDUCTION_SEQ_LEN random tokens twice), per example of the sample counted at min(max_length, 64) tokens."""
-    return forward_flops(s.layers, s.hidden, s.params, min(s.max_length, 64))
+def probe_forwards(s: Settings, task: str | None = None) -> float:
+    """Forward-FLOPs of one example of the decoder probe's sink part (bertology.steps.decoders: the attention
+    sample's first SINK_TOKENS = 64 tokens), counted at min(the task's mean tokens, 64)."""
+    return forward_flops(s.layers, s.hidden, s.params, min(task_tokens(s, task)[0], 64))
 
 
 def figures_of(outputs) -> int:
@@ -286,9 +308,9 @@ def job_cost(rule: str, wc: dict[str, str], sizes: dict[str, tuple[int, int]], s
     """(seconds, what was counted) of one job: rule with wildcards wc and output files `outputs`; sizes: task ->
     (train, validation) rows; c: the per-unit costs, already scaled to the job's model (scale_costs; seconds;
     views_fe / faithfulness_fe in forward-equivalents). The summary rules (SUMMARY_RULES, the run's own RUN_RULES
-    among them) cost job_fixed, plus plot_import and one `figure` per .png they write when they draw. Raises
-    ProjectionError for a rule without a cost model or a task without sizes."""
-    fixed = c["job_fixed"]
+    among them) cost job_fixed, plus plot_import and one `figure` per .png they write when they draw; a job of
+    MODEL_RULES pays model_setup on top of job_fixed where the costs have it (setup_units). Raises ProjectionError for a rule without a cost model or a task without sizes."""
+    fixed = c["job_fixed"] + (c.get("model_setup", 0.0) if rule in MODEL_RULES else 0.0)
     if rule in SUMMARY_RULES:
         pngs = figures_of(outputs)
         if not pngs:
@@ -332,8 +354,9 @@ def job_cost(rule: str, wc: dict[str, str], sizes: dict[str, tuple[int, int]], s
     if rule in ("decoder_probe", "decoder_probe_finetuned"):
         # decoder_probe: the pretrained model and its random initialisation; _finetuned: one per fine-tuned init
         models = 2 if rule == "decoder_probe" else max(s.inits, 1)
-        flops = sample * probe_forwards(s) + 10 * forward_flops(s.layers, s.hidden, s.params, 101)
-        per_flop = c["eval_example"] / forward_flops(s.layers, s.hidden, s.params, s.max_length)
+        # the induction probe: 10 sequences of a BOS token and 50 random tokens twice
+        flops = sample * probe_forwards(s, task) + 10 * forward_flops(s.layers, s.hidden, s.params, 101)
+        per_flop = c["eval_example"] / forward_flops(s.layers, s.hidden, s.params, *task_tokens(s, task))
         return fixed + models * flops * per_flop, f"{models} model(s) x {sample} ex. + induction probe"
     evaluated = _cap(dev, s.ablation_examples)
     if rule == "ablation_sweep":
@@ -370,19 +393,26 @@ def project(jobs, sizes: dict[str, tuple[int, int]], s: Settings, c: dict[str, f
     """One row per job (rule, wildcards[, outputs, benchmark] as parse_dry_run gives them): rule, model,
     wildcards, seconds, counted, benchmark. `models` maps a rule prefix (`minilm_l6__`; '' for the shared and the
     run's own rules) to (the model's name, its Settings); without it every job is `s`'s. Each job's units are
-    scale_costs of `c` to its model's Settings (measured at `measured_batch`, `measured_length`)."""
+    scale_costs of `c` to its model's Settings and task (measured at `measured_batch`, `measured_length`). Where
+    `c` has run_start (setup_units), one more row, RUN_START: the job server's start-up, once per call."""
     models = dict(models or {"": ("", s)})
     models.setdefault("", ("", s))
-    scaled = {p: scale_costs(c, st, measured_batch, measured_length) for p, (_, st) in models.items()}
+    scaled: dict[tuple[str, str | None], dict[str, float]] = {}
     rows = []
     for job in jobs:
         rule, wc = job[0], job[1]
         outputs = job[2] if len(job) > 2 else ()
         prefix, base = split_rule(rule, models)
         name, st = models[prefix]
-        sec, what = job_cost(base, wc, sizes, st, scaled[prefix], outputs)
+        key = (prefix, wc.get("task"))
+        if key not in scaled:
+            scaled[key] = scale_costs(c, st, measured_batch, measured_length, wc.get("task"))
+        sec, what = job_cost(base, wc, sizes, st, scaled[key], outputs)
         rows.append({"rule": rule, "model": name, "wildcards": wc, "seconds": sec, "counted": what,
                      "benchmark": job[3] if len(job) > 3 else None})
+    if "run_start" in c:  # the job server's imports, which the first jobs of a `snakemake` call wait for
+        rows.append({"rule": RUN_START, "model": "", "wildcards": {}, "seconds": c["run_start"],
+                     "counted": "once per snakemake call", "benchmark": None})
     return rows
 
 
@@ -492,19 +522,50 @@ def syntax_sentence_count(cfg: dict) -> int:
     return n
 
 
-def run_models(cfg: dict, size_of=None) -> dict[str, tuple[str, Settings]]:
+def token_lengths(model: str, source: Path, tasks, max_length: int) -> dict[str, tuple[float, float]]:
+    """task -> (mean, root mean square) tokens of the validation split's examples in a GLUE-layout directory under
+    the model's tokenizer (bertology.models.encoding.encode: the pair, truncated at max_length; local files
+    only); a task whose file is missing is left out (counted at max_length)."""
+    import numpy as np
+
+    from bertology.data import DataError, normalise, read_glue_split
+    from bertology.models.encoding import encode
+    from bertology.models.loading import load_tokenizer, resolve_model
+    from bertology.pipeline.tasks import get_task
+
+    tok = load_tokenizer(resolve_model(model))
+    out = {}
+    for task in tasks:
+        spec = get_task(task)
+        try:
+            frame = normalise(read_glue_split(source, spec, "validation"), spec)
+        except DataError:
+            continue
+        n = np.array([len(ids) for ids in encode(tok, frame, max_length)["input_ids"]], float)
+        out[task] = (float(n.mean()), float(np.sqrt((n ** 2).mean())))
+    return out
+
+
+def run_models(cfg: dict, size_of=None, lengths_of=None) -> dict[str, tuple[str, Settings]]:
     """Rule prefix -> (the model's short name, its Settings) for a run's config (merged with the defaults): one per
     entry of `models:` (bertology.pipeline.modelset: the entry's train/data overrides merged in, its size from
-    model_size), and '' for the shared and the run's own rules (the first model's, as rules/models.smk runs
-    them); a one-model run: '' only. size_of: model -> ModelSize (model_size by default)."""
+    model_size; its tasks' lengths from token_lengths where data.source is a GLUE-layout directory), and '' for
+    the shared and the run's own rules (the first model's, as rules/models.smk runs them); a one-model run: ''
+    only. size_of: model -> ModelSize (model_size by default); lengths_of: (model, max_length) -> token lengths."""
     from bertology.pipeline.modelset import model_config, model_entries, rule_prefix
 
     size_of = size_of or model_size
+    source = cfg["data"]["source"]
+    if lengths_of is None and source not in ("demo", "hub") and Path(source).is_dir():
+        def lengths_of(model, max_length):
+            return token_lengths(model, Path(source), cfg["tasks"], max_length)
     syntax = syntax_sentence_count(cfg)
     entries = model_entries(cfg)
     out = {}
     for e in entries:
-        settings = settings_from_config(model_config(cfg, e), size_of(e.model), syntax)
+        mc = model_config(cfg, e)
+        tokens = lengths_of(e.model, int(mc["data"]["max_length"])) if lengths_of else None
+        settings = settings_from_config(mc, size_of(e.model), syntax, tokens)
         out[rule_prefix(e.name) if cfg.get("models") else ""] = (e.name, settings)
     if cfg.get("models"):
         out[""] = ("", out[rule_prefix(entries[0].name)][1])
@@ -571,6 +632,42 @@ print(t1 - t0, sorted(times)[1])
 """
 
 
+SETUP_SCRIPT = """
+import sys, time
+from pathlib import Path
+t0 = time.perf_counter()
+from bertology.workflow.jobserver import preload
+preload()
+t1 = time.perf_counter()
+from transformers import BertConfig, BertForSequenceClassification
+from bertology.models.loading import load_classifier, load_tokenizer, resolve_model
+d = Path(sys.argv[1]) / "tiny"
+BertForSequenceClassification(BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                         intermediate_size=64, num_labels=2)).save_pretrained(d)
+load_tokenizer(resolve_model("minilm-l6")).save_pretrained(d)
+t2 = time.perf_counter()
+load_tokenizer(str(d))
+load_classifier(str(d), 2, seed=0)
+t3 = time.perf_counter()
+print(t1 - t0, t3 - t2)
+"""
+
+
+def setup_units(tmp: str) -> dict[str, float]:
+    """A local run's jobs fork from a job server that imported the steps' libraries once
+    (bertology.workflow.jobserver.PRELOAD): run_start, a fresh interpreter's import of them (the server's
+    start-up, which the run's first jobs wait for: once per `snakemake` call); model_setup, what a forked job
+    that loads a model pays after them: a tokenizer and a (tiny: 2 x 4, hidden 32) classifier through
+    bertology.models.loading (MODEL_RULES: the library's fixed work, not the weights' size); the median of 3."""
+    runs = []
+    for _ in range(3):
+        with tempfile.TemporaryDirectory(dir=tmp) as d:
+            res = subprocess.run([sys.executable, "-c", SETUP_SCRIPT, d], check=True, capture_output=True,
+                                 text=True, env=dict(os.environ, PYTHONPATH=str(REPO / "src")))
+        runs.append([float(x) for x in res.stdout.split()[-2:]])
+    return {"run_start": statistics.median(r[0] for r in runs), "model_setup": statistics.median(r[1] for r in runs)}
+
+
 def figure_units(tmp: str) -> dict[str, float]:
     """plot_import: what a fresh interpreter's import of numpy and bertology.pipeline.plotting (matplotlib) adds
     to job_fixed; figure: one figure of 2 x 3 heatmaps (12 x 12, colour bars, titles) saved through
@@ -615,6 +712,7 @@ def measure(args) -> dict:
     words = annotate_frame(frame, nlp, progress=False)
     c["annotate_example"] = (time.perf_counter() - t0) / len(frame)
     c.update(figure_units(args.tmp))
+    c.update(setup_units(args.tmp))
     print({k: round(v, 4) for k, v in c.items()}, flush=True)
 
     torch.manual_seed(0)
@@ -772,8 +870,9 @@ def main() -> int:
                         "are measured on the CPU")
     m.add_argument("--tmp", default=os.environ.get("TMPDIR", "/tmp"))
     m.add_argument("--out", default=str(OUT / "paper_costs.json"))
-    m.add_argument("--only", choices=["figures"],
-                   help="figures: add the units figure and plot_import to the existing --out file")
+    m.add_argument("--only", choices=["figures", "setup"],
+                   help="add the units figure and plot_import (figures), or run_start and model_setup (setup), "
+                        "to the existing --out file")
     p = sub.add_parser("project", help="the per-job table and total from costs files")
     p.add_argument("--costs", nargs="+", default=[str(OUT / "paper_costs.json")],
                    help="costs files (LABEL=FILE or FILE): one column each")
@@ -784,11 +883,13 @@ def main() -> int:
     args = ap.parse_args()
     sys.path.insert(0, str(REPO / "bench"))
     if args.mode == "measure":
-        if args.only == "figures":  # add the figure units to an existing costs file
+        if args.only:  # add the figure or set-up units to an existing costs file
             res = json.loads(Path(args.out).read_text())
-            res["costs"].update(figure_units(args.tmp))
-            res["figure_units"] = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                                   "load": os.getloadavg()}
+            load = os.getloadavg()
+            res["costs"].update(figure_units(args.tmp) if args.only == "figures" else setup_units(args.tmp))
+            res["costs"].pop("store_setup", None)
+            res[f"{args.only}_units"] = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                                         "load_before": load, "load_after": os.getloadavg()}
         else:
             res = measure(args)
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)

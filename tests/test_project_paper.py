@@ -76,6 +76,9 @@ def test_totals_per_rule():
     jobs = [("score", {"task": "x", "variant": v}) for v in ("pretrained", "finetuned")] + [("report", {})]
     rows = pp.project(jobs, SIZES, pp.Settings(), COSTS)  # BERT-base at 128 tokens: the units as measured
     assert pp.per_rule(rows) == {"score": (2, 2 * (1 + 10 * 0.25)), "report": (1, 1.0)}
+    # the job server's start-up: once per snakemake call
+    rows = pp.project(jobs, SIZES, pp.Settings(), dict(COSTS, run_start=4096.0))
+    assert pp.per_rule(rows)[pp.RUN_START] == (1, 4096.0) and len(rows) == len(jobs) + 1
 
 
 def test_parse_dry_run():
@@ -97,6 +100,13 @@ def test_a_summary_rule_pays_its_figures():
         pp.job_cost("compare", {}, SIZES, SETTINGS, {k: v for k, v in COSTS.items() if k != "figure"}, ("a.png",))
 
 
+def test_a_job_that_loads_a_model_pays_its_set_up():
+    c = dict(COSTS, model_setup=512.0)
+    assert pp.job_cost("score", {"task": "y"}, SIZES, SETTINGS, c)[0] == pytest.approx(1 + 512 + 3000 * 0.25)
+    assert pp.job_cost("extract_attention", {"task": "x"}, SIZES, SETTINGS, c)[0] == pytest.approx(1 + 512 + 10 * 8)
+    assert pp.job_cost("store_stats", {"task": "x"}, SIZES, SETTINGS, c)[0] == pytest.approx(1 + 10 * 32)
+
+
 def test_scaling_to_a_model_and_its_settings():
     assert pp.scale_costs(COSTS, pp.Settings()) == pytest.approx(COSTS)  # BERT-base, 128 tokens, batch 32
     # a model of half BERT-base's layers, hidden and weights, at 64 tokens, batch 8
@@ -115,6 +125,21 @@ def test_scaling_to_a_model_and_its_settings():
     # measured at batch 16 and 64 tokens: at those settings a step is as measured
     same = pp.Settings(batch_size=16, max_length=64)
     assert pp.scale_costs(COSTS, same, measured_batch=16, measured_length=64)["train_step"] == pytest.approx(16)
+
+
+def test_a_task_is_counted_at_its_examples_lengths():
+    # a task whose examples are 64 tokens costs what max_length 64 costs; mixed lengths: the maps by mean tokens^2
+    at64 = pp.scale_costs(COSTS, pp.Settings(max_length=64))
+    assert pp.scale_costs(COSTS, pp.Settings(tokens={"x": (64.0, 64.0)}), task="x") == pytest.approx(at64)
+    assert pp.scale_costs(COSTS, pp.Settings(tokens={"x": (64.0, 64.0)}), task="y") == pytest.approx(COSTS)
+    mixed = pp.scale_costs(COSTS, pp.Settings(tokens={"x": (64.0, 96.0)}), task="x")
+    assert mixed["onepass_example"] == pytest.approx(32 * 96 ** 2 / 128 ** 2)
+    # the lengths under a model's tokenizer (the embedded MiniLM) from a GLUE-layout directory, cut at max_length
+    lengths = pp.token_lengths("minilm-l6", pp.GLUE, ["rte", "mrpc"], 128)
+    if not lengths:
+        pytest.skip(f"no GLUE files in {pp.GLUE}")
+    for mean, rms in lengths.values():
+        assert 10 < mean <= rms <= 128
 
 
 def test_a_models_size_from_its_config_json(tmp_path):
@@ -176,9 +201,14 @@ def test_the_check_puts_measured_next_to_projected(tmp_path):
     bench("results/m/small-one/benchmarks/score/rte/pretrained.tsv", 2.0, 4.0)  # repeated: the mean, 3 s
     bench("results/m/small-one/benchmarks/score/rte/finetuned.tsv", 5.0)
     bench("results/m/small-one/benchmarks/old_rule/rte.tsv", 1.0)  # no job in the DAG: counted, not compared
+    for log, work in [("results/m/small-one/logs/score/rte/pretrained.log", 2.5),
+                      ("results/m/small-one/logs/score/rte/finetuned.log", 4.0)]:
+        (tmp_path / log).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / log).write_text(f"2026-11-29 11:00:00,000 INFO bertology.workflow.cli: score: work {work} s\n")
     measured = pc.measured_jobs(tmp_path)
-    assert measured["results/m/small-one/benchmarks/score/rte/pretrained.tsv"] == ("small_one__score", "small-one", 3.0)
-    assert measured["results/benchmarks/prepare_data/rte/train.tsv"] == ("prepare_data", "", 10.0)
+    assert measured["results/m/small-one/benchmarks/score/rte/pretrained.tsv"] == \
+        ("small_one__score", "small-one", 3.0, 2.5)
+    assert measured["results/benchmarks/prepare_data/rte/train.tsv"] == ("prepare_data", "", 10.0, None)
     rows = [{"rule": "prepare_data", "model": "", "seconds": 25.0,
              "benchmark": "results/benchmarks/prepare_data/rte/train.tsv"},
             {"rule": "small_one__score", "model": "small-one", "seconds": 4.0,
@@ -186,17 +216,22 @@ def test_the_check_puts_measured_next_to_projected(tmp_path):
             {"rule": "small_one__score", "model": "small-one", "seconds": 4.0,
              "benchmark": "results/m/small-one/benchmarks/score/rte/finetuned.tsv"},
             {"rule": "small_one__report", "model": "small-one", "seconds": 1.0,
-             "benchmark": "results/m/small-one/benchmarks/report/report.tsv"}]
-    res = pc.compare(measured, rows)
+             "benchmark": "results/m/small-one/benchmarks/report/report.tsv"},
+            {"rule": "all", "model": "", "seconds": 1.0, "benchmark": None}]
+    res = pc.compare(measured, rows, job_fixed=0.5)
     table = {e["rule"]: e for e in res["rules"]}
     assert table["prepare_data"] == {"rule": "prepare_data", "model": "(run)", "jobs": 1, "measured_s": 10.0,
-                                     "projected_s": 25.0, "ratio": 2.5, "within_2x": False}
-    assert table["small_one__score"]["jobs"] == 2 and table["small_one__score"]["ratio"] == pytest.approx(1.0)
-    assert table["small_one__score"]["within_2x"] and table["small_one__score"]["model"] == "small-one"
+                                     "projected_s": 25.0, "ratio": 2.5, "within_2x": False, "work_s": None}
+    score = table["small_one__score"]
+    assert score["jobs"] == 2 and score["ratio"] == pytest.approx(1.0) and score["within_2x"]
+    assert score["model"] == "small-one"
+    # the work alone: 2.5 + 4.0 s logged; projected 8 s less 2 x job_fixed 0.5
+    assert score["work_s"] == 6.5 and score["projected_work_s"] == 7.0 and score["work_ratio"] == pytest.approx(7 / 6.5)
     assert res["not_measured"] == ["small_one__report"]
     assert res["no_job"] == ["results/m/small-one/benchmarks/old_rule/rte.tsv"]
     md = pc.markdown(res, "t", ["load"])
-    assert "| prepare_data | (run) | 1 | 10.0 | 25.0 | 2.50 | no |" in md and "Within 2x: 1 of 2 rules" in md
+    assert "| prepare_data | (run) | 1 | 10.0 | 25.0 | 2.50 | no |  |  |  |" in md and "Within 2x: 1 of 2 rules" in md
+    assert "| small_one__score | small-one | 2 | 8.0 | 8.0 | 1.00 | yes | 6.5 | 7.0 | 1.08 |" in md
 
 
 def test_every_job_of_the_paper_dag_gets_a_cost(tmp_path):
