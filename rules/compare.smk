@@ -1,7 +1,7 @@
 # The rules of a run of several models over its models (rules/models.smk): the comparisons, the run's ledger, explorer
 # and report. Each runs its step (bertology.workflow.cli STEPS) with the config sections the step declares, its named
-# inputs and outputs (`step_files`); its log and benchmark under results/logs/, results/benchmarks/.
-from bertology.compare.common import FILES as COMPARE_FILES
+# inputs and outputs (`step_files`), its outputs as the registry declares them (`outputs`: bertology.analyses.compare,
+# bertology.analyses.ledger); its log and benchmark under results/logs/, results/benchmarks/.
 from bertology.pipeline.configjson import sections_json
 from bertology.workflow.cli import STEPS
 from bertology.workflow.models import compare_tables
@@ -12,14 +12,15 @@ RUN_STEP = "bertology {params.step} --config {params.config:q} {params.files} --
 # The comparisons over the models (step: bertology.steps.compare; docs/reference.md#compare): Gu et al.'s sink rate,
 # the best induction head, Kovaleva's pattern classes and the sieve roles per model, per-layer curves on relative
 # depth. The step reads each model's results root (`roots`); the rule waits for exactly the tables it reads there
-# (compare_tables). results/compare/{sinks,induction,patterns,roles,depth}.csv and .png
+# (compare_tables: bertology.analyses.compare.SOURCES). results/compare/{sinks,induction,patterns,roles,depth}.csv
+# and .png
 
 
 rule compare:
     input:
         tables=compare_tables({e.name: model_targets(e.name) for e in MODELS}),
     output:
-        **{name: layout.path("compare", file=file) for name, file in COMPARE_FILES.items()},
+        **outputs("compare"),
     params:
         step="compare",
         config=sections_json(config, STEPS["compare"].config),
@@ -47,10 +48,7 @@ rule models_ledger:
     input:
         ledgers=model_files("claims"),
     output:
-        ledger=layout.path("claims"),
-        markdown=layout.path("claims_md"),
-        forest=layout.path("figure", name="claims"),
-        counts=layout.path("compare", file="claims.csv"),
+        **outputs("models_ledger"),
     params:
         step="models_ledger",
         config=sections_json(config, STEPS["models_ledger"].config),
@@ -76,7 +74,7 @@ rule models_explorer:
         explorers=model_files("explorer"),
         reports=model_files("report"),
     output:
-        page=layout.path("explorer"),
+        **outputs("models_explorer"),
     params:
         step="models_explorer",
         config=sections_json(config, STEPS["models_explorer"].config),
@@ -108,7 +106,7 @@ rule models_report:
             *rules.models_explorer.output,
         ],
     output:
-        report=layout.path("report"),
+        **outputs("models_report"),
     params:
         step="models_report",
         config=sections_json(config, STEPS["models_report"].config),

@@ -91,6 +91,12 @@ def step_files(inputs=None):
     return lambda wildcards, input, output: step_args({}, input if inputs is None else inputs, output)
 
 
+def outputs(rule):
+    """The named outputs of `rule` (one of the run's own, over its models: rules/compare.smk) as the registry
+    declares them (bertology.registry.Registry.outputs); none is a directory or flagged for Snakemake's report."""
+    return REGISTRY.outputs(rule)
+
+
 def model_files(key, **values):
     """One path of layout template `key` under each model's results root, in the models' order."""
     return [layout.path(key, root=layout.model_root(e.name), **values) for e in MODELS]

@@ -17,7 +17,7 @@ from bertology.kovaleva.patterns import CLASSES
 from bertology.pipeline.config import validate_config
 from bertology.pipeline.errors import UserError
 from bertology.pipeline.layout import path
-from bertology.steps.compare import FILES, compare_roots, model_roots, read_model
+from bertology.steps.compare import SOURCE_PATHS, compare_roots, model_roots, output_paths, read_model
 from tests.builders.steps import run_step
 
 KINDS = {"dec": cmp.DECODER, "enc": cmp.ENCODER}
@@ -47,7 +47,7 @@ def test_relative_depth_puts_every_model_on_one_axis():
 
 
 def test_a_decoders_sink_rate_is_gus_share_of_example_layer_head():
-    table, layers = cmp.sinks({"dec": sink_rows()}, {}, {"dec": cmp.DECODER}, ["rte"])
+    table, layers = cmp.sinks({"dec": sink_rows()}, {}, {"dec": cmp.DECODER}, ["rte"], sources=SOURCE_PATHS)
     row = table.iloc[0]
     # example x layer x head over 0.3: (0,0) twice, (1,0) once: 3 of 8; 0.29 does not count, 0.31 does
     assert row["sink_rate"] == 3 / 8
@@ -61,12 +61,13 @@ def test_a_decoders_sink_rate_is_gus_share_of_example_layer_head():
 
 
 def test_epsilon_is_a_parameter():
-    table, _ = cmp.sinks({"dec": sink_rows()}, {}, {"dec": cmp.DECODER}, ["rte"], epsilon=0.05)
+    table, _ = cmp.sinks({"dec": sink_rows()}, {}, {"dec": cmp.DECODER}, ["rte"], epsilon=0.05,
+                         sources=SOURCE_PATHS)
     assert table.iloc[0]["sink_rate"] == 6 / 8 and table.iloc[0]["n_heads_over"] == 3
 
 
 def test_an_encoders_alpha0_is_the_cls_feature_and_its_per_sequence_rate_is_not_computed():
-    table, layers = cmp.sinks({}, {"enc": feature_rows()}, {"enc": cmp.ENCODER}, ["rte"])
+    table, layers = cmp.sinks({}, {"enc": feature_rows()}, {"enc": cmp.ENCODER}, ["rte"], sources=SOURCE_PATHS)
     row = table.iloc[0]
     assert (row["n_heads_over"], row["share_heads_over"]) == (1, 0.5)   # 0.31 counts, 0.29 does not
     assert np.isnan(row["sink_rate"]) and "per-head means" in row["note"]
@@ -77,7 +78,7 @@ def test_an_encoders_alpha0_is_the_cls_feature_and_its_per_sequence_rate_is_not_
 def test_a_missing_table_is_a_row_that_names_it():
     no_cls = feature_rows()[lambda d: d["feature"] != "cls"]
     table, layers = cmp.sinks({}, {"enc": no_cls}, {"dec": cmp.DECODER, "enc": cmp.ENCODER, "bare": cmp.ENCODER},
-                              ["rte"])
+                              ["rte"], sources=SOURCE_PATHS)
     notes = dict(zip(table["model"], table["note"]))
     assert notes["dec"] == "not computed: no stats/rte/decoder_sink.csv; no stats/rte/pretrained/sinks.csv"
     assert notes["bare"] == ("not computed: no stats/rte/pretrained/sinks.csv; "
@@ -90,7 +91,7 @@ def test_a_missing_table_is_a_row_that_names_it():
 def test_sinks_pool_over_tasks():
     sink = pd.concat([sink_rows("rte"), sink_rows("mrpc").assign(alpha_0=lambda d: d["alpha_0"] * 0)])
     feats = pd.concat([feature_rows("rte", (0.4, 0.2), n=10), feature_rows("mrpc", (0.1, 0.2), n=30)])
-    table, layers = cmp.sinks({"dec": sink}, {"enc": feats}, KINDS, ["rte", "mrpc"])
+    table, layers = cmp.sinks({"dec": sink}, {"enc": feats}, KINDS, ["rte", "mrpc"], sources=SOURCE_PATHS)
     pooled = table[table["task"] == cmp.POOLED].set_index("model")
     assert pooled.loc["dec", "sink_rate"] == 3 / 16 and pooled.loc["dec", "n"] == 4
     # head 0: (0.4 * 10 + 0.1 * 30) / 40 = 0.175, head 1: 0.2
@@ -111,7 +112,8 @@ def induction_rows() -> pd.DataFrame:
 
 
 def test_the_best_induction_head_is_the_largest_mean_over_sequences():
-    table = cmp.induction({"dec": induction_rows()}, {**KINDS, "bare": cmp.DECODER}, ["rte"]).set_index("model")
+    table = cmp.induction({"dec": induction_rows()}, {**KINDS, "bare": cmp.DECODER}, ["rte"],
+                          sources=SOURCE_PATHS).set_index("model")
     best = table.loc["dec"]
     assert (best["layer"], best["head"], best["score"], best["depth"]) == (1, 0, pytest.approx(0.7), 1.0)
     assert (best["layers"], best["heads"], best["n"], best["random_init_score"]) == (2, 2, 2, 0.2)
@@ -121,7 +123,7 @@ def test_the_best_induction_head_is_the_largest_mean_over_sequences():
 
 def test_a_tie_goes_to_the_first_head():
     rows = induction_rows().assign(induction=0.5)
-    best = cmp.induction({"dec": rows}, {"dec": cmp.DECODER}, ["rte"]).iloc[0]
+    best = cmp.induction({"dec": rows}, {"dec": cmp.DECODER}, ["rte"], sources=SOURCE_PATHS).iloc[0]
     assert (best["layer"], best["head"]) == (0, 0)
 
 
@@ -138,7 +140,7 @@ def test_pattern_shares_weigh_each_head_by_its_maps_and_pool_over_tasks():
     mrpc = pattern_rows("mrpc", "pretrained", 30, {(0, 0): "heterogeneous", (0, 1): "heterogeneous",
                                                     (1, 0): "heterogeneous", (1, 1): "heterogeneous"})
     table = cmp.patterns({"enc": pd.concat([rte, mrpc])}, {"enc": cmp.ENCODER, "dec": cmp.DECODER},
-                         ["rte", "mrpc"])
+                         ["rte", "mrpc"], sources=SOURCE_PATHS)
     share = table[table["model"] == "enc"].set_index(["task", "class"])["share"]
     assert share["rte", "vertical"] == 0.5 and share["rte", "diagonal"] == 0.25 and share["rte", "block"] == 0.25
     # pooled: 40 + 120 maps; vertical 20 of 160, heterogeneous 120 of 160
@@ -177,7 +179,7 @@ def test_role_shares_count_heads_and_heads_without_a_role():
 def test_roles_per_task_and_variant():
     pre = sieve_rows("rte", "pretrained", {(0, 0): {"local"}, (0, 1): set()})
     fine = sieve_rows("rte", "finetuned", {(0, 0): {"local"}, (0, 1): {"local"}})
-    table = cmp.roles({"enc": pd.concat([pre, fine])}, {"enc": cmp.ENCODER}, ["rte"])
+    table = cmp.roles({"enc": pd.concat([pre, fine])}, {"enc": cmp.ENCODER}, ["rte"], sources=SOURCE_PATHS)
     local = table[table["role"] == "local"].set_index("variant")["share"]
     assert (local["pretrained"], local["finetuned"]) == (0.5, 1.0)
 
@@ -192,12 +194,12 @@ def test_a_6_layer_and_a_12_layer_model_end_at_depth_1():
     six = pattern_rows("rte", "pretrained", 5, {(layer, 0): "vertical" for layer in range(6)})
     twelve = pattern_rows("rte", "pretrained", 5, {(layer, 0): "diagonal" for layer in range(12)})
     kinds = {"six": cmp.ENCODER, "twelve": cmp.ENCODER}
-    curves = cmp.pattern_layers({"six": six, "twelve": twelve}, kinds, ["rte"])
+    curves = cmp.pattern_layers({"six": six, "twelve": twelve}, kinds, ["rte"], sources=SOURCE_PATHS)
     last = curves[(curves["statistic"] == "pattern_vertical")].groupby("model").last()
     assert last.loc["six", "layer"] == 5 and last.loc["twelve", "layer"] == 11
     assert last.loc["six", "depth"] == last.loc["twelve", "depth"] == 1.0
     assert (last.loc["six", "value"], last.loc["twelve", "value"]) == (1.0, 0.0)
-    entropy = cmp.entropy_layers({"six": entropy_rows("rte", 6, 0.5)}, kinds, ["rte"])
+    entropy = cmp.entropy_layers({"six": entropy_rows("rte", 6, 0.5)}, kinds, ["rte"], sources=SOURCE_PATHS)
     ratio = entropy[entropy["statistic"] == "entropy_ratio"]
     assert ratio["value"].tolist() == pytest.approx([0.25 * (layer + 1) for layer in range(6)])
     assert entropy[entropy["model"] == "twelve"]["note"].tolist() == [
@@ -208,12 +210,12 @@ def test_depth_pools_tasks_and_cosine_only_where_fine_tuned():
     cos = pd.DataFrame([{"layer": layer, "head": h, "mean": 0.9 - 0.1 * layer + 0.02 * h, "std": 0.0, "n": 3,
                          "task": "rte"} for layer in range(3) for h in (0, 1)])
     kinds = {"enc": cmp.ENCODER, "dec": cmp.DECODER}
-    cosine = cmp.cosine_layers({"enc": cos}, kinds, ["rte", "mrpc"])
+    cosine = cmp.cosine_layers({"enc": cos}, kinds, ["rte", "mrpc"], sources=SOURCE_PATHS)
     assert set(cosine["model"]) == {"enc"}     # dec was never fine-tuned: no curve, no note
     assert cosine[cosine["task"] == "rte"]["value"].tolist() == pytest.approx([0.91, 0.81, 0.71])
     assert cosine[cosine["task"] == "mrpc"]["note"].tolist() == ["not computed: no stats/mrpc/cosine.csv"]
     entropy = cmp.entropy_layers({"enc": pd.concat([entropy_rows("rte", 2, 1.0), entropy_rows("mrpc", 2, 3.0)])},
-                                 {"enc": cmp.ENCODER}, ["rte", "mrpc"])
+                                 {"enc": cmp.ENCODER}, ["rte", "mrpc"], sources=SOURCE_PATHS)
     table = cmp.depth([cosine, entropy])
     pooled = table[(table["task"] == cmp.POOLED) & (table["statistic"] == "entropy")]
     assert pooled["value"].tolist() == [2.0, 4.0] and set(pooled["note"]) == {"pooled over rte, mrpc"}
@@ -282,15 +284,14 @@ def roots(tmp_path):
 
 def test_the_step_writes_every_table_and_figure(roots, tmp_path):
     roots["bare"].mkdir(parents=True)
-    out = tmp_path / "compare"
+    out = output_paths(tmp_path / "results")
     code = run_step("compare", validate_config({"tasks": ["rte", "mrpc"]}),
                     inputs={"roots": [str(r) for r in roots.values()]},
-                    outputs={name: str(out / file) for name, file in FILES.items()})
+                    outputs={name: str(file) for name, file in out.items()})
     assert code == 0
-    for name, file in FILES.items():
-        assert (out / file).stat().st_size > 0, name
-    tables = {name: pd.read_csv(out / f"{name}.csv", keep_default_na=False, na_values=[""])
-              for name in cmp.COLUMNS}
+    for name, file in out.items():
+        assert file.stat().st_size > 0, name
+    tables = {name: pd.read_csv(out[name], keep_default_na=False, na_values=[""]) for name in cmp.COLUMNS}
     for name, columns in cmp.COLUMNS.items():
         assert tuple(tables[name].columns) == columns, name
     sinks = tables["sinks"].set_index(["model", "task"])
@@ -316,7 +317,7 @@ def test_the_step_writes_every_table_and_figure(roots, tmp_path):
 def test_compare_roots_reads_what_exists(roots, tmp_path):
     roots.pop("bare")
     written = compare_roots(roots, ["rte"], tmp_path / "out")
-    assert set(written) == set(FILES) and all(p.exists() for p in written.values())
+    assert written == output_paths(tmp_path / "out") and all(p.exists() for p in written.values())
     assert set(read_model(roots["dec"], ["rte"])) == {"decoder_sink", "decoder_induction", "patterns", "sieve",
                                                       "entropy"}
     forced = compare_roots(roots, ["rte"], tmp_path / "forced", kinds={"dec": cmp.ENCODER})
@@ -328,12 +329,12 @@ def test_bad_roots_are_one_line(tmp_path, capsys):
     with pytest.raises(UserError, match="share the name a"):
         model_roots([tmp_path / "x" / "a", tmp_path / "y" / "a"])
     code = run_step("compare", validate_config({"tasks": ["rte"]}), inputs={"roots": [str(tmp_path / "nope")]},
-                    outputs={name: str(tmp_path / file) for name, file in FILES.items()})
+                    outputs={name: str(file) for name, file in output_paths(tmp_path).items()})
     err = capsys.readouterr().err
     assert code == 1 and err.strip().count("\n") == 0 and "no such model results directory" in err
 
 
 def test_the_figures_draw_what_is_not_computed(tmp_path):
-    table, _ = cmp.sinks({}, {}, {"bare": cmp.ENCODER}, ["rte"])
+    table, _ = cmp.sinks({}, {}, {"bare": cmp.ENCODER}, ["rte"], sources=SOURCE_PATHS)
     assert figures.sinks_figure(table, tmp_path / "s.png").stat().st_size > 0
     assert figures.depth_figure(cmp.depth([]), tmp_path / "d.png").stat().st_size > 0

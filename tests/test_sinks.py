@@ -10,8 +10,10 @@ import pytest
 from bertology import compare as cmp
 from bertology.analyses import REGISTRY
 from bertology.attention.onepass import Job, reduce_store
-from bertology.compare.common import SOURCES
+from bertology.analyses.compare import SOURCES
+from bertology.analyses.decoders import SINKS
 from bertology.attention.sinks import SINK_COLUMNS, SinkKernel, first_token_alpha, head_table
+from bertology.steps.compare import SOURCE_PATHS
 from bertology.store import open_store
 from tests.builders import kovaleva as kb
 
@@ -110,7 +112,7 @@ def test_the_registry_runs_the_kernel_in_the_one_read():
     assert declared["sinks"].path == "stats/{task}/{variant}/sinks.csv"
     assert declared["sinks"].columns == SINK_COLUMNS
     assert "results/stats/rte/pretrained/sinks.csv" in REGISTRY.store_targets(["rte"], ["pretrained"])
-    assert SOURCES["sinks"] == ("variant_stat", "sinks.csv", ("pretrained",))  # the compare rule waits for it
+    assert SOURCES["sinks"] == (SINKS, ("pretrained",))  # the compare rule waits for it
 
 
 def store_sink_rows(task: str = "rte") -> pd.DataFrame:
@@ -125,7 +127,8 @@ def store_sink_rows(task: str = "rte") -> pd.DataFrame:
 def test_an_encoders_sink_rate_comes_from_its_stores_alpha0():
     features = {"enc": pd.DataFrame([{"layer": 0, "head": h, "feature": "cls", "mean": 0.0, "std": 0.0, "n": 2,
                                       "task": "rte", "variant": "pretrained"} for h in (0, 1)])}
-    table, layers = cmp.sinks({}, features, {"enc": cmp.ENCODER}, ["rte"], store={"enc": store_sink_rows()})
+    table, layers = cmp.sinks({}, features, {"enc": cmp.ENCODER}, ["rte"], store={"enc": store_sink_rows()},
+                              sources=SOURCE_PATHS)
     row = table.iloc[0]
     assert row["sink_rate"] == 2 / 4                        # 0.9 and 0.31 exceed 0.3; 0.1 and 0.27 do not
     assert row["source"] == "sinks.csv alpha_0" and row["note"] == "" and row["n"] == 2
@@ -136,7 +139,7 @@ def test_an_encoders_sink_rate_comes_from_its_stores_alpha0():
 def test_without_sinks_csv_an_encoder_falls_back_to_the_cls_feature():
     features = pd.DataFrame([{"layer": 0, "head": h, "feature": "cls", "mean": v, "std": 0.1, "n": 10,
                               "task": "rte", "variant": "pretrained"} for h, v in ((0, 0.31), (1, 0.29))])
-    table, _ = cmp.sinks({}, {"enc": features}, {"enc": cmp.ENCODER}, ["rte"], store={})
+    table, _ = cmp.sinks({}, {"enc": features}, {"enc": cmp.ENCODER}, ["rte"], store={}, sources=SOURCE_PATHS)
     row = table.iloc[0]
     assert row["source"] == "features.csv cls" and np.isnan(row["sink_rate"]) and "per-head means" in row["note"]
 
@@ -145,7 +148,8 @@ def test_a_decoder_keeps_the_probes_alpha0_and_pools_one_source():
     probe = pd.DataFrame([{"variant": "pretrained", "example": e, "layer": 0, "head": 0, "alpha_0": 0.9, "n": 64}
                           for e in range(3)]).assign(task="rte")
     store = {"dec": pd.concat([store_sink_rows("rte"), store_sink_rows("mrpc")], ignore_index=True)}
-    table, _ = cmp.sinks({"dec": probe}, {}, {"dec": cmp.DECODER}, ["rte", "mrpc"], store=store)
+    table, _ = cmp.sinks({"dec": probe}, {}, {"dec": cmp.DECODER}, ["rte", "mrpc"], store=store,
+                         sources=SOURCE_PATHS)
     rows = table.set_index("task")
     assert rows.loc["rte", "source"] == "decoder_sink.csv alpha_0" and rows.loc["rte", "sink_rate"] == 1.0
     # no probe rows for mrpc: the store's alpha_0, said so

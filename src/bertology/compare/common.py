@@ -3,8 +3,9 @@ from its per-head tables, the rows of one model and task, and the one wording of
 
 A comparison takes per-model tables: model short name -> one DataFrame, the model's table of that name read
 from its results root for every task (and store variant) and concatenated, with a ``task`` column (and a
-``variant`` column for the per-variant tables). A model absent from the mapping, or a task without rows, is
-"not computed" (docs/reference.md#compare).
+``variant`` column for the per-variant tables), and ``sources``: each table's path text under a model's results
+root, by the table's name (what the step read: bertology.analyses.compare.SOURCES). A model absent from the
+mapping, or a task without rows, is "not computed", its note naming the table's path (docs/reference.md#compare).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from bertology.pipeline.layout import rel
+from bertology.pipeline.layout import fill
 
 ENCODER, DECODER = "encoder", "decoder"
 KINDS = (ENCODER, DECODER)
@@ -24,23 +25,6 @@ POOLED = "all"
 
 #: the store variants a comparison reads: the pretrained model, and the first seed's fine-tuned one where it exists
 VARIANTS = ("pretrained", "finetuned")
-
-#: each output of the step (its name on the command line) and its file name in the output directory
-FILES = {"sinks": "sinks.csv", "induction": "induction.csv", "patterns": "patterns.csv", "roles": "roles.csv",
-         "depth": "depth.csv", "sinks_figure": "sinks.png", "depth_figure": "depth.png",
-         "patterns_figure": "patterns.png", "roles_figure": "roles.png"}
-
-#: the tables a comparison reads: name -> (layout template, its file for variant_stat, the store variants read)
-SOURCES: dict[str, tuple[str, str | None, tuple[str, ...]]] = {
-    "decoder_sink": ("decoder_sink", None, ()),
-    "decoder_induction": ("decoder_induction", None, ()),
-    "cosine": ("cosine", None, ()),
-    "features": ("variant_stat", "features.csv", ("pretrained",)),
-    "sinks": ("variant_stat", "sinks.csv", ("pretrained",)),
-    "patterns": ("variant_stat", "patterns.csv", VARIANTS),
-    "sieve": ("variant_stat", "sieve.csv", VARIANTS),
-    "entropy": ("variant_stat", "entropy.csv", VARIANTS),
-}
 
 
 def relative_depth(layer: int | np.ndarray | pd.Series, layers: int | np.ndarray | pd.Series):
@@ -70,14 +54,16 @@ def rows_of(tables: Mapping[str, pd.DataFrame], model: str, task: str | None = N
     return table[keep]
 
 
-def missing(key: str, task: str, **values: str) -> str:
-    """The note of a row that could not be computed: the model's table it lacks (a template of
-    :mod:`bertology.pipeline.layout`), relative to its results root.
+def missing(sources: Mapping[str, str], source: str, task: str, **values: str) -> str:
+    """The note of a row that could not be computed: the model's table it lacks, relative to its results root.
+    sources: each source's path text under a model's results root, by its name (the caller's: the step passes
+    bertology.analyses.compare.SOURCES' paths); source: the name of the table lacked; the path's task and other
+    fields (`values`) filled.
 
-    >>> missing("variant_stat", "rte", variant="pretrained", file="patterns.csv")
-    'not computed: no stats/rte/pretrained/patterns.csv'
+    >>> missing({"patterns": "stats/{task}/{variant}/classes.csv"}, "patterns", "rte", variant="pretrained")
+    'not computed: no stats/rte/pretrained/classes.csv'
     """
-    return f"not computed: no {rel(key, task=task, **values)}"
+    return f"not computed: no {fill(sources[source], task=task, **values)}"
 
 
 def pooled_note(tasks: Sequence[str]) -> str:

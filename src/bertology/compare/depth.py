@@ -39,10 +39,11 @@ def _not_computed(model: str, task: str, kind: str, variant: str, statistic: str
                    "note": note}], DEPTH_COLUMNS)
 
 
-def pattern_layers(patterns: Mapping[str, pd.DataFrame], kinds: Mapping[str, str],
-                   tasks: Sequence[str]) -> pd.DataFrame:
+def pattern_layers(patterns: Mapping[str, pd.DataFrame], kinds: Mapping[str, str], tasks: Sequence[str], *,
+                   sources: Mapping[str, str]) -> pd.DataFrame:
     """Each pattern class's share per layer (statistic ``pattern_{class}``): per head its fraction of maps
-    (0 where the head has no row of the class), mean over the layer's heads; per model, task and variant."""
+    (0 where the head has no row of the class), mean over the layer's heads; per model, task and variant.
+    sources: the path text of each source (``patterns``), for the notes (:mod:`bertology.compare.common`)."""
     out = []
     for model, kind in kinds.items():
         for variant in _variants(patterns, model):
@@ -51,7 +52,7 @@ def pattern_layers(patterns: Mapping[str, pd.DataFrame], kinds: Mapping[str, str
                 rows = rows[(rows["layer"] >= 0) & (rows["head"] >= 0)] if len(rows) else rows
                 if len(rows) == 0:
                     out.append(_not_computed(model, task, kind, variant, "pattern",
-                                             missing("variant_stat", task, variant=variant, file="patterns.csv")))
+                                             missing(sources, "patterns", task, variant=variant)))
                     continue
                 layers, _ = size(rows)
                 wide = rows.pivot_table(index=["layer", "head"], columns="class", values="fraction",
@@ -63,11 +64,12 @@ def pattern_layers(patterns: Mapping[str, pd.DataFrame], kinds: Mapping[str, str
     return pd.concat(out, ignore_index=True) if out else frame([], DEPTH_COLUMNS)
 
 
-def entropy_layers(entropy: Mapping[str, pd.DataFrame], kinds: Mapping[str, str],
-                   tasks: Sequence[str]) -> pd.DataFrame:
+def entropy_layers(entropy: Mapping[str, pd.DataFrame], kinds: Mapping[str, str], tasks: Sequence[str], *,
+                   sources: Mapping[str, str]) -> pd.DataFrame:
     """Attention entropy per layer: ``entropy`` = the mean over heads of each head's mean entropy of its query
     rows (feature ``all``, nats); ``entropy_ratio`` = the mean over heads of that entropy over the head's uniform
-    reference (feature ``uniform``: ln n, on a causal map ln(t + 1)), comparable across tokenizers and lengths."""
+    reference (feature ``uniform``: ln n, on a causal map ln(t + 1)), comparable across tokenizers and lengths.
+    sources: the path text of each source (``entropy``), for the notes (:mod:`bertology.compare.common`)."""
     out = []
     for model, kind in kinds.items():
         for variant in _variants(entropy, model):
@@ -77,7 +79,7 @@ def entropy_layers(entropy: Mapping[str, pd.DataFrame], kinds: Mapping[str, str]
                         if len(rows) else pd.DataFrame())
                 if "all" not in wide or "uniform" not in wide:
                     out.append(_not_computed(model, task, kind, variant, "entropy",
-                                             missing("variant_stat", task, variant=variant, file="entropy.csv")))
+                                             missing(sources, "entropy", task, variant=variant)))
                     continue
                 layers, _ = size(wide.reset_index())
                 labels = {"model": model, "task": task, "kind": kind, "variant": variant}
@@ -88,10 +90,13 @@ def entropy_layers(entropy: Mapping[str, pd.DataFrame], kinds: Mapping[str, str]
     return pd.concat(out, ignore_index=True) if out else frame([], DEPTH_COLUMNS)
 
 
-def cosine_layers(cosine: Mapping[str, pd.DataFrame], kinds: Mapping[str, str], tasks: Sequence[str]) -> pd.DataFrame:
+def cosine_layers(cosine: Mapping[str, pd.DataFrame], kinds: Mapping[str, str], tasks: Sequence[str], *,
+                  sources: Mapping[str, str]) -> pd.DataFrame:
     """The pretrained-vs-fine-tuned cosine per layer (statistic ``cosine``, variant ``finetuned``: the first
     seed's fine-tuned model against the pretrained one): the mean over the layer's heads of each head's mean cosine.
-    Only where the model has a cosine.csv for some task: a model that was not fine-tuned has no curve and no note."""
+    Only where the model has a cosine.csv for some task: a model that was not fine-tuned has no curve and no note.
+    sources: the path text of each source (``cosine``: the first seed's), for the notes
+    (:mod:`bertology.compare.common`)."""
     out = []
     for model, kind in kinds.items():
         if len(rows_of(cosine, model)) == 0:
@@ -99,7 +104,7 @@ def cosine_layers(cosine: Mapping[str, pd.DataFrame], kinds: Mapping[str, str], 
         for task in tasks:
             rows = rows_of(cosine, model, task)
             if len(rows) == 0:
-                out.append(_not_computed(model, task, kind, "finetuned", "cosine", missing("cosine", task, seedtag="")))
+                out.append(_not_computed(model, task, kind, "finetuned", "cosine", missing(sources, "cosine", task)))
                 continue
             layers, _ = size(rows)
             out.append(layer_curve(rows.assign(value=rows["mean"]), layers, model=model, task=task, kind=kind,

@@ -36,13 +36,15 @@ def best_head(rows: pd.DataFrame, column: str = "induction") -> dict[str, object
             "n": int(top["n"])}
 
 
-def induction(decoder_induction: Mapping[str, pd.DataFrame], kinds: Mapping[str, str],
-              tasks: Sequence[str]) -> pd.DataFrame:
+def induction(decoder_induction: Mapping[str, pd.DataFrame], kinds: Mapping[str, str], tasks: Sequence[str], *,
+              sources: Mapping[str, str]) -> pd.DataFrame:
     """induction.csv: per model and task the pretrained model's best induction head (:func:`best_head`) and, as
     random_init_score, the best mean score of its random initialisation (empty without those rows).
 
     decoder_induction: model -> its decoder_induction.csv rows of every task (a ``task`` column); kinds: model ->
-    encoder | decoder. An encoder, or a decoder without the task's table, is a row with only its note."""
+    encoder | decoder; sources: the path text of each source (``decoder_induction``), for the notes
+    (:mod:`bertology.compare.common`). An encoder, or a decoder without the task's table, is a row with only its
+    note."""
     out = []
     for model, kind in kinds.items():
         for task in tasks:
@@ -53,7 +55,7 @@ def induction(decoder_induction: Mapping[str, pd.DataFrame], kinds: Mapping[str,
             rows = rows_of(decoder_induction, model, task)
             trained = rows[rows["variant"] == "pretrained"].dropna(subset=["induction"]) if len(rows) else rows
             if len(trained) == 0:
-                out.append({**base, "note": missing("decoder_induction", task)})
+                out.append({**base, "note": missing(sources, "decoder_induction", task)})
                 continue
             random = rows[rows["variant"] == "random-init"].dropna(subset=["induction"])
             reference = head_means(random)["score"].max() if len(random) else float("nan")

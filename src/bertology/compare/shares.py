@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import pandas as pd
 
@@ -46,10 +46,11 @@ def role_shares(rows: pd.DataFrame) -> pd.DataFrame:
     return table.assign(share=table["heads"] / n_heads if n_heads else float("nan"))
 
 
-def _shares(tables: Mapping[str, pd.DataFrame], kinds: Mapping[str, str], tasks: Sequence[str], file: str,
+def _shares(tables: Mapping[str, pd.DataFrame], kinds: Mapping[str, str], tasks: Sequence[str], note: Callable,
             compute, columns: Sequence[str]) -> pd.DataFrame:
     """One table of shares: per model, store variant (pretrained; fine-tuned where the model has its rows for a
-    task) and task, `compute` over that task's rows, then over every task's rows pooled (two or more tasks)."""
+    task) and task, `compute` over that task's rows, then over every task's rows pooled (two or more tasks); a
+    task without rows is a row with only its note, ``note(task, variant)``."""
     out = []
     for model, kind in kinds.items():
         present = set(rows_of(tables, model)["variant"]) if len(rows_of(tables, model)) else set()
@@ -60,7 +61,7 @@ def _shares(tables: Mapping[str, pd.DataFrame], kinds: Mapping[str, str], tasks:
                 rows = rows_of(tables, model, task, variant)
                 if len(rows) == 0:
                     out.append(frame([{**base, "task": task,
-                                       "note": missing("variant_stat", task, variant=variant, file=file)}], columns))
+                                       "note": note(task, variant)}], columns))
                     continue
                 out.append(compute(rows).assign(**base, task=task, note=""))
                 done.append(task)
@@ -71,16 +72,22 @@ def _shares(tables: Mapping[str, pd.DataFrame], kinds: Mapping[str, str], tasks:
     return pd.concat([f[list(columns)] for f in out], ignore_index=True) if out else frame([], columns)
 
 
-def patterns(tables: Mapping[str, pd.DataFrame], kinds: Mapping[str, str], tasks: Sequence[str]) -> pd.DataFrame:
+def patterns(tables: Mapping[str, pd.DataFrame], kinds: Mapping[str, str], tasks: Sequence[str], *,
+             sources: Mapping[str, str]) -> pd.DataFrame:
     """patterns.csv of the comparison (PATTERN_COLUMNS): every class's share of the maps per model, task and
-    variant, and pooled over tasks. tables: model -> its patterns.csv rows (``task``, ``variant`` columns)."""
-    return _shares(tables, kinds, tasks, "patterns.csv", class_shares, PATTERN_COLUMNS)
+    variant, and pooled over tasks. tables: model -> its patterns.csv rows (``task``, ``variant`` columns);
+    sources: the path text of each source (``patterns``), for the notes (:mod:`bertology.compare.common`)."""
+    return _shares(tables, kinds, tasks, lambda task, variant: missing(sources, "patterns", task, variant=variant),
+                   class_shares, PATTERN_COLUMNS)
 
 
-def roles(tables: Mapping[str, pd.DataFrame], kinds: Mapping[str, str], tasks: Sequence[str]) -> pd.DataFrame:
+def roles(tables: Mapping[str, pd.DataFrame], kinds: Mapping[str, str], tasks: Sequence[str], *,
+          sources: Mapping[str, str]) -> pd.DataFrame:
     """roles.csv of the comparison (ROLE_COLUMNS): the share of heads per sieve role per model, task and variant,
-    and pooled over tasks. tables: model -> its sieve.csv rows (``task``, ``variant`` columns)."""
-    return _shares(tables, kinds, tasks, "sieve.csv", role_shares, ROLE_COLUMNS)
+    and pooled over tasks. tables: model -> its sieve.csv rows (``task``, ``variant`` columns); sources: the path
+    text of each source (``sieve``), for the notes (:mod:`bertology.compare.common`)."""
+    return _shares(tables, kinds, tasks, lambda task, variant: missing(sources, "sieve", task, variant=variant),
+                   role_shares, ROLE_COLUMNS)
 
 
 __all__ = ["NO_ROLE", "PATTERN_COLUMNS", "ROLE_COLUMNS", "class_shares", "patterns", "role_shares", "roles"]

@@ -27,7 +27,7 @@ import pandas as pd
 from bertology.compare.common import DECODER, ENCODER, POOLED, frame, missing, pooled_note, relative_depth, rows_of, size
 from bertology.compare.depth import DEPTH_COLUMNS
 from bertology.decoders.heads import SINK_EPSILON
-from bertology.pipeline.layout import rel
+from bertology.pipeline.layout import fill
 
 SINK_COLUMNS = ("model", "task", "kind", "source", "layers", "heads", "epsilon", "sink_rate", "share_heads_over",
                 "n_heads_over", "mean_alpha0", "n", "note")
@@ -86,40 +86,44 @@ def _heads(source: str, rows: pd.DataFrame, epsilon: float) -> tuple[pd.DataFram
 
 
 def task_rows(source: str, decoder_sink: Mapping[str, pd.DataFrame], features: Mapping[str, pd.DataFrame],
-              store: Mapping[str, pd.DataFrame], model: str, task: str) -> tuple[pd.DataFrame, str]:
+              store: Mapping[str, pd.DataFrame], model: str, task: str, *,
+              sources: Mapping[str, str]) -> tuple[pd.DataFrame, str]:
     """One model's rows of one task from `source` (the pretrained model's; per-example rows with an ``example``
-    column) and, where it has none, the note naming what it lacks."""
+    column) and, where it has none, the note naming what it lacks (its path from `sources`: the path text of each
+    source table, ``decoder_sink``, ``sinks``, ``features``)."""
     if source == PROBE:
         rows = rows_of(decoder_sink, model, task)
-        return (rows[rows["variant"] == "pretrained"] if len(rows) else rows), missing("decoder_sink", task)
+        return (rows[rows["variant"] == "pretrained"] if len(rows) else rows), missing(sources, "decoder_sink", task)
     if source == STORE:
         rows = rows_of(store, model, task, "pretrained").rename(columns={"example_idx": "example"})
-        return rows, missing("variant_stat", task, variant="pretrained", file="sinks.csv")
+        return rows, missing(sources, "sinks", task, variant="pretrained")
     table = rows_of(features, model, task, "pretrained")
     if len(table) == 0:
-        return table, missing("variant_stat", task, variant="pretrained", file="features.csv")
+        return table, missing(sources, "features", task, variant="pretrained")
     return table[table["feature"] == "cls"], (
-        f"not computed: {rel('variant_stat', task=task, variant='pretrained', file='features.csv')} has no cls rows "
+        f"not computed: {fill(sources['features'], task=task, variant='pretrained')} has no cls rows "
         f"(the tokenizer adds no leading special token)")
 
 
 def sinks(decoder_sink: Mapping[str, pd.DataFrame], features: Mapping[str, pd.DataFrame],
           kinds: Mapping[str, str], tasks: Sequence[str], epsilon: float = SINK_EPSILON, *,
-          store: Mapping[str, pd.DataFrame] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+          store: Mapping[str, pd.DataFrame] | None = None,
+          sources: Mapping[str, str]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Gu et al.'s sink statistics of every model, per task and (with two or more tasks) pooled over them.
 
     decoder_sink: model -> its decoder_sink.csv rows (every task, a ``task`` column); features: model -> its
     pretrained features.csv rows (``task``, ``variant`` columns); store: model -> its pretrained sinks.csv rows
-    (``task``, ``variant`` columns); kinds: model -> encoder | decoder (the order of the models). Each task's rows
-    come from the first source of the kind's :data:`ORDER` that has them. Returns (sinks.csv: SINK_COLUMNS, one row
-    per model and task; its alpha_0 per layer: depth.csv rows). A task no source has is a row with only its note,
-    naming what each source lacks."""
+    (``task``, ``variant`` columns); kinds: model -> encoder | decoder (the order of the models); sources: the
+    path text of each source table (``decoder_sink``, ``sinks``, ``features``), for the notes
+    (:mod:`bertology.compare.common`). Each task's rows come from the first source of the kind's :data:`ORDER`
+    that has them. Returns (sinks.csv: SINK_COLUMNS, one row per model and task; its alpha_0 per layer: depth.csv
+    rows). A task no source has is a row with only its note, naming what each source lacks."""
     store = store or {}
     out, curves = [], []
     for model, kind in kinds.items():
         pooled: dict[str, list[tuple[str, pd.DataFrame]]] = {}
         for task in tasks:
-            found = [(source, *task_rows(source, decoder_sink, features, store, model, task))
+            found = [(source, *task_rows(source, decoder_sink, features, store, model, task, sources=sources))
                      for source in ORDER[kind]]
             source, rows, _ = next((f for f in found if len(f[1])), found[0])
             base = {"model": model, "task": task, "kind": kind, "source": source, "epsilon": epsilon}

@@ -97,9 +97,12 @@ TEMPLATES: Mapping[str, str] = {
     # the claims ledger (rules/claims.smk)
     "claims": "claims.csv",
     "claims_md": "claims.md",
-    # a run of several models: the comparisons over them (rules/models.smk; each model's own results under
-    # results/m/{name}/, model_root)
-    "compare": "compare/{file}",
+    # a run of several models: the comparisons over them, {name} sinks | induction | patterns | roles | depth,
+    # and the ledger's counts across models (rules/compare.smk; each model's own results under results/m/{name}/,
+    # model_root)
+    "compare_table": "compare/{name}.csv",
+    "compare_figure": "compare/{name}.png",
+    "models_counts": "compare/claims.csv",
     # the two pages
     "report": "report.html",
     "explorer": "explorer.html",

@@ -151,7 +151,7 @@ def compare_block(results: Path, inputs: Sequence[str]) -> str:
     its title with its caption; "" when none is."""
     parts = []
     for name, title, caption in COMPARISONS:
-        table, figure = layout.rel("compare", file=f"{name}.csv"), layout.rel("compare", file=f"{name}.png")
+        table, figure = layout.rel("compare_table", name=name), layout.rel("compare_figure", name=name)
         shown = ([figure_html(results / figure, caption=f"{name}: {caption}")] if figure in inputs else [])
         if table not in inputs and not shown:
             continue
@@ -194,7 +194,7 @@ def build_models_report(results: Path, config: dict, inputs: Sequence[str], conf
     parts = ['<section id="claims"><h2>Claims checked on each model</h2>',
              models_matrix_html(ledger, models, confidence, reports)]
     nav = ['<a href="#claims">Claims</a>']
-    counts = layout.rel("compare", file="claims.csv")
+    counts = layout.rel("models_counts")
     if counts in inputs:
         parts.append('<h3 id="claims-across">Across models</h3>' + counts_html(pd.read_csv(results / counts)))
     forest = layout.rel("figure", name="claims")

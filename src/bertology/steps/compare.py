@@ -1,5 +1,7 @@
-"""The step ``compare``: every model's tables read from its results root, compared (:mod:`bertology.compare`),
-written as results/compare/{sinks,induction,patterns,roles,depth}.csv and four figures.
+"""The step ``compare``: every model's tables read from its results root (the sources the registry declares,
+:data:`bertology.analyses.compare.SOURCES`), compared (:mod:`bertology.compare`), written at its declared outputs
+(:data:`bertology.analyses.compare.OUTPUTS`: results/compare/{sinks,induction,patterns,roles,depth}.csv and four
+figures).
 
 ``bertology compare --input roots=results/m/a --input roots=results/m/b --output sinks=... --config JSON``: one
 ``roots`` input per model (a Snakemake rule's list input gives one each), the model's short name its directory's
@@ -15,11 +17,11 @@ import numpy as np
 import pandas as pd
 
 from bertology import compare as cmp
+from bertology.analyses.compare import OUTPUTS, SOURCES
 from bertology.compare import figures
-from bertology.compare.common import FILES, SOURCES
 from bertology.pipeline.errors import UserError
 from bertology.pipeline.io import write_csv
-from bertology.pipeline.layout import path
+from bertology.pipeline.layout import fill, join
 from bertology.steps.context import StepContext
 
 
@@ -34,20 +36,23 @@ def _read(file: str) -> pd.DataFrame | None:
     return table if len(table) else None
 
 
+#: each source's path text under a model's results root, by name: what the notes of a table lacked name
+SOURCE_PATHS = {name: text for name, (text, _) in SOURCES.items()}
+
+
 def read_model(root: str | Path, tasks: Sequence[str]) -> dict[str, pd.DataFrame]:
     """Every table of SOURCES a model's results root holds, each over every task (a ``task`` column, and a
     ``variant`` column for the per-variant tables); a table no task has is left out."""
     out = {}
-    for name, (key, file, variants) in SOURCES.items():
+    for name, (text, variants) in SOURCES.items():
         frames = []
         for task in tasks:
             if not variants:
-                values = {"seedtag": ""} if key == "cosine" else {}
-                table = _read(path(key, root=root, task=task, **values))
+                table = _read(join(root, fill(text, task=task)))
                 if table is not None:
                     frames.append(table.assign(task=task))
             for variant in variants:
-                table = _read(path(key, root=root, task=task, variant=variant, file=file))
+                table = _read(join(root, fill(text, task=task, variant=variant)))
                 if table is not None:
                     frames.append(table.assign(task=task, variant=variant))
         if frames:
@@ -72,18 +77,20 @@ def compare_tables(models: Mapping[str, Mapping[str, pd.DataFrame]], tasks: Sequ
     def by_model(name: str) -> dict[str, pd.DataFrame]:
         return {m: t[name] for m, t in models.items() if name in t}
 
+    src = SOURCE_PATHS
     sinks, sink_layers = cmp.sinks(by_model("decoder_sink"), by_model("features"), kinds, tasks,
-                                   store=by_model("sinks"))
-    curves = cmp.depth([sink_layers, cmp.pattern_layers(by_model("patterns"), kinds, tasks),
-                        cmp.entropy_layers(by_model("entropy"), kinds, tasks),
-                        cmp.cosine_layers(by_model("cosine"), kinds, tasks)])
-    return {"sinks": sinks, "induction": cmp.induction(by_model("decoder_induction"), kinds, tasks),
-            "patterns": cmp.patterns(by_model("patterns"), kinds, tasks),
-            "roles": cmp.roles(by_model("sieve"), kinds, tasks), "depth": curves}
+                                   store=by_model("sinks"), sources=src)
+    curves = cmp.depth([sink_layers, cmp.pattern_layers(by_model("patterns"), kinds, tasks, sources=src),
+                        cmp.entropy_layers(by_model("entropy"), kinds, tasks, sources=src),
+                        cmp.cosine_layers(by_model("cosine"), kinds, tasks, sources=src)])
+    return {"sinks": sinks, "induction": cmp.induction(by_model("decoder_induction"), kinds, tasks, sources=src),
+            "patterns": cmp.patterns(by_model("patterns"), kinds, tasks, sources=src),
+            "roles": cmp.roles(by_model("sieve"), kinds, tasks, sources=src), "depth": curves}
 
 
 def write_outputs(tables: Mapping[str, pd.DataFrame], outputs: Mapping[str, str | Path]) -> dict[str, Path]:
-    """Write each table of the comparison and its figure at the paths of `outputs` (names of FILES)."""
+    """Write each table of the comparison and its figure at the paths of `outputs` (the step's declared output
+    names, :data:`bertology.analyses.compare.OUTPUTS`)."""
     written = {name: write_csv(tables[name], outputs[name]) for name in cmp.COLUMNS}
     draw = {"sinks_figure": (figures.sinks_figure, "sinks"), "depth_figure": (figures.depth_figure, "depth"),
             "patterns_figure": (figures.patterns_figure, "patterns"),
@@ -102,12 +109,19 @@ def tables_of_roots(roots: Mapping[str, str | Path], tasks: Sequence[str],
     return compare_tables({m: read_model(r, tasks) for m, r in roots.items()}, tasks, kinds)
 
 
-def compare_roots(roots: Mapping[str, str | Path], tasks: Sequence[str], out_dir: str | Path,
+def output_paths(results: str | Path) -> dict[str, Path]:
+    """The step's declared outputs (:data:`bertology.analyses.compare.OUTPUTS`) under the results root `results`,
+    by output name."""
+    return {o.output: Path(join(results, o.path)) for o in OUTPUTS}
+
+
+def compare_roots(roots: Mapping[str, str | Path], tasks: Sequence[str], results: str | Path,
                   kinds: Mapping[str, str] | None = None) -> dict[str, Path]:
-    """Compare the models whose results roots are `roots` (short name -> root) on `tasks`: write FILES under
-    out_dir and return them by name."""
+    """Compare the models whose results roots are `roots` (short name -> root) on `tasks`: write the step's
+    outputs at their declared paths under the results root `results` (:func:`output_paths`) and return them by
+    name."""
     tables = tables_of_roots(roots, tasks, kinds)
-    return write_outputs(tables, {name: Path(out_dir) / file for name, file in FILES.items()})
+    return write_outputs(tables, output_paths(results))
 
 
 def model_roots(paths: Sequence[Path]) -> dict[str, Path]:
@@ -122,10 +136,11 @@ def model_roots(paths: Sequence[Path]) -> dict[str, Path]:
 
 
 def compare(ctx: StepContext) -> None:
-    """Inputs: ``roots`` (one per model, repeatable). Outputs: the names of FILES. The tasks: the config's."""
+    """Inputs: ``roots`` (one per model, repeatable). Outputs: the step's declared ones, by name
+    (:data:`bertology.analyses.compare.OUTPUTS`). The tasks: the config's."""
     roots = model_roots(ctx.input.all("roots"))
     tables = tables_of_roots(roots, ctx.config.tasks)
-    written = write_outputs(tables, {name: getattr(ctx.output, name) for name in FILES})
+    written = write_outputs(tables, {o.output: getattr(ctx.output, o.output) for o in OUTPUTS})
     ctx.tracker.metrics({f"compare.{row.model}.{column}": float(getattr(row, column))
                          for row in figures.headline(tables["sinks"]).itertuples()
                          for column in ("sink_rate", "share_heads_over") if np.isfinite(float(getattr(row, column)))})

@@ -40,14 +40,16 @@ def check_shared_rules(named: Sequence[str], registry) -> None:
     wanted = shared_rules(registry)
     if sorted(named) != sorted(wanted):
         fail(f"rules/models.smk shares the rules {', '.join(named)}, but the rules whose outputs all lie under "
-             f"results/{layout.SHARED_DIR}/ are {', '.join(wanted)}: make its `use rule` lines name these")
+             f"results/{layout.SHARED_DIR}/ are {', '.join(wanted)}: name these in its SHARED_RULES and `use rule` lines")
 
 
 def compare_tables(targets: Mapping[str, Sequence[str]]) -> list[str]:
-    """The files the comparisons read (bertology.compare.common.SOURCES) among each model's outputs (short name ->
-    its targets, under results/m/{name}/): what the compare rule waits for."""
-    from bertology.compare.common import SOURCES
+    """The files the comparisons read (bertology.analyses.compare.SOURCES: each source's path, in the store
+    variants it reads) among each model's outputs (short name -> its targets, under results/m/{name}/): what the
+    compare rule waits for."""
+    from bertology.analyses.compare import SOURCES
 
+    sources = [(layout.pattern(text), variants) for text, variants in SOURCES.values()]
     out = []
     for name, files in targets.items():
         root = layout.model_root(name)
@@ -55,9 +57,9 @@ def compare_tables(targets: Mapping[str, Sequence[str]]) -> list[str]:
             relative = str(file)[len(root) + 1:] if str(file).startswith(root + "/") else None
             if relative is None:
                 continue
-            for key, stat_file, _variants in SOURCES.values():
-                fields = layout.match(key, relative)
-                if fields is not None and (stat_file is None or fields.get("file") == stat_file):
+            for rx, variants in sources:
+                found = rx.fullmatch(relative)
+                if found is not None and (not variants or found.group("variant") in variants):
                     out.append(str(file))
                     break
     return out
