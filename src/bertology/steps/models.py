@@ -70,21 +70,11 @@ def models_report(ctx: StepContext) -> None:
     (results/claims.csv, compare/claims.csv, figures/claims.png, compare/{sinks,induction,patterns,roles,depth}.csv
     and .png, m/{name}/report.html and explorer.html, explorer.html), as the one-model report's ``targets``."""
     from bertology.pipeline.config import plain_config
-    from bertology.pipeline.layout import under
     from bertology.report.models import build_models_report
+    from bertology.steps.report import write_page
 
-    out = ctx.output.report
-    results = out.parent
-    targets = ctx.input.all("targets") if "targets" in ctx.input else []
-    missing = [str(p) for p in targets if not p.exists()]
-    if missing:
-        raise UserError(f"the report needs {len(missing)} missing input(s), e.g. {missing[0]}: run the workflow "
-                        f"(snakemake) to produce them first")
-    text = build_models_report(results, plain_config(ctx.config), under(results, targets),
-                               ctx.config.analysis.claims.confidence)
-    write_text(text, out)
-    ctx.log.info("models_report: %s (%.1f MB) from %s", out, out.stat().st_size / 1e6, results)
-    ctx.tracker.artifact(out)
+    write_page(ctx, "models_report", lambda results, targets: build_models_report(
+        results, plain_config(ctx.config), targets, ctx.config.analysis.claims.confidence))
 
 
 def models_explorer(ctx: StepContext) -> None:

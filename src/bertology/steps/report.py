@@ -15,8 +15,16 @@ def report(ctx: StepContext) -> None:
     re-runs whenever one of them changes) and nothing else: tables by their registry templates, figures by
     file-name prefix (bertology.report.page.SECTIONS). The config sections handed over are shown as they are.
     """
-    from bertology.pipeline.layout import under
     from bertology.report.page import build_report
+
+    write_page(ctx, "report", lambda results, targets: build_report(results, plain_config(ctx.config), targets))
+
+
+def write_page(ctx: StepContext, name: str, build) -> None:
+    """Write the page of ``--output report=`` from the files declared as ``--input targets=`` (every one must exist:
+    a missing one is an error naming it), `build(results, targets)` giving its HTML from the results root and the
+    targets relative to it; log its size and keep it as the job's artifact."""
+    from bertology.pipeline.layout import under
 
     out = ctx.output.report
     results = out.parent
@@ -25,9 +33,8 @@ def report(ctx: StepContext) -> None:
     if missing:
         raise UserError(f"the report needs {len(missing)} missing input(s), e.g. {missing[0]}: run the workflow "
                         f"(snakemake) to produce them first")
-    text = build_report(results, plain_config(ctx.config), under(results, targets))
-    write_text(text, out)
-    ctx.log.info("report: %s (%.1f MB) from %s", out, out.stat().st_size / 1e6, results)
+    write_text(build(results, under(results, targets)), out)
+    ctx.log.info("%s: %s (%.1f MB) from %s", name, out, out.stat().st_size / 1e6, results)
     ctx.tracker.artifact(out)
 
 
