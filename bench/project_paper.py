@@ -27,11 +27,17 @@ Two modes:
               views_fe, faithfulness_fe   bench_costs.example_costs at n = 128 in FE: norms_views runs capture +
                                raw + rollout + flow + ALTI + GlobEnc + DecompX + Value Zeroing on each example,
                                norms_faithfulness token ablation + gradient + AOPC of the 8 views and random
+              figure, plot_import   one 2 x 3 heatmap figure saved; matplotlib's import (figure_units)
+              run_start, model_setup, spacy_load   the job server's imports (once per snakemake call), a model's
+                               loading in a job after them, the spaCy pipeline's load (setup_units)
   project   reads one or more costs files (--costs; e.g. one written by the measure mode on a GPU machine:
-            ``--device cuda``) and Snakemake's own job list of config/paper.yaml (a dry run, offline: the model
-            and data are not needed for one), and prints each job's expected time, per rule and in total; writes
-            bench/out/paper_projection.md. Every rule of the DAG must have a cost model: a rule without one stops
-            the projection (no silent zero).
+            ``--device cuda``) and Snakemake's own job list of --configfile (config/paper.yaml by default; any
+            config, `models:` included; a dry run of --snakefile, offline: the model weights and data are not
+            needed for one), and prints each job's expected time, per rule and in total; writes --out. In a run of
+            several models each job `{name}__{rule}` is costed by the rule's model at that model's size and settings
+            (run_models, scale_costs); the units are scaled from BERT-base at 128 tokens as scale_costs says. Every
+            rule of the DAG must have a cost model: a rule without one stops the projection (no silent zero).
+            bench/projection_check.py puts a finished run's benchmarks next to it.
 
 Counts (the split sizes): the GLUE files in /work/shared/data/glue for MRPC, STS-B, SST-2, RTE (counted when
 present); QQP, QNLI and MNLI from GLUE's published sizes (GLUE_SIZES below; MNLI's validation = dev_matched).
@@ -50,8 +56,11 @@ null = every dev example, ablation.pruning: importance on 2000 train examples, s
   norms_faithfulness job_fixed + sample x faithfulness_fe x eager_example
   ablation_sweep     job_fixed + dev x sweep_forwards(L, H) x eval_example
   ablation_pruning   job_fixed + importance x grad_example + dev x pruning_forwards(L, H, ...) x eval_example
-  figures, tables, summaries, report (SUMMARY_RULES)   job_fixed only: their own work (plots, tables) is not
-                     measured here (seconds at the default's size)
+  decoder_probe(_finetuned)  job_fixed + models x (sample x a forward at min(tokens, 64) + the induction probe)
+  extract_syntax, syntax_parser   job_fixed + gold sentences x extract_example / onepass_example
+  figures, tables, summaries, report, the run's compare/models_* (SUMMARY_RULES)   job_fixed, plus plot_import and
+                     one figure per .png written: their own other work (bootstraps, tables) is not measured here
+  every job of MODEL_RULES adds model_setup, annotate_words spacy_load; norms_* count analysis.norms.examples
 
     flock -x /tmp/bertology-cpu.lock env PYTHONPATH=src .venv/bin/python bench/project_paper.py measure
     PYTHONPATH=src .venv/bin/python bench/project_paper.py project [--costs bench/out/paper_costs.json ...]
