@@ -126,6 +126,6 @@ def test_bad_config_key_is_one_line(tmp_path, config_file, snakemake_run):
     assert proc.returncode != 0
     assert [line for line in proc.stderr.splitlines() if "error" in line.lower()] == [
         "bertology: error: invalid configuration: unknown config key(s) 'batie' under 'attention'; allowed keys are: "
-        "batch_size, chunk_size, examples, keepbits, spacy_model, split. See schemas/config.schema.yaml for "
+        "batch_size, chunk_size, examples, keepbits, spacy_model, split, word_models. See schemas/config.schema.yaml for "
         "every key, its meaning and default."]
     assert "Traceback" not in proc.stderr and 'File "' not in proc.stderr

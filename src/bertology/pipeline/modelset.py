@@ -44,12 +44,14 @@ class ModelEntry:
 
 
 def short_name(model: str) -> str:
-    """The short name of a model named by `model` (a shortcut, a hub name or a directory): its last path component.
+    """The short name of a model named by `model` (a shortcut, a hub name or a directory): its last path component,
+    each run of characters a folder name should not hold (anything but letters, digits, '.', '_', '-') as '-'.
 
-    >>> short_name("minilm-l6"), short_name("results/models/rte/pretrained/")
-    ('minilm-l6', 'pretrained')
+    >>> short_name("minilm-l6"), short_name("results/models/rte/pretrained/"), short_name("/runs/my model (v2)")
+    ('minilm-l6', 'pretrained', 'my-model-v2')
     """
-    return PurePosixPath(str(model).replace("\\", "/").rstrip("/") or ".").name
+    last = PurePosixPath(str(model).replace("\\", "/").rstrip("/") or ".").name
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", last).strip("-._") or "model"
 
 
 def _check_name(name: str, where: str) -> str:
