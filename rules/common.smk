@@ -23,8 +23,7 @@ check_config(config, workflow.configfiles, workflow.basedir, getattr(workflow.co
 
 
 INVOCATION = setup_environment(config)
-# The model's short name (the ledger's `model` column, the MLflow `model` tag of every job: rules/steps.smk STEP) and
-# its config by name (one here; one per model in a run of several: rules/models.smk).
+# The model's short name and its config by name (one here; one per model in a run of several: rules/models.smk).
 MODEL_NAME = model_name(config)
 MODEL_CONFIGS = {MODEL_NAME: config}
 # The rules writing the run's pages (removed at start when stale: rules/handlers.smk).

@@ -15,8 +15,7 @@ from bertology.workflow.cli import STEPS, step_args, task_args
 # Each rule runs its step the same way, `bertology <step>` with its wildcards, named inputs and
 # outputs, the config sections the step declares (bertology.workflow.cli.STEPS) and its threads. The sections
 # are part of the param, so changing one re-runs exactly the steps that read it.
-# The job's environment names the model (bertology.tracking: the MLflow run's `model` tag and param).
-STEP = f"BERTOLOGY_MODEL={shlex.quote(MODEL_NAME)} bertology {{params.step}} {{params.files}} --threads {{threads}} > {{log}} 2>&1"
+STEP = "bertology {params.step} {params.files} --threads {threads} > {log} 2>&1"
 
 # What a job's --task gets of a declared task (bertology.registry.Step.task): plain, words (its language and spaCy
 # pipeline too), or the whole declaration (the data rule): each job gets what it reads
@@ -30,8 +29,10 @@ TASK_JSON = {
 
 def step(name):
     """The `step` param of the rule named `name`, i.e. its step and config sections (a plain string, so that
-    Snakemake records it and re-runs the rule when a section changes)."""
-    return f"{name} --config {shlex.quote(sections_json(config, STEPS[name].config))}"
+    Snakemake records it and re-runs the rule when a section changes). A set `model_name` (each model of a run of
+    several) goes to every step: its job's MLflow run is tagged with it (bertology.workflow.cli.run_step)."""
+    sections = (*STEPS[name].config, *(("model_name",) if config.get("model_name") else ()))
+    return f"{name} --config {shlex.quote(sections_json(config, tuple(dict.fromkeys(sections))))}"
 
 
 def step_files(name):

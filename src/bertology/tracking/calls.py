@@ -8,7 +8,6 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-MODEL_ENV = "BERTOLOGY_MODEL"  # the model's short name, set on each job's command line by the workflow (rules/steps.smk)
 INVOCATION_ENV = "BERTOLOGY_INVOCATION"  # one id per `snakemake` call, set by the workflow (bertology.workflow.snakefile)
 INVOCATION_TAG = "bertology.invocation"
 KIND_TAG = "bertology.kind"  # "workflow" (the parent run) or "job"

@@ -11,8 +11,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from bertology.tracking.calls import (INVOCATION_ENV, INVOCATION_TAG, KIND_TAG, MODEL_ENV, WORKDIR_TAG, param_chunks,
-                                      reason, retry)
+from bertology.tracking.calls import INVOCATION_ENV, INVOCATION_TAG, KIND_TAG, WORKDIR_TAG, param_chunks, reason, retry
 from bertology.tracking.parent import parent_run_id
 from bertology.tracking.pending import PENDING_DIR, PendingRecord
 from bertology.tracking.probe import check_reachable
@@ -174,11 +173,11 @@ def tracking_live() -> bool:
 @contextlib.contextmanager
 def job_run(rule: str, *, task: str | None = None, variant: str | None = None,
             params: Mapping[str, Any] | None = None, tags: Mapping[str, str] | None = None,
-            enabled: bool = True) -> Iterator[Tracker]:
+            enabled: bool = True, model: str | None = None) -> Iterator[Tracker]:
     """Open the MLflow child run of one Snakemake job and yield its :class:`Tracker`.
 
-    Tagged with rule/task/variant and the model's short name (BERTOLOGY_MODEL, set by the workflow: also a param
-    `model_name`), a child of the invocation's parent run (when BERTOLOGY_INVOCATION is set), with `params`
+    Tagged with rule/task/variant and the `model`'s short name (also a param `model_name`; the run's name starts with
+    it), a child of the invocation's parent run (when BERTOLOGY_INVOCATION is set), with `params`
     flattened into MLflow params. The run ends FINISHED, or FAILED if the job
     raises. If the tracking store cannot be reached (a quick probe first, so a server that is down costs
     seconds) the job still runs, with one warning, and what it would have recorded is kept as a pending
@@ -193,7 +192,6 @@ def job_run(rule: str, *, task: str | None = None, variant: str | None = None,
         all_tags["task"] = task
     if variant:
         all_tags["variant"] = variant
-    model = os.environ.get(MODEL_ENV)
     if model:
         all_tags["model"] = model
         params = {"model_name": model, **(params or {})}

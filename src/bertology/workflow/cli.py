@@ -166,6 +166,16 @@ def task_args(wildcards: Mapping[str, str], params: Mapping[str, str], *, whole:
     return " ".join(f"--task {shlex.quote(source[n])}" for n in names if n in source)
 
 
+def _model_name(values: dict) -> str | None:
+    """The short name of the job's model for its MLflow run: the config's `model_name` (every step of a model in a run
+    of several gets it), else the short name of its `model` where the step reads one."""
+    from bertology.pipeline.modelset import short_name
+
+    if values.get("model_name"):
+        return str(values["model_name"])
+    return short_name(values["model"]) if values.get("model") else None
+
+
 def run_step(name: str, argv: list[str]) -> int:
     """Parse a step's command line, build its context and run it inside its MLflow run."""
     from bertology.pipeline.config import plain_config
@@ -193,7 +203,7 @@ def run_step(name: str, argv: list[str]) -> int:
     params = select_sections(plain_config(config), spec.config) if spec.config else {}
     with job_run(name, task=ctx.task, variant=ctx.variant or wildcards.get("init") or wildcards.get("split"),
                  params=params, tags={f"wildcard.{k}": v for k, v in wildcards.items()},
-                 enabled=spec.tracked and not args.no_mlflow) as tracker:
+                 enabled=spec.tracked and not args.no_mlflow, model=_model_name(values)) as tracker:
         ctx.tracker = tracker
         started = time.perf_counter()
         func(ctx)
