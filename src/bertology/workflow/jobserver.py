@@ -110,6 +110,11 @@ def refusal(request: dict[str, Any], env: dict[str, str] | None = None) -> str |
     return None
 
 
+#: set in the child when its job's end of the connection closed (the job was killed): the child then exits 130,
+#: however its step ended (a write to the job's closed stderr can raise BrokenPipeError before the interrupt lands)
+_JOB_GONE = threading.Event()
+
+
 def _watch_job(conn: socket.socket) -> None:
     """In the child: when the job's end of the connection closes (the job was killed), interrupt the step."""
     try:
@@ -117,6 +122,7 @@ def _watch_job(conn: socket.socket) -> None:
             pass
     except OSError:
         pass
+    _JOB_GONE.set()
     os.kill(os.getpid(), signal.SIGINT)
 
 
@@ -176,7 +182,7 @@ def _run_child(request: dict[str, Any], fds: list[int], conn: socket.socket, clo
             logging.shutdown()
             sys.stdout.flush()
             sys.stderr.flush()
-        os._exit(code if isinstance(code, int) else 1)
+        os._exit(130 if _JOB_GONE.is_set() else code if isinstance(code, int) else 1)
 
 
 def _set_title(argv: list[str]) -> None:
