@@ -169,6 +169,8 @@ def _run_child(request: dict[str, Any], fds: list[int], conn: socket.socket, clo
             code = 130
     except KeyboardInterrupt:  # the job was killed before its step began (while the child was still setting up)
         code = 130
+    except (BrokenPipeError, ConnectionResetError):  # the same, seen as its connection or its stdio closing first
+        code = 130
     except BaseException:  # noqa: BLE001 - the child must end here, never return into the server's loop
         import traceback
 
