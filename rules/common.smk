@@ -12,29 +12,15 @@ from bertology.pipeline.tasks import (SCORE_VARIANTS, SPLITS, STORE_VARIANTS, TA
                                       declared_pipeline, get_task, register, task_names, task_param)
 from bertology.pipeline.modelset import model_name
 from bertology.registry import Run
-from bertology.workflow.snakefile import check_config, setup_environment
 
 
-# Snakemake's validate fills the schema's defaults (the only place they live); on failure one line names
-# every bad key and the allowed values (no traceback: bertology.workflow.snakefile.fail). Before that, each config file
-# read (config.yaml, --configfile, the profiles') is refused in one line if it repeats a key or is an alias bomb.
-# The values of `--config` (strings, when nested) get the schema's types: --config 'data={"max_length": 64}'.
-check_config(config, workflow.configfiles, workflow.basedir, getattr(workflow.config_settings, "config", None))
+include: "setup.smk"
 
 
-INVOCATION = setup_environment(config)
-# The model's short name and its config by name (one here; one per model in a run of several: rules/models.smk).
-MODEL_NAME = model_name(config)
-MODEL_CONFIGS = {MODEL_NAME: config}
+# The model's config by its short name (one here; one per model in a run of several: rules/models.smk).
+MODEL_CONFIGS = {model_name(config): config}
 # The rules writing the run's pages (removed at start when stale: rules/handlers.smk).
 PAGE_RULES = ["report", "explorer"]
-
-
-envvars:
-    "BERTOLOGY_INVOCATION",
-    "MLFLOW_TRACKING_URI",
-    "MLFLOW_EXPERIMENT_NAME",
-    "BERTOLOGY_TRACKING_LIVE",
 
 
 # Declared tasks (a mapping in `tasks:`): known to get_task here, and handed to each job that reads one as

@@ -12,20 +12,10 @@ from bertology.pipeline.modelset import model_config, model_entries, rule_prefix
 from bertology.workflow.cli import step_args
 from bertology.workflow.models import check_shared_rules, word_models
 from bertology.pipeline.errors import UserError
-from bertology.workflow.snakefile import check_config, fail, setup_environment
+from bertology.workflow.snakefile import fail
 
 
-check_config(config, workflow.configfiles, workflow.basedir, getattr(workflow.config_settings, "config", None))
-
-
-INVOCATION = setup_environment(config)
-
-
-envvars:
-    "BERTOLOGY_INVOCATION",
-    "MLFLOW_TRACKING_URI",
-    "MLFLOW_EXPERIMENT_NAME",
-    "BERTOLOGY_TRACKING_LIVE",
+include: "setup.smk"
 
 
 try:
