@@ -92,6 +92,18 @@ def test_the_run_markdown_has_a_section_per_model(ledgers):
     assert text.count("| claim | task |") == 3 and "each model's own" in text
 
 
+def test_the_run_markdown_of_ledgers_read_back_from_csv_is_the_same(ledgers, tmp_path):
+    """The run's ledger step reads each model's claims.csv: its empty cells come back NaN, never 'nan' in the text."""
+    back = {}
+    for m, ledger in ledgers.items():
+        ledger.to_csv(tmp_path / f"{m}.csv", index=False)
+        back[m] = pd.read_csv(tmp_path / f"{m}.csv")
+    assert back["enc"]["seed_verdicts"].isna().any() and back["enc"]["paper_value"].isna().any()
+    text = to_markdown(merge_ledgers(back), 0.95)
+    assert "nan" not in text.lower().replace("nanmean", "")
+    assert text == to_markdown(merge_ledgers(ledgers), 0.95)
+
+
 def test_the_claims_step_writes_the_model_column(tmp_path, typed_config):
     from bertology.pipeline.config import validate_config
     from tests.builders.steps import run_step

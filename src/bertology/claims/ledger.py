@@ -267,6 +267,11 @@ def findings_view(ledger: pd.DataFrame, task: str) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(FINDINGS_COLUMNS))
 
 
+def _text(x) -> str:
+    """A cell's text: '' for a missing value (None, or the NaN a ledger read back from its CSV holds for '')."""
+    return "" if x is None or (not isinstance(x, str) and pd.isna(x)) else str(x)
+
+
 def _fmt(x: float) -> str:
     return "" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.3g}"
 
@@ -294,13 +299,15 @@ def to_markdown(ledger: pd.DataFrame, confidence: float) -> str:
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
     lines = []
     for r in ledger.to_dict("records"):
-        seeds = f"{r['seeds_agree']}/{r['n_seeds']} agree" if r.get("seed_verdicts") else str(r["n_seeds"])
+        seeds = (f"{r['seeds_agree']}/{r['n_seeds']} agree" if _text(r.get("seed_verdicts"))
+                 else _text(r["n_seeds"]))
         verdict_ = r["verdict"] + (f" ({r['note']})" if r["verdict"] == NOT_COMPUTED else "")
         if verdict_marked(r):
             verdict_ += " *(model at chance)*"
         caveat = r["caveat"] if isinstance(r.get("caveat"), str) else ""
         lines.append(f"| {r['claim']} | {r['task']} | {r['variant']} | {verdict_} | {effect_text(r)} | "
-                     f"{r['side']} {_fmt(float(r['null']))} | {r['paper_value'] or ''} | {r['test']} | "
-                     f"{_fmt(float(r['p']))} | {_fmt(float(r['p_holm']))} | {r.get('rests_on') or r['n']} | {seeds} "
+                     f"{r['side']} {_fmt(float(r['null']))} | {_text(r['paper_value'])} | {_text(r['test'])} | "
+                     f"{_fmt(float(r['p']))} | {_fmt(float(r['p_holm']))} | {_text(r.get('rests_on')) or _text(r['n'])} "
+                     f"| {seeds} "
                      f"| {caveat} |")
     return head + "\n".join(lines) + "\n"
