@@ -165,6 +165,8 @@ class Settings:
     norms_examples: int | None = None
     inits: int = 2
     syntax_sentences: int = 0
+    views: tuple[str, ...] | None = None  # ModelSize.views
+    tasks: tuple[str, ...] = ()           # the run's tasks (the explorer's pages cover them all)
     # task -> (mean, root mean square) tokens of its examples under the model's tokenizer, cut at max_length
     # (token_lengths); a task not in it is counted at max_length
     tokens: dict = field(default_factory=dict)
@@ -183,7 +185,8 @@ def settings_from_config(cfg: dict, size: ModelSize | None = None, syntax_senten
                     random_orders=int(pr["random_orders"]), layers=size.layers, heads=size.heads,
                     hidden=size.hidden, params=size.params, max_length=int(cfg["data"]["max_length"]),
                     norms_examples=norms.get("examples"), inits=len(cfg["train"].get("inits") or []),
-                    syntax_sentences=syntax_sentences, tokens=dict(tokens or {}))
+                    syntax_sentences=syntax_sentences, tokens=dict(tokens or {}), views=size.views,
+                    tasks=tuple(cfg.get("tasks") or ()))
 
 
 # ------------------------------------------------------------------------------------------- a model's size
@@ -197,6 +200,9 @@ class ModelSize:
     heads: int = 12
     hidden: int = 768
     params: int = BERT_BASE_PARAMS
+    #: the newer mixing views norms_views computes on it (bertology.norms.analysis.mixing_plan); None: every view,
+    #: as on BERT-base, where the units are measured
+    views: tuple[str, ...] | None = None
 
 
 # models of the shipped configs that need not be on this machine for a projection: config/paper.yaml's BERT-base
@@ -236,7 +242,9 @@ def model_size(model: str) -> ModelSize:
     config = AutoConfig.from_pretrained(path, local_files_only=True, trust_remote_code=False)
     with torch.device("meta"):
         clf = AutoModelForSequenceClassification.from_config(config)
-    return ModelSize(**_counted(clf, torch.nn.Embedding))
+    from bertology.norms.analysis import mixing_plan
+
+    return ModelSize(**_counted(clf, torch.nn.Embedding), views=mixing_plan(clf).views)
 
 
 def _counted(model, embedding_type) -> dict:
@@ -297,6 +305,36 @@ def scale_costs(c: dict[str, float], s: Settings, measured_batch: int = 32,
     return out
 
 
+#: the newer mixing views' parts of views_fe (bertology.norms.mixviews.VIEWS), which a model may not get
+MIXING_PARTS = ("alti", "globenc", "decompx", "value_zeroing")
+
+
+def views_fe(c: dict[str, float], views: tuple[str, ...] | None) -> float:
+    """norms_views' forward-equivalents an example on a model that gets the mixing views `views`
+    (ModelSize.views; None: every view): c["views_fe"], measured on BERT-base with all of them, less the parts
+    (c["fe.{part}"], the costs file's norm_parts_fe) of the views the model does not get, and ALTI-Logit's with
+    ALTI's. Costs without the parts: views_fe as it is."""
+    if views is None or not any(k.startswith("fe.") for k in c):
+        return c["views_fe"]
+    left_out = [p for p in MIXING_PARTS if p not in views] + ([] if "alti" in views else ["alti_logit"])
+    return c["views_fe"] - sum(c.get(f"fe.{p}", 0.0) for p in left_out)
+
+
+def explorer_bytes(s: Settings, sizes: dict[str, tuple[int, int]]) -> float:
+    """Bytes of attention maps a model's explorer page encodes (bertology.explorer.examples.sampled_examples: each
+    sampled example's (L, H, n, n) maps of every store variant, encoded before the page's size budget drops any):
+    per task of the run, min(EXPLORER_EXAMPLES, the attention sample) examples x the variants (the pretrained
+    model and one fine-tuned model per init) x layers x heads x the task's mean squared tokens."""
+    from bertology.explorer.load import DEFAULT_EXAMPLES as EXPLORER_EXAMPLES
+
+    total = 0.0
+    for task in s.tasks:
+        sample = _cap(sizes[task][1], s.attention_examples) if task in sizes else EXPLORER_EXAMPLES
+        total += (min(EXPLORER_EXAMPLES, sample) * (1 + s.inits) * s.layers * s.heads
+                  * task_tokens(s, task)[1])
+    return total
+
+
 def _cap(n: int, limit: int | None) -> int:
     return n if limit is None else min(n, int(limit))
 
@@ -322,6 +360,9 @@ def job_cost(rule: str, wc: dict[str, str], sizes: dict[str, tuple[int, int]], s
     (setup_units). Raises ProjectionError for a rule without a cost model or a task without sizes."""
     fixed = c["job_fixed"] + (c.get("model_setup", 0.0) if rule in MODEL_RULES else 0.0) + (
         c.get("spacy_load", 0.0) if rule == "annotate_words" else 0.0)
+    if rule == "explorer" and "explorer_map_byte" in c:
+        maps = explorer_bytes(s, sizes)
+        return fixed + maps * c["explorer_map_byte"], f"{maps / 1e6:.0f} MB of maps"
     if rule in SUMMARY_RULES:
         pngs = figures_of(outputs)
         if not pngs:
@@ -358,7 +399,8 @@ def job_cost(rule: str, wc: dict[str, str], sizes: dict[str, tuple[int, int]], s
         return fixed + sample * c[per_sample[rule]], f"{sample} ex."
     norms = _cap(sample, s.norms_examples)
     if rule == "norms_views":
-        return fixed + norms * c["views_fe"] * c["eager_example"], f"{norms} ex. x {c['views_fe']:.0f} FE"
+        fe = views_fe(c, s.views)
+        return fixed + norms * fe * c["eager_example"], f"{norms} ex. x {fe:.0f} FE"
     if rule == "norms_faithfulness":
         return (fixed + norms * c["faithfulness_fe"] * c["eager_example"],
                 f"{norms} ex. x {c['faithfulness_fe']:.0f} FE")
@@ -692,7 +734,34 @@ def figure_units(tmp: str) -> dict[str, float]:
         res = subprocess.run([sys.executable, "-c", FIGURE_SCRIPT, d], check=True, capture_output=True, text=True,
                              env=dict(os.environ, PYTHONPATH=str(REPO / "src")))
     imp, fig = (float(x) for x in res.stdout.split())
-    return {"plot_import": imp, "figure": fig}
+    return {"plot_import": imp, "figure": fig, **explorer_units()}
+
+
+def explorer_units(examples: int = 16, repeats: int = 3) -> dict[str, float]:
+    """explorer_map_byte: the seconds one byte of attention maps costs an explorer page
+    (bertology.explorer.maps: quantised to uint8, deflated at level 9, base64), on real maps: the embedded
+    MiniLM's (L, H, n, n) maps of the first `examples` MRPC dev pairs at max_length 128, as the page takes them
+    from a store; the median of `repeats` over the maps' total L x H x n^2 bytes."""
+    import torch
+    from transformers import AutoModel
+
+    from bertology.data import normalise, read_glue_split
+    from bertology.explorer.maps import encode_maps, quantise
+    from bertology.models.loading import load_tokenizer, resolve_model
+    from bertology.pipeline.tasks import get_task
+
+    path = resolve_model("minilm-l6")
+    tok = load_tokenizer(path)
+    model = AutoModel.from_pretrained(path, attn_implementation="eager").eval()
+    spec = get_task("mrpc")
+    df = normalise(read_glue_split(GLUE, spec, "validation"), spec).head(examples)
+    maps = []
+    with torch.inference_mode():
+        for a, b in zip(df["text_a"], df["text_b"]):
+            enc = tok(a, b, truncation=True, max_length=MAX_LENGTH, return_tensors="pt")
+            maps.append(torch.stack(model(**enc, output_attentions=True).attentions, 1)[0].numpy())
+    size = sum(m.size for m in maps)
+    return {"explorer_map_byte": _timed(lambda: [encode_maps(quantise(m)) for m in maps], repeats) / size}
 
 
 def measure(args) -> dict:
@@ -937,6 +1006,11 @@ def load_costs(specs) -> list[tuple[str, dict]]:
     return loaded
 
 
+def costs_of(meta: dict) -> dict[str, float]:
+    """A costs file's units with its norm_parts_fe as ``fe.{part}`` (views_fe reads them)."""
+    return {**meta["costs"], **{f"fe.{p}": float(v) for p, v in (meta.get("norm_parts_fe") or {}).items()}}
+
+
 def projection(configfile: Path, costs, snakefile: Path | None = None, size_of=None) -> dict:
     """Every job of a run's config projected with each costs file: {cfg, models, sizes, source, jobs,
     projections: [(label, meta, rows)]}; the jobs from the dry run of `snakefile`, each scaled to its model
@@ -946,7 +1020,7 @@ def projection(configfile: Path, costs, snakefile: Path | None = None, size_of=N
     sizes, source = run_sizes(cfg)
     loaded = load_costs(costs)
     jobs = dag_jobs(configfile, snakefile)
-    projections = [(label, meta, project(jobs, sizes, models[""][1], meta["costs"], models,
+    projections = [(label, meta, project(jobs, sizes, models[""][1], costs_of(meta), models,
                                          int(meta.get("train_batch", 32)), int(meta.get("max_length", MAX_LENGTH))))
                    for label, meta in loaded]
     return {"cfg": cfg, "models": models, "sizes": sizes, "source": source, "jobs": jobs,

@@ -148,15 +148,51 @@ def test_a_models_size_from_its_config_json(tmp_path):
     from transformers import BertConfig, GPT2Config
 
     BertConfig(num_labels=2).save_pretrained(tmp_path / "bert")
-    assert pp.model_size(str(tmp_path / "bert")) == pp.ModelSize()  # BERT-base: BERT_BASE_PARAMS checked
+    # BERT-base: BERT_BASE_PARAMS checked; every mixing view (post-LN)
+    assert pp.model_size(str(tmp_path / "bert")) == pp.ModelSize(views=MIXING)
     GPT2Config(n_layer=2, n_head=4, n_embd=32, vocab_size=600, n_positions=128).save_pretrained(tmp_path / "gpt2")
     size = pp.model_size(str(tmp_path / "gpt2"))
     # per layer: ln 2 x 64, attention 32 x 96 + 96 + 32 x 32 + 32, MLP 32 x 128 + 128 + 128 x 32 + 32; final ln
     # 64; the score head 32 x 2 (no bias); embeddings (wte, wpe) not counted
     per_layer = 2 * 64 + (32 * 96 + 96 + 32 * 32 + 32) + (32 * 128 + 128 + 128 * 32 + 32)
-    assert size == pp.ModelSize(layers=2, heads=4, hidden=32, params=2 * per_layer + 64 + 64)
+    assert size == pp.ModelSize(layers=2, heads=4, hidden=32, params=2 * per_layer + 64 + 64, views=MIXING)
     with pytest.raises(pp.ProjectionError, match="no config.json"):
         pp.model_size(str(tmp_path / "absent"))
+
+
+MIXING = ("alti", "globenc", "decompx", "value_zeroing")
+
+
+def test_a_gated_pre_norm_model_gets_no_decompx_and_its_norms_views_cost_less(tmp_path):
+    """The views a model gets are the analysis' own plan (bertology.norms.analysis.mixing_plan) of the model built
+    on the meta device; norms_views' forward-equivalents drop the parts of the views it does not get."""
+    from transformers import LlamaConfig
+
+    LlamaConfig(num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, hidden_size=32,
+                intermediate_size=64, vocab_size=600).save_pretrained(tmp_path / "llama")
+    assert pp.model_size(str(tmp_path / "llama")).views == ("alti", "globenc", "value_zeroing")
+    parts = {"capture": 1.0, "raw": 0.5, "rollout": 0.5, "flow": 2.0, "alti": 3.0, "alti_logit": 0.25,
+             "globenc": 0.75, "decompx": 10.0, "value_zeroing": 8.0}
+    c = pp.costs_of({"costs": {"views_fe": sum(parts.values())}, "norm_parts_fe": parts})
+    assert pp.views_fe(c, None) == pp.views_fe(c, MIXING) == 26.0
+    assert pp.views_fe(c, ("alti", "globenc", "value_zeroing")) == 16.0
+    assert pp.views_fe(c, ("value_zeroing",)) == 26.0 - 10.0 - 3.0 - 0.75 - 0.25  # ALTI-Logit goes with ALTI
+    assert pp.views_fe({"views_fe": 26.0}, ("value_zeroing",)) == 26.0  # costs without the parts: as measured
+    s = pp.Settings(views=("alti", "globenc", "value_zeroing"), norms_examples=4)
+    sec, what = pp.job_cost("norms_views", {"task": "rte"}, {"rte": (100, 10)}, s,
+                            {**c, "job_fixed": 1.0, "eager_example": 0.5})
+    assert sec == 1.0 + 4 * 16.0 * 0.5 and what == "4 ex. x 16 FE"
+
+
+def test_the_explorer_costs_its_sampled_examples_maps():
+    """Per task min(16, sample) examples x (1 + inits) variants x layers x heads x mean squared tokens bytes."""
+    s = pp.Settings(layers=2, heads=3, inits=1, attention_examples=10, tasks=("rte", "mrpc"),
+                    tokens={"rte": (4, 5), "mrpc": (3, 4)})
+    sizes = {"rte": (100, 50), "mrpc": (100, 8)}
+    assert pp.explorer_bytes(s, sizes) == 10 * 2 * 2 * 3 * 25 + 8 * 2 * 2 * 3 * 16
+    sec, what = pp.job_cost("explorer", {}, sizes, s, {"job_fixed": 1.0, "explorer_map_byte": 1e-3})
+    assert sec == pytest.approx(1.0 + pp.explorer_bytes(s, sizes) * 1e-3) and what.endswith("MB of maps")
+    assert pp.job_cost("explorer", {}, sizes, s, {"job_fixed": 1.0}) == (1.0, "fixed job cost only")
 
 
 def test_a_run_of_several_models_maps_each_rule_to_its_models_size(tmp_path):

@@ -78,6 +78,49 @@ class ViewsResult:
     logit_error: float = 0.0
 
 
+@dataclass(frozen=True)
+class MixingPlan:
+    """Which newer mixing views (:data:`bertology.norms.mixviews.VIEWS`) run on a model, and the layer parts they
+    read: ``parts`` of a post-LN layout (:func:`bertology.norms.mixparts.layer_parts`) or ``pre`` of a pre-norm one
+    (:func:`bertology.norms.prenorm.prenorm_parts`), the classifier head's linears ``head``, Value Zeroing's blocks
+    ``zeroing``, ``gated`` (why DecompX is left out: a gated MLP) and ``note`` (every view left out, and why)."""
+
+    parts: object = None
+    pre: object = None
+    head: list = field(default_factory=list)
+    zeroing: object = None
+    gated: str | None = None
+    note: str | None = None
+    views: tuple[str, ...] = ()
+
+
+def mixing_plan(model) -> MixingPlan:
+    """The mixing views `model` gets (:class:`MixingPlan`): ALTI, GlobEnc and DecompX on a post-LN layout or a
+    pre-norm one (DecompX only where the MLP is not gated), Value Zeroing wherever each layer is found. Reads the
+    modules only: a model on the meta device (no weights) gets the same plan (bench/project_paper.py costs
+    norms_views by it)."""
+    parts, pre, head, note, zeroing, gated = None, None, [], None, None, None
+    try:
+        parts = mp.layer_parts(model)
+        head = mp.head_linears(model)
+    except mp.MixingViewsUnsupported as err:
+        try:                             # a pre-norm model: ALTI, ALTI-Logit, GlobEnc, DecompX (MLP not gated)
+            pre = pn.prenorm_parts(model)
+            head = pn.head_candidates(model, pre)
+            gated = gated_reason(pre)
+            note = f"no DecompX: {gated}" if gated else None
+        except mp.MixingViewsUnsupported as why:
+            note = f"no ALTI, GlobEnc or DecompX: {err if 'post-LN layer' in str(why) else why}"
+    try:
+        zeroing = vz.zeroing_blocks(model)
+    except mp.MixingViewsUnsupported as err:
+        note = f"no ALTI, GlobEnc, DecompX or Value Zeroing: {err}" if parts is None and pre is None else \
+            f"{note + '; ' if note else ''}no Value Zeroing: {err}"
+    views = tuple(v for v in mv.VIEWS if (parts and v != "value_zeroing") or (pre and v in ("alti", "globenc"))
+                  or (pre and not gated and v == "decompx") or (zeroing and v == "value_zeroing"))
+    return MixingPlan(parts, pre, head, zeroing, gated, note, views)
+
+
 def run_views(model, tokenizer, frame: pd.DataFrame, *, max_length: int, batch_size: int, flow_examples: int,
               frequencies: np.ndarray | None = None, device: str = "cpu",
               stored_norms: dict[int, np.ndarray] | None = None, mixing_examples: int | None = 0,
@@ -102,26 +145,9 @@ def run_views(model, tokenizer, frame: pd.DataFrame, *, max_length: int, batch_s
     n_flow = len(frame) if flow_examples is None else min(int(flow_examples), len(frame))
     n_mix = len(frame) if mixing_examples is None else min(int(mixing_examples), len(frame))
     seconds = dict.fromkeys(("forward", "mixing", "stats", "raw", "norm", "rollout", "flow"), 0.0)
-    parts, pre, head, note, zeroing, gated = None, None, [], None, None, None
-    if n_mix:
-        try:
-            parts = mp.layer_parts(model)
-            head = mp.head_linears(model)
-        except mp.MixingViewsUnsupported as err:
-            try:                             # a pre-norm model: ALTI, ALTI-Logit, GlobEnc, DecompX (MLP not gated)
-                pre = pn.prenorm_parts(model)
-                head = pn.head_candidates(model, pre)
-                gated = gated_reason(pre)
-                note = f"no DecompX: {gated}" if gated else None
-            except mp.MixingViewsUnsupported as why:
-                note = f"no ALTI, GlobEnc or DecompX: {err if 'post-LN layer' in str(why) else why}"
-        try:
-            zeroing = vz.zeroing_blocks(model)
-        except mp.MixingViewsUnsupported as err:
-            note = f"no ALTI, GlobEnc, DecompX or Value Zeroing: {err}" if parts is None and pre is None else \
-                f"{note + '; ' if note else ''}no Value Zeroing: {err}"
-    computed = tuple(v for v in mv.VIEWS if (parts and v != "value_zeroing") or (pre and v in ("alti", "globenc"))
-                     or (pre and not gated and v == "decompx") or (zeroing and v == "value_zeroing"))
+    plan = mixing_plan(model) if n_mix else MixingPlan()
+    parts, pre, head, note, zeroing, gated, computed = (plan.parts, plan.pre, plan.head, plan.note, plan.zeroing,
+                                                       plan.gated, plan.views)
     if not computed:
         n_mix = 0
     seconds.update(dict.fromkeys(computed, 0.0))
