@@ -28,6 +28,8 @@ Two modes:
                                raw + rollout + flow + ALTI + GlobEnc + DecompX + Value Zeroing on each example,
                                norms_faithfulness token ablation + gradient + AOPC of the 8 views and random
               figure, plot_import   one 2 x 3 heatmap figure saved; matplotlib's import (figure_units)
+              explorer_map_byte   one byte of attention maps quantised, deflated and base64-encoded for an
+                               explorer page, on the embedded MiniLM's real maps (explorer_units, with figures)
               run_start, model_setup, spacy_load   the job server's imports (once per snakemake call), a model's
                                loading in a job after them, the spaCy pipeline's load (setup_units)
   project   reads one or more costs files (--costs; e.g. one written by the measure mode on a GPU machine:
@@ -52,11 +54,14 @@ null = every dev example, ablation.pruning: importance on 2000 train examples, s
   extract_attention  job_fixed + sample x extract_example
   store_stats        job_fixed + sample x onepass_example
   kovaleva_cosine    job_fixed + sample x cosine_example
-  norms_views        job_fixed + sample x views_fe x eager_example
+  norms_views        job_fixed + sample x views_fe x eager_example (views_fe less the parts of the mixing views the
+                     model does not get: views_fe(), bertology.norms.analysis.mixing_plan)
   norms_faithfulness job_fixed + sample x faithfulness_fe x eager_example
   ablation_sweep     job_fixed + dev x sweep_forwards(L, H) x eval_example
   ablation_pruning   job_fixed + importance x grad_example + dev x pruning_forwards(L, H, ...) x eval_example
   decoder_probe(_finetuned)  job_fixed + models x (sample x a forward at min(tokens, 64) + the induction probe)
+  explorer           job_fixed + per task min(16, sample) x (1 + inits) x layers x heads x tokens^2 bytes of maps
+                     x explorer_map_byte
   extract_syntax, syntax_parser   job_fixed + gold sentences x extract_example / onepass_example
   figures, tables, summaries, report, the run's compare/models_* (SUMMARY_RULES)   job_fixed, plus plot_import and
                      one figure per .png written: their own other work (bootstraps, tables) is not measured here
