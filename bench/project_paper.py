@@ -757,7 +757,7 @@ def explorer_units(examples: int = 16, repeats: int = 3) -> dict[str, float]:
 
     path = resolve_model("minilm-l6")
     tok = load_tokenizer(path)
-    model = AutoModel.from_pretrained(path, attn_implementation="eager").eval()
+    model = AutoModel.from_pretrained(path, attn_implementation="eager", trust_remote_code=False).eval()
     spec = get_task("mrpc")
     df = normalise(read_glue_split(GLUE, spec, "validation"), spec).head(examples)
     maps = []
