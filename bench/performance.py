@@ -669,8 +669,8 @@ rules whose own fixed work is seconds whatever the model (claims 18 to 42 s of b
 ALTI's per-call overhead, extraction and fine-tuning set-up 2 to 10 s): at this size the projector is trusted for
 job_fixed and the figure rules only.
 
-The real run (issue 57's measurement: `models: [minilm-l6 (train.inits [pretrained]), mpnet-base (inits []),
-smollm2-135m (inits [])]` on GLUE's RTE and MRPC from ../shared/data/glue, attention.examples 277,
+The real run (three real models, one fine-tuned, two pretrained only: `models: [minilm-l6 (train.inits
+[pretrained]), mpnet-base (inits []), smollm2-135m (inits [])]` on GLUE's RTE and MRPC from ../shared/data/glue, attention.examples 277,
 analysis.norms.examples 16, train epochs 3 at 5e-5; one `snakemake --cores 2` call from a snapshot of `200a2c5`,
 116 jobs in 45 min 4 s, rc 0) against units measured on the quiet machine just before it (`measure`, `--only
 setup`, then `--only figures` again at `82af721` for explorer_map_byte; load average 0.7 to 2.4; file
